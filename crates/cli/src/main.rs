@@ -1,0 +1,5 @@
+//! The `llamay` command: argument parsing and terminal output only.
+
+fn main() {
+    println!("llamay");
+}

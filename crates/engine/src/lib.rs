@@ -1,0 +1,7 @@
+//! llamay's inference engine, in pure Rust.
+//!
+//! GGUF files, tokenizers rebuilt from their metadata, tensors and quantized kernels,
+//! model architectures, the KV cache, sampling and batched forward steps. It knows
+//! nothing of constraints: the sampler takes a plain allowed-token bitset.
+
+pub mod ggml_type;

