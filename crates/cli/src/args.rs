@@ -44,8 +44,9 @@ fn rewrite(s: &str, cmd: &Command) -> (Option<String>, bool) {
         return (None, false);
     }
     let find_long = |name: &str| {
-        cmd.get_arguments()
-            .find(|a| a.get_long() == Some(name) || a.get_all_aliases().is_some_and(|al| al.contains(&name)))
+        cmd.get_arguments().find(|a| {
+            a.get_long() == Some(name) || a.get_all_aliases().is_some_and(|al| al.contains(&name))
+        })
     };
     let find_short = |c: char| cmd.get_arguments().find(|a| a.get_short() == Some(c));
     let takes_value = |a: &clap::Arg| a.get_action().takes_values();
@@ -98,7 +99,14 @@ mod tests {
     fn single_dash_long_flags_become_double_dash() {
         assert_eq!(
             norm(&["llamay", "run", "-chat", "-json", "-grammar-file", "g.gbnf"]),
-            ["llamay", "run", "--chat", "--json", "--grammar-file", "g.gbnf"]
+            [
+                "llamay",
+                "run",
+                "--chat",
+                "--json",
+                "--grammar-file",
+                "g.gbnf"
+            ]
         );
     }
 
@@ -112,12 +120,18 @@ mod tests {
             norm(&["llamay", "run", "--prompt", "-chat"]),
             ["llamay", "run", "--prompt", "-chat"]
         );
-        assert_eq!(norm(&["llamay", "run", "-p", "-"]), ["llamay", "run", "-p", "-"]);
+        assert_eq!(
+            norm(&["llamay", "run", "-p", "-"]),
+            ["llamay", "run", "-p", "-"]
+        );
     }
 
     #[test]
     fn unknown_words_are_not_invented() {
-        assert_eq!(norm(&["llamay", "run", "-bogus"]), ["llamay", "run", "-bogus"]);
+        assert_eq!(
+            norm(&["llamay", "run", "-bogus"]),
+            ["llamay", "run", "-bogus"]
+        );
         assert_eq!(
             norm(&["llamay", "run", "-grammar-file=x"]),
             ["llamay", "run", "--grammar-file=x"]

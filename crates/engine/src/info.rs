@@ -35,7 +35,9 @@ impl ModelFacts {
         let arch_u64 = |suffix: &str| f.opt_u64(&format!("{arch}.{suffix}"));
         let mut tensor_types = BTreeMap::new();
         for t in f.tensors() {
-            *tensor_types.entry(t.ggml_type.name().to_string()).or_insert(0) += 1;
+            *tensor_types
+                .entry(t.ggml_type.name().to_string())
+                .or_insert(0) += 1;
         }
         let vocab_size = match f.opt_array("tokenizer.ggml.tokens")? {
             Some(a) => a.len,

@@ -95,7 +95,10 @@ fn absurd_counts_are_refused_before_allocating() {
         };
         assert!(matches!(
             open(&g),
-            Err(GgufError::AbsurdCount { what: What::Key, .. })
+            Err(GgufError::AbsurdCount {
+                what: What::Key,
+                ..
+            })
         ));
         let g = Gguf {
             kv: vec![("x", V::Arr(8, vec![], n))],
@@ -103,7 +106,10 @@ fn absurd_counts_are_refused_before_allocating() {
         };
         assert!(matches!(
             open(&g),
-            Err(GgufError::AbsurdCount { what: What::ArrayElement, .. })
+            Err(GgufError::AbsurdCount {
+                what: What::ArrayElement,
+                ..
+            })
         ));
     }
 }
@@ -115,7 +121,11 @@ fn a_string_longer_than_the_file() {
     bytes[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
     assert!(matches!(
         GgufFile::from_bytes(bytes),
-        Err(GgufError::Truncated { what: What::Key, needed: u64::MAX, .. })
+        Err(GgufError::Truncated {
+            what: What::Key,
+            needed: u64::MAX,
+            ..
+        })
     ));
 }
 
@@ -132,7 +142,10 @@ fn unknown_value_and_tensor_types() {
         kv: vec![("x", V::Arr(77, vec![], 0))],
         ..Gguf::default()
     };
-    assert!(matches!(open(&g), Err(GgufError::UnknownValueType { type_id: 77, .. })));
+    assert!(matches!(
+        open(&g),
+        Err(GgufError::UnknownValueType { type_id: 77, .. })
+    ));
     for bad in [4, 5, 31, 36, 9999] {
         let g = Gguf {
             tensors: vec![Tensor {
@@ -188,7 +201,10 @@ fn tensor_shapes() {
         Err(GgufError::TooManyDims { n_dims: 5, .. })
     ));
     // Q4_0 rows must be whole 32-element blocks.
-    assert!(matches!(open(&g(vec![33, 2], 2)), Err(GgufError::BadShape { .. })));
+    assert!(matches!(
+        open(&g(vec![33, 2], 2)),
+        Err(GgufError::BadShape { .. })
+    ));
     assert!(matches!(
         open(&g(vec![u64::MAX, 2], 0)),
         Err(GgufError::BadShape { .. })
@@ -235,7 +251,11 @@ fn tensors_outside_overlapping_or_misaligned() {
     ));
     assert!(matches!(
         open(&two(0, 65)),
-        Err(GgufError::MisalignedTensor { offset: 65, alignment: 32, .. })
+        Err(GgufError::MisalignedTensor {
+            offset: 65,
+            alignment: 32,
+            ..
+        })
     ));
 }
 
@@ -249,7 +269,10 @@ fn alignment_key() {
     assert_eq!(open(&with(V::U32(64))).unwrap().alignment(), 64);
     assert_eq!(open(&with(V::U32(64))).unwrap().data_offset() % 64, 0);
     for bad in [0, 3, 48, 1 << 21] {
-        assert!(matches!(open(&with(V::U32(bad))), Err(GgufError::BadAlignment(_))));
+        assert!(matches!(
+            open(&with(V::U32(bad))),
+            Err(GgufError::BadAlignment(_))
+        ));
     }
     assert!(matches!(
         open(&with(V::Str("32"))),
@@ -313,7 +336,17 @@ fn typed_accessors() {
             ("b", V::Bool(true)),
             ("big", V::U64(1 << 40)),
             ("names", V::Arr(8, str_elems(&["a", "bc"]), 2)),
-            ("scores", V::Arr(6, [1.5f32, -2.0].iter().flat_map(|f| f.to_le_bytes()).collect(), 2)),
+            (
+                "scores",
+                V::Arr(
+                    6,
+                    [1.5f32, -2.0]
+                        .iter()
+                        .flat_map(|f| f.to_le_bytes())
+                        .collect(),
+                    2,
+                ),
+            ),
             ("bytes", V::U8(3)),
         ],
         ..Gguf::default()
@@ -327,17 +360,53 @@ fn typed_accessors() {
     assert_eq!(f.get_u64("big").unwrap(), 1 << 40);
     assert_eq!(f.get_f32("f").unwrap(), 0.5);
     assert_eq!(f.opt_bool("b").unwrap(), Some(true));
-    assert!(matches!(f.get_str("missing"), Err(GgufError::MissingKey { .. })));
+    assert!(matches!(
+        f.get_str("missing"),
+        Err(GgufError::MissingKey { .. })
+    ));
     assert_eq!(f.opt_u32("missing").unwrap(), None);
     let names: Vec<&[u8]> = f.array_strings("names").unwrap().collect();
     assert_eq!(names, vec![&b"a"[..], &b"bc"[..]]);
     assert_eq!(f.array_f32("scores").unwrap(), vec![1.5, -2.0]);
-    assert!(matches!(f.array_strings("scores"), Err(GgufError::WrongType { .. })));
-    assert!(matches!(f.array_f32("names"), Err(GgufError::WrongType { .. })));
+    assert!(matches!(
+        f.array_strings("scores"),
+        Err(GgufError::WrongType { .. })
+    ));
+    assert!(matches!(
+        f.array_f32("names"),
+        Err(GgufError::WrongType { .. })
+    ));
 }
 
 #[test]
 fn a_missing_file_names_its_path() {
     let e = GgufFile::open("/nonexistent/model.gguf").unwrap_err();
     assert!(e.to_string().contains("/nonexistent/model.gguf"), "{e}");
+}
+
+#[test]
+fn a_zero_sized_tensor_still_needs_its_data_section() {
+    // Found by the fuzzer: a tensor with a zero dimension, in a file cut before the
+    // aligned start of the data section.
+    let g = Gguf {
+        tensors: vec![Tensor {
+            name: "empty",
+            dims: vec![4, 0],
+            type_id: 0,
+            offset: 0,
+        }],
+        data_len: 0,
+        ..Gguf::default()
+    };
+    assert!(GgufFile::from_bytes(g.build()).is_ok());
+    // Written without padding: the file ends where the header does.
+    let bytes = Gguf { alignment: 1, ..g }.build();
+    assert_ne!(bytes.len() % 32, 0);
+    assert!(matches!(
+        GgufFile::from_bytes(bytes),
+        Err(GgufError::Truncated {
+            what: What::TensorInfo,
+            ..
+        })
+    ));
 }

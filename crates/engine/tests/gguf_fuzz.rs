@@ -94,10 +94,7 @@ fn mutated_files_never_panic() {
         failure_persistence: None,
         ..Config::default()
     });
-    let strategy = (
-        0..seeds.len(),
-        proptest::collection::vec(mutation(), 1..6),
-    );
+    let strategy = (0..seeds.len(), proptest::collection::vec(mutation(), 1..6));
     let accepted = std::cell::Cell::new(0u32);
     runner
         .run(&strategy, |(which, muts)| {

@@ -18,7 +18,10 @@ pub fn run(a: ShowArgs) -> anyhow::Result<()> {
     let f = GgufFile::open(&a.model).with_context(|| format!("cannot open model {}", a.model))?;
     let facts = ModelFacts::from_gguf(&f).context("cannot describe model")?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&a.model, &facts))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&a.model, &facts))?
+        );
     } else {
         print!("{}", render(&a.model, &facts));
     }
@@ -83,7 +86,11 @@ fn render(path: &str, m: &ModelFacts) -> String {
         ("file type", opt(&m.file_type)),
         (
             "file size",
-            format!("{:.1} MB (GGUF v{})", m.file_size as f64 / 1e6, m.gguf_version),
+            format!(
+                "{:.1} MB (GGUF v{})",
+                m.file_size as f64 / 1e6,
+                m.gguf_version
+            ),
         ),
         ("context length", opt(&m.context_length)),
         ("embedding length", opt(&m.embedding_length)),
