@@ -467,7 +467,7 @@ fn read_tensor_info(
     let Some(size) = ggml_type.bytes_for(n) else {
         return Err(bad_shape(dims, "the byte size overflows"));
     };
-    if offset % alignment != 0 {
+    if !offset.is_multiple_of(alignment) {
         return Err(GgufError::MisalignedTensor {
             name,
             offset,
