@@ -266,10 +266,7 @@ fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 }
 
 /// A 206 must cover the range asked for (`bytes <from>-...`).
-fn check_content_range(
-    header: Option<&reqwest::header::HeaderValue>,
-    from: u64,
-) -> Result<()> {
+fn check_content_range(header: Option<&reqwest::header::HeaderValue>, from: u64) -> Result<()> {
     let Some(h) = header else { return Ok(()) };
     let start = h
         .to_str()
@@ -309,7 +306,10 @@ mod tests {
     fn fresh_state_tiles_the_blob() {
         let s = State::fresh(10, 4);
         assert_eq!(
-            s.chunks.iter().map(|c| (c.start, c.end)).collect::<Vec<_>>(),
+            s.chunks
+                .iter()
+                .map(|c| (c.start, c.end))
+                .collect::<Vec<_>>(),
             vec![(0, 4), (4, 8), (8, 10)]
         );
         assert!(s.is_consistent());

@@ -105,7 +105,9 @@ impl ModelName {
             ));
         }
         if s.contains('@') {
-            return Err(invalid("digest references (@sha256:...) are not supported".into()));
+            return Err(invalid(
+                "digest references (@sha256:...) are not supported".into(),
+            ));
         }
         // '/' may not appear in a tag, so a ':' after the last '/' starts the tag;
         // an earlier ':' is a host's port.
@@ -241,7 +243,9 @@ pub fn url_file_name(url: &str) -> Result<String> {
         .map(|(_, r)| r)
         .ok_or_else(|| bad("not a URL"))?;
     let path = rest.split(['?', '#']).next().unwrap_or("");
-    let (host, path) = path.split_once('/').ok_or_else(|| bad("the URL has no path"))?;
+    let (host, path) = path
+        .split_once('/')
+        .ok_or_else(|| bad("the URL has no path"))?;
     if host.is_empty() {
         return Err(bad("the URL has no host"));
     }
@@ -270,7 +274,12 @@ mod tests {
         assert_eq!(n("user/m:t").namespace, "user");
         let h = n("localhost:5000/ns/model:v1");
         assert_eq!(
-            (h.host.as_str(), h.namespace.as_str(), h.model.as_str(), h.tag.as_str()),
+            (
+                h.host.as_str(),
+                h.namespace.as_str(),
+                h.model.as_str(),
+                h.tag.as_str()
+            ),
             ("localhost:5000", "ns", "model", "v1")
         );
         assert_eq!(n("localhost:5000/ns/model").tag, "latest");
@@ -278,7 +287,12 @@ mod tests {
 
     #[test]
     fn short_form_round_trips() {
-        for s in ["gemma2:2b", "user/m:latest", "example.com/ns/m:tag", "h:1/n/m:t"] {
+        for s in [
+            "gemma2:2b",
+            "user/m:latest",
+            "example.com/ns/m:tag",
+            "h:1/n/m:t",
+        ] {
             let a = n(s);
             assert_eq!(n(&a.short()), a);
             assert_eq!(n(&a.to_string()), a);
@@ -309,7 +323,10 @@ mod tests {
             assert!(!e.contains('\n'));
         }
         let long = "a".repeat(81);
-        assert!(ModelName::parse(&long).unwrap_err().to_string().contains("at most 80"));
+        assert!(ModelName::parse(&long)
+            .unwrap_err()
+            .to_string()
+            .contains("at most 80"));
         assert!(ModelName::parse(&"a".repeat(80)).is_ok());
     }
 
@@ -324,13 +341,18 @@ mod tests {
             ModelRef::Url(_)
         ));
         assert!(ModelRef::parse("https://h.co/a/b.bin").is_err());
-        assert!(matches!(ModelRef::parse("llama3").unwrap(), ModelRef::Name(_)));
+        assert!(matches!(
+            ModelRef::parse("llama3").unwrap(),
+            ModelRef::Name(_)
+        ));
     }
 
     #[test]
     fn file_stems_become_valid_names() {
         assert_eq!(
-            ModelName::from_file_stem("SmolLM2-135M.Q4_1").unwrap().short(),
+            ModelName::from_file_stem("SmolLM2-135M.Q4_1")
+                .unwrap()
+                .short(),
             "SmolLM2-135M.Q4_1:latest"
         );
         assert_eq!(ModelName::from_file_stem("a b+c").unwrap().model, "a-b-c");

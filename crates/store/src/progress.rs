@@ -86,7 +86,10 @@ mod tests {
         .to_ollama_json();
         assert_eq!(j["status"], format!("pulling {}", &d.hex()[..12]));
         assert_eq!(j["digest"], d.to_string());
-        assert_eq!((j["total"].as_u64(), j["completed"].as_u64()), (Some(10), Some(4)));
+        assert_eq!(
+            (j["total"].as_u64(), j["completed"].as_u64()),
+            (Some(10), Some(4))
+        );
         let s = PullEvent::Status("success".into()).to_ollama_json();
         assert_eq!(s, serde_json::json!({"status": "success"}));
     }

@@ -19,7 +19,9 @@ use crate::digest::Digest;
 use crate::download::{one_line, Transfer};
 use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::FileLock;
-use crate::manifest::{Layer, Manifest, ModelConfig, MAX_MANIFEST_BYTES, MEDIA_MANIFEST, MEDIA_MODEL};
+use crate::manifest::{
+    Layer, Manifest, ModelConfig, MAX_MANIFEST_BYTES, MEDIA_MANIFEST, MEDIA_MODEL,
+};
 use crate::name::{url_file_name, ModelName, ModelRef};
 use crate::progress::{Progress, PullEvent};
 use crate::store::{check_gguf_magic, ResolvedModel, Store};
@@ -69,7 +71,11 @@ impl PullOptions {
         let base = self
             .registry
             .clone()
-            .or_else(|| std::env::var("LLAMAY_REGISTRY").ok().filter(|s| !s.is_empty()))
+            .or_else(|| {
+                std::env::var("LLAMAY_REGISTRY")
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            })
             .unwrap_or_else(|| {
                 let scheme = if self.insecure { "http" } else { "https" };
                 format!("{scheme}://{}", name.host)
@@ -169,7 +175,9 @@ pub async fn pull(
     let bytes = read_limited(resp, MAX_MANIFEST_BYTES)
         .await
         .map_err(|e| match e {
-            StoreError::Registry(r) => StoreError::Registry(format!("manifest of '{}': {r}", name.short())),
+            StoreError::Registry(r) => {
+                StoreError::Registry(format!("manifest of '{}': {r}", name.short()))
+            }
             e => e,
         })?;
     let manifest = Manifest::parse(&bytes).map_err(|reason| StoreError::BadManifest {
@@ -212,14 +220,18 @@ pub async fn pull(
 /// Reads a response body, refusing more than `max` bytes.
 async fn read_limited(resp: reqwest::Response, max: usize) -> Result<Vec<u8>> {
     if resp.content_length().is_some_and(|n| n > max as u64) {
-        return Err(StoreError::Registry(format!("body larger than {max} bytes")));
+        return Err(StoreError::Registry(format!(
+            "body larger than {max} bytes"
+        )));
     }
     let mut out = Vec::new();
     let mut body = resp.bytes_stream();
     while let Some(piece) = body.next().await {
         let piece = piece.map_err(|e| StoreError::Registry(one_line(&e)))?;
         if out.len() + piece.len() > max {
-            return Err(StoreError::Registry(format!("body larger than {max} bytes")));
+            return Err(StoreError::Registry(format!(
+                "body larger than {max} bytes"
+            )));
         }
         out.extend_from_slice(&piece);
     }

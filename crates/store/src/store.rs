@@ -148,9 +148,7 @@ impl Store {
             Some(d) => PathBuf::from(d),
             None => dirs::data_dir()
                 .ok_or_else(|| {
-                    StoreError::Other(
-                        "no data folder for this user: set LLAMAY_MODELS".to_string(),
-                    )
+                    StoreError::Other("no data folder for this user: set LLAMAY_MODELS".to_string())
                 })?
                 .join("llamay")
                 .join("models"),
@@ -270,10 +268,12 @@ impl Store {
             }
         };
         let params = match text(MEDIA_PARAMS)? {
-            Some(t) => Some(serde_json::from_str(&t).map_err(|e| StoreError::BadManifest {
-                path: found.path.display().to_string(),
-                reason: format!("params layer is not JSON: {e}"),
-            })?),
+            Some(t) => Some(
+                serde_json::from_str(&t).map_err(|e| StoreError::BadManifest {
+                    path: found.path.display().to_string(),
+                    reason: format!("params layer is not JSON: {e}"),
+                })?,
+            ),
             None => None,
         };
         Ok(ResolvedModel {
@@ -467,7 +467,9 @@ impl Store {
         config: &ModelConfig,
     ) -> Result<()> {
         let mut config = config.clone();
-        config.model_format.get_or_insert_with(|| "gguf".to_string());
+        config
+            .model_format
+            .get_or_insert_with(|| "gguf".to_string());
         config.rootfs = Some(RootFs {
             kind: "layers".to_string(),
             diff_ids: vec![layer.digest.to_string()],

@@ -37,7 +37,10 @@ fn clean_pull_in_parallel_ranges_resolves_with_extras() {
     assert_eq!((report.blobs, report.blobs_present), (5, 0));
 
     let r = store.resolve("tiny").unwrap();
-    assert_eq!(std::fs::read(&r.gguf).unwrap(), std::fs::read(&model.gguf).unwrap());
+    assert_eq!(
+        std::fs::read(&r.gguf).unwrap(),
+        std::fs::read(&model.gguf).unwrap()
+    );
     assert_eq!(r.template.as_deref(), Some(TEMPLATE));
     assert_eq!(r.system.as_deref(), Some(SYSTEM));
     assert_eq!(r.params, Some(serde_json::from_str(PARAMS).unwrap()));
@@ -61,15 +64,20 @@ fn clean_pull_in_parallel_ranges_resolves_with_extras() {
     assert_eq!(reg.served(&model.gguf_digest), size);
 
     let events = events.into_inner().unwrap();
-    assert_eq!(events.first(), Some(&PullEvent::Status("pulling manifest".into())));
+    assert_eq!(
+        events.first(),
+        Some(&PullEvent::Status("pulling manifest".into()))
+    );
     assert_eq!(events.last(), Some(&PullEvent::Status("success".into())));
     let last_for_model = events
         .iter()
         .rev()
         .find_map(|e| match e {
-            PullEvent::Blob { digest, total, completed } if *digest == model.gguf_digest => {
-                Some((*total, *completed))
-            }
+            PullEvent::Blob {
+                digest,
+                total,
+                completed,
+            } if *digest == model.gguf_digest => Some((*total, *completed)),
             _ => None,
         })
         .unwrap();
@@ -89,7 +97,11 @@ fn interrupted_pull_resumes_where_it_stopped() {
     reg.add_model("tiny", "latest", &model);
     let size = std::fs::metadata(&model.gguf).unwrap().len();
     let key = model.gguf_digest.to_string();
-    reg.inner.lock().unwrap().drop_after.insert(key.clone(), 300_000);
+    reg.inner
+        .lock()
+        .unwrap()
+        .drop_after
+        .insert(key.clone(), 300_000);
     let (_dir, store) = fresh_store();
     let mut opts = reg.options();
     opts.chunk_size = 16 << 20; // one range, so the drop cuts the only request
@@ -114,9 +126,15 @@ fn interrupted_pull_resumes_where_it_stopped() {
     assert_eq!(requests.len(), 2, "{requests:?}");
     assert_eq!(requests[0].range_start(), 0);
     let resumed_at = requests[1].range_start();
-    assert!(resumed_at > 0 && resumed_at <= 300_000, "resumed at {resumed_at}");
+    assert!(
+        resumed_at > 0 && resumed_at <= 300_000,
+        "resumed at {resumed_at}"
+    );
     // Only the missing tail was sent again.
-    assert_eq!(reg.served(&model.gguf_digest), 300_000 + (size - resumed_at));
+    assert_eq!(
+        reg.served(&model.gguf_digest),
+        300_000 + (size - resumed_at)
+    );
     assert_eq!(
         std::fs::read(store.blob_path(&model.gguf_digest)).unwrap(),
         std::fs::read(&model.gguf).unwrap()
@@ -130,7 +148,11 @@ fn dropped_connection_is_retried_from_the_same_offset_within_one_pull() {
     let model = TestModel::from_gguf(&tiny("gemma3-Q4_K"), "Q4_K");
     reg.add_model("g", "q4", &model);
     let key = model.gguf_digest.to_string();
-    reg.inner.lock().unwrap().drop_after.insert(key.clone(), 200_000);
+    reg.inner
+        .lock()
+        .unwrap()
+        .drop_after
+        .insert(key.clone(), 200_000);
     let (_dir, store) = fresh_store();
     let mut opts = reg.options();
     opts.retries = 2;
@@ -166,7 +188,10 @@ fn corrupt_blob_is_refused_and_nothing_is_kept() {
     let err = blocking::pull(&store, &name("bad"), &reg.options(), &NoProgress).unwrap_err();
     assert!(matches!(err, StoreError::DigestMismatch { .. }), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains(model.gguf_digest.hex()) && !msg.contains('\n'), "{msg}");
+    assert!(
+        msg.contains(model.gguf_digest.hex()) && !msg.contains('\n'),
+        "{msg}"
+    );
     assert!(!store.manifest_path(&name("bad")).exists());
     assert!(!store.blob_path(&model.gguf_digest).exists());
     assert_eq!(leftovers(&store), Vec::<String>::new());
@@ -190,7 +215,11 @@ fn unknown_tag_and_unreachable_registry_give_clear_errors() {
     assert!(store.list().unwrap().is_empty());
 
     // A port nobody listens on stands in for "no network".
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut opts = reg.options();
     opts.registry = Some(format!("http://127.0.0.1:{port}"));
     let err = blocking::ensure(&store, "tiny", &opts, &NoProgress).unwrap_err();
@@ -222,7 +251,10 @@ fn two_concurrent_pulls_of_one_model_share_one_copy() {
             })
         })
         .collect();
-    let reports: Vec<_> = threads.into_iter().map(|t| t.join().unwrap().unwrap()).collect();
+    let reports: Vec<_> = threads
+        .into_iter()
+        .map(|t| t.join().unwrap().unwrap())
+        .collect();
     // Between them the two pulls downloaded each blob once.
     let downloaded: usize = reports.iter().map(|r| r.blobs - r.blobs_present).sum();
     assert_eq!(downloaded, 5);
@@ -248,7 +280,11 @@ fn ensure_pulls_once_then_resolves_locally() {
     let requests = reg.seen().len();
     let r2 = blocking::ensure(&store, "gemma:2b", &reg.options(), &NoProgress).unwrap();
     assert_eq!(r2.gguf, r.gguf);
-    assert_eq!(reg.seen().len(), requests, "a present model must not touch the registry");
+    assert_eq!(
+        reg.seen().len(),
+        requests,
+        "a present model must not touch the registry"
+    );
 }
 
 #[test]
@@ -261,7 +297,11 @@ fn url_pull_names_the_model_after_the_file() {
         .unwrap()
         .files
         .insert("Tiny-Gemma3.Q6_K.gguf".into(), bytes.clone());
-    reg.inner.lock().unwrap().files.insert("notes.gguf".into(), b"hello world".to_vec());
+    reg.inner
+        .lock()
+        .unwrap()
+        .files
+        .insert("notes.gguf".into(), b"hello world".to_vec());
     let (_dir, store) = fresh_store();
     let url = format!("{}/files/Tiny-Gemma3.Q6_K.gguf?download=true", reg.base());
     let events = Mutex::new(Vec::new());
@@ -282,8 +322,13 @@ fn url_pull_names_the_model_after_the_file() {
     assert_eq!(leftovers(&store), Vec::<String>::new());
 
     // A file that is not a GGUF is refused and removed.
-    let err = blocking::pull_url(&store, &format!("{}/files/notes.gguf", reg.base()), &reg.options(), &NoProgress)
-        .unwrap_err();
+    let err = blocking::pull_url(
+        &store,
+        &format!("{}/files/notes.gguf", reg.base()),
+        &reg.options(),
+        &NoProgress,
+    )
+    .unwrap_err();
     assert!(matches!(err, StoreError::NotGguf { .. }), "{err}");
     assert_eq!(leftovers(&store), Vec::<String>::new());
     assert_eq!(store.list().unwrap().len(), 1);

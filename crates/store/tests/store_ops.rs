@@ -70,14 +70,19 @@ fn an_ollama_store_lists_and_resolves_read_only() {
 fn llamay_store_wins_a_name_clash() {
     let f = fixture();
     let other = tiny("phi3");
-    f.store.import(&other, &name("smol"), &ModelConfig::default()).unwrap();
+    f.store
+        .import(&other, &name("smol"), &ModelConfig::default())
+        .unwrap();
     let list = f.store.list().unwrap();
     let smol: Vec<_> = list.iter().filter(|e| e.name == name("smol")).collect();
     assert_eq!(smol.len(), 1);
     assert_eq!(smol[0].source, Source::Llamay);
     let r = f.store.resolve("smol").unwrap();
     assert_eq!(r.source, Source::Llamay);
-    assert_eq!(Digest::of_file(&r.gguf).unwrap(), Digest::of_file(&other).unwrap());
+    assert_eq!(
+        Digest::of_file(&r.gguf).unwrap(),
+        Digest::of_file(&other).unwrap()
+    );
     // Removing llamay's copy uncovers Ollama's again.
     f.store.remove(&name("smol")).unwrap();
     assert_eq!(f.store.resolve("smol").unwrap().source, Source::Ollama);
@@ -119,7 +124,10 @@ fn import_show_cp_rm_round_trip() {
         Digest::of_file(&facts.manifest_path).unwrap()
     );
     assert_eq!(facts.blobs.len(), 2);
-    assert!(facts.blobs.iter().all(|b| b.path.as_ref().is_some_and(|p| p.is_file())));
+    assert!(facts
+        .blobs
+        .iter()
+        .all(|b| b.path.as_ref().is_some_and(|p| p.is_file())));
     assert_eq!(facts.manifest.layers[0].digest, digest);
     assert_eq!(facts.config.unwrap().model_format.as_deref(), Some("gguf"));
 
@@ -133,19 +141,27 @@ fn import_show_cp_rm_round_trip() {
     assert!(rep.deleted_blobs.is_empty());
     assert!(rep.kept_blobs.contains(&digest));
     assert!(store.blob_path(&digest).is_file());
-    assert!(matches!(store.resolve("mine:v1"), Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        store.resolve("mine:v1"),
+        Err(StoreError::NotFound(_))
+    ));
     // rm of the last user deletes them, and prunes the manifest folders.
     let rep = store.remove(&name("copy")).unwrap();
     assert!(rep.deleted_blobs.contains(&digest));
     assert_eq!(files_in(&store.blobs_dir()), Vec::<String>::new());
-    assert_eq!(files_in(&store.root().join("manifests")), Vec::<String>::new());
+    assert_eq!(
+        files_in(&store.root().join("manifests")),
+        Vec::<String>::new()
+    );
     assert!(src.is_file(), "the imported file itself stays");
 }
 
 #[test]
 fn copying_from_the_ollama_store_brings_the_blobs_along() {
     let f = fixture();
-    f.store.copy(&name("smol"), &name("mine/smol:copy")).unwrap();
+    f.store
+        .copy(&name("smol"), &name("mine/smol:copy"))
+        .unwrap();
     let r = f.store.resolve("mine/smol:copy").unwrap();
     assert_eq!(r.source, Source::Llamay);
     assert!(r.gguf.starts_with(f.store.root()));
@@ -166,24 +182,40 @@ fn bad_names_files_and_manifests_give_one_line_errors() {
         assert!(matches!(e, StoreError::InvalidName { .. }), "{bad:?}: {e}");
         one_line(e);
     }
-    assert!(matches!(store.resolve("nosuch"), Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        store.resolve("nosuch"),
+        Err(StoreError::NotFound(_))
+    ));
     assert!(one_line(store.show(&name("nosuch")).unwrap_err()).contains("not found"));
-    assert!(matches!(store.remove(&name("nosuch")), Err(StoreError::NotFound(_))));
-    assert!(matches!(store.copy(&name("nosuch"), &name("x")), Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        store.remove(&name("nosuch")),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.copy(&name("nosuch"), &name("x")),
+        Err(StoreError::NotFound(_))
+    ));
 
     let missing = dir.join("missing.gguf");
-    assert!(one_line(store.resolve(missing.to_str().unwrap()).unwrap_err()).contains("missing.gguf"));
+    assert!(
+        one_line(store.resolve(missing.to_str().unwrap()).unwrap_err()).contains("missing.gguf")
+    );
     let text = dir.join("text.gguf");
     std::fs::write(&text, "not a model").unwrap();
     assert!(matches!(
         store.resolve(text.to_str().unwrap()),
         Err(StoreError::NotGguf { .. })
     ));
-    let e = store.import(&text, &name("t"), &ModelConfig::default()).unwrap_err();
+    let e = store
+        .import(&text, &name("t"), &ModelConfig::default())
+        .unwrap_err();
     assert!(one_line(e).contains("not a GGUF file"));
     let short = dir.join("short.gguf");
     std::fs::write(&short, "GG").unwrap();
-    assert!(matches!(store.import(&short, &name("t"), &ModelConfig::default()), Err(StoreError::NotGguf { .. })));
+    assert!(matches!(
+        store.import(&short, &name("t"), &ModelConfig::default()),
+        Err(StoreError::NotGguf { .. })
+    ));
     assert!(!store.contains(&name("t")).unwrap());
 
     // A plain GGUF path resolves as it is.
@@ -194,7 +226,11 @@ fn bad_names_files_and_manifests_give_one_line_errors() {
     let path = store.manifest_path(&name("broken"));
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, "{ not json").unwrap();
-    assert!(!store.list().unwrap().iter().any(|e| e.name == name("broken")));
+    assert!(!store
+        .list()
+        .unwrap()
+        .iter()
+        .any(|e| e.name == name("broken")));
     let e = store.resolve("broken").unwrap_err();
     assert!(matches!(e, StoreError::BadManifest { .. }));
     one_line(e);

@@ -85,7 +85,9 @@ impl Registry {
                 axum::serve(listener, app).await.unwrap();
             });
         });
-        let addr = rx.recv_timeout(Duration::from_secs(10)).expect("registry started");
+        let addr = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("registry started");
         Registry { addr, inner }
     }
 
@@ -110,7 +112,8 @@ impl Registry {
     pub fn add_model(&self, repo: &str, tag: &str, model: &TestModel) -> Manifest {
         let mut g = self.inner.lock().unwrap();
         for (_, bytes) in &model.blobs {
-            g.blobs.insert(Digest::of_bytes(bytes).to_string(), bytes.clone());
+            g.blobs
+                .insert(Digest::of_bytes(bytes).to_string(), bytes.clone());
         }
         g.manifests.insert(
             (format!("library/{repo}"), tag.to_string()),
@@ -124,7 +127,13 @@ impl Registry {
     }
 
     pub fn served(&self, digest: &Digest) -> u64 {
-        *self.inner.lock().unwrap().served.get(&digest.to_string()).unwrap_or(&0)
+        *self
+            .inner
+            .lock()
+            .unwrap()
+            .served
+            .get(&digest.to_string())
+            .unwrap_or(&0)
     }
 }
 
@@ -225,7 +234,10 @@ async fn manifest(
     let g = st.lock().unwrap();
     match g.manifests.get(&(format!("{ns}/{model}"), tag)) {
         Some(m) => (
-            [(header::CONTENT_TYPE, "application/vnd.docker.distribution.manifest.v2+json")],
+            [(
+                header::CONTENT_TYPE,
+                "application/vnd.docker.distribution.manifest.v2+json",
+            )],
             m.clone(),
         )
             .into_response(),
@@ -298,7 +310,10 @@ fn serve_ranged(
         .map(|r| {
             let (a, b) = r.split_once('-').unwrap_or((r, ""));
             let a: u64 = a.parse().unwrap_or(0);
-            let b: u64 = b.parse().map(|b: u64| b.min(total - 1)).unwrap_or(total - 1);
+            let b: u64 = b
+                .parse()
+                .map(|b: u64| b.min(total - 1))
+                .unwrap_or(total - 1);
             (a, b)
         });
     let (status, start, end) = match range {
@@ -318,7 +333,9 @@ fn serve_ranged(
     if status == StatusCode::PARTIAL_CONTENT {
         h.insert(
             header::CONTENT_RANGE,
-            format!("bytes {start}-{}/{total}", end - 1).parse().unwrap(),
+            format!("bytes {start}-{}/{total}", end - 1)
+                .parse()
+                .unwrap(),
         );
     }
     resp
