@@ -40,11 +40,12 @@ pub enum StoreError {
     #[error("{} is not a GGUF file: {reason}", path.display())]
     NotGguf { path: PathBuf, reason: String },
     /// A file-system error, with the path it concerns.
-    #[error("{}: {source}", path.display())]
+    // The io error is part of the message, not a `source`, so that printing the
+    // error chain does not repeat it.
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Anything else, already phrased for the user.
     #[error("{0}")]
@@ -61,9 +62,9 @@ pub(crate) trait IoContext<T> {
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, path: impl Into<PathBuf>) -> Result<T> {
-        self.map_err(|source| StoreError::Io {
+        self.map_err(|error| StoreError::Io {
             path: path.into(),
-            source,
+            error,
         })
     }
 }

@@ -126,11 +126,21 @@ fn net_error(e: reqwest::Error, name: &str, registry: &str) -> StoreError {
         StoreError::Unreachable {
             name: name.to_string(),
             registry: registry.to_string(),
-            reason: one_line(&e),
+            reason: root_cause(&e),
         }
     } else {
         StoreError::Registry(one_line(&e))
     }
+}
+
+/// The innermost cause (`Connection refused`, a DNS failure...): the outer layers
+/// only repeat the URL.
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut cause = e;
+    while let Some(c) = cause.source() {
+        cause = c;
+    }
+    cause.to_string().replace('\n', " ")
 }
 
 /// Pulls `name` from its registry into `store`: manifest, then every blob not

@@ -310,7 +310,7 @@ impl Store {
         serde_json::from_str(&text).ok()
     }
 
-    /// Every model in both stores, sorted by name; llamay's store wins a clash.
+    /// Every model in both stores, sorted by short name; llamay's store wins a clash.
     /// Entries whose name or manifest does not parse are skipped.
     pub fn list(&self) -> Result<Vec<ListEntry>> {
         let mut out: Vec<ListEntry> = Vec::new();
@@ -337,7 +337,7 @@ impl Store {
                 });
             }
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.sort_by_cached_key(|e| e.name.short());
         Ok(out)
     }
 
