@@ -18,7 +18,7 @@ use reqwest::StatusCode;
 use crate::digest::Digest;
 use crate::download::{one_line, Transfer};
 use crate::error::{IoContext, Result, StoreError};
-use crate::fsutil::FileLock;
+use crate::fsutil::{link_or_copy, FileLock};
 use crate::manifest::{
     Layer, Manifest, ModelConfig, MAX_MANIFEST_BYTES, MEDIA_MANIFEST, MEDIA_MODEL,
 };
@@ -303,6 +303,12 @@ async fn fetch_blob(
         emit(layer.size);
         return Ok(false);
     }
+    // Ollama verified its blobs when it pulled them: link instead of downloading.
+    if let Some(theirs) = store.ollama_blob(layer) {
+        link_or_copy(&theirs, &final_path)?;
+        emit(layer.size);
+        return Ok(false);
+    }
     let transfer = Transfer {
         client,
         url: url.to_string(),
@@ -383,6 +389,19 @@ pub async fn pull_url(
     let stem = store.blobs_dir().join(format!("url-{}", &key.hex()[..32]));
     let with_suffix = |s: &str| stem.with_file_name(format!("url-{}{s}", &key.hex()[..32]));
     let _lock = lock_blob(&with_suffix(".lock")).await?;
+    let emit = |completed| {
+        progress.on_event(PullEvent::File {
+            file_name: file_name.clone(),
+            total,
+            completed,
+        })
+    };
+    // Already pulled (perhaps by a concurrent pull we waited for): nothing to do.
+    if let Some(done) = already_pulled(store, &name, total) {
+        emit(total);
+        progress.on_event(PullEvent::Status("success".into()));
+        return Ok(done);
+    }
     let transfer = Transfer {
         client: &client,
         url: url.to_string(),
@@ -392,13 +411,6 @@ pub async fn pull_url(
         chunk_size: opts.chunk_size,
         parallel: opts.parallel,
         retries: opts.retries,
-    };
-    let emit = |completed| {
-        progress.on_event(PullEvent::File {
-            file_name: file_name.clone(),
-            total,
-            completed,
-        })
     };
     let throttle = Throttle {
         last: Mutex::new(None),
@@ -438,6 +450,19 @@ pub async fn pull_url(
         manifest_digest,
         blobs: 2,
         blobs_present: 0,
+    })
+}
+
+/// The report for a URL model already in llamay's store with a GGUF of `size`.
+fn already_pulled(store: &Store, name: &ModelName, size: u64) -> Option<PullReport> {
+    let bytes = std::fs::read(store.manifest_path(name)).ok()?;
+    let manifest = Manifest::parse(&bytes).ok()?;
+    let layer = manifest.layer(MEDIA_MODEL)?;
+    (layer.size == size && store.has_blob(layer)).then(|| PullReport {
+        name: name.clone(),
+        manifest_digest: Digest::of_bytes(&bytes),
+        blobs: manifest.blobs().count(),
+        blobs_present: manifest.blobs().count(),
     })
 }
 

@@ -188,10 +188,23 @@ impl Store {
 
     /// The blob's file in llamay's store, else in the Ollama store.
     pub fn find_blob(&self, digest: &Digest) -> Option<PathBuf> {
-        std::iter::once(self.root.as_path())
-            .chain(self.ollama.as_deref())
-            .map(|r| r.join("blobs").join(digest.file_name()))
+        let own = self.blob_path(digest);
+        if own.is_file() {
+            return Some(own);
+        }
+        let ollama = self.ollama.as_deref()?.join("blobs");
+        // Early Ollama versions named blobs `sha256:<hex>`.
+        [digest.file_name(), digest.to_string()]
+            .into_iter()
+            .map(|f| ollama.join(f))
             .find(|p| p.is_file())
+    }
+
+    /// The blob in the Ollama store, if it is there with the expected size.
+    pub(crate) fn ollama_blob(&self, layer: &Layer) -> Option<PathBuf> {
+        self.find_blob(&layer.digest)
+            .filter(|p| !p.starts_with(&self.root))
+            .filter(|p| fs::metadata(p).is_ok_and(|m| m.len() == layer.size))
     }
 
     /// True if a complete blob of this size is in llamay's store.

@@ -333,3 +333,130 @@ fn url_pull_names_the_model_after_the_file() {
     assert_eq!(leftovers(&store), Vec::<String>::new());
     assert_eq!(store.list().unwrap().len(), 1);
 }
+
+#[test]
+fn a_server_that_ignores_range_still_yields_a_verified_blob() {
+    let reg = Registry::start();
+    let model = TestModel::from_gguf(&tiny("gemma2-F16"), "F16");
+    reg.add_model("norange", "latest", &model);
+    reg.inner.lock().unwrap().ignore_range = true;
+    let (_dir, store) = fresh_store();
+    blocking::pull(&store, &name("norange"), &reg.options(), &NoProgress).unwrap();
+    assert_eq!(
+        Digest::of_file(&store.resolve("norange").unwrap().gguf).unwrap(),
+        model.gguf_digest
+    );
+    assert_eq!(leftovers(&store), Vec::<String>::new());
+}
+
+#[test]
+fn blobs_already_in_the_ollama_store_are_linked_not_downloaded() {
+    let reg = Registry::start();
+    let model = TestModel::from_gguf(&tiny("llama-Q4_0"), "Q4_0");
+    reg.add_model("tiny", "latest", &model);
+    let dir = tempfile::tempdir().unwrap();
+    let ollama = dir.path().join("ollama");
+    model.write_ollama_store(&ollama, "registry.ollama.ai/library/tiny-old/latest");
+    let store = Store::new(dir.path().join("models"), Some(ollama));
+    let report = blocking::pull(&store, &name("tiny"), &reg.options(), &NoProgress).unwrap();
+    assert_eq!(report.blobs_present, 5);
+    assert_eq!(reg.served(&model.gguf_digest), 0);
+    let r = store.resolve("tiny").unwrap();
+    assert!(r.gguf.starts_with(store.root()));
+    assert_eq!(Digest::of_file(&r.gguf).unwrap(), model.gguf_digest);
+}
+
+#[test]
+fn concurrent_and_repeated_url_pulls_download_once() {
+    let reg = Registry::start();
+    let bytes = std::fs::read(tiny("llama-F32")).unwrap();
+    {
+        let mut g = reg.inner.lock().unwrap();
+        g.files.insert("m.gguf".into(), bytes.clone());
+        g.piece_delay = Some(std::time::Duration::from_millis(2));
+    }
+    let (_dir, store) = fresh_store();
+    let url = format!("{}/files/m.gguf", reg.base());
+    let barrier = Arc::new(Barrier::new(2));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, opts, barrier, url) =
+                (store.clone(), reg.options(), barrier.clone(), url.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                blocking::pull_url(&store, &url, &opts, &NoProgress)
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().unwrap();
+    }
+    blocking::pull_url(&store, &url, &reg.options(), &NoProgress).unwrap();
+    let served = *reg.inner.lock().unwrap().served.get("m.gguf").unwrap();
+    assert_eq!(served, bytes.len() as u64);
+    assert_eq!(files_in(&store.blobs_dir()).len(), 2);
+    assert_eq!(leftovers(&store), Vec::<String>::new());
+}
+
+/// Child side of the two-process test: pulls `big` when told to by the parent.
+#[test]
+fn child_process_pull() {
+    let (Ok(root), Ok(registry)) = (
+        std::env::var("LLAMAY_TEST_CHILD_ROOT"),
+        std::env::var("LLAMAY_TEST_CHILD_REGISTRY"),
+    ) else {
+        return; // only meaningful when spawned by the parent test below
+    };
+    let store = Store::new(root, None);
+    let mut opts = llamay_store::PullOptions {
+        registry: Some(registry),
+        insecure: true,
+        ..Default::default()
+    };
+    opts.chunk_size = 256 << 10;
+    blocking::pull(&store, &name("big"), &opts, &NoProgress).unwrap();
+}
+
+#[test]
+fn two_processes_pulling_one_model_share_one_copy() {
+    let reg = Registry::start();
+    let model = TestModel::from_gguf(&tiny("llama-F32"), "F32");
+    reg.add_model("big", "latest", &model);
+    reg.inner.lock().unwrap().piece_delay = Some(std::time::Duration::from_millis(3));
+    let (_dir, store) = fresh_store();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args(["--exact", "child_process_pull", "--test-threads=1"])
+                .env("LLAMAY_TEST_CHILD_ROOT", store.root())
+                .env("LLAMAY_TEST_CHILD_REGISTRY", reg.base())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("1 passed"), "{text}");
+    }
+    let size = std::fs::metadata(&model.gguf).unwrap().len();
+    assert_eq!(
+        reg.served(&model.gguf_digest),
+        size,
+        "downloaded once in all"
+    );
+    assert_eq!(files_in(&store.blobs_dir()).len(), 5);
+    assert_eq!(leftovers(&store), Vec::<String>::new());
+    assert_eq!(
+        Digest::of_file(&store.resolve("big").unwrap().gguf).unwrap(),
+        model.gguf_digest
+    );
+}

@@ -51,6 +51,8 @@ pub struct Inner {
     pub drop_after: HashMap<String, u64>,
     /// pause between 64 KiB body pieces, to make transfers overlap
     pub piece_delay: Option<Duration>,
+    /// answer every request with the whole body (200), as servers without Range do
+    pub ignore_range: bool,
     pub seen: Vec<Seen>,
     /// body bytes sent per digest
     pub served: HashMap<String, u64>,
@@ -269,13 +271,18 @@ async fn blob(
     headers: HeaderMap,
 ) -> Response {
     record(&st, format!("/store/{digest}"), &headers);
-    let (bytes, drop_after, delay) = {
+    let (bytes, drop_after, delay, ignore_range) = {
         let mut g = st.lock().unwrap();
         let Some(b) = g.blobs.get(&digest).cloned() else {
             return StatusCode::NOT_FOUND.into_response();
         };
         let drop_after = g.drop_after.remove(&digest);
-        (b, drop_after, g.piece_delay)
+        (b, drop_after, g.piece_delay, g.ignore_range)
+    };
+    let headers = if ignore_range {
+        HeaderMap::new()
+    } else {
+        headers
     };
     serve_ranged(st, digest, bytes, &headers, drop_after, delay)
 }
@@ -286,10 +293,14 @@ async fn file(
     headers: HeaderMap,
 ) -> Response {
     record(&st, format!("/files/{name}"), &headers);
-    let Some(bytes) = st.lock().unwrap().files.get(&name).cloned() else {
-        return StatusCode::NOT_FOUND.into_response();
+    let (bytes, delay) = {
+        let g = st.lock().unwrap();
+        let Some(b) = g.files.get(&name).cloned() else {
+            return StatusCode::NOT_FOUND.into_response();
+        };
+        (b, g.piece_delay)
     };
-    serve_ranged(st, name, bytes, &headers, None, None)
+    serve_ranged(st, name, bytes, &headers, None, delay)
 }
 
 /// Serves `bytes` honouring a single `Range: bytes=a-[b]`, optionally closing the
