@@ -340,7 +340,7 @@ impl TermProgress {
                 let mut bars = self.bars.lock().unwrap_or_else(|e| e.into_inner());
                 let bar = bars.entry(key.to_string()).or_insert_with(|| {
                     let style = ProgressStyle::with_template(
-                        "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+                        "{msg} [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
                     )
                     .expect("a valid template")
                     .progress_chars("=> ");

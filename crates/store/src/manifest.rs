@@ -36,8 +36,11 @@ pub const MAX_TEXT_LAYER_BYTES: u64 = 16 << 20;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Layer {
+    /// What the blob holds (`application/vnd.ollama.image.model`, ...).
     pub media_type: String,
+    /// sha256 of the blob, which names its file.
     pub digest: Digest,
+    /// Bytes.
     pub size: u64,
     /// Ollama records where a layer came from when a model was created from another.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -22,9 +22,13 @@ pub const DEFAULT_TAG: &str = "latest";
 /// A fully qualified model name: every part present and valid.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ModelName {
+    /// Registry host, possibly with a port (`registry.ollama.ai`).
     pub host: String,
+    /// Namespace, `library` for official models.
     pub namespace: String,
+    /// Model (`qwen2.5`).
     pub model: String,
+    /// Tag (`0.5b`, `latest`).
     pub tag: String,
 }
 
