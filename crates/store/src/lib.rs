@@ -1,3 +1,33 @@
 //! The model store: Ollama-style model names, the on-disk store (Ollama's
 //! `manifests/` + `blobs/` layout, which also lets an existing Ollama store be read
 //! as it is), and pulls from an Ollama-protocol registry or a direct GGUF URL.
+//!
+//! - [`ModelName`] / [`ModelRef`]: `[host/][namespace/]model[:tag]`, `.gguf` paths, URLs.
+//! - [`Store`]: list, resolve, show, copy, remove, import; llamay's store is
+//!   read-write, an Ollama store behind it is read-only.
+//! - [`pull()`], [`pull_url`], [`ensure`] (async) and [`blocking`]: resumable,
+//!   parallel, sha256-verified downloads reporting [`PullEvent`]s to a [`Progress`].
+
+mod digest;
+mod download;
+mod error;
+mod fsutil;
+mod manifest;
+mod name;
+mod progress;
+mod pull;
+mod store;
+
+pub use digest::Digest;
+pub use error::{Result, StoreError};
+pub use manifest::{
+    Layer, Manifest, ModelConfig, RootFs, MEDIA_ADAPTER, MEDIA_CONFIG, MEDIA_LICENSE,
+    MEDIA_MANIFEST, MEDIA_MESSAGES, MEDIA_MODEL, MEDIA_PARAMS, MEDIA_PROJECTOR, MEDIA_SYSTEM,
+    MEDIA_TEMPLATE,
+};
+pub use name::{url_file_name, ModelName, ModelRef, DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG};
+pub use progress::{NoProgress, Progress, PullEvent};
+pub use pull::{blocking, ensure, pull, pull_url, url_model_name, PullOptions, PullReport};
+pub use store::{
+    check_gguf_magic, BlobFacts, ListEntry, ModelFacts, RemoveReport, ResolvedModel, Source, Store,
+};
