@@ -5,3 +5,4 @@
 //! nothing of constraints: the sampler takes a plain allowed-token bitset.
 
 pub mod ggml_type;
+pub mod quant;
