@@ -5,4 +5,6 @@
 //! nothing of constraints: the sampler takes a plain allowed-token bitset.
 
 pub mod ggml_type;
+pub mod gguf;
+pub mod info;
 pub mod quant;
