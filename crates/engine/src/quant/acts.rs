@@ -166,10 +166,14 @@ fn scale_for(x: &[f32]) -> (f32, f32) {
     (d, id)
 }
 
-/// Rounds half away from zero, like C's `roundf` (a NaN input becomes 0).
+/// Rounds to the nearest integer, ties to even, by the 1.5·2^23 trick (exact for
+/// |v| < 2^22; here |v| <= 127), which vectorizes where `f32::round` would be a libm
+/// call on baseline x86-64. ggml's `roundf` differs only on exact .5 ties. A NaN input
+/// becomes 0.
 #[inline]
 fn to_i8(v: f32) -> i8 {
-    (v.round() as i32).clamp(-127, 127) as i8
+    const MAGIC: f32 = 12_582_912.0;
+    (((v + MAGIC) - MAGIC) as i32).clamp(-127, 127) as i8
 }
 
 fn quantize_q8(x: &[f32]) -> Q8Block {

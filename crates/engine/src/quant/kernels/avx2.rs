@@ -191,61 +191,89 @@ float_kernel!(
 
 // ---- legacy quants against Q8 blocks -------------------------------------------------
 
-/// Symmetric formats: the block decodes to (d, 32 signed quants).
-macro_rules! signed_kernel {
-    ($name:ident, $bb:expr, |$p:ident| $decode:expr) => {
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
-            let nb = w.len() / $bb;
-            for x in a {
-                assert_eq!(x.len(), nb);
-            }
-            let mut acc = [_mm256_setzero_ps(); N];
-            for i in 0..nb {
-                let $p = w.as_ptr().add(i * $bb);
-                let (d, q): (f32, __m256i) = $decode;
-                let uq = _mm256_sign_epi8(q, q);
-                for t in 0..N {
-                    let ab = a[t].get_unchecked(i);
-                    let y = load256(ab.qs.as_ptr() as *const u8);
-                    let s = dot_u8_i8(uq, _mm256_sign_epi8(y, q));
-                    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
-                }
-            }
-            let mut out = [0f32; N];
-            for t in 0..N {
-                out[t] = hsum_ps(acc[t]);
-            }
-            out
-        }
-    };
+/// Adds one symmetric block (scale `d`, signed quants `q`) times block `i` of every
+/// activation row to `acc`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn signed_step<const N: usize>(
+    d: f32,
+    q: __m256i,
+    a: &[&[Q8Block]; N],
+    i: usize,
+    acc: &mut [__m256; N],
+) {
+    let uq = _mm256_sign_epi8(q, q);
+    for t in 0..N {
+        let ab = a[t].get_unchecked(i);
+        let y = load256(ab.qs.as_ptr() as *const u8);
+        let s = dot_u8_i8(uq, _mm256_sign_epi8(y, q));
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
+    }
 }
 
-/// Offset formats: the block decodes to (d, m, 32 unsigned quants); m pairs with `s`.
-macro_rules! unsigned_kernel {
-    ($name:ident, $bb:expr, |$p:ident| $decode:expr) => {
+/// Adds one offset block (scale `d`, min `m`, unsigned quants `q`) times block `i` of
+/// every activation row: the quants into `acc`, the min (paired with `s`) into `offs`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unsigned_step<const N: usize>(
+    d: f32,
+    m: f32,
+    q: __m256i,
+    a: &[&[Q8Block]; N],
+    i: usize,
+    acc: &mut [__m256; N],
+    offs: &mut [f32; N],
+) {
+    for t in 0..N {
+        let ab = a[t].get_unchecked(i);
+        let y = load256(ab.qs.as_ptr() as *const u8);
+        let s = dot_u8_i8(q, y);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
+        offs[t] += m * ab.s;
+    }
+}
+
+/// A legacy-format kernel. Blocks go alternately to two sets of accumulators so that a
+/// single-token call is not bound by the latency of one FMA chain.
+macro_rules! legacy_kernel {
+    ($name:ident, $bb:expr, |$p:ident| $decode:expr, signed) => {
+        legacy_kernel!(@ $name, $bb, |$p, acc, offs, a, i| {
+            let (d, q): (f32, __m256i) = $decode;
+            signed_step(d, q, &a, i, acc);
+            let _ = offs;
+        });
+    };
+    ($name:ident, $bb:expr, |$p:ident| $decode:expr, unsigned) => {
+        legacy_kernel!(@ $name, $bb, |$p, acc, offs, a, i| {
+            let (d, m, q): (f32, f32, __m256i) = $decode;
+            unsigned_step(d, m, q, &a, i, acc, offs);
+        });
+    };
+    (@ $name:ident, $bb:expr, |$p:ident, $acc:ident, $offs:ident, $a:ident, $i:ident| $step:block) => {
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+        unsafe fn $name<const N: usize>(w: &[u8], $a: [&[Q8Block]; N]) -> [f32; N] {
             let nb = w.len() / $bb;
-            for x in a {
+            for x in $a {
                 assert_eq!(x.len(), nb);
             }
-            let mut acc = [_mm256_setzero_ps(); N];
-            let mut offs = [0f32; N];
-            for i in 0..nb {
-                let $p = w.as_ptr().add(i * $bb);
-                let (d, m, q): (f32, f32, __m256i) = $decode;
-                for t in 0..N {
-                    let ab = a[t].get_unchecked(i);
-                    let y = load256(ab.qs.as_ptr() as *const u8);
-                    let s = dot_u8_i8(q, y);
-                    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
-                    offs[t] += m * ab.s;
+            let mut accs = [[_mm256_setzero_ps(); N]; 2];
+            let mut offss = [[0f32; N]; 2];
+            let mut start = 0;
+            while start < nb {
+                for k in 0..2 {
+                    let $i = start + k;
+                    if $i < nb {
+                        let $p = w.as_ptr().add($i * $bb);
+                        let $acc = &mut accs[k];
+                        let $offs = &mut offss[k];
+                        $step
+                    }
                 }
+                start += 2;
             }
             let mut out = [0f32; N];
             for t in 0..N {
-                out[t] = hsum_ps(acc[t]) + offs[t];
+                out[t] = hsum_ps(_mm256_add_ps(accs[0][t], accs[1][t])) + offss[0][t] + offss[1][t];
             }
             out
         }
@@ -261,21 +289,21 @@ unsafe fn five_bit(qs: *const u8, qh: *const u8) -> __m256i {
     _mm256_or_si256(nibbles32(qs), high)
 }
 
-signed_kernel!(q4_0_avx2, 18, |p| (
+legacy_kernel!(q4_0_avx2, 18, |p| (
     f16_at(p),
     _mm256_sub_epi8(nibbles32(p.add(2)), _mm256_set1_epi8(8))
-));
-signed_kernel!(q5_0_avx2, 22, |p| (
+), signed);
+legacy_kernel!(q5_0_avx2, 22, |p| (
     f16_at(p),
     _mm256_sub_epi8(five_bit(p.add(6), p.add(2)), _mm256_set1_epi8(16))
-));
-signed_kernel!(q8_0_avx2, 34, |p| (f16_at(p), load256(p.add(2))));
-unsigned_kernel!(q4_1_avx2, 20, |p| (f16_at(p), f16_at(p.add(2)), nibbles32(p.add(4))));
-unsigned_kernel!(q5_1_avx2, 24, |p| (
+), signed);
+legacy_kernel!(q8_0_avx2, 34, |p| (f16_at(p), load256(p.add(2))), signed);
+legacy_kernel!(q4_1_avx2, 20, |p| (f16_at(p), f16_at(p.add(2)), nibbles32(p.add(4))), unsigned);
+legacy_kernel!(q5_1_avx2, 24, |p| (
     f16_at(p),
     f16_at(p.add(2)),
     five_bit(p.add(8), p.add(4))
-));
+), unsigned);
 
 // ---- K-quants against Q8_K blocks ----------------------------------------------------
 
