@@ -35,15 +35,19 @@ fn bench(c: &mut Criterion) {
         let w = QMatrix::new(ty, &data, ROWS, COLS).unwrap();
         let mut group = c.benchmark_group(format!("{ty} {ROWS}x{COLS}"));
         for n_tokens in [1usize, 8] {
-            let x: Vec<f32> = (0..n_tokens * COLS).map(|i| ((i % 97) as f32 - 48.0) / 50.0).collect();
+            let x: Vec<f32> = (0..n_tokens * COLS)
+                .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
+                .collect();
             let mut acts = QuantizedActs::new();
             let mut out = vec![0f32; n_tokens * ROWS];
             group.throughput(Throughput::Elements((n_tokens * ROWS * COLS) as u64));
-            group.bench_function(BenchmarkId::new("quantize_acts only", format!("{n_tokens} tok")), |b| {
-                b.iter(|| quantize_acts(ty, black_box(&x), n_tokens, COLS, &mut acts).unwrap())
-            });
+            group.bench_function(
+                BenchmarkId::new("quantize_acts only", format!("{n_tokens} tok")),
+                |b| b.iter(|| quantize_acts(ty, black_box(&x), n_tokens, COLS, &mut acts).unwrap()),
+            );
             for backend in Backend::available() {
-                let id = BenchmarkId::new(format!("{:?}", backend.set()), format!("{n_tokens} tok"));
+                let id =
+                    BenchmarkId::new(format!("{:?}", backend.set()), format!("{n_tokens} tok"));
                 group.bench_function(id, |b| {
                     b.iter(|| {
                         quantize_acts(ty, black_box(&x), n_tokens, COLS, &mut acts).unwrap();

@@ -21,11 +21,17 @@ fn ramp_nibbles() -> Vec<u8> {
 
 #[test]
 fn float_types() {
-    let f32s: Vec<u8> = [1.5f32, -2.0, 0.1].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let f32s: Vec<u8> = [1.5f32, -2.0, 0.1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     assert_eq!(dequant(GgmlType::F32, &f32s, 3), [1.5, -2.0, 0.1]);
     // 0x3C00 = 1.0, 0xC000 = -2.0, 0x3555 = 0.333251953125, 0x0001 = 2^-24 (subnormal).
     let f16s = [0x00, 0x3C, 0x00, 0xC0, 0x55, 0x35, 0x01, 0x00];
-    assert_eq!(dequant(GgmlType::F16, &f16s, 4), [1.0, -2.0, 0.333_251_95, 5.960_464_5e-8]);
+    assert_eq!(
+        dequant(GgmlType::F16, &f16s, 4),
+        [1.0, -2.0, 0.333_251_95, 5.960_464_5e-8]
+    );
     // bf16 0x3F80 = 1.0, 0xC040 = -3.0, 0x3E20 = 0.15625.
     let bf16s = [0x80, 0x3F, 0x40, 0xC0, 0x20, 0x3E];
     assert_eq!(dequant(GgmlType::BF16, &bf16s, 3), [1.0, -3.0, 0.15625]);
@@ -136,7 +142,9 @@ fn q5_k_block() {
 fn q6_k_block() {
     let mut b = vec![0x21u8; 128]; // ql: low nibble 1, high nibble 2
     b.extend([0xE4u8; 64]); // qh: quarters get high bits 0, 1, 2, 3
-    let scales: Vec<i8> = (0..16).map(|g| if g % 2 == 0 { g + 1 } else { -g }).collect();
+    let scales: Vec<i8> = (0..16)
+        .map(|g| if g % 2 == 0 { g + 1 } else { -g })
+        .collect();
     b.extend(scales.iter().map(|&s| s as u8));
     b.extend(f16_bytes(0.5));
     let got = dequant(GgmlType::Q6_K, &b, 256);
@@ -179,7 +187,13 @@ fn unsupported_types_and_bad_lengths_are_errors() {
 fn exact_q8_case(rows: usize, n_tokens: usize) -> (Vec<u8>, Vec<f32>, Vec<f32>) {
     let cols = 64;
     let wq = |r: usize, c: usize| ((r * 7 + c * 3) % 41) as i32 - 20;
-    let xq = |t: usize, c: usize| if c % 32 == 0 { 127 } else { ((t * 5 + c) % 51) as i32 - 25 };
+    let xq = |t: usize, c: usize| {
+        if c.is_multiple_of(32) {
+            127
+        } else {
+            ((t * 5 + c) % 51) as i32 - 25
+        }
+    };
     let mut data = Vec::new();
     for r in 0..rows {
         for blk in 0..2 {
@@ -187,7 +201,9 @@ fn exact_q8_case(rows: usize, n_tokens: usize) -> (Vec<u8>, Vec<f32>, Vec<f32>) 
             data.extend((0..32).map(|c| wq(r, blk * 32 + c) as i8 as u8));
         }
     }
-    let x: Vec<f32> = (0..n_tokens * cols).map(|i| xq(i / cols, i % cols) as f32).collect();
+    let x: Vec<f32> = (0..n_tokens * cols)
+        .map(|i| xq(i / cols, i % cols) as f32)
+        .collect();
     let want: Vec<f32> = (0..n_tokens * rows)
         .map(|i| {
             let (t, r) = (i / rows, i % rows);
@@ -219,7 +235,9 @@ fn matmul_writes_token_major_output_and_only_its_rows() {
             }
         }
         assert!(backend.matmul_rows(&w, &acts, &mut part, 30..38).is_err());
-        assert!(backend.matmul_rows(&w, &acts, &mut part[1..], 0..rows).is_err());
+        assert!(backend
+            .matmul_rows(&w, &acts, &mut part[1..], 0..rows)
+            .is_err());
     }
 }
 
@@ -262,7 +280,9 @@ fn embedding_row_lookup() {
     let w = QMatrix::new(GgmlType::Q8_0, &data, 3, 64).unwrap();
     let mut row = vec![0f32; 64];
     w.row_to_f32(2, &mut row).unwrap();
-    let want: Vec<f32> = (0..64).map(|c| (((2 * 7 + c * 3) % 41) as i32 - 20) as f32).collect();
+    let want: Vec<f32> = (0..64)
+        .map(|c: i32| ((2 * 7 + c * 3) % 41 - 20) as f32)
+        .collect();
     assert_eq!(row, want);
     assert!(w.row_to_f32(3, &mut row).is_err());
     assert!(w.row_to_f32(0, &mut row[..32]).is_err());

@@ -168,7 +168,9 @@ fn ty_strategy() -> impl Strategy<Value = GgmlType> {
 /// widths for the float types).
 fn cols_strategy(ty: GgmlType) -> BoxedStrategy<usize> {
     match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => (1usize..=3).prop_map(|n| n * 256).boxed(),
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+            (1usize..=3).prop_map(|n| n * 256).boxed()
+        }
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => (1usize..=300).boxed(),
         _ => (1usize..=12).prop_map(|n| n * 32).boxed(),
     }
@@ -180,7 +182,10 @@ const MAX_BYTES: usize = 5 * 3 * 210 * 2;
 fn dequantized_acts(acts: &QuantizedActs, t: usize) -> Vec<f64> {
     let cols = acts.cols();
     match acts.format().unwrap() {
-        ActFormat::F32 => acts.f32_values()[t * cols..(t + 1) * cols].iter().map(|&v| v as f64).collect(),
+        ActFormat::F32 => acts.f32_values()[t * cols..(t + 1) * cols]
+            .iter()
+            .map(|&v| v as f64)
+            .collect(),
         ActFormat::Q8 => acts.q8_blocks()[t * cols / 32..(t + 1) * cols / 32]
             .iter()
             .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))

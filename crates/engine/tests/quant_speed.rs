@@ -14,9 +14,18 @@ fn cpu_ns() -> u64 {
 #[ignore]
 fn matmul_cpu_time() {
     let (rows, cols) = (576usize, 1536usize);
-    for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F32] {
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+        GgmlType::F32,
+    ] {
         let len = ty.bytes_for((rows * cols) as u64).unwrap() as usize;
-        let mut data: Vec<u8> = (0..len).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let mut data: Vec<u8> = (0..len)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
         let f16_at = if ty == GgmlType::Q6_K { 208 } else { 0 };
         if ty != GgmlType::F32 {
             for b in data.chunks_exact_mut(ty.block_bytes() as usize) {
@@ -27,11 +36,14 @@ fn matmul_cpu_time() {
                 }
             }
         } else {
-            data.chunks_exact_mut(4).for_each(|b| b.copy_from_slice(&0.01f32.to_le_bytes()));
+            data.chunks_exact_mut(4)
+                .for_each(|b| b.copy_from_slice(&0.01f32.to_le_bytes()));
         }
         let w = QMatrix::new(ty, &data, rows, cols).unwrap();
         for n_tokens in [1usize, 8] {
-            let x: Vec<f32> = (0..n_tokens * cols).map(|i| ((i % 97) as f32 - 48.0) / 50.0).collect();
+            let x: Vec<f32> = (0..n_tokens * cols)
+                .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
+                .collect();
             let mut acts = QuantizedActs::new();
             let mut out = vec![0f32; n_tokens * rows];
             for backend in Backend::available() {
@@ -42,7 +54,10 @@ fn matmul_cpu_time() {
                     backend.matmul_rows(&w, &acts, &mut out, 0..rows).unwrap();
                 }
                 let per = (cpu_ns() - t0) as f64 / iters as f64 / 1000.0;
-                eprintln!("{ty} {rows}x{cols} {n_tokens} tok {:?}: {per:.1} us", backend.set());
+                eprintln!(
+                    "{ty} {rows}x{cols} {n_tokens} tok {:?}: {per:.1} us",
+                    backend.set()
+                );
                 assert!(out.iter().all(|v| v.is_finite()));
             }
         }

@@ -56,21 +56,32 @@ fn band(ty: GgmlType) -> (f64, f64) {
 fn compare(quant: &str, reference: &str, ref_is_exact: bool) -> usize {
     let (q, r) = (open(quant), open(reference));
     let mut compared = 0;
-    for t in q.tensors().iter().filter(|t| t.dims.len() == 2 && t.ggml_type != GgmlType::F32) {
+    for t in q
+        .tensors()
+        .iter()
+        .filter(|t| t.dims.len() == 2 && t.ggml_type != GgmlType::F32)
+    {
         let rt = r.require_tensor(&t.name).expect("sibling has the tensor");
         assert_eq!(rt.dims, t.dims, "{}", t.name);
         let (qv, rv) = (dequantize(&q, t), dequantize(&r, rt));
         let err = rel_rms(&qv, &rv);
         let (lo, hi) = band(t.ggml_type);
         // Against a coarser-quantized sibling, its own error adds (independently).
-        let (lo, hi) = if ref_is_exact { (lo, hi) } else { (lo, hi * 1.5) };
+        let (lo, hi) = if ref_is_exact {
+            (lo, hi)
+        } else {
+            (lo, hi * 1.5)
+        };
         assert!(
             (lo..hi).contains(&err),
             "{quant} {} ({}) vs {reference}: relative RMS {err:.4} outside {lo}..{hi}",
             t.name,
             t.ggml_type
         );
-        eprintln!("{quant} {} ({}): relative RMS {err:.4}", t.name, t.ggml_type);
+        eprintln!(
+            "{quant} {} ({}): relative RMS {err:.4}",
+            t.name, t.ggml_type
+        );
         let wrong = rel_rms(&misread(&qv), &rv);
         assert!(wrong > 0.5, "a misread layout went unnoticed: {wrong}");
         compared += 1;
@@ -113,7 +124,9 @@ fn matmul_on_llama_cpp_blocks() {
             let w = QMatrix::new(t.ggml_type, f.tensor_data(t), rows, cols).unwrap();
             let wf = dequantize(&f, t);
             let n_tokens = 5;
-            let x: Vec<f32> = (0..n_tokens * cols).map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0).collect();
+            let x: Vec<f32> = (0..n_tokens * cols)
+                .map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0)
+                .collect();
             let mut acts = QuantizedActs::new();
             quantize_acts(t.ggml_type, &x, n_tokens, cols, &mut acts).unwrap();
             let xq = dequantized_acts(&acts);

@@ -124,12 +124,19 @@ pub fn quantize_acts(
 ) -> Result<(), QuantError> {
     let format = ActFormat::for_weights(weights_ty)?;
     let block = format.block_elems();
-    if cols % block != 0 {
-        return Err(QuantError::NotBlockAligned { ty: weights_ty, cols, block });
+    if !cols.is_multiple_of(block) {
+        return Err(QuantError::NotBlockAligned {
+            ty: weights_ty,
+            cols,
+            block,
+        });
     }
     let total = n_tokens
         .checked_mul(cols)
-        .ok_or(QuantError::ShapeOverflow { rows: n_tokens, cols })?;
+        .ok_or(QuantError::ShapeOverflow {
+            rows: n_tokens,
+            cols,
+        })?;
     if x.len() != total {
         return Err(QuantError::LengthMismatch {
             what: "activations",
@@ -184,7 +191,11 @@ fn quantize_q8(x: &[f32]) -> Q8Block {
         *q = to_i8(v * id);
         sum += *q as i32;
     }
-    Q8Block { d, s: d * sum as f32, qs }
+    Q8Block {
+        d,
+        s: d * sum as f32,
+        qs,
+    }
 }
 
 fn quantize_q8k(x: &[f32]) -> Q8KBlock {

@@ -8,17 +8,50 @@ use crate::quant::layout::*;
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Portable,
-    f32: Pair { one: f32_rows::<1>, tile: f32_rows },
-    f16: Pair { one: f16_rows::<1>, tile: f16_rows },
-    bf16: Pair { one: bf16_rows::<1>, tile: bf16_rows },
-    q4_0: Pair { one: q4_0::<1>, tile: q4_0 },
-    q4_1: Pair { one: q4_1::<1>, tile: q4_1 },
-    q5_0: Pair { one: q5_0::<1>, tile: q5_0 },
-    q5_1: Pair { one: q5_1::<1>, tile: q5_1 },
-    q8_0: Pair { one: q8_0::<1>, tile: q8_0 },
-    q4_k: Pair { one: q4_k::<1>, tile: q4_k },
-    q5_k: Pair { one: q5_k::<1>, tile: q5_k },
-    q6_k: Pair { one: q6_k::<1>, tile: q6_k },
+    f32: Pair {
+        one: f32_rows::<1>,
+        tile: f32_rows,
+    },
+    f16: Pair {
+        one: f16_rows::<1>,
+        tile: f16_rows,
+    },
+    bf16: Pair {
+        one: bf16_rows::<1>,
+        tile: bf16_rows,
+    },
+    q4_0: Pair {
+        one: q4_0::<1>,
+        tile: q4_0,
+    },
+    q4_1: Pair {
+        one: q4_1::<1>,
+        tile: q4_1,
+    },
+    q5_0: Pair {
+        one: q5_0::<1>,
+        tile: q5_0,
+    },
+    q5_1: Pair {
+        one: q5_1::<1>,
+        tile: q5_1,
+    },
+    q8_0: Pair {
+        one: q8_0::<1>,
+        tile: q8_0,
+    },
+    q4_k: Pair {
+        one: q4_k::<1>,
+        tile: q4_k,
+    },
+    q5_k: Pair {
+        one: q5_k::<1>,
+        tile: q5_k,
+    },
+    q6_k: Pair {
+        one: q6_k::<1>,
+        tile: q6_k,
+    },
 };
 
 #[inline(always)]
@@ -57,7 +90,12 @@ fn float_rows<const N: usize, const EB: usize>(
             // Eight partial sums so the compiler can keep them in one vector register.
             let mut lanes = [0f32; 8];
             let (wc, xc) = (buf[..n].chunks_exact(8), x.chunks_exact(8));
-            let tail: f32 = wc.remainder().iter().zip(xc.remainder()).map(|(w, x)| w * x).sum();
+            let tail: f32 = wc
+                .remainder()
+                .iter()
+                .zip(xc.remainder())
+                .map(|(w, x)| w * x)
+                .sum();
             for (wc, xc) in wc.zip(xc) {
                 for k in 0..8 {
                     lanes[k] += wc[k] * xc[k];
