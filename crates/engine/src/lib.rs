@@ -7,3 +7,4 @@
 pub mod ggml_type;
 pub mod gguf;
 pub mod info;
+pub mod quant;
