@@ -2,6 +2,7 @@
 
 mod args;
 mod cmd;
+mod store_cmds;
 
 use std::process::ExitCode;
 
@@ -21,6 +22,16 @@ enum Command {
     Show(cmd::show::ShowArgs),
     /// Print the token ids of text read from stdin.
     Tokenize(cmd::tokenize::TokenizeArgs),
+    /// Download a model from a registry (or a .gguf URL).
+    Pull(store_cmds::PullArgs),
+    /// List the models in the store.
+    List(store_cmds::ListArgs),
+    /// Copy a model to a new name.
+    Cp(store_cmds::CpArgs),
+    /// Remove a model.
+    Rm(store_cmds::RmArgs),
+    /// Add a local .gguf file to the store.
+    Import(store_cmds::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +53,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Show(a) => cmd::show::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
+        Command::Pull(a) => store_cmds::run_pull(&a),
+        Command::List(a) => store_cmds::run_list(&a),
+        Command::Cp(a) => store_cmds::run_cp(&a),
+        Command::Rm(a) => store_cmds::run_rm(&a),
+        Command::Import(a) => store_cmds::run_import(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

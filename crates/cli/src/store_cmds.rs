@@ -136,6 +136,7 @@ pub fn run_pull(args: &PullArgs) -> Result<()> {
 
 /// Resolves a model for `run`/`serve`, pulling it first (with progress on stderr)
 /// when it is a name or URL not in the store.
+#[allow(dead_code)] // `run` and `serve` call it once they land.
 pub fn ensure_model(model: &str, registry: &RegistryArgs) -> Result<ResolvedModel> {
     let store = open_store()?;
     let progress = TermProgress::new();
@@ -156,9 +157,10 @@ pub fn run_list(_args: &ListArgs) -> Result<()> {
                 e.name.short(),
                 e.digest.hex()[..12].to_string(),
                 format_size(e.size),
-                // TODO(engine): read `general.file_type` from the GGUF when the
-                // config blob has no file_type (imported models).
-                e.file_type().unwrap_or("-").to_string(),
+                e.file_type()
+                    .map(str::to_string)
+                    .or_else(|| gguf_file_type(&store, &e.name))
+                    .unwrap_or_else(|| "-".to_string()),
                 format_age(now, e.modified),
                 e.source.label().to_string(),
             ]
@@ -210,8 +212,7 @@ pub fn run_import(args: &ImportArgs) -> Result<()> {
             ModelName::from_file_stem(stem)?
         }
     };
-    // TODO(engine): fill file_type/model_family from the GGUF header.
-    let digest = store.import(&args.file, &name, &ModelConfig::default())?;
+    let digest = store.import(&args.file, &name, &config_from_gguf(&args.file))?;
     println!(
         "imported {} as '{}' ({digest})",
         args.file.display(),
@@ -442,4 +443,31 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0].find("BB"), lines[1].find('x'));
     }
+}
+
+/// The quantization named in a stored model's GGUF header (for models whose config
+/// blob does not say, such as imported ones).
+fn gguf_file_type(store: &Store, name: &ModelName) -> Option<String> {
+    let resolved = store.resolve_name(name).ok()?;
+    let facts = gguf_facts(&resolved.gguf)?;
+    facts.file_type
+}
+
+fn gguf_facts(path: &std::path::Path) -> Option<llamay_engine::info::ModelFacts> {
+    let f = llamay_engine::gguf::GgufFile::open(path).ok()?;
+    llamay_engine::info::ModelFacts::from_gguf(&f).ok()
+}
+
+/// The config an imported model gets, filled from its GGUF header the way Ollama
+/// fills it for models it creates (format, family, size, quantization).
+fn config_from_gguf(path: &std::path::Path) -> ModelConfig {
+    let mut config = ModelConfig::default();
+    if let Some(facts) = gguf_facts(path) {
+        config.model_format = Some("gguf".into());
+        config.model_family = Some(facts.architecture.clone());
+        config.model_families = Some(vec![facts.architecture.clone()]);
+        config.model_type = Some(crate::cmd::show::human_count(facts.parameters));
+        config.file_type = facts.file_type;
+    }
+    config
 }

@@ -7,7 +7,7 @@ use llamay_engine::info::ModelFacts;
 
 #[derive(Args)]
 pub struct ShowArgs {
-    /// A .gguf file.
+    /// A .gguf file, or a model name in the store (`smollm2:135m`).
     pub model: String,
     /// Print the facts as one JSON object.
     #[arg(long)]
@@ -15,7 +15,17 @@ pub struct ShowArgs {
 }
 
 pub fn run(a: ShowArgs) -> anyhow::Result<()> {
-    let f = GgufFile::open(&a.model).with_context(|| format!("cannot open model {}", a.model))?;
+    // A name that is not a file is looked up in the store, whose facts come first.
+    let path = if std::path::Path::new(&a.model).is_file() {
+        std::path::PathBuf::from(&a.model)
+    } else {
+        let facts = crate::store_cmds::store_facts(&a.model)?;
+        if !a.json {
+            crate::store_cmds::print_store_facts(&facts, &mut std::io::stdout())?;
+        }
+        crate::store_cmds::open_store()?.resolve(&a.model)?.gguf
+    };
+    let f = GgufFile::open(&path).with_context(|| format!("cannot open model {}", a.model))?;
     let facts = ModelFacts::from_gguf(&f).context("cannot describe model")?;
     if a.json {
         println!(
