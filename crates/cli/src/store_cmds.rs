@@ -407,6 +407,33 @@ impl Progress for TermProgress {
     }
 }
 
+/// The quantization named in a stored model's GGUF header (for models whose config
+/// blob does not say, such as imported ones).
+fn gguf_file_type(store: &Store, name: &ModelName) -> Option<String> {
+    let resolved = store.resolve_name(name).ok()?;
+    let facts = gguf_facts(&resolved.gguf)?;
+    facts.file_type
+}
+
+fn gguf_facts(path: &std::path::Path) -> Option<llamay_engine::info::ModelFacts> {
+    let f = llamay_engine::gguf::GgufFile::open(path).ok()?;
+    llamay_engine::info::ModelFacts::from_gguf(&f).ok()
+}
+
+/// The config an imported model gets, filled from its GGUF header the way Ollama
+/// fills it for models it creates (format, family, size, quantization).
+fn config_from_gguf(path: &std::path::Path) -> ModelConfig {
+    let mut config = ModelConfig::default();
+    if let Some(facts) = gguf_facts(path) {
+        config.model_format = Some("gguf".into());
+        config.model_family = Some(facts.architecture.clone());
+        config.model_families = Some(vec![facts.architecture.clone()]);
+        config.model_type = Some(crate::cmd::show::human_count(facts.parameters));
+        config.file_type = facts.file_type;
+    }
+    config
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,31 +470,4 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0].find("BB"), lines[1].find('x'));
     }
-}
-
-/// The quantization named in a stored model's GGUF header (for models whose config
-/// blob does not say, such as imported ones).
-fn gguf_file_type(store: &Store, name: &ModelName) -> Option<String> {
-    let resolved = store.resolve_name(name).ok()?;
-    let facts = gguf_facts(&resolved.gguf)?;
-    facts.file_type
-}
-
-fn gguf_facts(path: &std::path::Path) -> Option<llamay_engine::info::ModelFacts> {
-    let f = llamay_engine::gguf::GgufFile::open(path).ok()?;
-    llamay_engine::info::ModelFacts::from_gguf(&f).ok()
-}
-
-/// The config an imported model gets, filled from its GGUF header the way Ollama
-/// fills it for models it creates (format, family, size, quantization).
-fn config_from_gguf(path: &std::path::Path) -> ModelConfig {
-    let mut config = ModelConfig::default();
-    if let Some(facts) = gguf_facts(path) {
-        config.model_format = Some("gguf".into());
-        config.model_family = Some(facts.architecture.clone());
-        config.model_families = Some(vec![facts.architecture.clone()]);
-        config.model_type = Some(crate::cmd::show::human_count(facts.parameters));
-        config.file_type = facts.file_type;
-    }
-    config
 }
