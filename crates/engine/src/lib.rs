@@ -6,3 +6,4 @@
 
 pub mod ggml_type;
 pub mod gguf;
+pub mod tokenizer;
