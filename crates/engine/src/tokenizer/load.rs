@@ -8,6 +8,7 @@ use super::attr::{TokenAttr, TokenType};
 use super::bpe::BpeModel;
 use super::pretok::PreTokenizer;
 use super::special::SpecialMatcher;
+use super::spm;
 use super::table::StrTable;
 use super::unicode;
 use super::{SpecialIds, Tokenizer, TokenizerError, TokenizerKind};
@@ -279,6 +280,11 @@ impl Tokenizer {
             }
         }
 
+        let barriers = match kind {
+            TokenizerKind::Spm => spm::Barriers::new(&texts),
+            TokenizerKind::Bpe { .. } => spm::Barriers::default(),
+        };
+
         // Special tokens, longest text first.
         let mut specials: Vec<u32> = (0..n as u32)
             .filter(|&id| attrs[id as usize].any(TokenAttr::CONTROL | TokenAttr::USER_DEFINED | TokenAttr::UNKNOWN))
@@ -306,6 +312,7 @@ impl Tokenizer {
             clean_spaces,
             bpe,
             byte_ids,
+            barriers,
             matcher,
         };
         tok.special.nl = tok.newline_id();

@@ -98,6 +98,8 @@ pub struct Tokenizer {
     bpe: Option<BpeModel>,
     /// SPM byte fallback: the token for each byte.
     byte_ids: [Option<u32>; 256],
+    /// SPM: where long texts may be cut for merging.
+    barriers: spm::Barriers,
     matcher: SpecialMatcher,
 }
 
@@ -168,7 +170,7 @@ impl Tokenizer {
                         s.spm_text.push(b);
                     }
                 }
-                spm::encode(&s.spm_text, &self.texts, &self.scores, &self.byte_ids, out, &mut s.spm);
+                spm::encode(&s.spm_text, &self.texts, &self.scores, &self.byte_ids, &self.barriers, out, &mut s.spm);
             }
             TokenizerKind::Bpe { pre } => self.encode_bpe(pre, text, out, s),
         }
