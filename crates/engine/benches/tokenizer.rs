@@ -54,7 +54,11 @@ fn encode(c: &mut Criterion) {
         let f = GgufFile::open(real_model(m)).unwrap();
         let tok = Tokenizer::from_gguf(&f).unwrap();
         g.bench_function(m.stem(), |b| {
-            b.iter_batched(|| (), |_| tok.encode(&text, false, false), BatchSize::SmallInput)
+            b.iter_batched(
+                || (),
+                |_| tok.encode(&text, false, false),
+                BatchSize::SmallInput,
+            )
         });
     }
     g.finish();

@@ -27,7 +27,11 @@ fn reference(stem: &str) -> Value {
 }
 
 fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().expect("ids").iter().map(|x| x.as_u64().unwrap() as u32).collect()
+    v.as_array()
+        .expect("ids")
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
 }
 
 fn opt_id(v: &Value) -> Option<u32> {
@@ -43,15 +47,27 @@ struct Tally {
 }
 
 /// Checks one variant of one case; returns whether ids, pieces and detok all match.
-fn check_variant(tok: &Tokenizer, input: &[u8], parse_special: bool, want: &Value) -> Result<(), String> {
+fn check_variant(
+    tok: &Tokenizer,
+    input: &[u8],
+    parse_special: bool,
+    want: &Value,
+) -> Result<(), String> {
     let got = tok.encode(input, false, parse_special);
     let want_ids = ids(&want["ids"]);
     if got != want_ids {
         return Err(format!("ids {got:?} != {want_ids:?}"));
     }
-    for (i, (id, ph)) in got.iter().zip(want["pieces_hex"].as_array().unwrap()).enumerate() {
+    for (i, (id, ph)) in got
+        .iter()
+        .zip(want["pieces_hex"].as_array().unwrap())
+        .enumerate()
+    {
         if tok.token_bytes(*id) != hex(ph.as_str().unwrap()).as_slice() {
-            return Err(format!("piece {i} (id {id}) {:?} != {ph}", tok.token_bytes(*id)));
+            return Err(format!(
+                "piece {i} (id {id}) {:?} != {ph}",
+                tok.token_bytes(*id)
+            ));
         }
     }
     let want_detok = match want.get("detok_hex") {
@@ -60,7 +76,11 @@ fn check_variant(tok: &Tokenizer, input: &[u8], parse_special: bool, want: &Valu
     };
     let detok = tok.detokenize(&got, false, true);
     if detok != want_detok {
-        return Err(format!("detok {:?} != {:?}", String::from_utf8_lossy(&detok), String::from_utf8_lossy(&want_detok)));
+        return Err(format!(
+            "detok {:?} != {:?}",
+            String::from_utf8_lossy(&detok),
+            String::from_utf8_lossy(&want_detok)
+        ));
     }
     Ok(())
 }
@@ -86,7 +106,11 @@ fn run_cases(tok: &Tokenizer, r: &Value) -> Tally {
             e.1 += 1;
             match check_variant(tok, &input, parse_special, want) {
                 Ok(()) => e.0 += 1,
-                Err(m) => t.failures.push(format!("case {} [{cat}/{variant}] {:?}: {m}", case["idx"], String::from_utf8_lossy(&input))),
+                Err(m) => t.failures.push(format!(
+                    "case {} [{cat}/{variant}] {:?}: {m}",
+                    case["idx"],
+                    String::from_utf8_lossy(&input)
+                )),
             }
         }
     }
@@ -99,9 +123,19 @@ fn check_vocab(tok: &Tokenizer, r: &Value) {
     let sp = &v["special_ids"];
     let s = tok.special_ids();
     for (name, got) in [
-        ("bos", s.bos), ("eos", s.eos), ("eot", s.eot), ("sep", s.sep), ("nl", s.nl), ("pad", s.pad),
-        ("mask", s.mask), ("fim_pre", s.fim_pre), ("fim_suf", s.fim_suf), ("fim_mid", s.fim_mid),
-        ("fim_pad", s.fim_pad), ("fim_rep", s.fim_rep), ("fim_sep", s.fim_sep),
+        ("bos", s.bos),
+        ("eos", s.eos),
+        ("eot", s.eot),
+        ("sep", s.sep),
+        ("nl", s.nl),
+        ("pad", s.pad),
+        ("mask", s.mask),
+        ("fim_pre", s.fim_pre),
+        ("fim_suf", s.fim_suf),
+        ("fim_mid", s.fim_mid),
+        ("fim_pad", s.fim_pad),
+        ("fim_rep", s.fim_rep),
+        ("fim_sep", s.fim_sep),
     ] {
         assert_eq!(got, opt_id(&sp[name]), "special id {name}");
     }
@@ -116,28 +150,49 @@ fn check_vocab(tok: &Tokenizer, r: &Value) {
         assert_eq!(tok.token_id(text), opt_id(id), "chat token {text}");
     }
     for (text, want) in v["add_special_example"].as_object().unwrap() {
-        assert_eq!(tok.encode(text.as_bytes(), true, true), ids(want), "add_special {text:?}");
+        assert_eq!(
+            tok.encode(text.as_bytes(), true, true),
+            ids(want),
+            "add_special {text:?}"
+        );
     }
     // Attributes of every listed special token; every other token has none of them.
     let names = [
-        ("UNKNOWN", TokenAttr::UNKNOWN), ("UNUSED", TokenAttr::UNUSED), ("NORMAL", TokenAttr::NORMAL),
-        ("CONTROL", TokenAttr::CONTROL), ("USER_DEFINED", TokenAttr::USER_DEFINED), ("BYTE", TokenAttr::BYTE),
-        ("LSTRIP", TokenAttr::LSTRIP), ("RSTRIP", TokenAttr::RSTRIP),
+        ("UNKNOWN", TokenAttr::UNKNOWN),
+        ("UNUSED", TokenAttr::UNUSED),
+        ("NORMAL", TokenAttr::NORMAL),
+        ("CONTROL", TokenAttr::CONTROL),
+        ("USER_DEFINED", TokenAttr::USER_DEFINED),
+        ("BYTE", TokenAttr::BYTE),
+        ("LSTRIP", TokenAttr::LSTRIP),
+        ("RSTRIP", TokenAttr::RSTRIP),
     ];
     let mut listed = std::collections::HashSet::new();
     for st in v["special_tokens"].as_array().unwrap() {
         let id = st[0].as_u64().unwrap() as u32;
         listed.insert(id);
         assert_eq!(tok.token_text(id), st[1].as_str().unwrap().as_bytes());
-        let want = st[2].as_array().unwrap().iter().fold(TokenAttr::UNDEFINED, |a, n| {
-            a | names.iter().find(|x| x.0 == n.as_str().unwrap()).expect("attr name").1
-        });
+        let want = st[2]
+            .as_array()
+            .unwrap()
+            .iter()
+            .fold(TokenAttr::UNDEFINED, |a, n| {
+                a | names
+                    .iter()
+                    .find(|x| x.0 == n.as_str().unwrap())
+                    .expect("attr name")
+                    .1
+            });
         assert_eq!(tok.token_attr(id), Some(want), "attrs of {id}");
     }
-    let special = TokenAttr::CONTROL | TokenAttr::USER_DEFINED | TokenAttr::UNKNOWN | TokenAttr::UNUSED;
+    let special =
+        TokenAttr::CONTROL | TokenAttr::USER_DEFINED | TokenAttr::UNKNOWN | TokenAttr::UNUSED;
     for id in 0..tok.n_vocab() as u32 {
         if !listed.contains(&id) {
-            assert!(!tok.token_attr(id).unwrap().any(special), "token {id} should not be special");
+            assert!(
+                !tok.token_attr(id).unwrap().any(special),
+                "token {id} should not be special"
+            );
         }
     }
 }
@@ -154,9 +209,17 @@ fn check_model(stem: &str, model: PathBuf) {
     for f in t.failures.iter().take(40) {
         println!("  FAIL {f}");
     }
-    let hard: Vec<_> = t.failures.iter().filter(|f| !f.contains("[invalid_utf8/")).collect();
+    let hard: Vec<_> = t
+        .failures
+        .iter()
+        .filter(|f| !f.contains("[invalid_utf8/"))
+        .collect();
     check_vocab(&tok, &r);
-    assert!(hard.is_empty(), "{} mismatches outside invalid_utf8", hard.len());
+    assert!(
+        hard.is_empty(),
+        "{} mismatches outside invalid_utf8",
+        hard.len()
+    );
 }
 
 #[test]

@@ -32,17 +32,24 @@ struct Sym {
     next: u32,
 }
 
+/// Pending merges, lowest `(rank, left)` first: `(rank, left, right, left len, right len)`.
+type Queue = BinaryHeap<Reverse<(u32, u32, u32, u32, u32)>>;
+
 /// Reusable buffers for [`BpeModel::encode_word`].
 #[derive(Default)]
 pub struct BpeScratch {
     syms: Vec<Sym>,
-    heap: BinaryHeap<Reverse<(u32, u32, u32, u32, u32)>>,
+    heap: Queue,
 }
 
 impl BpeModel {
     /// `merges` holds `(left id, right id, merged id)` in rank order; `byte_ids` the ids
     /// of the token spelling each single byte (`None` if there is none).
-    pub fn new(merges: &[(u32, u32, u32)], byte_ids: [Option<u32>; 256], ignore_merges: bool) -> BpeModel {
+    pub fn new(
+        merges: &[(u32, u32, u32)],
+        byte_ids: [Option<u32>; 256],
+        ignore_merges: bool,
+    ) -> BpeModel {
         let mut map = FxHashMap::with_capacity_and_hasher(merges.len(), Default::default());
         for (rank, &(l, r, m)) in merges.iter().enumerate() {
             map.entry(key(l, r)).or_insert((rank as u32, m));
@@ -56,7 +63,13 @@ impl BpeModel {
 
     /// Appends the ids of `word` (raw bytes) to `out`. `by_bytes` finds a token by its
     /// raw bytes.
-    pub fn encode_word(&self, word: &[u8], by_bytes: &StrTable, out: &mut Vec<u32>, s: &mut BpeScratch) {
+    pub fn encode_word(
+        &self,
+        word: &[u8],
+        by_bytes: &StrTable,
+        out: &mut Vec<u32>,
+        s: &mut BpeScratch,
+    ) {
         if word.len() == 1 {
             push_id(self.byte_ids[word[0] as usize], out);
             return;
@@ -73,7 +86,11 @@ impl BpeModel {
             id: self.byte_ids[b as usize],
             len: 1,
             prev: if i == 0 { NONE } else { i as u32 - 1 },
-            next: if i as u32 + 1 == n { NONE } else { i as u32 + 1 },
+            next: if i as u32 + 1 == n {
+                NONE
+            } else {
+                i as u32 + 1
+            },
         }));
         s.heap.clear();
         for i in 1..n {
@@ -110,7 +127,7 @@ impl BpeModel {
         }
     }
 
-    fn push_pair(&self, syms: &[Sym], l: u32, r: u32, heap: &mut BinaryHeap<Reverse<(u32, u32, u32, u32, u32)>>) {
+    fn push_pair(&self, syms: &[Sym], l: u32, r: u32, heap: &mut Queue) {
         let (a, b) = (syms[l as usize], syms[r as usize]);
         if a.id == NONE || b.id == NONE {
             return;

@@ -47,7 +47,9 @@ impl Tokenizer {
     /// `llama_token_to_piece(id, lstrip = 0, special)`.
     fn piece(&self, id: u32, special: bool) -> &[u8] {
         match self.token_attr(id) {
-            Some(a) if special || !a.any(TokenAttr::CONTROL | TokenAttr::UNKNOWN) => self.pieces.get(id),
+            Some(a) if special || !a.any(TokenAttr::CONTROL | TokenAttr::UNKNOWN) => {
+                self.pieces.get(id)
+            }
             _ => &[],
         }
     }
@@ -105,7 +107,8 @@ fn clean_spaces(t: &mut Vec<u8>) {
             let x1 = t[i + 1];
             let x2 = t.get(i + 2).copied().filter(|_| i + 2 < n);
             let drop = matches!(x1, b's' | b'm')
-                || (!matches!(x1, b't' | b'd') && matches!((x1, x2), (b'r', Some(b'e')) | (b'v', Some(b'e'))));
+                || (!matches!(x1, b't' | b'd')
+                    && matches!((x1, x2), (b'r', Some(b'e')) | (b'v', Some(b'e'))));
             if drop {
                 w -= 1;
             }
@@ -129,7 +132,8 @@ pub struct StreamDecoder<'a> {
 impl StreamDecoder<'_> {
     /// Adds one token; returns the bytes now complete.
     pub fn push(&mut self, id: u32) -> Vec<u8> {
-        self.pending.extend_from_slice(self.tok.piece(id, self.render_control));
+        self.pending
+            .extend_from_slice(self.tok.piece(id, self.render_control));
         let keep = incomplete_tail(&self.pending);
         let cut = self.pending.len() - keep;
         let tail = self.pending.split_off(cut);
@@ -145,26 +149,14 @@ impl StreamDecoder<'_> {
 /// The length of a trailing, so far valid, but unfinished UTF-8 sequence.
 fn incomplete_tail(b: &[u8]) -> usize {
     for back in 1..=3.min(b.len()) {
-        let lead = b[b.len() - back];
-        if lead & 0xC0 == 0x80 {
+        let tail = &b[b.len() - back..];
+        if tail[0] & 0xC0 == 0x80 {
             continue;
         }
-        let need = match lead {
-            0xC2..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            0xF0..=0xF4 => 4,
-            _ => return 0,
-        };
-        if back >= need {
-            return 0;
-        }
-        // Only hold back what could still become a valid character.
-        let mut tmp = [0x80u8; 4];
-        tmp[..back].copy_from_slice(&b[b.len() - back..]);
-        return match std::str::from_utf8(&tmp[..need]) {
-            Ok(_) => back,
-            Err(e) if e.error_len().is_none() => back,
-            Err(_) => 0,
+        // An error "at the end of input" right at the lead byte means a valid prefix.
+        return match std::str::from_utf8(tail) {
+            Err(e) if e.valid_up_to() == 0 && e.error_len().is_none() => back,
+            _ => 0,
         };
     }
     0
@@ -189,5 +181,8 @@ mod tests {
         assert_eq!(incomplete_tail(b"\xff"), 0);
         assert_eq!(incomplete_tail(b"\xe2\x28"), 0);
         assert_eq!(incomplete_tail(b"\xed\xa0"), 0);
+        assert_eq!(incomplete_tail(b"\xf0"), 1);
+        assert_eq!(incomplete_tail(b"\xe0\x80"), 0);
+        assert_eq!(incomplete_tail(b"\xf0\x9f\x98"), 3);
     }
 }

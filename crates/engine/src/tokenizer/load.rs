@@ -20,32 +20,83 @@ const KEY: &str = "tokenizer.ggml.";
 
 /// Texts that make llama.cpp treat a token as end-of-generation.
 const EOG_TEXTS: &[&str] = &[
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<｜end▁of▁sentence｜>", "[e~[",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+    "[e~[",
 ];
 
 /// Texts llama.cpp recognises as EOT when the file names none.
 const EOT_TEXTS: &[&str] = &[
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
 ];
 const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
 const FIM_PRE_TEXTS: &[&str] = &[
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
-    "<|code_prefix|>", "<|prefix|>",
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
 ];
 const FIM_SUF_TEXTS: &[&str] = &[
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
-    "<|code_suffix|>", "<|suffix|>",
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
 ];
 const FIM_MID_TEXTS: &[&str] = &[
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
-    "<|code_middle|>", "<|middle|>",
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
 ];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 
 fn invalid(msg: impl Into<String>) -> TokenizerError {
@@ -183,7 +234,8 @@ impl Tokenizer {
         // Special tokens llama.cpp finds by their text. Where several candidates
         // exist it takes whichever its hash map yields first; the lowest id is taken
         // here (this matches llama.cpp on SmolLM2, Gemma 3 and the tiny models).
-        let find_first = |cands: &[&str]| cands.iter().filter_map(|t| texts.find(t.as_bytes())).min();
+        let find_first =
+            |cands: &[&str]| cands.iter().filter_map(|t| texts.find(t.as_bytes())).min();
         let control = TokenAttr::CONTROL;
         for (slot, cands) in [
             (&mut sp.eot, EOT_TEXTS),
@@ -210,7 +262,10 @@ impl Tokenizer {
         }
 
         // End of generation.
-        let mut eog: Vec<u32> = [sp.fim_pad, sp.fim_rep, sp.fim_sep].into_iter().flatten().collect();
+        let mut eog: Vec<u32> = [sp.fim_pad, sp.fim_rep, sp.fim_sep]
+            .into_iter()
+            .flatten()
+            .collect();
         for t in EOG_TEXTS {
             if let Some(id) = texts.find(t.as_bytes()) {
                 eog.push(id);
@@ -275,7 +330,9 @@ impl Tokenizer {
             TokenizerKind::Spm => {
                 for (b, slot) in byte_ids.iter_mut().enumerate() {
                     let hex = format!("<0x{b:02X}>");
-                    *slot = texts.find(hex.as_bytes()).or_else(|| texts.find(&[b as u8]));
+                    *slot = texts
+                        .find(hex.as_bytes())
+                        .or_else(|| texts.find(&[b as u8]));
                 }
             }
         }
@@ -287,12 +344,18 @@ impl Tokenizer {
 
         // Special tokens, longest text first.
         let mut specials: Vec<u32> = (0..n as u32)
-            .filter(|&id| attrs[id as usize].any(TokenAttr::CONTROL | TokenAttr::USER_DEFINED | TokenAttr::UNKNOWN))
+            .filter(|&id| {
+                attrs[id as usize]
+                    .any(TokenAttr::CONTROL | TokenAttr::USER_DEFINED | TokenAttr::UNKNOWN)
+            })
             .collect();
         specials.sort_by_key(|&id| std::cmp::Reverse(texts.get(id).len()));
         apply_strip_flags(f, pre_name, &texts, &specials, &mut attrs)?;
         let matcher = SpecialMatcher::new(
-            specials.iter().map(|&id| (id, attrs[id as usize])).collect(),
+            specials
+                .iter()
+                .map(|&id| (id, attrs[id as usize]))
+                .collect(),
             specials.iter().map(|&id| texts.get(id)),
         );
 
@@ -354,7 +417,11 @@ fn gpt2_decode(text: &[u8], out: &mut Vec<u8>) -> bool {
 }
 
 /// Every token's bytes, as `llama_token_to_piece(id, 0, special = true)`.
-fn build_pieces(kind: TokenizerKind, texts: &StrTable, attrs: &[TokenAttr]) -> Result<StrTable, TokenizerError> {
+fn build_pieces(
+    kind: TokenizerKind,
+    texts: &StrTable,
+    attrs: &[TokenAttr],
+) -> Result<StrTable, TokenizerError> {
     let mut pieces = StrTable::with_capacity(texts.len(), texts.total_bytes());
     let mut cpts = Vec::new();
     for id in 0..texts.len() as u32 {
@@ -370,7 +437,10 @@ fn build_pieces(kind: TokenizerKind, texts: &StrTable, attrs: &[TokenAttr]) -> R
             } else if a.any(TokenAttr::BYTE) {
                 // "<0xNN>": llama.cpp parses the two characters after "<0x".
                 let hex = text.get(3..5).and_then(|h| std::str::from_utf8(h).ok());
-                buf.push(hex.and_then(|h| u8::from_str_radix(h, 16).ok()).unwrap_or(0));
+                buf.push(
+                    hex.and_then(|h| u8::from_str_radix(h, 16).ok())
+                        .unwrap_or(0),
+                );
             }
         });
     }
@@ -430,7 +500,8 @@ fn read_merges(f: &GgufFile, texts: &StrTable) -> Result<Vec<(u32, u32, u32)>, T
         joined.clear();
         joined.extend_from_slice(l);
         joined.extend_from_slice(r);
-        if let (Some(li), Some(ri), Some(mi)) = (texts.find(l), texts.find(r), texts.find(&joined)) {
+        if let (Some(li), Some(ri), Some(mi)) = (texts.find(l), texts.find(r), texts.find(&joined))
+        {
             out.push((li, ri, mi));
         }
     }
@@ -453,8 +524,12 @@ fn apply_strip_flags(
             *a = if on { a.with(flag) } else { a.without(flag) };
         }
     };
-    if ["jina-v2-de", "jina-v2-es", "jina-v2-code"].iter().any(|p| pre_name.contains(p))
-        || ["nomic-bert-moe", "jina-bert-v3"].iter().any(|p| arch.contains(p))
+    if ["jina-v2-de", "jina-v2-es", "jina-v2-code"]
+        .iter()
+        .any(|p| pre_name.contains(p))
+        || ["nomic-bert-moe", "jina-bert-v3"]
+            .iter()
+            .any(|p| arch.contains(p))
     {
         set(attrs, "<mask>", TokenAttr::LSTRIP, true);
     } else if name.contains("phi-3") || name.contains("phi3") {

@@ -170,7 +170,15 @@ impl Tokenizer {
                         s.spm_text.push(b);
                     }
                 }
-                spm::encode(&s.spm_text, &self.texts, &self.scores, &self.byte_ids, &self.barriers, out, &mut s.spm);
+                spm::encode(
+                    &s.spm_text,
+                    &self.texts,
+                    &self.scores,
+                    &self.byte_ids,
+                    &self.barriers,
+                    out,
+                    &mut s.spm,
+                );
             }
             TokenizerKind::Bpe { pre } => self.encode_bpe(pre, text, out, s),
         }
@@ -304,6 +312,8 @@ impl Tokenizer {
 
     /// The ids of control tokens (see [`Tokenizer::is_control`]), ascending.
     pub fn control_ids(&self) -> Vec<u32> {
-        (0..self.n_vocab() as u32).filter(|&id| self.is_control(id)).collect()
+        (0..self.n_vocab() as u32)
+            .filter(|&id| self.is_control(id))
+            .collect()
     }
 }

@@ -127,7 +127,12 @@ impl PreTokenizer {
 
     /// Splits `cpts` into words: `out` receives `[start, end)` code point ranges that
     /// tile the input.
-    pub fn split(self, cpts: &[u32], out: &mut Vec<(usize, usize)>, scratch: &mut Vec<(usize, usize)>) {
+    pub fn split(
+        self,
+        cpts: &[u32],
+        out: &mut Vec<(usize, usize)>,
+        scratch: &mut Vec<(usize, usize)>,
+    ) {
         out.clear();
         if cpts.is_empty() {
             return;
@@ -153,7 +158,6 @@ const DEEPSEEK_LETTERS: &[(u32, u32)] = &class!(
 const DEEPSEEK_PUNCT: &[(u32, u32)] = &class!("!-/:-~！-／：-～‘-‟　-。");
 /// CJK and Hangul of `deepseek-llm`'s fifth regex.
 const DEEPSEEK_CJK: &[(u32, u32)] = &class!("一-龥ࠀ-一가-퟿");
-
 
 const fn next_char(s: &[u8], i: usize) -> (u32, usize) {
     let b = s[i];
@@ -229,9 +233,9 @@ impl Splitter<'_> {
                         || (backtick && c == 0x60)
                 })
             }),
-            Step::DigitRun => {
-                self.by_matches(a, b, out, |p| self.run(p, b, |c| self.fl.of(c) & NUMBER != 0))
-            }
+            Step::DigitRun => self.by_matches(a, b, out, |p| {
+                self.run(p, b, |c| self.fl.of(c) & NUMBER != 0)
+            }),
             Step::DigitEach => self.by_matches(a, b, out, |p| {
                 (self.fl.of(self.c[p]) & NUMBER != 0).then_some(p + 1)
             }),
@@ -239,9 +243,9 @@ impl Splitter<'_> {
                 (p + 3 <= b && self.c[p..p + 3].iter().all(|c| (0x30..=0x39).contains(c)))
                     .then_some(p + 3)
             }),
-            Step::NewlineEach => {
-                self.by_matches(a, b, out, |p| matches!(self.c[p], 0x0A | 0x0D).then_some(p + 1))
-            }
+            Step::NewlineEach => self.by_matches(a, b, out, |p| {
+                matches!(self.c[p], 0x0A | 0x0D).then_some(p + 1)
+            }),
             Step::OptSpaceClassRun(class) => self.by_matches(a, b, out, |p| {
                 let member = |c: u32| in_class(class, self.wide(c));
                 if self.wide_space(self.c[p]) && p + 1 < b && member(self.c[p + 1]) {
@@ -253,9 +257,9 @@ impl Splitter<'_> {
                 let end = self.run(p, b, |c| self.wide_space(c))?;
                 (end == b).then_some(end)
             }),
-            Step::ClassRun(class) => {
-                self.by_matches(a, b, out, |p| self.run(p, b, |c| in_class(class, self.wide(c))))
-            }
+            Step::ClassRun(class) => self.by_matches(a, b, out, |p| {
+                self.run(p, b, |c| in_class(class, self.wide(c)))
+            }),
         }
     }
 
@@ -318,7 +322,13 @@ impl Splitter<'_> {
         if self.c[p] != u32::from(b'\'') || p + 1 >= b {
             return None;
         }
-        let low = |c: u32| if fold_case && (0x41..=0x5A).contains(&c) { c + 32 } else { c };
+        let low = |c: u32| {
+            if fold_case && (0x41..=0x5A).contains(&c) {
+                c + 32
+            } else {
+                c
+            }
+        };
         let n1 = low(self.c[p + 1]);
         if [b's', b't', b'm', b'd'].iter().any(|&x| n1 == u32::from(x)) {
             return Some(p + 2);
@@ -352,9 +362,15 @@ impl Splitter<'_> {
             } else {
                 let q = if self.c[p] == 0x20 { p + 1 } else { p };
                 match self.at(q, b) {
-                    Some(f) if f & LETTER != 0 => self.run(q, b, |c| self.fl.of(c) & LETTER != 0).unwrap(),
-                    Some(f) if f & NUMBER != 0 => self.run(q, b, |c| self.fl.of(c) & NUMBER != 0).unwrap(),
-                    Some(f) if f & WLN == 0 => self.run(q, b, |c| self.fl.of(c) & WLN == 0).unwrap(),
+                    Some(f) if f & LETTER != 0 => {
+                        self.run(q, b, |c| self.fl.of(c) & LETTER != 0).unwrap()
+                    }
+                    Some(f) if f & NUMBER != 0 => {
+                        self.run(q, b, |c| self.fl.of(c) & NUMBER != 0).unwrap()
+                    }
+                    Some(f) if f & WLN == 0 => {
+                        self.run(q, b, |c| self.fl.of(c) & WLN == 0).unwrap()
+                    }
                     _ => self.spaces(p, b),
                 }
             };
@@ -380,7 +396,9 @@ impl Splitter<'_> {
                 && f & NUMBER == 0
                 && (f & LETTER != 0 || self.at(p + 1, b).is_some_and(|g| g & LETTER != 0))
             {
-                let e = self.run(p + 1, b, |c| self.fl.of(c) & LETTER != 0).unwrap_or(p + 1);
+                let e = self
+                    .run(p + 1, b, |c| self.fl.of(c) & LETTER != 0)
+                    .unwrap_or(p + 1);
                 out.push((p, e));
                 p = e;
                 continue;
@@ -426,20 +444,31 @@ mod tests {
         let cpts: Vec<u32> = s.chars().map(|c| c as u32).collect();
         let (mut out, mut scratch) = (Vec::new(), Vec::new());
         pre.split(&cpts, &mut out, &mut scratch);
-        out.iter().map(|&(a, b)| s.chars().skip(a).take(b - a).collect()).collect()
+        out.iter()
+            .map(|&(a, b)| s.chars().skip(a).take(b - a).collect())
+            .collect()
     }
 
     #[test]
     fn gpt2_regex() {
         let w = words(PreTokenizer::Gpt2, "Hello world's  end!!  \n x");
-        assert_eq!(w, ["Hello", " world", "'s", " ", " end", "!!", "  \n", " x"]);
-        assert_eq!(words(PreTokenizer::Gpt2, "a \n\tb"), ["a", " \n", "\t", "b"]);
+        assert_eq!(
+            w,
+            ["Hello", " world", "'s", " ", " end", "!!", "  \n", " x"]
+        );
+        assert_eq!(
+            words(PreTokenizer::Gpt2, "a \n\tb"),
+            ["a", " \n", "\t", "b"]
+        );
         assert_eq!(words(PreTokenizer::Gpt2, "a  "), ["a", "  "]);
     }
 
     #[test]
     fn default_applies_four_regexes() {
-        assert_eq!(words(PreTokenizer::Default, "x 12345, y"), ["x", " ", "123", "45", ",", " y"]);
+        assert_eq!(
+            words(PreTokenizer::Default, "x 12345, y"),
+            ["x", " ", "123", "45", ",", " y"]
+        );
     }
 
     #[test]
@@ -450,13 +479,26 @@ mod tests {
     #[test]
     fn llama3_regex() {
         let w = words(PreTokenizer::Llama3, "I'M 12345 ok?!\n\n  hi");
-        assert_eq!(w, ["I", "'M", " ", "123", "45", " ok", "?!\n\n", " ", " hi"]);
+        assert_eq!(
+            w,
+            ["I", "'M", " ", "123", "45", " ok", "?!\n\n", " ", " hi"]
+        );
         assert_eq!(words(PreTokenizer::Qwen2, "x12"), ["x", "1", "2"]);
     }
 
     #[test]
+    fn deepseek_llm_regexes() {
+        let w = words(PreTokenizer::DeepseekLlm, "Hello, 世界 123\n");
+        assert_eq!(w, ["Hello", ",", " ", "世界", " ", "123", "\n"]);
+        assert_eq!(words(PreTokenizer::DeepseekLlm, "ab  "), ["ab", "  "]);
+    }
+
+    #[test]
     fn deepseek_classes_parse() {
-        assert_eq!(DEEPSEEK_CJK, &[(0x4E00, 0x9FA5), (0x0800, 0x4E00), (0xAC00, 0xD7FF)]);
+        assert_eq!(
+            DEEPSEEK_CJK,
+            &[(0x4E00, 0x9FA5), (0x0800, 0x4E00), (0xAC00, 0xD7FF)]
+        );
         assert_eq!(DEEPSEEK_LETTERS[0], (0x41, 0x5A));
     }
 }

@@ -31,7 +31,10 @@ const SKIP_UNLESS_PARSING: TokenAttr = TokenAttr(TokenAttr::CONTROL.0 | TokenAtt
 
 impl SpecialMatcher {
     /// `tokens` in priority order (longest text first), with their texts.
-    pub fn new<'a>(tokens: Vec<(u32, TokenAttr)>, texts: impl Iterator<Item = &'a [u8]>) -> SpecialMatcher {
+    pub fn new<'a>(
+        tokens: Vec<(u32, TokenAttr)>,
+        texts: impl Iterator<Item = &'a [u8]>,
+    ) -> SpecialMatcher {
         let texts: Vec<&[u8]> = texts.collect();
         let ac = if texts.is_empty() {
             None
@@ -128,17 +131,28 @@ mod tests {
     use super::*;
 
     fn matcher(toks: &[(&str, TokenAttr)]) -> SpecialMatcher {
-        let tokens = toks.iter().enumerate().map(|(i, t)| (i as u32, t.1)).collect();
+        let tokens = toks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i as u32, t.1))
+            .collect();
         SpecialMatcher::new(tokens, toks.iter().map(|t| t.0.as_bytes()))
     }
 
     #[test]
     fn longer_tokens_claim_first() {
-        let m = matcher(&[("<|im_start|>", TokenAttr::CONTROL), ("\n\n", TokenAttr::USER_DEFINED), ("\n", TokenAttr::USER_DEFINED)]);
+        let m = matcher(&[
+            ("<|im_start|>", TokenAttr::CONTROL),
+            ("\n\n", TokenAttr::USER_DEFINED),
+            ("\n", TokenAttr::USER_DEFINED),
+        ]);
         let mut out = Vec::new();
         m.partition(b"a\n\n\n<|im_start|>b", true, &mut out);
         use Fragment::*;
-        assert_eq!(out, [Text(0, 1), Token(1), Token(2), Token(0), Text(16, 17)]);
+        assert_eq!(
+            out,
+            [Text(0, 1), Token(1), Token(2), Token(0), Text(16, 17)]
+        );
         m.partition(b"a\n<|im_start|>", false, &mut out);
         assert_eq!(out, [Text(0, 1), Token(2), Text(2, 14)]);
     }

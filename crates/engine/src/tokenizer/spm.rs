@@ -168,7 +168,11 @@ fn encode_chunk(
         });
         off += len;
     }
-    let ctx = Ctx { text, table, scores };
+    let ctx = Ctx {
+        text,
+        table,
+        scores,
+    };
     if s.syms.len() <= SCAN_MAX {
         merge_by_scan(&ctx, s);
     } else {
@@ -178,7 +182,11 @@ fn encode_chunk(
     while i != NONE {
         let sym = s.syms[i as usize];
         let piece = &text[sym.start as usize..(sym.start + sym.len) as usize];
-        let id = if sym.id != NONE { Some(sym.id) } else { table.find(piece) };
+        let id = if sym.id != NONE {
+            Some(sym.id)
+        } else {
+            table.find(piece)
+        };
         match id {
             Some(id) => out.push(id),
             None => out.extend(piece.iter().filter_map(|&b| byte_ids[b as usize])),
@@ -202,7 +210,9 @@ impl Ctx<'_> {
     fn bigram(&self, syms: &[Sym], l: u32, r: u32) -> Option<Bigram> {
         let (a, b) = (syms[l as usize], syms[r as usize]);
         let size = a.len + b.len;
-        let id = self.table.find(&self.text[a.start as usize..(a.start + size) as usize])?;
+        let id = self
+            .table
+            .find(&self.text[a.start as usize..(a.start + size) as usize])?;
         Some(Bigram {
             score: self.scores.get(id as usize).copied().unwrap_or(0.0),
             left: l,
@@ -255,7 +265,11 @@ fn merge_by_scan(ctx: &Ctx, s: &mut SpmScratch) {
     s.best.clear();
     for i in 0..s.syms.len() as u32 {
         let next = s.syms[i as usize].next;
-        s.best.push(if next == NONE { None } else { ctx.bigram(&s.syms, i, next) });
+        s.best.push(if next == NONE {
+            None
+        } else {
+            ctx.bigram(&s.syms, i, next)
+        });
     }
     loop {
         let mut top: Option<&Bigram> = None;
@@ -275,7 +289,11 @@ fn merge_by_scan(ctx: &Ctx, s: &mut SpmScratch) {
         merge(&mut s.syms, &b);
         s.best[b.right as usize] = None;
         let next = s.syms[b.left as usize].next;
-        s.best[b.left as usize] = if next == NONE { None } else { ctx.bigram(&s.syms, b.left, next) };
+        s.best[b.left as usize] = if next == NONE {
+            None
+        } else {
+            ctx.bigram(&s.syms, b.left, next)
+        };
         if prev != NONE {
             s.best[prev as usize] = ctx.bigram(&s.syms, prev, b.left);
         }
@@ -288,7 +306,12 @@ mod tests {
     use proptest::prelude::*;
 
     /// Plain llama.cpp: one queue over the whole text, no cutting, no scanning.
-    fn reference(text: &[u8], t: &StrTable, scores: &[f32], bytes: &[Option<u32>; 256]) -> Vec<u32> {
+    fn reference(
+        text: &[u8],
+        t: &StrTable,
+        scores: &[f32],
+        bytes: &[Option<u32>; 256],
+    ) -> Vec<u32> {
         let mut s = SpmScratch::default();
         s.syms.clear();
         let mut off = 0usize;
@@ -297,14 +320,27 @@ mod tests {
             let i = s.syms.len() as u32;
             let next = if off + len == text.len() { NONE } else { i + 1 };
             let prev = if i == 0 { NONE } else { i - 1 };
-            s.syms.push(Sym { start: off as u32, len: len as u32, prev, next, id: NONE });
+            s.syms.push(Sym {
+                start: off as u32,
+                len: len as u32,
+                prev,
+                next,
+                id: NONE,
+            });
             off += len;
         }
         let mut out = Vec::new();
         if text.is_empty() {
             return out;
         }
-        merge_by_heap(&Ctx { text, table: t, scores }, &mut s);
+        merge_by_heap(
+            &Ctx {
+                text,
+                table: t,
+                scores,
+            },
+            &mut s,
+        );
         let mut i = 0;
         while i != NONE {
             let sym = s.syms[i as usize];
