@@ -201,3 +201,35 @@ proptest! {
         }
     }
 }
+
+/// Long runs (many overlapping special-token matches, one huge word, no merge
+/// barriers) stay fast and still round-trip.
+#[test]
+fn pathological_runs_stay_fast() {
+    let inputs = [
+        "\n".repeat(200_000),
+        " ".repeat(200_000),
+        "a".repeat(200_000),
+        "<|im_end|><end_of_turn>".repeat(10_000),
+        "9".repeat(100_000),
+    ];
+    for (stem, tok) in tokenizers() {
+        for text in &inputs {
+            let t = std::time::Instant::now();
+            let ids = tok.encode(text.as_bytes(), false, true);
+            let dt = t.elapsed();
+            assert_eq!(tok.decode(&ids), text.as_bytes(), "{stem}");
+            assert!(
+                dt.as_secs_f64() < 5.0,
+                "{stem}: {} bytes took {dt:?}",
+                text.len()
+            );
+            println!(
+                "{stem}: {:?}x{} -> {} ids in {dt:?}",
+                &text[..1],
+                text.len(),
+                ids.len()
+            );
+        }
+    }
+}

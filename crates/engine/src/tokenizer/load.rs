@@ -354,9 +354,8 @@ impl Tokenizer {
         let matcher = SpecialMatcher::new(
             specials
                 .iter()
-                .map(|&id| (id, attrs[id as usize]))
+                .map(|&id| (id, attrs[id as usize], texts.get(id).to_vec()))
                 .collect(),
-            specials.iter().map(|&id| texts.get(id)),
         );
 
         let mut tok = Tokenizer {
