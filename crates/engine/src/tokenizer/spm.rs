@@ -63,7 +63,8 @@ impl Ord for Bigram {
 pub struct SpmScratch {
     syms: Vec<Sym>,
     heap: BinaryHeap<Bigram>,
-    best: Vec<Option<Bigram>>,
+    score: Vec<f32>,
+    pair: Vec<Option<Bigram>>,
 }
 
 /// Places where merging can be cut: the pairs of adjacent characters that occur
@@ -261,41 +262,54 @@ fn merge_by_heap(ctx: &Ctx, s: &mut SpmScratch) {
 }
 
 fn merge_by_scan(ctx: &Ctx, s: &mut SpmScratch) {
-    // best[i]: the pair of symbol i and its successor, if that is a token.
-    s.best.clear();
+    // score[i]: the score of symbol i with its successor when that pair is a token
+    // (-inf otherwise), kept dense so that finding the best pair is a flat scan.
+    s.score.clear();
+    s.pair.clear();
     for i in 0..s.syms.len() as u32 {
         let next = s.syms[i as usize].next;
-        s.best.push(if next == NONE {
+        let b = if next == NONE {
             None
         } else {
             ctx.bigram(&s.syms, i, next)
-        });
+        };
+        s.score.push(b.map_or(f32::NEG_INFINITY, |b| b.score));
+        s.pair.push(b);
     }
     loop {
-        let mut top: Option<&Bigram> = None;
-        let mut i = 0;
-        while i != NONE {
-            if let Some(b) = &s.best[i as usize] {
-                // Strictly better only: ties stay with the leftmost pair.
-                match top {
-                    Some(t) if b.cmp(t) != Ordering::Greater => {}
-                    _ => top = Some(b),
-                }
+        let mut top = usize::MAX;
+        let mut best = f32::NEG_INFINITY;
+        // Strictly better only: ties stay with the leftmost pair.
+        for (i, &sc) in s.score.iter().enumerate() {
+            if sc > best {
+                best = sc;
+                top = i;
             }
-            i = s.syms[i as usize].next;
         }
-        let Some(&b) = top else { break };
+        if top == usize::MAX {
+            // Only pairs scored -inf (or none) are left.
+            match s.pair.iter().position(Option::is_some) {
+                Some(i) => top = i,
+                None => break,
+            }
+        }
+        let b = s.pair[top].expect("a scored pair exists");
         let prev = s.syms[b.left as usize].prev;
         merge(&mut s.syms, &b);
-        s.best[b.right as usize] = None;
+        s.score[b.right as usize] = f32::NEG_INFINITY;
+        s.pair[b.right as usize] = None;
         let next = s.syms[b.left as usize].next;
-        s.best[b.left as usize] = if next == NONE {
+        let nb = if next == NONE {
             None
         } else {
             ctx.bigram(&s.syms, b.left, next)
         };
+        s.score[b.left as usize] = nb.map_or(f32::NEG_INFINITY, |b| b.score);
+        s.pair[b.left as usize] = nb;
         if prev != NONE {
-            s.best[prev as usize] = ctx.bigram(&s.syms, prev, b.left);
+            let pb = ctx.bigram(&s.syms, prev, b.left);
+            s.score[prev as usize] = pb.map_or(f32::NEG_INFINITY, |b| b.score);
+            s.pair[prev as usize] = pb;
         }
     }
 }

@@ -102,12 +102,24 @@ impl StrTable {
             if cur == EMPTY {
                 return None;
             }
-            if self.get(cur) == s {
+            if bytes_eq(self.get(cur), s) {
                 return Some(cur);
             }
             i = (i + 1) & mask;
         }
     }
+}
+
+/// Slice equality without a `memcmp` call for the short strings tokens are.
+#[inline]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() > 16 {
+        return a == b;
+    }
+    a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 #[cfg(test)]
