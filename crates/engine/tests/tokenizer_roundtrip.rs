@@ -159,6 +159,22 @@ fn above_unicode_range_is_four_replacement_characters() {
 }
 
 #[test]
+fn tokenizer_is_shareable() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Tokenizer>();
+    let tok = &tokenizers()[1].1;
+    let want = tok.encode(b"Hello from a thread", false, false);
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| tok.encode(b"Hello from a thread", false, false)))
+            .collect();
+        for h in hs {
+            assert_eq!(h.join().unwrap(), want);
+        }
+    });
+}
+
+#[test]
 fn vocabulary_views() {
     for (stem, tok) in tokenizers() {
         let bytes = tok.vocab_bytes();

@@ -121,6 +121,16 @@ struct Scratch {
     spm_text: Vec<u8>,
 }
 
+impl Scratch {
+    /// Drops buffers grown by a very long text, so that idle threads hold little.
+    fn trim(&mut self) {
+        const KEEP: usize = 1 << 16;
+        if self.cpts.capacity() > KEEP || self.norm.capacity() > 4 * KEEP {
+            *self = Scratch::default();
+        }
+    }
+}
+
 impl Tokenizer {
     /// Tokenizes `text`. `add_special` adds BOS/EOS as the vocabulary asks;
     /// `parse_special` lets CONTROL tokens written in the text become those tokens.
@@ -151,6 +161,7 @@ impl Tokenizer {
                 out.extend(self.special.eos);
             }
             s.fragments = frags;
+            s.trim();
         });
         out
     }
