@@ -173,7 +173,7 @@ impl Tokenizer {
             .unwrap_or(kind == TokenizerKind::Spm);
         let clean_spaces = match kind {
             TokenizerKind::Spm => false,
-            TokenizerKind::Bpe { pre } => pre.clean_spaces(),
+            TokenizerKind::Bpe { .. } => PreTokenizer::clean_spaces(pre_name),
         };
 
         // Special ids: family defaults, then the file's keys.

@@ -64,26 +64,45 @@ enum Step {
 }
 
 impl PreTokenizer {
-    /// The pre-tokenizer llama.cpp picks for a `tokenizer.ggml.pre` value.
+    /// The pre-tokenizer llama.cpp picks for a `tokenizer.ggml.pre` value (plus `gpt2`
+    /// as a spelling of `gpt-2`). Names whose llama.cpp flags differ from their
+    /// family's (`dbrx`, `megrez`, `chatglm-bpe`, ...) are left unsupported.
     pub fn from_name(name: &str) -> Option<PreTokenizer> {
         Some(match name {
             "" | "default" => PreTokenizer::Default,
             "gpt-2" | "gpt2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es"
             | "jina-v2-de" | "a.x-4.0" | "mellum" | "modern-bert" | "exaone4" | "mpt" | "olmo"
-            | "jais" | "trillion" | "granite-docling" | "jina-v1-en" | "jina-v2-code"
-            | "roberta-bpe" => PreTokenizer::Gpt2,
+            | "jais" | "trillion" | "granite-docling" => PreTokenizer::Gpt2,
             "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone"
             | "minerva-7b" | "mellum2" => PreTokenizer::Smollm,
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral"
-            | "midm-2.0" | "lfm2" | "dbrx" | "smaug-bpe" | "glm4" | "chatglm-bpe" => {
-                PreTokenizer::Llama3
+            | "midm-2.0" | "lfm2" | "jina-v5-nano" => PreTokenizer::Llama3,
+            "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => {
+                PreTokenizer::Qwen2
             }
-            "qwen2" | "deepseek-r1-qwen" | "kormo" | "megrez" | "stablelm2" | "hunyuan"
-            | "solar-open" => PreTokenizer::Qwen2,
             "deepseek-llm" => PreTokenizer::DeepseekLlm,
             "falcon" => PreTokenizer::Falcon,
             _ => return None,
         })
+    }
+
+    /// Whether llama.cpp tidies spaces before punctuation when detokenizing, which it
+    /// decides by pre-tokenizer name.
+    pub fn clean_spaces(name: &str) -> bool {
+        !matches!(
+            name,
+            "deepseek-llm"
+                | "command-r"
+                | "qwen2"
+                | "deepseek-r1-qwen"
+                | "kormo"
+                | "f2llmv2"
+                | "smollm"
+                | "hunyuan"
+                | "solar-open"
+                | "trillion"
+                | "granite-docling"
+        )
     }
 
     fn steps(self) -> &'static [Step] {
@@ -109,14 +128,6 @@ impl PreTokenizer {
             ],
             PreTokenizer::Falcon => &[Step::PunctRun { backtick: true }, GPT2, Step::Ascii3Digits],
         }
-    }
-
-    /// Whether llama.cpp tidies spaces before punctuation when detokenizing.
-    pub fn clean_spaces(self) -> bool {
-        !matches!(
-            self,
-            PreTokenizer::Smollm | PreTokenizer::Qwen2 | PreTokenizer::DeepseekLlm
-        )
     }
 
     /// Whether a whole word found in the vocabulary skips the merges (llama.cpp's
