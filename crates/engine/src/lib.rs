@@ -8,3 +8,4 @@ pub mod ggml_type;
 pub mod gguf;
 pub mod info;
 pub mod quant;
+pub mod tokenizer;

@@ -1,0 +1,546 @@
+//! Rebuilding a [`Tokenizer`] from GGUF metadata the way llama.cpp's vocabulary
+//! loader does: token attributes, special ids (including those it detects by their
+//! text), the end-of-generation set, and each token's bytes.
+
+use crate::gguf::GgufFile;
+
+use super::attr::{TokenAttr, TokenType};
+use super::bpe::BpeModel;
+use super::pretok::PreTokenizer;
+use super::special::SpecialMatcher;
+use super::spm;
+use super::table::StrTable;
+use super::unicode;
+use super::{SpecialIds, Tokenizer, TokenizerError, TokenizerKind};
+
+/// Upper bound on the vocabulary size (llama.cpp's ids are `int32`).
+const MAX_TOKENS: usize = 1 << 24;
+
+const KEY: &str = "tokenizer.ggml.";
+
+/// Texts that make llama.cpp treat a token as end-of-generation.
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+    "[e~[",
+];
+
+/// Texts llama.cpp recognises as EOT when the file names none.
+const EOT_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+];
+const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
+const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
+
+fn invalid(msg: impl Into<String>) -> TokenizerError {
+    TokenizerError::Invalid(msg.into())
+}
+
+impl Tokenizer {
+    /// Rebuilds the tokenizer described by a GGUF file's `tokenizer.ggml.*` metadata.
+    pub fn from_gguf(f: &GgufFile) -> Result<Tokenizer, TokenizerError> {
+        let key = |k: &str| format!("{KEY}{k}");
+        let model = f.get_str(&key("model"))?;
+        let pre_name = f.opt_str(&key("pre"))?.unwrap_or("");
+        let kind = match model {
+            "llama" => TokenizerKind::Spm,
+            "gpt2" => TokenizerKind::Bpe {
+                pre: PreTokenizer::from_name(pre_name)
+                    .ok_or_else(|| TokenizerError::UnsupportedPre(pre_name.into()))?,
+            },
+            other => return Err(TokenizerError::UnsupportedModel(other.into())),
+        };
+
+        // Token texts.
+        let tokens = f.array_strings(&key("tokens"))?;
+        let n = tokens.size_hint().0;
+        if n == 0 || n > MAX_TOKENS {
+            return Err(invalid(format!("vocabulary of {n} tokens")));
+        }
+        let mut texts = StrTable::with_capacity(n, 8 * n);
+        for (i, t) in tokens.enumerate() {
+            if t.is_empty() {
+                // llama.cpp names empty tokens so that they stay distinct.
+                texts.push(format!("[EMPTY_{i}]").as_bytes());
+            } else {
+                texts.push(t);
+            }
+        }
+        if texts.len() != n {
+            return Err(invalid("token list shorter than its count"));
+        }
+        if let Some((a, b)) = texts.build_index(|_| true) {
+            return Err(invalid(format!("duplicate token text at ids {a} and {b}")));
+        }
+
+        let scores = match f.get(&key("scores")) {
+            None => vec![0.0; n],
+            Some(_) => {
+                let mut s = f.array_f32(&key("scores"))?;
+                if s.len() < n {
+                    return Err(invalid("fewer scores than tokens"));
+                }
+                s.truncate(n);
+                s
+            }
+        };
+        let types: Vec<TokenType> = match f.get(&key("token_type")) {
+            None => vec![TokenType::Normal; n],
+            Some(_) => {
+                let t = f.array_i64(&key("token_type"))?;
+                if t.len() < n {
+                    return Err(invalid("fewer token types than tokens"));
+                }
+                t[..n].iter().map(|&v| TokenType::from_i64(v)).collect()
+            }
+        };
+        let mut attrs: Vec<TokenAttr> = types.iter().map(|&t| TokenAttr::from_type(t)).collect();
+
+        // Flags, with llama.cpp's per-family defaults.
+        let (mut add_bos, mut add_eos) = match kind {
+            TokenizerKind::Spm => (true, false),
+            TokenizerKind::Bpe { pre } => (pre == PreTokenizer::Llama3, false),
+        };
+        let add_space_prefix = f
+            .opt_bool(&key("add_space_prefix"))?
+            .unwrap_or(kind == TokenizerKind::Spm);
+        let clean_spaces = match kind {
+            TokenizerKind::Spm => false,
+            TokenizerKind::Bpe { .. } => PreTokenizer::clean_spaces(pre_name),
+        };
+
+        // Special ids: family defaults, then the file's keys.
+        let in_vocab = |id: u32| ((id as usize) < n).then_some(id);
+        let mut sp = SpecialIds::default();
+        match kind {
+            TokenizerKind::Spm => {
+                sp.bos = in_vocab(1);
+                sp.eos = in_vocab(2);
+                sp.unk = in_vocab(0);
+            }
+            TokenizerKind::Bpe { .. } => {
+                sp.bos = in_vocab(11);
+                sp.eos = in_vocab(11);
+            }
+        }
+        {
+            type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
+            let slots: [(&str, Slot); 17] = [
+                ("bos_token_id", |s| &mut s.bos),
+                ("eos_token_id", |s| &mut s.eos),
+                ("eot_token_id", |s| &mut s.eot),
+                ("eom_token_id", |s| &mut s.eom),
+                ("unknown_token_id", |s| &mut s.unk),
+                ("seperator_token_id", |s| &mut s.sep),
+                ("padding_token_id", |s| &mut s.pad),
+                ("mask_token_id", |s| &mut s.mask),
+                ("fim_pre_token_id", |s| &mut s.fim_pre),
+                ("fim_suf_token_id", |s| &mut s.fim_suf),
+                ("fim_mid_token_id", |s| &mut s.fim_mid),
+                ("fim_pad_token_id", |s| &mut s.fim_pad),
+                ("fim_rep_token_id", |s| &mut s.fim_rep),
+                ("fim_sep_token_id", |s| &mut s.fim_sep),
+                ("prefix_token_id", |s| &mut s.fim_pre),
+                ("suffix_token_id", |s| &mut s.fim_suf),
+                ("middle_token_id", |s| &mut s.fim_mid),
+            ];
+            for (k, slot) in slots {
+                // An out-of-range id in the file keeps the default, as in llama.cpp.
+                if let Some(id) = f.opt_u32(&key(k))?.and_then(in_vocab) {
+                    *slot(&mut sp) = Some(id);
+                }
+            }
+        }
+        if let Some(b) = f.opt_bool(&key("add_bos_token"))? {
+            add_bos = b;
+        }
+        if let Some(b) = f.opt_bool(&key("add_eos_token"))? {
+            add_eos = b;
+        }
+        if add_bos && sp.bos.is_none() {
+            return Err(invalid("add_bos_token is true, but there is no BOS token"));
+        }
+        if add_eos && sp.eos.is_none() {
+            return Err(invalid("add_eos_token is true, but there is no EOS token"));
+        }
+
+        // Special tokens llama.cpp finds by their text. Where several candidates
+        // exist it takes whichever its hash map yields first; the lowest id is taken
+        // here (this matches llama.cpp on SmolLM2, Gemma 3 and the tiny models).
+        let find_first =
+            |cands: &[&str]| cands.iter().filter_map(|t| texts.find(t.as_bytes())).min();
+        let control = TokenAttr::CONTROL;
+        for (slot, cands) in [
+            (&mut sp.eot, EOT_TEXTS),
+            (&mut sp.eom, EOM_TEXTS),
+            (&mut sp.fim_pre, FIM_PRE_TEXTS),
+            (&mut sp.fim_suf, FIM_SUF_TEXTS),
+            (&mut sp.fim_mid, FIM_MID_TEXTS),
+            (&mut sp.fim_pad, FIM_PAD_TEXTS),
+            (&mut sp.fim_rep, FIM_REP_TEXTS),
+            (&mut sp.fim_sep, FIM_SEP_TEXTS),
+        ] {
+            if slot.is_none() {
+                if let Some(id) = find_first(cands) {
+                    *slot = Some(id);
+                    attrs[id as usize] = attrs[id as usize] | control;
+                }
+            }
+        }
+        // Control tokens named "unused" are unused.
+        for (id, a) in attrs.iter_mut().enumerate() {
+            if a.any(control) && memchr_find(texts.get(id as u32), b"unused") {
+                *a = *a | TokenAttr::UNUSED;
+            }
+        }
+
+        // End of generation.
+        let mut eog: Vec<u32> = [sp.fim_pad, sp.fim_rep, sp.fim_sep]
+            .into_iter()
+            .flatten()
+            .collect();
+        for t in EOG_TEXTS {
+            if let Some(id) = texts.find(t.as_bytes()) {
+                eog.push(id);
+                attrs[id as usize] = attrs[id as usize] | control;
+            }
+        }
+        // gpt-oss renders these.
+        for t in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
+            if let Some(id) = texts.find(t.as_bytes()) {
+                attrs[id as usize] = TokenAttr::USER_DEFINED;
+            }
+        }
+        eog.extend([sp.eos, sp.eot, sp.eom].into_iter().flatten());
+        eog.sort_unstable();
+        eog.dedup();
+        let eog_text = |id: &u32| texts.get(*id);
+        let has = |eog: &[u32], t: &str| eog.iter().any(|id| eog_text(id) == t.as_bytes());
+        // o200k_harmony and solar-open: "<|end|>" is not the end of generation.
+        let has_call = has(&eog, "<|call|>") || has(&eog, "<|calls|>");
+        if has_call && (has(&eog, "<|return|>") || has(&eog, "<|flush|>")) {
+            if let Some(pos) = eog.iter().position(|id| eog_text(id) == b"<|end|>") {
+                attrs[eog[pos] as usize] = TokenAttr::USER_DEFINED;
+                eog.remove(pos);
+            }
+        }
+        // gemma4 and paddleocr: "</s>" is not the end of generation.
+        if has(&eog, "<|tool_response>") {
+            if let Some(pos) = eog.iter().position(|id| eog_text(id) == b"</s>") {
+                attrs[eog[pos] as usize] = TokenAttr::NORMAL;
+                eog.remove(pos);
+            }
+        }
+
+        // Each token's bytes (llama.cpp's piece cache, built before the strip flags).
+        let pieces = build_pieces(kind, &texts, &attrs)?;
+
+        // BPE: tokens by raw bytes, merges, single-byte ids.
+        let mut by_bytes = StrTable::default();
+        let mut bpe = None;
+        let mut byte_ids = [None; 256];
+        match kind {
+            TokenizerKind::Bpe { pre } => {
+                let mut ok = vec![true; n];
+                by_bytes = StrTable::with_capacity(n, texts.total_bytes());
+                for id in 0..n as u32 {
+                    by_bytes.push_with(|buf| {
+                        let mark = buf.len();
+                        if !gpt2_decode(texts.get(id), buf) {
+                            buf.truncate(mark);
+                            ok[id as usize] = false;
+                        }
+                    });
+                }
+                by_bytes.build_index(|id| ok[id as usize]);
+                let mut byte_tok = [None; 256];
+                for (b, slot) in byte_tok.iter_mut().enumerate() {
+                    *slot = by_bytes.find(&[b as u8]);
+                }
+                let merges = read_merges(f, &texts)?;
+                bpe = Some(BpeModel::new(&merges, byte_tok, pre.ignore_merges()));
+            }
+            TokenizerKind::Spm => {
+                for (b, slot) in byte_ids.iter_mut().enumerate() {
+                    let hex = format!("<0x{b:02X}>");
+                    *slot = texts
+                        .find(hex.as_bytes())
+                        .or_else(|| texts.find(&[b as u8]));
+                }
+            }
+        }
+
+        let barriers = match kind {
+            TokenizerKind::Spm => spm::Barriers::new(&texts),
+            TokenizerKind::Bpe { .. } => spm::Barriers::default(),
+        };
+
+        // Special tokens, longest text first.
+        let mut specials: Vec<u32> = (0..n as u32)
+            .filter(|&id| {
+                attrs[id as usize]
+                    .any(TokenAttr::CONTROL | TokenAttr::USER_DEFINED | TokenAttr::UNKNOWN)
+            })
+            .collect();
+        specials.sort_by_key(|&id| std::cmp::Reverse(texts.get(id).len()));
+        apply_strip_flags(f, pre_name, &texts, &specials, &mut attrs)?;
+        let matcher = SpecialMatcher::new(
+            specials
+                .iter()
+                .map(|&id| (id, attrs[id as usize], texts.get(id).to_vec()))
+                .collect(),
+        );
+
+        let mut tok = Tokenizer {
+            kind,
+            texts,
+            by_bytes,
+            pieces,
+            scores,
+            types,
+            attrs,
+            special: sp,
+            eog,
+            add_bos,
+            add_eos,
+            add_space_prefix,
+            clean_spaces,
+            bpe,
+            byte_ids,
+            barriers,
+            matcher,
+        };
+        tok.special.nl = tok.newline_id();
+        Ok(tok)
+    }
+
+    /// llama.cpp's `linefeed_id`: the `\n` byte token (SPM), or the first token of
+    /// `"\n"` tokenized before any special token is known (BPE).
+    fn newline_id(&self) -> Option<u32> {
+        match self.kind {
+            TokenizerKind::Spm => self.byte_ids[b'\n' as usize].or(self.special.pad),
+            TokenizerKind::Bpe { pre } => {
+                let mut out = Vec::new();
+                let mut s = super::Scratch::default();
+                self.encode_bpe(pre, b"\n", &mut out, &mut s);
+                out.first().copied().or(self.special.pad)
+            }
+        }
+    }
+}
+
+/// Whether `hay` contains `needle`.
+fn memchr_find(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// GPT-2 spelling -> raw bytes; false if some character stands for no byte.
+fn gpt2_decode(text: &[u8], out: &mut Vec<u8>) -> bool {
+    let Ok(s) = std::str::from_utf8(text) else {
+        return false;
+    };
+    for c in s.chars() {
+        match unicode::gpt2_char_to_byte(c as u32) {
+            Some(b) => out.push(b),
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Every token's bytes, as `llama_token_to_piece(id, 0, special = true)`.
+fn build_pieces(
+    kind: TokenizerKind,
+    texts: &StrTable,
+    attrs: &[TokenAttr],
+) -> Result<StrTable, TokenizerError> {
+    let mut pieces = StrTable::with_capacity(texts.len(), texts.total_bytes());
+    let mut cpts = Vec::new();
+    for id in 0..texts.len() as u32 {
+        let (text, a) = (texts.get(id), attrs[id as usize]);
+        pieces.push_with(|buf| {
+            if a.any(TokenAttr::UNKNOWN | TokenAttr::CONTROL | TokenAttr::USER_DEFINED) {
+                buf.extend_from_slice(text);
+            } else if a.any(TokenAttr::NORMAL) {
+                match kind {
+                    TokenizerKind::Spm => unescape_spaces(text, buf),
+                    TokenizerKind::Bpe { .. } => llama_decode_text(text, buf, &mut cpts),
+                }
+            } else if a.any(TokenAttr::BYTE) {
+                // "<0xNN>": llama.cpp parses the two characters after "<0x".
+                let hex = text.get(3..5).and_then(|h| std::str::from_utf8(h).ok());
+                buf.push(
+                    hex.and_then(|h| u8::from_str_radix(h, 16).ok())
+                        .unwrap_or(0),
+                );
+            }
+        });
+    }
+    Ok(pieces)
+}
+
+/// `▁` back to a space.
+fn unescape_spaces(text: &[u8], out: &mut Vec<u8>) {
+    const ESC: &[u8] = "\u{2581}".as_bytes();
+    let mut i = 0;
+    while i < text.len() {
+        if text[i..].starts_with(ESC) {
+            out.push(b' ');
+            i += ESC.len();
+        } else {
+            out.push(text[i]);
+            i += 1;
+        }
+    }
+}
+
+/// llama.cpp's `llama_decode_text`: GPT-2 characters to bytes; a character that
+/// stands for no byte becomes `[UNK_BYTE_0x<its hex><the whole text>]`.
+fn llama_decode_text(text: &[u8], out: &mut Vec<u8>, cpts: &mut Vec<u32>) {
+    unicode::decode_lax(text, cpts);
+    for &c in cpts.iter() {
+        match unicode::gpt2_char_to_byte(c) {
+            Some(b) => out.push(b),
+            None => {
+                out.extend_from_slice(b"[UNK_BYTE_0x");
+                let mut enc = Vec::new();
+                unicode::encode_lax(c, &mut enc);
+                for b in enc {
+                    out.extend_from_slice(format!("{b:02x}").as_bytes());
+                }
+                out.extend_from_slice(text);
+                out.push(b']');
+            }
+        }
+    }
+}
+
+/// `tokenizer.ggml.merges` as `(left, right, merged)` ids in rank order. A merge whose
+/// parts or result are not tokens can never fire on token ids and is left out.
+fn read_merges(f: &GgufFile, texts: &StrTable) -> Result<Vec<(u32, u32, u32)>, TokenizerError> {
+    let merges = f
+        .array_strings(&format!("{KEY}merges"))
+        .map_err(|_| invalid("a BPE vocabulary needs tokenizer.ggml.merges"))?;
+    let mut out = Vec::with_capacity(merges.size_hint().0.min(1 << 22));
+    let mut joined = Vec::new();
+    for m in merges {
+        // llama.cpp splits at the first space after the first byte.
+        let Some(sp) = m.iter().skip(1).position(|&b| b == b' ').map(|p| p + 1) else {
+            continue;
+        };
+        let (l, r) = (&m[..sp], &m[sp + 1..]);
+        joined.clear();
+        joined.extend_from_slice(l);
+        joined.extend_from_slice(r);
+        if let (Some(li), Some(ri), Some(mi)) = (texts.find(l), texts.find(r), texts.find(&joined))
+        {
+            out.push((li, ri, mi));
+        }
+    }
+    Ok(out)
+}
+
+/// The strip flags llama.cpp sets by model name after loading.
+fn apply_strip_flags(
+    f: &GgufFile,
+    pre_name: &str,
+    texts: &StrTable,
+    specials: &[u32],
+    attrs: &mut [TokenAttr],
+) -> Result<(), TokenizerError> {
+    let name = f.opt_str("general.name")?.unwrap_or("").to_lowercase();
+    let arch = f.opt_str("general.architecture")?.unwrap_or("");
+    let set = |attrs: &mut [TokenAttr], t: &str, flag: TokenAttr, on: bool| {
+        if let Some(id) = texts.find(t.as_bytes()) {
+            let a = &mut attrs[id as usize];
+            *a = if on { a.with(flag) } else { a.without(flag) };
+        }
+    };
+    if ["jina-v2-de", "jina-v2-es", "jina-v2-code"]
+        .iter()
+        .any(|p| pre_name.contains(p))
+        || ["nomic-bert-moe", "jina-bert-v3"]
+            .iter()
+            .any(|p| arch.contains(p))
+    {
+        set(attrs, "<mask>", TokenAttr::LSTRIP, true);
+    } else if name.contains("phi-3") || name.contains("phi3") {
+        for &id in specials {
+            attrs[id as usize] = attrs[id as usize].with(TokenAttr::RSTRIP);
+        }
+        set(attrs, "</s>", TokenAttr::RSTRIP, true);
+        for t in ["<unk>", "<s>", "<|endoftext|>"] {
+            set(attrs, t, TokenAttr::RSTRIP, false);
+        }
+    } else if name.contains("modern-bert") {
+        set(attrs, "[MASK]", TokenAttr::LSTRIP, true);
+    }
+    Ok(())
+}

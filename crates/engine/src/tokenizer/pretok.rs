@@ -1,0 +1,515 @@
+//! Pre-tokenizers: the word splitting done before BPE, per `tokenizer.ggml.pre`.
+//!
+//! llama.cpp applies a list of regexes in sequence; each one runs inside every piece the
+//! previous ones produced, and the text between its matches stays as pieces too. The
+//! regexes are written out by hand here over code point categories (no regex engine,
+//! no lookaround), reproducing llama.cpp's leftmost-first results, including its
+//! `\s+(?!\S)` rule (a run of spaces leaves its last one to the next word).
+
+use super::unicode::{Flags, LETTER, NUMBER, PUNCT, SPACE};
+
+/// A regex bracket class body (`a-zA-Z...`, no escapes) as code point ranges, at
+/// compile time.
+macro_rules! class {
+    ($s:literal) => {{
+        const N: usize = class_len($s);
+        const R: [(u32, u32); N] = class_ranges::<N>($s);
+        R
+    }};
+}
+
+/// A pre-tokenizer, named after llama.cpp's `LLAMA_VOCAB_PRE_TYPE_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PreTokenizer {
+    /// `default` (and a missing `pre`): punctuation runs, the GPT-2 regex, digit runs,
+    /// then groups of three ASCII digits.
+    Default,
+    /// `gpt-2` and friends: the GPT-2 regex alone.
+    Gpt2,
+    /// `smollm`, `starcoder` and friends: every digit alone, then the GPT-2 regex.
+    Smollm,
+    /// `llama3`/`llama-bpe` and friends: digits in groups of up to three.
+    Llama3,
+    /// `qwen2` and friends: the Llama-3 regex with single digits.
+    Qwen2,
+    /// `deepseek-llm`.
+    DeepseekLlm,
+    /// `falcon`.
+    Falcon,
+}
+
+/// One regex of a pre-tokenizer.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// `[\p{P}\$\+<=>\^~\|]+` (with `` ` `` too for Falcon).
+    PunctRun { backtick: bool },
+    /// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`.
+    Gpt2,
+    /// The Llama-3 regex, `\p{N}{1,max_digits}`.
+    Llama3 { max_digits: usize },
+    /// `\p{N}+`.
+    DigitRun,
+    /// `\p{N}`.
+    DigitEach,
+    /// `[0-9][0-9][0-9]`.
+    Ascii3Digits,
+    /// `[\r\n]`.
+    NewlineEach,
+    /// `\s?[<class>]+` over an explicit class.
+    OptSpaceClassRun(&'static [(u32, u32)]),
+    /// `\s+$`.
+    TrailingSpace,
+    /// `[<class>]+`.
+    ClassRun(&'static [(u32, u32)]),
+}
+
+impl PreTokenizer {
+    /// The pre-tokenizer llama.cpp picks for a `tokenizer.ggml.pre` value (plus `gpt2`
+    /// as a spelling of `gpt-2`). Names whose llama.cpp flags differ from their
+    /// family's (`dbrx`, `megrez`, `chatglm-bpe`, ...) are left unsupported.
+    pub fn from_name(name: &str) -> Option<PreTokenizer> {
+        Some(match name {
+            "" | "default" => PreTokenizer::Default,
+            "gpt-2" | "gpt2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es"
+            | "jina-v2-de" | "a.x-4.0" | "mellum" | "modern-bert" | "exaone4" | "mpt" | "olmo"
+            | "jais" | "trillion" | "granite-docling" => PreTokenizer::Gpt2,
+            "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone"
+            | "minerva-7b" | "mellum2" => PreTokenizer::Smollm,
+            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral"
+            | "midm-2.0" | "lfm2" | "jina-v5-nano" => PreTokenizer::Llama3,
+            "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => {
+                PreTokenizer::Qwen2
+            }
+            "deepseek-llm" => PreTokenizer::DeepseekLlm,
+            "falcon" => PreTokenizer::Falcon,
+            _ => return None,
+        })
+    }
+
+    /// Whether llama.cpp tidies spaces before punctuation when detokenizing, which it
+    /// decides by pre-tokenizer name.
+    pub fn clean_spaces(name: &str) -> bool {
+        !matches!(
+            name,
+            "deepseek-llm"
+                | "command-r"
+                | "qwen2"
+                | "deepseek-r1-qwen"
+                | "kormo"
+                | "f2llmv2"
+                | "smollm"
+                | "hunyuan"
+                | "solar-open"
+                | "trillion"
+                | "granite-docling"
+        )
+    }
+
+    fn steps(self) -> &'static [Step] {
+        const GPT2: Step = Step::Gpt2;
+        match self {
+            PreTokenizer::Default => &[
+                Step::PunctRun { backtick: false },
+                GPT2,
+                Step::DigitRun,
+                Step::Ascii3Digits,
+            ],
+            PreTokenizer::Gpt2 => &[GPT2],
+            PreTokenizer::Smollm => &[Step::DigitEach, GPT2],
+            PreTokenizer::Llama3 => &[Step::Llama3 { max_digits: 3 }],
+            PreTokenizer::Qwen2 => &[Step::Llama3 { max_digits: 1 }],
+            PreTokenizer::DeepseekLlm => &[
+                Step::NewlineEach,
+                Step::OptSpaceClassRun(DEEPSEEK_LETTERS),
+                Step::OptSpaceClassRun(DEEPSEEK_PUNCT),
+                Step::TrailingSpace,
+                Step::ClassRun(DEEPSEEK_CJK),
+                Step::DigitRun,
+            ],
+            PreTokenizer::Falcon => &[Step::PunctRun { backtick: true }, GPT2, Step::Ascii3Digits],
+        }
+    }
+
+    /// Whether a whole word found in the vocabulary skips the merges (llama.cpp's
+    /// `ignore_merges`).
+    pub fn ignore_merges(self) -> bool {
+        self == PreTokenizer::Llama3
+    }
+
+    /// Splits `cpts` into words: `out` receives `[start, end)` code point ranges that
+    /// tile the input.
+    pub fn split(
+        self,
+        cpts: &[u32],
+        out: &mut Vec<(usize, usize)>,
+        scratch: &mut Vec<(usize, usize)>,
+    ) {
+        out.clear();
+        if cpts.is_empty() {
+            return;
+        }
+        out.push((0, cpts.len()));
+        let fl = Flags::get();
+        for step in self.steps() {
+            scratch.clear();
+            let s = Splitter { c: cpts, fl };
+            for &(a, b) in out.iter() {
+                s.apply(*step, a, b, scratch);
+            }
+            std::mem::swap(out, scratch);
+        }
+    }
+}
+
+/// Letters of `deepseek-llm`'s second regex.
+const DEEPSEEK_LETTERS: &[(u32, u32)] = &class!(
+    "A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃"
+);
+/// Punctuation of `deepseek-llm`'s third regex.
+const DEEPSEEK_PUNCT: &[(u32, u32)] = &class!("!-/:-~！-／：-～‘-‟　-。");
+/// CJK and Hangul of `deepseek-llm`'s fifth regex.
+const DEEPSEEK_CJK: &[(u32, u32)] = &class!("一-龥ࠀ-一가-퟿");
+
+const fn next_char(s: &[u8], i: usize) -> (u32, usize) {
+    let b = s[i];
+    let (len, init) = if b < 0x80 {
+        (1, b as u32)
+    } else if b < 0xE0 {
+        (2, (b & 0x1F) as u32)
+    } else if b < 0xF0 {
+        (3, (b & 0x0F) as u32)
+    } else {
+        (4, (b & 0x07) as u32)
+    };
+    let mut c = init;
+    let mut k = 1;
+    while k < len {
+        c = (c << 6) | (s[i + k] & 0x3F) as u32;
+        k += 1;
+    }
+    (c, i + len)
+}
+
+const fn class_len(s: &str) -> usize {
+    let s = s.as_bytes();
+    let (mut i, mut n) = (0, 0);
+    while i < s.len() {
+        let (_, j) = next_char(s, i);
+        i = j;
+        if i < s.len() && s[i] == b'-' {
+            i = next_char(s, i + 1).1;
+        }
+        n += 1;
+    }
+    n
+}
+
+const fn class_ranges<const N: usize>(s: &str) -> [(u32, u32); N] {
+    let s = s.as_bytes();
+    let mut out = [(0, 0); N];
+    let (mut i, mut n) = (0, 0);
+    while i < s.len() {
+        let (lo, j) = next_char(s, i);
+        i = j;
+        let mut hi = lo;
+        if i < s.len() && s[i] == b'-' {
+            let (h, j) = next_char(s, i + 1);
+            hi = h;
+            i = j;
+        }
+        out[n] = (lo, hi);
+        n += 1;
+    }
+    out
+}
+
+fn in_class(class: &[(u32, u32)], c: u32) -> bool {
+    class.iter().any(|&(lo, hi)| lo <= c && c <= hi)
+}
+
+struct Splitter<'a> {
+    c: &'a [u32],
+    fl: Flags,
+}
+
+impl Splitter<'_> {
+    fn apply(&self, step: Step, a: usize, b: usize, out: &mut Vec<(usize, usize)>) {
+        match step {
+            Step::Gpt2 => self.gpt2(a, b, out),
+            Step::Llama3 { max_digits } => self.llama3(a, b, max_digits, out),
+            Step::PunctRun { backtick } => self.by_matches(a, b, out, |p| {
+                self.run(p, b, |c| {
+                    self.fl.of(c) & PUNCT != 0
+                        || matches!(c, 0x24 | 0x2B | 0x3C..=0x3E | 0x5E | 0x7E | 0x7C)
+                        || (backtick && c == 0x60)
+                })
+            }),
+            Step::DigitRun => self.by_matches(a, b, out, |p| {
+                self.run(p, b, |c| self.fl.of(c) & NUMBER != 0)
+            }),
+            Step::DigitEach => self.by_matches(a, b, out, |p| {
+                (self.fl.of(self.c[p]) & NUMBER != 0).then_some(p + 1)
+            }),
+            Step::Ascii3Digits => self.by_matches(a, b, out, |p| {
+                (p + 3 <= b && self.c[p..p + 3].iter().all(|c| (0x30..=0x39).contains(c)))
+                    .then_some(p + 3)
+            }),
+            Step::NewlineEach => self.by_matches(a, b, out, |p| {
+                matches!(self.c[p], 0x0A | 0x0D).then_some(p + 1)
+            }),
+            Step::OptSpaceClassRun(class) => self.by_matches(a, b, out, |p| {
+                let member = |c: u32| in_class(class, self.wide(c));
+                if self.wide_space(self.c[p]) && p + 1 < b && member(self.c[p + 1]) {
+                    return self.run(p + 1, b, member);
+                }
+                self.run(p, b, member)
+            }),
+            Step::TrailingSpace => self.by_matches(a, b, out, |p| {
+                let end = self.run(p, b, |c| self.wide_space(c))?;
+                (end == b).then_some(end)
+            }),
+            Step::ClassRun(class) => self.by_matches(a, b, out, |p| {
+                self.run(p, b, |c| in_class(class, self.wide(c)))
+            }),
+        }
+    }
+
+    /// llama.cpp hands non-category regexes a text where non-ASCII spaces became `\v`.
+    fn wide(&self, c: u32) -> u32 {
+        if c > 0x7F && self.fl.of(c) & SPACE != 0 {
+            0x0B
+        } else {
+            c
+        }
+    }
+
+    fn wide_space(&self, c: u32) -> bool {
+        self.fl.of(c) & SPACE != 0
+    }
+
+    /// The end of the run of `pred` starting at `p`, if it is not empty.
+    fn run(&self, p: usize, b: usize, pred: impl Fn(u32) -> bool) -> Option<usize> {
+        let mut e = p;
+        while e < b && pred(self.c[e]) {
+            e += 1;
+        }
+        (e > p).then_some(e)
+    }
+
+    /// Regex-style splitting: `m(p)` is the end of a match starting at `p`, if any;
+    /// matches and the gaps between them become pieces.
+    fn by_matches(
+        &self,
+        a: usize,
+        b: usize,
+        out: &mut Vec<(usize, usize)>,
+        m: impl Fn(usize) -> Option<usize>,
+    ) {
+        let (mut gap, mut p) = (a, a);
+        while p < b {
+            match m(p) {
+                Some(e) => {
+                    if p > gap {
+                        out.push((gap, p));
+                    }
+                    out.push((p, e));
+                    gap = e;
+                    p = e;
+                }
+                None => p += 1,
+            }
+        }
+        if gap < b {
+            out.push((gap, b));
+        }
+    }
+
+    /// Flags at `p`, `None` outside the piece.
+    fn at(&self, p: usize, b: usize) -> Option<u8> {
+        (p < b).then(|| self.fl.of(self.c[p]))
+    }
+
+    fn contraction(&self, p: usize, b: usize, fold_case: bool) -> Option<usize> {
+        if self.c[p] != u32::from(b'\'') || p + 1 >= b {
+            return None;
+        }
+        let low = |c: u32| {
+            if fold_case && (0x41..=0x5A).contains(&c) {
+                c + 32
+            } else {
+                c
+            }
+        };
+        let n1 = low(self.c[p + 1]);
+        if [b's', b't', b'm', b'd'].iter().any(|&x| n1 == u32::from(x)) {
+            return Some(p + 2);
+        }
+        if p + 2 < b {
+            let n2 = low(self.c[p + 2]);
+            let pair = |x: u8, y: u8| n1 == u32::from(x) && n2 == u32::from(y);
+            if pair(b'r', b'e') || pair(b'v', b'e') || pair(b'l', b'l') {
+                return Some(p + 3);
+            }
+        }
+        None
+    }
+
+    /// The end of a `\s+(?!\S)|\s+` match at `p` (the caller knows `p` is a space).
+    fn spaces(&self, p: usize, b: usize) -> usize {
+        let n = self.run(p, b, |c| self.fl.of(c) & SPACE != 0).unwrap_or(p) - p;
+        if n > 1 && p + n < b {
+            p + n - 1
+        } else {
+            p + n.max(1)
+        }
+    }
+
+    fn gpt2(&self, a: usize, b: usize, out: &mut Vec<(usize, usize)>) {
+        const WLN: u8 = SPACE | LETTER | NUMBER;
+        let mut p = a;
+        while p < b {
+            let end = if let Some(e) = self.contraction(p, b, false) {
+                e
+            } else {
+                let q = if self.c[p] == 0x20 { p + 1 } else { p };
+                match self.at(q, b) {
+                    Some(f) if f & LETTER != 0 => {
+                        self.run(q, b, |c| self.fl.of(c) & LETTER != 0).unwrap()
+                    }
+                    Some(f) if f & NUMBER != 0 => {
+                        self.run(q, b, |c| self.fl.of(c) & NUMBER != 0).unwrap()
+                    }
+                    Some(f) if f & WLN == 0 => {
+                        self.run(q, b, |c| self.fl.of(c) & WLN == 0).unwrap()
+                    }
+                    _ => self.spaces(p, b),
+                }
+            };
+            out.push((p, end));
+            p = end;
+        }
+    }
+
+    fn llama3(&self, a: usize, b: usize, max_digits: usize, out: &mut Vec<(usize, usize)>) {
+        const WLN: u8 = SPACE | LETTER | NUMBER;
+        let is_nl = |c: u32| c == 0x0A || c == 0x0D;
+        let mut p = a;
+        while p < b {
+            let c = self.c[p];
+            let f = self.fl.of(c);
+            if let Some(e) = self.contraction(p, b, true) {
+                out.push((p, e));
+                p = e;
+                continue;
+            }
+            // [^\r\n\p{L}\p{N}]?\p{L}+
+            if !is_nl(c)
+                && f & NUMBER == 0
+                && (f & LETTER != 0 || self.at(p + 1, b).is_some_and(|g| g & LETTER != 0))
+            {
+                let e = self
+                    .run(p + 1, b, |c| self.fl.of(c) & LETTER != 0)
+                    .unwrap_or(p + 1);
+                out.push((p, e));
+                p = e;
+                continue;
+            }
+            // \p{N}{1,max_digits}
+            if f & NUMBER != 0 {
+                let e = self.run(p, b, |c| self.fl.of(c) & NUMBER != 0).unwrap();
+                while p < e {
+                    let s = (p + max_digits).min(e);
+                    out.push((p, s));
+                    p = s;
+                }
+                continue;
+            }
+            // ' '?[^\s\p{L}\p{N}]+[\r\n]*
+            let q = if c == 0x20 { p + 1 } else { p };
+            if self.at(q, b).is_some_and(|g| g & WLN == 0) {
+                let mut e = self.run(q, b, |c| self.fl.of(c) & WLN == 0).unwrap();
+                while e < b && is_nl(self.c[e]) {
+                    e += 1;
+                }
+                out.push((p, e));
+                p = e;
+                continue;
+            }
+            // \s*[\r\n]+ | \s+(?!\S) | \s+ | anything else alone
+            let ws_end = self.run(p, b, |c| self.fl.of(c) & SPACE != 0).unwrap_or(p);
+            let e = match (p..ws_end).rev().find(|&i| is_nl(self.c[i])) {
+                Some(i) => i + 1,
+                None => self.spaces(p, b),
+            };
+            out.push((p, e));
+            p = e;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(pre: PreTokenizer, s: &str) -> Vec<String> {
+        let cpts: Vec<u32> = s.chars().map(|c| c as u32).collect();
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        pre.split(&cpts, &mut out, &mut scratch);
+        out.iter()
+            .map(|&(a, b)| s.chars().skip(a).take(b - a).collect())
+            .collect()
+    }
+
+    #[test]
+    fn gpt2_regex() {
+        let w = words(PreTokenizer::Gpt2, "Hello world's  end!!  \n x");
+        assert_eq!(
+            w,
+            ["Hello", " world", "'s", " ", " end", "!!", "  \n", " x"]
+        );
+        assert_eq!(
+            words(PreTokenizer::Gpt2, "a \n\tb"),
+            ["a", " \n", "\t", "b"]
+        );
+        assert_eq!(words(PreTokenizer::Gpt2, "a  "), ["a", "  "]);
+    }
+
+    #[test]
+    fn default_applies_four_regexes() {
+        assert_eq!(
+            words(PreTokenizer::Default, "x 12345, y"),
+            ["x", " ", "123", "45", ",", " y"]
+        );
+    }
+
+    #[test]
+    fn smollm_splits_digits_first() {
+        assert_eq!(words(PreTokenizer::Smollm, "ab 12"), ["ab", " ", "1", "2"]);
+    }
+
+    #[test]
+    fn llama3_regex() {
+        let w = words(PreTokenizer::Llama3, "I'M 12345 ok?!\n\n  hi");
+        assert_eq!(
+            w,
+            ["I", "'M", " ", "123", "45", " ok", "?!\n\n", " ", " hi"]
+        );
+        assert_eq!(words(PreTokenizer::Qwen2, "x12"), ["x", "1", "2"]);
+    }
+
+    #[test]
+    fn deepseek_llm_regexes() {
+        let w = words(PreTokenizer::DeepseekLlm, "Hello, 世界 123\n");
+        assert_eq!(w, ["Hello", ",", " ", "世界", " ", "123", "\n"]);
+        assert_eq!(words(PreTokenizer::DeepseekLlm, "ab  "), ["ab", "  "]);
+    }
+
+    #[test]
+    fn deepseek_classes_parse() {
+        assert_eq!(
+            DEEPSEEK_CJK,
+            &[(0x4E00, 0x9FA5), (0x0800, 0x4E00), (0xAC00, 0xD7FF)]
+        );
+        assert_eq!(DEEPSEEK_LETTERS[0], (0x41, 0x5A));
+    }
+}
