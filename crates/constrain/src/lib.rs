@@ -8,6 +8,7 @@
 //! Layers: [`grammar`] (the IR every front-end lowers to).
 
 pub mod error;
+pub mod gbnf;
 pub mod grammar;
 
 pub use error::{Error, Result};
