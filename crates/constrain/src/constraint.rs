@@ -99,6 +99,11 @@ impl Constraint {
         Matcher::new(self.clone())
     }
 
+    /// Whether both handles share one compiled constraint (e.g. from a [`ConstraintCache`]).
+    pub fn ptr_eq(&self, other: &Constraint) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The vocabulary this constraint was compiled for.
     pub fn vocab(&self) -> &Arc<Vocabulary> {
         &self.inner.vocab
