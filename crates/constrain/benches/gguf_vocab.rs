@@ -60,7 +60,10 @@ fn value(r: &mut impl Read, ty: u32) -> io::Result<V> {
 
 /// GPT-2's byte-to-unicode table, reversed.
 fn gpt2_decoder() -> std::collections::HashMap<char, u8> {
-    let mut printable: Vec<u32> = (0x21..=0x7E).chain(0xA1..=0xAC).chain(0xAE..=0xFF).collect();
+    let mut printable: Vec<u32> = (0x21..=0x7E)
+        .chain(0xA1..=0xAC)
+        .chain(0xAE..=0xFF)
+        .collect();
     let mut chars: Vec<u32> = printable.clone();
     let mut n = 0;
     for b in 0..256u32 {
@@ -70,7 +73,11 @@ fn gpt2_decoder() -> std::collections::HashMap<char, u8> {
             n += 1;
         }
     }
-    printable.iter().zip(&chars).map(|(&b, &c)| (char::from_u32(c).unwrap(), b as u8)).collect()
+    printable
+        .iter()
+        .zip(&chars)
+        .map(|(&b, &c)| (char::from_u32(c).unwrap(), b as u8))
+        .collect()
 }
 
 pub fn load(path: &std::path::Path) -> io::Result<GgufVocab> {
@@ -81,14 +88,25 @@ pub fn load(path: &std::path::Path) -> io::Result<GgufVocab> {
     rd::<4>(&mut r)?;
     rd::<8>(&mut r)?;
     let n_kv = u64::from_le_bytes(rd(&mut r)?);
-    let (mut toks, mut types, mut model, mut eos, mut eot) = (Vec::new(), Vec::new(), String::new(), None, None);
+    let (mut toks, mut types, mut model, mut eos, mut eot) =
+        (Vec::new(), Vec::new(), String::new(), None, None);
     for _ in 0..n_kv {
         let key = string(&mut r)?;
         let ty = u32::from_le_bytes(rd(&mut r)?);
         let v = value(&mut r, ty)?;
         match (key.as_str(), v) {
-            ("tokenizer.ggml.tokens", V::Arr(a)) => toks = a.into_iter().map(|v| if let V::S(s) = v { s } else { String::new() }).collect(),
-            ("tokenizer.ggml.token_type", V::Arr(a)) => types = a.into_iter().map(|v| if let V::U(u) = v { u } else { 1 }).collect(),
+            ("tokenizer.ggml.tokens", V::Arr(a)) => {
+                toks = a
+                    .into_iter()
+                    .map(|v| if let V::S(s) = v { s } else { String::new() })
+                    .collect()
+            }
+            ("tokenizer.ggml.token_type", V::Arr(a)) => {
+                types = a
+                    .into_iter()
+                    .map(|v| if let V::U(u) = v { u } else { 1 })
+                    .collect()
+            }
             ("tokenizer.ggml.model", V::S(s)) => model = s,
             ("tokenizer.ggml.eos_token_id", V::U(u)) => eos = Some(u as u32),
             ("tokenizer.ggml.eot_token_id", V::U(u)) => eot = Some(u as u32),
@@ -102,7 +120,9 @@ pub fn load(path: &std::path::Path) -> io::Result<GgufVocab> {
         .map(|(i, s)| {
             let ty = types.get(i).copied().unwrap_or(1);
             if model == "gpt2" {
-                s.chars().map(|c| dec.get(&c).copied().unwrap_or(b'?')).collect()
+                s.chars()
+                    .map(|c| dec.get(&c).copied().unwrap_or(b'?'))
+                    .collect()
             } else if ty == 6 && s.len() == 6 && s.starts_with("<0x") {
                 vec![u8::from_str_radix(&s[3..5], 16).unwrap_or(0)]
             } else {
@@ -110,6 +130,16 @@ pub fn load(path: &std::path::Path) -> io::Result<GgufVocab> {
             }
         })
         .collect();
-    let special = types.iter().enumerate().filter(|(_, &t)| matches!(t, 2 | 3 | 5)).map(|(i, _)| i as u32).collect();
-    Ok(GgufVocab { tokens, special, eog: eos.into_iter().chain(eot).collect(), model })
+    let special = types
+        .iter()
+        .enumerate()
+        .filter(|(_, &t)| matches!(t, 2 | 3 | 5))
+        .map(|(i, _)| i as u32)
+        .collect();
+    Ok(GgufVocab {
+        tokens,
+        special,
+        eog: eos.into_iter().chain(eot).collect(),
+        model,
+    })
 }

@@ -16,7 +16,10 @@ fn tokenize(map: &HashMap<&[u8], u32>, max_len: usize, text: &[u8]) -> Vec<u32> 
     let mut out = Vec::new();
     let mut i = 0;
     while i < text.len() {
-        let n = (1..=max_len.min(text.len() - i)).rev().find(|&n| map.contains_key(&text[i..i + n])).expect("byte not in vocab");
+        let n = (1..=max_len.min(text.len() - i))
+            .rev()
+            .find(|&n| map.contains_key(&text[i..i + n]))
+            .expect("byte not in vocab");
         out.push(map[&text[i..i + n]]);
         i += n;
     }
@@ -33,7 +36,8 @@ fn corpus_docs(limit: usize) -> Vec<String> {
     files.sort();
     let mut docs = Vec::new();
     for p in files.iter().step_by((files.len() / limit).max(1)) {
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
         for t in v["tests"].as_array().into_iter().flatten().take(1) {
             docs.push(serde_json::to_string(&t["data"]).unwrap());
         }
@@ -55,7 +59,12 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 }
 
 fn run(label: &str, make: &dyn Fn() -> Constraint, docs: &[Vec<u32>], vocab: &Arc<Vocabulary>) {
-    let mut r = Report { masks: Vec::new(), misses: Vec::new(), compile_us: Vec::new(), rejected: 0 };
+    let mut r = Report {
+        masks: Vec::new(),
+        misses: Vec::new(),
+        compile_us: Vec::new(),
+        rejected: 0,
+    };
     let mut mask = TokenMask::new(vocab.len());
     for doc in docs {
         let t0 = Instant::now();
@@ -96,8 +105,21 @@ fn run(label: &str, make: &dyn Fn() -> Constraint, docs: &[Vec<u32>], vocab: &Ar
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let n_docs = args.iter().position(|a| a == "--docs").and_then(|i| args.get(i + 1)?.parse().ok()).unwrap_or(150);
-    let which: Vec<RealModel> = RealModel::ALL.into_iter().filter(|m| args.iter().any(|a| a == m.stem() || m.stem().to_lowercase().starts_with(&a.to_lowercase())) || !args.iter().any(|a| a.starts_with("smol") || a.starts_with("gemma"))).collect();
+    let n_docs = args
+        .iter()
+        .position(|a| a == "--docs")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(150);
+    let which: Vec<RealModel> = RealModel::ALL
+        .into_iter()
+        .filter(|m| {
+            args.iter()
+                .any(|a| a == m.stem() || m.stem().to_lowercase().starts_with(&a.to_lowercase()))
+                || !args
+                    .iter()
+                    .any(|a| a.starts_with("smol") || a.starts_with("gemma"))
+        })
+        .collect();
     let docs = corpus_docs(n_docs);
     let gbnf_dir = llamay_testdata::shared_dir().join("grammars");
     let json_gbnf = std::fs::read_to_string(gbnf_dir.join("json.gbnf")).unwrap();
@@ -106,8 +128,15 @@ fn main() {
         let t0 = Instant::now();
         let gv = gguf_vocab::load(&path).unwrap();
         let vocab = Arc::new(Vocabulary::new(gv.tokens.clone(), &gv.eog, &gv.special));
-        println!("== {} ({} tokenizer, {} tokens, vocab+trie {:.0} ms)", m.stem(), gv.model, vocab.len(), t0.elapsed().as_secs_f64() * 1e3);
-        let special: std::collections::HashSet<u32> = gv.special.iter().chain(&gv.eog).copied().collect();
+        println!(
+            "== {} ({} tokenizer, {} tokens, vocab+trie {:.0} ms)",
+            m.stem(),
+            gv.model,
+            vocab.len(),
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        let special: std::collections::HashSet<u32> =
+            gv.special.iter().chain(&gv.eog).copied().collect();
         let map: HashMap<&[u8], u32> = gv
             .tokens
             .iter()
@@ -116,11 +145,28 @@ fn main() {
             .map(|(i, t)| (t.as_slice(), i as u32))
             .collect();
         let max_len = gv.tokens.iter().map(Vec::len).max().unwrap();
-        let tok_docs: Vec<Vec<u32>> = docs.iter().map(|d| tokenize(&map, max_len, d.as_bytes())).collect();
-        let objects: Vec<Vec<u32>> = docs.iter().filter(|d| d.starts_with('{')).map(|d| tokenize(&map, max_len, d.as_bytes())).collect();
+        let tok_docs: Vec<Vec<u32>> = docs
+            .iter()
+            .map(|d| tokenize(&map, max_len, d.as_bytes()))
+            .collect();
+        let objects: Vec<Vec<u32>> = docs
+            .iter()
+            .filter(|d| d.starts_with('{'))
+            .map(|d| tokenize(&map, max_len, d.as_bytes()))
+            .collect();
         let v = vocab.clone();
-        run("any-json", &|| Constraint::any_json(v.clone()).unwrap(), &tok_docs, &vocab);
+        run(
+            "any-json",
+            &|| Constraint::any_json(v.clone()).unwrap(),
+            &tok_docs,
+            &vocab,
+        );
         let v = vocab.clone();
-        run("json.gbnf", &|| Constraint::from_gbnf(&json_gbnf, v.clone()).unwrap(), &objects, &vocab);
+        run(
+            "json.gbnf",
+            &|| Constraint::from_gbnf(&json_gbnf, v.clone()).unwrap(),
+            &objects,
+            &vocab,
+        );
     }
 }

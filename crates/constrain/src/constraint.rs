@@ -1,6 +1,7 @@
 //! [`Constraint`]: a compiled grammar bound to a vocabulary, shareable across threads and
 //! requests; and [`ConstraintCache`], so the same grammar text compiles once.
 
+use crate::automaton::local::LocalMask;
 use crate::automaton::program::Program;
 use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
@@ -32,6 +33,41 @@ pub(crate) struct Inner {
     pub program: Program,
     pub vocab: Arc<Vocabulary>,
     pub limits: Limits,
+    /// Stack-free string masks by (string id, string state), shared by all matchers.
+    local: Mutex<FxHashMap<(u32, u64), Arc<LocalMask>>>,
+}
+
+/// Most stack-free string masks kept per constraint (cleared when full).
+const LOCAL_MASK_LIMIT: usize = 64;
+
+impl Inner {
+    fn new(program: Program, vocab: Arc<Vocabulary>, limits: Limits) -> Self {
+        Inner {
+            program,
+            vocab,
+            limits,
+            local: Mutex::new(FxHashMap::default()),
+        }
+    }
+
+    /// The stack-free mask of string `spec` in state `aux`, computed on first use.
+    pub fn local_mask(&self, spec: u32, aux: u64) -> Arc<LocalMask> {
+        let lock = || self.local.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = lock().get(&(spec, aux)) {
+            return m.clone();
+        }
+        let m = Arc::new(LocalMask::compute(
+            &self.program.strings[spec as usize],
+            aux,
+            &self.vocab,
+        ));
+        let mut map = lock();
+        if map.len() >= LOCAL_MASK_LIMIT {
+            map.clear();
+        }
+        map.insert((spec, aux), m.clone());
+        m
+    }
 }
 
 /// A compiled constraint: grammar program plus vocabulary. Cheap to clone (`Arc`),
@@ -54,11 +90,7 @@ impl Constraint {
     /// Compiles a validated IR grammar for `vocab`.
     pub fn from_grammar(g: &Grammar, vocab: Arc<Vocabulary>) -> Result<Self> {
         Ok(Constraint {
-            inner: Arc::new(Inner {
-                program: Program::compile(g)?,
-                vocab,
-                limits: Limits::default(),
-            }),
+            inner: Arc::new(Inner::new(Program::compile(g)?, vocab, Limits::default())),
         })
     }
 
@@ -86,11 +118,7 @@ impl Constraint {
     pub fn with_limits(&self, limits: Limits) -> Self {
         let i = &self.inner;
         Constraint {
-            inner: Arc::new(Inner {
-                program: i.program.clone(),
-                vocab: i.vocab.clone(),
-                limits,
-            }),
+            inner: Arc::new(Inner::new(i.program.clone(), i.vocab.clone(), limits)),
         }
     }
 

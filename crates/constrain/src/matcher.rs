@@ -1,6 +1,9 @@
 //! [`Matcher`]: one sequence's walk through a [`Constraint`]: token masks, commits,
 //! rollback, forced bytes and statistics.
 
+use crate::automaton::config::Item;
+use crate::automaton::jsonstr::StringProg;
+use crate::automaton::program::Node;
 use crate::automaton::states::StateTable;
 use crate::constraint::Constraint;
 use crate::error::{Error, Result};
@@ -108,10 +111,10 @@ impl Matcher {
         self.stats.mask_time += t0.elapsed();
     }
 
-    /// Walks the vocabulary trie from the current state, pruning a subtree as soon as its
-    /// prefix dies.
+    /// Computes the mask of the current state: EOG if accepting, then the trie walk
+    /// (split into a shared stack-free part when the state is one item inside a string).
     fn compute_mask(&mut self, out: &mut TokenMask) {
-        let inner = &*self.c.inner;
+        let inner = self.c.inner.clone();
         let (p, trie) = (&inner.program, &inner.vocab.trie);
         out.clear();
         if self.states.is_accepting(self.cur.state) {
@@ -119,19 +122,50 @@ impl Matcher {
                 out.allow(t);
             }
         }
+        if let [it] = *self.states.config(self.cur.state) {
+            if let Some(&Node::JsonStr { spec, next }) = p.nodes.get(it.pos as usize) {
+                if StringProg::is_inside(it.aux) {
+                    let local = inner.local_mask(spec, it.aux);
+                    out.union_with(&local.inside);
+                    let closed = self.states.enter(
+                        p,
+                        vec![Item {
+                            pos: next,
+                            stack: it.stack,
+                            aux: 0,
+                        }],
+                    );
+                    for &i in &local.closing {
+                        let i = i as usize;
+                        for &t in trie.tokens_at(i) {
+                            out.allow(t);
+                        }
+                        self.walk(i, (closed, self.cur.budget), out);
+                    }
+                    return;
+                }
+            }
+        }
+        self.walk(0, (self.cur.state, self.cur.budget), out);
+    }
+
+    /// Allows every token below trie node `root` (not `root`'s own) that stays alive from
+    /// `start`, pruning a subtree as soon as its prefix dies.
+    fn walk(&mut self, root: usize, start: (u32, u32), out: &mut TokenMask) {
+        let inner = &*self.c.inner;
+        let (p, trie) = (&inner.program, &inner.vocab.trie);
         let walk = &mut self.walk;
-        walk[0] = (self.cur.state, self.cur.budget);
-        let n = trie.len();
-        let mut i = 1;
-        while i < n {
+        walk[trie.depth[root] as usize] = start;
+        let end = trie.end[root] as usize;
+        let mut i = root + 1;
+        while i < end {
             let d = trie.depth[i] as usize;
             let (ps, pb) = walk[d - 1];
             match self.states.next(p, ps, trie.byte[i], pb > 0) {
                 None => i = trie.end[i] as usize,
                 Some(nx) => {
                     walk[d] = (nx.state, pb - u32::from(nx.ws_used));
-                    let (a, b) = (trie.tok_start[i] as usize, trie.tok_start[i + 1] as usize);
-                    for &t in &trie.tok_ids[a..b] {
+                    for &t in trie.tokens_at(i) {
                         out.allow(t);
                     }
                     i += 1;
@@ -260,6 +294,22 @@ impl Matcher {
     /// Remaining budget of structural whitespace.
     pub fn ws_budget_left(&self) -> u32 {
         self.cur.budget
+    }
+
+    /// The current mask by a plain trie walk, bypassing caches and the stack-free string
+    /// masks: a cross-check for tests.
+    #[doc(hidden)]
+    pub fn mask_by_plain_walk(&mut self, out: &mut TokenMask) {
+        out.clear();
+        if self.cur.ended {
+            return;
+        }
+        if self.states.is_accepting(self.cur.state) {
+            for &t in self.c.inner.vocab.eog() {
+                out.allow(t);
+            }
+        }
+        self.walk(0, (self.cur.state, self.cur.budget), out);
     }
 
     /// Statistics so far.

@@ -145,6 +145,12 @@ impl Trie {
         t
     }
 
+    /// The tokens ending at node `i`.
+    #[inline]
+    pub fn tokens_at(&self, i: usize) -> &[u32] {
+        &self.tok_ids[self.tok_start[i] as usize..self.tok_start[i + 1] as usize]
+    }
+
     /// Number of nodes, root included.
     pub fn len(&self) -> usize {
         self.byte.len()
@@ -233,6 +239,12 @@ impl TokenMask {
 
     pub(crate) fn copy_from(&mut self, other: &TokenMask) {
         self.words.copy_from_slice(&other.words);
+    }
+
+    pub(crate) fn union_with(&mut self, other: &TokenMask) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
     }
 }
 

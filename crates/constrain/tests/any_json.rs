@@ -2,6 +2,7 @@
 //! whitespace budget.
 
 mod common;
+#[path = "common/json_check.rs"]
 mod json_check;
 use common::*;
 use llamay_constrain::{Constraint, TokenMask};
@@ -46,7 +47,10 @@ fn random_walks_always_parse_as_json_and_never_dead_end() {
         let text = String::from_utf8(w.bytes.clone()).expect("constrained output is UTF-8");
         if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
             // serde_json refuses numbers beyond f64; JSON itself does not.
-            assert!(e.to_string().contains("number out of range"), "{e}: {text:?}");
+            assert!(
+                e.to_string().contains("number out of range"),
+                "{e}: {text:?}"
+            );
             assert!(json_check::is_json(text.as_bytes()), "{text:?}");
         }
         let ws = structural_ws(&w.bytes);
@@ -55,7 +59,10 @@ fn random_walks_always_parse_as_json_and_never_dead_end() {
     }
     assert!(finished >= 280, "only {finished}/300 walks finished");
     // The walks lean on whitespace tokens enough to hit the budget at least once.
-    assert!(total_ws_max >= 40, "budget never approached (max {total_ws_max})");
+    assert!(
+        total_ws_max >= 40,
+        "budget never approached (max {total_ws_max})"
+    );
 }
 
 #[test]
@@ -104,16 +111,38 @@ fn handwritten_documents_are_accepted_and_broken_ones_refused() {
     ];
     for doc in good {
         for _ in 0..5 {
-            assert!(accepts_chunked(&c, doc.as_bytes(), &mut rng, 6), "refused {doc:?}");
+            assert!(
+                accepts_chunked(&c, doc.as_bytes(), &mut rng, 6),
+                "refused {doc:?}"
+            );
         }
         accepts_tokens(&c, eog, doc.as_bytes()).unwrap_or_else(|e| panic!("{doc:?}: {e}"));
     }
     let bad = [
-        "{\"a\" 1}", "[1,]", "{,}", "01", "1.", "-", "\"\\x\"", "\"a\nb\"", "[1 2]", "{\"a\":1,}", "tru", "\"\\ud800\"",
-        "\"\\udc00\"", "{\"a\"}", "[", "nul", "1e", "\"\u{1}\"",
+        "{\"a\" 1}",
+        "[1,]",
+        "{,}",
+        "01",
+        "1.",
+        "-",
+        "\"\\x\"",
+        "\"a\nb\"",
+        "[1 2]",
+        "{\"a\":1,}",
+        "tru",
+        "\"\\ud800\"",
+        "\"\\udc00\"",
+        "{\"a\"}",
+        "[",
+        "nul",
+        "1e",
+        "\"\u{1}\"",
     ];
     for doc in bad {
-        assert!(!accepts_chunked(&c, doc.as_bytes(), &mut rng, 3), "accepted {doc:?}");
+        assert!(
+            !accepts_chunked(&c, doc.as_bytes(), &mut rng, 3),
+            "accepted {doc:?}"
+        );
     }
 }
 
@@ -137,19 +166,29 @@ fn corpus_instances_are_accepted_token_by_token() {
         }
     }
     for name in ["order", "invoice", "tool_call"] {
-        let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(dir.join(format!("seed/{name}.instances.json"))).unwrap()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(dir.join(format!("seed/{name}.instances.json"))).unwrap(),
+        )
+        .unwrap();
         docs.extend(v.as_array().unwrap().iter().cloned());
     }
     assert!(docs.len() > 200, "{} documents", docs.len());
     let mut tokens = 0;
     for d in &docs {
         let compact = serde_json::to_string(d).unwrap();
-        assert!(accepts_chunked(&c, compact.as_bytes(), &mut rng, 8), "refused {compact}");
-        tokens += accepts_tokens(&c, eog, compact.as_bytes()).unwrap_or_else(|e| panic!("{compact}: {e}"));
+        assert!(
+            accepts_chunked(&c, compact.as_bytes(), &mut rng, 8),
+            "refused {compact}"
+        );
+        tokens += accepts_tokens(&c, eog, compact.as_bytes())
+            .unwrap_or_else(|e| panic!("{compact}: {e}"));
         let pretty = serde_json::to_string_pretty(d).unwrap();
         let within_budget = structural_ws(pretty.as_bytes()) <= 64;
-        assert_eq!(accepts_chunked(&c, pretty.as_bytes(), &mut rng, 8), within_budget, "{pretty}");
+        assert_eq!(
+            accepts_chunked(&c, pretty.as_bytes(), &mut rng, 8),
+            within_budget,
+            "{pretty}"
+        );
     }
     assert!(tokens > 1000);
 }
-

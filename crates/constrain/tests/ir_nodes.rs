@@ -2,7 +2,7 @@
 //! strings with pattern/length/exclusion, regex terminals.
 
 mod common;
-#[path = "json_check.rs"]
+#[path = "common/json_check.rs"]
 mod json_check;
 use common::*;
 use llamay_constrain::grammar::{json, GrammarBuilder, JsonString, Member, Symbol, Unordered};
@@ -25,7 +25,12 @@ fn object_constraint(additional: bool) -> (Constraint, u32, u32) {
         Symbol::ws(),
         Symbol::opt(Symbol::seq(vec![
             Symbol::rule(int),
-            Symbol::star(Symbol::seq(vec![Symbol::ws(), Symbol::lit(","), Symbol::ws(), Symbol::rule(int)])),
+            Symbol::star(Symbol::seq(vec![
+                Symbol::ws(),
+                Symbol::lit(","),
+                Symbol::ws(),
+                Symbol::rule(int),
+            ])),
         ])),
         Symbol::ws(),
         Symbol::lit("]"),
@@ -47,8 +52,21 @@ fn object_constraint(additional: bool) -> (Constraint, u32, u32) {
             ]
         }),
     };
-    let root = b.rule("root", vec![vec![Symbol::lit("{"), Symbol::ws(), Symbol::unordered(u), Symbol::ws(), Symbol::lit("}")]]);
-    (Constraint::from_grammar(&b.build(root).unwrap(), vocab).unwrap(), eog, special)
+    let root = b.rule(
+        "root",
+        vec![vec![
+            Symbol::lit("{"),
+            Symbol::ws(),
+            Symbol::unordered(u),
+            Symbol::ws(),
+            Symbol::lit("}"),
+        ]],
+    );
+    (
+        Constraint::from_grammar(&b.build(root).unwrap(), vocab).unwrap(),
+        eog,
+        special,
+    )
 }
 
 #[test]
@@ -62,11 +80,24 @@ fn members_in_any_order_each_once_required_before_closing() {
         r#"{ "c" : [ 1 ] , "b" : "" , "a" : 7 }"#,
     ];
     for s in good {
-        assert!(accepts_chunked(&c, s.as_bytes(), &mut rng, 4), "refused {s}");
+        assert!(
+            accepts_chunked(&c, s.as_bytes(), &mut rng, 4),
+            "refused {s}"
+        );
     }
-    let bad = [r#"{"a":1}"#, r#"{"a":1,"a":2,"c":[]}"#, r#"{"a":1,"c":[],"d":1}"#, r#"{}"#, r#"{"a":1,,"c":[]}"#, r#"{"a":"1","c":[]}"#];
+    let bad = [
+        r#"{"a":1}"#,
+        r#"{"a":1,"a":2,"c":[]}"#,
+        r#"{"a":1,"c":[],"d":1}"#,
+        r#"{}"#,
+        r#"{"a":1,,"c":[]}"#,
+        r#"{"a":"1","c":[]}"#,
+    ];
     for s in bad {
-        assert!(!accepts_chunked(&c, s.as_bytes(), &mut rng, 4), "accepted {s}");
+        assert!(
+            !accepts_chunked(&c, s.as_bytes(), &mut rng, 4),
+            "accepted {s}"
+        );
     }
 }
 
@@ -74,11 +105,20 @@ fn members_in_any_order_each_once_required_before_closing() {
 fn additional_members_cannot_spell_declared_keys() {
     let (c, _, _) = object_constraint(true);
     let mut rng = Rng::new(2);
-    for s in [r#"{"a":1,"c":[],"d":{"x":[null]}}"#, r#"{"ab":1,"a":1,"c":[],"\u0061b":2}"#] {
-        assert!(accepts_chunked(&c, s.as_bytes(), &mut rng, 4), "refused {s}");
+    for s in [
+        r#"{"a":1,"c":[],"d":{"x":[null]}}"#,
+        r#"{"ab":1,"a":1,"c":[],"\u0061b":2}"#,
+    ] {
+        assert!(
+            accepts_chunked(&c, s.as_bytes(), &mut rng, 4),
+            "refused {s}"
+        );
     }
     for s in [r#"{"a":1,"c":[],"\u0061":2}"#, r#"{"b":1,"a":1,"c":[]}"#] {
-        assert!(!accepts_chunked(&c, s.as_bytes(), &mut rng, 4), "accepted {s}");
+        assert!(
+            !accepts_chunked(&c, s.as_bytes(), &mut rng, 4),
+            "accepted {s}"
+        );
     }
 }
 
@@ -89,7 +129,9 @@ fn random_objects_have_required_keys_once_each() {
         let mut rng = Rng::new(3);
         let mut finished = 0;
         for _ in 0..150 {
-            let w = random_walk(&c, eog, special, &mut rng, 60, 3000, &|t| t.iter().all(|b| b"}]\"0:".contains(b)));
+            let w = random_walk(&c, eog, special, &mut rng, 60, 3000, &|t| {
+                t.iter().all(|b| b"}]\"0:".contains(b))
+            });
             if !w.finished {
                 continue;
             }
@@ -99,19 +141,34 @@ fn random_objects_have_required_keys_once_each() {
             let v: serde_json::Value = match serde_json::from_str(&text) {
                 Ok(v) => v,
                 // serde_json refuses numbers beyond f64 (an open extra member can hold one).
-                Err(e) if e.to_string().contains("number out of range") && json_check::is_json(text.as_bytes()) => continue,
+                Err(e)
+                    if e.to_string().contains("number out of range")
+                        && json_check::is_json(text.as_bytes()) =>
+                {
+                    continue
+                }
                 Err(e) => panic!("{e}: {text}"),
             };
             let obj = v.as_object().unwrap();
-            assert!(obj["a"].is_i64() || obj["a"].is_u64() || obj["a"].is_number(), "{text}");
+            assert!(
+                obj["a"].is_i64() || obj["a"].is_u64() || obj["a"].is_number(),
+                "{text}"
+            );
             assert!(obj["c"].is_array(), "{text}");
             // Declared keys at most once (extra keys are not checked for repeats).
-            let top_keys: Vec<String> =
-                top_level_keys(&text).into_iter().filter(|k| ["a", "b", "c"].contains(&k.as_str()) || !additional).collect();
+            let top_keys: Vec<String> = top_level_keys(&text)
+                .into_iter()
+                .filter(|k| ["a", "b", "c"].contains(&k.as_str()) || !additional)
+                .collect();
             let unique: HashSet<_> = top_keys.iter().collect();
             assert_eq!(unique.len(), top_keys.len(), "duplicate key in {text}");
             if !additional {
-                assert!(top_keys.iter().all(|k| ["a", "b", "c"].contains(&k.as_str())), "{text}");
+                assert!(
+                    top_keys
+                        .iter()
+                        .all(|k| ["a", "b", "c"].contains(&k.as_str())),
+                    "{text}"
+                );
             }
         }
         assert!(finished >= 120, "{finished}/150 finished");
@@ -148,24 +205,43 @@ fn json_string_pattern_and_length_through_the_automaton() {
     let root = b.rule("root", vec![vec![Symbol::json_string(spec)]]);
     let c = Constraint::from_grammar(&b.build(root).unwrap(), vocab.clone()).unwrap();
     let mut rng = Rng::new(4);
-    for s in [r#""69001""#, r#""café""#, r#""caf\u00e9""#, r#""\u0036\u0039001""#] {
-        assert!(accepts_chunked(&c, s.as_bytes(), &mut rng, 3), "refused {s}");
+    for s in [
+        r#""69001""#,
+        r#""café""#,
+        r#""caf\u00e9""#,
+        r#""\u0036\u0039001""#,
+    ] {
+        assert!(
+            accepts_chunked(&c, s.as_bytes(), &mut rng, 3),
+            "refused {s}"
+        );
     }
     for s in [r#""6900""#, r#""690011""#, r#""cafè""#, r#""caf\u00e8""#] {
-        assert!(!accepts_chunked(&c, s.as_bytes(), &mut rng, 3), "accepted {s}");
+        assert!(
+            !accepts_chunked(&c, s.as_bytes(), &mut rng, 3),
+            "accepted {s}"
+        );
     }
     let mut seen = HashSet::new();
     for _ in 0..100 {
         let w = random_walk(&c, eog, special, &mut rng, 20, 200, &|_| true);
         assert!(w.finished);
         let v: String = serde_json::from_slice(&w.bytes).unwrap();
-        assert!(v == "café" || v == "cafe" || (v.len() == 5 && v.bytes().all(|b| b.is_ascii_digit())), "{v:?}");
+        assert!(
+            v == "café" || v == "cafe" || (v.len() == 5 && v.bytes().all(|b| b.is_ascii_digit())),
+            "{v:?}"
+        );
         seen.insert(v);
     }
     assert!(seen.len() > 20);
 
     let mut b = GrammarBuilder::new();
-    let root = b.rule("root", vec![vec![Symbol::json_string(JsonString::any().with_length(2, Some(4)))]]);
+    let root = b.rule(
+        "root",
+        vec![vec![Symbol::json_string(
+            JsonString::any().with_length(2, Some(4)),
+        )]],
+    );
     let c = Constraint::from_grammar(&b.build(root).unwrap(), vocab).unwrap();
     for _ in 0..100 {
         let w = random_walk(&c, eog, special, &mut rng, 10, 200, &|_| true);
@@ -185,8 +261,21 @@ fn regex_constraint() {
         assert!(w.finished);
         let s = String::from_utf8(w.bytes).unwrap();
         let (l, r) = s.split_once('@').unwrap();
-        assert!((2..=4).contains(&l.len()) && l.bytes().all(|b| b"abc".contains(&b)), "{s}");
-        assert!(!r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()), "{s}");
+        assert!(
+            (2..=4).contains(&l.len()) && l.bytes().all(|b| b"abc".contains(&b)),
+            "{s}"
+        );
+        assert!(
+            !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()),
+            "{s}"
+        );
     }
-    assert!(Constraint::from_regex("(a", Constraint::any_json(synthetic_vocab(&[]).0).unwrap().vocab().clone()).is_err());
+    assert!(Constraint::from_regex(
+        "(a",
+        Constraint::any_json(synthetic_vocab(&[]).0)
+            .unwrap()
+            .vocab()
+            .clone()
+    )
+    .is_err());
 }

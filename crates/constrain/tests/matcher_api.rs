@@ -2,7 +2,7 @@
 //! state-table clears, sharing across threads.
 
 mod common;
-#[path = "json_check.rs"]
+#[path = "common/json_check.rs"]
 mod json_check;
 use common::*;
 use llamay_constrain::{Constraint, ConstraintCache, Limits, Matcher, TokenMask};
@@ -10,7 +10,9 @@ use std::time::Duration;
 
 fn tok(c: &Constraint, s: &str) -> u32 {
     let v = c.vocab();
-    (0..v.len() as u32).find(|&t| !v.is_special(t) && v.token_bytes(t) == Some(s.as_bytes())).unwrap()
+    (0..v.len() as u32)
+        .find(|&t| !v.is_special(t) && v.token_bytes(t) == Some(s.as_bytes()))
+        .unwrap()
 }
 
 #[test]
@@ -43,7 +45,8 @@ fn rollback_restores_masks_and_acceptance() {
 #[test]
 fn forced_bytes_and_finish() {
     let (vocab, eog, special) = synthetic_vocab(&[]);
-    let c = Constraint::from_gbnf("root ::= \"hello\" (\" world\" | \"!\")", vocab.clone()).unwrap();
+    let c =
+        Constraint::from_gbnf("root ::= \"hello\" (\" world\" | \"!\")", vocab.clone()).unwrap();
     let mut m = c.matcher();
     assert_eq!(m.forced_bytes(), b"hello");
     m.commit(tok(&c, "h")).unwrap();
@@ -88,19 +91,34 @@ fn caches_and_statistics() {
     assert!(s.states_used > 0 && s.states_used <= s.states_peak && s.states_limit == 4096);
     assert_eq!(s.table_clears, 0);
     let line = s.summary("json", Duration::from_secs(1));
-    assert!(line.starts_with(&format!("json mask: {} steps, ", s.steps)) && line.contains("states wanted a mask"), "{line}");
+    assert!(
+        line.starts_with(&format!("json mask: {} steps, ", s.steps))
+            && line.contains("states wanted a mask"),
+        "{line}"
+    );
 }
 
 #[test]
 fn small_state_table_clears_and_stays_correct() {
     let (vocab, eog, special) = synthetic_vocab(&[]);
-    let small = Constraint::any_json(vocab.clone()).unwrap().with_limits(Limits { states: 16, masks: 4 });
+    let small = Constraint::any_json(vocab.clone())
+        .unwrap()
+        .with_limits(Limits {
+            states: 16,
+            masks: 4,
+        });
     let mut rng = Rng::new(21);
     let mut clears = 0;
     for _ in 0..60 {
-        let w = random_walk(&small, eog, special, &mut rng, 60, 3000, &|t| t.iter().all(|b| b"}]\"0:".contains(b)));
+        let w = random_walk(&small, eog, special, &mut rng, 60, 3000, &|t| {
+            t.iter().all(|b| b"}]\"0:".contains(b))
+        });
         if w.finished {
-            assert!(json_check::is_json(&w.bytes), "{:?}", String::from_utf8_lossy(&w.bytes));
+            assert!(
+                json_check::is_json(&w.bytes),
+                "{:?}",
+                String::from_utf8_lossy(&w.bytes)
+            );
         }
         // Replay through one matcher, checking mask agreement with an unbounded one.
         let big = Constraint::any_json(vocab.clone()).unwrap();
@@ -146,11 +164,38 @@ fn constraints_are_shared_across_threads_and_cached_by_content() {
             std::thread::spawn(move || {
                 let mut rng = Rng::new(i);
                 let w = random_walk(&c, eog, special, &mut rng, 5, 100, &|t| t == b"b");
-                assert!(w.finished && w.bytes.ends_with(b"b") && w.bytes[..w.bytes.len() - 1].iter().all(|&b| b == b'a'));
+                assert!(
+                    w.finished
+                        && w.bytes.ends_with(b"b")
+                        && w.bytes[..w.bytes.len() - 1].iter().all(|&b| b == b'a')
+                );
             })
         })
         .collect();
     for h in handles {
         h.join().unwrap();
     }
+}
+
+#[test]
+fn split_string_masks_equal_plain_walks() {
+    let (vocab, eog, special) = synthetic_vocab(&["ab\"", "\"}", "é\"]", "\\u00e9\""]);
+    let c = Constraint::any_json(vocab.clone()).unwrap();
+    let mut rng = Rng::new(8);
+    let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
+    let mut compared = 0;
+    for _ in 0..40 {
+        let w = random_walk(&c, eog, special, &mut rng, 60, 3000, &|t| {
+            t.iter().all(|b| b"}]\"0:".contains(b))
+        });
+        let mut m = c.matcher();
+        for &byte in &w.bytes {
+            m.mask(&mut a);
+            m.mask_by_plain_walk(&mut b);
+            assert_eq!(a, b);
+            compared += 1;
+            m.commit(byte as u32).unwrap();
+        }
+    }
+    assert!(compared > 1000);
 }

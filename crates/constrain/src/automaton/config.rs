@@ -190,7 +190,11 @@ pub(crate) fn closure(p: &Program, stacks: &mut Stacks, seeds: Vec<Item>) -> Vec
                             work.push(at(*next));
                         }
                         // A separator only if a member can still follow it.
-                        let all = if up.members.len() == 64 { u64::MAX } else { (1u64 << up.members.len()) - 1 };
+                        let all = if up.members.len() == 64 {
+                            u64::MAX
+                        } else {
+                            (1u64 << up.members.len()) - 1
+                        };
                         if up.additional.is_some() || seen_bits != all {
                             call(up.separator, 2, seen_bits, &mut work);
                         }

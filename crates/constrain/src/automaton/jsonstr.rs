@@ -114,6 +114,11 @@ impl StringProg {
         }
     }
 
+    /// Whether `aux` is past the opening quote (inside the string).
+    pub fn is_inside(aux: u64) -> bool {
+        St::unpack(aux).phase != BEFORE_OPEN
+    }
+
     /// Feeds one byte to the string in state `aux` (0 = before the opening quote).
     pub fn step(&self, aux: u64, b: u8) -> StrStep {
         let s = St::unpack(aux);

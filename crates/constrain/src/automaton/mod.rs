@@ -5,5 +5,6 @@
 
 pub(crate) mod config;
 pub(crate) mod jsonstr;
+pub(crate) mod local;
 pub(crate) mod program;
 pub(crate) mod states;

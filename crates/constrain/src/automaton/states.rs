@@ -65,6 +65,17 @@ impl StateTable {
         self.intern(kernel)
     }
 
+    /// The items of state `s`.
+    pub fn config(&self, s: u32) -> &[Item] {
+        &self.configs[s as usize]
+    }
+
+    /// The state reached from `seeds` without consuming input.
+    pub fn enter(&mut self, p: &Program, seeds: Vec<Item>) -> u32 {
+        let kernel = closure(p, &mut self.stacks, seeds);
+        self.intern(kernel)
+    }
+
     pub fn len(&self) -> usize {
         self.configs.len()
     }

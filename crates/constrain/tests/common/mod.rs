@@ -31,17 +31,22 @@ impl Rng {
 pub fn synthetic_vocab(extra: &[&str]) -> (Arc<Vocabulary>, u32, u32) {
     let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     let multi = [
-        "\":\"", "\"},", "\\u00", "\": ", "{\"", "\"}", "],", "]}", "}}", "}]", "[{", "[[", "true", "false", "null",
-        ", \"", ",\"", "\":", "\":{", "\":[", "\\n", "\\\"", "\\u", "\\ud83d", "\\ude00", "12", "345", "0.5", "1e", "-1",
-        "\n", "\n  ", "\n    ", "  ", "    ", "\t", " \"", " {", " [", "é", "ぁ", "😀", " the", " name", "name", "id", "abc",
-        " value", "\"name\"", "\"id\"", "\"a\"", "\"b\"", "\"c\"", ":1", ",", "\"\"", "{}", "[]", "\r\n",
+        "\":\"", "\"},", "\\u00", "\": ", "{\"", "\"}", "],", "]}", "}}", "}]", "[{", "[[", "true",
+        "false", "null", ", \"", ",\"", "\":", "\":{", "\":[", "\\n", "\\\"", "\\u", "\\ud83d",
+        "\\ude00", "12", "345", "0.5", "1e", "-1", "\n", "\n  ", "\n    ", "  ", "    ", "\t",
+        " \"", " {", " [", "é", "ぁ", "😀", " the", " name", "name", "id", "abc", " value",
+        "\"name\"", "\"id\"", "\"a\"", "\"b\"", "\"c\"", ":1", ",", "\"\"", "{}", "[]", "\r\n",
     ];
     toks.extend(multi.iter().chain(extra).map(|s| s.as_bytes().to_vec()));
     let special = toks.len() as u32;
     toks.push(b"<|special|>".to_vec());
     let eog = toks.len() as u32;
     toks.push(b"</s>".to_vec());
-    (Arc::new(Vocabulary::new(toks, &[eog], &[special])), eog, special)
+    (
+        Arc::new(Vocabulary::new(toks, &[eog], &[special])),
+        eog,
+        special,
+    )
 }
 
 /// Outcome of one random walk.
@@ -55,37 +60,82 @@ pub struct Walk {
 /// it takes EOG whenever allowed and, with probability 0.8, prefers allowed tokens that
 /// `closer` likes. Panics on a dead end (a state that allows nothing and is not
 /// finished), on a special token in the mask, or on a commit refused after being allowed.
-pub fn random_walk(c: &Constraint, eog: u32, special: u32, rng: &mut Rng, soft: usize, hard: usize, closer: &dyn Fn(&[u8]) -> bool) -> Walk {
+pub fn random_walk(
+    c: &Constraint,
+    eog: u32,
+    special: u32,
+    rng: &mut Rng,
+    soft: usize,
+    hard: usize,
+    closer: &dyn Fn(&[u8]) -> bool,
+) -> Walk {
     let vocab = c.vocab().clone();
     let mut m: Matcher = c.matcher();
     let mut mask = TokenMask::new(vocab.len());
     let mut bytes = Vec::new();
     for step in 0..hard {
         m.mask(&mut mask);
-        assert!(!mask.is_allowed(special), "special token allowed after {:?}", String::from_utf8_lossy(&bytes));
+        assert!(
+            !mask.is_allowed(special),
+            "special token allowed after {:?}",
+            String::from_utf8_lossy(&bytes)
+        );
         let allowed: Vec<u32> = mask.allowed().collect();
-        assert!(!allowed.is_empty(), "dead end after {:?}", String::from_utf8_lossy(&bytes));
-        assert_eq!(mask.is_allowed(eog), m.is_accepting(), "EOG allowed iff accepting");
+        assert!(
+            !allowed.is_empty(),
+            "dead end after {:?}",
+            String::from_utf8_lossy(&bytes)
+        );
+        assert_eq!(
+            mask.is_allowed(eog),
+            m.is_accepting(),
+            "EOG allowed iff accepting"
+        );
         let pick = if step >= soft && mask.is_allowed(eog) {
             eog
         } else {
             let pool: Vec<u32> = if step >= soft && rng.chance(0.8) {
-                let p: Vec<u32> = allowed.iter().copied().filter(|&t| t != eog && closer(vocab.token_bytes(t).unwrap())).collect();
-                if p.is_empty() { allowed.clone() } else { p }
+                let p: Vec<u32> = allowed
+                    .iter()
+                    .copied()
+                    .filter(|&t| t != eog && closer(vocab.token_bytes(t).unwrap()))
+                    .collect();
+                if p.is_empty() {
+                    allowed.clone()
+                } else {
+                    p
+                }
             } else {
-                allowed.iter().copied().filter(|&t| t != eog || step >= soft / 4).collect()
+                allowed
+                    .iter()
+                    .copied()
+                    .filter(|&t| t != eog || step >= soft / 4)
+                    .collect()
             };
-            let pool = if pool.is_empty() { allowed.clone() } else { pool };
+            let pool = if pool.is_empty() {
+                allowed.clone()
+            } else {
+                pool
+            };
             pool[rng.below(pool.len())]
         };
-        m.commit(pick).unwrap_or_else(|e| panic!("allowed token refused: {e}"));
+        m.commit(pick)
+            .unwrap_or_else(|e| panic!("allowed token refused: {e}"));
         if pick == eog {
             assert!(m.is_finished());
-            return Walk { bytes, finished: true, steps: step + 1 };
+            return Walk {
+                bytes,
+                finished: true,
+                steps: step + 1,
+            };
         }
         bytes.extend_from_slice(vocab.token_bytes(pick).unwrap());
     }
-    Walk { bytes, finished: false, steps: hard }
+    Walk {
+        bytes,
+        finished: false,
+        steps: hard,
+    }
 }
 
 /// Feeds `text` in random chunks of 1..=max_chunk bytes; returns whether every chunk was
@@ -120,7 +170,10 @@ pub fn accepts_tokens(c: &Constraint, eog: u32, text: &[u8]) -> Result<usize, St
             .unwrap();
         m.mask(&mut mask);
         if !mask.is_allowed(best) {
-            return Err(format!("token {n} ({:?}) refused at byte {i}", String::from_utf8_lossy(vocab.token_bytes(best).unwrap())));
+            return Err(format!(
+                "token {n} ({:?}) refused at byte {i}",
+                String::from_utf8_lossy(vocab.token_bytes(best).unwrap())
+            ));
         }
         m.commit(best).map_err(|e| e.to_string())?;
         i += vocab.token_bytes(best).unwrap().len();

@@ -12,7 +12,11 @@ pub fn recognises(g: &Grammar, input: &[u8]) -> bool {
     std::thread::Builder::new()
         .stack_size(256 << 20)
         .spawn(move || {
-            let mut r = Rec { g: &g, s: &input, memo: HashMap::new() };
+            let mut r = Rec {
+                g: &g,
+                s: &input,
+                memo: HashMap::new(),
+            };
             r.rule(g.root().0, 0).contains(&input.len())
         })
         .unwrap()
@@ -58,8 +62,17 @@ impl Rec<'_> {
     fn sym(&mut self, s: &Symbol, p: usize) -> BTreeSet<usize> {
         let rest = &self.s[p..];
         match s {
-            Symbol::Literal(l) => rest.starts_with(l).then_some(p + l.len()).into_iter().collect(),
-            Symbol::Bytes(set) => rest.first().filter(|&&b| set.contains(b)).map(|_| p + 1).into_iter().collect(),
+            Symbol::Literal(l) => rest
+                .starts_with(l)
+                .then_some(p + l.len())
+                .into_iter()
+                .collect(),
+            Symbol::Bytes(set) => rest
+                .first()
+                .filter(|&&b| set.contains(b))
+                .map(|_| p + 1)
+                .into_iter()
+                .collect(),
             Symbol::Class(c) => {
                 let n = match rest.first() {
                     Some(0..=0x7F) => 1,
@@ -69,7 +82,9 @@ impl Rec<'_> {
                     _ => return BTreeSet::new(),
                 };
                 match rest.get(..n).and_then(|b| std::str::from_utf8(b).ok()) {
-                    Some(ch) if c.contains(ch.chars().next().unwrap() as u32) => BTreeSet::from([p + n]),
+                    Some(ch) if c.contains(ch.chars().next().unwrap() as u32) => {
+                        BTreeSet::from([p + n])
+                    }
                     _ => BTreeSet::new(),
                 }
             }

@@ -104,7 +104,9 @@ impl P<'_> {
     }
     fn number(&mut self) -> bool {
         self.eat(b'-');
-        if !self.eat(b'0') && (!self.peek().is_some_and(|b| (b'1'..=b'9').contains(&b)) || self.digits() == 0) {
+        if !self.eat(b'0')
+            && (!self.peek().is_some_and(|b| (b'1'..=b'9').contains(&b)) || self.digits() == 0)
+        {
             return false;
         }
         if self.eat(b'.') && self.digits() == 0 {
