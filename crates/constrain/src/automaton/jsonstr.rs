@@ -123,7 +123,12 @@ impl StringProg {
     pub fn step(&self, aux: u64, b: u8) -> StrStep {
         let s = St::unpack(aux);
         let next = match s.phase {
-            BEFORE_OPEN => (b == b'"').then_some(St { phase: NORMAL, ..s }),
+            // With nothing excluded the trie is off from the start (one state fewer).
+            BEFORE_OPEN => (b == b'"').then_some(St {
+                phase: NORMAL,
+                excl: if self.trie.len() > 1 { 0 } else { OFF_TRIE },
+                ..s
+            }),
             NORMAL => match b {
                 b'"' => {
                     return if self.can_close(&s) {

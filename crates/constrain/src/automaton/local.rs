@@ -7,6 +7,7 @@
 
 use super::jsonstr::{StrStep, StringProg};
 use crate::vocab::{TokenMask, Vocabulary};
+use rustc_hash::FxHashMap;
 
 /// The stack-free part of a mask for one string state.
 pub(crate) struct LocalMask {
@@ -17,29 +18,54 @@ pub(crate) struct LocalMask {
     pub closing: Vec<u32>,
 }
 
+/// A string state not seen yet in this walk; `CLOSED`/`DEAD` mark the other outcomes.
+const UNKNOWN: u32 = u32::MAX;
+const CLOSED: u32 = u32::MAX - 1;
+const DEAD: u32 = u32::MAX - 2;
+
 impl LocalMask {
+    /// Walks the trie through the string automaton alone. String states met on the way
+    /// are numbered and their byte transitions memoised, so the walk costs a table
+    /// lookup per trie node, not a decoder step.
     pub fn compute(prog: &StringProg, aux: u64, vocab: &Vocabulary) -> LocalMask {
         let trie = &vocab.trie;
         let mut inside = TokenMask::new(vocab.len());
         let mut closing = Vec::new();
-        let mut stack = vec![0u64; trie.max_depth + 1];
-        stack[0] = aux;
+        let mut auxes = vec![aux];
+        let mut ids: FxHashMap<u64, u32> = FxHashMap::default();
+        ids.insert(aux, 0);
+        let mut table: Vec<u32> = vec![UNKNOWN; 256];
+        let mut stack = vec![0u32; trie.max_depth + 1];
         let mut i = 1;
         while i < trie.len() {
             let d = trie.depth[i] as usize;
-            match prog.step(stack[d - 1], trie.byte[i]) {
-                StrStep::Inside(a) => {
-                    stack[d] = a;
+            let (from, b) = (stack[d - 1] as usize, trie.byte[i]);
+            let mut to = table[from * 256 + b as usize];
+            if to == UNKNOWN {
+                to = match prog.step(auxes[from], b) {
+                    StrStep::Inside(a) => *ids.entry(a).or_insert_with(|| {
+                        auxes.push(a);
+                        table.resize(auxes.len() * 256, UNKNOWN);
+                        (auxes.len() - 1) as u32
+                    }),
+                    StrStep::Closed => CLOSED,
+                    StrStep::Dead => DEAD,
+                };
+                table[from * 256 + b as usize] = to;
+            }
+            match to {
+                CLOSED => {
+                    closing.push(i as u32);
+                    i = trie.end[i] as usize;
+                }
+                DEAD => i = trie.end[i] as usize,
+                _ => {
+                    stack[d] = to;
                     for &t in trie.tokens_at(i) {
                         inside.allow(t);
                     }
                     i += 1;
                 }
-                StrStep::Closed => {
-                    closing.push(i as u32);
-                    i = trie.end[i] as usize;
-                }
-                StrStep::Dead => i = trie.end[i] as usize,
             }
         }
         LocalMask { inside, closing }

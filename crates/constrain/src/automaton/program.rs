@@ -62,6 +62,8 @@ pub(crate) struct Program {
     pub dfas: Vec<Arc<ByteDfa>>,
     pub strings: Vec<super::jsonstr::StringProg>,
     pub unordered: Vec<UnorderedProg>,
+    /// The spec of each entry of `strings`, to share one entry between equal specs.
+    string_specs: Vec<Arc<JsonString>>,
     pub ws_budget: u32,
     pub uses_ws: bool,
 }
@@ -75,6 +77,7 @@ impl Program {
             dfas: Vec::new(),
             strings: Vec::new(),
             unordered: Vec::new(),
+            string_specs: Vec::new(),
             ws_budget: g.ws_budget(),
             uses_ws: g.uses_ws(),
         };
@@ -199,10 +202,22 @@ impl Program {
         }
     }
 
-    fn lower_string(&mut self, spec: &JsonString, next: Pos) -> Result<Pos> {
-        self.strings.push(super::jsonstr::StringProg::new(spec));
+    fn lower_string(&mut self, spec: &Arc<JsonString>, next: Pos) -> Result<Pos> {
+        // Equal specs share an entry, so they share stack-free masks too.
+        let id = match self
+            .string_specs
+            .iter()
+            .position(|s| Arc::ptr_eq(s, spec) || **s == **spec)
+        {
+            Some(i) => i,
+            None => {
+                self.strings.push(super::jsonstr::StringProg::new(spec));
+                self.string_specs.push(spec.clone());
+                self.strings.len() - 1
+            }
+        };
         self.push(Node::JsonStr {
-            spec: (self.strings.len() - 1) as u32,
+            spec: id as u32,
             next,
         })
     }
