@@ -14,8 +14,33 @@ use std::sync::Arc;
 /// A position in the program.
 pub(crate) type Pos = u32;
 
-/// Most nodes a grammar may lower to (bounded repetitions are unrolled).
-const MAX_NODES: usize = 1 << 22;
+/// Most nodes a grammar may lower to (bounded repetitions are unrolled); about 40 MB.
+const MAX_NODES: usize = 1 << 20;
+
+/// An upper bound on the nodes `s` lowers to, saturating (checked before lowering, so a
+/// hostile `x{4096}{4096}` is refused without being built).
+fn estimate(s: &Symbol) -> u64 {
+    let seq = |v: &[Symbol]| v.iter().fold(0u64, |a, s| a.saturating_add(estimate(s)));
+    match s {
+        Symbol::Literal(b) => b.len() as u64,
+        Symbol::Class(c) => 4 * c.ranges().len() as u64 * 8 + 1,
+        Symbol::Group(alts) => alts.iter().fold(1u64, |a, alt| a.saturating_add(seq(alt))),
+        Symbol::Repeat { inner, min, max } => {
+            let copies = u64::from(max.unwrap_or(*min).max(*min)) + 1;
+            estimate(inner).saturating_add(1).saturating_mul(copies)
+        }
+        Symbol::Unordered(u) => {
+            let members = u.members.iter().fold(0u64, |a, m| {
+                a.saturating_add(m.key.len() as u64 + seq(&m.value) + 1)
+            });
+            members
+                .saturating_add(seq(&u.separator))
+                .saturating_add(u.additional.as_deref().map_or(0, seq))
+                + 4
+        }
+        _ => 1,
+    }
+}
 
 /// One node of the program.
 #[derive(Clone, Debug)]
@@ -68,6 +93,12 @@ pub(crate) struct Program {
     pub uses_ws: bool,
 }
 
+fn too_large() -> Error {
+    Error::grammar(format!(
+        "the grammar is too large once repetitions are expanded (over {MAX_NODES} states)"
+    ))
+}
+
 impl Program {
     /// Lowers a validated grammar.
     pub fn compile(g: &Grammar) -> Result<Program> {
@@ -81,6 +112,14 @@ impl Program {
             ws_budget: g.ws_budget(),
             uses_ws: g.uses_ws(),
         };
+        let size = g
+            .rules()
+            .iter()
+            .flat_map(|r| r.alts.iter().flatten())
+            .fold(0u64, |a, s| a.saturating_add(estimate(s)));
+        if size > MAX_NODES as u64 {
+            return Err(too_large());
+        }
         // Entries first (placeholders), so recursive references can point at them.
         let entries: Vec<Pos> = g
             .rules()
@@ -102,9 +141,7 @@ impl Program {
 
     fn push(&mut self, n: Node) -> Result<Pos> {
         if self.nodes.len() >= MAX_NODES {
-            return Err(Error::grammar(format!(
-                "the grammar is too large once repetitions are expanded (over {MAX_NODES} states)"
-            )));
+            return Err(too_large());
         }
         self.nodes.push(n);
         Ok((self.nodes.len() - 1) as Pos)

@@ -29,6 +29,9 @@ pub(crate) struct StateTable {
     pub clears: u64,
 }
 
+/// An item with its stack spelled out as frames (innermost first), to survive a clear.
+type ExportedItem = (Item, Vec<(u32, u64)>);
+
 /// Outcome of a cached transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Next {
@@ -135,7 +138,7 @@ impl StateTable {
     /// Empties the table, keeping only the given states (renumbered; the new ids are
     /// returned in the same order). Stacks are rebuilt from scratch so they do not leak.
     pub fn clear_keeping(&mut self, keep: &[u32]) -> Vec<u32> {
-        let exported: Vec<Vec<(Item, Vec<(u32, u64)>)>> = keep
+        let exported: Vec<Vec<ExportedItem>> = keep
             .iter()
             .map(|&s| {
                 self.configs[s as usize]

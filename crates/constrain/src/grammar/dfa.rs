@@ -118,9 +118,9 @@ impl ByteDfa {
         }
         let mut dist = vec![u32::MAX; n];
         let mut dq = VecDeque::new();
-        for s in 0..n {
+        for (s, d) in dist.iter_mut().enumerate() {
             if self.accept[s] {
-                dist[s] = 0;
+                *d = 0;
                 dq.push_back(s as u32);
             }
         }
