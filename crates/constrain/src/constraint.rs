@@ -1,7 +1,7 @@
 //! [`Constraint`]: a compiled grammar bound to a vocabulary, shareable across threads and
 //! requests; and [`ConstraintCache`], so the same grammar text compiles once.
 
-use crate::automaton::local::LocalMask;
+use crate::automaton::local::{LocalMask, LocalMaskCache};
 use crate::automaton::program::Program;
 use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
@@ -34,7 +34,7 @@ pub(crate) struct Inner {
     pub vocab: Arc<Vocabulary>,
     pub limits: Limits,
     /// Stack-free string masks by (string id, string state), shared by all matchers.
-    local: Mutex<FxHashMap<(u32, u64), Arc<LocalMask>>>,
+    local: LocalMaskCache<(u32, u64)>,
 }
 
 /// Most stack-free string masks kept per constraint (cleared when full).
@@ -46,27 +46,21 @@ impl Inner {
             program,
             vocab,
             limits,
-            local: Mutex::new(FxHashMap::default()),
+            local: LocalMaskCache::new(LOCAL_MASK_LIMIT),
         }
     }
 
     /// The stack-free mask of string `spec` in state `aux`, computed on first use.
+    /// Unconstrained strings are the same in every grammar: their masks live on the
+    /// vocabulary, so even a freshly compiled schema finds them ready.
     pub fn local_mask(&self, spec: u32, aux: u64) -> Arc<LocalMask> {
-        let lock = || self.local.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = lock().get(&(spec, aux)) {
-            return m.clone();
+        let prog = &self.program.strings[spec as usize];
+        let compute = || LocalMask::compute(prog, aux, &self.vocab);
+        if prog.is_plain() {
+            self.vocab.plain_strings.get_or_compute(aux, compute)
+        } else {
+            self.local.get_or_compute((spec, aux), compute)
         }
-        let m = Arc::new(LocalMask::compute(
-            &self.program.strings[spec as usize],
-            aux,
-            &self.vocab,
-        ));
-        let mut map = lock();
-        if map.len() >= LOCAL_MASK_LIMIT {
-            map.clear();
-        }
-        map.insert((spec, aux), m.clone());
-        m
     }
 }
 

@@ -87,9 +87,13 @@ impl Matcher {
         }
     }
 
-    /// Writes the allowed tokens for the next step into `out` (sized to the vocabulary).
+    /// Writes the allowed tokens for the next step into `out` (resized to the
+    /// vocabulary if it is not).
     pub fn mask(&mut self, out: &mut TokenMask) {
         let t0 = Instant::now();
+        if out.len() != self.c.inner.vocab.len() {
+            *out = TokenMask::new(self.c.inner.vocab.len());
+        }
         self.make_room();
         self.stats.steps += 1;
         let key = (self.cur.state, self.budget_class(self.cur.budget));
@@ -300,7 +304,7 @@ impl Matcher {
     /// masks: a cross-check for tests.
     #[doc(hidden)]
     pub fn mask_by_plain_walk(&mut self, out: &mut TokenMask) {
-        out.clear();
+        *out = TokenMask::new(self.c.inner.vocab.len());
         if self.cur.ended {
             return;
         }

@@ -114,6 +114,11 @@ impl StringProg {
         }
     }
 
+    /// Whether this is an unconstrained string (no pattern, bounds or exclusions).
+    pub fn is_plain(&self) -> bool {
+        self.dfa.is_none() && self.min == 0 && self.max.is_none() && self.trie.len() == 1
+    }
+
     /// Whether `aux` is past the opening quote (inside the string).
     pub fn is_inside(aux: u64) -> bool {
         St::unpack(aux).phase != BEFORE_OPEN

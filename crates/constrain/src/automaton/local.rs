@@ -8,6 +8,8 @@
 use super::jsonstr::{StrStep, StringProg};
 use crate::vocab::{TokenMask, Vocabulary};
 use rustc_hash::FxHashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
 
 /// The stack-free part of a mask for one string state.
 pub(crate) struct LocalMask {
@@ -69,5 +71,42 @@ impl LocalMask {
             }
         }
         LocalMask { inside, closing }
+    }
+}
+
+/// A bounded, thread-safe map of stack-free masks (cleared when full). Computation runs
+/// outside the lock; two threads racing on one key both compute, one result is kept.
+pub(crate) struct LocalMaskCache<K> {
+    map: Mutex<FxHashMap<K, Arc<LocalMask>>>,
+    limit: usize,
+}
+
+impl<K> std::fmt::Debug for LocalMaskCache<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalMaskCache")
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq + Copy> LocalMaskCache<K> {
+    pub fn new(limit: usize) -> Self {
+        LocalMaskCache {
+            map: Mutex::new(FxHashMap::default()),
+            limit,
+        }
+    }
+
+    pub fn get_or_compute(&self, key: K, compute: impl FnOnce() -> LocalMask) -> Arc<LocalMask> {
+        let lock = || self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = lock().get(&key) {
+            return m.clone();
+        }
+        let m = Arc::new(compute());
+        let mut map = lock();
+        if map.len() >= self.limit {
+            map.clear();
+        }
+        map.entry(key).or_insert(m).clone()
     }
 }
