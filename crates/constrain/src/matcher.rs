@@ -10,10 +10,20 @@ use crate::error::{Error, Result};
 use crate::stats::MatcherStats;
 use crate::vocab::TokenMask;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Default mask-cache capacity.
 pub const DEFAULT_MASK_LIMIT: usize = 256;
+
+/// Most detached walks a matcher keeps (cleared when full).
+const DETACHED_LIMIT: usize = 64;
+
+/// The stack-independent part of a mask (see [`Matcher::walk_detached`]).
+struct Detached {
+    mask: TokenMask,
+    frontier: Vec<(u32, Box<[u8]>)>,
+}
 
 /// Most bytes [`Matcher::forced_bytes`] returns.
 const MAX_FORCED: usize = 4096;
@@ -33,6 +43,8 @@ pub struct Matcher {
     history: Vec<Pos>,
     masks: FxHashMap<(u32, u32), usize>,
     mask_store: Vec<TokenMask>,
+    /// Detached walks by (placeholder-stack state, budget class).
+    detached: FxHashMap<(u32, u32), Arc<Detached>>,
     walk: Vec<(u32, u32)>,
     stats: MatcherStats,
 }
@@ -53,6 +65,7 @@ impl Matcher {
             history: Vec::new(),
             masks: FxHashMap::default(),
             mask_store: Vec::new(),
+            detached: FxHashMap::default(),
             walk: vec![(0, 0); depth],
             stats: MatcherStats {
                 masks_limit: c.inner.limits.masks,
@@ -77,6 +90,7 @@ impl Matcher {
         self.cur.state = *ids.last().unwrap();
         self.masks.clear();
         self.mask_store.clear();
+        self.detached.clear();
     }
 
     fn budget_class(&self, budget: u32) -> u32 {
@@ -150,7 +164,70 @@ impl Matcher {
                 }
             }
         }
+        if let Some((local, _)) = self.states.detach(self.cur.state) {
+            let key = (local, self.budget_class(self.cur.budget));
+            let d = match self.detached.get(&key) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = Arc::new(self.walk_detached(local));
+                    if self.detached.len() >= DETACHED_LIMIT {
+                        self.detached.clear();
+                    }
+                    self.detached.insert(key, d.clone());
+                    d
+                }
+            };
+            out.union_with(&d.mask);
+            for (i, path) in &d.frontier {
+                let i = *i as usize;
+                // The path was alive from the placeholder, so it is from the real stack.
+                if let Some(at) = self.advance(self.cur, path) {
+                    for &t in trie.tokens_at(i) {
+                        out.allow(t);
+                    }
+                    self.walk(i, (at.state, at.budget), out);
+                }
+            }
+            return;
+        }
         self.walk(0, (self.cur.state, self.cur.budget), out);
+    }
+
+    /// Walks the trie from a state on the placeholder stack: tokens that never return
+    /// into the real stack are decided here, once for every real stack; where a prefix
+    /// may return into it, the node and its byte path are kept for the real walk.
+    fn walk_detached(&mut self, local: u32) -> Detached {
+        let inner = &*self.c.inner;
+        let (p, trie) = (&inner.program, &inner.vocab.trie);
+        let mut d = Detached {
+            mask: TokenMask::new(inner.vocab.len()),
+            frontier: Vec::new(),
+        };
+        let mut path = vec![0u8; trie.max_depth + 1];
+        let walk = &mut self.walk;
+        walk[0] = (local, self.cur.budget);
+        let mut i = 1;
+        while i < trie.len() {
+            let depth = trie.depth[i] as usize;
+            let (ps, pb) = walk[depth - 1];
+            match self.states.next(p, ps, trie.byte[i], pb > 0) {
+                None => i = trie.end[i] as usize,
+                Some(nx) => {
+                    path[depth - 1] = trie.byte[i];
+                    if self.states.exits(nx.state) {
+                        d.frontier.push((i as u32, path[..depth].into()));
+                        i = trie.end[i] as usize;
+                        continue;
+                    }
+                    walk[depth] = (nx.state, pb - u32::from(nx.ws_used));
+                    for &t in trie.tokens_at(i) {
+                        d.mask.allow(t);
+                    }
+                    i += 1;
+                }
+            }
+        }
+        d
     }
 
     /// Allows every token below trie node `root` (not `root`'s own) that stays alive from

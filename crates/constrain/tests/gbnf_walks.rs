@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use llamay_constrain::gbnf::parse_gbnf;
-use llamay_constrain::Constraint;
+use llamay_constrain::{Constraint, TokenMask};
 use recognise_impl::recognises;
 use std::fs;
 
@@ -148,4 +148,33 @@ fn members_are_accepted_and_non_members_refused() {
             );
         }
     }
+}
+
+#[test]
+fn cached_and_detached_masks_equal_plain_walks() {
+    let (vocab, eog, special) = synthetic_vocab(EXTRA);
+    let mut rng = Rng::new(13);
+    let mut compared = 0;
+    for name in [
+        "json.gbnf",
+        "c.gbnf",
+        "seed-arithmetic.gbnf",
+        "chess.gbnf",
+        "json_arr.gbnf",
+    ] {
+        let c = Constraint::from_gbnf(&grammar(name), vocab.clone()).unwrap();
+        let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
+        for _ in 0..15 {
+            let w = random_walk(&c, eog, special, &mut rng, 40, 1500, &closer);
+            let mut m = c.matcher();
+            for &byte in &w.bytes {
+                m.mask(&mut a);
+                m.mask_by_plain_walk(&mut b);
+                assert_eq!(a, b, "{name} after {:?}", String::from_utf8_lossy(&w.bytes));
+                compared += 1;
+                m.commit(byte as u32).unwrap();
+            }
+        }
+    }
+    assert!(compared > 1000, "{compared}");
 }
