@@ -4,3 +4,5 @@
 //! pushdown automaton, and answers, for each decoding step, which tokens of a
 //! vocabulary keep it alive (a bitset mask). It knows nothing of models or HTTP: the
 //! vocabulary arrives as plain byte strings, so the crate could be published alone.
+
+pub mod schema;
