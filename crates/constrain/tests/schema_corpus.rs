@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use llamay_constrain::schema::{compile, SchemaError};
+use llamay_constrain::schema::{compile, NotEnforced, SchemaError};
 use serde_json::Value;
 
 fn corpus_dir(name: &str) -> PathBuf {
@@ -82,3 +82,70 @@ fn jsonschemabench_acceptance() {
 
 /// Measured 1695/1962 = 86.4% (llguidance: ~86%), minus a margin.
 const FLOOR: f64 = 0.85;
+
+fn mentions(v: &Value, key: &str) -> bool {
+    match v {
+        Value::Object(o) => o.iter().any(|(k, v)| k == key || mentions(v, key)),
+        Value::Array(a) => a.iter().any(|v| mentions(v, key)),
+        _ => false,
+    }
+}
+
+/// The tree keeps every valid corpus instance, except those with keys a closed
+/// object does not declare (llamay closes objects by default, on purpose), and
+/// rejects every invalid instance of a schema whose keywords are all enforced.
+#[test]
+fn jsonschemabench_instances_against_the_tree() {
+    use llamay_constrain::schema::check::Mismatch;
+    let mut valid = [0usize; 4]; // fits, cut by closed object, by inferred type, otherwise
+    let mut invalid = [0usize; 3]; // rejected, accepted, not judged (keywords not enforced)
+    let mut wrong = Vec::new();
+    for (name, file) in load("jsonschemabench") {
+        let Ok(c) = compile(&file["schema"]) else { continue };
+        // Unknown keys mean nothing to any validator; ignored keywords and oneOf's
+        // exclusivity do.
+        let judged = c.report.of_kind(NotEnforced::Ignored).next().is_none()
+            && !mentions(&file["schema"], "oneOf");
+        for t in file["tests"].as_array().into_iter().flatten() {
+            let data = &t["data"];
+            let fits = c.check(data);
+            if t["valid"] == Value::Bool(true) {
+                match fits {
+                    Ok(()) => valid[0] += 1,
+                    Err(Mismatch::ExtraKey(_)) => valid[1] += 1,
+                    Err(Mismatch::WrongType(why)) => {
+                        valid[2] += 1;
+                        println!("  {name}: valid instance cut by an inferred type: {why}");
+                    }
+                    Err(Mismatch::Other(why)) => {
+                        valid[3] += 1;
+                        wrong.push(format!("{name}: valid instance rejected: {why}"));
+                    }
+                }
+            } else if !judged {
+                invalid[2] += 1;
+            } else if fits.is_err() {
+                invalid[0] += 1;
+            } else {
+                invalid[1] += 1;
+                wrong.push(format!("{name}: invalid instance accepted: {data}"));
+            }
+        }
+    }
+    println!(
+        "valid instances: {} fit, {} cut by a closed object and {} by an inferred type \
+         (both by design), {} cut otherwise",
+        valid[0], valid[1], valid[2], valid[3]
+    );
+    println!(
+        "invalid instances: {} rejected, {} accepted, {} not judged (schema not fully enforced)",
+        invalid[0], invalid[1], invalid[2]
+    );
+    for w in wrong.iter().take(40) {
+        println!("  {w}");
+    }
+    assert!(valid[0] > 2000 && invalid[0] > 2000, "too few instances checked");
+    // Measured: 4 (two schemas whose untyped `properties` hold strings).
+    assert!(valid[2] <= 4, "{} valid instances cut by inferred types", valid[2]);
+    assert!(wrong.is_empty(), "{} instances judged wrongly", wrong.len());
+}

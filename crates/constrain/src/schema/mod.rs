@@ -43,6 +43,7 @@
 //!   with a decimal step becomes the equivalent integer step (`multipleOf: 2.5` on
 //!   integers is `multipleOf: 5`). Bounds are kept exact (see [`decimal`]).
 
+pub mod check;
 pub mod decimal;
 pub mod digits;
 pub mod error;
