@@ -18,6 +18,9 @@ use super::shape;
 pub const MAX_REF_DEPTH: usize = 64;
 /// Deepest nesting of sub-schemas compiled (guards the stack).
 const MAX_NESTING: usize = 256;
+/// A sub-schema met again is copied when it is at most this many nodes, shared
+/// through a definition otherwise.
+const INLINE_NODES: usize = 16;
 /// Most nodes one schema may compile to.
 pub const MAX_NODES: usize = 100_000;
 
@@ -112,7 +115,9 @@ impl<'a> Compiler<'a> {
             }
             Some(Slot::Done { id, node, shared }) => {
                 let Some(n) = node else { return Ok(None) };
-                if matches!(n, Node::Any | Node::Null | Node::Boolean | Node::Ref(_)) {
+                if *shared || size_at_most(n, INLINE_NODES).is_none() {
+                    // Large: share it through a definition.
+                } else {
                     return Ok(Some(n.clone()));
                 }
                 let id = *id;
@@ -280,6 +285,28 @@ fn union(mut alternatives: Vec<Node>) -> Option<Node> {
             Some(if unique.len() == 1 { unique.pop().unwrap() } else { Node::Union(unique) })
         }
     }
+}
+
+/// `Some(size)` when `n` has at most `cap` nodes (references count as one).
+fn size_at_most(n: &Node, cap: usize) -> Option<usize> {
+    let mut total = 1;
+    let add = |m: &Node, total: &mut usize| -> Option<()> {
+        *total += size_at_most(m, cap.checked_sub(*total)?)?;
+        (*total <= cap).then_some(())
+    };
+    match n {
+        Node::Union(v) => v.iter().try_for_each(|m| add(m, &mut total))?,
+        Node::Literals(v) => total += v.len(),
+        Node::Array(a) => add(&a.items, &mut total)?,
+        Node::Object(o) => {
+            o.properties.iter().try_for_each(|p| add(&p.node, &mut total))?;
+            if let Some(a) = &o.additional {
+                add(a, &mut total)?;
+            }
+        }
+        _ => {}
+    }
+    (total <= cap).then_some(total)
 }
 
 fn renumber(n: &mut Node, map: &HashMap<DefId, DefId>) {
