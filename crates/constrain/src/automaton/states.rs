@@ -1,0 +1,157 @@
+//! The per-matcher state table: configurations interned as small integers, with their
+//! byte transitions cached lazily (cheap, numerous), separately from masks.
+
+use super::config::{closure, step, Item, Stacks, ACCEPT};
+use super::program::Program;
+use rustc_hash::FxHashMap;
+
+/// A transition not computed yet.
+const UNKNOWN: u32 = u32::MAX;
+/// No item survives the byte.
+const DEAD: u32 = u32::MAX - 1;
+/// Set on a cached transition that consumed budgeted whitespace.
+const WS_FLAG: u32 = 1 << 31;
+
+/// Default state-table capacity.
+pub const DEFAULT_STATE_LIMIT: usize = 4096;
+
+/// Interned configurations and their transitions.
+pub(crate) struct StateTable {
+    configs: Vec<Box<[Item]>>,
+    ids: FxHashMap<Box<[Item]>, u32>,
+    accepting: Vec<bool>,
+    /// `trans[s * stride + mode * 256 + b]`; mode 1 = whitespace budget left.
+    trans: Vec<u32>,
+    stride: usize,
+    stacks: Stacks,
+    pub limit: usize,
+    pub peak: usize,
+    pub clears: u64,
+}
+
+/// Outcome of a cached transition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Next {
+    pub state: u32,
+    pub ws_used: bool,
+}
+
+impl StateTable {
+    pub fn new(p: &Program, limit: usize) -> Self {
+        StateTable {
+            configs: Vec::new(),
+            ids: FxHashMap::default(),
+            accepting: Vec::new(),
+            trans: Vec::new(),
+            stride: if p.uses_ws { 512 } else { 256 },
+            stacks: Stacks::new(),
+            limit,
+            peak: 0,
+            clears: 0,
+        }
+    }
+
+    /// The initial state of `p`.
+    pub fn start(&mut self, p: &Program) -> u32 {
+        let kernel = closure(
+            p,
+            &mut self.stacks,
+            vec![Item {
+                pos: p.root,
+                stack: 0,
+                aux: 0,
+            }],
+        );
+        self.intern(kernel)
+    }
+
+    pub fn len(&self) -> usize {
+        self.configs.len()
+    }
+
+    fn intern(&mut self, kernel: Vec<Item>) -> u32 {
+        if let Some(&id) = self.ids.get(kernel.as_slice()) {
+            return id;
+        }
+        let id = self.configs.len() as u32;
+        let kernel: Box<[Item]> = kernel.into();
+        self.accepting
+            .push(kernel.iter().any(|it| it.pos == ACCEPT));
+        self.ids.insert(kernel.clone(), id);
+        self.configs.push(kernel);
+        self.trans.resize(self.trans.len() + self.stride, UNKNOWN);
+        self.peak = self.peak.max(self.configs.len());
+        id
+    }
+
+    /// Whether the input may end in state `s`.
+    #[inline]
+    pub fn is_accepting(&self, s: u32) -> bool {
+        self.accepting[s as usize]
+    }
+
+    /// The state after byte `b`, or `None` if the byte kills every parse.
+    #[inline]
+    pub fn next(&mut self, p: &Program, s: u32, b: u8, ws_left: bool) -> Option<Next> {
+        let mode = usize::from(ws_left && self.stride == 512);
+        let slot = s as usize * self.stride + mode * 256 + b as usize;
+        let mut t = self.trans[slot];
+        if t == UNKNOWN {
+            t = self.compute(p, s, b, mode == 1);
+            self.trans[slot] = t;
+        }
+        (t != DEAD).then_some(Next {
+            state: t & !WS_FLAG,
+            ws_used: t & WS_FLAG != 0,
+        })
+    }
+
+    #[cold]
+    fn compute(&mut self, p: &Program, s: u32, b: u8, ws_allowed: bool) -> u32 {
+        let kernel = self.configs[s as usize].clone();
+        let (next, ws_used) = step(p, &mut self.stacks, &kernel, b, ws_allowed);
+        if next.is_empty() {
+            return DEAD;
+        }
+        self.intern(next) | if ws_used { WS_FLAG } else { 0 }
+    }
+
+    /// Whether the table has reached its limit and should be cleared before the next step.
+    pub fn is_full(&self) -> bool {
+        self.configs.len() >= self.limit
+    }
+
+    /// Empties the table, keeping only the given states (renumbered; the new ids are
+    /// returned in the same order). Stacks are rebuilt from scratch so they do not leak.
+    pub fn clear_keeping(&mut self, keep: &[u32]) -> Vec<u32> {
+        let exported: Vec<Vec<(Item, Vec<(u32, u64)>)>> = keep
+            .iter()
+            .map(|&s| {
+                self.configs[s as usize]
+                    .iter()
+                    .map(|it| (*it, self.stacks.unwind(it.stack)))
+                    .collect()
+            })
+            .collect();
+        self.configs.clear();
+        self.ids.clear();
+        self.accepting.clear();
+        self.trans.clear();
+        self.stacks = Stacks::new();
+        self.clears += 1;
+        exported
+            .into_iter()
+            .map(|items| {
+                let mut kernel: Vec<Item> = items
+                    .into_iter()
+                    .map(|(it, frames)| Item {
+                        stack: self.stacks.rebuild(&frames),
+                        ..it
+                    })
+                    .collect();
+                kernel.sort_unstable();
+                self.intern(kernel)
+            })
+            .collect()
+    }
+}

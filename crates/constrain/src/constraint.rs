@@ -1,0 +1,176 @@
+//! [`Constraint`]: a compiled grammar bound to a vocabulary, shareable across threads and
+//! requests; and [`ConstraintCache`], so the same grammar text compiles once.
+
+use crate::automaton::program::Program;
+use crate::automaton::states::DEFAULT_STATE_LIMIT;
+use crate::error::Result;
+use crate::grammar::{json, ByteDfa, Grammar, GrammarBuilder, Symbol};
+use crate::matcher::{Matcher, DEFAULT_MASK_LIMIT};
+use crate::vocab::Vocabulary;
+use rustc_hash::FxHashMap;
+use std::sync::{Arc, Mutex};
+
+/// Capacities of a matcher's caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Interned states before the table is cleared (default 4,096).
+    pub states: usize,
+    /// Cached masks before the mask cache is cleared (default 256).
+    pub masks: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            states: DEFAULT_STATE_LIMIT,
+            masks: DEFAULT_MASK_LIMIT,
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub program: Program,
+    pub vocab: Arc<Vocabulary>,
+    pub limits: Limits,
+}
+
+/// A compiled constraint: grammar program plus vocabulary. Cheap to clone (`Arc`),
+/// `Send + Sync`; make one [`Matcher`] per sequence with [`matcher`](Self::matcher).
+#[derive(Clone)]
+pub struct Constraint {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Constraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Constraint")
+            .field("nodes", &self.inner.program.nodes.len())
+            .field("vocab", &self.inner.vocab.len())
+            .finish()
+    }
+}
+
+impl Constraint {
+    /// Compiles a validated IR grammar for `vocab`.
+    pub fn from_grammar(g: &Grammar, vocab: Arc<Vocabulary>) -> Result<Self> {
+        Ok(Constraint {
+            inner: Arc::new(Inner {
+                program: Program::compile(g)?,
+                vocab,
+                limits: Limits::default(),
+            }),
+        })
+    }
+
+    /// Compiles GBNF text (llama.cpp's format).
+    pub fn from_gbnf(text: &str, vocab: Arc<Vocabulary>) -> Result<Self> {
+        Self::from_grammar(&crate::gbnf::parse_gbnf(text)?, vocab)
+    }
+
+    /// Any JSON value, with the default whitespace budget.
+    pub fn any_json(vocab: Arc<Vocabulary>) -> Result<Self> {
+        Self::from_grammar(&json::any_json()?, vocab)
+    }
+
+    /// Output that matches `pattern` in whole.
+    pub fn from_regex(pattern: &str, vocab: Arc<Vocabulary>) -> Result<Self> {
+        let mut b = GrammarBuilder::new();
+        let root = b.rule(
+            "root",
+            vec![vec![Symbol::Regex(Arc::new(ByteDfa::new(pattern)?))]],
+        );
+        Self::from_grammar(&b.build(root)?, vocab)
+    }
+
+    /// The same constraint with other cache capacities for its matchers.
+    pub fn with_limits(&self, limits: Limits) -> Self {
+        let i = &self.inner;
+        Constraint {
+            inner: Arc::new(Inner {
+                program: i.program.clone(),
+                vocab: i.vocab.clone(),
+                limits,
+            }),
+        }
+    }
+
+    /// A fresh matcher at the start of the grammar.
+    pub fn matcher(&self) -> Matcher {
+        Matcher::new(self.clone())
+    }
+
+    /// The vocabulary this constraint was compiled for.
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.inner.vocab
+    }
+}
+
+/// Compiled constraints by content, for one vocabulary: the same grammar text compiles
+/// once. Cleared when it reaches its capacity.
+pub struct ConstraintCache {
+    vocab: Arc<Vocabulary>,
+    capacity: usize,
+    map: Mutex<FxHashMap<(String, String), Constraint>>,
+}
+
+impl ConstraintCache {
+    /// An empty cache holding up to `capacity` constraints.
+    pub fn new(vocab: Arc<Vocabulary>, capacity: usize) -> Self {
+        ConstraintCache {
+            vocab,
+            capacity: capacity.max(1),
+            map: Mutex::new(FxHashMap::default()),
+        }
+    }
+
+    /// The constraint cached under (`kind`, `text`), or the result of `build` (cached if
+    /// it succeeds). Front-ends outside this crate (JSON Schema) use their own `kind`.
+    /// Compilation runs outside the lock.
+    pub fn get_or_build(
+        &self,
+        kind: &str,
+        text: &str,
+        build: impl FnOnce(Arc<Vocabulary>) -> Result<Constraint>,
+    ) -> Result<Constraint> {
+        let key = (kind.to_string(), text.to_string());
+        if let Some(c) = self.lock().get(&key) {
+            return Ok(c.clone());
+        }
+        let c = build(self.vocab.clone())?;
+        let mut map = self.lock();
+        if map.len() >= self.capacity {
+            map.clear();
+        }
+        Ok(map.entry(key).or_insert(c).clone())
+    }
+
+    /// A GBNF grammar, compiled once.
+    pub fn gbnf(&self, text: &str) -> Result<Constraint> {
+        self.get_or_build("gbnf", text, |v| Constraint::from_gbnf(text, v))
+    }
+
+    /// Any JSON value, compiled once.
+    pub fn any_json(&self) -> Result<Constraint> {
+        self.get_or_build("any-json", "", Constraint::any_json)
+    }
+
+    /// A whole-output regex, compiled once.
+    pub fn regex(&self, pattern: &str) -> Result<Constraint> {
+        self.get_or_build("regex", pattern, |v| Constraint::from_regex(pattern, v))
+    }
+
+    /// Constraints currently cached.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<(String, String), Constraint>> {
+        // A panic while holding the lock cannot leave the map inconsistent.
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

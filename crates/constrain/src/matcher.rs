@@ -1,0 +1,281 @@
+//! [`Matcher`]: one sequence's walk through a [`Constraint`]: token masks, commits,
+//! rollback, forced bytes and statistics.
+
+use crate::automaton::states::StateTable;
+use crate::constraint::Constraint;
+use crate::error::{Error, Result};
+use crate::stats::MatcherStats;
+use crate::vocab::TokenMask;
+use rustc_hash::FxHashMap;
+use std::time::Instant;
+
+/// Default mask-cache capacity.
+pub const DEFAULT_MASK_LIMIT: usize = 256;
+
+/// Most bytes [`Matcher::forced_bytes`] returns.
+const MAX_FORCED: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pos {
+    state: u32,
+    budget: u32,
+    ended: bool,
+}
+
+/// The constraint's state for one sequence. Not shared: one per sequence being decoded.
+pub struct Matcher {
+    c: Constraint,
+    states: StateTable,
+    cur: Pos,
+    history: Vec<Pos>,
+    masks: FxHashMap<(u32, u32), usize>,
+    mask_store: Vec<TokenMask>,
+    walk: Vec<(u32, u32)>,
+    stats: MatcherStats,
+}
+
+impl Matcher {
+    pub(crate) fn new(c: Constraint) -> Self {
+        let mut states = StateTable::new(&c.inner.program, c.inner.limits.states);
+        let state = states.start(&c.inner.program);
+        let budget = c.inner.program.ws_budget;
+        let depth = c.inner.vocab.trie.max_depth + 1;
+        Matcher {
+            states,
+            cur: Pos {
+                state,
+                budget,
+                ended: false,
+            },
+            history: Vec::new(),
+            masks: FxHashMap::default(),
+            mask_store: Vec::new(),
+            walk: vec![(0, 0); depth],
+            stats: MatcherStats {
+                masks_limit: c.inner.limits.masks,
+                ..MatcherStats::default()
+            },
+            c,
+        }
+    }
+
+    /// Clears the state table (and the masks keyed by its ids) if it is full, keeping the
+    /// states that the current position and the rollback history refer to.
+    fn make_room(&mut self) {
+        if !self.states.is_full() {
+            return;
+        }
+        let mut keep: Vec<u32> = self.history.iter().map(|p| p.state).collect();
+        keep.push(self.cur.state);
+        let ids = self.states.clear_keeping(&keep);
+        for (p, &id) in self.history.iter_mut().zip(&ids) {
+            p.state = id;
+        }
+        self.cur.state = *ids.last().unwrap();
+        self.masks.clear();
+        self.mask_store.clear();
+    }
+
+    fn budget_class(&self, budget: u32) -> u32 {
+        if !self.c.inner.program.uses_ws || budget >= self.c.inner.vocab.max_ws {
+            u32::MAX
+        } else {
+            budget
+        }
+    }
+
+    /// Writes the allowed tokens for the next step into `out` (sized to the vocabulary).
+    pub fn mask(&mut self, out: &mut TokenMask) {
+        let t0 = Instant::now();
+        self.make_room();
+        self.stats.steps += 1;
+        let key = (self.cur.state, self.budget_class(self.cur.budget));
+        if self.cur.ended {
+            out.clear();
+        } else if let Some(&i) = self.masks.get(&key) {
+            self.stats.cache_hits += 1;
+            out.copy_from(&self.mask_store[i]);
+        } else {
+            self.stats.states_wanting_mask += 1;
+            self.compute_mask(out);
+            if self.mask_store.len() >= self.c.inner.limits.masks {
+                self.masks.clear();
+                self.mask_store.clear();
+            }
+            self.masks.insert(key, self.mask_store.len());
+            self.mask_store.push(out.clone());
+        }
+        self.stats.mask_time += t0.elapsed();
+    }
+
+    /// Walks the vocabulary trie from the current state, pruning a subtree as soon as its
+    /// prefix dies.
+    fn compute_mask(&mut self, out: &mut TokenMask) {
+        let inner = &*self.c.inner;
+        let (p, trie) = (&inner.program, &inner.vocab.trie);
+        out.clear();
+        if self.states.is_accepting(self.cur.state) {
+            for &t in inner.vocab.eog() {
+                out.allow(t);
+            }
+        }
+        let walk = &mut self.walk;
+        walk[0] = (self.cur.state, self.cur.budget);
+        let n = trie.len();
+        let mut i = 1;
+        while i < n {
+            let d = trie.depth[i] as usize;
+            let (ps, pb) = walk[d - 1];
+            match self.states.next(p, ps, trie.byte[i], pb > 0) {
+                None => i = trie.end[i] as usize,
+                Some(nx) => {
+                    walk[d] = (nx.state, pb - u32::from(nx.ws_used));
+                    let (a, b) = (trie.tok_start[i] as usize, trie.tok_start[i + 1] as usize);
+                    for &t in &trie.tok_ids[a..b] {
+                        out.allow(t);
+                    }
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    fn advance(&mut self, from: Pos, bytes: &[u8]) -> Option<Pos> {
+        let p = &self.c.inner.program;
+        let (mut s, mut budget) = (from.state, from.budget);
+        for &b in bytes {
+            let nx = self.states.next(p, s, b, budget > 0)?;
+            s = nx.state;
+            budget -= u32::from(nx.ws_used);
+        }
+        Some(Pos {
+            state: s,
+            budget,
+            ended: false,
+        })
+    }
+
+    /// Consumes a token. Refused (state unchanged) if the mask would not allow it.
+    pub fn commit(&mut self, token: u32) -> Result<()> {
+        self.make_room();
+        let vocab = self.c.inner.vocab.clone();
+        let reject = Err(Error::TokenRejected { token });
+        if self.cur.ended {
+            return reject;
+        }
+        let next = if vocab.is_eog(token) {
+            if !self.states.is_accepting(self.cur.state) {
+                return reject;
+            }
+            Pos {
+                ended: true,
+                ..self.cur
+            }
+        } else {
+            match vocab.token_bytes(token) {
+                Some(bytes) if !vocab.is_special(token) && !bytes.is_empty() => {
+                    match self.advance(self.cur, bytes) {
+                        Some(p) => p,
+                        None => return reject,
+                    }
+                }
+                _ => return reject,
+            }
+        };
+        self.history.push(self.cur);
+        self.cur = next;
+        Ok(())
+    }
+
+    /// Consumes raw bytes (e.g. text forced by the caller). Refused, state unchanged,
+    /// if they leave the grammar. Counts as one step for [`rollback`](Self::rollback).
+    pub fn commit_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.make_room();
+        match (!self.cur.ended)
+            .then(|| self.advance(self.cur, bytes))
+            .flatten()
+        {
+            Some(p) => {
+                self.history.push(self.cur);
+                self.cur = p;
+                Ok(())
+            }
+            None => Err(Error::grammar("the bytes leave the grammar")),
+        }
+    }
+
+    /// Undoes the last `n` commits.
+    pub fn rollback(&mut self, n: usize) -> Result<()> {
+        if n > self.history.len() {
+            return Err(Error::grammar(format!(
+                "cannot roll back {n} tokens: only {} committed",
+                self.history.len()
+            )));
+        }
+        let at = self.history.len() - n;
+        if n > 0 {
+            self.cur = self.history[at];
+        }
+        self.history.truncate(at);
+        Ok(())
+    }
+
+    /// Whether the output may end here (an end-of-generation token is allowed).
+    pub fn is_accepting(&self) -> bool {
+        !self.cur.ended && self.states.is_accepting(self.cur.state)
+    }
+
+    /// Whether generation is over: an end-of-generation token was committed, or the
+    /// output may end and no byte can extend it.
+    pub fn is_finished(&mut self) -> bool {
+        if self.cur.ended {
+            return true;
+        }
+        self.is_accepting() && self.live_bytes(self.cur).is_empty()
+    }
+
+    fn live_bytes(&mut self, at: Pos) -> Vec<(u8, Pos)> {
+        (0..=255u8)
+            .filter_map(|b| self.advance(at, &[b]).map(|p| (b, p)))
+            .collect()
+    }
+
+    /// The bytes every continuation must start with (empty when there is a choice, or
+    /// the output may end here).
+    pub fn forced_bytes(&mut self) -> Vec<u8> {
+        self.make_room();
+        let mut out = Vec::new();
+        let mut at = self.cur;
+        while !at.ended && out.len() < MAX_FORCED && !self.states.is_accepting(at.state) {
+            let live = self.live_bytes(at);
+            if live.len() != 1 {
+                break;
+            }
+            out.push(live[0].0);
+            at = live[0].1;
+        }
+        out
+    }
+
+    /// Remaining budget of structural whitespace.
+    pub fn ws_budget_left(&self) -> u32 {
+        self.cur.budget
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> MatcherStats {
+        MatcherStats {
+            states_used: self.states.len(),
+            states_limit: self.states.limit,
+            states_peak: self.states.peak,
+            masks_used: self.mask_store.len(),
+            table_clears: self.states.clears,
+            ..self.stats.clone()
+        }
+    }
+
+    /// The constraint this matcher walks.
+    pub fn constraint(&self) -> &Constraint {
+        &self.c
+    }
+}
