@@ -102,9 +102,9 @@ fn jsonschemabench_instances_against_the_tree() {
     let mut wrong = Vec::new();
     for (name, file) in load("jsonschemabench") {
         let Ok(c) = compile(&file["schema"]) else { continue };
-        // Unknown keys mean nothing to any validator; ignored keywords and oneOf's
-        // exclusivity do.
-        let judged = c.report.of_kind(NotEnforced::Ignored).next().is_none()
+        // Unknown keys mean nothing to any validator; ignored keywords, bounds over
+        // the limit and oneOf's exclusivity do.
+        let judged = c.report.entries.iter().all(|e| e.kind == NotEnforced::Unknown)
             && !mentions(&file["schema"], "oneOf");
         for t in file["tests"].as_array().into_iter().flatten() {
             let data = &t["data"];
@@ -128,7 +128,8 @@ fn jsonschemabench_instances_against_the_tree() {
                 invalid[0] += 1;
             } else {
                 invalid[1] += 1;
-                wrong.push(format!("{name}: invalid instance accepted: {data}"));
+                let text: String = data.to_string().chars().take(300).collect();
+                wrong.push(format!("{name}: invalid instance accepted: {text}"));
             }
         }
     }

@@ -53,6 +53,9 @@ impl std::error::Error for SchemaError {}
 pub enum NotEnforced {
     /// A JSON Schema keyword that is parsed but not enforced (`format`, `uniqueItems`, ...).
     Ignored,
+    /// A bound above what the automaton counts to (4096 characters or items); the
+    /// rest of the keyword's schema is enforced, the bound is not.
+    OverLimit,
     /// A key that is no JSON Schema keyword llamay knows (a typo, a vendor extension
     /// without the `x-` prefix, an OpenAPI word such as `nullable`).
     Unknown,
@@ -109,6 +112,7 @@ impl fmt::Display for Report {
             }
             let what = match e.kind {
                 NotEnforced::Ignored => "not enforced",
+                NotEnforced::OverLimit => "above 4096, not enforced",
                 NotEnforced::Unknown => "unknown keyword, ignored",
             };
             write!(f, "{} at {}: {what}", e.keyword, e.location)?;

@@ -4,10 +4,13 @@ use serde_json::Value;
 
 use super::build::Compiler;
 use super::decimal::{gcd, pow10, Decimal};
-use super::error::SchemaError;
+use super::error::{NotEnforced, SchemaError};
 use super::facets::{Additional, Facets, Types};
 use super::node::{ArraySpec, Bound, IntegerSpec, Node, NumberSpec, ObjectSpec, Property, StringSpec};
 use super::pattern::Pattern;
+
+/// Largest length or item count the automaton counts to (the IR's repetition limit).
+pub const MAX_COUNT: u64 = 4096;
 
 /// Most properties one object may declare.
 pub const MAX_PROPERTIES: usize = 64;
@@ -84,11 +87,12 @@ fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         c.note_unsat("maxLength", &f.location, why);
         return Ok(None);
     }
+    let max_length = over_limit(c, f, "minLength", f.min_length, "maxLength", f.max_length)?;
     let pattern = match &f.pattern {
         Some((src, at)) => Some(pattern(c, src, at)?),
         None => None,
     };
-    Ok(Some(Node::String(StringSpec { min_length: f.min_length, max_length: f.max_length, pattern })))
+    Ok(Some(Node::String(StringSpec { min_length: f.min_length, max_length, pattern })))
 }
 
 fn array(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
@@ -107,6 +111,7 @@ fn array(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         c.note_unsat("minItems", &f.location, why);
         return Ok(None);
     }
+    let max_items = over_limit(c, f, "minItems", f.min_items, "maxItems", max_items)?;
     Ok(Some(Node::Array(ArraySpec { items: Box::new(items), min_items: f.min_items, max_items })))
 }
 
@@ -301,5 +306,30 @@ fn allows(c: &mut Compiler, f: &Facets, types: Types, v: &Value) -> Result<bool,
             keys_ok && f.required.iter().all(|r| o.contains_key(r))
         }
         _ => true,
+    })
+}
+
+/// Refuses a lower count above [`MAX_COUNT`]; drops (and reports) an upper one.
+fn over_limit(
+    c: &mut Compiler,
+    f: &Facets,
+    min_kw: &str,
+    min: u64,
+    max_kw: &str,
+    max: Option<u64>,
+) -> Result<Option<u64>, SchemaError> {
+    if min > MAX_COUNT {
+        return Err(SchemaError::invalid(
+            min_kw,
+            &f.location,
+            format!("{min} is above {MAX_COUNT}, the most llamay's constraint counts to"),
+        ));
+    }
+    Ok(match max {
+        Some(m) if m > MAX_COUNT => {
+            c.report.add(max_kw, &f.location, NotEnforced::OverLimit);
+            None
+        }
+        m => m,
     })
 }
