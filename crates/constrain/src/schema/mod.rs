@@ -48,6 +48,7 @@ pub mod decimal;
 pub mod digits;
 pub mod error;
 pub mod keywords;
+pub mod lower;
 pub mod node;
 pub mod pattern;
 
@@ -73,4 +74,23 @@ pub fn compile_str(schema: &str) -> Result<CompiledSchema, SchemaError> {
         SchemaError::new("", "the schema", format!("the schema is not valid JSON: {e}"))
     })?;
     compile(&value)
+}
+
+/// Compiles a schema and lowers it to the grammar IR, with its not-enforced report.
+pub fn grammar(schema: &serde_json::Value) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
+    let compiled = compile(schema)?;
+    let g = lower::lower(&compiled)?;
+    Ok((g, compiled.report))
+}
+
+/// Compiles a schema into a ready [`Constraint`](crate::Constraint) for `vocab`.
+pub fn constraint(
+    schema: &serde_json::Value,
+    vocab: std::sync::Arc<crate::Vocabulary>,
+) -> Result<(crate::Constraint, Report), SchemaError> {
+    let (g, report) = grammar(schema)?;
+    let c = crate::Constraint::from_grammar(&g, vocab).map_err(|e| {
+        SchemaError::new("", "the schema", format!("the schema could not be compiled: {e}"))
+    })?;
+    Ok((c, report))
 }
