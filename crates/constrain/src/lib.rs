@@ -6,7 +6,7 @@
 //! vocabulary arrives as plain byte strings, so the crate could be published alone.
 //!
 //! Layers: [`grammar`] (the IR every front-end lowers to), [`gbnf`] (llama.cpp's grammar
-//! format), the automaton (private), and the public run-time API: [`Vocabulary`],
+//! format), [`schema`] (JSON Schema), the automaton (private), and the public run-time API: [`Vocabulary`],
 //! [`Constraint`] (+ [`ConstraintCache`]), [`Matcher`], [`TokenMask`], [`MatcherStats`].
 //!
 //! ```
@@ -29,6 +29,7 @@ pub mod error;
 pub mod gbnf;
 pub mod grammar;
 mod matcher;
+pub mod schema;
 mod stats;
 mod vocab;
 
