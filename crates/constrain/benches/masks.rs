@@ -26,7 +26,7 @@ fn tokenize(map: &HashMap<&[u8], u32>, max_len: usize, text: &[u8]) -> Vec<u32> 
     out
 }
 
-fn corpus_docs(limit: usize) -> Vec<String> {
+fn corpus_docs(limit: usize) -> Vec<(serde_json::Value, String)> {
     let dir = llamay_testdata::shared_dir().join("corpus");
     let mut files: Vec<_> = std::fs::read_dir(dir.join("jsonschemabench"))
         .unwrap()
@@ -39,7 +39,7 @@ fn corpus_docs(limit: usize) -> Vec<String> {
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
         for t in v["tests"].as_array().into_iter().flatten().take(1) {
-            docs.push(serde_json::to_string(&t["data"]).unwrap());
+            docs.push((v["schema"].clone(), serde_json::to_string(&t["data"]).unwrap()));
         }
     }
     docs.truncate(limit);
@@ -51,6 +51,7 @@ struct Report {
     misses: Vec<f64>,
     compile_us: Vec<f64>,
     rejected: usize,
+    refused: usize,
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -58,17 +59,15 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p) as usize]
 }
 
-fn run(label: &str, make: &dyn Fn() -> Constraint, docs: &[Vec<u32>], vocab: &Arc<Vocabulary>) {
-    let mut r = Report {
-        masks: Vec::new(),
-        misses: Vec::new(),
-        compile_us: Vec::new(),
-        rejected: 0,
-    };
+fn run(label: &str, make: &dyn Fn(usize) -> Option<Constraint>, docs: &[Vec<u32>], vocab: &Arc<Vocabulary>) {
+    let mut r = Report { masks: Vec::new(), misses: Vec::new(), compile_us: Vec::new(), rejected: 0, refused: 0 };
     let mut mask = TokenMask::new(vocab.len());
-    for doc in docs {
+    for (k, doc) in docs.iter().enumerate() {
         let t0 = Instant::now();
-        let c = make();
+        let Some(c) = make(k) else {
+            r.refused += 1;
+            continue;
+        };
         r.compile_us.push(t0.elapsed().as_secs_f64() * 1e6);
         let mut m = c.matcher();
         for &t in doc {
@@ -90,7 +89,7 @@ fn run(label: &str, make: &dyn Fn() -> Constraint, docs: &[Vec<u32>], vocab: &Ar
     let mean = r.masks.iter().sum::<f64>() / n as f64;
     let miss_mean = r.misses.iter().sum::<f64>() / r.misses.len().max(1) as f64;
     println!(
-        "{label}: {} docs, {n} masks: mean {mean:.1} µs, p50 {:.1}, p90 {:.1}, p99 {:.1}, max {:.0} · computed {} ({:.1}%) mean {miss_mean:.1} µs · compile mean {:.0} µs · rejected {}",
+        "{label}: {} docs, {n} masks: mean {mean:.1} µs, p50 {:.1}, p90 {:.1}, p99 {:.1}, max {:.0} · computed {} ({:.1}%) mean {miss_mean:.1} µs · compile mean {:.0} µs · rejected {} · refused {}",
         docs.len(),
         pct(&mut r.masks, 0.5),
         pct(&mut r.masks, 0.9),
@@ -99,7 +98,8 @@ fn run(label: &str, make: &dyn Fn() -> Constraint, docs: &[Vec<u32>], vocab: &Ar
         r.misses.len(),
         100.0 * r.misses.len() as f64 / n as f64,
         r.compile_us.iter().sum::<f64>() / r.compile_us.len() as f64,
-        r.rejected
+        r.rejected,
+        r.refused
     );
 }
 
@@ -145,28 +145,15 @@ fn main() {
             .map(|(i, t)| (t.as_slice(), i as u32))
             .collect();
         let max_len = gv.tokens.iter().map(Vec::len).max().unwrap();
-        let tok_docs: Vec<Vec<u32>> = docs
-            .iter()
-            .map(|d| tokenize(&map, max_len, d.as_bytes()))
-            .collect();
-        let objects: Vec<Vec<u32>> = docs
-            .iter()
-            .filter(|d| d.starts_with('{'))
-            .map(|d| tokenize(&map, max_len, d.as_bytes()))
-            .collect();
+        let tok_docs: Vec<Vec<u32>> = docs.iter().map(|(_, d)| tokenize(&map, max_len, d.as_bytes())).collect();
+        let objects: Vec<Vec<u32>> =
+            docs.iter().filter(|(_, d)| d.starts_with('{')).map(|(_, d)| tokenize(&map, max_len, d.as_bytes())).collect();
         let v = vocab.clone();
-        run(
-            "any-json",
-            &|| Constraint::any_json(v.clone()).unwrap(),
-            &tok_docs,
-            &vocab,
-        );
+        run("any-json", &|_| Some(Constraint::any_json(v.clone()).unwrap()), &tok_docs, &vocab);
         let v = vocab.clone();
-        run(
-            "json.gbnf",
-            &|| Constraint::from_gbnf(&json_gbnf, v.clone()).unwrap(),
-            &objects,
-            &vocab,
-        );
+        run("json.gbnf", &|_| Some(Constraint::from_gbnf(&json_gbnf, v.clone()).unwrap()), &objects, &vocab);
+        let v = vocab.clone();
+        let schema = |k: usize| llamay_constrain::schema::constraint(&docs[k].0, v.clone()).ok().map(|(c, _)| c);
+        run("schema", &schema, &tok_docs, &vocab);
     }
 }
