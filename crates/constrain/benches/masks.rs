@@ -39,7 +39,10 @@ fn corpus_docs(limit: usize) -> Vec<(serde_json::Value, String)> {
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
         for t in v["tests"].as_array().into_iter().flatten().take(1) {
-            docs.push((v["schema"].clone(), serde_json::to_string(&t["data"]).unwrap()));
+            docs.push((
+                v["schema"].clone(),
+                serde_json::to_string(&t["data"]).unwrap(),
+            ));
         }
     }
     docs.truncate(limit);
@@ -59,8 +62,19 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p) as usize]
 }
 
-fn run(label: &str, make: &dyn Fn(usize) -> Option<Constraint>, docs: &[Vec<u32>], vocab: &Arc<Vocabulary>) {
-    let mut r = Report { masks: Vec::new(), misses: Vec::new(), compile_us: Vec::new(), rejected: 0, refused: 0 };
+fn run(
+    label: &str,
+    make: &dyn Fn(usize) -> Option<Constraint>,
+    docs: &[Vec<u32>],
+    vocab: &Arc<Vocabulary>,
+) {
+    let mut r = Report {
+        masks: Vec::new(),
+        misses: Vec::new(),
+        compile_us: Vec::new(),
+        rejected: 0,
+        refused: 0,
+    };
     let mut mask = TokenMask::new(vocab.len());
     for (k, doc) in docs.iter().enumerate() {
         let t0 = Instant::now();
@@ -145,15 +159,35 @@ fn main() {
             .map(|(i, t)| (t.as_slice(), i as u32))
             .collect();
         let max_len = gv.tokens.iter().map(Vec::len).max().unwrap();
-        let tok_docs: Vec<Vec<u32>> = docs.iter().map(|(_, d)| tokenize(&map, max_len, d.as_bytes())).collect();
-        let objects: Vec<Vec<u32>> =
-            docs.iter().filter(|(_, d)| d.starts_with('{')).map(|(_, d)| tokenize(&map, max_len, d.as_bytes())).collect();
+        let tok_docs: Vec<Vec<u32>> = docs
+            .iter()
+            .map(|(_, d)| tokenize(&map, max_len, d.as_bytes()))
+            .collect();
+        let objects: Vec<Vec<u32>> = docs
+            .iter()
+            .filter(|(_, d)| d.starts_with('{'))
+            .map(|(_, d)| tokenize(&map, max_len, d.as_bytes()))
+            .collect();
         let v = vocab.clone();
-        run("any-json", &|_| Some(Constraint::any_json(v.clone()).unwrap()), &tok_docs, &vocab);
+        run(
+            "any-json",
+            &|_| Some(Constraint::any_json(v.clone()).unwrap()),
+            &tok_docs,
+            &vocab,
+        );
         let v = vocab.clone();
-        run("json.gbnf", &|_| Some(Constraint::from_gbnf(&json_gbnf, v.clone()).unwrap()), &objects, &vocab);
+        run(
+            "json.gbnf",
+            &|_| Some(Constraint::from_gbnf(&json_gbnf, v.clone()).unwrap()),
+            &objects,
+            &vocab,
+        );
         let v = vocab.clone();
-        let schema = |k: usize| llamay_constrain::schema::constraint(&docs[k].0, v.clone()).ok().map(|(c, _)| c);
+        let schema = |k: usize| {
+            llamay_constrain::schema::constraint(&docs[k].0, v.clone())
+                .ok()
+                .map(|(c, _)| c)
+        };
         run("schema", &schema, &tok_docs, &vocab);
     }
 }

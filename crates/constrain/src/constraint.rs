@@ -34,11 +34,11 @@ pub(crate) struct Inner {
     pub vocab: Arc<Vocabulary>,
     pub limits: Limits,
     /// Stack-free string masks by (string id, string state), shared by all matchers.
-    local: LocalMaskCache<(u32, u64)>,
+    local: LocalMaskCache<(u32, u64, u32, Option<u32>)>,
 }
 
 /// Most stack-free string masks kept per constraint (cleared when full).
-const LOCAL_MASK_LIMIT: usize = 64;
+const LOCAL_MASK_LIMIT: usize = 256;
 
 impl Inner {
     fn new(program: Program, vocab: Arc<Vocabulary>, limits: Limits) -> Self {
@@ -50,16 +50,20 @@ impl Inner {
         }
     }
 
-    /// The stack-free mask of string `spec` in state `aux`, computed on first use.
-    /// Unconstrained strings are the same in every grammar: their masks live on the
-    /// vocabulary, so even a freshly compiled schema finds them ready.
+    /// The stack-free mask of string `spec` in state `aux`, computed on first use and
+    /// keyed by the state's canonical form. Strings without pattern or exclusions are the
+    /// same in every grammar: their masks live on the vocabulary, so even a freshly
+    /// compiled schema finds them ready.
     pub fn local_mask(&self, spec: u32, aux: u64) -> Arc<LocalMask> {
         let prog = &self.program.strings[spec as usize];
-        let compute = || LocalMask::compute(prog, aux, &self.vocab);
-        if prog.is_plain() {
-            self.vocab.plain_strings.get_or_compute(aux, compute)
+        let (min, max, aux) = prog.canonical(aux, self.vocab.trie.max_depth as u32);
+        let compute = || LocalMask::compute(&prog.with_bounds(min, max), aux, &self.vocab);
+        if prog.is_unpatterned() {
+            self.vocab
+                .plain_strings
+                .get_or_compute((aux, min, max), compute)
         } else {
-            self.local.get_or_compute((spec, aux), compute)
+            self.local.get_or_compute((spec, aux, min, max), compute)
         }
     }
 }

@@ -18,7 +18,7 @@ pub struct Vocabulary {
     /// The most whitespace bytes any trie token holds (bounds the budget's effect on masks).
     pub(crate) max_ws: u32,
     /// Stack-free masks of unconstrained JSON strings, shared by every constraint.
-    pub(crate) plain_strings: LocalMaskCache<u64>,
+    pub(crate) plain_strings: LocalMaskCache<(u64, u32, Option<u32>)>,
 }
 
 /// The token trie in depth-first preorder: node 0 is the root; node `i` is reached by
@@ -74,7 +74,7 @@ impl Vocabulary {
             special: is_special,
             trie,
             max_ws,
-            plain_strings: LocalMaskCache::new(16),
+            plain_strings: LocalMaskCache::new(256),
         }
     }
 

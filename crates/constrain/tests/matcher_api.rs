@@ -199,3 +199,48 @@ fn split_string_masks_equal_plain_walks() {
     }
     assert!(compared > 1000);
 }
+
+#[test]
+fn canonical_string_masks_equal_plain_walks() {
+    use llamay_constrain::grammar::{GrammarBuilder, JsonString, Symbol};
+    let (vocab, eog, special) =
+        synthetic_vocab(&["abcdefgh", "xyzxyzxyzxyz", "ab\"", "\\u0078", "éé"]);
+    let specs = [
+        JsonString::any().with_length(3, Some(30)),
+        JsonString::any().with_length(0, Some(5)),
+        JsonString::any().with_length(12, None),
+        JsonString::matching("[a-z]*x")
+            .unwrap()
+            .with_length(0, Some(20)),
+        JsonString::matching("[a-zé ]{2,}").unwrap(),
+        JsonString::excluding(["ab", "abc"]),
+    ];
+    let mut rng = Rng::new(17);
+    let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
+    let mut compared = 0;
+    for spec in specs {
+        let mut g = GrammarBuilder::new();
+        // Two strings in a row, so states also differ by stack position.
+        let s = g.rule("s", vec![vec![Symbol::json_string(spec)]]);
+        let root = g.rule(
+            "root",
+            vec![vec![Symbol::rule(s), Symbol::lit(","), Symbol::rule(s)]],
+        );
+        let c = Constraint::from_grammar(&g.build(root).unwrap(), vocab.clone()).unwrap();
+        for _ in 0..30 {
+            let w = random_walk(&c, eog, special, &mut rng, 30, 400, &|t| {
+                t == b"\"" || t == b","
+            });
+            assert!(w.finished);
+            let mut m = c.matcher();
+            for &byte in &w.bytes {
+                m.mask(&mut a);
+                m.mask_by_plain_walk(&mut b);
+                assert_eq!(a, b, "after {:?}", String::from_utf8_lossy(&w.bytes));
+                compared += 1;
+                m.commit(byte as u32).unwrap();
+            }
+        }
+    }
+    assert!(compared > 1000, "{compared}");
+}

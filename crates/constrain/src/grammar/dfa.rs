@@ -187,6 +187,16 @@ impl ByteDfa {
         self.min_chars_to_accept[s as usize]
     }
 
+    /// The largest [`min_chars_to_accept`](Self::min_chars_to_accept) over live states.
+    pub fn max_min_chars_to_accept(&self) -> u32 {
+        self.min_chars_to_accept
+            .iter()
+            .copied()
+            .filter(|&d| d != u32::MAX)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Whether the whole of `input` matches.
     pub fn matches(&self, input: &[u8]) -> bool {
         let mut s = self.start();
