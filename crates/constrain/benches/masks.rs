@@ -68,6 +68,9 @@ fn run(
     docs: &[Vec<u32>],
     vocab: &Arc<Vocabulary>,
 ) {
+    if std::env::args().any(|a| a == "--only") && !std::env::args().any(|a| a == label) {
+        return;
+    }
     let mut r = Report {
         masks: Vec::new(),
         misses: Vec::new(),

@@ -25,6 +25,10 @@ struct Detached {
     frontier: Vec<(u32, Box<[u8]>)>,
 }
 
+/// How many commits [`Matcher::rollback`] can always undo (a quarter more are kept
+/// before the oldest are forgotten).
+pub const MAX_ROLLBACK: usize = 1024;
+
 /// Most bytes [`Matcher::forced_bytes`] returns.
 const MAX_FORCED: usize = 4096;
 
@@ -297,7 +301,7 @@ impl Matcher {
                 _ => return reject,
             }
         };
-        self.history.push(self.cur);
+        self.remember(self.cur);
         self.cur = next;
         Ok(())
     }
@@ -311,7 +315,7 @@ impl Matcher {
             .flatten()
         {
             Some(p) => {
-                self.history.push(self.cur);
+                self.remember(self.cur);
                 self.cur = p;
                 Ok(())
             }
@@ -319,11 +323,21 @@ impl Matcher {
         }
     }
 
-    /// Undoes the last `n` commits.
+    /// Records a position for rollback, forgetting the oldest beyond [`MAX_ROLLBACK`]
+    /// (the history's states survive table clears, so it must stay well below the
+    /// table's capacity).
+    fn remember(&mut self, p: Pos) {
+        if self.history.len() >= MAX_ROLLBACK + MAX_ROLLBACK / 4 {
+            self.history.drain(..MAX_ROLLBACK / 4);
+        }
+        self.history.push(p);
+    }
+
+    /// Undoes the last `n` commits (at most the last [`MAX_ROLLBACK`]).
     pub fn rollback(&mut self, n: usize) -> Result<()> {
         if n > self.history.len() {
             return Err(Error::grammar(format!(
-                "cannot roll back {n} tokens: only {} committed",
+                "cannot roll back {n} tokens: only the last {} can be undone",
                 self.history.len()
             )));
         }

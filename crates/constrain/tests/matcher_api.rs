@@ -40,6 +40,22 @@ fn rollback_restores_masks_and_acceptance() {
     m.rollback(1).unwrap();
     m.mask(&mut after);
     assert!(after.is_allowed(tok(&c, "{")) && !after.is_allowed(eog));
+
+    // History is bounded: a long array, then rolling back more than MAX_ROLLBACK fails.
+    let mut m = c.matcher();
+    m.commit(tok(&c, "[")).unwrap();
+    for i in 0..(2 * llamay_constrain::MAX_ROLLBACK) {
+        m.commit(tok(&c, if i % 2 == 0 { "1" } else { "," }))
+            .unwrap();
+    }
+    assert!(m.rollback(llamay_constrain::MAX_ROLLBACK * 5 / 4).is_err());
+    m.rollback(llamay_constrain::MAX_ROLLBACK - 1).unwrap(); // back to just after a "1"
+    m.mask(&mut after);
+    assert!(
+        after.is_allowed(tok(&c, "1"))
+            && after.is_allowed(tok(&c, ","))
+            && after.is_allowed(tok(&c, "]"))
+    );
 }
 
 #[test]
