@@ -224,6 +224,8 @@ fn canonical_string_masks_equal_plain_walks() {
     let specs = [
         JsonString::any().with_length(3, Some(30)),
         JsonString::any().with_length(0, Some(5)),
+        JsonString::any().with_length(2, Some(4)),
+        JsonString::any().with_length(1, Some(1)),
         JsonString::any().with_length(12, None),
         JsonString::matching("[a-z]*x")
             .unwrap()
