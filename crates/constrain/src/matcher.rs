@@ -226,15 +226,15 @@ impl Matcher {
         walk[0] = (local, self.cur.budget);
         let mut i = 1;
         while i < trie.len() {
-            let depth = trie.depth[i] as usize;
+            let depth = trie.nodes[i].depth as usize;
             let (ps, pb) = walk[depth - 1];
-            match self.states.next(p, ps, trie.byte[i], pb > 0) {
-                None => i = trie.end[i] as usize,
+            match self.states.next(p, ps, trie.nodes[i].byte, pb > 0) {
+                None => i = trie.nodes[i].end as usize,
                 Some(nx) => {
-                    path[depth - 1] = trie.byte[i];
+                    path[depth - 1] = trie.nodes[i].byte;
                     if self.states.exits(nx.state) {
                         d.frontier.push((i as u32, path[..depth].into()));
-                        i = trie.end[i] as usize;
+                        i = trie.nodes[i].end as usize;
                         continue;
                     }
                     walk[depth] = (nx.state, pb - u32::from(nx.ws_used));
@@ -251,19 +251,29 @@ impl Matcher {
     /// Allows every token below trie node `root` (not `root`'s own) that stays alive from
     /// `start`, pruning a subtree as soon as its prefix dies.
     fn walk(&mut self, root: usize, start: (u32, u32), out: &mut TokenMask) {
+        if self.c.inner.program.uses_ws {
+            self.walk_with::<true>(root, start, out)
+        } else {
+            self.walk_with::<false>(root, start, out)
+        }
+    }
+
+    /// [`walk`](Self::walk), specialised on whether the whitespace budget is tracked.
+    fn walk_with<const WS: bool>(&mut self, root: usize, start: (u32, u32), out: &mut TokenMask) {
         let inner = &*self.c.inner;
         let (p, trie) = (&inner.program, &inner.vocab.trie);
         let walk = &mut self.walk;
-        walk[trie.depth[root] as usize] = start;
-        let end = trie.end[root] as usize;
+        walk[trie.nodes[root].depth as usize] = start;
+        let end = trie.nodes[root].end as usize;
         let mut i = root + 1;
         while i < end {
-            let d = trie.depth[i] as usize;
+            let node = trie.nodes[i];
+            let d = node.depth as usize;
             let (ps, pb) = walk[d - 1];
-            match self.states.next(p, ps, trie.byte[i], pb > 0) {
-                None => i = trie.end[i] as usize,
+            match self.states.next(p, ps, node.byte, WS && pb > 0) {
+                None => i = node.end as usize,
                 Some(nx) => {
-                    walk[d] = (nx.state, pb - u32::from(nx.ws_used));
+                    walk[d] = (nx.state, if WS { pb - u32::from(nx.ws_used) } else { pb });
                     for &t in trie.tokens_at(i) {
                         out.allow(t);
                     }

@@ -22,17 +22,29 @@ pub struct Vocabulary {
 }
 
 /// The token trie in depth-first preorder: node 0 is the root; node `i` is reached by
-/// `byte[i]` from its parent at depth `depth[i] - 1`; its subtree is `i..end[i]`.
+/// `nodes[i].byte` from its parent at depth `nodes[i].depth - 1`; its subtree is
+/// `i..nodes[i].end`. One compact record per node, since mask walks stream through them.
 #[derive(Debug, Default)]
 pub(crate) struct Trie {
-    pub byte: Vec<u8>,
-    pub depth: Vec<u16>,
-    pub end: Vec<u32>,
-    /// Tokens ending at node `i` are `tok_ids[tok_start[i]..tok_start[i + 1]]`.
-    pub tok_start: Vec<u32>,
-    pub tok_ids: Vec<u32>,
+    pub nodes: Vec<TrieNode>,
+    /// Token lists of nodes where several tokens end (identical byte strings).
+    many: Vec<Box<[u32]>>,
     pub max_depth: usize,
 }
+
+/// One trie node.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct TrieNode {
+    /// One past the last node of this node's subtree.
+    pub end: u32,
+    /// The token ending here, [`NO_TOKEN`], or `MANY | index` into `Trie::many`.
+    tok: u32,
+    pub depth: u16,
+    pub byte: u8,
+}
+
+const NO_TOKEN: u32 = u32::MAX;
+const MANY: u32 = 1 << 31;
 
 /// Longest token (in bytes) put in the trie; longer ones are never allowed.
 const MAX_TOKEN_LEN: usize = 1024;
@@ -112,40 +124,50 @@ impl Vocabulary {
 impl Trie {
     fn build(tokens: &[Vec<u8>], sorted: &[u32]) -> Trie {
         let mut t = Trie {
-            byte: vec![0],
-            depth: vec![0],
-            end: vec![0],
-            tok_start: vec![0],
+            nodes: vec![TrieNode {
+                tok: NO_TOKEN,
+                ..TrieNode::default()
+            }],
             ..Trie::default()
         };
         // Path of node indices from the root to the previous token's last node.
         let mut path: Vec<u32> = vec![0];
         let mut prev: &[u8] = &[];
-        let mut pending_tokens: Vec<Vec<u32>> = vec![Vec::new()];
         for &id in sorted {
             let bytes = tokens[id as usize].as_slice();
             let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             while path.len() > common + 1 {
                 let node = path.pop().unwrap();
-                t.end[node as usize] = t.byte.len() as u32;
+                t.nodes[node as usize].end = t.nodes.len() as u32;
             }
             for (d, &b) in bytes.iter().enumerate().skip(common) {
-                t.byte.push(b);
-                t.depth.push((d + 1) as u16);
-                t.end.push(0);
-                pending_tokens.push(Vec::new());
-                path.push((t.byte.len() - 1) as u32);
+                t.nodes.push(TrieNode {
+                    end: 0,
+                    tok: NO_TOKEN,
+                    depth: (d + 1) as u16,
+                    byte: b,
+                });
+                path.push((t.nodes.len() - 1) as u32);
             }
-            pending_tokens[*path.last().unwrap() as usize].push(id);
+            let node = &mut t.nodes[*path.last().unwrap() as usize];
+            // Sorted input: byte-identical tokens arrive one after another.
+            node.tok = match node.tok {
+                NO_TOKEN => id,
+                one if one & MANY == 0 => {
+                    t.many.push(Box::new([one, id]));
+                    MANY | (t.many.len() - 1) as u32
+                }
+                many => {
+                    let i = (many & !MANY) as usize;
+                    t.many[i] = t.many[i].iter().copied().chain([id]).collect();
+                    many
+                }
+            };
             t.max_depth = t.max_depth.max(bytes.len());
             prev = bytes;
         }
         for node in path {
-            t.end[node as usize] = t.byte.len() as u32;
-        }
-        for toks in pending_tokens {
-            t.tok_ids.extend(toks);
-            t.tok_start.push(t.tok_ids.len() as u32);
+            t.nodes[node as usize].end = t.nodes.len() as u32;
         }
         t
     }
@@ -153,12 +175,17 @@ impl Trie {
     /// The tokens ending at node `i`.
     #[inline]
     pub fn tokens_at(&self, i: usize) -> &[u32] {
-        &self.tok_ids[self.tok_start[i] as usize..self.tok_start[i + 1] as usize]
+        let n = &self.nodes[i];
+        match n.tok {
+            NO_TOKEN => &[],
+            t if t & MANY == 0 => std::slice::from_ref(&n.tok),
+            t => &self.many[(t & !MANY) as usize],
+        }
     }
 
     /// Number of nodes, root included.
     pub fn len(&self) -> usize {
-        self.byte.len()
+        self.nodes.len()
     }
 }
 
@@ -269,10 +296,11 @@ mod tests {
         // Rebuild each node's bytes by walking the preorder with a path.
         let mut path: Vec<u8> = vec![];
         for i in 1..t.len() {
-            path.truncate(t.depth[i] as usize - 1);
-            path.push(t.byte[i]);
-            assert!(t.end[i] as usize > i && t.end[i] as usize <= t.len());
-            for &id in &t.tok_ids[t.tok_start[i] as usize..t.tok_start[i + 1] as usize] {
+            let n = t.nodes[i];
+            path.truncate(n.depth as usize - 1);
+            path.push(n.byte);
+            assert!(n.end as usize > i && n.end as usize <= t.len());
+            for &id in t.tokens_at(i) {
                 assert_eq!(toks[id as usize], path);
                 found.push(id);
             }

@@ -56,8 +56,8 @@ impl LocalMask {
         let mut chars = vec![0u32; trie.max_depth + 1];
         let mut i = 1;
         while i < trie.len() {
-            let d = trie.depth[i] as usize;
-            let (from, b) = (stack[d - 1] as usize, trie.byte[i]);
+            let d = trie.nodes[i].depth as usize;
+            let (from, b) = (stack[d - 1] as usize, trie.nodes[i].byte);
             if let Some(r) = remaining {
                 let starts = StringProg::starts_char(auxes[from], b);
                 chars[d] = chars[d - 1] + u32::from(starts);
@@ -67,7 +67,7 @@ impl LocalMask {
                     && chars[d - 1] < r.min
                     && is_normal_close(prog, auxes[from]);
                 if too_long || too_short {
-                    i = trie.end[i] as usize;
+                    i = trie.nodes[i].end as usize;
                     continue;
                 }
             }
@@ -87,9 +87,9 @@ impl LocalMask {
             match to {
                 CLOSED => {
                     closing.push(i as u32);
-                    i = trie.end[i] as usize;
+                    i = trie.nodes[i].end as usize;
                 }
-                DEAD => i = trie.end[i] as usize,
+                DEAD => i = trie.nodes[i].end as usize,
                 _ => {
                     stack[d] = to;
                     for &t in trie.tokens_at(i) {

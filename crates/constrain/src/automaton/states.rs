@@ -148,25 +148,37 @@ impl StateTable {
         self.accepting[s as usize]
     }
 
-    /// The state after byte `b`, or `None` if the byte kills every parse.
-    #[inline]
+    /// The state after byte `b`, or `None` if the byte kills every parse. The fast
+    /// path (a state with a row and the transition cached) is one inlined table read.
+    #[inline(always)]
     pub fn next(&mut self, p: &Program, s: u32, b: u8, ws_left: bool) -> Option<Next> {
         let mode = usize::from(ws_left && self.stride == 512);
         let slot = mode * 256 + b as usize;
         let row = self.row_of[s as usize];
-        let mut t = if row != NO_ROW {
-            self.rows[row as usize * self.stride + slot]
-        } else {
-            self.sparse.get(&(u64::from(s) << 9 | slot as u64)).copied().unwrap_or(UNKNOWN)
-        };
+        let mut t = UNKNOWN;
+        if row != NO_ROW {
+            t = self.rows[row as usize * self.stride + slot];
+        }
         if t == UNKNOWN {
-            t = self.compute(p, s, b, mode == 1);
-            self.store(s, slot, t);
+            t = self.next_slow(p, s, slot);
         }
         (t != DEAD).then_some(Next {
             state: t & !WS_FLAG,
             ws_used: t & WS_FLAG != 0,
         })
+    }
+
+    /// A transition not in a row: from the sparse map, or computed and stored.
+    #[inline(never)]
+    fn next_slow(&mut self, p: &Program, s: u32, slot: usize) -> u32 {
+        if self.row_of[s as usize] == NO_ROW {
+            if let Some(&t) = self.sparse.get(&(u64::from(s) << 9 | slot as u64)) {
+                return t;
+            }
+        }
+        let t = self.compute(p, s, slot as u8, slot >= 256);
+        self.store(s, slot, t);
+        t
     }
 
     fn store(&mut self, s: u32, slot: usize, t: u32) {
