@@ -1,0 +1,285 @@
+//! Parse configurations: the set of live parse stacks after some input.
+//!
+//! Why a set of stacks (XGrammar-style) rather than Earley items (llguidance-style): our
+//! grammars are small, mostly deterministic (JSON Schema lowerings, unambiguous GBNF),
+//! so a configuration is usually one to a handful of items. Stacks are hash-consed into a
+//! table (a stack is a `u32`: its top frame plus its parent), which makes a configuration
+//! a small sorted vector of `(position, aux, stack)` items that can be interned as a DFA
+//! state, and a byte transition is a pure function of the state. Earley would handle
+//! highly ambiguous grammars more gracefully, but costs more per byte on the common case.
+
+use super::jsonstr::StrStep;
+use super::program::{Node, Pos, Program};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// The empty stack.
+pub(crate) const EMPTY_STACK: u32 = 0;
+
+/// Position of the "accepted" pseudo-item (the root rule returned on an empty stack).
+pub(crate) const ACCEPT: Pos = Pos::MAX;
+
+/// A placeholder stack standing for "whatever stack the real state has": used to walk
+/// the vocabulary once for all states that differ only in that stack.
+pub(crate) const EXIT_STACK: u32 = 1;
+
+/// Position of the pseudo-item for "returned into the placeholder stack": from here on
+/// the real stack decides.
+pub(crate) const EXIT: Pos = Pos::MAX - 1;
+
+/// One live parse: a program position, the state of the terminal at that position, and
+/// the return stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Item {
+    pub pos: Pos,
+    pub stack: u32,
+    pub aux: u64,
+}
+
+/// A return frame: where to continue, with which `aux`, and the rest of the stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Frame {
+    pub ret: Pos,
+    pub aux: u64,
+    pub parent: u32,
+}
+
+/// Hash-consed stacks; id 0 is the empty stack.
+#[derive(Debug)]
+pub(crate) struct Stacks {
+    frames: Vec<Frame>,
+    ids: FxHashMap<Frame, u32>,
+}
+
+impl Stacks {
+    pub fn new() -> Self {
+        Stacks {
+            // Ids 0 and 1: the empty stack and the placeholder, never popped.
+            frames: vec![
+                Frame {
+                    ret: 0,
+                    aux: 0,
+                    parent: 0
+                };
+                2
+            ],
+            ids: FxHashMap::default(),
+        }
+    }
+
+    pub fn push(&mut self, f: Frame) -> u32 {
+        if let Some(&id) = self.ids.get(&f) {
+            return id;
+        }
+        let id = self.frames.len() as u32;
+        self.frames.push(f);
+        self.ids.insert(f, id);
+        id
+    }
+
+    pub fn frame(&self, id: u32) -> Frame {
+        self.frames[id as usize]
+    }
+
+    /// The frames of a stack, innermost first.
+    pub fn unwind(&self, mut id: u32) -> Vec<(Pos, u64)> {
+        let mut v = Vec::new();
+        while id != EMPTY_STACK && id != EXIT_STACK {
+            let f = self.frames[id as usize];
+            v.push((f.ret, f.aux));
+            id = f.parent;
+        }
+        v
+    }
+
+    /// Rebuilds a stack from [`unwind`](Self::unwind) output.
+    pub fn rebuild(&mut self, frames: &[(Pos, u64)]) -> u32 {
+        frames
+            .iter()
+            .rev()
+            .fold(EMPTY_STACK, |parent, &(ret, aux)| {
+                self.push(Frame { ret, aux, parent })
+            })
+    }
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Expands `seeds` through everything that consumes no input, returning the sorted,
+/// deduplicated kernel: items at byte-consuming nodes, plus [`ACCEPT`].
+pub(crate) fn closure(p: &Program, stacks: &mut Stacks, seeds: Vec<Item>) -> Vec<Item> {
+    let mut seen: FxHashSet<Item> = FxHashSet::default();
+    let mut work = seeds;
+    let mut kernel = Vec::new();
+    while let Some(it) = work.pop() {
+        if !seen.insert(it) {
+            continue;
+        }
+        let at = |pos: Pos| Item {
+            pos,
+            stack: it.stack,
+            aux: 0,
+        };
+        match &p.nodes[it.pos as usize] {
+            Node::Byte { .. } | Node::JsonStr { .. } => kernel.push(it),
+            Node::Split(targets) => work.extend(targets.iter().map(|&t| at(t))),
+            Node::Call { entry, ret } => {
+                // A call in tail position needs no frame: its return is the caller's.
+                let stack = if matches!(p.nodes[*ret as usize], Node::Return) {
+                    it.stack
+                } else {
+                    stacks.push(Frame {
+                        ret: *ret,
+                        aux: 0,
+                        parent: it.stack,
+                    })
+                };
+                work.push(Item {
+                    pos: *entry,
+                    stack,
+                    aux: 0,
+                });
+            }
+            Node::Return => {
+                if it.stack == EMPTY_STACK {
+                    kernel.push(Item {
+                        pos: ACCEPT,
+                        stack: EMPTY_STACK,
+                        aux: 0,
+                    });
+                } else if it.stack == EXIT_STACK {
+                    kernel.push(Item {
+                        pos: EXIT,
+                        stack: EXIT_STACK,
+                        aux: 0,
+                    });
+                } else {
+                    let f = stacks.frame(it.stack);
+                    work.push(Item {
+                        pos: f.ret,
+                        stack: f.parent,
+                        aux: f.aux,
+                    });
+                }
+            }
+            Node::Ws { next } => {
+                kernel.push(it);
+                work.push(at(*next));
+            }
+            Node::Regex { dfa, next } => {
+                kernel.push(it);
+                if p.dfas[*dfa as usize].is_accepting(it.aux as u32) {
+                    work.push(at(*next));
+                }
+            }
+            Node::Unordered { u, phase, next } => {
+                let up = &p.unordered[*u as usize];
+                let seen_bits = it.aux;
+                let mut call = |entry: Pos, ret_phase: Pos, aux: u64, work: &mut Vec<Item>| {
+                    let stack = stacks.push(Frame {
+                        ret: up.base + ret_phase,
+                        aux,
+                        parent: it.stack,
+                    });
+                    work.push(Item {
+                        pos: entry,
+                        stack,
+                        aux: 0,
+                    });
+                };
+                let may_end = seen_bits & up.required == up.required;
+                match phase {
+                    0 | 2 => {
+                        if *phase == 0 && may_end {
+                            work.push(at(*next));
+                        }
+                        for (i, &entry) in up.members.iter().enumerate() {
+                            if seen_bits >> i & 1 == 0 {
+                                call(entry, 1, seen_bits | 1 << i, &mut work);
+                            }
+                        }
+                        if let Some(a) = up.additional {
+                            call(a, 1, seen_bits, &mut work);
+                        }
+                    }
+                    _ => {
+                        if may_end {
+                            work.push(at(*next));
+                        }
+                        // A separator only if a member can still follow it.
+                        let all = if up.members.len() == 64 {
+                            u64::MAX
+                        } else {
+                            (1u64 << up.members.len()) - 1
+                        };
+                        if up.additional.is_some() || seen_bits != all {
+                            call(up.separator, 2, seen_bits, &mut work);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    kernel.sort_unstable();
+    kernel.dedup();
+    kernel
+}
+
+/// Advances every item of a kernel by one byte. Returns the new kernel (empty: dead)
+/// and whether budgeted whitespace was consumed. With `ws_allowed` false, [`Node::Ws`]
+/// consumes nothing.
+pub(crate) fn step(
+    p: &Program,
+    stacks: &mut Stacks,
+    kernel: &[Item],
+    b: u8,
+    ws_allowed: bool,
+) -> (Vec<Item>, bool) {
+    let mut seeds = Vec::new();
+    let mut ws_used = false;
+    for it in kernel {
+        if it.pos == ACCEPT || it.pos == EXIT {
+            continue;
+        }
+        match &p.nodes[it.pos as usize] {
+            Node::Byte { set, next } => {
+                if set.contains(b) {
+                    seeds.push(Item {
+                        pos: *next,
+                        stack: it.stack,
+                        aux: 0,
+                    });
+                }
+            }
+            Node::Ws { .. } => {
+                if ws_allowed && is_ws(b) {
+                    ws_used = true;
+                    seeds.push(*it);
+                }
+            }
+            Node::Regex { dfa, .. } => {
+                if let Some(t) = p.dfas[*dfa as usize].next(it.aux as u32, b) {
+                    seeds.push(Item {
+                        aux: u64::from(t),
+                        ..*it
+                    });
+                }
+            }
+            Node::JsonStr { spec, next } => match p.strings[*spec as usize].step(it.aux, b) {
+                StrStep::Inside(aux) => seeds.push(Item { aux, ..*it }),
+                StrStep::Closed => seeds.push(Item {
+                    pos: *next,
+                    stack: it.stack,
+                    aux: 0,
+                }),
+                StrStep::Dead => {}
+            },
+            _ => unreachable!("closure keeps only consuming nodes in a kernel"),
+        }
+    }
+    if seeds.is_empty() {
+        return (seeds, false);
+    }
+    (closure(p, stacks, seeds), ws_used)
+}

@@ -1,0 +1,481 @@
+//! The JSON-string terminal: a byte-at-a-time decoder whose whole state packs into the
+//! parse item's 64-bit `aux` word.
+//!
+//! Layout (low to high): phase 5 bits · pending high surrogate 10 · hex accumulator 12 ·
+//! DFA state 12 · character count 13 · exclusion-trie node 12.
+//!
+//! Every transition is checked for *viability*: the new state must still have a way to
+//! reach the closing quote (a character the pattern DFA can take within `max_chars`, a
+//! hex digit that can still complete an acceptable code point). So the automaton never
+//! enters a state with no continuation.
+
+use crate::grammar::{ByteDfa, JsonString};
+use regex_syntax::utf8::Utf8Sequences;
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+/// Exclusion-trie node meaning "no excluded value has this prefix".
+const OFF_TRIE: u32 = 0xFFF;
+
+/// A JSON string spec prepared for matching.
+#[derive(Clone, Debug)]
+pub(crate) struct StringProg {
+    dfa: Option<Arc<ByteDfa>>,
+    min: u32,
+    max: Option<u32>,
+    /// Exclusion trie: children per node, and whether a node ends an excluded value.
+    trie: Vec<(FxHashMap<u8, u32>, bool)>,
+}
+
+/// Result of feeding one byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StrStep {
+    /// Still inside the string, in this state.
+    Inside(u64),
+    /// The closing quote was consumed.
+    Closed,
+    /// The byte is not allowed.
+    Dead,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct St {
+    phase: u32,
+    hi: u32,
+    acc: u32,
+    dfa: u32,
+    count: u32,
+    excl: u32,
+}
+
+// Phases.
+const BEFORE_OPEN: u32 = 0;
+const NORMAL: u32 = 1;
+const BACKSLASH: u32 = 2;
+const HEX0: u32 = 3; // 3..=6: first \u, k digits read
+const EXPECT_BS_LOW: u32 = 7;
+const EXPECT_U_LOW: u32 = 8;
+const LOW_HEX0: u32 = 9; // 9..=12: low-surrogate \u, k digits read
+const CONT1: u32 = 13; // 13..=15: 1..=3 continuation bytes of any value
+const CONT_E0: u32 = 16;
+const CONT_ED: u32 = 17;
+const CONT_F0: u32 = 18;
+const CONT_F4: u32 = 19;
+
+impl St {
+    fn pack(self) -> u64 {
+        u64::from(self.phase)
+            | u64::from(self.hi) << 5
+            | u64::from(self.acc) << 15
+            | u64::from(self.dfa) << 27
+            | u64::from(self.count) << 39
+            | u64::from(self.excl) << 52
+    }
+
+    fn unpack(a: u64) -> St {
+        St {
+            phase: (a & 0x1F) as u32,
+            hi: (a >> 5 & 0x3FF) as u32,
+            acc: (a >> 15 & 0xFFF) as u32,
+            dfa: (a >> 27 & 0xFFF) as u32,
+            count: (a >> 39 & 0x1FFF) as u32,
+            excl: (a >> 52 & 0xFFF) as u32,
+        }
+    }
+}
+
+fn hex_val(b: u8) -> Option<u32> {
+    (b as char).to_digit(16)
+}
+
+impl StringProg {
+    pub fn new(spec: &JsonString) -> Self {
+        let mut trie: Vec<(FxHashMap<u8, u32>, bool)> = vec![(FxHashMap::default(), false)];
+        for v in &spec.exclude {
+            let mut n = 0usize;
+            for &b in v {
+                n = match trie[n].0.get(&b) {
+                    Some(&c) => c as usize,
+                    None => {
+                        trie.push((FxHashMap::default(), false));
+                        let c = trie.len() - 1;
+                        trie[n].0.insert(b, c as u32);
+                        c
+                    }
+                };
+            }
+            trie[n].1 = true;
+        }
+        StringProg {
+            dfa: spec.pattern.clone(),
+            min: spec.min_chars,
+            max: spec.max_chars,
+            trie,
+        }
+    }
+
+    /// Whether the string has neither a pattern nor exclusions (length bounds allowed):
+    /// such strings behave the same in every grammar.
+    pub fn is_unpatterned(&self) -> bool {
+        self.dfa.is_none() && self.trie.len() == 1
+    }
+
+    /// Re-expresses state `aux` relative to its character count: the bounds still to
+    /// meet (`min`, `max`, clamped where no single token of at most `horizon` bytes can
+    /// tell the difference) and the state with its count reset. Two states with equal
+    /// canonical forms allow exactly the same tokens, so, e.g., the first 40 characters
+    /// of a `maxLength: 60` string share one mask.
+    pub fn canonical(&self, aux: u64, horizon: u32) -> (u32, Option<u32>, u64) {
+        let s = St::unpack(aux);
+        let min = self.min.saturating_sub(s.count).min(horizon + 1);
+        let need = self.dfa.as_ref().map_or(0, |d| d.max_min_chars_to_accept());
+        let max = self
+            .max
+            .map(|m| m - s.count)
+            .filter(|&m| m <= horizon.saturating_add(need));
+        (min, max, St { count: 0, ..s }.pack())
+    }
+
+    /// Whether byte `b` in state `aux` begins a character of the decoded value (a raw
+    /// character or an escape); the closing quote does not.
+    pub fn starts_char(aux: u64, b: u8) -> bool {
+        St::unpack(aux).phase == NORMAL && b != b'"'
+    }
+
+    /// Whether `aux` is inside an escape, whose character the decoder counts only once
+    /// the escape is complete.
+    pub fn in_escape(aux: u64) -> bool {
+        matches!(St::unpack(aux).phase, BACKSLASH..=12)
+    }
+
+    /// The same string with other length bounds (for computing canonical masks).
+    pub fn with_bounds(&self, min: u32, max: Option<u32>) -> StringProg {
+        StringProg {
+            min,
+            max,
+            ..self.clone()
+        }
+    }
+
+    /// Whether `aux` is past the opening quote (inside the string).
+    pub fn is_inside(aux: u64) -> bool {
+        St::unpack(aux).phase != BEFORE_OPEN
+    }
+
+    /// Feeds one byte to the string in state `aux` (0 = before the opening quote).
+    pub fn step(&self, aux: u64, b: u8) -> StrStep {
+        let s = St::unpack(aux);
+        let next = match s.phase {
+            // With nothing excluded the trie is off from the start (one state fewer).
+            BEFORE_OPEN => (b == b'"').then_some(St {
+                phase: NORMAL,
+                excl: if self.trie.len() > 1 { 0 } else { OFF_TRIE },
+                ..s
+            }),
+            NORMAL => match b {
+                b'"' => {
+                    return if self.can_close(&s) {
+                        StrStep::Closed
+                    } else {
+                        StrStep::Dead
+                    }
+                }
+                b'\\' => Some(St {
+                    phase: BACKSLASH,
+                    ..s
+                })
+                .filter(|n| self.range_viable(n, 0, 0x10FFFF)),
+                0..=0x1F => None,
+                0x20..=0x7F => self.feed_char(s, u32::from(b)),
+                _ => self.lead_byte(s, b),
+            },
+            BACKSLASH => match b {
+                b'"' | b'\\' | b'/' => self.feed_char(s, u32::from(b)),
+                b'b' => self.feed_char(s, 8),
+                b'f' => self.feed_char(s, 12),
+                b'n' => self.feed_char(s, 10),
+                b'r' => self.feed_char(s, 13),
+                b't' => self.feed_char(s, 9),
+                b'u' => self.hex_state(St {
+                    phase: HEX0,
+                    acc: 0,
+                    ..s
+                }),
+                _ => None,
+            },
+            HEX0..=6 | LOW_HEX0..=12 => {
+                let Some(d) = hex_val(b) else {
+                    return StrStep::Dead;
+                };
+                let (base, k) = if s.phase >= LOW_HEX0 {
+                    (LOW_HEX0, s.phase - LOW_HEX0)
+                } else {
+                    (HEX0, s.phase - HEX0)
+                };
+                let acc = s.acc << 4 | d;
+                if k < 3 {
+                    self.hex_state(St {
+                        phase: s.phase + 1,
+                        acc,
+                        ..s
+                    })
+                } else if base == LOW_HEX0 {
+                    if (0xDC00..=0xDFFF).contains(&acc) {
+                        self.feed_char(
+                            St { hi: 0, acc: 0, ..s },
+                            0x10000 + (s.hi << 10) + (acc - 0xDC00),
+                        )
+                    } else {
+                        None
+                    }
+                } else if (0xD800..=0xDBFF).contains(&acc) {
+                    let n = St {
+                        phase: EXPECT_BS_LOW,
+                        hi: acc - 0xD800,
+                        acc: 0,
+                        ..s
+                    };
+                    self.hex_state(n)
+                } else if (0xDC00..=0xDFFF).contains(&acc) {
+                    None
+                } else {
+                    self.feed_char(St { acc: 0, ..s }, acc)
+                }
+            }
+            EXPECT_BS_LOW => (b == b'\\').then_some(St {
+                phase: EXPECT_U_LOW,
+                ..s
+            }),
+            EXPECT_U_LOW => (b == b'u').then_some(St {
+                phase: LOW_HEX0,
+                acc: 0,
+                ..s
+            }),
+            CONT1..=CONT_F4 => {
+                let (lo, hi, then) = match s.phase {
+                    CONT1 => (0x80, 0xBF, NORMAL),
+                    14 => (0x80, 0xBF, CONT1),
+                    15 => (0x80, 0xBF, 14),
+                    CONT_E0 => (0xA0, 0xBF, CONT1),
+                    CONT_ED => (0x80, 0x9F, CONT1),
+                    CONT_F0 => (0x90, 0xBF, 14),
+                    _ => (0x80, 0x8F, 14),
+                };
+                if !(lo..=hi).contains(&b) {
+                    return StrStep::Dead;
+                }
+                self.feed_byte(St { phase: then, ..s }, b)
+            }
+            _ => None,
+        };
+        next.map_or(StrStep::Dead, |n| StrStep::Inside(n.pack()))
+    }
+
+    fn can_close(&self, s: &St) -> bool {
+        s.count >= self.min
+            && self.dfa.as_ref().is_none_or(|d| d.is_accepting(s.dfa))
+            && !(s.excl != OFF_TRIE && self.trie[s.excl as usize].1)
+    }
+
+    /// Advances the pattern DFA and the exclusion trie by one byte of the decoded value.
+    fn feed_byte(&self, mut s: St, b: u8) -> Option<St> {
+        if let Some(d) = &self.dfa {
+            s.dfa = d.next(s.dfa, b)?;
+        }
+        if s.excl != OFF_TRIE {
+            s.excl = self.trie[s.excl as usize]
+                .0
+                .get(&b)
+                .copied()
+                .unwrap_or(OFF_TRIE);
+        }
+        Some(s)
+    }
+
+    /// Counts one more character, refusing if `max` would be exceeded or the pattern
+    /// could no longer finish within it.
+    fn count_char(&self, mut s: St) -> Option<St> {
+        match self.max {
+            Some(max) => {
+                s.count += 1;
+                let need = self
+                    .dfa
+                    .as_ref()
+                    .map_or(0, |d| d.min_chars_to_accept(s.dfa));
+                (s.count + need <= max).then_some(s)
+            }
+            None => {
+                s.count = (s.count + 1).min(self.min);
+                Some(s)
+            }
+        }
+    }
+
+    /// Feeds a whole decoded character (from an escape or a raw ASCII byte).
+    fn feed_char(&self, s: St, c: u32) -> Option<St> {
+        let mut buf = [0u8; 4];
+        let mut s = St { phase: NORMAL, ..s };
+        for &b in char::from_u32(c)?.encode_utf8(&mut buf).as_bytes() {
+            s = self.feed_byte(s, b)?;
+        }
+        self.count_char(s)
+    }
+
+    fn lead_byte(&self, s: St, b: u8) -> Option<St> {
+        let phase = match b {
+            0xC2..=0xDF => CONT1,
+            0xE0 => CONT_E0,
+            0xED => CONT_ED,
+            0xE1..=0xEF => 14,
+            0xF0 => CONT_F0,
+            0xF1..=0xF3 => 15,
+            0xF4 => CONT_F4,
+            _ => return None,
+        };
+        let s = self.feed_byte(St { phase, ..s }, b)?;
+        self.count_char(s)
+    }
+
+    /// Keeps a mid-escape state only if some code point it could still spell is viable.
+    fn hex_state(&self, s: St) -> Option<St> {
+        let ok = match s.phase {
+            HEX0..=6 => {
+                let rem = 4 * (4 - (s.phase - HEX0));
+                let (lo, hi) = (s.acc << rem, ((s.acc + 1) << rem) - 1);
+                let clip = |a: u32, b: u32| (lo.max(a), hi.min(b));
+                let bmp = [clip(0, 0xD7FF), clip(0xE000, 0xFFFF)];
+                let (h0, h1) = clip(0xD800, 0xDBFF);
+                bmp.iter()
+                    .any(|&(a, b)| a <= b && self.range_viable(&s, a, b))
+                    || (h0 <= h1
+                        && self.range_viable(
+                            &s,
+                            0x10000 + ((h0 - 0xD800) << 10),
+                            0x10000 + ((h1 - 0xD800) << 10) + 0x3FF,
+                        ))
+            }
+            EXPECT_BS_LOW | EXPECT_U_LOW | LOW_HEX0..=12 => {
+                let (k, acc) = if s.phase >= LOW_HEX0 {
+                    (s.phase - LOW_HEX0, s.acc)
+                } else {
+                    (0, 0)
+                };
+                let rem = 4 * (4 - k);
+                let (lo, hi) = (
+                    (acc << rem).max(0xDC00),
+                    (((acc + 1) << rem) - 1).min(0xDFFF),
+                );
+                let base = 0x10000 + (s.hi << 10);
+                lo <= hi && self.range_viable(&s, base + lo - 0xDC00, base + hi - 0xDC00)
+            }
+            _ => true,
+        };
+        ok.then_some(s)
+    }
+
+    /// Whether some character in `lo..=hi` could be added to `s` and still finish.
+    fn range_viable(&self, s: &St, lo: u32, hi: u32) -> bool {
+        if self.max.is_some_and(|m| s.count >= m) {
+            return false;
+        }
+        let Some(d) = &self.dfa else { return true };
+        // Utf8Sequences skips the surrogate block inside a range, but not at its ends.
+        let lo = if (0xD800..=0xDFFF).contains(&lo) {
+            0xE000
+        } else {
+            lo
+        };
+        let hi = if (0xD800..=0xDFFF).contains(&hi) {
+            0xD7FF
+        } else {
+            hi
+        };
+        let (Some(a), Some(b)) = (char::from_u32(lo), char::from_u32(hi)) else {
+            return false;
+        };
+        if a > b {
+            return false;
+        }
+        for seq in Utf8Sequences::new(a, b) {
+            let mut states = vec![s.dfa];
+            for r in seq.as_slice() {
+                let mut nxt: Vec<u32> = Vec::new();
+                for &st in &states {
+                    for byte in r.start..=r.end {
+                        if let Some(t) = d.next(st, byte) {
+                            if !nxt.contains(&t) {
+                                nxt.push(t);
+                            }
+                        }
+                    }
+                }
+                states = nxt;
+            }
+            let room = self.max.map_or(u32::MAX, |m| m - s.count - 1);
+            if states.iter().any(|&t| d.min_chars_to_accept(t) <= room) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(p: &StringProg, input: &[u8]) -> Result<(), usize> {
+        let mut aux = 0;
+        for (i, &b) in input.iter().enumerate() {
+            match p.step(aux, b) {
+                StrStep::Inside(a) => aux = a,
+                StrStep::Closed if i + 1 == input.len() => return Ok(()),
+                _ => return Err(i),
+            }
+        }
+        Err(input.len())
+    }
+
+    #[test]
+    fn escapes_are_decoded_before_the_pattern() {
+        let p = StringProg::new(&JsonString::matching("café\"x😀").unwrap());
+        assert_eq!(run(&p, "\"café\\\"x😀\"".as_bytes()), Ok(()));
+        assert_eq!(run(&p, br#""caf\u00e9\"x\ud83d\ude00""#), Ok(()));
+        assert_eq!(run(&p, br#""caf\u00e8"#), Err(9));
+        // The hex digit that cannot lead to é is refused as soon as it is typed.
+        assert_eq!(run(&p, br#""caf\u01"#), Err(7));
+    }
+
+    #[test]
+    fn lengths_count_code_points() {
+        let p = StringProg::new(&JsonString::any().with_length(2, Some(3)));
+        assert_eq!(run(&p, br#""a""#), Err(2));
+        assert_eq!(run(&p, "\"é\\n\"".as_bytes()), Ok(()));
+        assert_eq!(run(&p, br#""abc""#), Ok(()));
+        assert_eq!(run(&p, br#""abcd""#), Err(4));
+        // A fourth character cannot even start: the escape is refused at once.
+        assert_eq!(run(&p, br#""abc\"#), Err(4));
+    }
+
+    #[test]
+    fn invalid_json_strings_are_refused() {
+        let p = StringProg::new(&JsonString::any());
+        assert_eq!(run(&p, b"\"a\nb\""), Err(2));
+        assert_eq!(run(&p, br#""\x""#), Err(2));
+        assert_eq!(run(&p, br#""\udc00""#), Err(4));
+        assert_eq!(run(&p, br#""\ud800x""#), Err(7));
+        assert_eq!(run(&p, b"\"\xC0\x80\""), Err(1));
+        assert_eq!(run(&p, b"\"\xED\xA0\x80\""), Err(2));
+        assert_eq!(run(&p, br#""\u0000\/\b""#), Ok(()));
+    }
+
+    #[test]
+    fn excluded_values() {
+        let p = StringProg::new(&JsonString::excluding(["a", "ab"]));
+        assert_eq!(run(&p, br#""a""#), Err(2));
+        assert_eq!(run(&p, br#""ab""#), Err(3));
+        assert_eq!(run(&p, br#""abc""#), Ok(()));
+        assert_eq!(run(&p, br#""\u0061""#), Err(7));
+        assert_eq!(run(&p, br#""b""#), Ok(()));
+    }
+}

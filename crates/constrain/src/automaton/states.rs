@@ -1,0 +1,257 @@
+//! The per-matcher state table: configurations interned as small integers, with their
+//! byte transitions cached lazily (cheap, numerous), separately from masks.
+
+use super::config::{closure, step, Item, Stacks, ACCEPT, EXIT, EXIT_STACK};
+use super::program::Program;
+use rustc_hash::FxHashMap;
+
+/// A transition not computed yet.
+const UNKNOWN: u32 = u32::MAX;
+/// No item survives the byte.
+const DEAD: u32 = u32::MAX - 1;
+/// A state without a transition row.
+const NO_ROW: u32 = u32::MAX;
+/// Cached transitions after which a state gets a full row.
+const PROMOTE_AFTER: u8 = 6;
+/// Set on a cached transition that consumed budgeted whitespace.
+const WS_FLAG: u32 = 1 << 31;
+
+/// Default state-table capacity.
+pub const DEFAULT_STATE_LIMIT: usize = 4096;
+
+/// Interned configurations and their transitions.
+pub(crate) struct StateTable {
+    configs: Vec<Box<[Item]>>,
+    ids: FxHashMap<Box<[Item]>, u32>,
+    accepting: Vec<bool>,
+    /// Whether a state holds the [`EXIT`] pseudo-item.
+    exits: Vec<bool>,
+    /// Per state, its row in `rows` (or [`NO_ROW`]): `rows[r * stride + mode * 256 + b]`,
+    /// mode 1 = whitespace budget left.
+    row_of: Vec<u32>,
+    rows: Vec<u32>,
+    /// Transitions of states without a row yet, by `(state << 9) | slot`. Most states a
+    /// trie walk meets are passed once or twice (e.g. each character of a length-bounded
+    /// string is a state), so a row is only given to a state with several transitions.
+    sparse: FxHashMap<u64, u32>,
+    sparse_count: Vec<u8>,
+    stride: usize,
+    stacks: Stacks,
+    pub limit: usize,
+    pub peak: usize,
+    pub clears: u64,
+}
+
+/// An item with its stack spelled out as frames (innermost first), to survive a clear.
+type ExportedItem = (Item, Vec<(u32, u64)>);
+
+/// Outcome of a cached transition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Next {
+    pub state: u32,
+    pub ws_used: bool,
+}
+
+impl StateTable {
+    pub fn new(p: &Program, limit: usize) -> Self {
+        StateTable {
+            configs: Vec::new(),
+            ids: FxHashMap::default(),
+            accepting: Vec::new(),
+            exits: Vec::new(),
+            row_of: Vec::new(),
+            rows: Vec::new(),
+            sparse: FxHashMap::default(),
+            sparse_count: Vec::new(),
+            stride: if p.uses_ws { 512 } else { 256 },
+            stacks: Stacks::new(),
+            limit,
+            peak: 0,
+            clears: 0,
+        }
+    }
+
+    /// The initial state of `p`.
+    pub fn start(&mut self, p: &Program) -> u32 {
+        let kernel = closure(
+            p,
+            &mut self.stacks,
+            vec![Item {
+                pos: p.root,
+                stack: 0,
+                aux: 0,
+            }],
+        );
+        self.intern(kernel)
+    }
+
+    /// The items of state `s`.
+    pub fn config(&self, s: u32) -> &[Item] {
+        &self.configs[s as usize]
+    }
+
+    /// The state reached from `seeds` without consuming input.
+    pub fn enter(&mut self, p: &Program, seeds: Vec<Item>) -> u32 {
+        let kernel = closure(p, &mut self.stacks, seeds);
+        self.intern(kernel)
+    }
+
+    pub fn len(&self) -> usize {
+        self.configs.len()
+    }
+
+    fn intern(&mut self, kernel: Vec<Item>) -> u32 {
+        if let Some(&id) = self.ids.get(kernel.as_slice()) {
+            return id;
+        }
+        let id = self.configs.len() as u32;
+        let kernel: Box<[Item]> = kernel.into();
+        self.accepting
+            .push(kernel.iter().any(|it| it.pos == ACCEPT));
+        self.exits.push(kernel.iter().any(|it| it.pos == EXIT));
+        self.ids.insert(kernel.clone(), id);
+        self.configs.push(kernel);
+        self.row_of.push(NO_ROW);
+        self.sparse_count.push(0);
+        self.peak = self.peak.max(self.configs.len());
+        id
+    }
+
+    /// Whether state `s` may have returned into the placeholder stack.
+    #[inline]
+    pub fn exits(&self, s: u32) -> bool {
+        self.exits[s as usize]
+    }
+
+    /// If every item of `s` sits on one stack other than the empty one, the state with
+    /// that stack replaced by the placeholder, and the stack.
+    pub fn detach(&mut self, s: u32) -> Option<(u32, u32)> {
+        let items = &self.configs[s as usize];
+        let stack = items[0].stack;
+        if stack == 0 || stack == EXIT_STACK || items.iter().any(|it| it.stack != stack) {
+            return None;
+        }
+        let mut kernel: Vec<Item> = items
+            .iter()
+            .map(|it| Item {
+                stack: EXIT_STACK,
+                ..*it
+            })
+            .collect();
+        kernel.sort_unstable();
+        Some((self.intern(kernel), stack))
+    }
+
+    /// Whether the input may end in state `s`.
+    #[inline]
+    pub fn is_accepting(&self, s: u32) -> bool {
+        self.accepting[s as usize]
+    }
+
+    /// The state after byte `b`, or `None` if the byte kills every parse. The fast
+    /// path (a state with a row and the transition cached) is one inlined table read.
+    #[inline(always)]
+    pub fn next(&mut self, p: &Program, s: u32, b: u8, ws_left: bool) -> Option<Next> {
+        let mode = usize::from(ws_left && self.stride == 512);
+        let slot = mode * 256 + b as usize;
+        let row = self.row_of[s as usize];
+        let mut t = UNKNOWN;
+        if row != NO_ROW {
+            t = self.rows[row as usize * self.stride + slot];
+        }
+        if t == UNKNOWN {
+            t = self.next_slow(p, s, slot);
+        }
+        (t != DEAD).then_some(Next {
+            state: t & !WS_FLAG,
+            ws_used: t & WS_FLAG != 0,
+        })
+    }
+
+    /// A transition not in a row: from the sparse map, or computed and stored.
+    #[inline(never)]
+    fn next_slow(&mut self, p: &Program, s: u32, slot: usize) -> u32 {
+        if self.row_of[s as usize] == NO_ROW {
+            if let Some(&t) = self.sparse.get(&(u64::from(s) << 9 | slot as u64)) {
+                return t;
+            }
+        }
+        let t = self.compute(p, s, slot as u8, slot >= 256);
+        self.store(s, slot, t);
+        t
+    }
+
+    fn store(&mut self, s: u32, slot: usize, t: u32) {
+        let row = self.row_of[s as usize];
+        if row != NO_ROW {
+            self.rows[row as usize * self.stride + slot] = t;
+            return;
+        }
+        self.sparse.insert(u64::from(s) << 9 | slot as u64, t);
+        let n = &mut self.sparse_count[s as usize];
+        *n += 1;
+        if *n >= PROMOTE_AFTER {
+            let row = (self.rows.len() / self.stride) as u32;
+            self.rows.resize(self.rows.len() + self.stride, UNKNOWN);
+            for slot in 0..self.stride {
+                if let Some(t) = self.sparse.remove(&(u64::from(s) << 9 | slot as u64)) {
+                    self.rows[row as usize * self.stride + slot] = t;
+                }
+            }
+            self.row_of[s as usize] = row;
+        }
+    }
+
+    #[cold]
+    fn compute(&mut self, p: &Program, s: u32, b: u8, ws_allowed: bool) -> u32 {
+        let kernel = self.configs[s as usize].clone();
+        let (next, ws_used) = step(p, &mut self.stacks, &kernel, b, ws_allowed);
+        if next.is_empty() {
+            return DEAD;
+        }
+        self.intern(next) | if ws_used { WS_FLAG } else { 0 }
+    }
+
+    /// Whether the table has reached its limit and should be cleared before the next step.
+    pub fn is_full(&self) -> bool {
+        self.configs.len() >= self.limit
+    }
+
+    /// Empties the table, keeping only the given states (renumbered; the new ids are
+    /// returned in the same order). Stacks are rebuilt from scratch so they do not leak.
+    pub fn clear_keeping(&mut self, keep: &[u32]) -> Vec<u32> {
+        let exported: Vec<Vec<ExportedItem>> = keep
+            .iter()
+            .map(|&s| {
+                self.configs[s as usize]
+                    .iter()
+                    .map(|it| (*it, self.stacks.unwind(it.stack)))
+                    .collect()
+            })
+            .collect();
+        self.configs.clear();
+        self.ids.clear();
+        self.accepting.clear();
+        self.exits.clear();
+        self.row_of.clear();
+        self.rows.clear();
+        self.sparse.clear();
+        self.sparse_count.clear();
+        self.stacks = Stacks::new();
+        self.clears += 1;
+        exported
+            .into_iter()
+            .map(|items| {
+                let mut kernel: Vec<Item> = items
+                    .into_iter()
+                    .map(|(it, frames)| Item {
+                        stack: self.stacks.rebuild(&frames),
+                        ..it
+                    })
+                    .collect();
+                kernel.sort_unstable();
+                self.intern(kernel)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,219 @@
+//! [`Constraint`]: a compiled grammar bound to a vocabulary, shareable across threads and
+//! requests; and [`ConstraintCache`], so the same grammar text compiles once.
+
+use crate::automaton::jsonstr::StringProg;
+use crate::automaton::local::{LocalMask, LocalMaskCache, Remaining};
+use crate::automaton::program::Program;
+use crate::automaton::states::DEFAULT_STATE_LIMIT;
+use crate::error::Result;
+use crate::grammar::{json, ByteDfa, Grammar, GrammarBuilder, Symbol};
+use crate::matcher::{Matcher, DEFAULT_MASK_LIMIT};
+use crate::vocab::Vocabulary;
+use rustc_hash::FxHashMap;
+use std::sync::{Arc, Mutex};
+
+/// Capacities of a matcher's caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Interned states before the table is cleared (default 4,096).
+    pub states: usize,
+    /// Cached masks before the mask cache is cleared (default 256).
+    pub masks: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            states: DEFAULT_STATE_LIMIT,
+            masks: DEFAULT_MASK_LIMIT,
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub program: Program,
+    pub vocab: Arc<Vocabulary>,
+    pub limits: Limits,
+    /// Stack-free string masks by (string id, string state), shared by all matchers.
+    local: LocalMaskCache<(u32, u64, u32, Option<u32>)>,
+}
+
+/// Most stack-free string masks kept per constraint (cleared when full).
+const LOCAL_MASK_LIMIT: usize = 256;
+
+impl Inner {
+    fn new(program: Program, vocab: Arc<Vocabulary>, limits: Limits) -> Self {
+        Inner {
+            program,
+            vocab,
+            limits,
+            local: LocalMaskCache::new(LOCAL_MASK_LIMIT),
+        }
+    }
+
+    /// The stack-free mask of string `spec` in state `aux`, computed on first use and
+    /// keyed by the state's canonical form. Strings without pattern or exclusions are the
+    /// same in every grammar: their masks live on the vocabulary, so even a freshly
+    /// compiled schema finds them ready.
+    pub fn local_mask(&self, spec: u32, aux: u64) -> Arc<LocalMask> {
+        let prog = &self.program.strings[spec as usize];
+        let (min, max, aux) = prog.canonical(aux, self.vocab.trie.max_depth as u32);
+        if prog.is_unpatterned() {
+            // Bounds are counted by the walk, so the decoder's own states stay few. The
+            // walk counts a character where it starts; the decoder counts an escape once
+            // complete, so an escape under way has one character more spent.
+            let pending = u32::from(StringProg::in_escape(aux));
+            let remaining = Some(Remaining {
+                min: min.saturating_sub(pending),
+                max: max.map(|m| m - pending),
+            });
+            let compute =
+                || LocalMask::compute(&prog.with_bounds(0, None), aux, remaining, &self.vocab);
+            self.vocab
+                .plain_strings
+                .get_or_compute((aux, min, max), compute)
+        } else {
+            let compute =
+                || LocalMask::compute(&prog.with_bounds(min, max), aux, None, &self.vocab);
+            self.local.get_or_compute((spec, aux, min, max), compute)
+        }
+    }
+}
+
+/// A compiled constraint: grammar program plus vocabulary. Cheap to clone (`Arc`),
+/// `Send + Sync`; make one [`Matcher`] per sequence with [`matcher`](Self::matcher).
+#[derive(Clone)]
+pub struct Constraint {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Constraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Constraint")
+            .field("nodes", &self.inner.program.nodes.len())
+            .field("vocab", &self.inner.vocab.len())
+            .finish()
+    }
+}
+
+impl Constraint {
+    /// Compiles a validated IR grammar for `vocab`.
+    pub fn from_grammar(g: &Grammar, vocab: Arc<Vocabulary>) -> Result<Self> {
+        Ok(Constraint {
+            inner: Arc::new(Inner::new(Program::compile(g)?, vocab, Limits::default())),
+        })
+    }
+
+    /// Compiles GBNF text (llama.cpp's format).
+    pub fn from_gbnf(text: &str, vocab: Arc<Vocabulary>) -> Result<Self> {
+        Self::from_grammar(&crate::gbnf::parse_gbnf(text)?, vocab)
+    }
+
+    /// Any JSON value, with the default whitespace budget.
+    pub fn any_json(vocab: Arc<Vocabulary>) -> Result<Self> {
+        Self::from_grammar(&json::any_json()?, vocab)
+    }
+
+    /// Output that matches `pattern` in whole.
+    pub fn from_regex(pattern: &str, vocab: Arc<Vocabulary>) -> Result<Self> {
+        let mut b = GrammarBuilder::new();
+        let root = b.rule(
+            "root",
+            vec![vec![Symbol::Regex(Arc::new(ByteDfa::new(pattern)?))]],
+        );
+        Self::from_grammar(&b.build(root)?, vocab)
+    }
+
+    /// The same constraint with other cache capacities for its matchers.
+    pub fn with_limits(&self, limits: Limits) -> Self {
+        let i = &self.inner;
+        Constraint {
+            inner: Arc::new(Inner::new(i.program.clone(), i.vocab.clone(), limits)),
+        }
+    }
+
+    /// A fresh matcher at the start of the grammar.
+    pub fn matcher(&self) -> Matcher {
+        Matcher::new(self.clone())
+    }
+
+    /// Whether both handles share one compiled constraint (e.g. from a [`ConstraintCache`]).
+    pub fn ptr_eq(&self, other: &Constraint) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The vocabulary this constraint was compiled for.
+    pub fn vocab(&self) -> &Arc<Vocabulary> {
+        &self.inner.vocab
+    }
+}
+
+/// Compiled constraints by content, for one vocabulary: the same grammar text compiles
+/// once. Cleared when it reaches its capacity.
+pub struct ConstraintCache {
+    vocab: Arc<Vocabulary>,
+    capacity: usize,
+    map: Mutex<FxHashMap<(String, String), Constraint>>,
+}
+
+impl ConstraintCache {
+    /// An empty cache holding up to `capacity` constraints.
+    pub fn new(vocab: Arc<Vocabulary>, capacity: usize) -> Self {
+        ConstraintCache {
+            vocab,
+            capacity: capacity.max(1),
+            map: Mutex::new(FxHashMap::default()),
+        }
+    }
+
+    /// The constraint cached under (`kind`, `text`), or the result of `build` (cached if
+    /// it succeeds). Front-ends outside this crate (JSON Schema) use their own `kind`.
+    /// Compilation runs outside the lock.
+    pub fn get_or_build(
+        &self,
+        kind: &str,
+        text: &str,
+        build: impl FnOnce(Arc<Vocabulary>) -> Result<Constraint>,
+    ) -> Result<Constraint> {
+        let key = (kind.to_string(), text.to_string());
+        if let Some(c) = self.lock().get(&key) {
+            return Ok(c.clone());
+        }
+        let c = build(self.vocab.clone())?;
+        let mut map = self.lock();
+        if map.len() >= self.capacity {
+            map.clear();
+        }
+        Ok(map.entry(key).or_insert(c).clone())
+    }
+
+    /// A GBNF grammar, compiled once.
+    pub fn gbnf(&self, text: &str) -> Result<Constraint> {
+        self.get_or_build("gbnf", text, |v| Constraint::from_gbnf(text, v))
+    }
+
+    /// Any JSON value, compiled once.
+    pub fn any_json(&self) -> Result<Constraint> {
+        self.get_or_build("any-json", "", Constraint::any_json)
+    }
+
+    /// A whole-output regex, compiled once.
+    pub fn regex(&self, pattern: &str) -> Result<Constraint> {
+        self.get_or_build("regex", pattern, |v| Constraint::from_regex(pattern, v))
+    }
+
+    /// Constraints currently cached.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<(String, String), Constraint>> {
+        // A panic while holding the lock cannot leave the map inconsistent.
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -1,0 +1,235 @@
+//! Byte DFAs for regex terminals.
+//!
+//! A pattern (RE2-like syntax, as `regex-syntax` reads it) is determinised once by
+//! `regex-automata` and copied into a small dense table of our own: states renumbered
+//! from 0 (the start), transitions into states that can no longer reach a match removed,
+//! so a live DFA state always has a way to finish. The DFA matches the *whole* input
+//! (anchored at both ends); a caller that wants "contains" wraps the pattern in `.*`.
+
+use crate::error::{Error, Result};
+use regex_automata::dfa::{dense, Automaton};
+use regex_automata::{util::syntax, Anchored, Input, MatchKind};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+
+/// Marks "no transition" in [`ByteDfa`] tables.
+pub const DFA_DEAD: u32 = u32::MAX;
+
+/// Default limit on DFA states for one pattern (the product contract's 2,000).
+pub const DEFAULT_DFA_STATE_LIMIT: usize = 2000;
+
+/// A deterministic automaton over bytes that accepts whole inputs matching a pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ByteDfa {
+    /// The source pattern (for messages and display).
+    pattern: String,
+    /// `trans[s * 256 + b]`: next state or [`DFA_DEAD`].
+    trans: Vec<u32>,
+    /// Whether the input may end in state `s`.
+    accept: Vec<bool>,
+    /// Fewest characters (UTF-8 lead bytes) still needed to reach acceptance from `s`.
+    min_chars_to_accept: Vec<u32>,
+}
+
+impl ByteDfa {
+    /// Compiles `pattern` with the default state limit.
+    pub fn new(pattern: &str) -> Result<Self> {
+        Self::with_limit(pattern, DEFAULT_DFA_STATE_LIMIT)
+    }
+
+    /// Compiles `pattern`, refusing it if its DFA needs more than `limit` states.
+    pub fn with_limit(pattern: &str, limit: usize) -> Result<Self> {
+        let err = |msg: String| Error::Regex {
+            pattern: pattern.to_string(),
+            msg,
+        };
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .match_kind(MatchKind::All)
+                    .start_kind(regex_automata::dfa::StartKind::Anchored)
+                    .dfa_size_limit(Some(16 << 20))
+                    .determinize_size_limit(Some(16 << 20)),
+            )
+            .syntax(syntax::Config::new().utf8(true).unicode(true))
+            .build(pattern)
+            .map_err(|e| err(e.to_string()))?;
+        let start = dfa
+            .start_state_forward(&Input::new(&[][..]).anchored(Anchored::Yes))
+            .map_err(|e| err(e.to_string()))?;
+
+        // Breadth-first renumbering; the start is state 0.
+        let mut ids = FxHashMap::default();
+        let mut order = vec![start];
+        ids.insert(start, 0u32);
+        let mut raw: Vec<u32> = Vec::new();
+        let mut accept = Vec::new();
+        let mut queue = VecDeque::from([start]);
+        while let Some(s) = queue.pop_front() {
+            accept.push(dfa.is_match_state(dfa.next_eoi_state(s)));
+            for b in 0..=255u8 {
+                let t = dfa.next_state(s, b);
+                if dfa.is_dead_state(t) || dfa.is_quit_state(t) {
+                    raw.push(DFA_DEAD);
+                    continue;
+                }
+                let id = match ids.get(&t) {
+                    Some(&id) => id,
+                    None => {
+                        let id = order.len() as u32;
+                        if order.len() >= limit {
+                            return Err(err(format!("needs more than {limit} DFA states")));
+                        }
+                        ids.insert(t, id);
+                        order.push(t);
+                        queue.push_back(t);
+                        id
+                    }
+                };
+                raw.push(id);
+            }
+        }
+        let mut out = ByteDfa {
+            pattern: pattern.to_string(),
+            trans: raw,
+            accept,
+            min_chars_to_accept: Vec::new(),
+        };
+        out.prune_and_measure();
+        if out.min_chars_to_accept[0] == u32::MAX {
+            return Err(err("matches no string".into()));
+        }
+        Ok(out)
+    }
+
+    /// Removes transitions into states that cannot reach acceptance, and computes the
+    /// fewest characters from each state to acceptance (0-1 BFS backwards: a lead byte
+    /// costs one character, a continuation byte none).
+    fn prune_and_measure(&mut self) {
+        let n = self.accept.len();
+        let mut rev: Vec<Vec<(u32, u8)>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for b in 0..256 {
+                let t = self.trans[s * 256 + b];
+                if t != DFA_DEAD {
+                    rev[t as usize].push((s as u32, b as u8));
+                }
+            }
+        }
+        let mut dist = vec![u32::MAX; n];
+        let mut dq = VecDeque::new();
+        for (s, d) in dist.iter_mut().enumerate() {
+            if self.accept[s] {
+                *d = 0;
+                dq.push_back(s as u32);
+            }
+        }
+        while let Some(t) = dq.pop_front() {
+            let d = dist[t as usize];
+            for &(s, b) in &rev[t as usize] {
+                let cost = u32::from(!(0x80..0xC0).contains(&b));
+                if d + cost < dist[s as usize] {
+                    dist[s as usize] = d + cost;
+                    if cost == 0 {
+                        dq.push_front(s);
+                    } else {
+                        dq.push_back(s);
+                    }
+                }
+            }
+        }
+        for s in 0..n {
+            for b in 0..256 {
+                let t = self.trans[s * 256 + b];
+                if t != DFA_DEAD && dist[t as usize] == u32::MAX {
+                    self.trans[s * 256 + b] = DFA_DEAD;
+                }
+            }
+        }
+        self.min_chars_to_accept = dist;
+    }
+
+    /// The pattern this DFA was compiled from.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// Number of states.
+    pub fn len(&self) -> usize {
+        self.accept.len()
+    }
+
+    /// Always false: a DFA has at least its start state.
+    pub fn is_empty(&self) -> bool {
+        self.accept.is_empty()
+    }
+
+    /// The start state (always 0).
+    pub fn start(&self) -> u32 {
+        0
+    }
+
+    /// The state after `b`, or `None` if no match can follow.
+    #[inline]
+    pub fn next(&self, s: u32, b: u8) -> Option<u32> {
+        let t = self.trans[s as usize * 256 + b as usize];
+        (t != DFA_DEAD).then_some(t)
+    }
+
+    /// Whether the input may end in `s`.
+    #[inline]
+    pub fn is_accepting(&self, s: u32) -> bool {
+        self.accept[s as usize]
+    }
+
+    /// Fewest characters needed from `s` to reach acceptance.
+    pub fn min_chars_to_accept(&self, s: u32) -> u32 {
+        self.min_chars_to_accept[s as usize]
+    }
+
+    /// The largest [`min_chars_to_accept`](Self::min_chars_to_accept) over live states.
+    pub fn max_min_chars_to_accept(&self) -> u32 {
+        self.min_chars_to_accept
+            .iter()
+            .copied()
+            .filter(|&d| d != u32::MAX)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether the whole of `input` matches.
+    pub fn matches(&self, input: &[u8]) -> bool {
+        let mut s = self.start();
+        for &b in input {
+            match self.next(s, b) {
+                Some(t) => s = t,
+                None => return false,
+            }
+        }
+        self.is_accepting(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anchored_whole_match() {
+        let d = ByteDfa::new("[0-9]{1,3}").unwrap();
+        assert!(d.matches(b"1") && d.matches(b"123"));
+        assert!(!d.matches(b"") && !d.matches(b"1234") && !d.matches(b"a1"));
+        let d = ByteDfa::new("^ab$").unwrap();
+        assert!(d.matches(b"ab") && !d.matches(b"abab"));
+    }
+
+    #[test]
+    fn unicode_and_limits() {
+        let d = ByteDfa::new("é+").unwrap();
+        assert!(d.matches("éé".as_bytes()) && !d.matches(b"e"));
+        assert_eq!(d.min_chars_to_accept(0), 1);
+        assert!(ByteDfa::with_limit("[a-z]{0,300}x", 100).is_err());
+        assert!(ByteDfa::new("(").is_err());
+        assert!(ByteDfa::new("[^\\x00-\\x{10FFFF}]").is_err());
+    }
+}

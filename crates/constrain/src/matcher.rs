@@ -1,0 +1,450 @@
+//! [`Matcher`]: one sequence's walk through a [`Constraint`]: token masks, commits,
+//! rollback, forced bytes and statistics.
+
+use crate::automaton::config::Item;
+use crate::automaton::jsonstr::StringProg;
+use crate::automaton::program::Node;
+use crate::automaton::states::StateTable;
+use crate::constraint::Constraint;
+use crate::error::{Error, Result};
+use crate::stats::MatcherStats;
+use crate::vocab::TokenMask;
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Default mask-cache capacity.
+pub const DEFAULT_MASK_LIMIT: usize = 256;
+
+/// Most detached walks a matcher keeps (cleared when full).
+const DETACHED_LIMIT: usize = 64;
+
+/// The stack-independent part of a mask (see [`Matcher::walk_detached`]).
+struct Detached {
+    mask: TokenMask,
+    frontier: Vec<(u32, Box<[u8]>)>,
+}
+
+/// How many commits [`Matcher::rollback`] can always undo (a quarter more are kept
+/// before the oldest are forgotten).
+pub const MAX_ROLLBACK: usize = 1024;
+
+/// Most bytes [`Matcher::forced_bytes`] returns.
+const MAX_FORCED: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pos {
+    state: u32,
+    budget: u32,
+    ended: bool,
+}
+
+/// The constraint's state for one sequence. Not shared: one per sequence being decoded.
+pub struct Matcher {
+    c: Constraint,
+    states: StateTable,
+    cur: Pos,
+    history: Vec<Pos>,
+    masks: FxHashMap<(u32, u32), usize>,
+    mask_store: Vec<TokenMask>,
+    /// Detached walks by (placeholder-stack state, budget class).
+    detached: FxHashMap<(u32, u32), Arc<Detached>>,
+    walk: Vec<(u32, u32)>,
+    stats: MatcherStats,
+}
+
+impl Matcher {
+    pub(crate) fn new(c: Constraint) -> Self {
+        let mut states = StateTable::new(&c.inner.program, c.inner.limits.states);
+        let state = states.start(&c.inner.program);
+        let budget = c.inner.program.ws_budget;
+        let depth = c.inner.vocab.trie.max_depth + 1;
+        Matcher {
+            states,
+            cur: Pos {
+                state,
+                budget,
+                ended: false,
+            },
+            history: Vec::new(),
+            masks: FxHashMap::default(),
+            mask_store: Vec::new(),
+            detached: FxHashMap::default(),
+            walk: vec![(0, 0); depth],
+            stats: MatcherStats {
+                masks_limit: c.inner.limits.masks,
+                ..MatcherStats::default()
+            },
+            c,
+        }
+    }
+
+    /// Clears the state table (and the masks keyed by its ids) if it is full, keeping the
+    /// states that the current position and the rollback history refer to.
+    fn make_room(&mut self) {
+        if !self.states.is_full() {
+            return;
+        }
+        let mut keep: Vec<u32> = self.history.iter().map(|p| p.state).collect();
+        keep.push(self.cur.state);
+        let ids = self.states.clear_keeping(&keep);
+        for (p, &id) in self.history.iter_mut().zip(&ids) {
+            p.state = id;
+        }
+        self.cur.state = *ids.last().unwrap();
+        self.masks.clear();
+        self.mask_store.clear();
+        self.detached.clear();
+    }
+
+    fn budget_class(&self, budget: u32) -> u32 {
+        if !self.c.inner.program.uses_ws || budget >= self.c.inner.vocab.max_ws {
+            u32::MAX
+        } else {
+            budget
+        }
+    }
+
+    /// Writes the allowed tokens for the next step into `out` (resized to the
+    /// vocabulary if it is not).
+    pub fn mask(&mut self, out: &mut TokenMask) {
+        let t0 = Instant::now();
+        if out.len() != self.c.inner.vocab.len() {
+            *out = TokenMask::new(self.c.inner.vocab.len());
+        }
+        self.make_room();
+        self.stats.steps += 1;
+        let key = (self.cur.state, self.budget_class(self.cur.budget));
+        if self.cur.ended {
+            out.clear();
+        } else if let Some(&i) = self.masks.get(&key) {
+            self.stats.cache_hits += 1;
+            out.copy_from(&self.mask_store[i]);
+        } else {
+            self.stats.states_wanting_mask += 1;
+            self.compute_mask(out);
+            if self.mask_store.len() >= self.c.inner.limits.masks {
+                self.masks.clear();
+                self.mask_store.clear();
+            }
+            self.masks.insert(key, self.mask_store.len());
+            self.mask_store.push(out.clone());
+        }
+        self.stats.mask_time += t0.elapsed();
+    }
+
+    /// Computes the mask of the current state: EOG if accepting, then the trie walk
+    /// (split into a shared stack-free part when the state is one item inside a string).
+    fn compute_mask(&mut self, out: &mut TokenMask) {
+        let inner = self.c.inner.clone();
+        let (p, trie) = (&inner.program, &inner.vocab.trie);
+        out.clear();
+        if self.states.is_accepting(self.cur.state) {
+            for &t in inner.vocab.eog() {
+                out.allow(t);
+            }
+        }
+        if let Some((spec, aux, seeds)) = self.inside_one_string() {
+            let local = inner.local_mask(spec, aux);
+            out.union_with(&local.inside);
+            let closed = self.states.enter(p, seeds);
+            for &i in &local.closing {
+                let i = i as usize;
+                for &t in trie.tokens_at(i) {
+                    out.allow(t);
+                }
+                self.walk(i, (closed, self.cur.budget), out);
+            }
+            return;
+        }
+        if let Some((local, _)) = self.states.detach(self.cur.state) {
+            let key = (local, self.budget_class(self.cur.budget));
+            let d = match self.detached.get(&key) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = Arc::new(self.walk_detached(local));
+                    if self.detached.len() >= DETACHED_LIMIT {
+                        self.detached.clear();
+                    }
+                    self.detached.insert(key, d.clone());
+                    d
+                }
+            };
+            out.union_with(&d.mask);
+            for (i, path) in &d.frontier {
+                let i = *i as usize;
+                // The path was alive from the placeholder, so it is from the real stack.
+                if let Some(at) = self.advance(self.cur, path) {
+                    for &t in trie.tokens_at(i) {
+                        out.allow(t);
+                    }
+                    self.walk(i, (at.state, at.budget), out);
+                }
+            }
+            return;
+        }
+        self.walk(0, (self.cur.state, self.cur.budget), out);
+    }
+
+    /// If every item of the current state is inside a JSON string of one spec, in one
+    /// string state (whatever its stack: ambiguous alternatives often share a string),
+    /// that spec and state, and the items that closing the string leads to.
+    fn inside_one_string(&self) -> Option<(u32, u64, Vec<Item>)> {
+        let p = &self.c.inner.program;
+        let items = self.states.config(self.cur.state);
+        let mut found: Option<(u32, u64)> = None;
+        let mut seeds = Vec::with_capacity(items.len());
+        for it in items {
+            let Some(&Node::JsonStr { spec, next }) = p.nodes.get(it.pos as usize) else {
+                return None;
+            };
+            if !StringProg::is_inside(it.aux) || found.is_some_and(|f| f != (spec, it.aux)) {
+                return None;
+            }
+            found = Some((spec, it.aux));
+            seeds.push(Item {
+                pos: next,
+                stack: it.stack,
+                aux: 0,
+            });
+        }
+        found.map(|(spec, aux)| (spec, aux, seeds))
+    }
+
+    /// Walks the trie from a state on the placeholder stack: tokens that never return
+    /// into the real stack are decided here, once for every real stack; where a prefix
+    /// may return into it, the node and its byte path are kept for the real walk.
+    fn walk_detached(&mut self, local: u32) -> Detached {
+        let inner = &*self.c.inner;
+        let (p, trie) = (&inner.program, &inner.vocab.trie);
+        let mut d = Detached {
+            mask: TokenMask::new(inner.vocab.len()),
+            frontier: Vec::new(),
+        };
+        let mut path = vec![0u8; trie.max_depth + 1];
+        let walk = &mut self.walk;
+        walk[0] = (local, self.cur.budget);
+        let mut i = 1;
+        while i < trie.len() {
+            let depth = trie.nodes[i].depth as usize;
+            let (ps, pb) = walk[depth - 1];
+            match self.states.next(p, ps, trie.nodes[i].byte, pb > 0) {
+                None => i = trie.nodes[i].end as usize,
+                Some(nx) => {
+                    path[depth - 1] = trie.nodes[i].byte;
+                    if self.states.exits(nx.state) {
+                        d.frontier.push((i as u32, path[..depth].into()));
+                        i = trie.nodes[i].end as usize;
+                        continue;
+                    }
+                    walk[depth] = (nx.state, pb - u32::from(nx.ws_used));
+                    for &t in trie.tokens_at(i) {
+                        d.mask.allow(t);
+                    }
+                    i += 1;
+                }
+            }
+        }
+        d
+    }
+
+    /// Allows every token below trie node `root` (not `root`'s own) that stays alive from
+    /// `start`, pruning a subtree as soon as its prefix dies.
+    fn walk(&mut self, root: usize, start: (u32, u32), out: &mut TokenMask) {
+        if self.c.inner.program.uses_ws {
+            self.walk_with::<true>(root, start, out)
+        } else {
+            self.walk_with::<false>(root, start, out)
+        }
+    }
+
+    /// [`walk`](Self::walk), specialised on whether the whitespace budget is tracked.
+    fn walk_with<const WS: bool>(&mut self, root: usize, start: (u32, u32), out: &mut TokenMask) {
+        let inner = &*self.c.inner;
+        let (p, trie) = (&inner.program, &inner.vocab.trie);
+        let walk = &mut self.walk;
+        walk[trie.nodes[root].depth as usize] = start;
+        let end = trie.nodes[root].end as usize;
+        let mut i = root + 1;
+        while i < end {
+            let node = trie.nodes[i];
+            let d = node.depth as usize;
+            let (ps, pb) = walk[d - 1];
+            match self.states.next(p, ps, node.byte, WS && pb > 0) {
+                None => i = node.end as usize,
+                Some(nx) => {
+                    walk[d] = (nx.state, if WS { pb - u32::from(nx.ws_used) } else { pb });
+                    for &t in trie.tokens_at(i) {
+                        out.allow(t);
+                    }
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    fn advance(&mut self, from: Pos, bytes: &[u8]) -> Option<Pos> {
+        let p = &self.c.inner.program;
+        let (mut s, mut budget) = (from.state, from.budget);
+        for &b in bytes {
+            let nx = self.states.next(p, s, b, budget > 0)?;
+            s = nx.state;
+            budget -= u32::from(nx.ws_used);
+        }
+        Some(Pos {
+            state: s,
+            budget,
+            ended: false,
+        })
+    }
+
+    /// Consumes a token. Refused (state unchanged) if the mask would not allow it.
+    pub fn commit(&mut self, token: u32) -> Result<()> {
+        self.make_room();
+        let vocab = self.c.inner.vocab.clone();
+        let reject = Err(Error::TokenRejected { token });
+        if self.cur.ended {
+            return reject;
+        }
+        let next = if vocab.is_eog(token) {
+            if !self.states.is_accepting(self.cur.state) {
+                return reject;
+            }
+            Pos {
+                ended: true,
+                ..self.cur
+            }
+        } else {
+            match vocab.token_bytes(token) {
+                Some(bytes) if !vocab.is_special(token) && !bytes.is_empty() => {
+                    match self.advance(self.cur, bytes) {
+                        Some(p) => p,
+                        None => return reject,
+                    }
+                }
+                _ => return reject,
+            }
+        };
+        self.remember(self.cur);
+        self.cur = next;
+        Ok(())
+    }
+
+    /// Consumes raw bytes (e.g. text forced by the caller). Refused, state unchanged,
+    /// if they leave the grammar. Counts as one step for [`rollback`](Self::rollback).
+    pub fn commit_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        self.make_room();
+        match (!self.cur.ended)
+            .then(|| self.advance(self.cur, bytes))
+            .flatten()
+        {
+            Some(p) => {
+                self.remember(self.cur);
+                self.cur = p;
+                Ok(())
+            }
+            None => Err(Error::grammar("the bytes leave the grammar")),
+        }
+    }
+
+    /// Records a position for rollback, forgetting the oldest beyond [`MAX_ROLLBACK`]
+    /// (the history's states survive table clears, so it must stay well below the
+    /// table's capacity).
+    fn remember(&mut self, p: Pos) {
+        if self.history.len() >= MAX_ROLLBACK + MAX_ROLLBACK / 4 {
+            self.history.drain(..MAX_ROLLBACK / 4);
+        }
+        self.history.push(p);
+    }
+
+    /// Undoes the last `n` commits (at most the last [`MAX_ROLLBACK`]).
+    pub fn rollback(&mut self, n: usize) -> Result<()> {
+        if n > self.history.len() {
+            return Err(Error::grammar(format!(
+                "cannot roll back {n} tokens: only the last {} can be undone",
+                self.history.len()
+            )));
+        }
+        let at = self.history.len() - n;
+        if n > 0 {
+            self.cur = self.history[at];
+        }
+        self.history.truncate(at);
+        Ok(())
+    }
+
+    /// Whether the output may end here (an end-of-generation token is allowed).
+    pub fn is_accepting(&self) -> bool {
+        !self.cur.ended && self.states.is_accepting(self.cur.state)
+    }
+
+    /// Whether generation is over: an end-of-generation token was committed, or the
+    /// output may end and no byte can extend it.
+    pub fn is_finished(&mut self) -> bool {
+        if self.cur.ended {
+            return true;
+        }
+        self.is_accepting() && self.live_bytes(self.cur).is_empty()
+    }
+
+    fn live_bytes(&mut self, at: Pos) -> Vec<(u8, Pos)> {
+        (0..=255u8)
+            .filter_map(|b| self.advance(at, &[b]).map(|p| (b, p)))
+            .collect()
+    }
+
+    /// The bytes every continuation must start with (empty when there is a choice, or
+    /// the output may end here).
+    pub fn forced_bytes(&mut self) -> Vec<u8> {
+        self.make_room();
+        let mut out = Vec::new();
+        let mut at = self.cur;
+        while !at.ended && out.len() < MAX_FORCED && !self.states.is_accepting(at.state) {
+            let live = self.live_bytes(at);
+            if live.len() != 1 {
+                break;
+            }
+            out.push(live[0].0);
+            at = live[0].1;
+        }
+        out
+    }
+
+    /// Remaining budget of structural whitespace.
+    pub fn ws_budget_left(&self) -> u32 {
+        self.cur.budget
+    }
+
+    /// The current mask by a plain trie walk, bypassing caches and the stack-free string
+    /// masks: a cross-check for tests.
+    #[doc(hidden)]
+    pub fn mask_by_plain_walk(&mut self, out: &mut TokenMask) {
+        *out = TokenMask::new(self.c.inner.vocab.len());
+        if self.cur.ended {
+            return;
+        }
+        if self.states.is_accepting(self.cur.state) {
+            for &t in self.c.inner.vocab.eog() {
+                out.allow(t);
+            }
+        }
+        self.walk(0, (self.cur.state, self.cur.budget), out);
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> MatcherStats {
+        MatcherStats {
+            states_used: self.states.len(),
+            states_limit: self.states.limit,
+            states_peak: self.states.peak,
+            masks_used: self.mask_store.len(),
+            table_clears: self.states.clears,
+            ..self.stats.clone()
+        }
+    }
+
+    /// The constraint this matcher walks.
+    pub fn constraint(&self) -> &Constraint {
+        &self.c
+    }
+}

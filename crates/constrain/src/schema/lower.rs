@@ -1,0 +1,335 @@
+//! Lowering: the normalized schema tree → the grammar IR.
+//!
+//! - **Whitespace**: the IR's budgeted [`Symbol::Ws`] after `{`, `[`, `,`, `:` and
+//!   before `}`/`]`/`,`; the document is `ws value` (nothing after it).
+//! - **Objects**: one [`Unordered`] node: declared keys in any order, each at most
+//!   once, the object closes only once every required key is present; undeclared
+//!   keys (when open) through a key string that cannot decode to a declared key.
+//!   Declared keys are matched in their canonical JSON spelling (`"a"`, not `"\u0061"`).
+//! - **Strings**: [`JsonString`]: every JSON escape is accepted where the decoded
+//!   character is allowed, lengths count code points, the pattern sees the decoded value.
+//! - **Integers**: digits only (no fraction, no exponent, no leading zeros, no `-0`),
+//!   bounds exact via digit-range patterns; a step other than 1 is a product of
+//!   the range automaton with the remainder modulo the step.
+//! - **Numbers**: unbounded and stepless, any JSON number; otherwise written without
+//!   an exponent, at most 15 significant digits when there is a fraction, at most
+//!   `max_fraction_digits` after the point, bounds exact (each fraction length is a
+//!   scaled integer range).
+//! - **Enums**: strings through one [`JsonString`] (any escaping of the same value
+//!   is accepted); other members as their compact JSON text only (`1.5`, `{"a":1}`).
+//! - **Recursion**: definitions are rules; the automaton's stack bounds the depth.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::digits;
+use super::error::SchemaError;
+use super::node::{ArraySpec, Bound, CompiledSchema, IntegerSpec, Node, NumberSpec, ObjectSpec, StringSpec};
+use crate::grammar::{json, ByteDfa, Grammar, GrammarBuilder, JsonString, Member, RuleId, Symbol, Unordered};
+
+/// Most fraction digits a bounded number may be written with when no step says.
+pub const MAX_FRACTION_DIGITS: u32 = 15;
+/// Most significant digits of a bounded number with a fraction.
+const MAX_SIGNIFICANT: u32 = 15;
+/// A bounded integer with a step and at most this many multiples is listed outright.
+const MAX_LISTED_MULTIPLES: u128 = 256;
+/// Most (range state, remainder) pairs the step automaton may need.
+const MAX_STEP_STATES: usize = 4096;
+
+fn refused(keyword: &str, what: String) -> SchemaError {
+    SchemaError::new(keyword, "the schema", what)
+}
+
+/// Lowers a compiled schema to a validated grammar.
+pub fn lower(schema: &CompiledSchema) -> Result<Grammar, SchemaError> {
+    let mut l = Lowerer { b: GrammarBuilder::new(), defs: Vec::new(), any: None, next: 0 };
+    for (i, d) in schema.defs.iter().enumerate() {
+        let id = l.b.declare(&format!("def{i}-{}", d.location));
+        l.defs.push(id);
+    }
+    for (i, d) in schema.defs.iter().enumerate() {
+        let v = l.value(&d.node)?;
+        l.b.define(l.defs[i], vec![vec![v]]);
+    }
+    let v = l.value(&schema.root)?;
+    let root = l.b.rule("root", vec![vec![Symbol::ws(), v]]);
+    l.b.build(root).map_err(|e| refused("", format!("the schema could not be compiled: {e}")))
+}
+
+struct Lowerer {
+    b: GrammarBuilder,
+    defs: Vec<RuleId>,
+    any: Option<RuleId>,
+    next: usize,
+}
+
+impl Lowerer {
+    fn fresh(&mut self, kind: &str) -> String {
+        self.next += 1;
+        format!("{kind}{}", self.next)
+    }
+
+    fn value(&mut self, n: &Node) -> Result<Symbol, SchemaError> {
+        Ok(match n {
+            Node::Any => {
+                let id = match self.any {
+                    Some(id) => id,
+                    None => *self.any.insert(json::add_any_value(&mut self.b)),
+                };
+                Symbol::rule(id)
+            }
+            Node::Ref(id) => Symbol::rule(self.defs[*id]),
+            Node::Union(alts) => {
+                let mut seqs = Vec::with_capacity(alts.len());
+                for a in alts {
+                    seqs.push(vec![self.value(a)?]);
+                }
+                Symbol::alt(seqs)
+            }
+            Node::Literals(values) => literals(values)?,
+            Node::Null => Symbol::lit("null"),
+            Node::Boolean => Symbol::alt(vec![vec![Symbol::lit("true")], vec![Symbol::lit("false")]]),
+            Node::Integer(spec) => integer(&mut self.b, spec)?,
+            Node::Number(spec) => number(spec)?,
+            Node::String(spec) => string(spec)?,
+            Node::Array(spec) => self.array(spec)?,
+            Node::Object(spec) => self.object(spec)?,
+        })
+    }
+
+    fn array(&mut self, spec: &ArraySpec) -> Result<Symbol, SchemaError> {
+        let name = self.fresh("array");
+        let close = |mut v: Vec<Symbol>| {
+            v.insert(0, Symbol::ws());
+            v.insert(0, Symbol::lit("["));
+            v.push(Symbol::lit("]"));
+            v
+        };
+        if spec.max_items == Some(0) {
+            return Ok(Symbol::rule(self.b.rule(&name, vec![close(vec![])])));
+        }
+        let item = self.value(&spec.items)?;
+        let more = |min: u64, max: Option<u64>| {
+            Symbol::repeat(
+                Symbol::seq(vec![Symbol::lit(","), Symbol::ws(), item.clone(), Symbol::ws()]),
+                min as u32,
+                max.map(|m| m as u32),
+            )
+        };
+        let alts = if spec.min_items == 0 {
+            vec![
+                close(vec![]),
+                close(vec![item.clone(), Symbol::ws(), more(0, spec.max_items.map(|m| m - 1))]),
+            ]
+        } else {
+            let tail = more(spec.min_items - 1, spec.max_items.map(|m| m - 1));
+            vec![close(vec![item.clone(), Symbol::ws(), tail])]
+        };
+        Ok(Symbol::rule(self.b.rule(&name, alts)))
+    }
+
+    fn object(&mut self, spec: &ObjectSpec) -> Result<Symbol, SchemaError> {
+        let name = self.fresh("object");
+        let colon = || vec![Symbol::ws(), Symbol::lit(":"), Symbol::ws()];
+        let mut members = Vec::with_capacity(spec.properties.len());
+        for p in &spec.properties {
+            let key = serde_json::to_string(&p.name).expect("a string serializes");
+            let mut value = colon();
+            value.push(self.value(&p.node)?);
+            members.push(Member { key: key.into_bytes(), value, required: p.required });
+        }
+        let additional = match &spec.additional {
+            None => None,
+            Some(a) => {
+                let names = spec.properties.iter().map(|p| p.name.as_bytes());
+                let mut m = vec![Symbol::json_string(JsonString::excluding(names))];
+                m.extend(colon());
+                m.push(self.value(a)?);
+                Some(m)
+            }
+        };
+        let body = if members.is_empty() && additional.is_none() {
+            vec![Symbol::lit("{"), Symbol::ws(), Symbol::lit("}")]
+        } else {
+            let u = Unordered {
+                members,
+                separator: vec![Symbol::ws(), Symbol::lit(","), Symbol::ws()],
+                additional,
+            };
+            vec![Symbol::lit("{"), Symbol::ws(), Symbol::unordered(u), Symbol::ws(), Symbol::lit("}")]
+        };
+        Ok(Symbol::rule(self.b.rule(&name, vec![body])))
+    }
+}
+
+fn regex(keyword: &str, pattern: &str) -> Result<Symbol, SchemaError> {
+    Symbol::regex(pattern).map_err(|e| refused(keyword, format!("the schema's {keyword} cannot be enforced: {e}")))
+}
+
+fn literals(values: &[Value]) -> Result<Symbol, SchemaError> {
+    let mut alts = Vec::new();
+    let strings: Vec<String> =
+        values.iter().filter_map(|v| v.as_str()).map(regex_syntax::escape).collect();
+    if !strings.is_empty() {
+        let pattern = format!("(?:{})", strings.join("|"));
+        let dfa = ByteDfa::new(&pattern).map_err(|e| refused("enum", format!("enum strings: {e}")))?;
+        let spec = JsonString { pattern: Some(Arc::new(dfa)), ..JsonString::default() };
+        alts.push(vec![Symbol::json_string(spec)]);
+    }
+    for v in values.iter().filter(|v| !v.is_string()) {
+        alts.push(vec![Symbol::lit(v.to_string())]);
+    }
+    Ok(Symbol::alt(alts))
+}
+
+fn string(spec: &StringSpec) -> Result<Symbol, SchemaError> {
+    let pattern = match &spec.pattern {
+        None => None,
+        Some(p) => Some(Arc::new(ByteDfa::new(&p.hir.to_string()).map_err(|e| {
+            refused("pattern", format!("pattern {:?} cannot be enforced: {e}", p.source))
+        })?)),
+    };
+    let js = JsonString {
+        pattern,
+        min_chars: spec.min_length as u32,
+        max_chars: spec.max_length.map(|m| m as u32),
+        exclude: vec![],
+    };
+    Ok(Symbol::json_string(js))
+}
+
+fn integer(b: &mut GrammarBuilder, spec: &IntegerSpec) -> Result<Symbol, SchemaError> {
+    let k = spec.multiple_of;
+    if k > 1 {
+        if let (Some(lo), Some(hi)) = (spec.min, spec.max) {
+            let count = (hi - lo) as u128 / k + 1;
+            if count <= MAX_LISTED_MULTIPLES {
+                let step = k as i128;
+                let alts = (0..count as i128).map(|i| vec![Symbol::lit((lo + i * step).to_string())]);
+                return Ok(Symbol::alt(alts.collect()));
+            }
+        }
+    }
+    let patterns = digits::signed(spec.min, spec.max, 0)
+        .ok_or_else(|| refused("minimum", "integer bounds are too wide to enforce".into()))?;
+    let pattern = digits::to_regex(&patterns);
+    if k == 1 {
+        return regex("minimum", &pattern);
+    }
+    stepped(b, &pattern, k)
+}
+
+/// The integers matched by `pattern` that are multiples of `k`: the pattern's DFA
+/// times the remainder modulo `k`, as right-recursive rules (one per live pair).
+fn stepped(b: &mut GrammarBuilder, pattern: &str, k: u128) -> Result<Symbol, SchemaError> {
+    let too_big = || refused("multipleOf", format!("multipleOf {k} with these bounds needs too many states"));
+    if k > MAX_STEP_STATES as u128 {
+        return Err(too_big());
+    }
+    let dfa = ByteDfa::new(pattern).map_err(|_| too_big())?;
+    let start = (dfa.start(), 0u128);
+    let mut index: HashMap<(u32, u128), usize> = HashMap::from([(start, 0)]);
+    let mut states = vec![start];
+    let mut edges: Vec<Vec<(u8, usize)>> = vec![vec![]];
+    let mut queue = VecDeque::from([0usize]);
+    while let Some(i) = queue.pop_front() {
+        let (s, r) = states[i];
+        for byte in b"-0123456789".iter().copied() {
+            let Some(t) = dfa.next(s, byte) else { continue };
+            let r2 = if byte == b'-' { r } else { (r * 10 + (byte - b'0') as u128) % k };
+            let j = match index.get(&(t, r2)) {
+                Some(&j) => j,
+                None => {
+                    if states.len() >= MAX_STEP_STATES {
+                        return Err(too_big());
+                    }
+                    states.push((t, r2));
+                    edges.push(vec![]);
+                    index.insert((t, r2), states.len() - 1);
+                    queue.push_back(states.len() - 1);
+                    states.len() - 1
+                }
+            };
+            edges[i].push((byte, j));
+        }
+    }
+    // Pairs from which an accepting pair (remainder 0) is reachable.
+    let accepting: Vec<bool> = states.iter().map(|&(s, r)| r == 0 && dfa.is_accepting(s)).collect();
+    let mut live = accepting.clone();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..states.len() {
+            if !live[i] && edges[i].iter().any(|&(_, j)| live[j]) {
+                live[i] = true;
+                changed = true;
+            }
+        }
+    }
+    if !live[0] {
+        return Err(refused("multipleOf", format!("no multiple of {k} lies within the bounds")));
+    }
+    let ids: Vec<Option<RuleId>> =
+        (0..states.len()).map(|i| live[i].then(|| b.declare(&format!("step{k}-{i}")))).collect();
+    for i in 0..states.len() {
+        let Some(id) = ids[i] else { continue };
+        let mut alts: Vec<Vec<Symbol>> = edges[i]
+            .iter()
+            .filter_map(|&(byte, j)| ids[j].map(|t| vec![Symbol::lit([byte]), Symbol::rule(t)]))
+            .collect();
+        if accepting[i] {
+            alts.push(vec![]);
+        }
+        b.define(id, alts);
+    }
+    Ok(Symbol::rule(ids[0].expect("start is live")))
+}
+
+fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
+    if spec.is_unconstrained() {
+        return Ok(Symbol::seq(json::number_symbols()));
+    }
+    let bounded = spec.min.is_some() || spec.max.is_some();
+    let max_frac = spec.max_fraction_digits.unwrap_or(MAX_FRACTION_DIGITS);
+    let too_wide = || refused("minimum", "number bounds are too wide or too precise to enforce".into());
+    let cap = 10i128.pow(MAX_SIGNIFICANT) - 1;
+    let mut all = Vec::new();
+    for k in 0..=max_frac {
+        let (mut lo, mut hi) = (scaled(spec.min, k, true), scaled(spec.max, k, false));
+        if lo == Some(None) || hi == Some(None) {
+            return Err(too_wide());
+        }
+        let (lo_k, hi_k) = (lo.take().flatten(), hi.take().flatten());
+        let (lo_k, hi_k) = if k > 0 && bounded {
+            (Some(lo_k.map_or(-cap, |v| v.max(-cap))), Some(hi_k.map_or(cap, |v| v.min(cap))))
+        } else {
+            (lo_k, hi_k)
+        };
+        if let (Some(a), Some(b)) = (lo_k, hi_k) {
+            if a > b {
+                continue;
+            }
+        }
+        all.extend(digits::signed(lo_k, hi_k, k).ok_or_else(too_wide)?);
+    }
+    regex("minimum", &digits::to_regex(&all))
+}
+
+/// A bound scaled by `10^k` to the integer bound on the scaled value: `None` for no
+/// bound, `Some(None)` when it does not fit.
+fn scaled(bound: Option<Bound>, k: u32, lower: bool) -> Option<Option<i128>> {
+    let b = bound?;
+    Some(if lower {
+        if b.exclusive {
+            b.value.floor_scaled(k).and_then(|v| v.checked_add(1))
+        } else {
+            b.value.ceil_scaled(k)
+        }
+    } else if b.exclusive {
+        b.value.ceil_scaled(k).and_then(|v| v.checked_sub(1))
+    } else {
+        b.value.floor_scaled(k)
+    })
+}

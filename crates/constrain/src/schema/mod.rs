@@ -1,0 +1,96 @@
+//! JSON Schema front-end: a schema (any `serde_json::Value`) → a normalized,
+//! resolved [`CompiledSchema`] tree, following the keyword table of SPEC §5.
+//!
+//! Decisions beyond the table, so callers know what they get:
+//! - **Locations** in messages are the dotted path of the schema object holding the
+//!   keyword (`properties.a`, `items`, `$defs.line.properties.qty`, `anyOf.1`);
+//!   the root is `the schema`. A keyword reached through `$ref` is located where
+//!   it is written, not where it is used. Dots inside property names are not escaped.
+//! - **Only schemas that are used are read**: a refused keyword inside a `$defs`
+//!   entry nothing references does not refuse the schema.
+//! - **Type inference** extends the table's rule: with no `type`, the keywords
+//!   written name the types (`properties`/`required`/`additionalProperties` →
+//!   object, `items`/`minItems`/`maxItems`/`prefixItems` → array,
+//!   `minLength`/`maxLength`/`pattern` → string, bounds/`multipleOf` → number);
+//!   with none of them, any JSON value. The inference happens after merging, so
+//!   `{"anyOf":[{"type":"integer"},{"type":"string"}],"minLength":1}` keeps both.
+//! - **`required` without `properties`**: a required name that is not a declared
+//!   property is refused when the object is closed (the default when `properties`
+//!   is declared); an object left open (`additionalProperties` true or a schema,
+//!   or no `properties` at all) gets the key as a property of the additional shape.
+//! - **`$ref` with siblings** is merged with them (2019-09 semantics), like `allOf`.
+//! - **Unknown keys** are ignored and reported with [`NotEnforced::Unknown`]; keys
+//!   starting with `x-` are vendor annotations and ignored silently. Other drafts'
+//!   validation keywords (`dependencies`, `dependentSchemas`, `unevaluated*`,
+//!   `min/maxContains`) are reported as ignored like `format`. `uniqueItems: false`
+//!   is not reported (it asks nothing).
+//! - **`prefixItems`**: elements are not constrained at all (an `items` beside it is
+//!   reported too), so a valid document is never cut off.
+//! - **Refused** besides `not`, `if`/`then`/`else`, `patternProperties`: `$anchor`,
+//!   `$dynamicRef`, `$recursiveRef`, tuple `items`, remote `$ref`, limits
+//!   (64 properties, 64 enum members, 256 alternatives per list and after
+//!   combining, 2,000 pattern DFA states, 64 chained references, 100,000 nodes),
+//!   a `multipleOf` on a non-integer that is neither whole nor a power of ten, two
+//!   different patterns merged, a reference cycle that consumes no input, and a
+//!   schema no document can satisfy.
+//! - **Unsatisfiable parts** are dropped where JSON Schema allows it: an `anyOf`
+//!   alternative, a type of a type list, an optional property (it never appears),
+//!   array items (only `[]` remains); otherwise the schema is refused.
+//! - **`enum`/`const`** members that other keywords rule out are dropped; the
+//!   check is shallow for array and object members (lengths, required and closed
+//!   keys, not nested shapes).
+//! - **Numbers**: a `number` with a whole `multipleOf` is an integer; an integer
+//!   with a decimal step becomes the equivalent integer step (`multipleOf: 2.5` on
+//!   integers is `multipleOf: 5`). Bounds are kept exact (see [`decimal`]).
+
+pub mod check;
+pub mod decimal;
+pub mod digits;
+pub mod error;
+pub mod keywords;
+pub mod lower;
+pub mod node;
+pub mod pattern;
+
+mod build;
+mod facets;
+mod shape;
+
+pub use error::{NotEnforced, Report, ReportEntry, SchemaError};
+pub use node::{
+    ArraySpec, Bound, CompiledSchema, Def, DefId, IntegerSpec, Node, NumberSpec, ObjectSpec,
+    Property, StringSpec,
+};
+pub use pattern::Pattern;
+
+/// Compiles a JSON Schema into its normalized tree, or refuses it.
+pub fn compile(schema: &serde_json::Value) -> Result<CompiledSchema, SchemaError> {
+    build::Compiler::new(schema).run()
+}
+
+/// Parses schema text and compiles it.
+pub fn compile_str(schema: &str) -> Result<CompiledSchema, SchemaError> {
+    let value: serde_json::Value = serde_json::from_str(schema).map_err(|e| {
+        SchemaError::new("", "the schema", format!("the schema is not valid JSON: {e}"))
+    })?;
+    compile(&value)
+}
+
+/// Compiles a schema and lowers it to the grammar IR, with its not-enforced report.
+pub fn grammar(schema: &serde_json::Value) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
+    let compiled = compile(schema)?;
+    let g = lower::lower(&compiled)?;
+    Ok((g, compiled.report))
+}
+
+/// Compiles a schema into a ready [`Constraint`](crate::Constraint) for `vocab`.
+pub fn constraint(
+    schema: &serde_json::Value,
+    vocab: std::sync::Arc<crate::Vocabulary>,
+) -> Result<(crate::Constraint, Report), SchemaError> {
+    let (g, report) = grammar(schema)?;
+    let c = crate::Constraint::from_grammar(&g, vocab).map_err(|e| {
+        SchemaError::new("", "the schema", format!("the schema could not be compiled: {e}"))
+    })?;
+    Ok((c, report))
+}

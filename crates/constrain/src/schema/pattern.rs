@@ -1,0 +1,275 @@
+//! `pattern`: RE2 syntax checked, translated and measured.
+//!
+//! JSON Schema patterns are ECMA-262 regular expressions; llamay reads them as RE2
+//! (the `regex-syntax` dialect) with two ECMA meanings kept: `\d` and `\w` are
+//! ASCII classes (RE2 with Unicode on would widen them). Lookaround,
+//! back-references, word boundaries and multi-line anchors are refused. A pattern
+//! is unanchored unless it says `^`/`$`: the decoded string must *contain* a
+//! match, so the pattern is wrapped as `.*(?:pattern).*` and matched whole.
+
+use regex_automata::dfa::{dense, Automaton};
+use regex_automata::nfa::thompson;
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::start;
+use regex_automata::{Anchored, MatchKind};
+use regex_syntax::ast::{self, Ast, ClassAsciiKind, ClassPerlKind, ClassSet, ClassSetItem};
+use regex_syntax::hir::{self, Hir, HirKind, Look};
+use std::collections::{HashSet, VecDeque};
+
+use super::error::SchemaError;
+
+/// Most DFA states a pattern may need.
+pub const MAX_PATTERN_STATES: usize = 2000;
+
+/// Memory cap while determinizing, so a pathological pattern fails fast.
+const DETERMINIZE_BYTES: usize = 8 << 20;
+
+/// A checked pattern.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    /// The pattern as the schema wrote it.
+    pub source: String,
+    /// The whole-value language: `^.*(?:pattern).*$` over the decoded string,
+    /// with the ASCII `\d`/`\w` rewrite applied.
+    pub hir: Hir,
+    /// States of its DFA (byte-level, as counted here).
+    pub states: usize,
+    dfa: dense::DFA<Vec<u32>>,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Pattern) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Pattern {
+    /// Parses and checks `source`; `location` names the schema for errors.
+    pub fn compile(source: &str, location: &str) -> Result<Pattern, SchemaError> {
+        let refuse = |what: &str| {
+            SchemaError::invalid(
+                "pattern",
+                location,
+                format!("{source:?} uses {what}, which llamay's constraint cannot honour"),
+            )
+        };
+        let mut parsed = ast::parse::ParserBuilder::new().build().parse(source).map_err(|e| {
+            match e.kind() {
+                ast::ErrorKind::UnsupportedBackreference => refuse("a back-reference"),
+                ast::ErrorKind::UnsupportedLookAround => refuse("lookaround"),
+                _ => SchemaError::invalid(
+                    "pattern",
+                    location,
+                    format!("{source:?} is not an RE2 regular expression: {}", e.kind()),
+                ),
+            }
+        })?;
+        ascii_perl_classes(&mut parsed);
+        let inner = hir::translate::TranslatorBuilder::new()
+            .utf8(true)
+            .build()
+            .translate(source, &parsed)
+            .map_err(|e| {
+                SchemaError::invalid(
+                    "pattern",
+                    location,
+                    format!("{source:?} is not an RE2 regular expression: {}", e.kind()),
+                )
+            })?;
+        if let Some(what) = refused_look(&inner) {
+            return Err(refuse(what));
+        }
+        let any = Hir::repetition(hir::Repetition {
+            min: 0,
+            max: None,
+            greedy: true,
+            sub: Box::new(Hir::class(hir::Class::Unicode(hir::ClassUnicode::new([
+                hir::ClassUnicodeRange::new('\0', char::MAX),
+            ])))),
+        });
+        let whole = Hir::concat(vec![
+            Hir::look(Look::Start),
+            any.clone(),
+            inner,
+            any,
+            Hir::look(Look::End),
+        ]);
+        let too_big = || {
+            SchemaError::invalid(
+                "pattern",
+                location,
+                format!("{source:?} needs more than {MAX_PATTERN_STATES} automaton states"),
+            )
+        };
+        let nfa = thompson::Compiler::new()
+            .configure(thompson::Config::new().nfa_size_limit(Some(DETERMINIZE_BYTES)))
+            .build_from_hir(&whole)
+            .map_err(|_| too_big())?;
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .start_kind(regex_automata::dfa::StartKind::Anchored)
+                    .match_kind(MatchKind::All)
+                    .determinize_size_limit(Some(DETERMINIZE_BYTES))
+                    .dfa_size_limit(Some(DETERMINIZE_BYTES)),
+            )
+            .build_from_nfa(&nfa)
+            .map_err(|_| too_big())?;
+        let states = count_states(&dfa, MAX_PATTERN_STATES + 1).ok_or_else(too_big)?;
+        if states > MAX_PATTERN_STATES {
+            return Err(too_big());
+        }
+        Ok(Pattern { source: source.to_string(), hir: whole, states, dfa })
+    }
+
+    /// True when the whole of `text` is in the pattern's language.
+    pub fn matches(&self, text: &str) -> bool {
+        let config = start::Config::new().anchored(Anchored::Yes);
+        let Ok(mut state) = self.dfa.start_state(&config) else { return false };
+        for &b in text.as_bytes() {
+            state = self.dfa.next_state(state, b);
+            if self.dfa.is_dead_state(state) {
+                return false;
+            }
+        }
+        self.dfa.is_match_state(self.dfa.next_eoi_state(state))
+    }
+}
+
+/// States reachable from the anchored start, or `None` past `cap`.
+fn count_states(dfa: &dense::DFA<Vec<u32>>, cap: usize) -> Option<usize> {
+    let config = start::Config::new().anchored(Anchored::Yes);
+    let start = dfa.start_state(&config).ok()?;
+    let mut seen: HashSet<StateID> = HashSet::from([start]);
+    let mut queue = VecDeque::from([start]);
+    while let Some(s) = queue.pop_front() {
+        for b in 0..=255u8 {
+            let t = dfa.next_state(s, b);
+            if dfa.is_dead_state(t) || !seen.insert(t) {
+                continue;
+            }
+            if seen.len() > cap {
+                return None;
+            }
+            queue.push_back(t);
+        }
+    }
+    Some(seen.len())
+}
+
+/// The refused assertion a pattern uses, if any.
+fn refused_look(h: &Hir) -> Option<&'static str> {
+    match h.kind() {
+        HirKind::Look(look) => match look {
+            Look::Start | Look::End => None,
+            Look::StartLF | Look::EndLF | Look::StartCRLF | Look::EndCRLF => {
+                Some("a multi-line anchor")
+            }
+            _ => Some("a word boundary"),
+        },
+        HirKind::Repetition(r) => refused_look(&r.sub),
+        HirKind::Capture(c) => refused_look(&c.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().find_map(refused_look),
+        _ => None,
+    }
+}
+
+/// Rewrites `\d`, `\D`, `\w`, `\W` (also inside brackets) to ASCII classes, their
+/// ECMA-262 meaning; `\s` keeps RE2's Unicode meaning, which is ECMA's too.
+fn ascii_perl_classes(a: &mut Ast) {
+    match a {
+        Ast::ClassPerl(p) => {
+            if let Some(kind) = ascii_kind(&p.kind) {
+                let item = ClassSetItem::Ascii(ast::ClassAscii { span: p.span, kind, negated: false });
+                *a = Ast::class_bracketed(ast::ClassBracketed {
+                    span: p.span,
+                    negated: p.negated,
+                    kind: ClassSet::Item(item),
+                });
+            }
+        }
+        Ast::ClassBracketed(b) => ascii_in_set(&mut b.kind),
+        Ast::Repetition(r) => ascii_perl_classes(&mut r.ast),
+        Ast::Group(g) => ascii_perl_classes(&mut g.ast),
+        Ast::Alternation(x) => x.asts.iter_mut().for_each(ascii_perl_classes),
+        Ast::Concat(x) => x.asts.iter_mut().for_each(ascii_perl_classes),
+        _ => {}
+    }
+}
+
+fn ascii_in_set(set: &mut ClassSet) {
+    match set {
+        ClassSet::Item(item) => ascii_in_item(item),
+        ClassSet::BinaryOp(op) => {
+            ascii_in_set(&mut op.lhs);
+            ascii_in_set(&mut op.rhs);
+        }
+    }
+}
+
+fn ascii_in_item(item: &mut ClassSetItem) {
+    match item {
+        ClassSetItem::Perl(p) => {
+            if let Some(kind) = ascii_kind(&p.kind) {
+                *item = ClassSetItem::Ascii(ast::ClassAscii { span: p.span, kind, negated: p.negated });
+            }
+        }
+        ClassSetItem::Bracketed(b) => ascii_in_set(&mut b.kind),
+        ClassSetItem::Union(u) => u.items.iter_mut().for_each(ascii_in_item),
+        _ => {}
+    }
+}
+
+fn ascii_kind(k: &ClassPerlKind) -> Option<ClassAsciiKind> {
+    match k {
+        ClassPerlKind::Digit => Some(ClassAsciiKind::Digit),
+        ClassPerlKind::Word => Some(ClassAsciiKind::Word),
+        ClassPerlKind::Space => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Pattern {
+        Pattern::compile(s, "the schema").unwrap()
+    }
+
+    #[test]
+    fn anchoring() {
+        assert!(p("^[0-9]{5}$").matches("69001"));
+        assert!(!p("^[0-9]{5}$").matches("690012"));
+        assert!(p("[0-9]").matches("ab1cd"));
+        assert!(!p("[0-9]").matches("abcd"));
+        assert!(p("^ab").matches("abzzz"));
+        assert!(!p("^ab").matches("zab"));
+        assert!(p("ab$").matches("zab"));
+    }
+
+    #[test]
+    fn ecma_classes_are_ascii() {
+        assert!(!p("^\\d$").matches("\u{0663}"));
+        assert!(p("^\\D$").matches("\u{0663}"));
+        assert!(p("^[\\w-]+$").matches("a_b-9"));
+        assert!(!p("^[\\w]+$").matches("é"));
+        assert!(p("^.$").matches("é"));
+    }
+
+    #[test]
+    fn refusals() {
+        for (src, word) in [
+            ("(?=a)b", "lookaround"),
+            ("(a)\\1", "back-reference"),
+            ("\\bword", "word boundary"),
+            ("(?m)^a$", "multi-line anchor"),
+        ] {
+            let e = Pattern::compile(src, "properties.a").unwrap_err();
+            assert!(e.message.contains(word), "{src}: {}", e.message);
+            assert_eq!(e.location, "properties.a");
+            assert_eq!(e.keyword, "pattern");
+        }
+        let e = Pattern::compile("a{1000}b{1000}c{1000}", "items").unwrap_err();
+        assert!(e.message.contains("2000"), "{}", e.message);
+    }
+}
