@@ -1,0 +1,208 @@
+//! Activation quantization: each activation row is converted once into the partner
+//! format of the weight type and then reused against every weight row.
+//!
+//! ggml stores the Q8_0/Q8_1 scales as f16; here they are f32 (a little more precise,
+//! and one block type serves both partners).
+
+use super::error::QuantError;
+use super::layout::{QK, QK_K};
+use crate::ggml_type::GgmlType;
+
+/// A block of 32 activations quantized to i8: `x ≈ d * qs`, with `s = d * Σqs`.
+/// It is the partner of Q4_0/Q5_0/Q8_0 weights (as Q8_0) and of Q4_1/Q5_1 (as Q8_1,
+/// whose `s` carries the weights' offset term).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct Q8Block {
+    pub d: f32,
+    pub s: f32,
+    pub qs: [i8; QK],
+}
+
+/// A super-block of 256 activations quantized to i8 (`x ≈ d * qs`) with the sums of
+/// each 16 quants, the partner of the K-quants (ggml's Q8_K).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct Q8KBlock {
+    pub d: f32,
+    pub qs: [i8; QK_K],
+    pub bsums: [i16; 16],
+}
+
+/// Which partner format a [`QuantizedActs`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActFormat {
+    /// Plain f32 (for F32, F16 and BF16 weights).
+    F32,
+    /// [`Q8Block`]s (for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights).
+    Q8,
+    /// [`Q8KBlock`]s (for Q4_K, Q5_K, Q6_K weights).
+    Q8K,
+}
+
+impl ActFormat {
+    /// The activation format llamay pairs with weights of type `ty`.
+    pub fn for_weights(ty: GgmlType) -> Result<ActFormat, QuantError> {
+        use GgmlType::*;
+        match ty {
+            F32 | F16 | BF16 => Ok(ActFormat::F32),
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 => Ok(ActFormat::Q8),
+            Q4_K | Q5_K | Q6_K => Ok(ActFormat::Q8K),
+            _ => Err(QuantError::UnsupportedType(ty)),
+        }
+    }
+
+    /// Elements per unit of this format.
+    pub fn block_elems(self) -> usize {
+        match self {
+            ActFormat::F32 => 1,
+            ActFormat::Q8 => QK,
+            ActFormat::Q8K => QK_K,
+        }
+    }
+}
+
+/// Activations for `n_tokens` rows of `cols` values, quantized for one weight format.
+/// An owned buffer: keep one around and refill it with [`quantize_acts`] so that its
+/// storage is reused.
+#[derive(Clone, Debug, Default)]
+pub struct QuantizedActs {
+    pub(crate) format: Option<ActFormat>,
+    pub(crate) n_tokens: usize,
+    pub(crate) cols: usize,
+    pub(crate) f32s: Vec<f32>,
+    pub(crate) q8: Vec<Q8Block>,
+    pub(crate) q8k: Vec<Q8KBlock>,
+}
+
+impl QuantizedActs {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The format currently held (`None` before the first fill).
+    pub fn format(&self) -> Option<ActFormat> {
+        self.format
+    }
+
+    /// Rows (tokens) held.
+    pub fn n_tokens(&self) -> usize {
+        self.n_tokens
+    }
+
+    /// Values per row.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The Q8 blocks (all rows, row after row) when the format is [`ActFormat::Q8`].
+    pub fn q8_blocks(&self) -> &[Q8Block] {
+        &self.q8
+    }
+
+    /// The Q8_K blocks when the format is [`ActFormat::Q8K`].
+    pub fn q8k_blocks(&self) -> &[Q8KBlock] {
+        &self.q8k
+    }
+
+    /// The f32 values when the format is [`ActFormat::F32`].
+    pub fn f32_values(&self) -> &[f32] {
+        &self.f32s
+    }
+}
+
+/// Quantizes `x` (`n_tokens` rows of `cols` values, row-major) into `out`, in the
+/// format that weights of type `weights_ty` pair with. `cols` must be a whole number of
+/// that format's blocks (it is when it is a whole number of the weights' blocks).
+pub fn quantize_acts(
+    weights_ty: GgmlType,
+    x: &[f32],
+    n_tokens: usize,
+    cols: usize,
+    out: &mut QuantizedActs,
+) -> Result<(), QuantError> {
+    let format = ActFormat::for_weights(weights_ty)?;
+    let block = format.block_elems();
+    if cols % block != 0 {
+        return Err(QuantError::NotBlockAligned {
+            ty: weights_ty,
+            cols,
+            block,
+        });
+    }
+    let total = n_tokens
+        .checked_mul(cols)
+        .ok_or(QuantError::ShapeOverflow {
+            rows: n_tokens,
+            cols,
+        })?;
+    if x.len() != total {
+        return Err(QuantError::LengthMismatch {
+            what: "activations",
+            expected: total,
+            got: x.len(),
+        });
+    }
+    out.format = Some(format);
+    out.n_tokens = n_tokens;
+    out.cols = cols;
+    match format {
+        ActFormat::F32 => {
+            out.f32s.clear();
+            out.f32s.extend_from_slice(x);
+        }
+        ActFormat::Q8 => {
+            out.q8.clear();
+            out.q8.extend(x.chunks_exact(QK).map(quantize_q8));
+        }
+        ActFormat::Q8K => {
+            out.q8k.clear();
+            out.q8k.extend(x.chunks_exact(QK_K).map(quantize_q8k));
+        }
+    }
+    Ok(())
+}
+
+/// Symmetric scale for i8: the largest magnitude maps to ±127.
+#[inline]
+fn scale_for(x: &[f32]) -> (f32, f32) {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    (d, id)
+}
+
+/// Rounds half away from zero, like C's `roundf` (a NaN input becomes 0).
+#[inline]
+fn to_i8(v: f32) -> i8 {
+    (v.round() as i32).clamp(-127, 127) as i8
+}
+
+fn quantize_q8(x: &[f32]) -> Q8Block {
+    let (d, id) = scale_for(x);
+    let mut qs = [0i8; QK];
+    let mut sum = 0i32;
+    for (q, v) in qs.iter_mut().zip(x) {
+        *q = to_i8(v * id);
+        sum += *q as i32;
+    }
+    Q8Block {
+        d,
+        s: d * sum as f32,
+        qs,
+    }
+}
+
+fn quantize_q8k(x: &[f32]) -> Q8KBlock {
+    let (d, id) = scale_for(x);
+    let mut qs = [0i8; QK_K];
+    for (q, v) in qs.iter_mut().zip(x) {
+        *q = to_i8(v * id);
+    }
+    let mut bsums = [0i16; 16];
+    for (s, g) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
+        *s = g.iter().map(|&q| q as i16).sum();
+    }
+    Q8KBlock { d, qs, bsums }
+}

@@ -1,0 +1,123 @@
+//! Dot-product kernels and their run-time dispatch.
+//!
+//! Each weight type has a kernel computing dot products of one weight row against
+//! `N` activation rows at once (`N` = 1 or [`TILE`]), so that a decoded weight block is
+//! reused across several tokens while it is in registers. Kernels are gathered in a
+//! [`KernelTable`]; a [`Backend`] is a reference to one table, chosen once, so calling
+//! through it costs one indirect call per weight row and nothing per block.
+
+use std::sync::OnceLock;
+
+use super::acts::{Q8Block, Q8KBlock};
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod portable;
+
+/// Tokens handled together by a tiled kernel call.
+pub const TILE: usize = 4;
+
+/// A dot-product kernel: one weight row (whole blocks) against `N` activation rows,
+/// each holding exactly the matching number of activation units.
+pub(crate) type DotFn<A, const N: usize> = fn(&[u8], [&[A]; N]) -> [f32; N];
+
+/// The single-token and tiled kernels of one weight type.
+pub(crate) struct Pair<A: 'static> {
+    pub one: DotFn<A, 1>,
+    pub tile: DotFn<A, TILE>,
+}
+
+/// Every weight type's kernels, for one instruction set.
+pub(crate) struct KernelTable {
+    pub set: KernelSet,
+    pub f32: Pair<f32>,
+    pub f16: Pair<f32>,
+    pub bf16: Pair<f32>,
+    pub q4_0: Pair<Q8Block>,
+    pub q4_1: Pair<Q8Block>,
+    pub q5_0: Pair<Q8Block>,
+    pub q5_1: Pair<Q8Block>,
+    pub q8_0: Pair<Q8Block>,
+    pub q4_k: Pair<Q8KBlock>,
+    pub q5_k: Pair<Q8KBlock>,
+    pub q6_k: Pair<Q8KBlock>,
+}
+
+/// An instruction set the kernels are written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelSet {
+    /// Plain Rust, any target: the reference.
+    Portable,
+    /// x86-64 AVX2 + FMA + F16C.
+    Avx2,
+}
+
+/// A chosen set of kernels. Copy it freely: it is one pointer.
+#[derive(Clone, Copy)]
+pub struct Backend {
+    pub(crate) table: &'static KernelTable,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Backend").field(&self.table.set).finish()
+    }
+}
+
+impl Backend {
+    /// The portable kernels.
+    pub fn portable() -> Backend {
+        Backend {
+            table: &portable::TABLE,
+        }
+    }
+
+    /// The AVX2 kernels, if this CPU has AVX2, FMA and F16C.
+    pub fn avx2() -> Option<Backend> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+                && std::is_x86_feature_detected!("f16c")
+            {
+                return Some(Backend {
+                    table: &avx2::TABLE,
+                });
+            }
+        }
+        None
+    }
+
+    /// The backend for `set`, if this CPU can run it.
+    pub fn for_set(set: KernelSet) -> Option<Backend> {
+        match set {
+            KernelSet::Portable => Some(Backend::portable()),
+            KernelSet::Avx2 => Backend::avx2(),
+        }
+    }
+
+    /// Every backend this CPU can run, portable first.
+    pub fn available() -> Vec<Backend> {
+        std::iter::once(Backend::portable())
+            .chain(Backend::avx2())
+            .collect()
+    }
+
+    /// The fastest backend this CPU runs, unless the environment variable
+    /// `LLAMAY_KERNELS=portable` asks for the portable one. Chosen once per process.
+    pub fn active() -> Backend {
+        static ACTIVE: OnceLock<Backend> = OnceLock::new();
+        *ACTIVE.get_or_init(|| {
+            let forced = std::env::var("LLAMAY_KERNELS").ok();
+            if forced.as_deref() == Some("portable") {
+                return Backend::portable();
+            }
+            Backend::avx2().unwrap_or_else(Backend::portable)
+        })
+    }
+
+    /// Which instruction set this backend uses.
+    pub fn set(&self) -> KernelSet {
+        self.table.set
+    }
+}

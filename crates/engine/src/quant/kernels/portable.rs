@@ -1,0 +1,192 @@
+//! Portable kernels: the reference every faster kernel is tested against. Each decodes
+//! a weight block once into integers, then takes integer dot products with every
+//! activation row of the tile.
+
+use super::{KernelSet, KernelTable, Pair};
+use crate::quant::acts::{Q8Block, Q8KBlock};
+use crate::quant::layout::*;
+
+pub(crate) static TABLE: KernelTable = KernelTable {
+    set: KernelSet::Portable,
+    f32: Pair {
+        one: f32_rows::<1>,
+        tile: f32_rows,
+    },
+    f16: Pair {
+        one: f16_rows::<1>,
+        tile: f16_rows,
+    },
+    bf16: Pair {
+        one: bf16_rows::<1>,
+        tile: bf16_rows,
+    },
+    q4_0: Pair {
+        one: q4_0::<1>,
+        tile: q4_0,
+    },
+    q4_1: Pair {
+        one: q4_1::<1>,
+        tile: q4_1,
+    },
+    q5_0: Pair {
+        one: q5_0::<1>,
+        tile: q5_0,
+    },
+    q5_1: Pair {
+        one: q5_1::<1>,
+        tile: q5_1,
+    },
+    q8_0: Pair {
+        one: q8_0::<1>,
+        tile: q8_0,
+    },
+    q4_k: Pair {
+        one: q4_k::<1>,
+        tile: q4_k,
+    },
+    q5_k: Pair {
+        one: q5_k::<1>,
+        tile: q5_k,
+    },
+    q6_k: Pair {
+        one: q6_k::<1>,
+        tile: q6_k,
+    },
+};
+
+#[inline(always)]
+fn idot<Q: Copy + Into<i32>>(q: &[Q], a: &[i8]) -> i32 {
+    q.iter().zip(a).map(|(&q, &a)| q.into() * a as i32).sum()
+}
+
+/// Elements decoded at a time in the float kernels.
+const CHUNK: usize = 32;
+
+#[inline(always)]
+fn float_rows<const N: usize, const EB: usize>(
+    w: &[u8],
+    a: [&[f32]; N],
+    decode: impl Fn(&[u8]) -> f32,
+) -> [f32; N] {
+    let mut acc = [0f32; N];
+    let mut buf = [0f32; CHUNK];
+    for (ci, chunk) in w.chunks(EB * CHUNK).enumerate() {
+        let n = chunk.len() / EB;
+        for (v, b) in buf.iter_mut().zip(chunk.chunks_exact(EB)) {
+            *v = decode(b);
+        }
+        for t in 0..N {
+            let x = &a[t][ci * CHUNK..ci * CHUNK + n];
+            // Eight partial sums so the compiler can keep them in one vector register.
+            let mut lanes = [0f32; 8];
+            for (i, (&wv, &xv)) in buf[..n].iter().zip(x).enumerate() {
+                lanes[i % 8] += wv * xv;
+            }
+            acc[t] += lanes.iter().sum::<f32>();
+        }
+    }
+    acc
+}
+
+fn f32_rows<const N: usize>(w: &[u8], a: [&[f32]; N]) -> [f32; N] {
+    float_rows::<N, 4>(w, a, |b| f32_at(b, 0))
+}
+
+fn f16_rows<const N: usize>(w: &[u8], a: [&[f32]; N]) -> [f32; N] {
+    float_rows::<N, 2>(w, a, |b| f16_at(b, 0))
+}
+
+fn bf16_rows<const N: usize>(w: &[u8], a: [&[f32]; N]) -> [f32; N] {
+    float_rows::<N, 2>(w, a, |b| bf16_at(b, 0))
+}
+
+/// Legacy blocks: `Σ d_w·d_a·Σq·a + m_w·s_a` (m_w = 0 for the symmetric formats).
+#[inline(always)]
+fn legacy<const N: usize, const BB: usize, Q: Copy + Into<i32>>(
+    w: &[u8],
+    a: [&[Q8Block]; N],
+    decode: impl Fn(&[u8]) -> (f32, f32, [Q; QK]),
+) -> [f32; N] {
+    let mut acc = [0f32; N];
+    for (i, b) in w.chunks_exact(BB).enumerate() {
+        let (d, m, q) = decode(b);
+        for t in 0..N {
+            let ab = &a[t][i];
+            acc[t] += d * ab.d * idot(&q, &ab.qs) as f32 + m * ab.s;
+        }
+    }
+    acc
+}
+
+fn q4_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+    legacy::<N, 18, i8>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q4_0(b)))
+}
+
+fn q4_1<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+    legacy::<N, 20, u8>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q4_1(b)))
+}
+
+fn q5_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+    legacy::<N, 22, i8>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q5_0(b)))
+}
+
+fn q5_1<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+    legacy::<N, 24, u8>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q5_1(b)))
+}
+
+fn q8_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+    legacy::<N, 34, i8>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q8_0(b)))
+}
+
+/// Q4_K/Q5_K: `d_a·(d·Σ_s scale_s·Σq·a − dmin·Σ_s min_s·Σa)`, with Σa from the bsums.
+#[inline(always)]
+fn k_scale_min<const N: usize, const BB: usize>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    unpack: impl Fn(&[u8]) -> [u8; QK_K],
+) -> [f32; N] {
+    let mut acc = [0f32; N];
+    for (i, b) in w.chunks_exact(BB).enumerate() {
+        let d = f16_at(b, q4_k::D);
+        let dmin = f16_at(b, q4_k::DMIN);
+        let (sc, mn) = k4_scales_mins(&b[q4_k::SCALES..q4_k::SCALES + 12]);
+        let q = unpack(b);
+        for t in 0..N {
+            let ab = &a[t][i];
+            let mut isum = 0i32;
+            let mut msum = 0i32;
+            for s in 0..8 {
+                let r = 32 * s..32 * s + 32;
+                isum += sc[s] as i32 * idot(&q[r.clone()], &ab.qs[r]);
+                msum += mn[s] as i32 * (ab.bsums[2 * s] as i32 + ab.bsums[2 * s + 1] as i32);
+            }
+            acc[t] += ab.d * (d * isum as f32 - dmin * msum as f32);
+        }
+    }
+    acc
+}
+
+fn q4_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
+    k_scale_min::<N, 144>(w, a, unpack_q4_k)
+}
+
+fn q5_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
+    k_scale_min::<N, 176>(w, a, unpack_q5_k)
+}
+
+fn q6_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
+    let mut acc = [0f32; N];
+    for (i, b) in w.chunks_exact(210).enumerate() {
+        let d = f16_at(b, q6_k::D);
+        let sc = q6_k_scales(b);
+        let q = unpack_q6_k(b);
+        for t in 0..N {
+            let ab = &a[t][i];
+            let isum: i32 = (0..16)
+                .map(|g| sc[g] as i32 * idot(&q[16 * g..16 * g + 16], &ab.qs[16 * g..16 * g + 16]))
+                .sum();
+            acc[t] += d * ab.d * isum as f32;
+        }
+    }
+    acc
+}

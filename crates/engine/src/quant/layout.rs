@@ -1,0 +1,205 @@
+//! Block layouts of the GGML quantized formats: sizes, offsets and the small field
+//! readers shared by dequantization and the dot-product kernels.
+//!
+//! All multi-byte fields are little-endian. Layouts (bytes):
+//! - Q4_0 (18): d f16, qs\[16\] (element j low nibble of qs\[j\], element j+16 high nibble)
+//! - Q4_1 (20): d f16, m f16, qs\[16\]
+//! - Q5_0 (22): d f16, qh\[4\] (u32, bit j = 5th bit of element j), qs\[16\]
+//! - Q5_1 (24): d f16, m f16, qh\[4\], qs\[16\]
+//! - Q8_0 (34): d f16, qs\[32\] i8
+//! - Q4_K (144): d f16, dmin f16, scales\[12\] (8 six-bit scales and mins), qs\[128\]
+//! - Q5_K (176): d f16, dmin f16, scales\[12\], qh\[32\], qs\[128\]
+//! - Q6_K (210): ql\[128\], qh\[64\], scales\[16\] i8, d f16
+
+use half::{bf16, f16};
+
+/// Elements per legacy block (Q4_0 .. Q8_0).
+pub const QK: usize = 32;
+/// Elements per K-quant super-block.
+pub const QK_K: usize = 256;
+
+/// Reads the little-endian f16 at `b[at..at + 2]` as f32.
+#[inline(always)]
+pub fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// Reads the little-endian bf16 at `b[at..at + 2]` as f32.
+#[inline(always)]
+pub fn bf16_at(b: &[u8], at: usize) -> f32 {
+    bf16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+/// Reads the little-endian f32 at `b[at..at + 4]`.
+#[inline(always)]
+pub fn f32_at(b: &[u8], at: usize) -> f32 {
+    f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The 8 six-bit scales and 8 six-bit mins packed into the 12 `scales` bytes of a
+/// Q4_K/Q5_K block: sub-blocks 0..4 keep theirs in the low 6 bits of bytes 0..4 (scales)
+/// and 4..8 (mins); sub-blocks 4..8 split theirs between a nibble of bytes 8..12 and the
+/// top 2 bits of bytes 0..8.
+#[inline(always)]
+pub fn k4_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut mn = [0u8; 8];
+    for j in 0..4 {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+    }
+    for j in 4..8 {
+        sc[j] = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+        mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+    (sc, mn)
+}
+
+/// Byte offsets inside a Q4_K block.
+pub mod q4_k {
+    pub const D: usize = 0;
+    pub const DMIN: usize = 2;
+    pub const SCALES: usize = 4;
+    pub const QS: usize = 16;
+}
+
+/// Byte offsets inside a Q5_K block (d, dmin and scales sit where Q4_K's do).
+pub mod q5_k {
+    pub const QH: usize = 16;
+    pub const QS: usize = 48;
+}
+
+/// Byte offsets inside a Q6_K block.
+pub mod q6_k {
+    pub const QL: usize = 0;
+    pub const QH: usize = 128;
+    pub const SCALES: usize = 192;
+    pub const D: usize = 208;
+}
+
+/// The 32 quants of a Q4_0 block, centred (-8..=7), in element order.
+#[inline(always)]
+pub fn unpack_q4_0(b: &[u8]) -> [i8; QK] {
+    let qs = &b[2..18];
+    let mut q = [0i8; QK];
+    for j in 0..16 {
+        q[j] = (qs[j] & 0x0F) as i8 - 8;
+        q[j + 16] = (qs[j] >> 4) as i8 - 8;
+    }
+    q
+}
+
+/// The 32 quants of a Q4_1 block (0..=15), in element order.
+#[inline(always)]
+pub fn unpack_q4_1(b: &[u8]) -> [u8; QK] {
+    let qs = &b[4..20];
+    let mut q = [0u8; QK];
+    for j in 0..16 {
+        q[j] = qs[j] & 0x0F;
+        q[j + 16] = qs[j] >> 4;
+    }
+    q
+}
+
+/// Five-bit quants (0..=31) from 16 nibble bytes and the 32 high bits of `qh`.
+#[inline(always)]
+fn five_bit(qs: &[u8], qh: u32) -> [u8; QK] {
+    let mut q = [0u8; QK];
+    for j in 0..16 {
+        let h0 = ((qh >> j) & 1) as u8;
+        let h1 = ((qh >> (j + 16)) & 1) as u8;
+        q[j] = (qs[j] & 0x0F) | (h0 << 4);
+        q[j + 16] = (qs[j] >> 4) | (h1 << 4);
+    }
+    q
+}
+
+/// The 32 quants of a Q5_0 block, centred (-16..=15), in element order.
+#[inline(always)]
+pub fn unpack_q5_0(b: &[u8]) -> [i8; QK] {
+    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    five_bit(&b[6..22], qh).map(|v| v as i8 - 16)
+}
+
+/// The 32 quants of a Q5_1 block (0..=31), in element order.
+#[inline(always)]
+pub fn unpack_q5_1(b: &[u8]) -> [u8; QK] {
+    let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    five_bit(&b[8..24], qh)
+}
+
+/// The 32 quants of a Q8_0 block.
+#[inline(always)]
+pub fn unpack_q8_0(b: &[u8]) -> [i8; QK] {
+    let mut q = [0i8; QK];
+    for (d, s) in q.iter_mut().zip(&b[2..34]) {
+        *d = *s as i8;
+    }
+    q
+}
+
+/// The 256 quants of a Q4_K block (0..=15), in element order: each 64-element chunk c
+/// takes the low nibbles of qs\[32c..32c+32\] then their high nibbles.
+#[inline(always)]
+pub fn unpack_q4_k(b: &[u8]) -> [u8; QK_K] {
+    let qs = &b[q4_k::QS..q4_k::QS + 128];
+    let mut q = [0u8; QK_K];
+    for c in 0..4 {
+        for l in 0..32 {
+            let v = qs[32 * c + l];
+            q[64 * c + l] = v & 0x0F;
+            q[64 * c + 32 + l] = v >> 4;
+        }
+    }
+    q
+}
+
+/// The 256 quants of a Q5_K block (0..=31): Q4_K's nibbles plus a fifth bit, taken for
+/// sub-block s (32 elements) from bit s of qh\[l\].
+#[inline(always)]
+pub fn unpack_q5_k(b: &[u8]) -> [u8; QK_K] {
+    let qs = &b[q5_k::QS..q5_k::QS + 128];
+    let qh = &b[q5_k::QH..q5_k::QH + 32];
+    let mut q = [0u8; QK_K];
+    for c in 0..4 {
+        for l in 0..32 {
+            let v = qs[32 * c + l];
+            let lo_bit = (qh[l] >> (2 * c)) & 1;
+            let hi_bit = (qh[l] >> (2 * c + 1)) & 1;
+            q[64 * c + l] = (v & 0x0F) | (lo_bit << 4);
+            q[64 * c + 32 + l] = (v >> 4) | (hi_bit << 4);
+        }
+    }
+    q
+}
+
+/// The 256 quants of a Q6_K block, centred (-32..=31). Each 128-element half n uses
+/// ql\[64n..64n+64\] (low nibbles, then high nibbles) and qh\[32n..32n+32\] (2 bits per
+/// 32-element quarter).
+#[inline(always)]
+pub fn unpack_q6_k(b: &[u8]) -> [i8; QK_K] {
+    let mut q = [0i8; QK_K];
+    for n in 0..2 {
+        let ql = &b[q6_k::QL + 64 * n..q6_k::QL + 64 * n + 64];
+        let qh = &b[q6_k::QH + 32 * n..q6_k::QH + 32 * n + 32];
+        let y = &mut q[128 * n..128 * n + 128];
+        for l in 0..32 {
+            let h = qh[l];
+            y[l] = ((ql[l] & 0x0F) | ((h & 3) << 4)) as i8 - 32;
+            y[l + 32] = ((ql[l + 32] & 0x0F) | (((h >> 2) & 3) << 4)) as i8 - 32;
+            y[l + 64] = ((ql[l] >> 4) | (((h >> 4) & 3) << 4)) as i8 - 32;
+            y[l + 96] = ((ql[l + 32] >> 4) | (((h >> 6) & 3) << 4)) as i8 - 32;
+        }
+    }
+    q
+}
+
+/// The 16 signed scales of a Q6_K block (one per 16 elements).
+#[inline(always)]
+pub fn q6_k_scales(b: &[u8]) -> [i8; 16] {
+    let mut s = [0i8; 16];
+    for (d, v) in s.iter_mut().zip(&b[q6_k::SCALES..q6_k::SCALES + 16]) {
+        *d = *v as i8;
+    }
+    s
+}
