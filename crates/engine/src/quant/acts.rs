@@ -125,18 +125,11 @@ pub fn quantize_acts(
     let format = ActFormat::for_weights(weights_ty)?;
     let block = format.block_elems();
     if cols % block != 0 {
-        return Err(QuantError::NotBlockAligned {
-            ty: weights_ty,
-            cols,
-            block,
-        });
+        return Err(QuantError::NotBlockAligned { ty: weights_ty, cols, block });
     }
     let total = n_tokens
         .checked_mul(cols)
-        .ok_or(QuantError::ShapeOverflow {
-            rows: n_tokens,
-            cols,
-        })?;
+        .ok_or(QuantError::ShapeOverflow { rows: n_tokens, cols })?;
     if x.len() != total {
         return Err(QuantError::LengthMismatch {
             what: "activations",
@@ -187,11 +180,7 @@ fn quantize_q8(x: &[f32]) -> Q8Block {
         *q = to_i8(v * id);
         sum += *q as i32;
     }
-    Q8Block {
-        d,
-        s: d * sum as f32,
-        qs,
-    }
+    Q8Block { d, s: d * sum as f32, qs }
 }
 
 fn quantize_q8k(x: &[f32]) -> Q8KBlock {

@@ -48,13 +48,7 @@ impl<'a> QMatrix<'a> {
                 got: data.len(),
             });
         }
-        Ok(QMatrix {
-            ty,
-            data,
-            rows,
-            cols,
-            row_bytes,
-        })
+        Ok(QMatrix { ty, data, rows, cols, row_bytes })
     }
 
     /// The element type.
@@ -97,11 +91,7 @@ impl<'a> QMatrix<'a> {
     }
 
     fn out_of_range(&self, r: Range<usize>) -> QuantError {
-        QuantError::RowOutOfRange {
-            start: r.start,
-            end: r.end,
-            rows: self.rows,
-        }
+        QuantError::RowOutOfRange { start: r.start, end: r.end, rows: self.rows }
     }
 }
 
@@ -128,10 +118,7 @@ impl<'a> OutView<'a> {
     pub fn new(out: &'a mut [f32], n_tokens: usize, rows: usize) -> Result<Self, QuantError> {
         let expected = n_tokens
             .checked_mul(rows)
-            .ok_or(QuantError::ShapeOverflow {
-                rows: n_tokens,
-                cols: rows,
-            })?;
+            .ok_or(QuantError::ShapeOverflow { rows: n_tokens, cols: rows })?;
         if out.len() != expected {
             return Err(QuantError::LengthMismatch {
                 what: "output",
