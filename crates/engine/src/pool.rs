@@ -10,8 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-/// How many polls an idle worker spins before it parks.
-const SPIN_POLLS: u32 = 20_000;
+/// Polls an idle worker (or the waiting caller) spins before it starts yielding its
+/// time slice: a few microseconds, the gap between two matmuls of one step.
+const SPIN_POLLS: u32 = 2_000;
+/// Yields an idle worker makes before it parks. Yielding, not spinning, keeps a busy
+/// machine (more runnable threads than cores) from starving the thread doing the work.
+const YIELD_POLLS: u32 = 2_000;
 
 /// The job being run: a type-erased pointer to the caller's closure.
 #[derive(Clone, Copy)]
@@ -24,15 +28,21 @@ struct JobRef {
 // SAFETY: the closure is `Sync`, and `run` keeps it alive until every worker is done.
 unsafe impl Send for JobRef {}
 
+/// `Shared::state` bit set while a job accepts workers; the other bits count the
+/// workers inside the job.
+const OPEN: usize = 1 << (usize::BITS - 1);
+
 struct Shared {
-    /// Incremented for every job; workers compare it with the last one they saw.
+    /// Incremented for every job: the signal idle workers watch.
     generation: AtomicUsize,
     job: Mutex<Option<JobRef>>,
     wake: Condvar,
+    /// Workers parked on `wake`.
+    sleepers: AtomicUsize,
+    /// `OPEN` | workers inside the current job.
+    state: AtomicUsize,
     /// Next task index to hand out.
     next_task: AtomicUsize,
-    /// Workers still inside the current job.
-    active: AtomicUsize,
     shutdown: AtomicBool,
     /// A task panicked; `run` re-raises it on the caller's thread.
     panicked: AtomicBool,
@@ -63,8 +73,9 @@ impl ThreadPool {
             generation: AtomicUsize::new(0),
             job: Mutex::new(None),
             wake: Condvar::new(),
+            sleepers: AtomicUsize::new(0),
+            state: AtomicUsize::new(0),
             next_task: AtomicUsize::new(0),
-            active: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
         });
@@ -91,6 +102,10 @@ impl ThreadPool {
 
     /// Calls `f(i)` for every `i` in `0..n_tasks`, spread over the pool, and returns
     /// when all calls have returned. A panic in a task is re-raised here.
+    ///
+    /// The caller works through the tasks itself; workers join if they wake in time.
+    /// It never waits for a worker that has not started, so a descheduled worker on a
+    /// busy machine costs nothing but its share of the work.
     pub fn run(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync)) {
         if n_tasks == 0 {
             return;
@@ -102,25 +117,32 @@ impl ThreadPool {
         let _serial = self.run_lock.lock().unwrap_or_else(|e| e.into_inner());
         let s = &*self.shared;
         // SAFETY: erasing the lifetime is sound because this function does not return
-        // before `active` drops to zero, i.e. before every worker has stopped using it.
+        // before the job is closed and every worker that joined it has left.
         let func: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
-        s.next_task.store(0, Ordering::Relaxed);
-        s.panicked.store(false, Ordering::Relaxed);
-        s.active.store(self.workers.len(), Ordering::Relaxed);
-        {
-            let mut job = s.job.lock().unwrap_or_else(|e| e.into_inner());
-            *job = Some(JobRef { func, n_tasks });
-            s.generation.fetch_add(1, Ordering::Release);
+        *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(JobRef { func, n_tasks });
+        s.next_task.store(0, Ordering::SeqCst);
+        s.panicked.store(false, Ordering::SeqCst);
+        s.state.store(OPEN, Ordering::SeqCst);
+        s.generation.fetch_add(1, Ordering::SeqCst);
+        if s.sleepers.load(Ordering::SeqCst) > 0 {
+            let _guard = s.job.lock().unwrap_or_else(|e| e.into_inner());
+            s.wake.notify_all();
         }
-        s.wake.notify_all();
         let caller_ok =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| take_tasks(s, f, n_tasks)))
                 .is_ok();
-        while s.active.load(Ordering::Acquire) != 0 {
-            std::hint::spin_loop();
+        // Close the job, then wait for the workers inside to finish their tasks.
+        s.state.fetch_and(!OPEN, Ordering::SeqCst);
+        let mut polls = 0u32;
+        while s.state.load(Ordering::SeqCst) != 0 {
+            if polls < SPIN_POLLS {
+                polls += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
-        *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        if !caller_ok || s.panicked.load(Ordering::Relaxed) {
+        if !caller_ok || s.panicked.load(Ordering::SeqCst) {
             panic!("a forward-pass task panicked");
         }
     }
@@ -136,41 +158,68 @@ fn take_tasks(s: &Shared, f: &(dyn Fn(usize) + Sync), n_tasks: usize) {
     }
 }
 
+/// Enters the open job, if there is one.
+fn try_join(s: &Shared) -> bool {
+    let mut cur = s.state.load(Ordering::SeqCst);
+    loop {
+        if cur & OPEN == 0 {
+            return false;
+        }
+        match s
+            .state
+            .compare_exchange_weak(cur, cur + 1, Ordering::SeqCst, Ordering::SeqCst)
+        {
+            Ok(_) => return true,
+            Err(now) => cur = now,
+        }
+    }
+}
+
 fn worker_loop(s: &Shared) {
     let mut seen = 0usize;
     loop {
-        // Wait for a new generation: spin first, then park.
+        // Wait for a new generation: spin, then yield, then park.
         let mut polls = 0u32;
-        while s.generation.load(Ordering::Acquire) == seen && !s.shutdown.load(Ordering::Relaxed) {
+        while s.generation.load(Ordering::SeqCst) == seen && !s.shutdown.load(Ordering::SeqCst) {
             if polls < SPIN_POLLS {
                 polls += 1;
                 std::hint::spin_loop();
+            } else if polls < SPIN_POLLS + YIELD_POLLS {
+                polls += 1;
+                std::thread::yield_now();
             } else {
                 let guard = s.job.lock().unwrap_or_else(|e| e.into_inner());
-                if s.generation.load(Ordering::Acquire) == seen
-                    && !s.shutdown.load(Ordering::Relaxed)
+                s.sleepers.fetch_add(1, Ordering::SeqCst);
+                if s.generation.load(Ordering::SeqCst) == seen && !s.shutdown.load(Ordering::SeqCst)
                 {
                     drop(s.wake.wait(guard).unwrap_or_else(|e| e.into_inner()));
+                } else {
+                    drop(guard);
                 }
+                s.sleepers.fetch_sub(1, Ordering::SeqCst);
             }
         }
-        if s.shutdown.load(Ordering::Relaxed) {
+        if s.shutdown.load(Ordering::SeqCst) {
             return;
         }
-        seen = s.generation.load(Ordering::Acquire);
+        seen = s.generation.load(Ordering::SeqCst);
+        if !try_join(s) {
+            continue;
+        }
+        // Joined: the job cannot end (nor its closure die) until this worker leaves.
         let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(job) = job {
-            // SAFETY: `run` keeps the closure alive until `active` reaches zero below.
+            // SAFETY: `run` keeps the closure alive while a joined worker is inside.
             let f = unsafe { &*job.func };
             let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 take_tasks(s, f, job.n_tasks)
             }))
             .is_ok();
             if !ok {
-                s.panicked.store(true, Ordering::Relaxed);
+                s.panicked.store(true, Ordering::SeqCst);
             }
         }
-        s.active.fetch_sub(1, Ordering::Release);
+        s.state.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::attention::{attend, AttnArgs};
 use super::hparams::Activation;
-use super::linear::{matmul, ActsCache};
+use super::linear::{matmul, matmul_many, ActsCache, Product};
 use super::ops::{gelu_tanh, rms_norm, rms_norm_inplace, silu, softcap, RopeTable};
 use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
@@ -161,38 +161,37 @@ impl Model {
         let hp = &self.hp;
         let (e, total) = (hp.n_embd, b.x.len() / hp.n_embd);
         norm_rows(&b.x, &layer.attn_norm, hp.rms_eps, e, &mut b.xn);
-        b.acts.invalidate();
         let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
         match &layer.qkv {
             Qkv::Separate { q, k, v } => {
-                matmul(
-                    &self.pool,
-                    &self.file,
-                    q,
-                    b.acts.get(q, &b.xn, total)?,
-                    &mut b.q,
-                )?;
-                matmul(
-                    &self.pool,
-                    &self.file,
-                    k,
-                    b.acts.get(k, &b.xn, total)?,
-                    &mut b.k,
-                )?;
-                matmul(
-                    &self.pool,
-                    &self.file,
-                    v,
-                    b.acts.get(v, &b.xn, total)?,
-                    &mut b.v,
-                )?;
+                b.acts.invalidate();
+                for w in [q, k, v] {
+                    b.acts.prepare(w, &b.xn, total)?;
+                }
+                let products = vec![
+                    Product {
+                        w: q,
+                        out: &mut b.q,
+                    },
+                    Product {
+                        w: k,
+                        out: &mut b.k,
+                    },
+                    Product {
+                        w: v,
+                        out: &mut b.v,
+                    },
+                ];
+                matmul_many(&self.pool, &self.file, &b.acts, products)?;
             }
             Qkv::Fused(w) => {
                 matmul(
                     &self.pool,
                     &self.file,
+                    &mut b.acts,
                     w,
-                    b.acts.get(w, &b.xn, total)?,
+                    &b.xn,
+                    total,
                     &mut b.qkv,
                 )?;
                 let row = qw + kw + vw;
@@ -277,13 +276,14 @@ impl Model {
                 );
             }
         }
-        b.acts.invalidate();
         let wo = &layer.attn_out;
         matmul(
             &self.pool,
             &self.file,
+            &mut b.acts,
             wo,
-            b.acts.get(wo, &b.attn, total)?,
+            &b.attn,
+            total,
             &mut b.proj,
         )?;
         if let Some(w) = &layer.post_attn_norm {
@@ -299,34 +299,26 @@ impl Model {
         let hp = &self.hp;
         let (e, ff) = (hp.n_embd, hp.n_ff);
         norm_rows(&b.x, &layer.ffn_norm, hp.rms_eps, e, &mut b.xn);
-        b.acts.invalidate();
-        let gate = &mut b.gate[..total * ff];
         match &layer.gate_up {
             GateUp::Separate { gate: wg, up: wu } => {
-                matmul(
-                    &self.pool,
-                    &self.file,
-                    wg,
-                    b.acts.get(wg, &b.xn, total)?,
-                    gate,
-                )?;
-                matmul(
-                    &self.pool,
-                    &self.file,
-                    wu,
-                    b.acts.get(wu, &b.xn, total)?,
-                    &mut b.up,
-                )?;
+                b.acts.invalidate();
+                b.acts.prepare(wg, &b.xn, total)?;
+                b.acts.prepare(wu, &b.xn, total)?;
+                let products = vec![
+                    Product {
+                        w: wg,
+                        out: &mut b.gate[..total * ff],
+                    },
+                    Product {
+                        w: wu,
+                        out: &mut b.up,
+                    },
+                ];
+                matmul_many(&self.pool, &self.file, &b.acts, products)?;
             }
             GateUp::Fused(w) => {
                 let both = &mut b.gate[..total * 2 * ff];
-                matmul(
-                    &self.pool,
-                    &self.file,
-                    w,
-                    b.acts.get(w, &b.xn, total)?,
-                    both,
-                )?;
+                matmul(&self.pool, &self.file, &mut b.acts, w, &b.xn, total, both)?;
                 // Each output row is [gate | up]; split it into the two buffers. In
                 // ascending order, row t's gate moves down onto space no later row uses.
                 for t in 0..total {
@@ -344,10 +336,16 @@ impl Model {
         for (g, &u) in gate.iter_mut().zip(&b.up) {
             *g = act(*g) * u;
         }
-        b.acts.invalidate();
         let wd = &layer.down;
-        let acts = b.acts.get(wd, gate, total)?;
-        matmul(&self.pool, &self.file, wd, acts, &mut b.proj)?;
+        matmul(
+            &self.pool,
+            &self.file,
+            &mut b.acts,
+            wd,
+            gate,
+            total,
+            &mut b.proj,
+        )?;
         if let Some(w) = &layer.post_ffn_norm {
             b.proj
                 .chunks_exact_mut(e)
@@ -392,15 +390,9 @@ impl Model {
             );
         }
         let w = self.weights.output();
-        b.acts.invalidate();
         let mut logits = vec![0.0; rows.len() * hp.n_vocab];
-        matmul(
-            &self.pool,
-            &self.file,
-            w,
-            b.acts.get(w, &xl, rows.len())?,
-            &mut logits,
-        )?;
+        let n = rows.len();
+        matmul(&self.pool, &self.file, &mut b.acts, w, &xl, n, &mut logits)?;
         if let Some(cap) = hp.final_softcap {
             softcap(&mut logits, cap);
         }

@@ -111,50 +111,72 @@ pub(crate) struct ActsCache {
     slots: [(bool, QuantizedActs); 3],
 }
 
+fn slot_of(w: &Weight) -> Result<usize, ModelError> {
+    Ok(match ActFormat::for_weights(w.ty())? {
+        ActFormat::F32 => 0,
+        ActFormat::Q8 => 1,
+        ActFormat::Q8K => 2,
+    })
+}
+
 impl ActsCache {
     /// Forgets the held activations (the input changed).
     pub fn invalidate(&mut self) {
         self.slots.iter_mut().for_each(|s| s.0 = false);
     }
 
-    /// The activations `x` (`n` rows) in the format `w` needs.
-    pub fn get(&mut self, w: &Weight, x: &[f32], n: usize) -> Result<&QuantizedActs, ModelError> {
-        let idx = match ActFormat::for_weights(w.ty())? {
-            ActFormat::F32 => 0,
-            ActFormat::Q8 => 1,
-            ActFormat::Q8K => 2,
-        };
-        let slot = &mut self.slots[idx];
+    /// Makes the activations `x` (`n` rows) available in the format `w` needs.
+    pub fn prepare(&mut self, w: &Weight, x: &[f32], n: usize) -> Result<(), ModelError> {
+        let slot = &mut self.slots[slot_of(w)?];
         if !slot.0 {
             quant::quantize_acts(w.ty(), x, n, w.cols, &mut slot.1)?;
             slot.0 = true;
         }
+        Ok(())
+    }
+
+    /// The activations prepared for `w`.
+    pub fn get(&self, w: &Weight) -> Result<&QuantizedActs, ModelError> {
+        let slot = &self.slots[slot_of(w)?];
+        assert!(slot.0, "activations prepared before use");
         Ok(&slot.1)
     }
 }
 
-/// `out[t, r] = Σ_c w[r, c] · x[t, c]` with the rows of `w` split over the pool.
-/// `out` holds `n_tokens × w.rows` values.
-pub(crate) fn matmul(
+/// One product of a [`matmul_many`] call: weights, their input, and the output
+/// (`n_tokens × w.rows` values).
+pub(crate) struct Product<'a> {
+    pub w: &'a Weight,
+    pub out: &'a mut [f32],
+}
+
+/// Runs several products of the same input in one pool job, rows split over threads:
+/// one synchronisation instead of one per matrix (decode steps are short).
+pub(crate) fn matmul_many(
     pool: &ThreadPool,
     file: &GgufFile,
-    w: &Weight,
-    acts: &QuantizedActs,
-    out: &mut [f32],
+    acts: &ActsCache,
+    products: Vec<Product>,
 ) -> Result<(), ModelError> {
-    let m = w.matrix(file)?;
-    let view = OutView::new(out, acts.n_tokens(), w.rows)?;
+    let total_rows: usize = products.iter().map(|p| p.w.rows).sum();
     // Several parts per thread even out kernels that finish at different speeds.
-    let parts = (pool.n_threads() * 4).min(w.rows.div_ceil(16)).max(1);
-    if parts == 1 || pool.n_threads() == 1 {
-        let mut view = view;
-        return Ok(quant::matmul_view(&m, acts, &mut view)?);
+    let target = (pool.n_threads() * 4).max(1);
+    let mut parts = Vec::new();
+    for p in products {
+        let m = p.w.matrix(file)?;
+        let a = acts.get(p.w)?;
+        let view = OutView::new(p.out, a.n_tokens(), p.w.rows)?;
+        let n = (target * p.w.rows)
+            .div_ceil(total_rows)
+            .min(p.w.rows.div_ceil(16))
+            .max(1);
+        parts.extend(view.split(n).into_iter().map(|v| (m, a, Mutex::new(v))));
     }
-    let views: Vec<Mutex<OutView>> = view.split(parts).into_iter().map(Mutex::new).collect();
     let error = Mutex::new(None);
-    pool.run(parts, &|i| {
-        let mut v = views[i].lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = quant::matmul_view(&m, acts, &mut v) {
+    pool.run(parts.len(), &|i| {
+        let (m, a, v) = &parts[i];
+        let mut v = v.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = quant::matmul_view(m, a, &mut v) {
             *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
         }
     });
@@ -162,4 +184,19 @@ pub(crate) fn matmul(
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+/// `out[t, r] = Σ_c w[r, c] · x[t, c]` for one matrix, input `x` of `n` rows.
+pub(crate) fn matmul(
+    pool: &ThreadPool,
+    file: &GgufFile,
+    acts: &mut ActsCache,
+    w: &Weight,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+) -> Result<(), ModelError> {
+    acts.invalidate();
+    acts.prepare(w, x, n)?;
+    matmul_many(pool, file, acts, vec![Product { w, out }])
 }
