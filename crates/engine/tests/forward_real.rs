@@ -173,7 +173,7 @@ fn run(which: RealModel) {
                 &mut w,
             );
             let margin = step["margin"].as_f64().unwrap() as f32;
-            let mine = argmax(&logits) as u32;
+            let mine = argmax(logits) as u32;
             if free_running && mine == greedy[s] {
                 agree += 1;
             } else {

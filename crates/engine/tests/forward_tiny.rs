@@ -244,3 +244,196 @@ fn float_weight_tiny_models_match_exact_table_c() {
     }
     assert_eq!(n, 3, "the F32, F16 and BF16 files");
 }
+
+/// Two sequences fed together: both prompts in one step (one matrix for all tokens),
+/// then each teacher-forced greedy step of both in one step. Every distribution must
+/// still match llama.cpp's; a third, idle item asks for no logits.
+#[test]
+fn sequences_batched_in_one_step_match_the_reference() {
+    for stem in ["tiny-gemma3-Q4_K", "tiny-qwen2-Q8_0", "tiny-llama-F32"] {
+        let path = llamay_testdata::ref_path(&format!("tiny/{stem}.gguf"));
+        let refj: Value = serde_json::from_str(
+            &std::fs::read_to_string(llamay_testdata::ref_path(&format!("logits/{stem}.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        let model = load(&path);
+        let atol = table_a_atol(stem);
+        let refs = [&refj["sequences"]["seq40"], &refj["sequences"]["seq8"]];
+        let prompts: Vec<Vec<u32>> = refs.iter().map(|r| ids(&r["token_ids"])).collect();
+        let greedy: Vec<Vec<u32>> = refs.iter().map(|r| ids(&r["greedy_ids"])).collect();
+        let mut seqs = [model.new_sequence(), model.new_sequence()];
+        let mut idle = model.new_sequence();
+        let mut w = Worst::default();
+        let [a, b] = &mut seqs;
+        let out = model
+            .forward(&mut [
+                BatchItem {
+                    seq: a,
+                    tokens: &prompts[0],
+                    want_logits: LogitsWanted::All,
+                },
+                BatchItem {
+                    seq: &mut idle,
+                    tokens: &[],
+                    want_logits: LogitsWanted::Last,
+                },
+                BatchItem {
+                    seq: b,
+                    tokens: &prompts[1],
+                    want_logits: LogitsWanted::All,
+                },
+            ])
+            .unwrap();
+        assert_eq!(out[1].n_rows(), 0);
+        for (i, o) in [(0, &out[0]), (1, &out[2])] {
+            assert_eq!(o.n_rows(), prompts[i].len());
+            for (p, top) in refs[i]["top10_per_position"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .enumerate()
+            {
+                let what = format!("{stem} batched prompt {i} pos {p}");
+                w.top10 = w
+                    .top10
+                    .max(compare_top(o.row(p), &pairs(top), atol, &what, &mut w));
+            }
+        }
+        for s in 1..16 {
+            let [a, b] = &mut seqs;
+            let out = model
+                .forward(&mut [
+                    BatchItem {
+                        seq: a,
+                        tokens: &greedy[0][s - 1..s],
+                        want_logits: LogitsWanted::Last,
+                    },
+                    BatchItem {
+                        seq: b,
+                        tokens: &greedy[1][s - 1..s],
+                        want_logits: LogitsWanted::Last,
+                    },
+                ])
+                .unwrap();
+            for i in 0..2 {
+                let top5 = pairs(&refs[i]["greedy_steps"][s]["top5"]);
+                let what = format!("{stem} batched decode {i} step {s}");
+                let d = compare_top(out[i].last().unwrap(), &top5, atol, &what, &mut w);
+                w.greedy = w.greedy.max(d);
+            }
+        }
+        assert_eq!(seqs[0].len(), 40 + 15);
+        assert_eq!(seqs[1].len(), 8 + 15);
+        assert!(idle.is_empty());
+        println!(
+            "batched {stem}: max|d| prompts {:.2e} decode {:.2e} (atol {atol:.1e})",
+            w.top10, w.greedy
+        );
+    }
+}
+
+#[test]
+fn bad_inputs_are_errors_and_leave_the_sequence_unchanged() {
+    let model = load(&llamay_testdata::ref_path("tiny/tiny-llama-F32.gguf"));
+    let mut seq = model.new_sequence_with(KvType::F32, 10);
+    let feed = |seq: &mut _, tokens: &[u32]| {
+        model
+            .forward(&mut [BatchItem {
+                seq,
+                tokens,
+                want_logits: LogitsWanted::Last,
+            }])
+            .map(|_| ())
+    };
+    assert!(
+        feed(&mut seq, &[1, 2, 512]).is_err(),
+        "token outside the vocabulary"
+    );
+    assert!(seq.is_empty());
+    assert!(
+        feed(&mut seq, &[1; 11]).is_err(),
+        "more than n_ctx positions"
+    );
+    assert!(seq.is_empty());
+    feed(&mut seq, &[1; 10]).unwrap();
+    assert_eq!(seq.len(), 10);
+    assert!(feed(&mut seq, &[1]).is_err(), "context full");
+    // A sequence of another model is refused.
+    let other = load(&llamay_testdata::ref_path("tiny/tiny-llama-Q4_0.gguf"));
+    let mut foreign = other.new_sequence();
+    assert!(feed(&mut foreign, &[1]).is_err());
+    seq.clear();
+    assert!(seq.is_empty());
+    feed(&mut seq, &[1, 2]).unwrap();
+    assert_eq!(seq.len(), 2);
+}
+
+#[test]
+fn model_info_summarises_the_file() {
+    let model = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q4_K.gguf"));
+    let info = model.info();
+    assert_eq!(info.arch, "gemma3");
+    assert_eq!(info.name.as_deref(), Some("tiny-random-gemma3"));
+    assert_eq!(info.file_type.as_deref(), Some("Q4_K_S"));
+    assert_eq!(
+        (info.context_length, info.embedding_length, info.block_count),
+        (512, 256, 4)
+    );
+    assert_eq!(
+        (info.head_count, info.head_count_kv, info.vocab_size),
+        (4, 2, 512)
+    );
+    // Embedding 256×512 + 4 layers × (q 256², k and v 256×128 each, o 256², gate, up and
+    // down 256×512 each, norms 4×256 + 2×64) + output norm 256.
+    let per_layer = 2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 4 * 256 + 2 * 64;
+    assert_eq!(
+        info.parameter_count,
+        (256 * 512 + 4 * per_layer + 256) as u64
+    );
+    let hp = model.hparams();
+    assert_eq!(hp.swa_layers, vec![true; 4]);
+    assert_eq!(
+        (hp.sliding_window, hp.rope_base_swa, hp.rope_base),
+        (Some(16), 10_000.0, 1e6)
+    );
+    assert_eq!(model.n_vocab(), 512);
+    assert_eq!(model.n_ctx_train(), 512);
+}
+
+#[test]
+fn long_inputs_are_chunked_with_the_same_result() {
+    use llamay_engine::model::MAX_STEP_TOKENS;
+    let model = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf"));
+    let n = MAX_STEP_TOKENS + 88;
+    let tokens: Vec<u32> = (0..n).map(|i| ((i * 131 + 7) % 506) as u32).collect();
+    let run = |splits: &[usize], want: LogitsWanted| {
+        let mut seq = model.new_sequence_with(KvType::F32, 1024);
+        let mut rows = Vec::new();
+        let mut at = 0;
+        for &end in splits {
+            let out = model
+                .forward(&mut [BatchItem {
+                    seq: &mut seq,
+                    tokens: &tokens[at..end],
+                    want_logits: want,
+                }])
+                .unwrap();
+            rows.extend_from_slice(&out[0].data);
+            at = end;
+        }
+        assert_eq!(seq.len(), n);
+        rows
+    };
+    // One request of 600 tokens (chunked inside) against requests of 300 each.
+    let whole = run(&[n], LogitsWanted::All);
+    let halves = run(&[n / 2, n], LogitsWanted::All);
+    assert_eq!(whole.len(), n * 512);
+    let d = whole
+        .iter()
+        .zip(&halves)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(d < 1e-3, "chunked and split runs differ by {d}");
+    let last = run(&[n], LogitsWanted::Last);
+    assert_eq!(last, whole[(n - 1) * 512..].to_vec());
+}

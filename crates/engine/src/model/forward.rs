@@ -12,6 +12,9 @@ use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 
+/// Most tokens one internal step processes (larger requests are chunked).
+pub const MAX_STEP_TOKENS: usize = 512;
+
 /// Scratch buffers of one step, sized for its total token count.
 struct Buffers {
     x: Vec<f32>,
@@ -39,12 +42,44 @@ struct Span {
 
 impl Model {
     /// Runs one step: appends each item's tokens to its sequence and returns, per item,
-    /// the logits its [`LogitsWanted`] asked for. On error no sequence is changed.
+    /// the logits its [`LogitsWanted`] asked for. Inputs are checked first (token ids,
+    /// context room, sequence ownership): on such an error no sequence is changed.
+    ///
+    /// Steps of more than [`MAX_STEP_TOKENS`] tokens are split, item by item, into
+    /// chunks of at most that many, bounding the scratch memory of one step.
     pub fn forward(&self, batch: &mut [BatchItem]) -> Result<Vec<ItemLogits>, ModelError> {
+        self.validate(batch)?;
+        let total: usize = batch.iter().map(|i| i.tokens.len()).sum();
+        if total <= MAX_STEP_TOKENS {
+            return self.step(batch);
+        }
+        let mut out = Vec::with_capacity(batch.len());
+        for item in batch.iter_mut() {
+            let mut data = Vec::new();
+            let chunks: Vec<&[u32]> = item.tokens.chunks(MAX_STEP_TOKENS).collect();
+            for (i, chunk) in chunks.iter().enumerate() {
+                let want = match item.want_logits {
+                    LogitsWanted::Last if i + 1 < chunks.len() => LogitsWanted::None,
+                    w => w,
+                };
+                let mut r = self.step(&mut [BatchItem {
+                    seq: item.seq,
+                    tokens: chunk,
+                    want_logits: want,
+                }])?;
+                data.append(&mut r[0].data);
+            }
+            out.push(ItemLogits {
+                n_vocab: self.hp.n_vocab,
+                data,
+            });
+        }
+        Ok(out)
+    }
+
+    fn validate(&self, batch: &[BatchItem]) -> Result<(), ModelError> {
         let hp = &self.hp;
-        let mut spans = Vec::with_capacity(batch.len());
-        let mut total = 0usize;
-        for item in batch.iter() {
+        for item in batch {
             if item.seq.model_id != self.id {
                 return Err(ModelError::ForeignSequence);
             }
@@ -61,6 +96,16 @@ impl Model {
                     n_ctx: item.seq.n_ctx,
                 });
             }
+        }
+        Ok(())
+    }
+
+    /// One step over validated inputs.
+    fn step(&self, batch: &mut [BatchItem]) -> Result<Vec<ItemLogits>, ModelError> {
+        let hp = &self.hp;
+        let mut spans = Vec::with_capacity(batch.len());
+        let mut total = 0usize;
+        for item in batch.iter() {
             spans.push(Span {
                 row0: total,
                 n: item.tokens.len(),

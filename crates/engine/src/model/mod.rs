@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+pub use forward::MAX_STEP_TOKENS;
 pub use hparams::{Activation, Arch, HParams, RopeStyle};
 pub use info::ModelInfo;
 
