@@ -1,1 +1,65 @@
-fn main() {}
+//! Mat-vec and 8-token matmul of a 576×1536 weight (SmolLM2's attention/FFN widths) in
+//! Q4_1 and Q4_K, for each backend this CPU runs. Includes activation quantization.
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use llamay_engine::ggml_type::GgmlType;
+use llamay_engine::quant::*;
+
+const ROWS: usize = 576;
+const COLS: usize = 1536;
+
+/// Deterministic pseudo-random weight bytes with small finite f16 scales.
+fn weights(ty: GgmlType) -> Vec<u8> {
+    let len = ty.bytes_for((ROWS * COLS) as u64).unwrap() as usize;
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut data: Vec<u8> = (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    let scale = half::f16::from_f32(0.01).to_bits().to_le_bytes();
+    let min = half::f16::from_f32(-0.05).to_bits().to_le_bytes();
+    for b in data.chunks_exact_mut(ty.block_bytes() as usize) {
+        b[0..2].copy_from_slice(&scale);
+        b[2..4].copy_from_slice(&min);
+    }
+    data
+}
+
+fn bench(c: &mut Criterion) {
+    for ty in [GgmlType::Q4_1, GgmlType::Q4_K] {
+        let data = weights(ty);
+        let w = QMatrix::new(ty, &data, ROWS, COLS).unwrap();
+        let mut group = c.benchmark_group(format!("{ty} {ROWS}x{COLS}"));
+        for n_tokens in [1usize, 8] {
+            let x: Vec<f32> = (0..n_tokens * COLS)
+                .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
+                .collect();
+            let mut acts = QuantizedActs::new();
+            let mut out = vec![0f32; n_tokens * ROWS];
+            group.throughput(Throughput::Elements((n_tokens * ROWS * COLS) as u64));
+            group.bench_function(
+                BenchmarkId::new("quantize_acts only", format!("{n_tokens} tok")),
+                |b| b.iter(|| quantize_acts(ty, black_box(&x), n_tokens, COLS, &mut acts).unwrap()),
+            );
+            for backend in Backend::available() {
+                let id =
+                    BenchmarkId::new(format!("{:?}", backend.set()), format!("{n_tokens} tok"));
+                group.bench_function(id, |b| {
+                    b.iter(|| {
+                        quantize_acts(ty, black_box(&x), n_tokens, COLS, &mut acts).unwrap();
+                        backend.matmul_rows(&w, &acts, &mut out, 0..ROWS).unwrap();
+                        black_box(&out);
+                    })
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

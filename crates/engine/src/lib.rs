@@ -7,6 +7,7 @@
 pub mod batch;
 pub mod ggml_type;
 pub mod gguf;
+pub mod info;
 pub mod kv_cache;
 pub mod model;
 pub mod pool;

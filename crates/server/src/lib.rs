@@ -4,3 +4,5 @@
 //! its requests into one internal request type; the generation loop that joins the
 //! engine's sampler to the constraint's masks is written once and serves both
 //! `llamay run` and `llamay serve`.
+
+pub mod chat;

@@ -95,7 +95,7 @@ impl fmt::Display for What {
             What::Key => "a metadata key",
             What::Value => "a metadata value",
             What::ArrayElement => "an array element",
-            What::TensorInfo => "the tensor table",
+            What::TensorInfo => "the tensor table or its data section",
             What::TensorName => "a tensor name",
         })
     }

@@ -179,6 +179,15 @@ impl GgufFile {
         }
 
         let data_offset = align_up(cur.pos() as u64, alignment);
+        if !tensors.is_empty() && data_offset > total {
+            // Even zero-sized tensors claim a place in a data section that must exist.
+            return Err(GgufError::Truncated {
+                what: What::TensorInfo,
+                offset: cur.pos() as u64,
+                needed: data_offset - cur.pos() as u64,
+                len: total,
+            });
+        }
         let data_len = total.saturating_sub(data_offset);
         check_tensor_placement(&tensors, data_len)?;
 
@@ -458,7 +467,7 @@ fn read_tensor_info(
     let Some(size) = ggml_type.bytes_for(n) else {
         return Err(bad_shape(dims, "the byte size overflows"));
     };
-    if offset % alignment != 0 {
+    if !offset.is_multiple_of(alignment) {
         return Err(GgufError::MisalignedTensor {
             name,
             offset,

@@ -124,12 +124,19 @@ pub fn quantize_acts(
 ) -> Result<(), QuantError> {
     let format = ActFormat::for_weights(weights_ty)?;
     let block = format.block_elems();
-    if cols % block != 0 {
-        return Err(QuantError::NotBlockAligned { ty: weights_ty, cols, block });
+    if !cols.is_multiple_of(block) {
+        return Err(QuantError::NotBlockAligned {
+            ty: weights_ty,
+            cols,
+            block,
+        });
     }
     let total = n_tokens
         .checked_mul(cols)
-        .ok_or(QuantError::ShapeOverflow { rows: n_tokens, cols })?;
+        .ok_or(QuantError::ShapeOverflow {
+            rows: n_tokens,
+            cols,
+        })?;
     if x.len() != total {
         return Err(QuantError::LengthMismatch {
             what: "activations",
@@ -166,10 +173,14 @@ fn scale_for(x: &[f32]) -> (f32, f32) {
     (d, id)
 }
 
-/// Rounds half away from zero, like C's `roundf` (a NaN input becomes 0).
+/// Rounds to the nearest integer, ties to even, by the 1.5·2^23 trick (exact for
+/// |v| < 2^22; here |v| <= 127), which vectorizes where `f32::round` would be a libm
+/// call on baseline x86-64. ggml's `roundf` differs only on exact .5 ties. A NaN input
+/// becomes 0.
 #[inline]
 fn to_i8(v: f32) -> i8 {
-    (v.round() as i32).clamp(-127, 127) as i8
+    const MAGIC: f32 = 12_582_912.0;
+    (((v + MAGIC) - MAGIC) as i32).clamp(-127, 127) as i8
 }
 
 fn quantize_q8(x: &[f32]) -> Q8Block {
@@ -180,7 +191,11 @@ fn quantize_q8(x: &[f32]) -> Q8Block {
         *q = to_i8(v * id);
         sum += *q as i32;
     }
-    Q8Block { d, s: d * sum as f32, qs }
+    Q8Block {
+        d,
+        s: d * sum as f32,
+        qs,
+    }
 }
 
 fn quantize_q8k(x: &[f32]) -> Q8KBlock {

@@ -11,7 +11,7 @@ pub(crate) fn check_row(ty: GgmlType, src_len: usize, n: usize) -> Result<(), Qu
         return Err(QuantError::UnsupportedType(ty));
     }
     let block = ty.block_elems() as usize;
-    if n % block != 0 {
+    if !n.is_multiple_of(block) {
         return Err(QuantError::NotBlockAligned { ty, cols: n, block });
     }
     let expected = (n / block)
@@ -40,12 +40,12 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
         GgmlType::Q4_0 => blocks.for_each(|(b, y)| scale(y, &unpack_q4_0(b), f16_at(b, 0))),
         GgmlType::Q5_0 => blocks.for_each(|(b, y)| scale(y, &unpack_q5_0(b), f16_at(b, 0))),
         GgmlType::Q8_0 => blocks.for_each(|(b, y)| scale(y, &unpack_q8_0(b), f16_at(b, 0))),
-        GgmlType::Q4_1 => blocks.for_each(|(b, y)| {
-            scale_min(y, &unpack_q4_1(b), f16_at(b, 0), f16_at(b, 2))
-        }),
-        GgmlType::Q5_1 => blocks.for_each(|(b, y)| {
-            scale_min(y, &unpack_q5_1(b), f16_at(b, 0), f16_at(b, 2))
-        }),
+        GgmlType::Q4_1 => {
+            blocks.for_each(|(b, y)| scale_min(y, &unpack_q4_1(b), f16_at(b, 0), f16_at(b, 2)))
+        }
+        GgmlType::Q5_1 => {
+            blocks.for_each(|(b, y)| scale_min(y, &unpack_q5_1(b), f16_at(b, 0), f16_at(b, 2)))
+        }
         GgmlType::Q4_K => blocks.for_each(|(b, y)| k_scale_min(y, b, &unpack_q4_k(b))),
         GgmlType::Q5_K => blocks.for_each(|(b, y)| k_scale_min(y, b, &unpack_q5_k(b))),
         GgmlType::Q6_K => blocks.for_each(|(b, y)| {

@@ -33,7 +33,7 @@ impl<'a> QMatrix<'a> {
             return Err(QuantError::UnsupportedType(ty));
         }
         let block = ty.block_elems() as usize;
-        if cols % block != 0 {
+        if !cols.is_multiple_of(block) {
             return Err(QuantError::NotBlockAligned { ty, cols, block });
         }
         let overflow = QuantError::ShapeOverflow { rows, cols };
@@ -48,7 +48,13 @@ impl<'a> QMatrix<'a> {
                 got: data.len(),
             });
         }
-        Ok(QMatrix { ty, data, rows, cols, row_bytes })
+        Ok(QMatrix {
+            ty,
+            data,
+            rows,
+            cols,
+            row_bytes,
+        })
     }
 
     /// The element type.
@@ -91,7 +97,11 @@ impl<'a> QMatrix<'a> {
     }
 
     fn out_of_range(&self, r: Range<usize>) -> QuantError {
-        QuantError::RowOutOfRange { start: r.start, end: r.end, rows: self.rows }
+        QuantError::RowOutOfRange {
+            start: r.start,
+            end: r.end,
+            rows: self.rows,
+        }
     }
 }
 
@@ -118,7 +128,10 @@ impl<'a> OutView<'a> {
     pub fn new(out: &'a mut [f32], n_tokens: usize, rows: usize) -> Result<Self, QuantError> {
         let expected = n_tokens
             .checked_mul(rows)
-            .ok_or(QuantError::ShapeOverflow { rows: n_tokens, cols: rows })?;
+            .ok_or(QuantError::ShapeOverflow {
+                rows: n_tokens,
+                cols: rows,
+            })?;
         if out.len() != expected {
             return Err(QuantError::LengthMismatch {
                 what: "output",

@@ -124,7 +124,7 @@ impl Gguf {
             out.extend(t.type_id.to_le_bytes());
             out.extend(t.offset.to_le_bytes());
         }
-        while out.len() as u64 % self.alignment != 0 {
+        while !(out.len() as u64).is_multiple_of(self.alignment) {
             out.push(0);
         }
         out.extend((0..self.data_len).map(|i| i as u8));

@@ -36,17 +36,50 @@ safe!(q6_k, q6_k_avx2, Q8KBlock);
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Avx2,
-    f32: Pair { one: f32_rows::<1>, tile: f32_rows },
-    f16: Pair { one: f16_rows::<1>, tile: f16_rows },
-    bf16: Pair { one: bf16_rows::<1>, tile: bf16_rows },
-    q4_0: Pair { one: q4_0::<1>, tile: q4_0 },
-    q4_1: Pair { one: q4_1::<1>, tile: q4_1 },
-    q5_0: Pair { one: q5_0::<1>, tile: q5_0 },
-    q5_1: Pair { one: q5_1::<1>, tile: q5_1 },
-    q8_0: Pair { one: q8_0::<1>, tile: q8_0 },
-    q4_k: Pair { one: q4_k::<1>, tile: q4_k },
-    q5_k: Pair { one: q5_k::<1>, tile: q5_k },
-    q6_k: Pair { one: q6_k::<1>, tile: q6_k },
+    f32: Pair {
+        one: f32_rows::<1>,
+        tile: f32_rows,
+    },
+    f16: Pair {
+        one: f16_rows::<1>,
+        tile: f16_rows,
+    },
+    bf16: Pair {
+        one: bf16_rows::<1>,
+        tile: bf16_rows,
+    },
+    q4_0: Pair {
+        one: q4_0::<1>,
+        tile: q4_0,
+    },
+    q4_1: Pair {
+        one: q4_1::<1>,
+        tile: q4_1,
+    },
+    q5_0: Pair {
+        one: q5_0::<1>,
+        tile: q5_0,
+    },
+    q5_1: Pair {
+        one: q5_1::<1>,
+        tile: q5_1,
+    },
+    q8_0: Pair {
+        one: q8_0::<1>,
+        tile: q8_0,
+    },
+    q4_k: Pair {
+        one: q4_k::<1>,
+        tile: q4_k,
+    },
+    q5_k: Pair {
+        one: q5_k::<1>,
+        tile: q5_k,
+    },
+    q6_k: Pair {
+        one: q6_k::<1>,
+        tile: q6_k,
+    },
 };
 
 // ---- helpers -------------------------------------------------------------------------
@@ -100,7 +133,12 @@ unsafe fn bits_to_bytes(bits: u32) -> __m256i {
     // exactly when that bit was set.
     let spread = _mm256_shuffle_epi8(
         _mm256_set1_epi32(bits as i32),
-        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0),
+        _mm256_set_epi64x(
+            0x0303030303030303,
+            0x0202020202020202,
+            0x0101010101010101,
+            0,
+        ),
     );
     let others = _mm256_set1_epi64x(0x7FBF_DFEF_F7FB_FDFE_u64 as i64);
     _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi8(-1))
@@ -170,9 +208,12 @@ macro_rules! float_kernel {
     };
 }
 
-float_kernel!(f32_rows_avx2, 4, |p| _mm256_loadu_ps(p as *const f32), |b| {
-    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
-});
+float_kernel!(
+    f32_rows_avx2,
+    4,
+    |p| _mm256_loadu_ps(p as *const f32),
+    |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+);
 float_kernel!(
     f16_rows_avx2,
     2,
@@ -191,61 +232,89 @@ float_kernel!(
 
 // ---- legacy quants against Q8 blocks -------------------------------------------------
 
-/// Symmetric formats: the block decodes to (d, 32 signed quants).
-macro_rules! signed_kernel {
-    ($name:ident, $bb:expr, |$p:ident| $decode:expr) => {
-        #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
-            let nb = w.len() / $bb;
-            for x in a {
-                assert_eq!(x.len(), nb);
-            }
-            let mut acc = [_mm256_setzero_ps(); N];
-            for i in 0..nb {
-                let $p = w.as_ptr().add(i * $bb);
-                let (d, q): (f32, __m256i) = $decode;
-                let uq = _mm256_sign_epi8(q, q);
-                for t in 0..N {
-                    let ab = a[t].get_unchecked(i);
-                    let y = load256(ab.qs.as_ptr() as *const u8);
-                    let s = dot_u8_i8(uq, _mm256_sign_epi8(y, q));
-                    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
-                }
-            }
-            let mut out = [0f32; N];
-            for t in 0..N {
-                out[t] = hsum_ps(acc[t]);
-            }
-            out
-        }
-    };
+/// Adds one symmetric block (scale `d`, signed quants `q`) times block `i` of every
+/// activation row to `acc`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn signed_step<const N: usize>(
+    d: f32,
+    q: __m256i,
+    a: &[&[Q8Block]; N],
+    i: usize,
+    acc: &mut [__m256; N],
+) {
+    let uq = _mm256_sign_epi8(q, q);
+    for t in 0..N {
+        let ab = a[t].get_unchecked(i);
+        let y = load256(ab.qs.as_ptr() as *const u8);
+        let s = dot_u8_i8(uq, _mm256_sign_epi8(y, q));
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
+    }
 }
 
-/// Offset formats: the block decodes to (d, m, 32 unsigned quants); m pairs with `s`.
-macro_rules! unsigned_kernel {
-    ($name:ident, $bb:expr, |$p:ident| $decode:expr) => {
+/// Adds one offset block (scale `d`, min `m`, unsigned quants `q`) times block `i` of
+/// every activation row: the quants into `acc`, the min (paired with `s`) into `offs`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn unsigned_step<const N: usize>(
+    d: f32,
+    m: f32,
+    q: __m256i,
+    a: &[&[Q8Block]; N],
+    i: usize,
+    acc: &mut [__m256; N],
+    offs: &mut [f32; N],
+) {
+    for t in 0..N {
+        let ab = a[t].get_unchecked(i);
+        let y = load256(ab.qs.as_ptr() as *const u8);
+        let s = dot_u8_i8(q, y);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
+        offs[t] += m * ab.s;
+    }
+}
+
+/// A legacy-format kernel. Blocks go alternately to two sets of accumulators so that a
+/// single-token call is not bound by the latency of one FMA chain.
+macro_rules! legacy_kernel {
+    ($name:ident, $bb:expr, |$p:ident| $decode:expr, signed) => {
+        legacy_kernel!(@ $name, $bb, |$p, acc, offs, a, i| {
+            let (d, q): (f32, __m256i) = $decode;
+            signed_step(d, q, &a, i, acc);
+            let _ = offs;
+        });
+    };
+    ($name:ident, $bb:expr, |$p:ident| $decode:expr, unsigned) => {
+        legacy_kernel!(@ $name, $bb, |$p, acc, offs, a, i| {
+            let (d, m, q): (f32, f32, __m256i) = $decode;
+            unsigned_step(d, m, q, &a, i, acc, offs);
+        });
+    };
+    (@ $name:ident, $bb:expr, |$p:ident, $acc:ident, $offs:ident, $a:ident, $i:ident| $step:block) => {
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+        unsafe fn $name<const N: usize>(w: &[u8], $a: [&[Q8Block]; N]) -> [f32; N] {
             let nb = w.len() / $bb;
-            for x in a {
+            for x in $a {
                 assert_eq!(x.len(), nb);
             }
-            let mut acc = [_mm256_setzero_ps(); N];
-            let mut offs = [0f32; N];
-            for i in 0..nb {
-                let $p = w.as_ptr().add(i * $bb);
-                let (d, m, q): (f32, f32, __m256i) = $decode;
-                for t in 0..N {
-                    let ab = a[t].get_unchecked(i);
-                    let y = load256(ab.qs.as_ptr() as *const u8);
-                    let s = dot_u8_i8(q, y);
-                    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
-                    offs[t] += m * ab.s;
+            let mut accs = [[_mm256_setzero_ps(); N]; 2];
+            let mut offss = [[0f32; N]; 2];
+            let mut start = 0;
+            while start < nb {
+                for k in 0..2 {
+                    let $i = start + k;
+                    if $i < nb {
+                        let $p = w.as_ptr().add($i * $bb);
+                        let $acc = &mut accs[k];
+                        let $offs = &mut offss[k];
+                        $step
+                    }
                 }
+                start += 2;
             }
             let mut out = [0f32; N];
             for t in 0..N {
-                out[t] = hsum_ps(acc[t]) + offs[t];
+                out[t] = hsum_ps(_mm256_add_ps(accs[0][t], accs[1][t])) + offss[0][t] + offss[1][t];
             }
             out
         }
@@ -261,21 +330,37 @@ unsafe fn five_bit(qs: *const u8, qh: *const u8) -> __m256i {
     _mm256_or_si256(nibbles32(qs), high)
 }
 
-signed_kernel!(q4_0_avx2, 18, |p| (
-    f16_at(p),
-    _mm256_sub_epi8(nibbles32(p.add(2)), _mm256_set1_epi8(8))
-));
-signed_kernel!(q5_0_avx2, 22, |p| (
-    f16_at(p),
-    _mm256_sub_epi8(five_bit(p.add(6), p.add(2)), _mm256_set1_epi8(16))
-));
-signed_kernel!(q8_0_avx2, 34, |p| (f16_at(p), load256(p.add(2))));
-unsigned_kernel!(q4_1_avx2, 20, |p| (f16_at(p), f16_at(p.add(2)), nibbles32(p.add(4))));
-unsigned_kernel!(q5_1_avx2, 24, |p| (
-    f16_at(p),
-    f16_at(p.add(2)),
-    five_bit(p.add(8), p.add(4))
-));
+legacy_kernel!(
+    q4_0_avx2,
+    18,
+    |p| (
+        f16_at(p),
+        _mm256_sub_epi8(nibbles32(p.add(2)), _mm256_set1_epi8(8))
+    ),
+    signed
+);
+legacy_kernel!(
+    q5_0_avx2,
+    22,
+    |p| (
+        f16_at(p),
+        _mm256_sub_epi8(five_bit(p.add(6), p.add(2)), _mm256_set1_epi8(16))
+    ),
+    signed
+);
+legacy_kernel!(q8_0_avx2, 34, |p| (f16_at(p), load256(p.add(2))), signed);
+legacy_kernel!(
+    q4_1_avx2,
+    20,
+    |p| (f16_at(p), f16_at(p.add(2)), nibbles32(p.add(4))),
+    unsigned
+);
+legacy_kernel!(
+    q5_1_avx2,
+    24,
+    |p| (f16_at(p), f16_at(p.add(2)), five_bit(p.add(8), p.add(4))),
+    unsigned
+);
 
 // ---- K-quants against Q8_K blocks ----------------------------------------------------
 
@@ -307,7 +392,11 @@ unsafe fn k_scale_min<const N: usize, const BB: usize, const HIGH_BITS: bool>(
             *m = mn[k / 2] as i16;
         }
         let mins16 = _mm256_loadu_si256(mins16.as_ptr() as *const __m256i);
-        let qh = if HIGH_BITS { load256(p.add(q5_k::QH)) } else { _mm256_setzero_si256() };
+        let qh = if HIGH_BITS {
+            load256(p.add(q5_k::QH))
+        } else {
+            _mm256_setzero_si256()
+        };
         let mut isum = [_mm256_setzero_si256(); N];
         for c in 0..4 {
             let q4 = load256(p.add(qs_at + 32 * c));
@@ -332,7 +421,11 @@ unsafe fn k_scale_min<const N: usize, const BB: usize, const HIGH_BITS: bool>(
         }
         for t in 0..N {
             let ab = a[t].get_unchecked(i);
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(
+                _mm256_set1_ps(d * ab.d),
+                _mm256_cvtepi32_ps(isum[t]),
+                acc[t],
+            );
             let bsums = _mm256_loadu_si256(ab.bsums.as_ptr() as *const __m256i);
             mins_acc[t] += dmin * ab.d * hsum_epi32(_mm256_madd_epi16(mins16, bsums)) as f32;
         }

@@ -8,22 +8,65 @@ use crate::quant::layout::*;
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Portable,
-    f32: Pair { one: f32_rows::<1>, tile: f32_rows },
-    f16: Pair { one: f16_rows::<1>, tile: f16_rows },
-    bf16: Pair { one: bf16_rows::<1>, tile: bf16_rows },
-    q4_0: Pair { one: q4_0::<1>, tile: q4_0 },
-    q4_1: Pair { one: q4_1::<1>, tile: q4_1 },
-    q5_0: Pair { one: q5_0::<1>, tile: q5_0 },
-    q5_1: Pair { one: q5_1::<1>, tile: q5_1 },
-    q8_0: Pair { one: q8_0::<1>, tile: q8_0 },
-    q4_k: Pair { one: q4_k::<1>, tile: q4_k },
-    q5_k: Pair { one: q5_k::<1>, tile: q5_k },
-    q6_k: Pair { one: q6_k::<1>, tile: q6_k },
+    f32: Pair {
+        one: f32_rows::<1>,
+        tile: f32_rows,
+    },
+    f16: Pair {
+        one: f16_rows::<1>,
+        tile: f16_rows,
+    },
+    bf16: Pair {
+        one: bf16_rows::<1>,
+        tile: bf16_rows,
+    },
+    q4_0: Pair {
+        one: q4_0::<1>,
+        tile: q4_0,
+    },
+    q4_1: Pair {
+        one: q4_1::<1>,
+        tile: q4_1,
+    },
+    q5_0: Pair {
+        one: q5_0::<1>,
+        tile: q5_0,
+    },
+    q5_1: Pair {
+        one: q5_1::<1>,
+        tile: q5_1,
+    },
+    q8_0: Pair {
+        one: q8_0::<1>,
+        tile: q8_0,
+    },
+    q4_k: Pair {
+        one: q4_k::<1>,
+        tile: q4_k,
+    },
+    q5_k: Pair {
+        one: q5_k::<1>,
+        tile: q5_k,
+    },
+    q6_k: Pair {
+        one: q6_k::<1>,
+        tile: q6_k,
+    },
 };
 
 #[inline(always)]
-fn idot<Q: Copy + Into<i32>>(q: &[Q], a: &[i8]) -> i32 {
-    q.iter().zip(a).map(|(&q, &a)| q.into() * a as i32).sum()
+fn idot<Q: Copy + Into<i32>, const L: usize>(q: &[Q; L], a: &[i8; L]) -> i32 {
+    let mut s = 0i32;
+    for k in 0..L {
+        s += q[k].into() * a[k] as i32;
+    }
+    s
+}
+
+/// The `L` elements of `v` from `at` as an array reference.
+#[inline(always)]
+fn sub<T, const L: usize>(v: &[T], at: usize) -> &[T; L] {
+    v[at..at + L].try_into().expect("in bounds")
 }
 
 /// Elements decoded at a time in the float kernels.
@@ -46,10 +89,19 @@ fn float_rows<const N: usize, const EB: usize>(
             let x = &a[t][ci * CHUNK..ci * CHUNK + n];
             // Eight partial sums so the compiler can keep them in one vector register.
             let mut lanes = [0f32; 8];
-            for (i, (&wv, &xv)) in buf[..n].iter().zip(x).enumerate() {
-                lanes[i % 8] += wv * xv;
+            let (wc, xc) = (buf[..n].chunks_exact(8), x.chunks_exact(8));
+            let tail: f32 = wc
+                .remainder()
+                .iter()
+                .zip(xc.remainder())
+                .map(|(w, x)| w * x)
+                .sum();
+            for (wc, xc) in wc.zip(xc) {
+                for k in 0..8 {
+                    lanes[k] += wc[k] * xc[k];
+                }
             }
-            acc[t] += lanes.iter().sum::<f32>();
+            acc[t] += lanes.iter().sum::<f32>() + tail;
         }
     }
     acc
@@ -123,8 +175,7 @@ fn k_scale_min<const N: usize, const BB: usize>(
             let mut isum = 0i32;
             let mut msum = 0i32;
             for s in 0..8 {
-                let r = 32 * s..32 * s + 32;
-                isum += sc[s] as i32 * idot(&q[r.clone()], &ab.qs[r]);
+                isum += sc[s] as i32 * idot::<u8, 32>(sub(&q, 32 * s), sub(&ab.qs, 32 * s));
                 msum += mn[s] as i32 * (ab.bsums[2 * s] as i32 + ab.bsums[2 * s + 1] as i32);
             }
             acc[t] += ab.d * (d * isum as f32 - dmin * msum as f32);
@@ -150,7 +201,7 @@ fn q6_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
         for t in 0..N {
             let ab = &a[t][i];
             let isum: i32 = (0..16)
-                .map(|g| sc[g] as i32 * idot(&q[16 * g..16 * g + 16], &ab.qs[16 * g..16 * g + 16]))
+                .map(|g| sc[g] as i32 * idot::<i8, 16>(sub(&q, 16 * g), sub(&ab.qs, 16 * g)))
                 .sum();
             acc[t] += d * ab.d * isum as f32;
         }

@@ -1,0 +1,116 @@
+//! `llamay show MODEL [-json]`.
+
+use anyhow::Context;
+use clap::Args;
+use llamay_engine::gguf::GgufFile;
+use llamay_engine::info::ModelFacts;
+
+#[derive(Args)]
+pub struct ShowArgs {
+    /// A .gguf file.
+    pub model: String,
+    /// Print the facts as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: ShowArgs) -> anyhow::Result<()> {
+    let f = GgufFile::open(&a.model).with_context(|| format!("cannot open model {}", a.model))?;
+    let facts = ModelFacts::from_gguf(&f).context("cannot describe model")?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&a.model, &facts))?
+        );
+    } else {
+        print!("{}", render(&a.model, &facts));
+    }
+    Ok(())
+}
+
+fn to_json(path: &str, m: &ModelFacts) -> serde_json::Value {
+    serde_json::json!({
+        "model": path,
+        "name": m.name,
+        "architecture": m.architecture,
+        "parameters": m.parameters,
+        "file_type": m.file_type,
+        "file_size": m.file_size,
+        "gguf_version": m.gguf_version,
+        "context_length": m.context_length,
+        "embedding_length": m.embedding_length,
+        "block_count": m.block_count,
+        "head_count": m.head_count,
+        "head_count_kv": m.head_count_kv,
+        "vocab_size": m.vocab_size,
+        "tokenizer": {"model": m.tokenizer_model, "pre": m.tokenizer_pre},
+        "chat_template": m.has_chat_template,
+        "tensor_count": m.tensor_count,
+        "tensor_types": m.tensor_types,
+    })
+}
+
+fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref().map_or("-".to_string(), |v| v.to_string())
+}
+
+/// Human units for parameter counts, as model cards write them (135M, 1.5B).
+pub fn human_count(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.2}B", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.1}M", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1}K", n as f64 / 1e3),
+        n => n.to_string(),
+    }
+}
+
+fn render(path: &str, m: &ModelFacts) -> String {
+    let tokenizer = match (&m.tokenizer_model, &m.tokenizer_pre) {
+        (Some(model), Some(pre)) => format!("{model} (pre: {pre})"),
+        (Some(model), None) => model.clone(),
+        _ => "-".into(),
+    };
+    let types: Vec<String> = m
+        .tensor_types
+        .iter()
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect();
+    let rows = [
+        ("model", path.to_string()),
+        ("name", opt(&m.name)),
+        ("architecture", m.architecture.clone()),
+        (
+            "parameters",
+            format!("{} ({})", human_count(m.parameters), m.parameters),
+        ),
+        ("file type", opt(&m.file_type)),
+        (
+            "file size",
+            format!(
+                "{:.1} MB (GGUF v{})",
+                m.file_size as f64 / 1e6,
+                m.gguf_version
+            ),
+        ),
+        ("context length", opt(&m.context_length)),
+        ("embedding length", opt(&m.embedding_length)),
+        ("layers", opt(&m.block_count)),
+        (
+            "heads",
+            format!("{} (kv {})", opt(&m.head_count), opt(&m.head_count_kv)),
+        ),
+        ("vocab size", m.vocab_size.to_string()),
+        ("tokenizer", tokenizer),
+        (
+            "chat template",
+            if m.has_chat_template { "yes" } else { "no" }.into(),
+        ),
+        (
+            "tensors",
+            format!("{} ({})", m.tensor_count, types.join(", ")),
+        ),
+    ];
+    rows.iter()
+        .map(|(k, v)| format!("  {k:<18}{v}\n"))
+        .collect()
+}

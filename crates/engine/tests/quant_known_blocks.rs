@@ -1,0 +1,289 @@
+//! Hand-built blocks of every supported type with known values, plus the matmul's
+//! output layout and error paths on small exact cases.
+
+use llamay_engine::ggml_type::GgmlType;
+use llamay_engine::quant::*;
+
+fn f16_bytes(v: f32) -> [u8; 2] {
+    half::f16::from_f32(v).to_bits().to_le_bytes()
+}
+
+fn dequant(ty: GgmlType, block: &[u8], n: usize) -> Vec<f32> {
+    let mut out = vec![0f32; n];
+    dequantize_row(ty, block, &mut out).unwrap();
+    out
+}
+
+/// Nibble pairs with element j low = j, element j+16 = 15 - j.
+fn ramp_nibbles() -> Vec<u8> {
+    (0..16u8).map(|j| j | ((15 - j) << 4)).collect()
+}
+
+#[test]
+fn float_types() {
+    let f32s: Vec<u8> = [1.5f32, -2.0, 0.1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    assert_eq!(dequant(GgmlType::F32, &f32s, 3), [1.5, -2.0, 0.1]);
+    // 0x3C00 = 1.0, 0xC000 = -2.0, 0x3555 = 0.333251953125, 0x0001 = 2^-24 (subnormal).
+    let f16s = [0x00, 0x3C, 0x00, 0xC0, 0x55, 0x35, 0x01, 0x00];
+    assert_eq!(
+        dequant(GgmlType::F16, &f16s, 4),
+        [1.0, -2.0, 0.333_251_95, 5.960_464_5e-8]
+    );
+    // bf16 0x3F80 = 1.0, 0xC040 = -3.0, 0x3E20 = 0.15625.
+    let bf16s = [0x80, 0x3F, 0x40, 0xC0, 0x20, 0x3E];
+    assert_eq!(dequant(GgmlType::BF16, &bf16s, 3), [1.0, -3.0, 0.15625]);
+}
+
+#[test]
+fn q4_0_block() {
+    let mut b = f16_bytes(0.5).to_vec();
+    b.extend(ramp_nibbles());
+    let got = dequant(GgmlType::Q4_0, &b, 32);
+    assert_eq!(&got[..4], [-4.0, -3.5, -3.0, -2.5]);
+    assert_eq!(got[8], 0.0);
+    assert_eq!(got[15], 3.5);
+    assert_eq!(got[16], 3.5); // 15 - 8
+    assert_eq!(got[31], -4.0); // 0 - 8
+}
+
+#[test]
+fn q4_1_block() {
+    let mut b = f16_bytes(0.25).to_vec();
+    b.extend(f16_bytes(-1.0));
+    b.extend(ramp_nibbles());
+    let got = dequant(GgmlType::Q4_1, &b, 32);
+    assert_eq!(&got[..3], [-1.0, -0.75, -0.5]);
+    assert_eq!(got[15], 2.75);
+    assert_eq!(got[16], 2.75);
+    assert_eq!(got[31], -1.0);
+}
+
+#[test]
+fn q5_0_block() {
+    // All nibbles: low 1, high 2. High bits: element 0 and element 16 only.
+    let mut b = f16_bytes(0.5).to_vec();
+    b.extend(0x0001_0001u32.to_le_bytes());
+    b.extend([0x21u8; 16]);
+    let got = dequant(GgmlType::Q5_0, &b, 32);
+    assert_eq!(got[0], 0.5); // 17 - 16
+    assert_eq!(got[1], -7.5); // 1 - 16
+    assert_eq!(got[15], -7.5);
+    assert_eq!(got[16], 1.0); // 18 - 16
+    assert_eq!(got[17], -7.0); // 2 - 16
+}
+
+#[test]
+fn q5_1_block() {
+    let mut b = f16_bytes(1.0).to_vec();
+    b.extend(f16_bytes(0.5));
+    b.extend(0x8000_0001u32.to_le_bytes());
+    b.extend([0x21u8; 16]);
+    let got = dequant(GgmlType::Q5_1, &b, 32);
+    assert_eq!(got[0], 17.5);
+    assert_eq!(got[1], 1.5);
+    assert_eq!(got[16], 2.5);
+    assert_eq!(got[31], 18.5);
+}
+
+#[test]
+fn q8_0_block() {
+    let mut b = f16_bytes(0.25).to_vec();
+    b.extend((0..32).map(|j: i32| (j * 8 - 128) as i8 as u8));
+    let got = dequant(GgmlType::Q8_0, &b, 32);
+    assert_eq!(got[0], -32.0);
+    assert_eq!(got[16], 0.0);
+    assert_eq!(got[31], 30.0);
+}
+
+/// Packed K-quant scales with sc = [1,2,3,4,33,0,3,4], mins = [0,1,2,3,18,0,1,15]
+/// (sub-blocks 4..8 take their top two bits from bytes 0..8).
+const K_SCALES: [u8; 12] = [0x81, 2, 3, 4, 0x40, 1, 2, 3, 0x21, 0x00, 0x13, 0xF4];
+const K_SC: [f32; 8] = [1.0, 2.0, 3.0, 4.0, 33.0, 0.0, 3.0, 4.0];
+const K_MN: [f32; 8] = [0.0, 1.0, 2.0, 3.0, 18.0, 0.0, 1.0, 15.0];
+
+#[test]
+fn q4_k_block() {
+    let mut b = f16_bytes(1.0).to_vec();
+    b.extend(f16_bytes(0.5));
+    b.extend(K_SCALES);
+    b.extend([0x53u8; 128]); // even sub-blocks q = 3, odd ones q = 5
+    let got = dequant(GgmlType::Q4_K, &b, 256);
+    for (e, v) in got.iter().enumerate() {
+        let s = e / 32;
+        let q = if s % 2 == 0 { 3.0 } else { 5.0 };
+        assert_eq!(*v, K_SC[s] * q - 0.5 * K_MN[s], "element {e}");
+    }
+    assert_eq!(got[128], 99.0 - 9.0);
+    assert_eq!(got[255], 20.0 - 7.5);
+}
+
+#[test]
+fn q5_k_block() {
+    let mut b = f16_bytes(1.0).to_vec();
+    b.extend(f16_bytes(0.5));
+    b.extend(K_SCALES);
+    let mut qh = [0u8; 32];
+    qh[0] = 0x01; // fifth bit of element 0 (sub-block 0, l = 0)
+    qh[1] = 0x80; // fifth bit of element 7*32 + 1 (sub-block 7, l = 1)
+    b.extend(qh);
+    b.extend([0x53u8; 128]);
+    let got = dequant(GgmlType::Q5_K, &b, 256);
+    assert_eq!(got[0], 1.0 * 19.0);
+    assert_eq!(got[1], 1.0 * 3.0);
+    assert_eq!(got[225], 4.0 * 21.0 - 7.5);
+    assert_eq!(got[224], 4.0 * 5.0 - 7.5);
+    assert_eq!(got[128], 33.0 * 3.0 - 9.0);
+}
+
+#[test]
+fn q6_k_block() {
+    let mut b = vec![0x21u8; 128]; // ql: low nibble 1, high nibble 2
+    b.extend([0xE4u8; 64]); // qh: quarters get high bits 0, 1, 2, 3
+    let scales: Vec<i8> = (0..16)
+        .map(|g| if g % 2 == 0 { g + 1 } else { -g })
+        .collect();
+    b.extend(scales.iter().map(|&s| s as u8));
+    b.extend(f16_bytes(0.5));
+    let got = dequant(GgmlType::Q6_K, &b, 256);
+    // Per 32-element quarter: 1-32, 1+16-32, 2+32-32, 2+48-32.
+    let q = [-31.0, -15.0, 2.0, 18.0];
+    for (e, v) in got.iter().enumerate() {
+        let want = 0.5 * scales[e / 16] as f32 * q[(e % 128) / 32];
+        assert_eq!(*v, want, "element {e}");
+    }
+    assert_eq!(got[0], -15.5);
+    assert_eq!(got[40], 0.5 * 3.0 * -15.0);
+}
+
+#[test]
+fn unsupported_types_and_bad_lengths_are_errors() {
+    let mut out = [0f32; 32];
+    assert_eq!(
+        dequantize_row(GgmlType::Q2_K, &[0; 84], &mut [0f32; 256]),
+        Err(QuantError::UnsupportedType(GgmlType::Q2_K))
+    );
+    assert!(matches!(
+        dequantize_row(GgmlType::Q4_0, &[0; 17], &mut out),
+        Err(QuantError::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        dequantize_row(GgmlType::Q4_0, &[0; 18], &mut out[..31]),
+        Err(QuantError::NotBlockAligned { .. })
+    ));
+    assert!(QMatrix::new(GgmlType::Q4_0, &[0; 36], 2, 32).is_ok());
+    assert!(QMatrix::new(GgmlType::Q4_0, &[0; 35], 2, 32).is_err());
+    assert!(QMatrix::new(GgmlType::Q4_0, &[0; 36], 2, 33).is_err());
+    assert!(QMatrix::new(GgmlType::Q4_0, &[], usize::MAX, 64).is_err());
+    let mut acts = QuantizedActs::new();
+    assert!(quantize_acts(GgmlType::Q4_K, &[0.0; 32], 1, 32, &mut acts).is_err());
+    assert!(quantize_acts(GgmlType::Q4_0, &[0.0; 32], 2, 32, &mut acts).is_err());
+}
+
+/// A Q8_0 matrix whose products are exact: weights d = 1, activations whose block
+/// maximum is 127 (so they quantize exactly).
+fn exact_q8_case(rows: usize, n_tokens: usize) -> (Vec<u8>, Vec<f32>, Vec<f32>) {
+    let cols = 64;
+    let wq = |r: usize, c: usize| ((r * 7 + c * 3) % 41) as i32 - 20;
+    let xq = |t: usize, c: usize| {
+        if c.is_multiple_of(32) {
+            127
+        } else {
+            ((t * 5 + c) % 51) as i32 - 25
+        }
+    };
+    let mut data = Vec::new();
+    for r in 0..rows {
+        for blk in 0..2 {
+            data.extend(f16_bytes(1.0));
+            data.extend((0..32).map(|c| wq(r, blk * 32 + c) as i8 as u8));
+        }
+    }
+    let x: Vec<f32> = (0..n_tokens * cols)
+        .map(|i| xq(i / cols, i % cols) as f32)
+        .collect();
+    let want: Vec<f32> = (0..n_tokens * rows)
+        .map(|i| {
+            let (t, r) = (i / rows, i % rows);
+            (0..cols).map(|c| wq(r, c) * xq(t, c)).sum::<i32>() as f32
+        })
+        .collect();
+    (data, x, want)
+}
+
+#[test]
+fn matmul_writes_token_major_output_and_only_its_rows() {
+    let (rows, n_tokens) = (37, 9); // row groups of 16 + remainder; tiles of 4 + 1 token
+    let (data, x, want) = exact_q8_case(rows, n_tokens);
+    let w = QMatrix::new(GgmlType::Q8_0, &data, rows, 64).unwrap();
+    let mut acts = QuantizedActs::new();
+    quantize_acts(GgmlType::Q8_0, &x, n_tokens, 64, &mut acts).unwrap();
+    for backend in Backend::available() {
+        let mut out = vec![f32::NAN; n_tokens * rows];
+        backend.matmul_rows(&w, &acts, &mut out, 0..rows).unwrap();
+        assert_eq!(out, want, "{backend:?}");
+
+        let mut part = vec![f32::NAN; n_tokens * rows];
+        backend.matmul_rows(&w, &acts, &mut part, 5..20).unwrap();
+        for (i, v) in part.iter().enumerate() {
+            if (5..20).contains(&(i % rows)) {
+                assert_eq!(*v, want[i]);
+            } else {
+                assert!(v.is_nan(), "cell {i} outside the row range was written");
+            }
+        }
+        assert!(backend.matmul_rows(&w, &acts, &mut part, 30..38).is_err());
+        assert!(backend
+            .matmul_rows(&w, &acts, &mut part[1..], 0..rows)
+            .is_err());
+    }
+}
+
+#[test]
+fn split_views_cover_disjoint_rows_across_threads() {
+    let (rows, n_tokens) = (50, 6);
+    let (data, x, want) = exact_q8_case(rows, n_tokens);
+    let w = QMatrix::new(GgmlType::Q8_0, &data, rows, 64).unwrap();
+    let mut acts = QuantizedActs::new();
+    quantize_acts(GgmlType::Q8_0, &x, n_tokens, 64, &mut acts).unwrap();
+    let mut out = vec![f32::NAN; n_tokens * rows];
+    let parts = OutView::new(&mut out, n_tokens, rows).unwrap().split(3);
+    let ranges: Vec<_> = parts.iter().map(|p| p.rows()).collect();
+    assert_eq!(ranges, [0..16, 16..33, 33..50]);
+    std::thread::scope(|s| {
+        for mut part in parts {
+            let (w, acts) = (&w, &acts);
+            s.spawn(move || matmul_view(w, acts, &mut part).unwrap());
+        }
+    });
+    assert_eq!(out, want);
+}
+
+#[test]
+fn matmul_refuses_acts_for_another_format() {
+    let (data, x, _) = exact_q8_case(2, 1);
+    let w = QMatrix::new(GgmlType::Q8_0, &data, 2, 64).unwrap();
+    let mut acts = QuantizedActs::new();
+    quantize_acts(GgmlType::F32, &x, 1, 64, &mut acts).unwrap();
+    let mut out = [0f32; 2];
+    assert!(matches!(
+        matmul_rows(&w, &acts, &mut out, 0..2),
+        Err(QuantError::ActsMismatch { .. })
+    ));
+}
+
+#[test]
+fn embedding_row_lookup() {
+    let (data, _, _) = exact_q8_case(3, 1);
+    let w = QMatrix::new(GgmlType::Q8_0, &data, 3, 64).unwrap();
+    let mut row = vec![0f32; 64];
+    w.row_to_f32(2, &mut row).unwrap();
+    let want: Vec<f32> = (0..64)
+        .map(|c: i32| ((2 * 7 + c * 3) % 41 - 20) as f32)
+        .collect();
+    assert_eq!(row, want);
+    assert!(w.row_to_f32(3, &mut row).is_err());
+    assert!(w.row_to_f32(0, &mut row[..32]).is_err());
+}

@@ -1,0 +1,1 @@
+pub mod gguf_writer;

@@ -1,0 +1,15 @@
+//! Chat templates: turning a conversation into the prompt text a model was trained on.
+//!
+//! A GGUF usually carries its template (`tokenizer.chat_template`, Jinja). We render it
+//! with minijinja plus the Python string methods and helpers that Hugging Face
+//! templates call (`raise_exception`, `strftime_now`). A file without one gets the
+//! built-in template of its family (ChatML, Llama 3 or Gemma), chosen by which
+//! turn-marker tokens its vocabulary has.
+
+mod builtin;
+mod message;
+mod template;
+
+pub use builtin::Builtin;
+pub use message::{ChatMessage, ToolCallMessage};
+pub use template::{ChatTemplate, RenderOptions, TemplateError};
