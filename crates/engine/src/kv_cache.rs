@@ -36,6 +36,13 @@ impl Store {
         }
     }
 
+    fn clear(&mut self) {
+        match self {
+            Store::F32(v) => v.clear(),
+            Store::F16(v) => v.clear(),
+        }
+    }
+
     fn grow_to(&mut self, n: usize) {
         if n > self.len() {
             match self {
@@ -119,8 +126,8 @@ impl KvCache {
     /// Drops every stored position (keeps the allocations).
     pub fn clear(&mut self) {
         for l in &mut self.layers {
-            l.k = Store::new(self.ty);
-            l.v = Store::new(self.ty);
+            l.k.clear();
+            l.v.clear();
         }
     }
 
@@ -155,7 +162,16 @@ impl KvCache {
         }
     }
 
-    /// Bytes currently allocated for keys and values.
+    /// Whether every layer still holds what a sequence cut back from `n_past` to `n`
+    /// positions needs: a ring keeps only the last `window` positions written.
+    fn can_rewind(&self, n_past: usize, n: usize) -> bool {
+        self.layers.iter().all(|l| match l.window {
+            None => true,
+            Some(w) => n.saturating_sub(w - 1) >= n_past.saturating_sub(w),
+        })
+    }
+
+    /// Bytes holding stored keys and values.
     pub fn bytes(&self) -> usize {
         let el = match self.ty {
             KvType::F32 => 4,
@@ -198,6 +214,18 @@ impl SeqState {
     pub fn clear(&mut self) {
         self.kv.clear();
         self.n_past = 0;
+    }
+
+    /// Keeps only the first `n` positions (to reuse a shared prompt prefix). Returns
+    /// false, changing nothing, when `n` is beyond the held positions or when a
+    /// sliding-window layer has already overwritten positions the shorter sequence
+    /// would need (then [`SeqState::clear`] and re-feed instead).
+    pub fn truncate(&mut self, n: usize) -> bool {
+        if n > self.n_past || !self.kv.can_rewind(self.n_past, n) {
+            return false;
+        }
+        self.n_past = n;
+        true
     }
 
     /// Bytes held by the KV cache.

@@ -437,3 +437,48 @@ fn long_inputs_are_chunked_with_the_same_result() {
     let last = run(&[n], LogitsWanted::Last);
     assert_eq!(last, whole[(n - 1) * 512..].to_vec());
 }
+
+#[test]
+fn truncated_sequences_continue_like_fresh_ones() {
+    let tokens: Vec<u32> = (0..30).map(|i| (i * 37 % 500) as u32).collect();
+    let last_logits = |model: &Model, seq: &mut llamay_engine::kv_cache::SeqState, t: &[u32]| {
+        let out = model
+            .forward(&mut [BatchItem {
+                seq,
+                tokens: t,
+                want_logits: LogitsWanted::Last,
+            }])
+            .unwrap();
+        out[0].last().unwrap().to_vec()
+    };
+    // Global attention only: any prefix can be kept.
+    let llama = load(&llamay_testdata::ref_path("tiny/tiny-llama-F32.gguf"));
+    let mut fresh = llama.new_sequence();
+    let want = last_logits(&llama, &mut fresh, &tokens[..12]);
+    let mut seq = llama.new_sequence();
+    last_logits(&llama, &mut seq, &tokens);
+    assert!(!seq.truncate(31));
+    assert!(seq.truncate(10));
+    assert_eq!(seq.len(), 10);
+    let got = last_logits(&llama, &mut seq, &tokens[10..12]);
+    let d = want
+        .iter()
+        .zip(&got)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(d < 1e-4, "{d}");
+    // Sliding window 16: after 30 positions the ring lost what a cut to 10 needs.
+    let gemma = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf"));
+    let mut seq = gemma.new_sequence();
+    last_logits(&gemma, &mut seq, &tokens);
+    assert!(!seq.truncate(10));
+    assert_eq!(seq.len(), 30);
+    assert!(seq.truncate(29));
+    let got = last_logits(&gemma, &mut seq, &tokens[29..30]);
+    let mut fresh = gemma.new_sequence();
+    let want = last_logits(&gemma, &mut fresh, &tokens);
+    let d = want
+        .iter()
+        .zip(&got)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(d < 1e-3, "{d}");
+}

@@ -11,6 +11,7 @@ use super::ops::{gelu_tanh, rms_norm, rms_norm_inplace, silu, softcap, RopeTable
 use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
+use crate::pool::SyncPtr;
 
 /// Most tokens one internal step processes (larger requests are chunked).
 pub const MAX_STEP_TOKENS: usize = 512;
@@ -378,9 +379,21 @@ impl Model {
             Activation::Silu => silu,
             Activation::GeluTanh => gelu_tanh,
         };
-        for (g, &u) in gate.iter_mut().zip(&b.up) {
-            *g = act(*g) * u;
-        }
+        // Transcendentals cost as much as a small matmul: spread them over the pool.
+        let chunk = ff.max(4096);
+        let n_chunks = gate.len().div_ceil(chunk);
+        let gate_ptr = SyncPtr::new(gate);
+        let up = &b.up;
+        self.pool.run(n_chunks, &|i| {
+            let start = i * chunk;
+            let len = chunk.min(up.len() - start);
+            // SAFETY: chunks are disjoint and inside `gate` (as long as `up`).
+            let g = unsafe { gate_ptr.slice(start, len) };
+            for (g, &u) in g.iter_mut().zip(&up[start..start + len]) {
+                *g = act(*g) * u;
+            }
+        });
+        let gate = &mut b.gate[..total * ff];
         let wd = &layer.down;
         matmul(
             &self.pool,

@@ -2,11 +2,15 @@
 
 use super::hparams::RopeStyle;
 
-/// `out = x / rms(x) * w`, with rms taken in f64-free f32 like ggml but summed in
-/// f64 for stability on long rows.
-pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+/// `1 / sqrt(mean(x²) + eps)`, the sum taken in f64 so long rows lose nothing.
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
     let ss: f64 = x.iter().map(|&v| (v as f64) * (v as f64)).sum();
-    let scale = (1.0 / ((ss / x.len() as f64) + eps as f64).sqrt()) as f32;
+    (1.0 / ((ss / x.len() as f64) + eps as f64).sqrt()) as f32
+}
+
+/// `out = x / rms(x) · w`.
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let scale = rms_scale(x, eps);
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
         *o = v * scale * g;
     }
@@ -14,8 +18,7 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 
 /// [`rms_norm`] in place.
 pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
-    let ss: f64 = x.iter().map(|&v| (v as f64) * (v as f64)).sum();
-    let scale = (1.0 / ((ss / x.len() as f64) + eps as f64).sqrt()) as f32;
+    let scale = rms_scale(x, eps);
     for (v, &g) in x.iter_mut().zip(w) {
         *v *= scale * g;
     }
@@ -92,9 +95,13 @@ pub fn silu(x: f32) -> f32 {
 }
 
 /// GELU, tanh approximation (the one Gemma uses).
+///
+/// `0.5·x·(1 + tanh(u))` = `x · (1 - 1/(e^{2u} + 1))`: one `exp` instead of a `tanh`
+/// (which costs an `expm1` and more); saturates correctly for large |u|.
 pub fn gelu_tanh(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x)).tanh())
+    let u = SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x);
+    x * (1.0 - 1.0 / ((2.0 * u).exp() + 1.0))
 }
 
 #[cfg(test)]
@@ -113,6 +120,18 @@ mod tests {
         // Pair (0,2) rotated by 1 radian.
         assert!((b[0] - 1f32.cos()).abs() < 1e-6 && (b[2] - 1f32.sin()).abs() < 1e-6);
         assert_eq!(b[1], 0.0);
+    }
+
+    #[test]
+    fn gelu_matches_the_tanh_formula() {
+        for i in -200..=200 {
+            let x = i as f32 * 0.05;
+            let u = 0.797_884_6f64 * x as f64 * (1.0 + 0.044715 * (x as f64).powi(2));
+            let want = 0.5 * x as f64 * (1.0 + u.tanh());
+            assert!((gelu_tanh(x) as f64 - want).abs() < 1e-6, "x {x}");
+        }
+        assert_eq!(gelu_tanh(-100.0), 0.0);
+        assert_eq!(gelu_tanh(100.0), 100.0);
     }
 
     #[test]
