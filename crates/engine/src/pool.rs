@@ -299,6 +299,53 @@ mod tests {
     }
 
     #[test]
+    fn many_short_jobs_in_a_row_lose_and_repeat_nothing() {
+        // Decode steps are thousands of tiny jobs: late workers must never run a task
+        // of a finished job, nor miss one of the current job.
+        let pool = ThreadPool::new(3);
+        let total = AtomicUsize::new(0);
+        for round in 0..20_000usize {
+            let n = 1 + round % 5;
+            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            pool.run(n, &|i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+                total.fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(
+                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                "round {round}"
+            );
+        }
+        assert_eq!(
+            total.load(Ordering::Relaxed),
+            (0..20_000).map(|r| 1 + r % 5).sum()
+        );
+    }
+
+    #[test]
+    fn idle_workers_park_and_wake_up() {
+        let pool = ThreadPool::new(2);
+        let count = AtomicUsize::new(0);
+        pool.run(4, &|_| {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+        // Long enough for the worker to stop spinning and yielding and park.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let seen = std::sync::Mutex::new(std::collections::HashSet::new());
+        for _ in 0..50 {
+            pool.run(64, &|_| {
+                seen.lock().unwrap().insert(std::thread::current().id());
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            });
+        }
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            2,
+            "the parked worker took part again"
+        );
+    }
+
+    #[test]
     fn a_panicking_task_is_reported_and_the_pool_survives() {
         let pool = ThreadPool::new(2);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
