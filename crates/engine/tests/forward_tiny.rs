@@ -482,3 +482,44 @@ fn truncated_sequences_continue_like_fresh_ones() {
         .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
     assert!(d < 1e-3, "{d}");
 }
+
+#[test]
+fn models_are_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Model>();
+    send_sync::<llamay_engine::kv_cache::SeqState>();
+    let model = load(&llamay_testdata::ref_path("tiny/tiny-qwen2-Q5_0.gguf"));
+    let tokens: Vec<u32> = (0..20).map(|i| (i * 13 % 500) as u32).collect();
+    let run = |m: &Model| {
+        let mut seq = m.new_sequence();
+        let out = m
+            .forward(&mut [BatchItem {
+                seq: &mut seq,
+                tokens: &tokens,
+                want_logits: LogitsWanted::Last,
+            }])
+            .unwrap();
+        out[0].data.clone()
+    };
+    let want = run(&model);
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let m = std::sync::Arc::clone(&model);
+            let t = tokens.clone();
+            std::thread::spawn(move || {
+                let mut seq = m.new_sequence();
+                let out = m
+                    .forward(&mut [BatchItem {
+                        seq: &mut seq,
+                        tokens: &t,
+                        want_logits: LogitsWanted::Last,
+                    }])
+                    .unwrap();
+                out[0].data.clone()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), want, "concurrent steps give identical logits");
+    }
+}
