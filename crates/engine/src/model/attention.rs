@@ -302,9 +302,9 @@ mod simd {
         let mut i = 0;
         while i + 8 <= n {
             let vv = _mm256_loadu_ps(pv.add(i));
-            for r in 0..4 {
+            for (r, &pr) in pp.iter().enumerate() {
                 let dst = pa.add(r * n + i);
-                _mm256_storeu_ps(dst, _mm256_fmadd_ps(pp[r], vv, _mm256_loadu_ps(dst)));
+                _mm256_storeu_ps(dst, _mm256_fmadd_ps(pr, vv, _mm256_loadu_ps(dst)));
             }
             i += 8;
         }
