@@ -1,0 +1,268 @@
+//! Per-sequence key/value cache.
+//!
+//! Every layer keeps the keys and values of the positions it may still attend to.
+//! Global layers keep every position (growing up to the context size); sliding-window
+//! layers keep only the last `window` positions in a ring buffer. Storage is f32 by
+//! default or f16 to halve the memory (as llama.cpp does by default).
+
+use half::f16;
+
+/// Element type of the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KvType {
+    #[default]
+    F32,
+    F16,
+}
+
+#[derive(Clone, Debug)]
+enum Store {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+}
+
+impl Store {
+    fn new(ty: KvType) -> Store {
+        match ty {
+            KvType::F32 => Store::F32(Vec::new()),
+            KvType::F16 => Store::F16(Vec::new()),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Store::F32(v) => v.len(),
+            Store::F16(v) => v.len(),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Store::F32(v) => v.clear(),
+            Store::F16(v) => v.clear(),
+        }
+    }
+
+    fn grow_to(&mut self, n: usize) {
+        if n > self.len() {
+            match self {
+                Store::F32(v) => v.resize(n, 0.0),
+                Store::F16(v) => v.resize(n, f16::ZERO),
+            }
+        }
+    }
+
+    fn write(&mut self, at: usize, src: &[f32]) {
+        match self {
+            Store::F32(v) => v[at..at + src.len()].copy_from_slice(src),
+            Store::F16(v) => {
+                for (d, &s) in v[at..at + src.len()].iter_mut().zip(src) {
+                    *d = f16::from_f32(s);
+                }
+            }
+        }
+    }
+
+    fn read(&self, at: usize, dst: &mut [f32]) {
+        match self {
+            Store::F32(v) => dst.copy_from_slice(&v[at..at + dst.len()]),
+            Store::F16(v) => {
+                let n = dst.len();
+                for (d, s) in dst.iter_mut().zip(&v[at..at + n]) {
+                    *d = s.to_f32();
+                }
+            }
+        }
+    }
+}
+
+/// One layer's keys and values.
+#[derive(Clone, Debug)]
+struct LayerKv {
+    /// Ring size for sliding layers; `None` keeps every position.
+    window: Option<usize>,
+    k_width: usize,
+    v_width: usize,
+    k: Store,
+    v: Store,
+}
+
+impl LayerKv {
+    fn slot(&self, pos: usize) -> usize {
+        match self.window {
+            Some(w) => pos % w,
+            None => pos,
+        }
+    }
+}
+
+/// The cache of one sequence: all layers, and how many positions are filled.
+#[derive(Clone, Debug)]
+pub struct KvCache {
+    layers: Vec<LayerKv>,
+    ty: KvType,
+}
+
+impl KvCache {
+    /// An empty cache. `windows[il]` is the sliding window of layer `il`, if any.
+    pub fn new(ty: KvType, windows: &[Option<usize>], k_width: usize, v_width: usize) -> KvCache {
+        let layers = windows
+            .iter()
+            .map(|&window| LayerKv {
+                window,
+                k_width,
+                v_width,
+                k: Store::new(ty),
+                v: Store::new(ty),
+            })
+            .collect();
+        KvCache { layers, ty }
+    }
+
+    pub fn kv_type(&self) -> KvType {
+        self.ty
+    }
+
+    /// Drops every stored position (keeps the allocations).
+    pub fn clear(&mut self) {
+        for l in &mut self.layers {
+            l.k.clear();
+            l.v.clear();
+        }
+    }
+
+    /// Stores the key and value of `pos` in layer `il`.
+    pub(crate) fn write(&mut self, il: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let l = &mut self.layers[il];
+        let slot = l.slot(pos);
+        let (kw, vw) = (l.k_width, l.v_width);
+        l.k.grow_to((slot + 1) * kw);
+        l.v.grow_to((slot + 1) * vw);
+        l.k.write(slot * kw, &k[..kw]);
+        l.v.write(slot * vw, &v[..vw]);
+    }
+
+    /// Copies the keys and values of positions `range` of layer `il` into `k` and `v`
+    /// (row after row, as f32). The positions must still be held.
+    pub(crate) fn gather(
+        &self,
+        il: usize,
+        range: std::ops::Range<usize>,
+        k: &mut Vec<f32>,
+        v: &mut Vec<f32>,
+    ) {
+        let l = &self.layers[il];
+        let (kw, vw) = (l.k_width, l.v_width);
+        k.resize(range.len() * kw, 0.0);
+        v.resize(range.len() * vw, 0.0);
+        for (i, pos) in range.enumerate() {
+            let slot = l.slot(pos);
+            l.k.read(slot * kw, &mut k[i * kw..(i + 1) * kw]);
+            l.v.read(slot * vw, &mut v[i * vw..(i + 1) * vw]);
+        }
+    }
+
+    /// Whether every layer still holds what a sequence cut back from `n_past` to `n`
+    /// positions needs: a ring keeps only the last `window` positions written.
+    fn can_rewind(&self, n_past: usize, n: usize) -> bool {
+        self.layers.iter().all(|l| match l.window {
+            None => true,
+            Some(w) => n.saturating_sub(w - 1) >= n_past.saturating_sub(w),
+        })
+    }
+
+    /// Bytes holding stored keys and values.
+    pub fn bytes(&self) -> usize {
+        let el = match self.ty {
+            KvType::F32 => 4,
+            KvType::F16 => 2,
+        };
+        self.layers
+            .iter()
+            .map(|l| (l.k.len() + l.v.len()) * el)
+            .sum()
+    }
+}
+
+/// One sequence's state: its KV cache and how many positions it holds. Create it
+/// with [`crate::model::Model::new_sequence`]; it belongs to that model.
+#[derive(Clone, Debug)]
+pub struct SeqState {
+    pub(crate) kv: KvCache,
+    pub(crate) n_past: usize,
+    pub(crate) n_ctx: usize,
+    /// Identifies the model the cache was built for.
+    pub(crate) model_id: usize,
+}
+
+impl SeqState {
+    /// Positions already evaluated (the next token goes at this position).
+    pub fn len(&self) -> usize {
+        self.n_past
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n_past == 0
+    }
+
+    /// The most positions this sequence may hold.
+    pub fn n_ctx(&self) -> usize {
+        self.n_ctx
+    }
+
+    /// Forgets every position, to start a new prompt.
+    pub fn clear(&mut self) {
+        self.kv.clear();
+        self.n_past = 0;
+    }
+
+    /// Keeps only the first `n` positions (to reuse a shared prompt prefix). Returns
+    /// false, changing nothing, when `n` is beyond the held positions or when a
+    /// sliding-window layer has already overwritten positions the shorter sequence
+    /// would need (then [`SeqState::clear`] and re-feed instead).
+    pub fn truncate(&mut self, n: usize) -> bool {
+        if n > self.n_past || !self.kv.can_rewind(self.n_past, n) {
+            return false;
+        }
+        self.n_past = n;
+        true
+    }
+
+    /// Bytes held by the KV cache.
+    pub fn kv_bytes(&self) -> usize {
+        self.kv.bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sliding_layers_keep_only_the_window() {
+        let mut c = KvCache::new(KvType::F32, &[Some(3), None], 2, 1);
+        for pos in 0..10 {
+            let p = pos as f32;
+            c.write(0, pos, &[p, -p], &[p * 10.0]);
+            c.write(1, pos, &[p, -p], &[p * 10.0]);
+        }
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        c.gather(0, 7..10, &mut k, &mut v);
+        assert_eq!(k, [7.0, -7.0, 8.0, -8.0, 9.0, -9.0]);
+        assert_eq!(v, [70.0, 80.0, 90.0]);
+        c.gather(1, 0..10, &mut k, &mut v);
+        assert_eq!(v, (0..10).map(|p| p as f32 * 10.0).collect::<Vec<_>>());
+        // The ring holds 3 positions of 2 + 1 floats; the global layer holds 10.
+        assert_eq!(c.bytes(), (3 * 3 + 10 * 3) * 4);
+    }
+
+    #[test]
+    fn f16_storage_rounds_to_half_precision() {
+        let mut c = KvCache::new(KvType::F16, &[None], 1, 1);
+        c.write(0, 0, &[1.0 / 3.0], &[2.0]);
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        c.gather(0, 0..1, &mut k, &mut v);
+        assert_eq!(k[0], f16::from_f32(1.0 / 3.0).to_f32());
+        assert_eq!(v[0], 2.0);
+    }
+}

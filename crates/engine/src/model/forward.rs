@@ -1,0 +1,488 @@
+//! One forward step over a batch of sequences.
+//!
+//! All tokens of all items are stacked into one activation matrix, so every weight
+//! matrix is streamed once per step whatever the number of sequences (prompts become
+//! matrix-matrix products). Only attention is per sequence, against its own cache.
+
+use super::attention::{attend, AttnArgs};
+use super::hparams::Activation;
+use super::linear::{matmul, matmul_many, ActsCache, Product};
+use super::ops::{gelu_tanh, rms_norm, rms_norm_inplace, silu, softcap, RopeTable};
+use super::weights::{GateUp, Layer, Qkv};
+use super::{Model, ModelError};
+use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
+use crate::pool::SyncPtr;
+
+/// Most tokens one internal step processes (larger requests are chunked).
+pub const MAX_STEP_TOKENS: usize = 512;
+
+/// Scratch buffers of one step, sized for its total token count.
+struct Buffers {
+    x: Vec<f32>,
+    xn: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    /// The fused QKV output (phi3).
+    qkv: Vec<f32>,
+    attn: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    acts: ActsCache,
+    k_old: Vec<f32>,
+    v_old: Vec<f32>,
+}
+
+/// Where one batch item's rows sit in the stacked matrices.
+struct Span {
+    row0: usize,
+    n: usize,
+    start_pos: usize,
+}
+
+impl Model {
+    /// Runs one step: appends each item's tokens to its sequence and returns, per item,
+    /// the logits its [`LogitsWanted`] asked for. Inputs are checked first (token ids,
+    /// context room, sequence ownership): on such an error no sequence is changed.
+    ///
+    /// Steps of more than [`MAX_STEP_TOKENS`] tokens are split, item by item, into
+    /// chunks of at most that many, bounding the scratch memory of one step.
+    pub fn forward(&self, batch: &mut [BatchItem]) -> Result<Vec<ItemLogits>, ModelError> {
+        self.validate(batch)?;
+        let total: usize = batch.iter().map(|i| i.tokens.len()).sum();
+        if total <= MAX_STEP_TOKENS {
+            return self.step(batch);
+        }
+        let mut out = Vec::with_capacity(batch.len());
+        for item in batch.iter_mut() {
+            let mut data = Vec::new();
+            let chunks: Vec<&[u32]> = item.tokens.chunks(MAX_STEP_TOKENS).collect();
+            for (i, chunk) in chunks.iter().enumerate() {
+                let want = match item.want_logits {
+                    LogitsWanted::Last if i + 1 < chunks.len() => LogitsWanted::None,
+                    w => w,
+                };
+                let mut r = self.step(&mut [BatchItem {
+                    seq: item.seq,
+                    tokens: chunk,
+                    want_logits: want,
+                }])?;
+                data.append(&mut r[0].data);
+            }
+            out.push(ItemLogits {
+                n_vocab: self.hp.n_vocab,
+                data,
+            });
+        }
+        Ok(out)
+    }
+
+    fn validate(&self, batch: &[BatchItem]) -> Result<(), ModelError> {
+        let hp = &self.hp;
+        for item in batch {
+            if item.seq.model_id != self.id {
+                return Err(ModelError::ForeignSequence);
+            }
+            if let Some(&token) = item.tokens.iter().find(|&&t| t as usize >= hp.n_vocab) {
+                return Err(ModelError::BadToken {
+                    token,
+                    n_vocab: hp.n_vocab,
+                });
+            }
+            let needed = item.seq.n_past + item.tokens.len();
+            if needed > item.seq.n_ctx {
+                return Err(ModelError::ContextFull {
+                    needed,
+                    n_ctx: item.seq.n_ctx,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One step over validated inputs.
+    fn step(&self, batch: &mut [BatchItem]) -> Result<Vec<ItemLogits>, ModelError> {
+        let hp = &self.hp;
+        let mut spans = Vec::with_capacity(batch.len());
+        let mut total = 0usize;
+        for item in batch.iter() {
+            spans.push(Span {
+                row0: total,
+                n: item.tokens.len(),
+                start_pos: item.seq.n_past,
+            });
+            total += item.tokens.len();
+        }
+        if total == 0 {
+            return Ok(batch
+                .iter()
+                .map(|_| ItemLogits {
+                    n_vocab: hp.n_vocab,
+                    data: Vec::new(),
+                })
+                .collect());
+        }
+
+        let mut b = self.buffers(total);
+        self.embed(batch, &mut b.x)?;
+        let positions: Vec<usize> = spans
+            .iter()
+            .flat_map(|s| s.start_pos..s.start_pos + s.n)
+            .collect();
+        let rope = RopeTable::new(
+            positions.iter().copied(),
+            hp.rope_dims,
+            hp.rope_base,
+            hp.rope_freq_scale,
+        );
+        let rope_swa = RopeTable::new(
+            positions.iter().copied(),
+            hp.rope_dims,
+            hp.rope_base_swa,
+            hp.rope_freq_scale_swa,
+        );
+        for (il, layer) in self.weights.layers.iter().enumerate() {
+            let swa = hp.swa_layers[il];
+            let rope = if swa { &rope_swa } else { &rope };
+            self.attention_block(il, layer, rope, batch, &spans, &mut b)?;
+            self.ffn_block(layer, total, &mut b)?;
+        }
+        for (item, span) in batch.iter_mut().zip(&spans) {
+            item.seq.n_past += span.n;
+        }
+        self.logits(batch, &spans, &mut b)
+    }
+
+    fn buffers(&self, t: usize) -> Buffers {
+        let hp = &self.hp;
+        let fused = matches!(
+            self.weights.layers.first().map(|l| &l.qkv),
+            Some(Qkv::Fused(_))
+        );
+        Buffers {
+            x: vec![0.0; t * hp.n_embd],
+            xn: vec![0.0; t * hp.n_embd],
+            q: vec![0.0; t * hp.q_width()],
+            k: vec![0.0; t * hp.k_width()],
+            v: vec![0.0; t * hp.v_width()],
+            qkv: if fused {
+                vec![0.0; t * (hp.q_width() + hp.k_width() + hp.v_width())]
+            } else {
+                Vec::new()
+            },
+            attn: vec![0.0; t * hp.n_head * hp.head_dim_v],
+            proj: vec![0.0; t * hp.n_embd],
+            gate: vec![0.0; t * hp.n_ff * 2],
+            up: vec![0.0; t * hp.n_ff],
+            acts: ActsCache::default(),
+            k_old: Vec::new(),
+            v_old: Vec::new(),
+        }
+    }
+
+    fn embed(&self, batch: &[BatchItem], x: &mut [f32]) -> Result<(), ModelError> {
+        let e = self.hp.n_embd;
+        let tokens = batch.iter().flat_map(|i| i.tokens.iter());
+        for (row, &tok) in x.chunks_exact_mut(e).zip(tokens) {
+            self.weights
+                .token_embd
+                .row_f32(&self.file, tok as usize, row)?;
+            if let Some(s) = self.hp.embed_scale {
+                row.iter_mut().for_each(|v| *v *= s);
+            }
+        }
+        Ok(())
+    }
+
+    fn attention_block(
+        &self,
+        il: usize,
+        layer: &Layer,
+        rope: &RopeTable,
+        batch: &mut [BatchItem],
+        spans: &[Span],
+        b: &mut Buffers,
+    ) -> Result<(), ModelError> {
+        let hp = &self.hp;
+        let (e, total) = (hp.n_embd, b.x.len() / hp.n_embd);
+        norm_rows(&b.x, &layer.attn_norm, hp.rms_eps, e, &mut b.xn);
+        let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
+        match &layer.qkv {
+            Qkv::Separate { q, k, v } => {
+                b.acts.invalidate();
+                for w in [q, k, v] {
+                    b.acts.prepare(w, &b.xn, total)?;
+                }
+                let products = vec![
+                    Product {
+                        w: q,
+                        out: &mut b.q,
+                    },
+                    Product {
+                        w: k,
+                        out: &mut b.k,
+                    },
+                    Product {
+                        w: v,
+                        out: &mut b.v,
+                    },
+                ];
+                matmul_many(&self.pool, &self.file, &b.acts, products)?;
+            }
+            Qkv::Fused(w) => {
+                matmul(
+                    &self.pool,
+                    &self.file,
+                    &mut b.acts,
+                    w,
+                    &b.xn,
+                    total,
+                    &mut b.qkv,
+                )?;
+                let row = qw + kw + vw;
+                for t in 0..total {
+                    let r = &b.qkv[t * row..(t + 1) * row];
+                    b.q[t * qw..(t + 1) * qw].copy_from_slice(&r[..qw]);
+                    b.k[t * kw..(t + 1) * kw].copy_from_slice(&r[qw..qw + kw]);
+                    b.v[t * vw..(t + 1) * vw].copy_from_slice(&r[qw + kw..]);
+                }
+            }
+        }
+        if let Some([bq, bk, bv]) = &layer.qkv_bias {
+            add_bias(&mut b.q, bq);
+            add_bias(&mut b.k, bk);
+            add_bias(&mut b.v, bv);
+        }
+        let hk = hp.head_dim_k;
+        for t in 0..total {
+            let qrow = &mut b.q[t * qw..(t + 1) * qw];
+            for head in qrow.chunks_exact_mut(hk) {
+                if let Some(w) = &layer.q_norm {
+                    rms_norm_inplace(head, w, hp.rms_eps);
+                }
+                rope.apply(head, t, hp.rope_style);
+                head.iter_mut().for_each(|v| *v *= hp.attn_scale);
+            }
+            let krow = &mut b.k[t * kw..(t + 1) * kw];
+            for head in krow.chunks_exact_mut(hk) {
+                if let Some(w) = &layer.k_norm {
+                    rms_norm_inplace(head, w, hp.rms_eps);
+                }
+                rope.apply(head, t, hp.rope_style);
+            }
+        }
+        let window = if hp.swa_layers[il] {
+            hp.sliding_window
+        } else {
+            None
+        };
+        for (item, s) in batch.iter_mut().zip(spans) {
+            if s.n == 0 {
+                continue;
+            }
+            // Cached positions this item's queries can still see.
+            let old_start = match window {
+                Some(w) => s.start_pos.saturating_sub(w - 1),
+                None => 0,
+            };
+            item.seq
+                .kv
+                .gather(il, old_start..s.start_pos, &mut b.k_old, &mut b.v_old);
+            let rows = s.row0..s.row0 + s.n;
+            let args = AttnArgs {
+                q: &b.q[rows.start * qw..rows.end * qw],
+                k_new: &b.k[rows.start * kw..rows.end * kw],
+                v_new: &b.v[rows.start * vw..rows.end * vw],
+                k_old: &b.k_old,
+                v_old: &b.v_old,
+                old_start,
+                start: s.start_pos,
+                n: s.n,
+                n_head: hp.n_head,
+                n_head_kv: hp.n_head_kv,
+                head_dim_k: hk,
+                head_dim_v: hp.head_dim_v,
+                window,
+                softcap: hp.attn_softcap,
+            };
+            let ow = hp.n_head * hp.head_dim_v;
+            attend(
+                &self.pool,
+                &args,
+                &mut b.attn[rows.start * ow..rows.end * ow],
+            );
+            for t in 0..s.n {
+                let r = s.row0 + t;
+                item.seq.kv.write(
+                    il,
+                    s.start_pos + t,
+                    &b.k[r * kw..(r + 1) * kw],
+                    &b.v[r * vw..(r + 1) * vw],
+                );
+            }
+        }
+        let wo = &layer.attn_out;
+        matmul(
+            &self.pool,
+            &self.file,
+            &mut b.acts,
+            wo,
+            &b.attn,
+            total,
+            &mut b.proj,
+        )?;
+        if let Some(w) = &layer.post_attn_norm {
+            b.proj
+                .chunks_exact_mut(e)
+                .for_each(|r| rms_norm_inplace(r, w, hp.rms_eps));
+        }
+        add_into(&mut b.x, &b.proj);
+        Ok(())
+    }
+
+    fn ffn_block(&self, layer: &Layer, total: usize, b: &mut Buffers) -> Result<(), ModelError> {
+        let hp = &self.hp;
+        let (e, ff) = (hp.n_embd, hp.n_ff);
+        norm_rows(&b.x, &layer.ffn_norm, hp.rms_eps, e, &mut b.xn);
+        match &layer.gate_up {
+            GateUp::Separate { gate: wg, up: wu } => {
+                b.acts.invalidate();
+                b.acts.prepare(wg, &b.xn, total)?;
+                b.acts.prepare(wu, &b.xn, total)?;
+                let products = vec![
+                    Product {
+                        w: wg,
+                        out: &mut b.gate[..total * ff],
+                    },
+                    Product {
+                        w: wu,
+                        out: &mut b.up,
+                    },
+                ];
+                matmul_many(&self.pool, &self.file, &b.acts, products)?;
+            }
+            GateUp::Fused(w) => {
+                let both = &mut b.gate[..total * 2 * ff];
+                matmul(&self.pool, &self.file, &mut b.acts, w, &b.xn, total, both)?;
+                // Each output row is [gate | up]; split it into the two buffers. In
+                // ascending order, row t's gate moves down onto space no later row uses.
+                for t in 0..total {
+                    b.up[t * ff..(t + 1) * ff]
+                        .copy_from_slice(&both[(2 * t + 1) * ff..(2 * t + 2) * ff]);
+                    both.copy_within(2 * t * ff..(2 * t + 1) * ff, t * ff);
+                }
+            }
+        }
+        let gate = &mut b.gate[..total * ff];
+        let act = match hp.activation {
+            Activation::Silu => silu,
+            Activation::GeluTanh => gelu_tanh,
+        };
+        // Transcendentals cost as much as a small matmul: spread them over the pool.
+        let chunk = ff.max(4096);
+        let n_chunks = gate.len().div_ceil(chunk);
+        let gate_ptr = SyncPtr::new(gate);
+        let up = &b.up;
+        self.pool.run(n_chunks, &|i| {
+            let start = i * chunk;
+            let len = chunk.min(up.len() - start);
+            // SAFETY: chunks are disjoint and inside `gate` (as long as `up`).
+            let g = unsafe { gate_ptr.slice(start, len) };
+            for (g, &u) in g.iter_mut().zip(&up[start..start + len]) {
+                *g = act(*g) * u;
+            }
+        });
+        let gate = &mut b.gate[..total * ff];
+        let wd = &layer.down;
+        matmul(
+            &self.pool,
+            &self.file,
+            &mut b.acts,
+            wd,
+            gate,
+            total,
+            &mut b.proj,
+        )?;
+        if let Some(w) = &layer.post_ffn_norm {
+            b.proj
+                .chunks_exact_mut(e)
+                .for_each(|r| rms_norm_inplace(r, w, hp.rms_eps));
+        }
+        add_into(&mut b.x, &b.proj);
+        Ok(())
+    }
+
+    fn logits(
+        &self,
+        batch: &[BatchItem],
+        spans: &[Span],
+        b: &mut Buffers,
+    ) -> Result<Vec<ItemLogits>, ModelError> {
+        let hp = &self.hp;
+        let e = hp.n_embd;
+        let rows: Vec<usize> = batch
+            .iter()
+            .zip(spans)
+            .flat_map(|(item, s)| match item.want_logits {
+                LogitsWanted::None => 0..0,
+                LogitsWanted::Last => (s.row0 + s.n).saturating_sub(1).max(s.row0)..s.row0 + s.n,
+                LogitsWanted::All => s.row0..s.row0 + s.n,
+            })
+            .collect();
+        let mut out = Vec::with_capacity(batch.len());
+        if rows.is_empty() {
+            out.resize_with(batch.len(), || ItemLogits {
+                n_vocab: hp.n_vocab,
+                data: Vec::new(),
+            });
+            return Ok(out);
+        }
+        let mut xl = vec![0.0; rows.len() * e];
+        for (dst, &r) in xl.chunks_exact_mut(e).zip(&rows) {
+            rms_norm(
+                &b.x[r * e..(r + 1) * e],
+                &self.weights.output_norm,
+                hp.rms_eps,
+                dst,
+            );
+        }
+        let w = self.weights.output();
+        let mut logits = vec![0.0; rows.len() * hp.n_vocab];
+        let n = rows.len();
+        matmul(&self.pool, &self.file, &mut b.acts, w, &xl, n, &mut logits)?;
+        if let Some(cap) = hp.final_softcap {
+            softcap(&mut logits, cap);
+        }
+        let mut at = 0;
+        for (item, s) in batch.iter().zip(spans) {
+            let n = match item.want_logits {
+                LogitsWanted::None => 0,
+                LogitsWanted::Last => s.n.min(1),
+                LogitsWanted::All => s.n,
+            };
+            out.push(ItemLogits {
+                n_vocab: hp.n_vocab,
+                data: logits[at * hp.n_vocab..(at + n) * hp.n_vocab].to_vec(),
+            });
+            at += n;
+        }
+        Ok(out)
+    }
+}
+
+fn norm_rows(x: &[f32], w: &[f32], eps: f32, width: usize, out: &mut [f32]) {
+    for (src, dst) in x.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
+        rms_norm(src, w, eps, dst);
+    }
+}
+
+fn add_bias(x: &mut [f32], bias: &[f32]) {
+    for row in x.chunks_exact_mut(bias.len()) {
+        row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+    }
+}
+
+fn add_into(x: &mut [f32], y: &[f32]) {
+    x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
+}

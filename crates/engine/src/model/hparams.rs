@@ -1,0 +1,251 @@
+//! Architecture hyper-parameters, read from GGUF metadata with llama.cpp's defaults.
+
+use super::ModelError;
+use crate::gguf::GgufFile;
+
+/// The architectures the engine runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    Llama,
+    Qwen2,
+    Qwen3,
+    Gemma2,
+    Gemma3,
+    Phi3,
+}
+
+impl Arch {
+    /// The architecture named by `general.architecture`.
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Some(match name {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
+            "gemma2" => Arch::Gemma2,
+            "gemma3" => Arch::Gemma3,
+            "phi3" => Arch::Phi3,
+            _ => return None,
+        })
+    }
+
+    /// The GGUF name of the architecture.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma2 => "gemma2",
+            Arch::Gemma3 => "gemma3",
+            Arch::Phi3 => "phi3",
+        }
+    }
+
+    fn is_gemma(self) -> bool {
+        matches!(self, Arch::Gemma2 | Arch::Gemma3)
+    }
+}
+
+/// How RoPE pairs up the dimensions of a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs (2i, 2i+1): llama's GGUF layout, whose Q/K rows the converter permuted.
+    Normal,
+    /// Halves (i, i + d/2): GPT-NeoX layout.
+    Neox,
+}
+
+/// The feed-forward gate activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    Silu,
+    GeluTanh,
+}
+
+/// Everything the forward pass needs to know about a model's shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HParams {
+    pub arch: Arch,
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim_k: usize,
+    pub head_dim_v: usize,
+    pub n_vocab: usize,
+    pub n_ctx_train: usize,
+    pub rms_eps: f32,
+    /// Dimensions of each head that RoPE rotates (the first ones).
+    pub rope_dims: usize,
+    pub rope_style: RopeStyle,
+    pub rope_base: f32,
+    /// Position multiplier (1 / linear scaling factor).
+    pub rope_freq_scale: f32,
+    /// RoPE base and scale on sliding-window layers.
+    pub rope_base_swa: f32,
+    pub rope_freq_scale_swa: f32,
+    /// Window of the sliding layers (query i sees keys i - window < j <= i).
+    pub sliding_window: Option<usize>,
+    /// Per layer: does it use the sliding window?
+    pub swa_layers: Vec<bool>,
+    pub attn_softcap: Option<f32>,
+    pub final_softcap: Option<f32>,
+    /// Multiplier applied to Q before Q·K.
+    pub attn_scale: f32,
+    /// Multiplier applied to token embeddings (gemma: sqrt(n_embd)).
+    pub embed_scale: Option<f32>,
+    pub activation: Activation,
+}
+
+/// Upper bound on any single dimension read from metadata, so a hostile file cannot
+/// make the engine allocate absurd buffers before tensor shapes are checked.
+const MAX_DIM: u32 = 1 << 24;
+
+impl HParams {
+    /// Reads the hyper-parameters of `file`, failing with the missing or bad key.
+    pub fn from_gguf(file: &GgufFile) -> Result<HParams, ModelError> {
+        let arch_name = file.architecture()?;
+        let arch = Arch::from_name(arch_name)
+            .ok_or_else(|| ModelError::UnsupportedArch(arch_name.to_string()))?;
+        let key = |s: &str| format!("{arch_name}.{s}");
+        let req = |s: &str| -> Result<usize, ModelError> {
+            let k = key(s);
+            let v = file.get_u32(&k)?;
+            dim(&k, v)
+        };
+        let opt = |s: &str| -> Result<Option<usize>, ModelError> {
+            let k = key(s);
+            file.opt_u32(&k)?.map(|v| dim(&k, v)).transpose()
+        };
+        let n_layer = req("block_count")?;
+        let n_embd = req("embedding_length")?;
+        let n_ff = req("feed_forward_length")?;
+        let n_head = req("attention.head_count")?;
+        let n_head_kv = opt("attention.head_count_kv")?.unwrap_or(n_head);
+        if n_head % n_head_kv != 0 {
+            return Err(ModelError::Invalid(format!(
+                "head_count {n_head} is not a multiple of head_count_kv {n_head_kv}"
+            )));
+        }
+        let head_dim_k = opt("attention.key_length")?.unwrap_or(n_embd / n_head);
+        let head_dim_v = opt("attention.value_length")?.unwrap_or(n_embd / n_head);
+        if head_dim_k == 0 || head_dim_k % 2 != 0 {
+            return Err(ModelError::Invalid(format!(
+                "head dimension {head_dim_k} must be even and non-zero"
+            )));
+        }
+        let n_vocab = match opt("vocab_size")? {
+            Some(v) => v,
+            None => {
+                let t = file.require_tensor("token_embd.weight")?;
+                t.dims.get(1).copied().unwrap_or(0) as usize
+            }
+        };
+        let n_ctx_train = req("context_length")?;
+        let rms_eps = file.get_f32(&key("attention.layer_norm_rms_epsilon"))?;
+        let rope_dims = opt("rope.dimension_count")?.unwrap_or(head_dim_k);
+        if rope_dims > head_dim_k || rope_dims % 2 != 0 {
+            return Err(ModelError::Invalid(format!(
+                "rope.dimension_count {rope_dims} does not fit head dimension {head_dim_k}"
+            )));
+        }
+        let rope_base = file.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
+        let rope_freq_scale = match file.opt_f32(&key("rope.scaling.factor"))? {
+            Some(f) if f > 0.0 => 1.0 / f,
+            _ => 1.0,
+        };
+        // Which layers slide, and their RoPE, follow llama.cpp's per-architecture
+        // defaults; the other architectures ignore a sliding-window key, as llama.cpp does.
+        let (sliding_window, pattern, default_swa_base, swa_scale) = match arch {
+            Arch::Gemma2 => (
+                opt("attention.sliding_window")?,
+                2,
+                rope_base,
+                rope_freq_scale,
+            ),
+            Arch::Gemma3 => (opt("attention.sliding_window")?, 6, 10_000.0, 1.0),
+            _ => (None, 0, rope_base, rope_freq_scale),
+        };
+        let pattern = match file.opt_u32(&key("attention.sliding_window_pattern"))? {
+            Some(p) => p as usize,
+            None => pattern,
+        };
+        // llama.cpp: pattern 0 means every layer slides, else layer il slides iff
+        // il % pattern < pattern - 1.
+        let swa_layers = (0..n_layer)
+            .map(|il| sliding_window.is_some() && (pattern == 0 || il % pattern < pattern - 1))
+            .collect();
+        let rope_base_swa = file
+            .opt_f32(&key("rope.freq_base_swa"))?
+            .unwrap_or(default_swa_base);
+        let softcap = |s: &str| -> Result<Option<f32>, ModelError> {
+            Ok(file.opt_f32(&key(s))?.filter(|&c| c > 0.0))
+        };
+        let (attn_softcap, final_softcap) = if arch == Arch::Gemma2 {
+            (
+                softcap("attn_logit_softcapping")?,
+                softcap("final_logit_softcapping")?,
+            )
+        } else {
+            (None, softcap("final_logit_softcapping")?)
+        };
+        Ok(HParams {
+            arch,
+            n_layer,
+            n_embd,
+            n_ff,
+            n_head,
+            n_head_kv,
+            head_dim_k,
+            head_dim_v,
+            n_vocab,
+            n_ctx_train,
+            rms_eps,
+            rope_dims,
+            rope_style: if arch == Arch::Llama {
+                RopeStyle::Normal
+            } else {
+                RopeStyle::Neox
+            },
+            rope_base,
+            rope_freq_scale,
+            rope_base_swa,
+            rope_freq_scale_swa: swa_scale,
+            sliding_window,
+            swa_layers,
+            attn_softcap,
+            final_softcap,
+            attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
+            embed_scale: arch.is_gemma().then(|| (n_embd as f32).sqrt()),
+            activation: if arch.is_gemma() {
+                Activation::GeluTanh
+            } else {
+                Activation::Silu
+            },
+        })
+    }
+
+    /// Width of all query heads together.
+    pub fn q_width(&self) -> usize {
+        self.n_head * self.head_dim_k
+    }
+
+    /// Width of all key heads together.
+    pub fn k_width(&self) -> usize {
+        self.n_head_kv * self.head_dim_k
+    }
+
+    /// Width of all value heads together.
+    pub fn v_width(&self) -> usize {
+        self.n_head_kv * self.head_dim_v
+    }
+}
+
+fn dim(key: &str, v: u32) -> Result<usize, ModelError> {
+    if v == 0 || v > MAX_DIM {
+        return Err(ModelError::Invalid(format!(
+            "metadata {key} = {v} is out of range"
+        )));
+    }
+    Ok(v as usize)
+}

@@ -1,0 +1,202 @@
+//! Weight matrices and the threaded matrix product over them.
+
+use std::sync::Mutex;
+
+use super::ModelError;
+use crate::ggml_type::GgmlType;
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::pool::ThreadPool;
+use crate::quant::{self, ActFormat, OutView, QMatrix, QuantizedActs};
+
+/// A 2-D weight kept in its GGUF encoding inside the file mapping.
+#[derive(Clone, Debug)]
+pub(crate) struct Weight {
+    info: TensorInfo,
+    /// Output width (ne1).
+    pub rows: usize,
+    /// Input width (ne0).
+    pub cols: usize,
+}
+
+impl Weight {
+    /// Loads `name`, checking that it is `[cols, rows]` and computable.
+    pub fn load(
+        file: &GgufFile,
+        name: &str,
+        cols: usize,
+        rows: usize,
+    ) -> Result<Weight, ModelError> {
+        let info = file.require_tensor(name)?;
+        Self::from_info(file, info, cols, rows)
+    }
+
+    fn from_info(
+        file: &GgufFile,
+        info: &TensorInfo,
+        cols: usize,
+        rows: usize,
+    ) -> Result<Weight, ModelError> {
+        let want = [cols as u64, rows as u64];
+        if info.dims != want {
+            return Err(ModelError::Invalid(format!(
+                "tensor {:?} has shape {:?}, expected {:?}",
+                info.name, info.dims, want
+            )));
+        }
+        if !info.ggml_type.is_supported_for_compute() {
+            return Err(ModelError::UnsupportedType {
+                tensor: info.name.clone(),
+                ty: info.ggml_type,
+            });
+        }
+        let w = Weight {
+            info: info.clone(),
+            rows,
+            cols,
+        };
+        // Validates block alignment and byte size once, so later calls cannot fail.
+        w.matrix(file)?;
+        Ok(w)
+    }
+
+    pub fn ty(&self) -> GgmlType {
+        self.info.ggml_type
+    }
+
+    pub fn matrix<'a>(&self, file: &'a GgufFile) -> Result<QMatrix<'a>, ModelError> {
+        Ok(QMatrix::new(
+            self.info.ggml_type,
+            file.tensor_data(&self.info),
+            self.rows,
+            self.cols,
+        )?)
+    }
+
+    /// Row `i` as f32 (an embedding lookup).
+    pub fn row_f32(&self, file: &GgufFile, i: usize, dst: &mut [f32]) -> Result<(), ModelError> {
+        Ok(self.matrix(file)?.row_to_f32(i, dst)?)
+    }
+}
+
+/// A 1-D tensor (norm weight, bias) converted to f32 at load time.
+pub(crate) fn load_vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+    let info = file.require_tensor(name)?;
+    if info.dims != [len as u64] {
+        return Err(ModelError::Invalid(format!(
+            "tensor {name:?} has shape {:?}, expected [{len}]",
+            info.dims
+        )));
+    }
+    let mut out = vec![0.0; len];
+    quant::dequantize_row(info.ggml_type, file.tensor_data(info), &mut out)?;
+    Ok(out)
+}
+
+/// [`load_vector`] for a tensor that may be absent.
+pub(crate) fn opt_vector(
+    file: &GgufFile,
+    name: &str,
+    len: usize,
+) -> Result<Option<Vec<f32>>, ModelError> {
+    match file.tensor(name) {
+        None => Ok(None),
+        Some(_) => load_vector(file, name, len).map(Some),
+    }
+}
+
+/// Activations quantized for each weight format, refilled lazily: weights that read
+/// the same input (Q, K, V; gate and up) share one quantization per format.
+#[derive(Default)]
+pub(crate) struct ActsCache {
+    slots: [(bool, QuantizedActs); 3],
+}
+
+fn slot_of(w: &Weight) -> Result<usize, ModelError> {
+    Ok(match ActFormat::for_weights(w.ty())? {
+        ActFormat::F32 => 0,
+        ActFormat::Q8 => 1,
+        ActFormat::Q8K => 2,
+    })
+}
+
+impl ActsCache {
+    /// Forgets the held activations (the input changed).
+    pub fn invalidate(&mut self) {
+        self.slots.iter_mut().for_each(|s| s.0 = false);
+    }
+
+    /// Makes the activations `x` (`n` rows) available in the format `w` needs.
+    pub fn prepare(&mut self, w: &Weight, x: &[f32], n: usize) -> Result<(), ModelError> {
+        let slot = &mut self.slots[slot_of(w)?];
+        if !slot.0 {
+            quant::quantize_acts(w.ty(), x, n, w.cols, &mut slot.1)?;
+            slot.0 = true;
+        }
+        Ok(())
+    }
+
+    /// The activations prepared for `w`.
+    pub fn get(&self, w: &Weight) -> Result<&QuantizedActs, ModelError> {
+        let slot = &self.slots[slot_of(w)?];
+        assert!(slot.0, "activations prepared before use");
+        Ok(&slot.1)
+    }
+}
+
+/// One product of a [`matmul_many`] call: weights, their input, and the output
+/// (`n_tokens × w.rows` values).
+pub(crate) struct Product<'a> {
+    pub w: &'a Weight,
+    pub out: &'a mut [f32],
+}
+
+/// Runs several products of the same input in one pool job, rows split over threads:
+/// one synchronisation instead of one per matrix (decode steps are short).
+pub(crate) fn matmul_many(
+    pool: &ThreadPool,
+    file: &GgufFile,
+    acts: &ActsCache,
+    products: Vec<Product>,
+) -> Result<(), ModelError> {
+    let total_rows: usize = products.iter().map(|p| p.w.rows).sum();
+    // Several parts per thread even out kernels that finish at different speeds.
+    let target = (pool.n_threads() * 4).max(1);
+    let mut parts = Vec::new();
+    for p in products {
+        let m = p.w.matrix(file)?;
+        let a = acts.get(p.w)?;
+        let view = OutView::new(p.out, a.n_tokens(), p.w.rows)?;
+        let n = (target * p.w.rows)
+            .div_ceil(total_rows)
+            .min(p.w.rows.div_ceil(16))
+            .max(1);
+        parts.extend(view.split(n).into_iter().map(|v| (m, a, Mutex::new(v))));
+    }
+    let error = Mutex::new(None);
+    pool.run(parts.len(), &|i| {
+        let (m, a, v) = &parts[i];
+        let mut v = v.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = quant::matmul_view(m, a, &mut v) {
+            *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+        }
+    });
+    match error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// `out[t, r] = Σ_c w[r, c] · x[t, c]` for one matrix, input `x` of `n` rows.
+pub(crate) fn matmul(
+    pool: &ThreadPool,
+    file: &GgufFile,
+    acts: &mut ActsCache,
+    w: &Weight,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+) -> Result<(), ModelError> {
+    acts.invalidate();
+    acts.prepare(w, x, n)?;
+    matmul_many(pool, file, acts, vec![Product { w, out }])
+}

@@ -1,0 +1,525 @@
+//! The forward pass of every tiny reference model against llama.cpp's logits
+//! (shared/ref/logits, README §6 table A) and, for the float-weight files whose
+//! activations stay f32, against the float64 reference (shared/ref/exact, table C).
+
+use llamay_engine::batch::{BatchItem, LogitsWanted};
+use llamay_engine::kv_cache::KvType;
+use llamay_engine::model::{LoadOptions, Model};
+use serde_json::Value;
+
+/// Table A's tolerance for a file, by its weight type (the stem's suffix).
+fn table_a_atol(stem: &str) -> f32 {
+    match stem.rsplit('-').next().unwrap() {
+        "F32" | "F16" => 2e-3,
+        "BF16" => 1e-2,
+        _ => 7.5e-2,
+    }
+}
+
+/// Files whose weights are float: the kernels keep activations in f32 for them.
+fn f32_activations(stem: &str) -> bool {
+    matches!(stem.rsplit('-').next().unwrap(), "F32" | "F16" | "BF16")
+}
+
+fn pairs(v: &Value) -> Vec<(usize, f32)> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p[0].as_u64().unwrap() as usize,
+                p[1].as_f64().unwrap() as f32,
+            )
+        })
+        .collect()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn argmax(x: &[f32]) -> usize {
+    // Ties go to the lowest id, as in the reference.
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Worst differences seen for one file.
+#[derive(Default, Debug)]
+struct Worst {
+    last: f32,
+    top10: f32,
+    greedy: f32,
+    checked_argmax: usize,
+    greedy_agree: usize,
+}
+
+/// Compares ids' logits in `ours` with the reference pairs; checks the argmax where the
+/// reference margin allows. Returns the max abs difference.
+fn compare_top(ours: &[f32], top: &[(usize, f32)], atol: f32, what: &str, w: &mut Worst) -> f32 {
+    let mut worst = 0.0f32;
+    for &(id, r) in top {
+        let d = (ours[id] - r).abs();
+        assert!(
+            d <= atol,
+            "{what}: id {id} ours {} ref {r} diff {d} > {atol}",
+            ours[id]
+        );
+        worst = worst.max(d);
+    }
+    let margin = top[0].1 - top[1].1;
+    if margin >= 2.0 * atol {
+        assert_eq!(
+            argmax(ours),
+            top[0].0,
+            "{what}: argmax differs (ref margin {margin})"
+        );
+        w.checked_argmax += 1;
+    }
+    worst
+}
+
+/// Runs one reference sequence (prompt in one batch, then teacher-forced decode).
+fn check_sequence(model: &Model, name: &str, r: &Value, atol: f32, kv: KvType, w: &mut Worst) {
+    let prompt = ids(&r["token_ids"]);
+    let greedy = ids(r.get("greedy_ids").or(r.get("greedy_ids_fed")).unwrap());
+    let mut seq = model.new_sequence_with(kv, 512);
+    let out = model
+        .forward(&mut [BatchItem {
+            seq: &mut seq,
+            tokens: &prompt,
+            want_logits: LogitsWanted::All,
+        }])
+        .unwrap();
+    let logits = &out[0];
+    assert_eq!(logits.n_rows(), prompt.len());
+    let last_ref: Vec<f32> = r["last_logits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    let last = logits.last().unwrap();
+    for (i, (&a, &b)) in last.iter().zip(&last_ref).enumerate() {
+        let d = (a - b).abs();
+        assert!(
+            d <= atol,
+            "{name}: last logit {i}: ours {a} ref {b} diff {d} > {atol}"
+        );
+        w.last = w.last.max(d);
+    }
+    let top10 = r["top10_per_position"].as_array().unwrap();
+    assert_eq!(top10.len(), prompt.len());
+    for (p, top) in top10.iter().enumerate() {
+        let d = compare_top(
+            logits.row(p),
+            &pairs(top),
+            atol,
+            &format!("{name} pos {p}"),
+            w,
+        );
+        w.top10 = w.top10.max(d);
+    }
+    let steps = r["greedy_steps"].as_array().unwrap();
+    assert_eq!(steps.len(), greedy.len());
+    let mut free_running = true;
+    let mut step_logits = last.to_vec();
+    for (s, step) in steps.iter().enumerate() {
+        if s > 0 {
+            let out = model
+                .forward(&mut [BatchItem {
+                    seq: &mut seq,
+                    tokens: &greedy[s - 1..s],
+                    want_logits: LogitsWanted::Last,
+                }])
+                .unwrap();
+            step_logits = out[0].last().unwrap().to_vec();
+        }
+        let top5 = pairs(&step["top5"]);
+        let d = compare_top(
+            &step_logits,
+            &top5,
+            atol,
+            &format!("{name} greedy step {s}"),
+            w,
+        );
+        w.greedy = w.greedy.max(d);
+        // Free-running greedy equals teacher forcing until the first near-tie.
+        let margin = step["margin"].as_f64().unwrap() as f32;
+        if free_running && argmax(&step_logits) == greedy[s] as usize {
+            w.greedy_agree += 1;
+        } else {
+            assert!(
+                !free_running || margin < 2.0 * atol,
+                "{name}: free-running greedy diverged at step {s} (margin {margin})"
+            );
+            free_running = false;
+        }
+    }
+}
+
+fn load(path: &std::path::Path) -> std::sync::Arc<Model> {
+    Model::load(
+        path,
+        &LoadOptions {
+            n_threads: Some(2),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn tiny_models_match_llama_cpp_table_a() {
+    let models = llamay_testdata::tiny_models();
+    assert_eq!(models.len(), 12);
+    for path in &models {
+        let stem = path.file_stem().unwrap().to_str().unwrap();
+        let refj: Value = serde_json::from_str(
+            &std::fs::read_to_string(llamay_testdata::ref_path(&format!("logits/{stem}.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        let model = load(path);
+        let atol = table_a_atol(stem);
+        for seq in ["seq8", "seq40"] {
+            for kv in [KvType::F32, KvType::F16] {
+                let mut w = Worst::default();
+                check_sequence(
+                    &model,
+                    &format!("{stem}/{seq}/{kv:?}"),
+                    &refj["sequences"][seq],
+                    atol,
+                    kv,
+                    &mut w,
+                );
+                println!(
+                    "A {stem:22} {seq:5} kv {kv:?}: max|d| last {:.2e} top10 {:.2e} greedy {:.2e} (atol {atol:.1e}); argmax checked {}, greedy agree {}/16",
+                    w.last, w.top10, w.greedy, w.checked_argmax, w.greedy_agree
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn float_weight_tiny_models_match_exact_table_c() {
+    let mut n = 0;
+    for path in llamay_testdata::tiny_models() {
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+        if !f32_activations(&stem) {
+            continue;
+        }
+        n += 1;
+        let refj: Value = serde_json::from_str(
+            &std::fs::read_to_string(llamay_testdata::ref_path(&format!("exact/{stem}.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        let model = load(&path);
+        for seq in ["seq8", "seq40"] {
+            let mut w = Worst::default();
+            check_sequence(
+                &model,
+                &format!("{stem}/{seq}"),
+                &refj["sequences"][seq],
+                3e-3,
+                KvType::F32,
+                &mut w,
+            );
+            println!(
+                "C {stem:22} {seq:5}: max|d| last {:.2e} top10 {:.2e} greedy {:.2e} (atol 3e-3)",
+                w.last, w.top10, w.greedy
+            );
+        }
+    }
+    assert_eq!(n, 3, "the F32, F16 and BF16 files");
+}
+
+/// Two sequences fed together: both prompts in one step (one matrix for all tokens),
+/// then each teacher-forced greedy step of both in one step. Every distribution must
+/// still match llama.cpp's; a third, idle item asks for no logits.
+#[test]
+fn sequences_batched_in_one_step_match_the_reference() {
+    for stem in ["tiny-gemma3-Q4_K", "tiny-qwen2-Q8_0", "tiny-llama-F32"] {
+        let path = llamay_testdata::ref_path(&format!("tiny/{stem}.gguf"));
+        let refj: Value = serde_json::from_str(
+            &std::fs::read_to_string(llamay_testdata::ref_path(&format!("logits/{stem}.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        let model = load(&path);
+        let atol = table_a_atol(stem);
+        let refs = [&refj["sequences"]["seq40"], &refj["sequences"]["seq8"]];
+        let prompts: Vec<Vec<u32>> = refs.iter().map(|r| ids(&r["token_ids"])).collect();
+        let greedy: Vec<Vec<u32>> = refs.iter().map(|r| ids(&r["greedy_ids"])).collect();
+        let mut seqs = [model.new_sequence(), model.new_sequence()];
+        let mut idle = model.new_sequence();
+        let mut w = Worst::default();
+        let [a, b] = &mut seqs;
+        let out = model
+            .forward(&mut [
+                BatchItem {
+                    seq: a,
+                    tokens: &prompts[0],
+                    want_logits: LogitsWanted::All,
+                },
+                BatchItem {
+                    seq: &mut idle,
+                    tokens: &[],
+                    want_logits: LogitsWanted::Last,
+                },
+                BatchItem {
+                    seq: b,
+                    tokens: &prompts[1],
+                    want_logits: LogitsWanted::All,
+                },
+            ])
+            .unwrap();
+        assert_eq!(out[1].n_rows(), 0);
+        for (i, o) in [(0, &out[0]), (1, &out[2])] {
+            assert_eq!(o.n_rows(), prompts[i].len());
+            for (p, top) in refs[i]["top10_per_position"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .enumerate()
+            {
+                let what = format!("{stem} batched prompt {i} pos {p}");
+                w.top10 = w
+                    .top10
+                    .max(compare_top(o.row(p), &pairs(top), atol, &what, &mut w));
+            }
+        }
+        for s in 1..16 {
+            let [a, b] = &mut seqs;
+            let out = model
+                .forward(&mut [
+                    BatchItem {
+                        seq: a,
+                        tokens: &greedy[0][s - 1..s],
+                        want_logits: LogitsWanted::Last,
+                    },
+                    BatchItem {
+                        seq: b,
+                        tokens: &greedy[1][s - 1..s],
+                        want_logits: LogitsWanted::Last,
+                    },
+                ])
+                .unwrap();
+            for i in 0..2 {
+                let top5 = pairs(&refs[i]["greedy_steps"][s]["top5"]);
+                let what = format!("{stem} batched decode {i} step {s}");
+                let d = compare_top(out[i].last().unwrap(), &top5, atol, &what, &mut w);
+                w.greedy = w.greedy.max(d);
+            }
+        }
+        assert_eq!(seqs[0].len(), 40 + 15);
+        assert_eq!(seqs[1].len(), 8 + 15);
+        assert!(idle.is_empty());
+        println!(
+            "batched {stem}: max|d| prompts {:.2e} decode {:.2e} (atol {atol:.1e})",
+            w.top10, w.greedy
+        );
+    }
+}
+
+#[test]
+fn bad_inputs_are_errors_and_leave_the_sequence_unchanged() {
+    let model = load(&llamay_testdata::ref_path("tiny/tiny-llama-F32.gguf"));
+    let mut seq = model.new_sequence_with(KvType::F32, 10);
+    let feed = |seq: &mut _, tokens: &[u32]| {
+        model
+            .forward(&mut [BatchItem {
+                seq,
+                tokens,
+                want_logits: LogitsWanted::Last,
+            }])
+            .map(|_| ())
+    };
+    assert!(
+        feed(&mut seq, &[1, 2, 512]).is_err(),
+        "token outside the vocabulary"
+    );
+    assert!(seq.is_empty());
+    assert!(
+        feed(&mut seq, &[1; 11]).is_err(),
+        "more than n_ctx positions"
+    );
+    assert!(seq.is_empty());
+    feed(&mut seq, &[1; 10]).unwrap();
+    assert_eq!(seq.len(), 10);
+    assert!(feed(&mut seq, &[1]).is_err(), "context full");
+    // A sequence of another model is refused.
+    let other = load(&llamay_testdata::ref_path("tiny/tiny-llama-Q4_0.gguf"));
+    let mut foreign = other.new_sequence();
+    assert!(feed(&mut foreign, &[1]).is_err());
+    seq.clear();
+    assert!(seq.is_empty());
+    feed(&mut seq, &[1, 2]).unwrap();
+    assert_eq!(seq.len(), 2);
+}
+
+#[test]
+fn model_info_summarises_the_file() {
+    let model = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q4_K.gguf"));
+    let info = model.info();
+    assert_eq!(info.arch, "gemma3");
+    assert_eq!(info.name.as_deref(), Some("tiny-random-gemma3"));
+    assert_eq!(info.file_type.as_deref(), Some("Q4_K_S"));
+    assert_eq!(
+        (info.context_length, info.embedding_length, info.block_count),
+        (512, 256, 4)
+    );
+    assert_eq!(
+        (info.head_count, info.head_count_kv, info.vocab_size),
+        (4, 2, 512)
+    );
+    // Embedding 256×512 + 4 layers × (q 256², k and v 256×128 each, o 256², gate, up and
+    // down 256×512 each, norms 4×256 + 2×64) + output norm 256.
+    let per_layer = 2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 4 * 256 + 2 * 64;
+    assert_eq!(
+        info.parameter_count,
+        (256 * 512 + 4 * per_layer + 256) as u64
+    );
+    let hp = model.hparams();
+    assert_eq!(hp.swa_layers, vec![true; 4]);
+    assert_eq!(
+        (hp.sliding_window, hp.rope_base_swa, hp.rope_base),
+        (Some(16), 10_000.0, 1e6)
+    );
+    assert_eq!(model.n_vocab(), 512);
+    assert_eq!(model.n_ctx_train(), 512);
+}
+
+#[test]
+fn long_inputs_are_chunked_with_the_same_result() {
+    use llamay_engine::model::MAX_STEP_TOKENS;
+    let model = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf"));
+    let n = MAX_STEP_TOKENS + 88;
+    let tokens: Vec<u32> = (0..n).map(|i| ((i * 131 + 7) % 506) as u32).collect();
+    let run = |splits: &[usize], want: LogitsWanted| {
+        let mut seq = model.new_sequence_with(KvType::F32, 1024);
+        let mut rows = Vec::new();
+        let mut at = 0;
+        for &end in splits {
+            let out = model
+                .forward(&mut [BatchItem {
+                    seq: &mut seq,
+                    tokens: &tokens[at..end],
+                    want_logits: want,
+                }])
+                .unwrap();
+            rows.extend_from_slice(&out[0].data);
+            at = end;
+        }
+        assert_eq!(seq.len(), n);
+        rows
+    };
+    // One request of 600 tokens (chunked inside) against requests of 300 each.
+    let whole = run(&[n], LogitsWanted::All);
+    let halves = run(&[n / 2, n], LogitsWanted::All);
+    assert_eq!(whole.len(), n * 512);
+    let d = whole
+        .iter()
+        .zip(&halves)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(d < 1e-3, "chunked and split runs differ by {d}");
+    let last = run(&[n], LogitsWanted::Last);
+    assert_eq!(last, whole[(n - 1) * 512..].to_vec());
+}
+
+#[test]
+fn truncated_sequences_continue_like_fresh_ones() {
+    let tokens: Vec<u32> = (0..30).map(|i| (i * 37 % 500) as u32).collect();
+    let last_logits = |model: &Model, seq: &mut llamay_engine::kv_cache::SeqState, t: &[u32]| {
+        let out = model
+            .forward(&mut [BatchItem {
+                seq,
+                tokens: t,
+                want_logits: LogitsWanted::Last,
+            }])
+            .unwrap();
+        out[0].last().unwrap().to_vec()
+    };
+    // Global attention only: any prefix can be kept.
+    let llama = load(&llamay_testdata::ref_path("tiny/tiny-llama-F32.gguf"));
+    let mut fresh = llama.new_sequence();
+    let want = last_logits(&llama, &mut fresh, &tokens[..12]);
+    let mut seq = llama.new_sequence();
+    last_logits(&llama, &mut seq, &tokens);
+    assert!(!seq.truncate(31));
+    assert!(seq.truncate(10));
+    assert_eq!(seq.len(), 10);
+    let got = last_logits(&llama, &mut seq, &tokens[10..12]);
+    let d = want
+        .iter()
+        .zip(&got)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(d < 1e-4, "{d}");
+    // Sliding window 16: after 30 positions the ring lost what a cut to 10 needs.
+    let gemma = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf"));
+    let mut seq = gemma.new_sequence();
+    last_logits(&gemma, &mut seq, &tokens);
+    assert!(!seq.truncate(10));
+    assert_eq!(seq.len(), 30);
+    assert!(seq.truncate(29));
+    let got = last_logits(&gemma, &mut seq, &tokens[29..30]);
+    let mut fresh = gemma.new_sequence();
+    let want = last_logits(&gemma, &mut fresh, &tokens);
+    let d = want
+        .iter()
+        .zip(&got)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(d < 1e-3, "{d}");
+}
+
+#[test]
+fn models_are_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Model>();
+    send_sync::<llamay_engine::kv_cache::SeqState>();
+    let model = load(&llamay_testdata::ref_path("tiny/tiny-qwen2-Q5_0.gguf"));
+    let tokens: Vec<u32> = (0..20).map(|i| (i * 13 % 500) as u32).collect();
+    let run = |m: &Model| {
+        let mut seq = m.new_sequence();
+        let out = m
+            .forward(&mut [BatchItem {
+                seq: &mut seq,
+                tokens: &tokens,
+                want_logits: LogitsWanted::Last,
+            }])
+            .unwrap();
+        out[0].data.clone()
+    };
+    let want = run(&model);
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let m = std::sync::Arc::clone(&model);
+            let t = tokens.clone();
+            std::thread::spawn(move || {
+                let mut seq = m.new_sequence();
+                let out = m
+                    .forward(&mut [BatchItem {
+                        seq: &mut seq,
+                        tokens: &t,
+                        want_logits: LogitsWanted::Last,
+                    }])
+                    .unwrap();
+                out[0].data.clone()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), want, "concurrent steps give identical logits");
+    }
+}
