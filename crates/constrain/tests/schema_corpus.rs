@@ -150,3 +150,124 @@ fn jsonschemabench_instances_against_the_tree() {
     assert!(valid[2] <= 4, "{} valid instances cut by inferred types", valid[2]);
     assert!(wrong.is_empty(), "{} instances judged wrongly", wrong.len());
 }
+
+/// Writes a JSON value in a spelling llamay's number rules accept: integral numbers
+/// as digits, others as plain decimals without exponent; strings and keys as
+/// serde_json escapes them; no whitespace.
+fn spell(v: &Value, out: &mut String) {
+    use llamay_constrain::schema::decimal::Decimal;
+    match v {
+        Value::Number(n) => match Decimal::from_json(n) {
+            Some(d) => out.push_str(&d.to_string()),
+            None => out.push_str(&n.to_string()),
+        },
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                spell(x, out);
+            }
+            out.push(']');
+        }
+        Value::Object(o) => {
+            out.push('{');
+            for (i, (k, x)) in o.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                spell(x, out);
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Every schema that compiles lowers and builds an automaton; every valid instance
+/// the tree keeps walks through it byte by byte, and every invalid instance the
+/// tree rejects (of a fully enforced schema) is refused by it.
+#[test]
+fn jsonschemabench_instances_on_the_automaton() {
+    use llamay_constrain::schema::constraint;
+    use llamay_constrain::{Limits, Vocabulary};
+    use std::sync::Arc;
+    let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    toks.push(b"</s>".to_vec());
+    let vocab = Arc::new(Vocabulary::new(toks, &[256], &[]));
+    let (mut compiled, mut lowered) = (0usize, 0usize);
+    let mut lower_fail: BTreeMap<String, usize> = BTreeMap::new();
+    let (mut walked, mut valid_cut, mut rejected, mut invalid_walked) = (0usize, 0usize, 0usize, 0usize);
+    let mut wrong = Vec::new();
+    let started = std::time::Instant::now();
+    for (name, file) in load("jsonschemabench") {
+        let schema = &file["schema"];
+        let Ok(tree) = compile(schema) else { continue };
+        compiled += 1;
+        let t0 = std::time::Instant::now();
+        let built = constraint(schema, vocab.clone());
+        if std::env::var("SCHEMA_CORPUS_VERBOSE").is_ok() && t0.elapsed().as_millis() > 200 {
+            eprintln!("slow build {name}: {:?}", t0.elapsed());
+        }
+        let c = match built {
+            // The matcher clears its state table when full but keeps every state of its
+            // history, so byte-by-byte feeding of a long, non-repetitive document would
+            // clear on every byte: give it room (the automaton's policy, reported).
+            Ok((c, _)) => c.with_limits(Limits { states: 1 << 20, masks: 256 }),
+            Err(e) => {
+                println!("  {name}: lowering refused: {}", e.message);
+                *lower_fail.entry(reason(&e)).or_default() += 1;
+                continue;
+            }
+        };
+        lowered += 1;
+        let judged = tree.report.entries.iter().all(|e| e.kind == NotEnforced::Unknown)
+            && !mentions(schema, "oneOf");
+        let t1 = std::time::Instant::now();
+        for t in file["tests"].as_array().into_iter().flatten() {
+            if std::env::var("SCHEMA_CORPUS_VERBOSE").is_ok() && t1.elapsed().as_millis() > 500 {
+                eprintln!("slow feed {name}: {:?}", t1.elapsed());
+            }
+            let data = &t["data"];
+            let fits = tree.check(data).is_ok();
+            let valid = t["valid"] == Value::Bool(true);
+            if !(fits || (!valid && judged)) {
+                continue;
+            }
+            let mut text = String::new();
+            spell(data, &mut text);
+            let mut m = c.matcher();
+            let ok = text.bytes().all(|b| m.commit_bytes(&[b]).is_ok()) && m.is_accepting();
+            let short: String = text.chars().take(200).collect();
+            match (fits, ok) {
+                (true, true) => walked += 1,
+                (true, false) => {
+                    valid_cut += 1;
+                    wrong.push(format!("{name}: fitting instance cut off: {short}"));
+                }
+                (false, false) => rejected += 1,
+                (false, true) => {
+                    invalid_walked += 1;
+                    wrong.push(format!("{name}: invalid instance accepted: {short}"));
+                }
+            }
+        }
+    }
+    println!("lowered {lowered}/{compiled} compiled schemas in {:?}", started.elapsed());
+    for (r, n) in &lower_fail {
+        println!("  lowering refused {n:4}  {r}");
+    }
+    println!(
+        "instances fed byte by byte: {walked} fitting accepted, {valid_cut} fitting cut off, \
+         {rejected} invalid rejected, {invalid_walked} invalid accepted"
+    );
+    for w in wrong.iter().take(30) {
+        println!("  {w}");
+    }
+    assert!(walked > 2000 && rejected > 2000, "too few instances fed");
+    assert!(wrong.is_empty(), "{} instances judged wrongly by the automaton", wrong.len());
+    assert!(lowered as f64 >= 0.99 * compiled as f64, "{lowered}/{compiled} lowered");
+}

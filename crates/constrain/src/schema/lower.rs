@@ -187,7 +187,7 @@ fn literals(values: &[Value]) -> Result<Symbol, SchemaError> {
 fn string(spec: &StringSpec) -> Result<Symbol, SchemaError> {
     let pattern = match &spec.pattern {
         None => None,
-        Some(p) => Some(Arc::new(ByteDfa::new(&p.hir.to_string()).map_err(|e| {
+        Some(p) => Some(Arc::new(ByteDfa::new(&p.regex).map_err(|e| {
             refused("pattern", format!("pattern {:?} cannot be enforced: {e}", p.source))
         })?)),
     };

@@ -5,7 +5,8 @@
 //! ASCII classes (RE2 with Unicode on would widen them). Lookaround,
 //! back-references, word boundaries and multi-line anchors are refused. A pattern
 //! is unanchored unless it says `^`/`$`: the decoded string must *contain* a
-//! match, so the pattern is wrapped as `.*(?:pattern).*` and matched whole.
+//! match, so the pattern is wrapped as `.*(?:pattern).*` and matched whole
+//! (a `^`/`$` inside still pins it to the value's start/end).
 
 use regex_automata::dfa::{dense, Automaton};
 use regex_automata::nfa::thompson;
@@ -29,9 +30,9 @@ const DETERMINIZE_BYTES: usize = 8 << 20;
 pub struct Pattern {
     /// The pattern as the schema wrote it.
     pub source: String,
-    /// The whole-value language: `^.*(?:pattern).*$` over the decoded string,
-    /// with the ASCII `\d`/`\w` rewrite applied.
-    pub hir: Hir,
+    /// The whole-value language as a regex to match in whole (anchored at both
+    /// ends): `(?s:.*)(?:pattern)(?s:.*)`, with the ASCII `\d`/`\w` rewrite applied.
+    pub regex: String,
     /// States of its DFA (byte-level, as counted here).
     pub states: usize,
     dfa: dense::DFA<Vec<u32>>,
@@ -79,21 +80,18 @@ impl Pattern {
         if let Some(what) = refused_look(&inner) {
             return Err(refuse(what));
         }
-        let any = Hir::repetition(hir::Repetition {
-            min: 0,
-            max: None,
-            greedy: true,
-            sub: Box::new(Hir::class(hir::Class::Unicode(hir::ClassUnicode::new([
-                hir::ClassUnicodeRange::new('\0', char::MAX),
-            ])))),
-        });
-        let whole = Hir::concat(vec![
-            Hir::look(Look::Start),
-            any.clone(),
-            inner,
-            any,
-            Hir::look(Look::End),
-        ]);
+        // The rewritten pattern is printed back from its syntax tree (faithful, unlike
+        // printing the HIR) and wrapped so it may match anywhere in the value.
+        let mut core = String::new();
+        ast::print::Printer::new().print(&parsed, &mut core).map_err(|_| refuse("unprintable syntax"))?;
+        let regex = format!("(?s:.*)(?:{core})(?s:.*)");
+        let whole = regex_syntax::ParserBuilder::new()
+            .utf8(true)
+            .build()
+            .parse(&regex)
+            .map_err(|e| {
+                SchemaError::invalid("pattern", location, format!("{source:?} cannot be compiled: {e}"))
+            })?;
         let too_big = || {
             SchemaError::invalid(
                 "pattern",
@@ -119,7 +117,7 @@ impl Pattern {
         if states > MAX_PATTERN_STATES {
             return Err(too_big());
         }
-        Ok(Pattern { source: source.to_string(), hir: whole, states, dfa })
+        Ok(Pattern { source: source.to_string(), regex, states, dfa })
     }
 
     /// True when the whole of `text` is in the pattern's language.
