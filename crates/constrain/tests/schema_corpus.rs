@@ -30,11 +30,22 @@ fn reason(e: &SchemaError) -> String {
     let tail = if m.contains("cannot honour; send a schema without it") {
         "unsupported".to_string()
     } else {
-        let after = m.split_once(&format!("\"{}\" ", e.keyword)).map_or(m.as_str(), |(_, t)| t);
-        after.split(['"', ',', ':', '(']).next().unwrap_or("").trim().to_string()
+        let after = m
+            .split_once(&format!("\"{}\" ", e.keyword))
+            .map_or(m.as_str(), |(_, t)| t);
+        after
+            .split(['"', ',', ':', '('])
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
     };
     let tail: String = tail.chars().filter(|c| !c.is_ascii_digit()).collect();
-    format!("{}: {}", e.keyword, tail.split_whitespace().collect::<Vec<_>>().join(" "))
+    format!(
+        "{}: {}",
+        e.keyword,
+        tail.split_whitespace().collect::<Vec<_>>().join(" ")
+    )
 }
 
 #[test]
@@ -49,7 +60,12 @@ fn jsonschemabench_acceptance() {
         match compile(schema) {
             Ok(c) => {
                 ok += 1;
-                let mut kws: Vec<&str> = c.report.entries.iter().map(|e| e.keyword.as_str()).collect();
+                let mut kws: Vec<&str> = c
+                    .report
+                    .entries
+                    .iter()
+                    .map(|e| e.keyword.as_str())
+                    .collect();
                 kws.sort();
                 kws.dedup();
                 for k in kws {
@@ -66,18 +82,24 @@ fn jsonschemabench_acceptance() {
     }
     let total = files.len();
     let rate = ok as f64 / total as f64;
-    println!("jsonschemabench: {ok}/{total} compile ({:.1}%)", 100.0 * rate);
+    println!(
+        "jsonschemabench: {ok}/{total} compile ({:.1}%)",
+        100.0 * rate
+    );
     let mut by_count: Vec<_> = reasons.into_iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(&a.1));
+    by_count.sort_by_key(|e| std::cmp::Reverse(e.1));
     for (r, n) in &by_count {
         println!("  refused {n:5}  {r}");
     }
     let mut ne: Vec<_> = not_enforced.into_iter().collect();
-    ne.sort_by(|a, b| b.1.cmp(&a.1));
+    ne.sort_by_key(|e| std::cmp::Reverse(e.1));
     for (k, n) in ne.iter().take(25) {
         println!("  schemas with not-enforced {k}: {n}");
     }
-    assert!(rate >= FLOOR, "acceptance {rate:.3} fell below the measured floor {FLOOR}");
+    assert!(
+        rate >= FLOOR,
+        "acceptance {rate:.3} fell below the measured floor {FLOOR}"
+    );
 }
 
 /// Measured 1695/1962 = 86.4% (llguidance: ~86%), minus a margin.
@@ -101,10 +123,16 @@ fn jsonschemabench_instances_against_the_tree() {
     let mut invalid = [0usize; 3]; // rejected, accepted, not judged (keywords not enforced)
     let mut wrong = Vec::new();
     for (name, file) in load("jsonschemabench") {
-        let Ok(c) = compile(&file["schema"]) else { continue };
+        let Ok(c) = compile(&file["schema"]) else {
+            continue;
+        };
         // Unknown keys mean nothing to any validator; ignored keywords, bounds over
         // the limit and oneOf's exclusivity do.
-        let judged = c.report.entries.iter().all(|e| e.kind == NotEnforced::Unknown)
+        let judged = c
+            .report
+            .entries
+            .iter()
+            .all(|e| e.kind == NotEnforced::Unknown)
             && !mentions(&file["schema"], "oneOf");
         for t in file["tests"].as_array().into_iter().flatten() {
             let data = &t["data"];
@@ -145,9 +173,16 @@ fn jsonschemabench_instances_against_the_tree() {
     for w in wrong.iter().take(40) {
         println!("  {w}");
     }
-    assert!(valid[0] > 2000 && invalid[0] > 2000, "too few instances checked");
+    assert!(
+        valid[0] > 2000 && invalid[0] > 2000,
+        "too few instances checked"
+    );
     // Measured: 4 (two schemas whose untyped `properties` hold strings).
-    assert!(valid[2] <= 4, "{} valid instances cut by inferred types", valid[2]);
+    assert!(
+        valid[2] <= 4,
+        "{} valid instances cut by inferred types",
+        valid[2]
+    );
     assert!(wrong.is_empty(), "{} instances judged wrongly", wrong.len());
 }
 
@@ -200,7 +235,8 @@ fn jsonschemabench_instances_on_the_automaton() {
     let vocab = Arc::new(Vocabulary::new(toks, &[256], &[]));
     let (mut compiled, mut lowered) = (0usize, 0usize);
     let mut lower_fail: BTreeMap<String, usize> = BTreeMap::new();
-    let (mut walked, mut valid_cut, mut rejected, mut invalid_walked) = (0usize, 0usize, 0usize, 0usize);
+    let (mut walked, mut valid_cut, mut rejected, mut invalid_walked) =
+        (0usize, 0usize, 0usize, 0usize);
     let mut wrong = Vec::new();
     let started = std::time::Instant::now();
     for (name, file) in load("jsonschemabench") {
@@ -216,7 +252,10 @@ fn jsonschemabench_instances_on_the_automaton() {
             // The matcher clears its state table when full but keeps every state of its
             // history, so byte-by-byte feeding of a long, non-repetitive document would
             // clear on every byte: give it room (the automaton's policy, reported).
-            Ok((c, _)) => c.with_limits(Limits { states: 1 << 20, masks: 256 }),
+            Ok((c, _)) => c.with_limits(Limits {
+                states: 1 << 20,
+                masks: 256,
+            }),
             Err(e) => {
                 println!("  {name}: lowering refused: {}", e.message);
                 *lower_fail.entry(reason(&e)).or_default() += 1;
@@ -224,7 +263,11 @@ fn jsonschemabench_instances_on_the_automaton() {
             }
         };
         lowered += 1;
-        let judged = tree.report.entries.iter().all(|e| e.kind == NotEnforced::Unknown)
+        let judged = tree
+            .report
+            .entries
+            .iter()
+            .all(|e| e.kind == NotEnforced::Unknown)
             && !mentions(schema, "oneOf");
         let t1 = std::time::Instant::now();
         for t in file["tests"].as_array().into_iter().flatten() {
@@ -256,7 +299,10 @@ fn jsonschemabench_instances_on_the_automaton() {
             }
         }
     }
-    println!("lowered {lowered}/{compiled} compiled schemas in {:?}", started.elapsed());
+    println!(
+        "lowered {lowered}/{compiled} compiled schemas in {:?}",
+        started.elapsed()
+    );
     for (r, n) in &lower_fail {
         println!("  lowering refused {n:4}  {r}");
     }
@@ -268,6 +314,13 @@ fn jsonschemabench_instances_on_the_automaton() {
         println!("  {w}");
     }
     assert!(walked > 2000 && rejected > 2000, "too few instances fed");
-    assert!(wrong.is_empty(), "{} instances judged wrongly by the automaton", wrong.len());
-    assert!(lowered as f64 >= 0.99 * compiled as f64, "{lowered}/{compiled} lowered");
+    assert!(
+        wrong.is_empty(),
+        "{} instances judged wrongly by the automaton",
+        wrong.len()
+    );
+    assert!(
+        lowered as f64 >= 0.99 * compiled as f64,
+        "{lowered}/{compiled} lowered"
+    );
 }

@@ -36,13 +36,19 @@ fn check(schema: Value, valid: &[&str], invalid: &[&str]) {
 #[test]
 fn product_page_order_output_walks() {
     let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(llamay_testdata::shared_dir().join("corpus/seed/order.schema.json")).unwrap(),
+        &std::fs::read_to_string(
+            llamay_testdata::shared_dir().join("corpus/seed/order.schema.json"),
+        )
+        .unwrap(),
     )
     .unwrap();
     let shown = r#"{ "order_id": "7", "delivery": { "postcode": "69001", "city": "Lyon" }, "lines": [ { "item": "Widget 1", "unit_price": 4.50, "qty": 3 }, { "item": "Widget 2", "unit_price": 4.50, "qty": 3 }, { "item": "Widget 3", "unit_price": 4.50, "qty": 3 } ] }"#;
     check(
         schema,
-        &[shown, r#"{"order_id":"42","lines":[{"item":"x","qty":2,"unit_price":18}],"delivery":null}"#],
+        &[
+            shown,
+            r#"{"order_id":"42","lines":[{"item":"x","qty":2,"unit_price":18}],"delivery":null}"#,
+        ],
         &[
             r#"{"order_id":"1234567","lines":[{"item":"x","qty":2,"unit_price":18}],"delivery":null}"#,
             r#"{"order_id":"1","lines":[],"delivery":null}"#,
@@ -59,7 +65,13 @@ fn product_page_order_output_walks() {
 fn strings_escapes_lengths_patterns() {
     check(
         json!({"type": "string", "minLength": 2, "maxLength": 3}),
-        &[r#""ab""#, r#""日本語""#, r#""\u00e9\n""#, r#""\ud83d\ude00x""#, r#""a\"""#],
+        &[
+            r#""ab""#,
+            r#""日本語""#,
+            r#""\u00e9\n""#,
+            r#""\ud83d\ude00x""#,
+            r#""a\"""#,
+        ],
         &[r#""a""#, r#""abcd""#, r#""\u00e9\n!!""#, "\"a\nb\""],
     );
     check(
@@ -67,8 +79,16 @@ fn strings_escapes_lengths_patterns() {
         &[r#""café""#, r#""caf\u00e9""#],
         &[r#""cafe""#],
     );
-    check(json!({"type": "string", "pattern": "[0-9]"}), &[r#""ab1""#], &[r#""abc""#]);
-    check(json!({"type": "string", "pattern": "^\\d+$"}), &[r#""123""#], &["\"\u{663}\""]);
+    check(
+        json!({"type": "string", "pattern": "[0-9]"}),
+        &[r#""ab1""#],
+        &[r#""abc""#],
+    );
+    check(
+        json!({"type": "string", "pattern": "^\\d+$"}),
+        &[r#""123""#],
+        &["\"\u{663}\""],
+    );
 }
 
 #[test]
@@ -78,7 +98,11 @@ fn integers_exact() {
         &["-12", "0", "9", "305", "100"],
         &["-13", "306", "-0", "007", "1.0", "1e2", "3.5"],
     );
-    check(json!({"type": "integer"}), &["0", "-5", "123456789012345678901"], &["-0", "01", "1.5"]);
+    check(
+        json!({"type": "integer"}),
+        &["0", "-5", "123456789012345678901"],
+        &["-0", "01", "1.5"],
+    );
     check(
         json!({"type": "integer", "exclusiveMinimum": 999999999999999990_i64}),
         &["999999999999999991", "1000000000000000000"],
@@ -89,16 +113,22 @@ fn integers_exact() {
 #[test]
 fn integer_steps() {
     // Listed outright.
-    check(json!({"type": "integer", "minimum": 0, "maximum": 100, "multipleOf": 25}), &["0", "75", "100"], &[
-        "10", "125",
-    ]);
+    check(
+        json!({"type": "integer", "minimum": 0, "maximum": 100, "multipleOf": 25}),
+        &["0", "75", "100"],
+        &["10", "125"],
+    );
     // Automaton product: unbounded above.
     check(
         json!({"type": "integer", "minimum": 10, "multipleOf": 7}),
         &["14", "700", "7000000000007"],
         &["7", "15", "7000000000008"],
     );
-    check(json!({"type": "integer", "multipleOf": 3}), &["0", "-3", "99", "-123"], &["1", "-100"]);
+    check(
+        json!({"type": "integer", "multipleOf": 3}),
+        &["0", "-3", "99", "-123"],
+        &["1", "-100"],
+    );
 }
 
 #[test]
@@ -113,7 +143,11 @@ fn numbers_bounded_and_stepped() {
         &["-1.49", "0", "2.25", "2.2", "1.000000001"],
         &["-1.5", "2.26", "2.2500001", "3", "1E0"],
     );
-    check(json!({"type": "number"}), &["1.5e-05", "-0.0", "3", "1E+10"], &["01", ".5", "1."]);
+    check(
+        json!({"type": "number"}),
+        &["1.5e-05", "-0.0", "3", "1E+10"],
+        &["01", ".5", "1."],
+    );
 }
 
 #[test]
@@ -123,9 +157,21 @@ fn enums_consts_and_types() {
         &[r#""c""#, r#""\u0063""#, "3", "null", r#"{"a":[1]}"#],
         &[r#""x""#, "4", r#"{"a":[2]}"#, r#""cf""#],
     );
-    check(json!({"type": ["string", "null"]}), &["null", r#""x""#], &["1", "true"]);
-    check(json!({"type": "boolean"}), &["true", "false"], &["1", "null"]);
-    check(json!({}), &["1", r#"{"a":[null,{}]}"#, r#""s""#], &["{", "tru"]);
+    check(
+        json!({"type": ["string", "null"]}),
+        &["null", r#""x""#],
+        &["1", "true"],
+    );
+    check(
+        json!({"type": "boolean"}),
+        &["true", "false"],
+        &["1", "null"],
+    );
+    check(
+        json!({}),
+        &["1", r#"{"a":[null,{}]}"#, r#""s""#],
+        &["{", "tru"],
+    );
 }
 
 #[test]
@@ -134,8 +180,18 @@ fn objects_any_order_required_and_additional() {
         "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]});
     check(
         schema.clone(),
-        &[r#"{"a":1}"#, r#"{"b":"x","a":1}"#, "{ \"a\" : 1 , \"b\" : \"x\" }"],
-        &[r#"{}"#, r#"{"b":"x"}"#, r#"{"a":1,"a":2}"#, r#"{"a":1,"c":2}"#, r#"{"a":"1"}"#],
+        &[
+            r#"{"a":1}"#,
+            r#"{"b":"x","a":1}"#,
+            "{ \"a\" : 1 , \"b\" : \"x\" }",
+        ],
+        &[
+            r#"{}"#,
+            r#"{"b":"x"}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":1,"c":2}"#,
+            r#"{"a":"1"}"#,
+        ],
     );
     check(
         json!({"type": "object", "properties": {"a": {"type": "integer"}},
@@ -143,7 +199,11 @@ fn objects_any_order_required_and_additional() {
         &[r#"{"a":1,"z":true}"#, r#"{"z":false,"y":true}"#],
         &[r#"{"z":1}"#, r#"{"a":true}"#],
     );
-    check(json!({"type": "object"}), &[r#"{}"#, r#"{"q":[1]}"#], &["[]"]);
+    check(
+        json!({"type": "object"}),
+        &[r#"{}"#, r#"{"q":[1]}"#],
+        &["[]"],
+    );
 }
 
 #[test]

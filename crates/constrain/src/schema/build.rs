@@ -25,8 +25,15 @@ const INLINE_NODES: usize = 16;
 pub const MAX_NODES: usize = 100_000;
 
 enum Slot {
-    InProgress { id: DefId, referenced: bool },
-    Done { id: DefId, node: Option<Node>, shared: bool },
+    InProgress {
+        id: DefId,
+        referenced: bool,
+    },
+    Done {
+        id: DefId,
+        node: Option<Node>,
+        shared: bool,
+    },
 }
 
 pub(crate) struct Compiler<'a> {
@@ -39,7 +46,7 @@ pub(crate) struct Compiler<'a> {
     pub(crate) nodes: usize,
     /// Why the last things found unsatisfiable were, innermost first.
     pub(crate) unsat: Vec<(String, String, String)>,
-    pub(crate) patterns: HashMap<String, super::pattern::Pattern>,
+    pub(crate) patterns: HashMap<String, std::sync::Arc<super::pattern::Pattern>>,
 }
 
 impl<'a> Compiler<'a> {
@@ -132,11 +139,21 @@ impl<'a> Compiler<'a> {
         }
         let at = location_of(&conj[0]);
         if self.nesting >= MAX_NESTING {
-            return Err(SchemaError::invalid("", &at, "nests sub-schemas too deeply"));
+            return Err(SchemaError::invalid(
+                "",
+                &at,
+                "nests sub-schemas too deeply",
+            ));
         }
         let id = self.defs.len();
         self.defs.push(None);
-        self.memo.insert(conj.clone(), Slot::InProgress { id, referenced: false });
+        self.memo.insert(
+            conj.clone(),
+            Slot::InProgress {
+                id,
+                referenced: false,
+            },
+        );
         self.nesting += 1;
         let result = self.compile(conj);
         self.nesting -= 1;
@@ -144,7 +161,14 @@ impl<'a> Compiler<'a> {
         let Some(Slot::InProgress { referenced, .. }) = self.memo.remove(conj) else {
             unreachable!("memo slot replaced during its own compile")
         };
-        self.memo.insert(conj.clone(), Slot::Done { id, node: node.clone(), shared: referenced });
+        self.memo.insert(
+            conj.clone(),
+            Slot::Done {
+                id,
+                node: node.clone(),
+                shared: referenced,
+            },
+        );
         if referenced {
             self.defs[id] = Some((at, node.clone()));
             return Ok(node.map(|_| Node::Ref(id)));
@@ -186,7 +210,10 @@ impl<'a> Compiler<'a> {
             SchemaError::invalid(
                 "$ref",
                 &at,
-                format!("points to {}, which is not in the document", location_of(pointer)),
+                format!(
+                    "points to {}, which is not in the document",
+                    location_of(pointer)
+                ),
             )
         })?;
         let read = Facets::read(value, pointer, &mut self.report)?;
@@ -196,7 +223,10 @@ impl<'a> Compiler<'a> {
                 return Err(SchemaError::invalid(
                     "$ref",
                     &at,
-                    format!("points to {}, which is not in the document", location_of(&p)),
+                    format!(
+                        "points to {}, which is not in the document",
+                        location_of(&p)
+                    ),
                 ));
             }
             let inner = self.gather_one(&p, depth + 1)?;
@@ -282,7 +312,11 @@ fn union(mut alternatives: Vec<Node>) -> Option<Node> {
                     unique.push(n);
                 }
             }
-            Some(if unique.len() == 1 { unique.pop().unwrap() } else { Node::Union(unique) })
+            Some(if unique.len() == 1 {
+                unique.pop().unwrap()
+            } else {
+                Node::Union(unique)
+            })
         }
     }
 }
@@ -299,7 +333,9 @@ fn size_at_most(n: &Node, cap: usize) -> Option<usize> {
         Node::Literals(v) => total += v.len(),
         Node::Array(a) => add(&a.items, &mut total)?,
         Node::Object(o) => {
-            o.properties.iter().try_for_each(|p| add(&p.node, &mut total))?;
+            o.properties
+                .iter()
+                .try_for_each(|p| add(&p.node, &mut total))?;
             if let Some(a) = &o.additional {
                 add(a, &mut total)?;
             }
@@ -315,7 +351,9 @@ fn renumber(n: &mut Node, map: &HashMap<DefId, DefId>) {
         Node::Union(v) => v.iter_mut().for_each(|m| renumber(m, map)),
         Node::Array(a) => renumber(&mut a.items, map),
         Node::Object(o) => {
-            o.properties.iter_mut().for_each(|p| renumber(&mut p.node, map));
+            o.properties
+                .iter_mut()
+                .for_each(|p| renumber(&mut p.node, map));
             if let Some(a) = &mut o.additional {
                 renumber(a, map);
             }

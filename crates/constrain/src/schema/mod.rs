@@ -71,13 +71,19 @@ pub fn compile(schema: &serde_json::Value) -> Result<CompiledSchema, SchemaError
 /// Parses schema text and compiles it.
 pub fn compile_str(schema: &str) -> Result<CompiledSchema, SchemaError> {
     let value: serde_json::Value = serde_json::from_str(schema).map_err(|e| {
-        SchemaError::new("", "the schema", format!("the schema is not valid JSON: {e}"))
+        SchemaError::new(
+            "",
+            "the schema",
+            format!("the schema is not valid JSON: {e}"),
+        )
     })?;
     compile(&value)
 }
 
 /// Compiles a schema and lowers it to the grammar IR, with its not-enforced report.
-pub fn grammar(schema: &serde_json::Value) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
+pub fn grammar(
+    schema: &serde_json::Value,
+) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
     let compiled = compile(schema)?;
     let g = lower::lower(&compiled)?;
     Ok((g, compiled.report))
@@ -90,7 +96,11 @@ pub fn constraint(
 ) -> Result<(crate::Constraint, Report), SchemaError> {
     let (g, report) = grammar(schema)?;
     let c = crate::Constraint::from_grammar(&g, vocab).map_err(|e| {
-        SchemaError::new("", "the schema", format!("the schema could not be compiled: {e}"))
+        SchemaError::new(
+            "",
+            "the schema",
+            format!("the schema could not be compiled: {e}"),
+        )
     })?;
     Ok((c, report))
 }

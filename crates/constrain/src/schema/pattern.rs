@@ -54,8 +54,10 @@ impl Pattern {
                 format!("{source:?} uses {what}, which llamay's constraint cannot honour"),
             )
         };
-        let mut parsed = ast::parse::ParserBuilder::new().build().parse(source).map_err(|e| {
-            match e.kind() {
+        let mut parsed = ast::parse::ParserBuilder::new()
+            .build()
+            .parse(source)
+            .map_err(|e| match e.kind() {
                 ast::ErrorKind::UnsupportedBackreference => refuse("a back-reference"),
                 ast::ErrorKind::UnsupportedLookAround => refuse("lookaround"),
                 _ => SchemaError::invalid(
@@ -63,8 +65,7 @@ impl Pattern {
                     location,
                     format!("{source:?} is not an RE2 regular expression: {}", e.kind()),
                 ),
-            }
-        })?;
+            })?;
         ascii_perl_classes(&mut parsed);
         let inner = hir::translate::TranslatorBuilder::new()
             .utf8(true)
@@ -83,14 +84,20 @@ impl Pattern {
         // The rewritten pattern is printed back from its syntax tree (faithful, unlike
         // printing the HIR) and wrapped so it may match anywhere in the value.
         let mut core = String::new();
-        ast::print::Printer::new().print(&parsed, &mut core).map_err(|_| refuse("unprintable syntax"))?;
+        ast::print::Printer::new()
+            .print(&parsed, &mut core)
+            .map_err(|_| refuse("unprintable syntax"))?;
         let regex = format!("(?s:.*)(?:{core})(?s:.*)");
         let whole = regex_syntax::ParserBuilder::new()
             .utf8(true)
             .build()
             .parse(&regex)
             .map_err(|e| {
-                SchemaError::invalid("pattern", location, format!("{source:?} cannot be compiled: {e}"))
+                SchemaError::invalid(
+                    "pattern",
+                    location,
+                    format!("{source:?} cannot be compiled: {e}"),
+                )
             })?;
         let too_big = || {
             SchemaError::invalid(
@@ -117,13 +124,20 @@ impl Pattern {
         if states > MAX_PATTERN_STATES {
             return Err(too_big());
         }
-        Ok(Pattern { source: source.to_string(), regex, states, dfa })
+        Ok(Pattern {
+            source: source.to_string(),
+            regex,
+            states,
+            dfa,
+        })
     }
 
     /// True when the whole of `text` is in the pattern's language.
     pub fn matches(&self, text: &str) -> bool {
         let config = start::Config::new().anchored(Anchored::Yes);
-        let Ok(mut state) = self.dfa.start_state(&config) else { return false };
+        let Ok(mut state) = self.dfa.start_state(&config) else {
+            return false;
+        };
         for &b in text.as_bytes() {
             state = self.dfa.next_state(state, b);
             if self.dfa.is_dead_state(state) {
@@ -178,7 +192,11 @@ fn ascii_perl_classes(a: &mut Ast) {
     match a {
         Ast::ClassPerl(p) => {
             if let Some(kind) = ascii_kind(&p.kind) {
-                let item = ClassSetItem::Ascii(ast::ClassAscii { span: p.span, kind, negated: false });
+                let item = ClassSetItem::Ascii(ast::ClassAscii {
+                    span: p.span,
+                    kind,
+                    negated: false,
+                });
                 *a = Ast::class_bracketed(ast::ClassBracketed {
                     span: p.span,
                     negated: p.negated,
@@ -209,7 +227,11 @@ fn ascii_in_item(item: &mut ClassSetItem) {
     match item {
         ClassSetItem::Perl(p) => {
             if let Some(kind) = ascii_kind(&p.kind) {
-                *item = ClassSetItem::Ascii(ast::ClassAscii { span: p.span, kind, negated: p.negated });
+                *item = ClassSetItem::Ascii(ast::ClassAscii {
+                    span: p.span,
+                    kind,
+                    negated: p.negated,
+                });
             }
         }
         ClassSetItem::Bracketed(b) => ascii_in_set(&mut b.kind),
