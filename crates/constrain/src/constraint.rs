@@ -1,6 +1,7 @@
 //! [`Constraint`]: a compiled grammar bound to a vocabulary, shareable across threads and
 //! requests; and [`ConstraintCache`], so the same grammar text compiles once.
 
+use crate::automaton::local::{LocalMask, LocalMaskCache};
 use crate::automaton::program::Program;
 use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
@@ -32,6 +33,39 @@ pub(crate) struct Inner {
     pub program: Program,
     pub vocab: Arc<Vocabulary>,
     pub limits: Limits,
+    /// Stack-free string masks by (string id, string state), shared by all matchers.
+    local: LocalMaskCache<(u32, u64, u32, Option<u32>)>,
+}
+
+/// Most stack-free string masks kept per constraint (cleared when full).
+const LOCAL_MASK_LIMIT: usize = 256;
+
+impl Inner {
+    fn new(program: Program, vocab: Arc<Vocabulary>, limits: Limits) -> Self {
+        Inner {
+            program,
+            vocab,
+            limits,
+            local: LocalMaskCache::new(LOCAL_MASK_LIMIT),
+        }
+    }
+
+    /// The stack-free mask of string `spec` in state `aux`, computed on first use and
+    /// keyed by the state's canonical form. Strings without pattern or exclusions are the
+    /// same in every grammar: their masks live on the vocabulary, so even a freshly
+    /// compiled schema finds them ready.
+    pub fn local_mask(&self, spec: u32, aux: u64) -> Arc<LocalMask> {
+        let prog = &self.program.strings[spec as usize];
+        let (min, max, aux) = prog.canonical(aux, self.vocab.trie.max_depth as u32);
+        let compute = || LocalMask::compute(&prog.with_bounds(min, max), aux, &self.vocab);
+        if prog.is_unpatterned() {
+            self.vocab
+                .plain_strings
+                .get_or_compute((aux, min, max), compute)
+        } else {
+            self.local.get_or_compute((spec, aux, min, max), compute)
+        }
+    }
 }
 
 /// A compiled constraint: grammar program plus vocabulary. Cheap to clone (`Arc`),
@@ -54,11 +88,7 @@ impl Constraint {
     /// Compiles a validated IR grammar for `vocab`.
     pub fn from_grammar(g: &Grammar, vocab: Arc<Vocabulary>) -> Result<Self> {
         Ok(Constraint {
-            inner: Arc::new(Inner {
-                program: Program::compile(g)?,
-                vocab,
-                limits: Limits::default(),
-            }),
+            inner: Arc::new(Inner::new(Program::compile(g)?, vocab, Limits::default())),
         })
     }
 
@@ -86,17 +116,18 @@ impl Constraint {
     pub fn with_limits(&self, limits: Limits) -> Self {
         let i = &self.inner;
         Constraint {
-            inner: Arc::new(Inner {
-                program: i.program.clone(),
-                vocab: i.vocab.clone(),
-                limits,
-            }),
+            inner: Arc::new(Inner::new(i.program.clone(), i.vocab.clone(), limits)),
         }
     }
 
     /// A fresh matcher at the start of the grammar.
     pub fn matcher(&self) -> Matcher {
         Matcher::new(self.clone())
+    }
+
+    /// Whether both handles share one compiled constraint (e.g. from a [`ConstraintCache`]).
+    pub fn ptr_eq(&self, other: &Constraint) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The vocabulary this constraint was compiled for.

@@ -35,6 +35,6 @@ mod vocab;
 
 pub use constraint::{Constraint, ConstraintCache, Limits};
 pub use error::{Error, Result};
-pub use matcher::{Matcher, DEFAULT_MASK_LIMIT};
+pub use matcher::{Matcher, DEFAULT_MASK_LIMIT, MAX_ROLLBACK};
 pub use stats::MatcherStats;
 pub use vocab::{TokenMask, Vocabulary};

@@ -1,16 +1,33 @@
 //! [`Matcher`]: one sequence's walk through a [`Constraint`]: token masks, commits,
 //! rollback, forced bytes and statistics.
 
+use crate::automaton::config::Item;
+use crate::automaton::jsonstr::StringProg;
+use crate::automaton::program::Node;
 use crate::automaton::states::StateTable;
 use crate::constraint::Constraint;
 use crate::error::{Error, Result};
 use crate::stats::MatcherStats;
 use crate::vocab::TokenMask;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Default mask-cache capacity.
 pub const DEFAULT_MASK_LIMIT: usize = 256;
+
+/// Most detached walks a matcher keeps (cleared when full).
+const DETACHED_LIMIT: usize = 64;
+
+/// The stack-independent part of a mask (see [`Matcher::walk_detached`]).
+struct Detached {
+    mask: TokenMask,
+    frontier: Vec<(u32, Box<[u8]>)>,
+}
+
+/// How many commits [`Matcher::rollback`] can always undo (a quarter more are kept
+/// before the oldest are forgotten).
+pub const MAX_ROLLBACK: usize = 1024;
 
 /// Most bytes [`Matcher::forced_bytes`] returns.
 const MAX_FORCED: usize = 4096;
@@ -30,6 +47,8 @@ pub struct Matcher {
     history: Vec<Pos>,
     masks: FxHashMap<(u32, u32), usize>,
     mask_store: Vec<TokenMask>,
+    /// Detached walks by (placeholder-stack state, budget class).
+    detached: FxHashMap<(u32, u32), Arc<Detached>>,
     walk: Vec<(u32, u32)>,
     stats: MatcherStats,
 }
@@ -50,6 +69,7 @@ impl Matcher {
             history: Vec::new(),
             masks: FxHashMap::default(),
             mask_store: Vec::new(),
+            detached: FxHashMap::default(),
             walk: vec![(0, 0); depth],
             stats: MatcherStats {
                 masks_limit: c.inner.limits.masks,
@@ -74,6 +94,7 @@ impl Matcher {
         self.cur.state = *ids.last().unwrap();
         self.masks.clear();
         self.mask_store.clear();
+        self.detached.clear();
     }
 
     fn budget_class(&self, budget: u32) -> u32 {
@@ -84,9 +105,13 @@ impl Matcher {
         }
     }
 
-    /// Writes the allowed tokens for the next step into `out` (sized to the vocabulary).
+    /// Writes the allowed tokens for the next step into `out` (resized to the
+    /// vocabulary if it is not).
     pub fn mask(&mut self, out: &mut TokenMask) {
         let t0 = Instant::now();
+        if out.len() != self.c.inner.vocab.len() {
+            *out = TokenMask::new(self.c.inner.vocab.len());
+        }
         self.make_room();
         self.stats.steps += 1;
         let key = (self.cur.state, self.budget_class(self.cur.budget));
@@ -108,10 +133,10 @@ impl Matcher {
         self.stats.mask_time += t0.elapsed();
     }
 
-    /// Walks the vocabulary trie from the current state, pruning a subtree as soon as its
-    /// prefix dies.
+    /// Computes the mask of the current state: EOG if accepting, then the trie walk
+    /// (split into a shared stack-free part when the state is one item inside a string).
     fn compute_mask(&mut self, out: &mut TokenMask) {
-        let inner = &*self.c.inner;
+        let inner = self.c.inner.clone();
         let (p, trie) = (&inner.program, &inner.vocab.trie);
         out.clear();
         if self.states.is_accepting(self.cur.state) {
@@ -119,19 +144,113 @@ impl Matcher {
                 out.allow(t);
             }
         }
+        if let [it] = *self.states.config(self.cur.state) {
+            if let Some(&Node::JsonStr { spec, next }) = p.nodes.get(it.pos as usize) {
+                if StringProg::is_inside(it.aux) {
+                    let local = inner.local_mask(spec, it.aux);
+                    out.union_with(&local.inside);
+                    let closed = self.states.enter(
+                        p,
+                        vec![Item {
+                            pos: next,
+                            stack: it.stack,
+                            aux: 0,
+                        }],
+                    );
+                    for &i in &local.closing {
+                        let i = i as usize;
+                        for &t in trie.tokens_at(i) {
+                            out.allow(t);
+                        }
+                        self.walk(i, (closed, self.cur.budget), out);
+                    }
+                    return;
+                }
+            }
+        }
+        if let Some((local, _)) = self.states.detach(self.cur.state) {
+            let key = (local, self.budget_class(self.cur.budget));
+            let d = match self.detached.get(&key) {
+                Some(d) => d.clone(),
+                None => {
+                    let d = Arc::new(self.walk_detached(local));
+                    if self.detached.len() >= DETACHED_LIMIT {
+                        self.detached.clear();
+                    }
+                    self.detached.insert(key, d.clone());
+                    d
+                }
+            };
+            out.union_with(&d.mask);
+            for (i, path) in &d.frontier {
+                let i = *i as usize;
+                // The path was alive from the placeholder, so it is from the real stack.
+                if let Some(at) = self.advance(self.cur, path) {
+                    for &t in trie.tokens_at(i) {
+                        out.allow(t);
+                    }
+                    self.walk(i, (at.state, at.budget), out);
+                }
+            }
+            return;
+        }
+        self.walk(0, (self.cur.state, self.cur.budget), out);
+    }
+
+    /// Walks the trie from a state on the placeholder stack: tokens that never return
+    /// into the real stack are decided here, once for every real stack; where a prefix
+    /// may return into it, the node and its byte path are kept for the real walk.
+    fn walk_detached(&mut self, local: u32) -> Detached {
+        let inner = &*self.c.inner;
+        let (p, trie) = (&inner.program, &inner.vocab.trie);
+        let mut d = Detached {
+            mask: TokenMask::new(inner.vocab.len()),
+            frontier: Vec::new(),
+        };
+        let mut path = vec![0u8; trie.max_depth + 1];
         let walk = &mut self.walk;
-        walk[0] = (self.cur.state, self.cur.budget);
-        let n = trie.len();
+        walk[0] = (local, self.cur.budget);
         let mut i = 1;
-        while i < n {
+        while i < trie.len() {
+            let depth = trie.depth[i] as usize;
+            let (ps, pb) = walk[depth - 1];
+            match self.states.next(p, ps, trie.byte[i], pb > 0) {
+                None => i = trie.end[i] as usize,
+                Some(nx) => {
+                    path[depth - 1] = trie.byte[i];
+                    if self.states.exits(nx.state) {
+                        d.frontier.push((i as u32, path[..depth].into()));
+                        i = trie.end[i] as usize;
+                        continue;
+                    }
+                    walk[depth] = (nx.state, pb - u32::from(nx.ws_used));
+                    for &t in trie.tokens_at(i) {
+                        d.mask.allow(t);
+                    }
+                    i += 1;
+                }
+            }
+        }
+        d
+    }
+
+    /// Allows every token below trie node `root` (not `root`'s own) that stays alive from
+    /// `start`, pruning a subtree as soon as its prefix dies.
+    fn walk(&mut self, root: usize, start: (u32, u32), out: &mut TokenMask) {
+        let inner = &*self.c.inner;
+        let (p, trie) = (&inner.program, &inner.vocab.trie);
+        let walk = &mut self.walk;
+        walk[trie.depth[root] as usize] = start;
+        let end = trie.end[root] as usize;
+        let mut i = root + 1;
+        while i < end {
             let d = trie.depth[i] as usize;
             let (ps, pb) = walk[d - 1];
             match self.states.next(p, ps, trie.byte[i], pb > 0) {
                 None => i = trie.end[i] as usize,
                 Some(nx) => {
                     walk[d] = (nx.state, pb - u32::from(nx.ws_used));
-                    let (a, b) = (trie.tok_start[i] as usize, trie.tok_start[i + 1] as usize);
-                    for &t in &trie.tok_ids[a..b] {
+                    for &t in trie.tokens_at(i) {
                         out.allow(t);
                     }
                     i += 1;
@@ -182,7 +301,7 @@ impl Matcher {
                 _ => return reject,
             }
         };
-        self.history.push(self.cur);
+        self.remember(self.cur);
         self.cur = next;
         Ok(())
     }
@@ -196,7 +315,7 @@ impl Matcher {
             .flatten()
         {
             Some(p) => {
-                self.history.push(self.cur);
+                self.remember(self.cur);
                 self.cur = p;
                 Ok(())
             }
@@ -204,11 +323,21 @@ impl Matcher {
         }
     }
 
-    /// Undoes the last `n` commits.
+    /// Records a position for rollback, forgetting the oldest beyond [`MAX_ROLLBACK`]
+    /// (the history's states survive table clears, so it must stay well below the
+    /// table's capacity).
+    fn remember(&mut self, p: Pos) {
+        if self.history.len() >= MAX_ROLLBACK + MAX_ROLLBACK / 4 {
+            self.history.drain(..MAX_ROLLBACK / 4);
+        }
+        self.history.push(p);
+    }
+
+    /// Undoes the last `n` commits (at most the last [`MAX_ROLLBACK`]).
     pub fn rollback(&mut self, n: usize) -> Result<()> {
         if n > self.history.len() {
             return Err(Error::grammar(format!(
-                "cannot roll back {n} tokens: only {} committed",
+                "cannot roll back {n} tokens: only the last {} can be undone",
                 self.history.len()
             )));
         }
@@ -260,6 +389,22 @@ impl Matcher {
     /// Remaining budget of structural whitespace.
     pub fn ws_budget_left(&self) -> u32 {
         self.cur.budget
+    }
+
+    /// The current mask by a plain trie walk, bypassing caches and the stack-free string
+    /// masks: a cross-check for tests.
+    #[doc(hidden)]
+    pub fn mask_by_plain_walk(&mut self, out: &mut TokenMask) {
+        *out = TokenMask::new(self.c.inner.vocab.len());
+        if self.cur.ended {
+            return;
+        }
+        if self.states.is_accepting(self.cur.state) {
+            for &t in self.c.inner.vocab.eog() {
+                out.allow(t);
+            }
+        }
+        self.walk(0, (self.cur.state, self.cur.budget), out);
     }
 
     /// Statistics so far.

@@ -1,5 +1,7 @@
 //! The vocabulary: token byte strings, organised once into a byte trie for mask walks.
 
+use crate::automaton::local::LocalMaskCache;
+
 /// A model's vocabulary as byte strings, with its end-of-generation and special tokens.
 ///
 /// Built once per model and shared (`Arc<Vocabulary>`) by every constraint on it.
@@ -15,6 +17,8 @@ pub struct Vocabulary {
     pub(crate) trie: Trie,
     /// The most whitespace bytes any trie token holds (bounds the budget's effect on masks).
     pub(crate) max_ws: u32,
+    /// Stack-free masks of unconstrained JSON strings, shared by every constraint.
+    pub(crate) plain_strings: LocalMaskCache<(u64, u32, Option<u32>)>,
 }
 
 /// The token trie in depth-first preorder: node 0 is the root; node `i` is reached by
@@ -70,6 +74,7 @@ impl Vocabulary {
             special: is_special,
             trie,
             max_ws,
+            plain_strings: LocalMaskCache::new(256),
         }
     }
 
@@ -143,6 +148,12 @@ impl Trie {
             t.tok_start.push(t.tok_ids.len() as u32);
         }
         t
+    }
+
+    /// The tokens ending at node `i`.
+    #[inline]
+    pub fn tokens_at(&self, i: usize) -> &[u32] {
+        &self.tok_ids[self.tok_start[i] as usize..self.tok_start[i + 1] as usize]
     }
 
     /// Number of nodes, root included.
@@ -233,6 +244,12 @@ impl TokenMask {
 
     pub(crate) fn copy_from(&mut self, other: &TokenMask) {
         self.words.copy_from_slice(&other.words);
+    }
+
+    pub(crate) fn union_with(&mut self, other: &TokenMask) {
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
     }
 }
 

@@ -18,6 +18,14 @@ pub(crate) const EMPTY_STACK: u32 = 0;
 /// Position of the "accepted" pseudo-item (the root rule returned on an empty stack).
 pub(crate) const ACCEPT: Pos = Pos::MAX;
 
+/// A placeholder stack standing for "whatever stack the real state has": used to walk
+/// the vocabulary once for all states that differ only in that stack.
+pub(crate) const EXIT_STACK: u32 = 1;
+
+/// Position of the pseudo-item for "returned into the placeholder stack": from here on
+/// the real stack decides.
+pub(crate) const EXIT: Pos = Pos::MAX - 1;
+
 /// One live parse: a program position, the state of the terminal at that position, and
 /// the return stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -45,11 +53,15 @@ pub(crate) struct Stacks {
 impl Stacks {
     pub fn new() -> Self {
         Stacks {
-            frames: vec![Frame {
-                ret: 0,
-                aux: 0,
-                parent: 0,
-            }],
+            // Ids 0 and 1: the empty stack and the placeholder, never popped.
+            frames: vec![
+                Frame {
+                    ret: 0,
+                    aux: 0,
+                    parent: 0
+                };
+                2
+            ],
             ids: FxHashMap::default(),
         }
     }
@@ -71,7 +83,7 @@ impl Stacks {
     /// The frames of a stack, innermost first.
     pub fn unwind(&self, mut id: u32) -> Vec<(Pos, u64)> {
         let mut v = Vec::new();
-        while id != EMPTY_STACK {
+        while id != EMPTY_STACK && id != EXIT_STACK {
             let f = self.frames[id as usize];
             v.push((f.ret, f.aux));
             id = f.parent;
@@ -136,6 +148,12 @@ pub(crate) fn closure(p: &Program, stacks: &mut Stacks, seeds: Vec<Item>) -> Vec
                         stack: EMPTY_STACK,
                         aux: 0,
                     });
+                } else if it.stack == EXIT_STACK {
+                    kernel.push(Item {
+                        pos: EXIT,
+                        stack: EXIT_STACK,
+                        aux: 0,
+                    });
                 } else {
                     let f = stacks.frame(it.stack);
                     work.push(Item {
@@ -189,7 +207,15 @@ pub(crate) fn closure(p: &Program, stacks: &mut Stacks, seeds: Vec<Item>) -> Vec
                         if may_end {
                             work.push(at(*next));
                         }
-                        call(up.separator, 2, seen_bits, &mut work);
+                        // A separator only if a member can still follow it.
+                        let all = if up.members.len() == 64 {
+                            u64::MAX
+                        } else {
+                            (1u64 << up.members.len()) - 1
+                        };
+                        if up.additional.is_some() || seen_bits != all {
+                            call(up.separator, 2, seen_bits, &mut work);
+                        }
                     }
                 }
             }
@@ -213,7 +239,7 @@ pub(crate) fn step(
     let mut seeds = Vec::new();
     let mut ws_used = false;
     for it in kernel {
-        if it.pos == ACCEPT {
+        if it.pos == ACCEPT || it.pos == EXIT {
             continue;
         }
         match &p.nodes[it.pos as usize] {

@@ -114,11 +114,52 @@ impl StringProg {
         }
     }
 
+    /// Whether the string has neither a pattern nor exclusions (length bounds allowed):
+    /// such strings behave the same in every grammar.
+    pub fn is_unpatterned(&self) -> bool {
+        self.dfa.is_none() && self.trie.len() == 1
+    }
+
+    /// Re-expresses state `aux` relative to its character count: the bounds still to
+    /// meet (`min`, `max`, clamped where no single token of at most `horizon` bytes can
+    /// tell the difference) and the state with its count reset. Two states with equal
+    /// canonical forms allow exactly the same tokens, so, e.g., the first 40 characters
+    /// of a `maxLength: 60` string share one mask.
+    pub fn canonical(&self, aux: u64, horizon: u32) -> (u32, Option<u32>, u64) {
+        let s = St::unpack(aux);
+        let min = self.min.saturating_sub(s.count).min(horizon + 1);
+        let need = self.dfa.as_ref().map_or(0, |d| d.max_min_chars_to_accept());
+        let max = self
+            .max
+            .map(|m| m - s.count)
+            .filter(|&m| m <= horizon.saturating_add(need));
+        (min, max, St { count: 0, ..s }.pack())
+    }
+
+    /// The same string with other length bounds (for computing canonical masks).
+    pub fn with_bounds(&self, min: u32, max: Option<u32>) -> StringProg {
+        StringProg {
+            min,
+            max,
+            ..self.clone()
+        }
+    }
+
+    /// Whether `aux` is past the opening quote (inside the string).
+    pub fn is_inside(aux: u64) -> bool {
+        St::unpack(aux).phase != BEFORE_OPEN
+    }
+
     /// Feeds one byte to the string in state `aux` (0 = before the opening quote).
     pub fn step(&self, aux: u64, b: u8) -> StrStep {
         let s = St::unpack(aux);
         let next = match s.phase {
-            BEFORE_OPEN => (b == b'"').then_some(St { phase: NORMAL, ..s }),
+            // With nothing excluded the trie is off from the start (one state fewer).
+            BEFORE_OPEN => (b == b'"').then_some(St {
+                phase: NORMAL,
+                excl: if self.trie.len() > 1 { 0 } else { OFF_TRIE },
+                ..s
+            }),
             NORMAL => match b {
                 b'"' => {
                     return if self.can_close(&s) {

@@ -14,8 +14,33 @@ use std::sync::Arc;
 /// A position in the program.
 pub(crate) type Pos = u32;
 
-/// Most nodes a grammar may lower to (bounded repetitions are unrolled).
-const MAX_NODES: usize = 1 << 22;
+/// Most nodes a grammar may lower to (bounded repetitions are unrolled); about 40 MB.
+const MAX_NODES: usize = 1 << 20;
+
+/// An upper bound on the nodes `s` lowers to, saturating (checked before lowering, so a
+/// hostile `x{4096}{4096}` is refused without being built).
+fn estimate(s: &Symbol) -> u64 {
+    let seq = |v: &[Symbol]| v.iter().fold(0u64, |a, s| a.saturating_add(estimate(s)));
+    match s {
+        Symbol::Literal(b) => b.len() as u64,
+        Symbol::Class(c) => 4 * c.ranges().len() as u64 * 8 + 1,
+        Symbol::Group(alts) => alts.iter().fold(1u64, |a, alt| a.saturating_add(seq(alt))),
+        Symbol::Repeat { inner, min, max } => {
+            let copies = u64::from(max.unwrap_or(*min).max(*min)) + 1;
+            estimate(inner).saturating_add(1).saturating_mul(copies)
+        }
+        Symbol::Unordered(u) => {
+            let members = u.members.iter().fold(0u64, |a, m| {
+                a.saturating_add(m.key.len() as u64 + seq(&m.value) + 1)
+            });
+            members
+                .saturating_add(seq(&u.separator))
+                .saturating_add(u.additional.as_deref().map_or(0, seq))
+                + 4
+        }
+        _ => 1,
+    }
+}
 
 /// One node of the program.
 #[derive(Clone, Debug)]
@@ -62,8 +87,16 @@ pub(crate) struct Program {
     pub dfas: Vec<Arc<ByteDfa>>,
     pub strings: Vec<super::jsonstr::StringProg>,
     pub unordered: Vec<UnorderedProg>,
+    /// The spec of each entry of `strings`, to share one entry between equal specs.
+    string_specs: Vec<Arc<JsonString>>,
     pub ws_budget: u32,
     pub uses_ws: bool,
+}
+
+fn too_large() -> Error {
+    Error::grammar(format!(
+        "the grammar is too large once repetitions are expanded (over {MAX_NODES} states)"
+    ))
 }
 
 impl Program {
@@ -75,9 +108,18 @@ impl Program {
             dfas: Vec::new(),
             strings: Vec::new(),
             unordered: Vec::new(),
+            string_specs: Vec::new(),
             ws_budget: g.ws_budget(),
             uses_ws: g.uses_ws(),
         };
+        let size = g
+            .rules()
+            .iter()
+            .flat_map(|r| r.alts.iter().flatten())
+            .fold(0u64, |a, s| a.saturating_add(estimate(s)));
+        if size > MAX_NODES as u64 {
+            return Err(too_large());
+        }
         // Entries first (placeholders), so recursive references can point at them.
         let entries: Vec<Pos> = g
             .rules()
@@ -99,9 +141,7 @@ impl Program {
 
     fn push(&mut self, n: Node) -> Result<Pos> {
         if self.nodes.len() >= MAX_NODES {
-            return Err(Error::grammar(format!(
-                "the grammar is too large once repetitions are expanded (over {MAX_NODES} states)"
-            )));
+            return Err(too_large());
         }
         self.nodes.push(n);
         Ok((self.nodes.len() - 1) as Pos)
@@ -199,10 +239,22 @@ impl Program {
         }
     }
 
-    fn lower_string(&mut self, spec: &JsonString, next: Pos) -> Result<Pos> {
-        self.strings.push(super::jsonstr::StringProg::new(spec));
+    fn lower_string(&mut self, spec: &Arc<JsonString>, next: Pos) -> Result<Pos> {
+        // Equal specs share an entry, so they share stack-free masks too.
+        let id = match self
+            .string_specs
+            .iter()
+            .position(|s| Arc::ptr_eq(s, spec) || **s == **spec)
+        {
+            Some(i) => i,
+            None => {
+                self.strings.push(super::jsonstr::StringProg::new(spec));
+                self.string_specs.push(spec.clone());
+                self.strings.len() - 1
+            }
+        };
         self.push(Node::JsonStr {
-            spec: (self.strings.len() - 1) as u32,
+            spec: id as u32,
             next,
         })
     }

@@ -1,7 +1,7 @@
 //! The per-matcher state table: configurations interned as small integers, with their
 //! byte transitions cached lazily (cheap, numerous), separately from masks.
 
-use super::config::{closure, step, Item, Stacks, ACCEPT};
+use super::config::{closure, step, Item, Stacks, ACCEPT, EXIT, EXIT_STACK};
 use super::program::Program;
 use rustc_hash::FxHashMap;
 
@@ -20,6 +20,8 @@ pub(crate) struct StateTable {
     configs: Vec<Box<[Item]>>,
     ids: FxHashMap<Box<[Item]>, u32>,
     accepting: Vec<bool>,
+    /// Whether a state holds the [`EXIT`] pseudo-item.
+    exits: Vec<bool>,
     /// `trans[s * stride + mode * 256 + b]`; mode 1 = whitespace budget left.
     trans: Vec<u32>,
     stride: usize,
@@ -28,6 +30,9 @@ pub(crate) struct StateTable {
     pub peak: usize,
     pub clears: u64,
 }
+
+/// An item with its stack spelled out as frames (innermost first), to survive a clear.
+type ExportedItem = (Item, Vec<(u32, u64)>);
 
 /// Outcome of a cached transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +47,7 @@ impl StateTable {
             configs: Vec::new(),
             ids: FxHashMap::default(),
             accepting: Vec::new(),
+            exits: Vec::new(),
             trans: Vec::new(),
             stride: if p.uses_ws { 512 } else { 256 },
             stacks: Stacks::new(),
@@ -65,6 +71,17 @@ impl StateTable {
         self.intern(kernel)
     }
 
+    /// The items of state `s`.
+    pub fn config(&self, s: u32) -> &[Item] {
+        &self.configs[s as usize]
+    }
+
+    /// The state reached from `seeds` without consuming input.
+    pub fn enter(&mut self, p: &Program, seeds: Vec<Item>) -> u32 {
+        let kernel = closure(p, &mut self.stacks, seeds);
+        self.intern(kernel)
+    }
+
     pub fn len(&self) -> usize {
         self.configs.len()
     }
@@ -77,11 +94,37 @@ impl StateTable {
         let kernel: Box<[Item]> = kernel.into();
         self.accepting
             .push(kernel.iter().any(|it| it.pos == ACCEPT));
+        self.exits.push(kernel.iter().any(|it| it.pos == EXIT));
         self.ids.insert(kernel.clone(), id);
         self.configs.push(kernel);
         self.trans.resize(self.trans.len() + self.stride, UNKNOWN);
         self.peak = self.peak.max(self.configs.len());
         id
+    }
+
+    /// Whether state `s` may have returned into the placeholder stack.
+    #[inline]
+    pub fn exits(&self, s: u32) -> bool {
+        self.exits[s as usize]
+    }
+
+    /// If every item of `s` sits on one stack other than the empty one, the state with
+    /// that stack replaced by the placeholder, and the stack.
+    pub fn detach(&mut self, s: u32) -> Option<(u32, u32)> {
+        let items = &self.configs[s as usize];
+        let stack = items[0].stack;
+        if stack == 0 || stack == EXIT_STACK || items.iter().any(|it| it.stack != stack) {
+            return None;
+        }
+        let mut kernel: Vec<Item> = items
+            .iter()
+            .map(|it| Item {
+                stack: EXIT_STACK,
+                ..*it
+            })
+            .collect();
+        kernel.sort_unstable();
+        Some((self.intern(kernel), stack))
     }
 
     /// Whether the input may end in state `s`.
@@ -124,7 +167,7 @@ impl StateTable {
     /// Empties the table, keeping only the given states (renumbered; the new ids are
     /// returned in the same order). Stacks are rebuilt from scratch so they do not leak.
     pub fn clear_keeping(&mut self, keep: &[u32]) -> Vec<u32> {
-        let exported: Vec<Vec<(Item, Vec<(u32, u64)>)>> = keep
+        let exported: Vec<Vec<ExportedItem>> = keep
             .iter()
             .map(|&s| {
                 self.configs[s as usize]
@@ -136,6 +179,7 @@ impl StateTable {
         self.configs.clear();
         self.ids.clear();
         self.accepting.clear();
+        self.exits.clear();
         self.trans.clear();
         self.stacks = Stacks::new();
         self.clears += 1;

@@ -236,11 +236,7 @@ impl Parser<'_> {
                 self.skip_space(false);
                 let m = self.number()?;
                 self.skip_space(false);
-                if m.is_none() {
-                    None
-                } else {
-                    m
-                }
+                m
             }
             _ => return self.err(self.pos, "expected `,` or `}` in repetition"),
         };

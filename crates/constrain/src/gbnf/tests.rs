@@ -118,3 +118,14 @@ fn syntax_details() {
     }
     assert!(parse_gbnf(&"(".repeat(1000)).is_err());
 }
+
+#[test]
+fn nested_repetitions_are_refused_before_being_built() {
+    let vocab = std::sync::Arc::new(crate::Vocabulary::new(vec![b"a".to_vec()], &[], &[]));
+    let t0 = std::time::Instant::now();
+    let err = crate::Constraint::from_gbnf("root ::= ((\"abc\"{4096}){4096}){4096}", vocab.clone())
+        .unwrap_err();
+    assert!(err.to_string().contains("too large"), "{err}");
+    assert!(t0.elapsed().as_millis() < 500);
+    assert!(crate::Constraint::from_gbnf("root ::= [a-z]{4096}", vocab).is_ok());
+}

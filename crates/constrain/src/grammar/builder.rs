@@ -120,6 +120,7 @@ impl GrammarBuilder {
             }
         }
         check_left_recursion(&g)?;
+        check_productive(&g)?;
         Ok(g)
     }
 }
@@ -244,6 +245,47 @@ pub(crate) fn sym_nullable(s: &Symbol, nullable: &[bool]) -> bool {
         Symbol::Unordered(u) => !u.members.iter().any(|m| m.required),
         Symbol::Ws => true,
         Symbol::Regex(d) => d.is_accepting(d.start()),
+    }
+}
+
+/// Refuses rules that can never finish (`a ::= "x" a`): a parse that enters one could
+/// never end, so the automaton would offer tokens leading to a dead end.
+fn check_productive(g: &Grammar) -> Result<()> {
+    fn seq(v: &[Symbol], p: &[bool]) -> bool {
+        v.iter().all(|s| sym(s, p))
+    }
+    fn sym(s: &Symbol, p: &[bool]) -> bool {
+        match s {
+            Symbol::Rule(r) => p[r.0 as usize],
+            Symbol::Group(alts) => alts.iter().any(|a| seq(a, p)),
+            Symbol::Repeat { inner, min, .. } => *min == 0 || sym(inner, p),
+            Symbol::Unordered(u) => {
+                let required: Vec<_> = u.members.iter().filter(|m| m.required).collect();
+                required.iter().all(|m| seq(&m.value, p))
+                    && (required.len() < 2 || seq(&u.separator, p))
+            }
+            _ => true,
+        }
+    }
+    let mut productive = vec![false; g.rules.len()];
+    loop {
+        let mut changed = false;
+        for (i, r) in g.rules.iter().enumerate() {
+            if !productive[i] && r.alts.iter().any(|a| seq(a, &productive)) {
+                productive[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    match g.rules.iter().zip(&productive).find(|(_, &p)| !p) {
+        None => Ok(()),
+        Some((r, _)) => Err(err_at(
+            r,
+            format!("rule `{}` can never finish: every alternative needs `{}` (or another unfinishable rule) again; give it an alternative that ends", r.name, r.name),
+        )),
     }
 }
 
@@ -439,6 +481,25 @@ mod tests {
         };
         let r = b.rule("o", vec![vec![Symbol::unordered(u)]]);
         assert!(b.build(r).unwrap_err().to_string().contains("limit of 64"));
+    }
+
+    #[test]
+    fn unfinishable_rules_are_refused() {
+        let mut b = GrammarBuilder::new();
+        let x = b.declare("x");
+        b.define(x, vec![vec![Symbol::lit("c"), Symbol::rule(x)]]);
+        let r = b.rule(
+            "root",
+            vec![
+                vec![Symbol::lit("a")],
+                vec![Symbol::lit("b"), Symbol::rule(x)],
+            ],
+        );
+        assert!(b
+            .build(r)
+            .unwrap_err()
+            .to_string()
+            .contains("rule `x` can never finish"));
     }
 
     #[test]

@@ -118,9 +118,9 @@ impl ByteDfa {
         }
         let mut dist = vec![u32::MAX; n];
         let mut dq = VecDeque::new();
-        for s in 0..n {
+        for (s, d) in dist.iter_mut().enumerate() {
             if self.accept[s] {
-                dist[s] = 0;
+                *d = 0;
                 dq.push_back(s as u32);
             }
         }
@@ -185,6 +185,16 @@ impl ByteDfa {
     /// Fewest characters needed from `s` to reach acceptance.
     pub fn min_chars_to_accept(&self, s: u32) -> u32 {
         self.min_chars_to_accept[s as usize]
+    }
+
+    /// The largest [`min_chars_to_accept`](Self::min_chars_to_accept) over live states.
+    pub fn max_min_chars_to_accept(&self) -> u32 {
+        self.min_chars_to_accept
+            .iter()
+            .copied()
+            .filter(|&d| d != u32::MAX)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Whether the whole of `input` matches.
