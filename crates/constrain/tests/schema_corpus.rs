@@ -228,7 +228,7 @@ fn spell(v: &Value, out: &mut String) {
 #[test]
 fn jsonschemabench_instances_on_the_automaton() {
     use llamay_constrain::schema::constraint;
-    use llamay_constrain::{Limits, Vocabulary};
+    use llamay_constrain::Vocabulary;
     use std::sync::Arc;
     let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
     toks.push(b"</s>".to_vec());
@@ -249,13 +249,7 @@ fn jsonschemabench_instances_on_the_automaton() {
             eprintln!("slow build {name}: {:?}", t0.elapsed());
         }
         let c = match built {
-            // The matcher clears its state table when full but keeps every state of its
-            // history, so byte-by-byte feeding of a long, non-repetitive document would
-            // clear on every byte: give it room (the automaton's policy, reported).
-            Ok((c, _)) => c.with_limits(Limits {
-                states: 1 << 20,
-                masks: 256,
-            }),
+            Ok((c, _)) => c,
             Err(e) => {
                 println!("  {name}: lowering refused: {}", e.message);
                 *lower_fail.entry(reason(&e)).or_default() += 1;
