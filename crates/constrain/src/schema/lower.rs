@@ -53,6 +53,7 @@ pub fn lower(schema: &CompiledSchema) -> Result<Grammar, SchemaError> {
         defs: Vec::new(),
         any: None,
         next: 0,
+        scalars: HashMap::new(),
     };
     for (i, d) in schema.defs.iter().enumerate() {
         let id = l.b.declare(&format!("def{i}-{}", d.location));
@@ -73,6 +74,7 @@ struct Lowerer {
     defs: Vec<RuleId>,
     any: Option<RuleId>,
     next: usize,
+    scalars: HashMap<String, Symbol>,
 }
 
 impl Lowerer {
@@ -98,14 +100,27 @@ impl Lowerer {
                 }
                 Symbol::alt(seqs)
             }
-            Node::Literals(values) => literals(values)?,
             Node::Null => Symbol::lit("null"),
             Node::Boolean => {
                 Symbol::alt(vec![vec![Symbol::lit("true")], vec![Symbol::lit("false")]])
             }
-            Node::Integer(spec) => integer(&mut self.b, spec)?,
-            Node::Number(spec) => number(spec)?,
-            Node::String(spec) => string(spec)?,
+            // Scalars repeat across copies of shared sub-schemas; their automata are
+            // built once per distinct spec.
+            Node::Literals(_) | Node::Integer(_) | Node::Number(_) | Node::String(_) => {
+                let key = format!("{n:?}");
+                if let Some(s) = self.scalars.get(&key) {
+                    return Ok(s.clone());
+                }
+                let s = match n {
+                    Node::Literals(values) => literals(values)?,
+                    Node::Integer(spec) => integer(&mut self.b, spec)?,
+                    Node::Number(spec) => number(spec)?,
+                    Node::String(spec) => string(spec)?,
+                    _ => unreachable!("scalar arm"),
+                };
+                self.scalars.insert(key, s.clone());
+                s
+            }
             Node::Array(spec) => self.array(spec)?,
             Node::Object(spec) => self.object(spec)?,
         })

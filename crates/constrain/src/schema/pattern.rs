@@ -26,7 +26,7 @@ pub const MAX_PATTERN_STATES: usize = 2000;
 const DETERMINIZE_BYTES: usize = 8 << 20;
 
 /// A checked pattern.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Pattern {
     /// The pattern as the schema wrote it.
     pub source: String,
@@ -36,6 +36,12 @@ pub struct Pattern {
     /// States of its DFA (byte-level, as counted here).
     pub states: usize,
     dfa: dense::DFA<Vec<u32>>,
+}
+
+impl std::fmt::Debug for Pattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pattern({:?}, {} states)", self.source, self.states)
+    }
 }
 
 impl PartialEq for Pattern {
