@@ -230,3 +230,94 @@ fn whitespace_is_budgeted() {
     let over = format!("[{}1]", " ".repeat(65));
     assert!(!walks(&c, &over));
 }
+
+/// A small deterministic generator (no external crate needed for a fixed sample).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+}
+
+/// Random numeric schemas: the automaton accepts a number's text exactly when the
+/// compiled tree (the reference semantics) accepts its value.
+#[test]
+fn numeric_specs_agree_with_the_tree() {
+    use llamay_constrain::schema::{compile, Node};
+    let mut rng = Lcg(7);
+    let mut checked = 0;
+    for round in 0..60 {
+        let integer = round % 2 == 0;
+        let mut schema = json!({"type": if integer { "integer" } else { "number" }});
+        let lo = rng.range(-300, 300);
+        let hi = lo + rng.range(-20, 400);
+        let scale = if integer {
+            1.0
+        } else {
+            [1.0, 10.0, 100.0][rng.range(0, 2) as usize]
+        };
+        if rng.range(0, 3) > 0 {
+            let key = if rng.range(0, 1) == 0 {
+                "minimum"
+            } else {
+                "exclusiveMinimum"
+            };
+            schema[key] = json!(lo as f64 / scale);
+        }
+        if rng.range(0, 3) > 0 {
+            let key = if rng.range(0, 1) == 0 {
+                "maximum"
+            } else {
+                "exclusiveMaximum"
+            };
+            schema[key] = json!(hi as f64 / scale);
+        }
+        match rng.range(0, 3) {
+            0 if integer => schema["multipleOf"] = json!(rng.range(2, 9)),
+            0 => schema["multipleOf"] = json!([0.1, 0.01, 1.0, 5.0][rng.range(0, 3) as usize]),
+            _ => {}
+        }
+        let Ok(tree) = compile(&schema) else { continue };
+        let c = build(&schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        for _ in 0..150 {
+            let v = rng.range(-4000, 4000);
+            let digits = rng.range(0, 3) as usize;
+            let text = if digits == 0 {
+                v.to_string()
+            } else {
+                let s = format!("{:.*}", digits, v as f64 / 10f64.powi(digits as i32));
+                if s == format!("-{}", &s[1..]) && s[1..].bytes().all(|b| b == b'0' || b == b'.') {
+                    continue; // "-0.00": a spelling llamay never writes
+                }
+                s
+            };
+            let value: Value = serde_json::from_str(&text).unwrap();
+            // Integers are written as digits only (`25`, never `25.0`).
+            let digits_only = matches!(tree.root, Node::Integer(_)) && text.contains('.');
+            let expected = tree.check(&value).is_ok() && !digits_only;
+            assert_eq!(walks(&c, &text), expected, "{schema}: {text}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 5000, "{checked}");
+}
+
+#[test]
+fn recursion_to_depth_64() {
+    let c = build(
+        &json!({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+                          "$ref": "#/$defs/n"}),
+    )
+    .unwrap();
+    let doc = format!("{}{}", "[".repeat(64), "]".repeat(64));
+    assert!(walks(&c, &doc));
+    assert!(!walks(&c, &format!("{}{}", "[".repeat(64), "]".repeat(63))));
+}

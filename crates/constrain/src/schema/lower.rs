@@ -13,8 +13,8 @@
 //!   the range automaton with the remainder modulo the step.
 //! - **Numbers**: unbounded and stepless, any JSON number; otherwise written without
 //!   an exponent, at most 15 significant digits when there is a fraction, at most
-//!   `max_fraction_digits` after the point, bounds exact (each fraction length is a
-//!   scaled integer range).
+//!   `max_fraction_digits` after the point (trailing zeros beyond that allowed:
+//!   `4.50`, `25.0`), bounds exact (each fraction length is a scaled integer range).
 //! - **Enums**: strings through one [`JsonString`] (any escaping of the same value
 //!   is accepted); other members as their compact JSON text only (`1.5`, `{"a":1}`).
 //! - **Recursion**: definitions are rules; the automaton's stack bounds the depth.
@@ -378,7 +378,7 @@ fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
         )
     };
     let cap = 10i128.pow(MAX_SIGNIFICANT) - 1;
-    let mut all = Vec::new();
+    let mut groups = Vec::new();
     for k in 0..=max_frac {
         let (mut lo, mut hi) = (scaled(spec.min, k, true), scaled(spec.max, k, false));
         if lo == Some(None) || hi == Some(None) {
@@ -398,9 +398,26 @@ fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
                 continue;
             }
         }
-        all.extend(digits::signed(lo_k, hi_k, k).ok_or_else(too_wide)?);
+        let patterns = digits::signed(lo_k, hi_k, k).ok_or_else(too_wide)?;
+        if patterns.is_empty() {
+            continue;
+        }
+        let re = digits::to_regex(&patterns);
+        // Trailing zeros change no value: `25.0` and `4.50` stay writable whatever the
+        // step (the longest fraction length takes them).
+        groups.push(match k {
+            0 => format!("{re}(?:\\.0+)?"),
+            k if k == max_frac => format!("{re}0*"),
+            _ => re,
+        });
     }
-    regex("minimum", &digits::to_regex(&all))
+    if groups.is_empty() {
+        return Err(refused(
+            "minimum",
+            "no number lies within the bounds".into(),
+        ));
+    }
+    regex("minimum", &format!("(?:{})", groups.join("|")))
 }
 
 /// A bound scaled by `10^k` to the integer bound on the scaled value: `None` for no
