@@ -21,6 +21,9 @@ const MAX_NESTING: usize = 256;
 /// A sub-schema met again is copied when it is at most this many nodes, shared
 /// through a definition otherwise.
 const INLINE_NODES: usize = 16;
+/// Most `anyOf` alternatives merged with their siblings in one schema (the
+/// product of several lists is explored depth first, contradictions pruned).
+pub const MAX_EXPANSIONS: usize = 20_000;
 /// Most nodes one schema may compile to.
 pub const MAX_NODES: usize = 100_000;
 
@@ -44,6 +47,8 @@ pub(crate) struct Compiler<'a> {
     defs: Vec<Option<(String, Option<Node>)>>,
     nesting: usize,
     pub(crate) nodes: usize,
+    /// Alternatives merged so far while expanding `anyOf` combinations.
+    expansions: usize,
     /// Why the last things found unsatisfiable were, innermost first.
     pub(crate) unsat: Vec<(String, String, String)>,
     pub(crate) patterns: HashMap<String, std::sync::Arc<super::pattern::Pattern>>,
@@ -58,6 +63,7 @@ impl<'a> Compiler<'a> {
             defs: Vec::new(),
             nesting: 0,
             nodes: 0,
+            expansions: 0,
             unsat: Vec::new(),
             patterns: HashMap::new(),
         }
@@ -254,9 +260,26 @@ impl<'a> Compiler<'a> {
                     out.push(n);
                 }
             } else {
+                self.expansions += 1;
+                if self.expansions > MAX_EXPANSIONS {
+                    return Err(SchemaError::invalid(
+                        "anyOf",
+                        &facets.location,
+                        format!(
+                            "combines into more than {MAX_EXPANSIONS} cases to examine; \
+                             llamay refuses it"
+                        ),
+                    ));
+                }
                 let mut merged = facets.clone();
                 let extra = self.gather(&alt)?;
                 merged.merge(extra)?;
+                if merged.types == Some(super::facets::Types::NONE) {
+                    // Contradictory types: no need to expand the remaining lists.
+                    let why = "the types required do not intersect".to_string();
+                    self.note_unsat("type", &merged.location, why);
+                    continue;
+                }
                 self.alternatives(merged, out)?;
             }
             if out.len() > MAX_ALTERNATIVES {
