@@ -7,6 +7,7 @@ pub struct GgufVocab {
     pub tokens: Vec<Vec<u8>>,
     pub special: Vec<u32>,
     pub eog: Vec<u32>,
+    #[allow(dead_code)]
     pub model: String,
 }
 

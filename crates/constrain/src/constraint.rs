@@ -1,7 +1,8 @@
 //! [`Constraint`]: a compiled grammar bound to a vocabulary, shareable across threads and
 //! requests; and [`ConstraintCache`], so the same grammar text compiles once.
 
-use crate::automaton::local::{LocalMask, LocalMaskCache};
+use crate::automaton::jsonstr::StringProg;
+use crate::automaton::local::{LocalMask, LocalMaskCache, Remaining};
 use crate::automaton::program::Program;
 use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
@@ -57,12 +58,23 @@ impl Inner {
     pub fn local_mask(&self, spec: u32, aux: u64) -> Arc<LocalMask> {
         let prog = &self.program.strings[spec as usize];
         let (min, max, aux) = prog.canonical(aux, self.vocab.trie.max_depth as u32);
-        let compute = || LocalMask::compute(&prog.with_bounds(min, max), aux, &self.vocab);
         if prog.is_unpatterned() {
+            // Bounds are counted by the walk, so the decoder's own states stay few. The
+            // walk counts a character where it starts; the decoder counts an escape once
+            // complete, so an escape under way has one character more spent.
+            let pending = u32::from(StringProg::in_escape(aux));
+            let remaining = Some(Remaining {
+                min: min.saturating_sub(pending),
+                max: max.map(|m| m - pending),
+            });
+            let compute =
+                || LocalMask::compute(&prog.with_bounds(0, None), aux, remaining, &self.vocab);
             self.vocab
                 .plain_strings
                 .get_or_compute((aux, min, max), compute)
         } else {
+            let compute =
+                || LocalMask::compute(&prog.with_bounds(min, max), aux, None, &self.vocab);
             self.local.get_or_compute((spec, aux, min, max), compute)
         }
     }

@@ -144,29 +144,18 @@ impl Matcher {
                 out.allow(t);
             }
         }
-        if let [it] = *self.states.config(self.cur.state) {
-            if let Some(&Node::JsonStr { spec, next }) = p.nodes.get(it.pos as usize) {
-                if StringProg::is_inside(it.aux) {
-                    let local = inner.local_mask(spec, it.aux);
-                    out.union_with(&local.inside);
-                    let closed = self.states.enter(
-                        p,
-                        vec![Item {
-                            pos: next,
-                            stack: it.stack,
-                            aux: 0,
-                        }],
-                    );
-                    for &i in &local.closing {
-                        let i = i as usize;
-                        for &t in trie.tokens_at(i) {
-                            out.allow(t);
-                        }
-                        self.walk(i, (closed, self.cur.budget), out);
-                    }
-                    return;
+        if let Some((spec, aux, seeds)) = self.inside_one_string() {
+            let local = inner.local_mask(spec, aux);
+            out.union_with(&local.inside);
+            let closed = self.states.enter(p, seeds);
+            for &i in &local.closing {
+                let i = i as usize;
+                for &t in trie.tokens_at(i) {
+                    out.allow(t);
                 }
+                self.walk(i, (closed, self.cur.budget), out);
             }
+            return;
         }
         if let Some((local, _)) = self.states.detach(self.cur.state) {
             let key = (local, self.budget_class(self.cur.budget));
@@ -195,6 +184,31 @@ impl Matcher {
             return;
         }
         self.walk(0, (self.cur.state, self.cur.budget), out);
+    }
+
+    /// If every item of the current state is inside a JSON string of one spec, in one
+    /// string state (whatever its stack: ambiguous alternatives often share a string),
+    /// that spec and state, and the items that closing the string leads to.
+    fn inside_one_string(&self) -> Option<(u32, u64, Vec<Item>)> {
+        let p = &self.c.inner.program;
+        let items = self.states.config(self.cur.state);
+        let mut found: Option<(u32, u64)> = None;
+        let mut seeds = Vec::with_capacity(items.len());
+        for it in items {
+            let Some(&Node::JsonStr { spec, next }) = p.nodes.get(it.pos as usize) else {
+                return None;
+            };
+            if !StringProg::is_inside(it.aux) || found.is_some_and(|f| f != (spec, it.aux)) {
+                return None;
+            }
+            found = Some((spec, it.aux));
+            seeds.push(Item {
+                pos: next,
+                stack: it.stack,
+                aux: 0,
+            });
+        }
+        found.map(|(spec, aux)| (spec, aux, seeds))
     }
 
     /// Walks the trie from a state on the placeholder stack: tokens that never return

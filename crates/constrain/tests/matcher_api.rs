@@ -219,11 +219,21 @@ fn split_string_masks_equal_plain_walks() {
 #[test]
 fn canonical_string_masks_equal_plain_walks() {
     use llamay_constrain::grammar::{GrammarBuilder, JsonString, Symbol};
-    let (vocab, eog, special) =
-        synthetic_vocab(&["abcdefgh", "xyzxyzxyzxyz", "ab\"", "\\u0078", "éé"]);
+    let (vocab, eog, special) = synthetic_vocab(&[
+        "abcdefgh",
+        "\";",
+        "\",",
+        "b\";\"c",
+        "xyzxyzxyzxyz",
+        "ab\"",
+        "\\u0078",
+        "éé",
+    ]);
     let specs = [
         JsonString::any().with_length(3, Some(30)),
         JsonString::any().with_length(0, Some(5)),
+        JsonString::any().with_length(2, Some(4)),
+        JsonString::any().with_length(1, Some(1)),
         JsonString::any().with_length(12, None),
         JsonString::matching("[a-z]*x")
             .unwrap()
@@ -240,7 +250,11 @@ fn canonical_string_masks_equal_plain_walks() {
         let s = g.rule("s", vec![vec![Symbol::json_string(spec)]]);
         let root = g.rule(
             "root",
-            vec![vec![Symbol::rule(s), Symbol::lit(","), Symbol::rule(s)]],
+            // Two alternatives share each string: states with one item per alternative.
+            vec![
+                vec![Symbol::rule(s), Symbol::lit(","), Symbol::rule(s)],
+                vec![Symbol::rule(s), Symbol::lit(";"), Symbol::rule(s)],
+            ],
         );
         let c = Constraint::from_grammar(&g.build(root).unwrap(), vocab.clone()).unwrap();
         for _ in 0..30 {

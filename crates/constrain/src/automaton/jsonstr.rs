@@ -136,6 +136,18 @@ impl StringProg {
         (min, max, St { count: 0, ..s }.pack())
     }
 
+    /// Whether byte `b` in state `aux` begins a character of the decoded value (a raw
+    /// character or an escape); the closing quote does not.
+    pub fn starts_char(aux: u64, b: u8) -> bool {
+        St::unpack(aux).phase == NORMAL && b != b'"'
+    }
+
+    /// Whether `aux` is inside an escape, whose character the decoder counts only once
+    /// the escape is complete.
+    pub fn in_escape(aux: u64) -> bool {
+        matches!(St::unpack(aux).phase, BACKSLASH..=12)
+    }
+
     /// The same string with other length bounds (for computing canonical masks).
     pub fn with_bounds(&self, min: u32, max: Option<u32>) -> StringProg {
         StringProg {

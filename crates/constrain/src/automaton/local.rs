@@ -25,11 +25,26 @@ const UNKNOWN: u32 = u32::MAX;
 const CLOSED: u32 = u32::MAX - 1;
 const DEAD: u32 = u32::MAX - 2;
 
+/// Length bounds applied outside the string automaton: characters still needed before
+/// the string may close, and characters still allowed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Remaining {
+    pub min: u32,
+    pub max: Option<u32>,
+}
+
 impl LocalMask {
     /// Walks the trie through the string automaton alone. String states met on the way
     /// are numbered and their byte transitions memoised, so the walk costs a table
-    /// lookup per trie node, not a decoder step.
-    pub fn compute(prog: &StringProg, aux: u64, vocab: &Vocabulary) -> LocalMask {
+    /// lookup per trie node, not a decoder step. With `remaining`, `prog` must not count
+    /// characters itself (no bounds): they are counted here per trie depth, so the
+    /// memoised states stay few.
+    pub fn compute(
+        prog: &StringProg,
+        aux: u64,
+        remaining: Option<Remaining>,
+        vocab: &Vocabulary,
+    ) -> LocalMask {
         let trie = &vocab.trie;
         let mut inside = TokenMask::new(vocab.len());
         let mut closing = Vec::new();
@@ -38,10 +53,24 @@ impl LocalMask {
         ids.insert(aux, 0);
         let mut table: Vec<u32> = vec![UNKNOWN; 256];
         let mut stack = vec![0u32; trie.max_depth + 1];
+        let mut chars = vec![0u32; trie.max_depth + 1];
         let mut i = 1;
         while i < trie.len() {
             let d = trie.depth[i] as usize;
             let (from, b) = (stack[d - 1] as usize, trie.byte[i]);
+            if let Some(r) = remaining {
+                let starts = StringProg::starts_char(auxes[from], b);
+                chars[d] = chars[d - 1] + u32::from(starts);
+                let too_long = r.max.is_some_and(|m| chars[d] > m);
+                let too_short = b == b'"'
+                    && !starts
+                    && chars[d - 1] < r.min
+                    && is_normal_close(prog, auxes[from]);
+                if too_long || too_short {
+                    i = trie.end[i] as usize;
+                    continue;
+                }
+            }
             let mut to = table[from * 256 + b as usize];
             if to == UNKNOWN {
                 to = match prog.step(auxes[from], b) {
@@ -72,6 +101,11 @@ impl LocalMask {
         }
         LocalMask { inside, closing }
     }
+}
+
+/// Whether a quote in state `aux` would close the string (rather than be escaped).
+fn is_normal_close(prog: &StringProg, aux: u64) -> bool {
+    matches!(prog.step(aux, b'"'), StrStep::Closed)
 }
 
 /// A bounded, thread-safe map of stack-free masks (cleared when full). Computation runs

@@ -9,6 +9,10 @@ use rustc_hash::FxHashMap;
 const UNKNOWN: u32 = u32::MAX;
 /// No item survives the byte.
 const DEAD: u32 = u32::MAX - 1;
+/// A state without a transition row.
+const NO_ROW: u32 = u32::MAX;
+/// Cached transitions after which a state gets a full row.
+const PROMOTE_AFTER: u8 = 6;
 /// Set on a cached transition that consumed budgeted whitespace.
 const WS_FLAG: u32 = 1 << 31;
 
@@ -22,8 +26,15 @@ pub(crate) struct StateTable {
     accepting: Vec<bool>,
     /// Whether a state holds the [`EXIT`] pseudo-item.
     exits: Vec<bool>,
-    /// `trans[s * stride + mode * 256 + b]`; mode 1 = whitespace budget left.
-    trans: Vec<u32>,
+    /// Per state, its row in `rows` (or [`NO_ROW`]): `rows[r * stride + mode * 256 + b]`,
+    /// mode 1 = whitespace budget left.
+    row_of: Vec<u32>,
+    rows: Vec<u32>,
+    /// Transitions of states without a row yet, by `(state << 9) | slot`. Most states a
+    /// trie walk meets are passed once or twice (e.g. each character of a length-bounded
+    /// string is a state), so a row is only given to a state with several transitions.
+    sparse: FxHashMap<u64, u32>,
+    sparse_count: Vec<u8>,
     stride: usize,
     stacks: Stacks,
     pub limit: usize,
@@ -48,7 +59,10 @@ impl StateTable {
             ids: FxHashMap::default(),
             accepting: Vec::new(),
             exits: Vec::new(),
-            trans: Vec::new(),
+            row_of: Vec::new(),
+            rows: Vec::new(),
+            sparse: FxHashMap::default(),
+            sparse_count: Vec::new(),
             stride: if p.uses_ws { 512 } else { 256 },
             stacks: Stacks::new(),
             limit,
@@ -97,7 +111,8 @@ impl StateTable {
         self.exits.push(kernel.iter().any(|it| it.pos == EXIT));
         self.ids.insert(kernel.clone(), id);
         self.configs.push(kernel);
-        self.trans.resize(self.trans.len() + self.stride, UNKNOWN);
+        self.row_of.push(NO_ROW);
+        self.sparse_count.push(0);
         self.peak = self.peak.max(self.configs.len());
         id
     }
@@ -137,16 +152,42 @@ impl StateTable {
     #[inline]
     pub fn next(&mut self, p: &Program, s: u32, b: u8, ws_left: bool) -> Option<Next> {
         let mode = usize::from(ws_left && self.stride == 512);
-        let slot = s as usize * self.stride + mode * 256 + b as usize;
-        let mut t = self.trans[slot];
+        let slot = mode * 256 + b as usize;
+        let row = self.row_of[s as usize];
+        let mut t = if row != NO_ROW {
+            self.rows[row as usize * self.stride + slot]
+        } else {
+            self.sparse.get(&(u64::from(s) << 9 | slot as u64)).copied().unwrap_or(UNKNOWN)
+        };
         if t == UNKNOWN {
             t = self.compute(p, s, b, mode == 1);
-            self.trans[slot] = t;
+            self.store(s, slot, t);
         }
         (t != DEAD).then_some(Next {
             state: t & !WS_FLAG,
             ws_used: t & WS_FLAG != 0,
         })
+    }
+
+    fn store(&mut self, s: u32, slot: usize, t: u32) {
+        let row = self.row_of[s as usize];
+        if row != NO_ROW {
+            self.rows[row as usize * self.stride + slot] = t;
+            return;
+        }
+        self.sparse.insert(u64::from(s) << 9 | slot as u64, t);
+        let n = &mut self.sparse_count[s as usize];
+        *n += 1;
+        if *n >= PROMOTE_AFTER {
+            let row = (self.rows.len() / self.stride) as u32;
+            self.rows.resize(self.rows.len() + self.stride, UNKNOWN);
+            for slot in 0..self.stride {
+                if let Some(t) = self.sparse.remove(&(u64::from(s) << 9 | slot as u64)) {
+                    self.rows[row as usize * self.stride + slot] = t;
+                }
+            }
+            self.row_of[s as usize] = row;
+        }
     }
 
     #[cold]
@@ -180,7 +221,10 @@ impl StateTable {
         self.ids.clear();
         self.accepting.clear();
         self.exits.clear();
-        self.trans.clear();
+        self.row_of.clear();
+        self.rows.clear();
+        self.sparse.clear();
+        self.sparse_count.clear();
         self.stacks = Stacks::new();
         self.clears += 1;
         exported
