@@ -552,3 +552,75 @@ fn refused_keywords_use_the_product_wording() {
     // An unreferenced definition is never read.
     ok(json!({"$defs": {"unused": {"not": {}}}, "type": "string"}));
 }
+
+#[test]
+fn documented_decisions() {
+    // `required` on an open object: the key is required, its value any.
+    fits(
+        json!({"type": "object", "required": ["a"]}),
+        &[json!({"a": [1]}), json!({"a": 1, "b": 2})],
+        &[json!({"b": 2})],
+    );
+    // ...or the additional schema's.
+    fits(
+        json!({"type": "object", "additionalProperties": {"type": "integer"}, "required": ["a"]}),
+        &[json!({"a": 1})],
+        &[json!({"a": "1"}), json!({})],
+    );
+    // Type inferred from keywords when no `type` is written, after merging.
+    fits(
+        json!({"minLength": 2}),
+        &[json!("ab")],
+        &[json!(5), json!("a")],
+    );
+    fits(
+        json!({"minimum": 2}),
+        &[json!(2.5)],
+        &[json!("x"), json!(1)],
+    );
+    fits(
+        json!({"anyOf": [{"type": "integer"}, {"type": "string"}], "minLength": 2}),
+        &[json!(1), json!("ab")],
+        &[json!("a")],
+    );
+    // Unsatisfiable parts are dropped where JSON Schema allows it.
+    let c = ok(json!({"type": "object", "properties": {"never": false, "a": {"type": "integer"}}}));
+    let Node::Object(o) = &c.root else { panic!() };
+    assert_eq!(
+        o.properties.len(),
+        1,
+        "an optional property no value fits never appears"
+    );
+    fits(
+        json!({"type": "array", "items": false}),
+        &[json!([])],
+        &[json!([1])],
+    );
+    fits(
+        json!({"anyOf": [{"type": "string", "minLength": 3, "maxLength": 1}, {"type": "null"}]}),
+        &[json!(null)],
+        &[json!("abc")],
+    );
+    // ...and refused where the document itself cannot exist.
+    let e = err(json!({"type": "object", "properties": {"a": false}, "required": ["a"]}));
+    assert_eq!(
+        (e.keyword.as_str(), e.location.as_str()),
+        ("type", "properties.a"),
+        "{}",
+        e.message
+    );
+    // `$ref` siblings are merged with the target.
+    fits(
+        json!({"$defs": {"s": {"type": "string"}}, "$ref": "#/$defs/s", "maxLength": 2}),
+        &[json!("ab")],
+        &[json!("abc"), json!(1)],
+    );
+    // Bounds above 4096 are reported, not enforced; lower bounds above it are refused.
+    let c = ok(json!({"type": "string", "maxLength": 100000}));
+    let over: Vec<_> = c.report.of_kind(NotEnforced::OverLimit).collect();
+    assert_eq!((over.len(), over[0].keyword.as_str()), (1, "maxLength"));
+    assert_eq!(
+        err(json!({"type": "array", "minItems": 5000})).keyword,
+        "minItems"
+    );
+}

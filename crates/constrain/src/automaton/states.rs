@@ -157,7 +157,10 @@ impl StateTable {
         let mut t = if row != NO_ROW {
             self.rows[row as usize * self.stride + slot]
         } else {
-            self.sparse.get(&(u64::from(s) << 9 | slot as u64)).copied().unwrap_or(UNKNOWN)
+            self.sparse
+                .get(&(u64::from(s) << 9 | slot as u64))
+                .copied()
+                .unwrap_or(UNKNOWN)
         };
         if t == UNKNOWN {
             t = self.compute(p, s, b, mode == 1);

@@ -32,7 +32,8 @@ pub(crate) fn finish(c: &mut Compiler, f: Facets) -> Result<Option<Node>, Schema
         c.note_unsat(
             "type",
             &f.location,
-            "the types required do not intersect".to_string(),
+            "no type is left (the types required do not intersect, or the schema is `false`)"
+                .to_string(),
         );
         return Ok(None);
     }
