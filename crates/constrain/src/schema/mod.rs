@@ -1,5 +1,20 @@
 //! JSON Schema front-end: a schema (any `serde_json::Value`) → a normalized,
-//! resolved [`CompiledSchema`] tree, following the keyword table of SPEC §5.
+//! resolved [`CompiledSchema`] tree, following the keyword table of SPEC §5 →
+//! the grammar IR ([`lower`]) → a [`Constraint`](crate::Constraint).
+//!
+//! ```
+//! use llamay_constrain::schema::{compile, grammar};
+//! let schema = serde_json::json!({"type": "object",
+//!     "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+//!     "required": ["city", "unit"]});
+//! let tree = compile(&schema).unwrap();
+//! assert!(tree.report.is_fully_enforced());
+//! assert!(tree.check(&serde_json::json!({"unit": "c", "city": "Paris"})).is_ok());
+//! let (_grammar, _report) = grammar(&schema).unwrap();
+//! let e = compile(&serde_json::json!({"properties": {"a": {"not": {}}}})).unwrap_err();
+//! assert_eq!(e.to_string(), "properties.a uses \"not\", which llamay's constraint cannot \
+//!     honour; send a schema without it rather than one that is silently not enforced");
+//! ```
 //!
 //! Decisions beyond the table, so callers know what they get:
 //! - **Locations** in messages are the dotted path of the schema object holding the
