@@ -19,14 +19,24 @@ fn us(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e6
 }
 
-fn compile(format: &str, grammar: &str, vocab: &Arc<Vocabulary>) -> Result<Option<Constraint>, String> {
+fn compile(
+    format: &str,
+    grammar: &str,
+    vocab: &Arc<Vocabulary>,
+) -> Result<Option<Constraint>, String> {
     match format {
         "json_schema" => {
             let schema: Value = serde_json::from_str(grammar).map_err(|e| e.to_string())?;
-            llamay_constrain::schema::constraint(&schema, vocab.clone()).map(|(c, _)| Some(c)).map_err(|e| e.to_string())
+            llamay_constrain::schema::constraint(&schema, vocab.clone())
+                .map(|(c, _)| Some(c))
+                .map_err(|e| e.to_string())
         }
-        "gbnf" => Constraint::from_gbnf(grammar, vocab.clone()).map(Some).map_err(|e| e.to_string()),
-        "regex" => Constraint::from_regex(grammar, vocab.clone()).map(Some).map_err(|e| e.to_string()),
+        "gbnf" => Constraint::from_gbnf(grammar, vocab.clone())
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        "regex" => Constraint::from_regex(grammar, vocab.clone())
+            .map(Some)
+            .map_err(|e| e.to_string()),
         _ => Ok(None),
     }
 }
@@ -35,7 +45,11 @@ fn serve(req: &Value, vocab: &Arc<Vocabulary>, eos: u32) -> Value {
     let mut out = json!({"id": req["id"], "status": null, "compile_us": null, "matcher_us": null,
         "mask_us": [], "commit_us": [], "rejected_at": null, "error": ""});
     let t0 = Instant::now();
-    let c = match compile(req["format"].as_str().unwrap_or(""), req["grammar"].as_str().unwrap_or(""), vocab) {
+    let c = match compile(
+        req["format"].as_str().unwrap_or(""),
+        req["grammar"].as_str().unwrap_or(""),
+        vocab,
+    ) {
         Ok(Some(c)) => c,
         Ok(None) => {
             out["status"] = json!("unsupported");
@@ -51,7 +65,13 @@ fn serve(req: &Value, vocab: &Arc<Vocabulary>, eos: u32) -> Value {
     let t0 = Instant::now();
     let mut m = c.matcher();
     out["matcher_us"] = json!(us(t0));
-    let tokens: Vec<u32> = req["tokens"].as_array().into_iter().flatten().filter_map(|t| t.as_u64()).map(|t| t as u32).collect();
+    let tokens: Vec<u32> = req["tokens"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_u64())
+        .map(|t| t as u32)
+        .collect();
     let record = req["record_allowed"].as_bool().unwrap_or(false);
     let (mut mask_us, mut commit_us, mut allowed) = (Vec::new(), Vec::new(), Vec::new());
     let mut mask = TokenMask::new(vocab.len());
@@ -97,7 +117,11 @@ fn serve(req: &Value, vocab: &Arc<Vocabulary>, eos: u32) -> Value {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let Some(gguf) = args.iter().position(|a| a == "--gguf").and_then(|i| args.get(i + 1)) else {
+    let Some(gguf) = args
+        .iter()
+        .position(|a| a == "--gguf")
+        .and_then(|i| args.get(i + 1))
+    else {
         eprintln!("usage: bench_worker --gguf PATH");
         std::process::exit(2);
     };
@@ -109,7 +133,11 @@ fn main() {
         eprintln!("{gguf} names no end-of-sequence token");
         std::process::exit(1);
     };
-    eprintln!("bench_worker: {} tokenizer, {} tokens", gv.model, gv.tokens.len());
+    eprintln!(
+        "bench_worker: {} tokenizer, {} tokens",
+        gv.model,
+        gv.tokens.len()
+    );
     let vocab = Arc::new(Vocabulary::new(gv.tokens, &gv.eog, &gv.special));
     let stdout = std::io::stdout();
     let mut w = stdout.lock();

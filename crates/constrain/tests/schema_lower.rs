@@ -36,13 +36,19 @@ fn check(schema: Value, valid: &[&str], invalid: &[&str]) {
 #[test]
 fn product_page_order_output_walks() {
     let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(llamay_testdata::shared_dir().join("corpus/seed/order.schema.json")).unwrap(),
+        &std::fs::read_to_string(
+            llamay_testdata::shared_dir().join("corpus/seed/order.schema.json"),
+        )
+        .unwrap(),
     )
     .unwrap();
     let shown = r#"{ "order_id": "7", "delivery": { "postcode": "69001", "city": "Lyon" }, "lines": [ { "item": "Widget 1", "unit_price": 4.50, "qty": 3 }, { "item": "Widget 2", "unit_price": 4.50, "qty": 3 }, { "item": "Widget 3", "unit_price": 4.50, "qty": 3 } ] }"#;
     check(
         schema,
-        &[shown, r#"{"order_id":"42","lines":[{"item":"x","qty":2,"unit_price":18}],"delivery":null}"#],
+        &[
+            shown,
+            r#"{"order_id":"42","lines":[{"item":"x","qty":2,"unit_price":18}],"delivery":null}"#,
+        ],
         &[
             r#"{"order_id":"1234567","lines":[{"item":"x","qty":2,"unit_price":18}],"delivery":null}"#,
             r#"{"order_id":"1","lines":[],"delivery":null}"#,
@@ -59,7 +65,13 @@ fn product_page_order_output_walks() {
 fn strings_escapes_lengths_patterns() {
     check(
         json!({"type": "string", "minLength": 2, "maxLength": 3}),
-        &[r#""ab""#, r#""日本語""#, r#""\u00e9\n""#, r#""\ud83d\ude00x""#, r#""a\"""#],
+        &[
+            r#""ab""#,
+            r#""日本語""#,
+            r#""\u00e9\n""#,
+            r#""\ud83d\ude00x""#,
+            r#""a\"""#,
+        ],
         &[r#""a""#, r#""abcd""#, r#""\u00e9\n!!""#, "\"a\nb\""],
     );
     check(
@@ -67,8 +79,16 @@ fn strings_escapes_lengths_patterns() {
         &[r#""café""#, r#""caf\u00e9""#],
         &[r#""cafe""#],
     );
-    check(json!({"type": "string", "pattern": "[0-9]"}), &[r#""ab1""#], &[r#""abc""#]);
-    check(json!({"type": "string", "pattern": "^\\d+$"}), &[r#""123""#], &["\"\u{663}\""]);
+    check(
+        json!({"type": "string", "pattern": "[0-9]"}),
+        &[r#""ab1""#],
+        &[r#""abc""#],
+    );
+    check(
+        json!({"type": "string", "pattern": "^\\d+$"}),
+        &[r#""123""#],
+        &["\"\u{663}\""],
+    );
 }
 
 #[test]
@@ -78,7 +98,11 @@ fn integers_exact() {
         &["-12", "0", "9", "305", "100"],
         &["-13", "306", "-0", "007", "1.0", "1e2", "3.5"],
     );
-    check(json!({"type": "integer"}), &["0", "-5", "123456789012345678901"], &["-0", "01", "1.5"]);
+    check(
+        json!({"type": "integer"}),
+        &["0", "-5", "123456789012345678901"],
+        &["-0", "01", "1.5"],
+    );
     check(
         json!({"type": "integer", "exclusiveMinimum": 999999999999999990_i64}),
         &["999999999999999991", "1000000000000000000"],
@@ -89,16 +113,22 @@ fn integers_exact() {
 #[test]
 fn integer_steps() {
     // Listed outright.
-    check(json!({"type": "integer", "minimum": 0, "maximum": 100, "multipleOf": 25}), &["0", "75", "100"], &[
-        "10", "125",
-    ]);
+    check(
+        json!({"type": "integer", "minimum": 0, "maximum": 100, "multipleOf": 25}),
+        &["0", "75", "100"],
+        &["10", "125"],
+    );
     // Automaton product: unbounded above.
     check(
         json!({"type": "integer", "minimum": 10, "multipleOf": 7}),
         &["14", "700", "7000000000007"],
         &["7", "15", "7000000000008"],
     );
-    check(json!({"type": "integer", "multipleOf": 3}), &["0", "-3", "99", "-123"], &["1", "-100"]);
+    check(
+        json!({"type": "integer", "multipleOf": 3}),
+        &["0", "-3", "99", "-123"],
+        &["1", "-100"],
+    );
 }
 
 #[test]
@@ -113,7 +143,11 @@ fn numbers_bounded_and_stepped() {
         &["-1.49", "0", "2.25", "2.2", "1.000000001"],
         &["-1.5", "2.26", "2.2500001", "3", "1E0"],
     );
-    check(json!({"type": "number"}), &["1.5e-05", "-0.0", "3", "1E+10"], &["01", ".5", "1."]);
+    check(
+        json!({"type": "number"}),
+        &["1.5e-05", "-0.0", "3", "1E+10"],
+        &["01", ".5", "1."],
+    );
 }
 
 #[test]
@@ -123,9 +157,21 @@ fn enums_consts_and_types() {
         &[r#""c""#, r#""\u0063""#, "3", "null", r#"{"a":[1]}"#],
         &[r#""x""#, "4", r#"{"a":[2]}"#, r#""cf""#],
     );
-    check(json!({"type": ["string", "null"]}), &["null", r#""x""#], &["1", "true"]);
-    check(json!({"type": "boolean"}), &["true", "false"], &["1", "null"]);
-    check(json!({}), &["1", r#"{"a":[null,{}]}"#, r#""s""#], &["{", "tru"]);
+    check(
+        json!({"type": ["string", "null"]}),
+        &["null", r#""x""#],
+        &["1", "true"],
+    );
+    check(
+        json!({"type": "boolean"}),
+        &["true", "false"],
+        &["1", "null"],
+    );
+    check(
+        json!({}),
+        &["1", r#"{"a":[null,{}]}"#, r#""s""#],
+        &["{", "tru"],
+    );
 }
 
 #[test]
@@ -134,8 +180,18 @@ fn objects_any_order_required_and_additional() {
         "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]});
     check(
         schema.clone(),
-        &[r#"{"a":1}"#, r#"{"b":"x","a":1}"#, "{ \"a\" : 1 , \"b\" : \"x\" }"],
-        &[r#"{}"#, r#"{"b":"x"}"#, r#"{"a":1,"a":2}"#, r#"{"a":1,"c":2}"#, r#"{"a":"1"}"#],
+        &[
+            r#"{"a":1}"#,
+            r#"{"b":"x","a":1}"#,
+            "{ \"a\" : 1 , \"b\" : \"x\" }",
+        ],
+        &[
+            r#"{}"#,
+            r#"{"b":"x"}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":1,"c":2}"#,
+            r#"{"a":"1"}"#,
+        ],
     );
     check(
         json!({"type": "object", "properties": {"a": {"type": "integer"}},
@@ -143,7 +199,11 @@ fn objects_any_order_required_and_additional() {
         &[r#"{"a":1,"z":true}"#, r#"{"z":false,"y":true}"#],
         &[r#"{"z":1}"#, r#"{"a":true}"#],
     );
-    check(json!({"type": "object"}), &[r#"{}"#, r#"{"q":[1]}"#], &["[]"]);
+    check(
+        json!({"type": "object"}),
+        &[r#"{}"#, r#"{"q":[1]}"#],
+        &["[]"],
+    );
 }
 
 #[test]
@@ -169,4 +229,95 @@ fn whitespace_is_budgeted() {
     assert!(walks(&c, &padded));
     let over = format!("[{}1]", " ".repeat(65));
     assert!(!walks(&c, &over));
+}
+
+/// A small deterministic generator (no external crate needed for a fixed sample).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+}
+
+/// Random numeric schemas: the automaton accepts a number's text exactly when the
+/// compiled tree (the reference semantics) accepts its value.
+#[test]
+fn numeric_specs_agree_with_the_tree() {
+    use llamay_constrain::schema::{compile, Node};
+    let mut rng = Lcg(7);
+    let mut checked = 0;
+    for round in 0..60 {
+        let integer = round % 2 == 0;
+        let mut schema = json!({"type": if integer { "integer" } else { "number" }});
+        let lo = rng.range(-300, 300);
+        let hi = lo + rng.range(-20, 400);
+        let scale = if integer {
+            1.0
+        } else {
+            [1.0, 10.0, 100.0][rng.range(0, 2) as usize]
+        };
+        if rng.range(0, 3) > 0 {
+            let key = if rng.range(0, 1) == 0 {
+                "minimum"
+            } else {
+                "exclusiveMinimum"
+            };
+            schema[key] = json!(lo as f64 / scale);
+        }
+        if rng.range(0, 3) > 0 {
+            let key = if rng.range(0, 1) == 0 {
+                "maximum"
+            } else {
+                "exclusiveMaximum"
+            };
+            schema[key] = json!(hi as f64 / scale);
+        }
+        match rng.range(0, 3) {
+            0 if integer => schema["multipleOf"] = json!(rng.range(2, 9)),
+            0 => schema["multipleOf"] = json!([0.1, 0.01, 1.0, 5.0][rng.range(0, 3) as usize]),
+            _ => {}
+        }
+        let Ok(tree) = compile(&schema) else { continue };
+        let c = build(&schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
+        for _ in 0..150 {
+            let v = rng.range(-4000, 4000);
+            let digits = rng.range(0, 3) as usize;
+            let text = if digits == 0 {
+                v.to_string()
+            } else {
+                let s = format!("{:.*}", digits, v as f64 / 10f64.powi(digits as i32));
+                if s == format!("-{}", &s[1..]) && s[1..].bytes().all(|b| b == b'0' || b == b'.') {
+                    continue; // "-0.00": a spelling llamay never writes
+                }
+                s
+            };
+            let value: Value = serde_json::from_str(&text).unwrap();
+            // Integers are written as digits only (`25`, never `25.0`).
+            let digits_only = matches!(tree.root, Node::Integer(_)) && text.contains('.');
+            let expected = tree.check(&value).is_ok() && !digits_only;
+            assert_eq!(walks(&c, &text), expected, "{schema}: {text}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 5000, "{checked}");
+}
+
+#[test]
+fn recursion_to_depth_64() {
+    let c = build(
+        &json!({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+                          "$ref": "#/$defs/n"}),
+    )
+    .unwrap();
+    let doc = format!("{}{}", "[".repeat(64), "]".repeat(64));
+    assert!(walks(&c, &doc));
+    assert!(!walks(&c, &format!("{}{}", "[".repeat(64), "]".repeat(63))));
 }

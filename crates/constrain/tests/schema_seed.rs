@@ -11,7 +11,8 @@ fn seed(name: &str) -> String {
 fn check_seed(stem: &str) {
     let c = compile_str(&seed(&format!("{stem}.schema.json"))).expect(stem);
     assert!(c.report.is_fully_enforced(), "{stem}: {}", c.report);
-    let instances: Vec<Value> = serde_json::from_str(&seed(&format!("{stem}.instances.json"))).unwrap();
+    let instances: Vec<Value> =
+        serde_json::from_str(&seed(&format!("{stem}.instances.json"))).unwrap();
     assert!(!instances.is_empty());
     for i in &instances {
         assert_eq!(c.check(i), Ok(()), "{stem}: {i}");
@@ -60,7 +61,9 @@ fn product_page_order_schema() {
         let v: Value = serde_json::from_str(bad).unwrap();
         assert!(c.check(&v).is_err(), "{bad}");
     }
-    let Node::Object(o) = &c.root else { panic!("{:?}", c.root) };
+    let Node::Object(o) = &c.root else {
+        panic!("{:?}", c.root)
+    };
     assert!(o.additional.is_none(), "closed by default");
 }
 
@@ -71,7 +74,12 @@ fn product_page_tool_schema() {
       "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
       "required": ["city", "unit"]}))
     .unwrap();
-    assert_eq!(c.check(&serde_json::json!({"city": "Paris", "unit": "c"})), Ok(()));
-    assert!(c.check(&serde_json::json!({"city": "Paris", "unit": "k"})).is_err());
+    assert_eq!(
+        c.check(&serde_json::json!({"city": "Paris", "unit": "c"})),
+        Ok(())
+    );
+    assert!(c
+        .check(&serde_json::json!({"city": "Paris", "unit": "k"}))
+        .is_err());
     assert!(c.check(&serde_json::json!({"city": "Paris"})).is_err());
 }

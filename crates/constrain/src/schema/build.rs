@@ -21,12 +21,22 @@ const MAX_NESTING: usize = 256;
 /// A sub-schema met again is copied when it is at most this many nodes, shared
 /// through a definition otherwise.
 const INLINE_NODES: usize = 16;
+/// Most `anyOf` alternatives merged with their siblings in one schema (the
+/// product of several lists is explored depth first, contradictions pruned).
+pub const MAX_EXPANSIONS: usize = 20_000;
 /// Most nodes one schema may compile to.
 pub const MAX_NODES: usize = 100_000;
 
 enum Slot {
-    InProgress { id: DefId, referenced: bool },
-    Done { id: DefId, node: Option<Node>, shared: bool },
+    InProgress {
+        id: DefId,
+        referenced: bool,
+    },
+    Done {
+        id: DefId,
+        node: Option<Node>,
+        shared: bool,
+    },
 }
 
 pub(crate) struct Compiler<'a> {
@@ -37,9 +47,11 @@ pub(crate) struct Compiler<'a> {
     defs: Vec<Option<(String, Option<Node>)>>,
     nesting: usize,
     pub(crate) nodes: usize,
+    /// Alternatives merged so far while expanding `anyOf` combinations.
+    expansions: usize,
     /// Why the last things found unsatisfiable were, innermost first.
     pub(crate) unsat: Vec<(String, String, String)>,
-    pub(crate) patterns: HashMap<String, super::pattern::Pattern>,
+    pub(crate) patterns: HashMap<String, std::sync::Arc<super::pattern::Pattern>>,
 }
 
 impl<'a> Compiler<'a> {
@@ -51,6 +63,7 @@ impl<'a> Compiler<'a> {
             defs: Vec::new(),
             nesting: 0,
             nodes: 0,
+            expansions: 0,
             unsat: Vec::new(),
             patterns: HashMap::new(),
         }
@@ -132,11 +145,21 @@ impl<'a> Compiler<'a> {
         }
         let at = location_of(&conj[0]);
         if self.nesting >= MAX_NESTING {
-            return Err(SchemaError::invalid("", &at, "nests sub-schemas too deeply"));
+            return Err(SchemaError::invalid(
+                "",
+                &at,
+                "nests sub-schemas too deeply",
+            ));
         }
         let id = self.defs.len();
         self.defs.push(None);
-        self.memo.insert(conj.clone(), Slot::InProgress { id, referenced: false });
+        self.memo.insert(
+            conj.clone(),
+            Slot::InProgress {
+                id,
+                referenced: false,
+            },
+        );
         self.nesting += 1;
         let result = self.compile(conj);
         self.nesting -= 1;
@@ -144,7 +167,14 @@ impl<'a> Compiler<'a> {
         let Some(Slot::InProgress { referenced, .. }) = self.memo.remove(conj) else {
             unreachable!("memo slot replaced during its own compile")
         };
-        self.memo.insert(conj.clone(), Slot::Done { id, node: node.clone(), shared: referenced });
+        self.memo.insert(
+            conj.clone(),
+            Slot::Done {
+                id,
+                node: node.clone(),
+                shared: referenced,
+            },
+        );
         if referenced {
             self.defs[id] = Some((at, node.clone()));
             return Ok(node.map(|_| Node::Ref(id)));
@@ -186,7 +216,10 @@ impl<'a> Compiler<'a> {
             SchemaError::invalid(
                 "$ref",
                 &at,
-                format!("points to {}, which is not in the document", location_of(pointer)),
+                format!(
+                    "points to {}, which is not in the document",
+                    location_of(pointer)
+                ),
             )
         })?;
         let read = Facets::read(value, pointer, &mut self.report)?;
@@ -196,7 +229,10 @@ impl<'a> Compiler<'a> {
                 return Err(SchemaError::invalid(
                     "$ref",
                     &at,
-                    format!("points to {}, which is not in the document", location_of(&p)),
+                    format!(
+                        "points to {}, which is not in the document",
+                        location_of(&p)
+                    ),
                 ));
             }
             let inner = self.gather_one(&p, depth + 1)?;
@@ -224,9 +260,26 @@ impl<'a> Compiler<'a> {
                     out.push(n);
                 }
             } else {
+                self.expansions += 1;
+                if self.expansions > MAX_EXPANSIONS {
+                    return Err(SchemaError::invalid(
+                        "anyOf",
+                        &facets.location,
+                        format!(
+                            "combines into more than {MAX_EXPANSIONS} cases to examine; \
+                             llamay refuses it"
+                        ),
+                    ));
+                }
                 let mut merged = facets.clone();
                 let extra = self.gather(&alt)?;
                 merged.merge(extra)?;
+                if merged.types == Some(super::facets::Types::NONE) {
+                    // Contradictory types: no need to expand the remaining lists.
+                    let why = "the types required do not intersect".to_string();
+                    self.note_unsat("type", &merged.location, why);
+                    continue;
+                }
                 self.alternatives(merged, out)?;
             }
             if out.len() > MAX_ALTERNATIVES {
@@ -282,7 +335,11 @@ fn union(mut alternatives: Vec<Node>) -> Option<Node> {
                     unique.push(n);
                 }
             }
-            Some(if unique.len() == 1 { unique.pop().unwrap() } else { Node::Union(unique) })
+            Some(if unique.len() == 1 {
+                unique.pop().unwrap()
+            } else {
+                Node::Union(unique)
+            })
         }
     }
 }
@@ -299,7 +356,9 @@ fn size_at_most(n: &Node, cap: usize) -> Option<usize> {
         Node::Literals(v) => total += v.len(),
         Node::Array(a) => add(&a.items, &mut total)?,
         Node::Object(o) => {
-            o.properties.iter().try_for_each(|p| add(&p.node, &mut total))?;
+            o.properties
+                .iter()
+                .try_for_each(|p| add(&p.node, &mut total))?;
             if let Some(a) = &o.additional {
                 add(a, &mut total)?;
             }
@@ -315,7 +374,9 @@ fn renumber(n: &mut Node, map: &HashMap<DefId, DefId>) {
         Node::Union(v) => v.iter_mut().for_each(|m| renumber(m, map)),
         Node::Array(a) => renumber(&mut a.items, map),
         Node::Object(o) => {
-            o.properties.iter_mut().for_each(|p| renumber(&mut p.node, map));
+            o.properties
+                .iter_mut()
+                .for_each(|p| renumber(&mut p.node, map));
             if let Some(a) = &mut o.additional {
                 renumber(a, map);
             }

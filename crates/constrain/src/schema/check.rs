@@ -76,7 +76,9 @@ impl CompiledSchema {
                 let Some(d) = Decimal::from_json(n).filter(Decimal::is_integer) else {
                     return other("not an integer");
                 };
-                let i = d.floor_scaled(0).ok_or(Mismatch::Other("integer too large".into()))?;
+                let i = d
+                    .floor_scaled(0)
+                    .ok_or(Mismatch::Other("integer too large".into()))?;
                 let step = i128::try_from(s.multiple_of).unwrap_or(i128::MAX);
                 if s.min.is_some_and(|m| i < m) || s.max.is_some_and(|m| i > m) {
                     return other("integer out of bounds");
@@ -87,9 +89,11 @@ impl CompiledSchema {
                 Ok(())
             }
             (Node::Number(s), Value::Number(n)) => {
-                let Some(d) = Decimal::from_json(n) else { return other("number too large") };
+                let Some(d) = Decimal::from_json(n) else {
+                    return other("number too large");
+                };
                 let inside = |b: &Option<Bound>, lower: bool| {
-                    b.map_or(true, |b| {
+                    b.is_none_or(|b| {
                         let o = d.cmp(&b.value);
                         let o = if lower { o } else { o.reverse() };
                         o.is_gt() || (o.is_eq() && !b.exclusive)
@@ -119,16 +123,17 @@ impl CompiledSchema {
                     return other("array length out of bounds");
                 }
                 for (i, item) in items.iter().enumerate() {
-                    self.check_node(&s.items, item, depth + 1).map_err(|e| e.inside(&i.to_string()))?;
+                    self.check_node(&s.items, item, depth + 1)
+                        .map_err(|e| e.inside(&i.to_string()))?;
                 }
                 Ok(())
             }
             (Node::Object(s), Value::Object(members)) => {
                 for p in &s.properties {
                     match members.get(&p.name) {
-                        Some(v) => {
-                            self.check_node(&p.node, v, depth + 1).map_err(|e| e.inside(&p.name))?
-                        }
+                        Some(v) => self
+                            .check_node(&p.node, v, depth + 1)
+                            .map_err(|e| e.inside(&p.name))?,
                         None if p.required => return other("required key missing"),
                         None => {}
                     }
@@ -144,7 +149,10 @@ impl CompiledSchema {
                 }
                 Ok(())
             }
-            _ => Err(Mismatch::WrongType(format!("{} is not allowed here", kind(v)))),
+            _ => Err(Mismatch::WrongType(format!(
+                "{} is not allowed here",
+                kind(v)
+            ))),
         }
     }
 }

@@ -27,12 +27,20 @@ pub fn pow10(k: u32) -> Option<u128> {
 
 impl Decimal {
     /// Zero.
-    pub const ZERO: Decimal = Decimal { negative: false, mantissa: 0, scale: 0 };
+    pub const ZERO: Decimal = Decimal {
+        negative: false,
+        mantissa: 0,
+        scale: 0,
+    };
 
     /// Builds `±mantissa / 10^scale`, normalised.
     pub fn new(negative: bool, mantissa: u128, scale: u32) -> Decimal {
-        let mut d = Decimal { negative: negative && mantissa != 0, mantissa, scale };
-        while d.scale > 0 && d.mantissa % 10 == 0 {
+        let mut d = Decimal {
+            negative: negative && mantissa != 0,
+            mantissa,
+            scale,
+        };
+        while d.scale > 0 && d.mantissa.is_multiple_of(10) {
             d.mantissa /= 10;
             d.scale -= 1;
         }
@@ -127,7 +135,7 @@ impl Decimal {
         } else {
             let div = pow10(self.scale - k)?;
             let q = self.mantissa / div;
-            let exact = self.mantissa % div == 0;
+            let exact = self.mantissa.is_multiple_of(div);
             // Round the magnitude away from zero when that is the requested direction.
             let away = !exact && (ceil != self.negative);
             q + away as u128
@@ -160,7 +168,7 @@ impl Decimal {
         }
         let mut m = self.mantissa;
         let mut k: i32 = 0;
-        while m % 10 == 0 {
+        while m.is_multiple_of(10) {
             m /= 10;
             k += 1;
         }
@@ -220,17 +228,23 @@ impl Decimal {
             let (i, f) = digits.split_at(digits.len() - s);
             (i.to_string(), f.to_string())
         } else {
-            ("0".to_string(), format!("{}{}", "0".repeat(s - digits.len()), digits))
+            (
+                "0".to_string(),
+                format!("{}{}", "0".repeat(s - digits.len()), digits),
+            )
         }
     }
 }
 
 fn compare_text(a: &(String, String), b: &(String, String)) -> Ordering {
-    a.0.len().cmp(&b.0.len()).then_with(|| a.0.cmp(&b.0)).then_with(|| {
-        let n = a.1.len().max(b.1.len());
-        let pad = |s: &str| format!("{s:0<n$}");
-        pad(&a.1).cmp(&pad(&b.1))
-    })
+    a.0.len()
+        .cmp(&b.0.len())
+        .then_with(|| a.0.cmp(&b.0))
+        .then_with(|| {
+            let n = a.1.len().max(b.1.len());
+            let pad = |s: &str| format!("{s:0<n$}");
+            pad(&a.1).cmp(&pad(&b.1))
+        })
 }
 
 impl std::fmt::Display for Decimal {

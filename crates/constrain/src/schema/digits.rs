@@ -95,7 +95,11 @@ pub fn unsigned(lo: u128, hi: Option<u128>, frac: u32) -> Option<Vec<Vec<Piece>>
     let mut out = Vec::new();
     for w in min_width..=top_width {
         let floor = if w == min_width { 0 } else { pow10(w - 1) };
-        let ceil = if w == MAX_WIDTH { u128::MAX } else { pow10(w) - 1 };
+        let ceil = if w == MAX_WIDTH {
+            u128::MAX
+        } else {
+            pow10(w) - 1
+        };
         let a = lo.max(floor);
         let b = hi.map_or(ceil, |h| h.min(ceil));
         if a <= b {
@@ -106,7 +110,7 @@ pub fn unsigned(lo: u128, hi: Option<u128>, frac: u32) -> Option<Vec<Vec<Piece>>
         // Every number wider than `top_width`: [1-9] then at least `top_width` digits.
         // The last `frac` digits stay separate so the point can go before them.
         let mut v = vec![Piece::Digit(1, 9), Piece::AnyDigits(top_width - frac)];
-        v.extend(std::iter::repeat(Piece::Digit(0, 9)).take(frac as usize));
+        v.extend(std::iter::repeat_n(Piece::Digit(0, 9), frac as usize));
         out.push(v);
     }
     if frac > 0 {
@@ -142,10 +146,10 @@ trait OpenBound {
 
 impl OpenBound for Option<i128> {
     fn is_none_or_ge(&self, v: i128) -> bool {
-        self.map_or(true, |x| x >= v)
+        self.is_none_or(|x| x >= v)
     }
     fn is_none_or_lt(&self, v: i128) -> bool {
-        self.map_or(true, |x| x < v)
+        self.is_none_or(|x| x < v)
     }
 }
 
@@ -185,22 +189,46 @@ mod tests {
 
     #[test]
     fn fixed_width_covers_exactly() {
-        for (a, b, w) in [(7u128, 9, 1), (0, 999, 3), (123, 456, 3), (5, 7, 3), (100, 199, 3), (0, 0, 2)] {
+        for (a, b, w) in [
+            (7u128, 9, 1),
+            (0, 999, 3),
+            (123, 456, 3),
+            (5, 7, 3),
+            (100, 199, 3),
+            (0, 0, 2),
+        ] {
             let pats = fixed_width(a, b, w);
-            let re = full(&to_regex(&pats.into_iter().map(|p| (false, p)).collect::<Vec<_>>()));
+            let re = full(&to_regex(
+                &pats.into_iter().map(|p| (false, p)).collect::<Vec<_>>(),
+            ));
             for v in 0..10u128.pow(w) {
                 let text = format!("{v:0width$}", width = w as usize);
-                assert_eq!(re.is_match(&text), (a..=b).contains(&v), "[{a},{b}] w{w} {text}");
+                assert_eq!(
+                    re.is_match(&text),
+                    (a..=b).contains(&v),
+                    "[{a},{b}] w{w} {text}"
+                );
             }
         }
     }
 
     #[test]
     fn signed_integer_ranges_exhaustive() {
-        for (lo, hi) in [(-120i128, 37i128), (7, 312), (0, 0), (-5, -1), (-1000, 1000), (999, 1001)] {
+        for (lo, hi) in [
+            (-120i128, 37i128),
+            (7, 312),
+            (0, 0),
+            (-5, -1),
+            (-1000, 1000),
+            (999, 1001),
+        ] {
             let re = full(&to_regex(&signed(Some(lo), Some(hi), 0).unwrap()));
             for v in -2000i128..=2000 {
-                assert_eq!(re.is_match(&v.to_string()), (lo..=hi).contains(&v), "[{lo},{hi}] {v}");
+                assert_eq!(
+                    re.is_match(&v.to_string()),
+                    (lo..=hi).contains(&v),
+                    "[{lo},{hi}] {v}"
+                );
             }
             assert!(!re.is_match("-0") && !re.is_match("007") && !re.is_match("+1"));
         }
@@ -250,7 +278,13 @@ mod tests {
             assert_eq!(re.is_match(t), ok, "{t}");
         }
         let re = full(&to_regex(&signed(Some(5), None, 1).unwrap()));
-        for (t, ok) in [("0.5", true), ("0.4", false), ("123456.7", true), ("1.0", true), ("-0.5", false)] {
+        for (t, ok) in [
+            ("0.5", true),
+            ("0.4", false),
+            ("123456.7", true),
+            ("1.0", true),
+            ("-0.5", false),
+        ] {
             assert_eq!(re.is_match(t), ok, "{t}");
         }
     }

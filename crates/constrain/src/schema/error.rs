@@ -20,7 +20,11 @@ pub struct SchemaError {
 impl SchemaError {
     /// A refusal with a message of its own.
     pub fn new(keyword: &str, location: &str, message: String) -> SchemaError {
-        SchemaError { keyword: keyword.to_string(), location: location.to_string(), message }
+        SchemaError {
+            keyword: keyword.to_string(),
+            location: location.to_string(),
+            message,
+        }
     }
 
     /// A keyword the constraint never honours (`not`, `if`, `patternProperties`, ...),

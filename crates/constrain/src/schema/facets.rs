@@ -134,16 +134,28 @@ fn as_count(v: &Value, keyword: &str, at: &str) -> Result<u64, SchemaError> {
             Some(d) if d.is_integer() && !d.is_negative() => {
                 Ok(u64::try_from(d.mantissa()).unwrap_or(u64::MAX))
             }
-            _ => Err(SchemaError::invalid(keyword, at, "must be a non-negative integer")),
+            _ => Err(SchemaError::invalid(
+                keyword,
+                at,
+                "must be a non-negative integer",
+            )),
         },
-        _ => Err(SchemaError::invalid(keyword, at, "must be a non-negative integer")),
+        _ => Err(SchemaError::invalid(
+            keyword,
+            at,
+            "must be a non-negative integer",
+        )),
     }
 }
 
 fn as_decimal(v: &Value, keyword: &str, at: &str) -> Result<Decimal, SchemaError> {
     match v {
         Value::Number(n) => Decimal::from_json(n).ok_or_else(|| {
-            SchemaError::invalid(keyword, at, format!("{n} is too large or too precise to enforce"))
+            SchemaError::invalid(
+                keyword,
+                at,
+                format!("{n} is too large or too precise to enforce"),
+            )
         }),
         _ => Err(SchemaError::invalid(keyword, at, "must be a number")),
     }
@@ -196,12 +208,23 @@ impl Facets {
     /// Reads the schema at `pointer` (already looked up as `value`).
     pub fn read(value: &Value, pointer: &str, report: &mut Report) -> Result<Read, SchemaError> {
         let at = location_of(pointer);
-        let mut f = Facets { location: at.clone(), ..Facets::default() };
+        let mut f = Facets {
+            location: at.clone(),
+            ..Facets::default()
+        };
         let obj: &Map<String, Value> = match value {
-            Value::Bool(true) => return Ok(Read { facets: f, merge: vec![] }),
+            Value::Bool(true) => {
+                return Ok(Read {
+                    facets: f,
+                    merge: vec![],
+                })
+            }
             Value::Bool(false) => {
                 f.types = Some(Types::NONE);
-                return Ok(Read { facets: f, merge: vec![] });
+                return Ok(Read {
+                    facets: f,
+                    merge: vec![],
+                });
             }
             Value::Object(o) => o,
             _ => {
@@ -270,7 +293,8 @@ impl Facets {
                 };
                 let base = here("properties");
                 for name in props.keys() {
-                    self.properties.push((name.clone(), vec![child_pointer(&base, name)]));
+                    self.properties
+                        .push((name.clone(), vec![child_pointer(&base, name)]));
                 }
                 self.has_properties = true;
                 self.families = self.families.or(Types::OBJECT);
@@ -327,7 +351,9 @@ impl Facets {
                 self.families = self.families.or(Types::STRING);
             }
             "pattern" => {
-                let s = v.as_str().ok_or_else(|| SchemaError::invalid(key, at, "must be a string"))?;
+                let s = v
+                    .as_str()
+                    .ok_or_else(|| SchemaError::invalid(key, at, "must be a string"))?;
                 self.pattern = Some((s.to_string(), at.to_string()));
                 self.families = self.families.or(Types::STRING);
             }
@@ -339,7 +365,10 @@ impl Facets {
                     return Err(SchemaError::invalid(
                         key,
                         at,
-                        format!("has {} members; llamay enforces at most {MAX_ENUM}", members.len()),
+                        format!(
+                            "has {} members; llamay enforces at most {MAX_ENUM}",
+                            members.len()
+                        ),
                     ));
                 }
                 self.intersect_enum(members.clone());
@@ -358,7 +387,9 @@ impl Facets {
                 self.families = self.families.or(Types::NUMBER);
             }
             "$ref" => {
-                let r = v.as_str().ok_or_else(|| SchemaError::invalid(key, at, "must be a string"))?;
+                let r = v
+                    .as_str()
+                    .ok_or_else(|| SchemaError::invalid(key, at, "must be a string"))?;
                 merge.push(local_pointer(r, at)?);
             }
             "allOf" => {
@@ -373,7 +404,11 @@ impl Facets {
                     return Err(SchemaError::invalid(key, at, "must be a list of schemas"));
                 };
                 if members.is_empty() {
-                    return Err(SchemaError::invalid(key, at, "must list at least one schema"));
+                    return Err(SchemaError::invalid(
+                        key,
+                        at,
+                        "must list at least one schema",
+                    ));
                 }
                 if members.len() > MAX_ALTERNATIVES {
                     return Err(SchemaError::invalid(
@@ -387,7 +422,9 @@ impl Facets {
                 }
                 let base = here(key);
                 self.any_of.push(
-                    (0..members.len()).map(|i| vec![child_pointer(&base, &i.to_string())]).collect(),
+                    (0..members.len())
+                        .map(|i| vec![child_pointer(&base, &i.to_string())])
+                        .collect(),
                 );
             }
             _ => unreachable!("keyword table and reader disagree on {key}"),
@@ -408,18 +445,30 @@ impl Facets {
             if !key.starts_with("exclusive") {
                 return Err(SchemaError::invalid(key, at, "must be a number"));
             }
-            let base = if key == "exclusiveMinimum" { "minimum" } else { "maximum" };
+            let base = if key == "exclusiveMinimum" {
+                "minimum"
+            } else {
+                "maximum"
+            };
             if !obj.contains_key(base) {
                 return Ok(());
             }
             let value = as_decimal(&obj[base], base, at)?;
-            let bound = Bound { value, exclusive: *b };
-            return Ok(self.tighten(key == "exclusiveMinimum", bound));
+            let bound = Bound {
+                value,
+                exclusive: *b,
+            };
+            self.tighten(key == "exclusiveMinimum", bound);
+            return Ok(());
         }
         let lower = key == "minimum" || key == "exclusiveMinimum";
         let exclusive = key.starts_with("exclusive");
         if !exclusive {
-            let flag = if lower { "exclusiveMinimum" } else { "exclusiveMaximum" };
+            let flag = if lower {
+                "exclusiveMinimum"
+            } else {
+                "exclusiveMaximum"
+            };
             if obj.get(flag).is_some_and(Value::is_boolean) {
                 return Ok(()); // read together with the draft-4 flag
             }
@@ -450,7 +499,10 @@ impl Facets {
     fn intersect_enum(&mut self, members: Vec<Value>) {
         self.enumeration = Some(match self.enumeration.take() {
             None => members,
-            Some(old) => old.into_iter().filter(|a| members.iter().any(|b| json_equal(a, b))).collect(),
+            Some(old) => old
+                .into_iter()
+                .filter(|a| members.iter().any(|b| json_equal(a, b)))
+                .collect(),
         });
     }
 
@@ -551,15 +603,19 @@ fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// JSON equality with numbers compared by value (`1 == 1.0`).
 pub fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (Decimal::from_json(x), Decimal::from_json(y)) {
-            (Some(x), Some(y)) => x == y,
-            _ => x == y,
-        },
+        (Value::Number(x), Value::Number(y)) => {
+            match (Decimal::from_json(x), Decimal::from_json(y)) {
+                (Some(x), Some(y)) => x == y,
+                _ => x == y,
+            }
+        }
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
         }
         _ => a == b,
     }

@@ -13,8 +13,8 @@
 //!   the range automaton with the remainder modulo the step.
 //! - **Numbers**: unbounded and stepless, any JSON number; otherwise written without
 //!   an exponent, at most 15 significant digits when there is a fraction, at most
-//!   `max_fraction_digits` after the point, bounds exact (each fraction length is a
-//!   scaled integer range).
+//!   `max_fraction_digits` after the point (trailing zeros beyond that allowed:
+//!   `4.50`, `25.0`), bounds exact (each fraction length is a scaled integer range).
 //! - **Enums**: strings through one [`JsonString`] (any escaping of the same value
 //!   is accepted); other members as their compact JSON text only (`1.5`, `{"a":1}`).
 //! - **Recursion**: definitions are rules; the automaton's stack bounds the depth.
@@ -26,8 +26,12 @@ use serde_json::Value;
 
 use super::digits;
 use super::error::SchemaError;
-use super::node::{ArraySpec, Bound, CompiledSchema, IntegerSpec, Node, NumberSpec, ObjectSpec, StringSpec};
-use crate::grammar::{json, ByteDfa, Grammar, GrammarBuilder, JsonString, Member, RuleId, Symbol, Unordered};
+use super::node::{
+    ArraySpec, Bound, CompiledSchema, IntegerSpec, Node, NumberSpec, ObjectSpec, StringSpec,
+};
+use crate::grammar::{
+    json, ByteDfa, Grammar, GrammarBuilder, JsonString, Member, RuleId, Symbol, Unordered,
+};
 
 /// Most fraction digits a bounded number may be written with when no step says.
 pub const MAX_FRACTION_DIGITS: u32 = 15;
@@ -44,7 +48,13 @@ fn refused(keyword: &str, what: String) -> SchemaError {
 
 /// Lowers a compiled schema to a validated grammar.
 pub fn lower(schema: &CompiledSchema) -> Result<Grammar, SchemaError> {
-    let mut l = Lowerer { b: GrammarBuilder::new(), defs: Vec::new(), any: None, next: 0 };
+    let mut l = Lowerer {
+        b: GrammarBuilder::new(),
+        defs: Vec::new(),
+        any: None,
+        next: 0,
+        scalars: HashMap::new(),
+    };
     for (i, d) in schema.defs.iter().enumerate() {
         let id = l.b.declare(&format!("def{i}-{}", d.location));
         l.defs.push(id);
@@ -55,7 +65,8 @@ pub fn lower(schema: &CompiledSchema) -> Result<Grammar, SchemaError> {
     }
     let v = l.value(&schema.root)?;
     let root = l.b.rule("root", vec![vec![Symbol::ws(), v]]);
-    l.b.build(root).map_err(|e| refused("", format!("the schema could not be compiled: {e}")))
+    l.b.build(root)
+        .map_err(|e| refused("", format!("the schema could not be compiled: {e}")))
 }
 
 struct Lowerer {
@@ -63,6 +74,7 @@ struct Lowerer {
     defs: Vec<RuleId>,
     any: Option<RuleId>,
     next: usize,
+    scalars: HashMap<String, Symbol>,
 }
 
 impl Lowerer {
@@ -88,12 +100,27 @@ impl Lowerer {
                 }
                 Symbol::alt(seqs)
             }
-            Node::Literals(values) => literals(values)?,
             Node::Null => Symbol::lit("null"),
-            Node::Boolean => Symbol::alt(vec![vec![Symbol::lit("true")], vec![Symbol::lit("false")]]),
-            Node::Integer(spec) => integer(&mut self.b, spec)?,
-            Node::Number(spec) => number(spec)?,
-            Node::String(spec) => string(spec)?,
+            Node::Boolean => {
+                Symbol::alt(vec![vec![Symbol::lit("true")], vec![Symbol::lit("false")]])
+            }
+            // Scalars repeat across copies of shared sub-schemas; their automata are
+            // built once per distinct spec.
+            Node::Literals(_) | Node::Integer(_) | Node::Number(_) | Node::String(_) => {
+                let key = format!("{n:?}");
+                if let Some(s) = self.scalars.get(&key) {
+                    return Ok(s.clone());
+                }
+                let s = match n {
+                    Node::Literals(values) => literals(values)?,
+                    Node::Integer(spec) => integer(&mut self.b, spec)?,
+                    Node::Number(spec) => number(spec)?,
+                    Node::String(spec) => string(spec)?,
+                    _ => unreachable!("scalar arm"),
+                };
+                self.scalars.insert(key, s.clone());
+                s
+            }
             Node::Array(spec) => self.array(spec)?,
             Node::Object(spec) => self.object(spec)?,
         })
@@ -113,7 +140,12 @@ impl Lowerer {
         let item = self.value(&spec.items)?;
         let more = |min: u64, max: Option<u64>| {
             Symbol::repeat(
-                Symbol::seq(vec![Symbol::lit(","), Symbol::ws(), item.clone(), Symbol::ws()]),
+                Symbol::seq(vec![
+                    Symbol::lit(","),
+                    Symbol::ws(),
+                    item.clone(),
+                    Symbol::ws(),
+                ]),
                 min as u32,
                 max.map(|m| m as u32),
             )
@@ -121,7 +153,11 @@ impl Lowerer {
         let alts = if spec.min_items == 0 {
             vec![
                 close(vec![]),
-                close(vec![item.clone(), Symbol::ws(), more(0, spec.max_items.map(|m| m - 1))]),
+                close(vec![
+                    item.clone(),
+                    Symbol::ws(),
+                    more(0, spec.max_items.map(|m| m - 1)),
+                ]),
             ]
         } else {
             let tail = more(spec.min_items - 1, spec.max_items.map(|m| m - 1));
@@ -138,7 +174,11 @@ impl Lowerer {
             let key = serde_json::to_string(&p.name).expect("a string serializes");
             let mut value = colon();
             value.push(self.value(&p.node)?);
-            members.push(Member { key: key.into_bytes(), value, required: p.required });
+            members.push(Member {
+                key: key.into_bytes(),
+                value,
+                required: p.required,
+            });
         }
         let additional = match &spec.additional {
             None => None,
@@ -158,24 +198,42 @@ impl Lowerer {
                 separator: vec![Symbol::ws(), Symbol::lit(","), Symbol::ws()],
                 additional,
             };
-            vec![Symbol::lit("{"), Symbol::ws(), Symbol::unordered(u), Symbol::ws(), Symbol::lit("}")]
+            vec![
+                Symbol::lit("{"),
+                Symbol::ws(),
+                Symbol::unordered(u),
+                Symbol::ws(),
+                Symbol::lit("}"),
+            ]
         };
         Ok(Symbol::rule(self.b.rule(&name, vec![body])))
     }
 }
 
 fn regex(keyword: &str, pattern: &str) -> Result<Symbol, SchemaError> {
-    Symbol::regex(pattern).map_err(|e| refused(keyword, format!("the schema's {keyword} cannot be enforced: {e}")))
+    Symbol::regex(pattern).map_err(|e| {
+        refused(
+            keyword,
+            format!("the schema's {keyword} cannot be enforced: {e}"),
+        )
+    })
 }
 
 fn literals(values: &[Value]) -> Result<Symbol, SchemaError> {
     let mut alts = Vec::new();
-    let strings: Vec<String> =
-        values.iter().filter_map(|v| v.as_str()).map(regex_syntax::escape).collect();
+    let strings: Vec<String> = values
+        .iter()
+        .filter_map(|v| v.as_str())
+        .map(regex_syntax::escape)
+        .collect();
     if !strings.is_empty() {
         let pattern = format!("(?:{})", strings.join("|"));
-        let dfa = ByteDfa::new(&pattern).map_err(|e| refused("enum", format!("enum strings: {e}")))?;
-        let spec = JsonString { pattern: Some(Arc::new(dfa)), ..JsonString::default() };
+        let dfa =
+            ByteDfa::new(&pattern).map_err(|e| refused("enum", format!("enum strings: {e}")))?;
+        let spec = JsonString {
+            pattern: Some(Arc::new(dfa)),
+            ..JsonString::default()
+        };
         alts.push(vec![Symbol::json_string(spec)]);
     }
     for v in values.iter().filter(|v| !v.is_string()) {
@@ -187,8 +245,11 @@ fn literals(values: &[Value]) -> Result<Symbol, SchemaError> {
 fn string(spec: &StringSpec) -> Result<Symbol, SchemaError> {
     let pattern = match &spec.pattern {
         None => None,
-        Some(p) => Some(Arc::new(ByteDfa::new(&p.hir.to_string()).map_err(|e| {
-            refused("pattern", format!("pattern {:?} cannot be enforced: {e}", p.source))
+        Some(p) => Some(Arc::new(ByteDfa::new(&p.regex).map_err(|e| {
+            refused(
+                "pattern",
+                format!("pattern {:?} cannot be enforced: {e}", p.source),
+            )
         })?)),
     };
     let js = JsonString {
@@ -207,7 +268,8 @@ fn integer(b: &mut GrammarBuilder, spec: &IntegerSpec) -> Result<Symbol, SchemaE
             let count = (hi - lo) as u128 / k + 1;
             if count <= MAX_LISTED_MULTIPLES {
                 let step = k as i128;
-                let alts = (0..count as i128).map(|i| vec![Symbol::lit((lo + i * step).to_string())]);
+                let alts =
+                    (0..count as i128).map(|i| vec![Symbol::lit((lo + i * step).to_string())]);
                 return Ok(Symbol::alt(alts.collect()));
             }
         }
@@ -224,7 +286,12 @@ fn integer(b: &mut GrammarBuilder, spec: &IntegerSpec) -> Result<Symbol, SchemaE
 /// The integers matched by `pattern` that are multiples of `k`: the pattern's DFA
 /// times the remainder modulo `k`, as right-recursive rules (one per live pair).
 fn stepped(b: &mut GrammarBuilder, pattern: &str, k: u128) -> Result<Symbol, SchemaError> {
-    let too_big = || refused("multipleOf", format!("multipleOf {k} with these bounds needs too many states"));
+    let too_big = || {
+        refused(
+            "multipleOf",
+            format!("multipleOf {k} with these bounds needs too many states"),
+        )
+    };
     if k > MAX_STEP_STATES as u128 {
         return Err(too_big());
     }
@@ -238,7 +305,11 @@ fn stepped(b: &mut GrammarBuilder, pattern: &str, k: u128) -> Result<Symbol, Sch
         let (s, r) = states[i];
         for byte in b"-0123456789".iter().copied() {
             let Some(t) = dfa.next(s, byte) else { continue };
-            let r2 = if byte == b'-' { r } else { (r * 10 + (byte - b'0') as u128) % k };
+            let r2 = if byte == b'-' {
+                r
+            } else {
+                (r * 10 + (byte - b'0') as u128) % k
+            };
             let j = match index.get(&(t, r2)) {
                 Some(&j) => j,
                 None => {
@@ -256,7 +327,10 @@ fn stepped(b: &mut GrammarBuilder, pattern: &str, k: u128) -> Result<Symbol, Sch
         }
     }
     // Pairs from which an accepting pair (remainder 0) is reachable.
-    let accepting: Vec<bool> = states.iter().map(|&(s, r)| r == 0 && dfa.is_accepting(s)).collect();
+    let accepting: Vec<bool> = states
+        .iter()
+        .map(|&(s, r)| r == 0 && dfa.is_accepting(s))
+        .collect();
     let mut live = accepting.clone();
     let mut changed = true;
     while changed {
@@ -269,10 +343,14 @@ fn stepped(b: &mut GrammarBuilder, pattern: &str, k: u128) -> Result<Symbol, Sch
         }
     }
     if !live[0] {
-        return Err(refused("multipleOf", format!("no multiple of {k} lies within the bounds")));
+        return Err(refused(
+            "multipleOf",
+            format!("no multiple of {k} lies within the bounds"),
+        ));
     }
-    let ids: Vec<Option<RuleId>> =
-        (0..states.len()).map(|i| live[i].then(|| b.declare(&format!("step{k}-{i}")))).collect();
+    let ids: Vec<Option<RuleId>> = (0..states.len())
+        .map(|i| live[i].then(|| b.declare(&format!("step{k}-{i}"))))
+        .collect();
     for i in 0..states.len() {
         let Some(id) = ids[i] else { continue };
         let mut alts: Vec<Vec<Symbol>> = edges[i]
@@ -293,9 +371,14 @@ fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
     }
     let bounded = spec.min.is_some() || spec.max.is_some();
     let max_frac = spec.max_fraction_digits.unwrap_or(MAX_FRACTION_DIGITS);
-    let too_wide = || refused("minimum", "number bounds are too wide or too precise to enforce".into());
+    let too_wide = || {
+        refused(
+            "minimum",
+            "number bounds are too wide or too precise to enforce".into(),
+        )
+    };
     let cap = 10i128.pow(MAX_SIGNIFICANT) - 1;
-    let mut all = Vec::new();
+    let mut groups = Vec::new();
     for k in 0..=max_frac {
         let (mut lo, mut hi) = (scaled(spec.min, k, true), scaled(spec.max, k, false));
         if lo == Some(None) || hi == Some(None) {
@@ -303,7 +386,10 @@ fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
         }
         let (lo_k, hi_k) = (lo.take().flatten(), hi.take().flatten());
         let (lo_k, hi_k) = if k > 0 && bounded {
-            (Some(lo_k.map_or(-cap, |v| v.max(-cap))), Some(hi_k.map_or(cap, |v| v.min(cap))))
+            (
+                Some(lo_k.map_or(-cap, |v| v.max(-cap))),
+                Some(hi_k.map_or(cap, |v| v.min(cap))),
+            )
         } else {
             (lo_k, hi_k)
         };
@@ -312,9 +398,26 @@ fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
                 continue;
             }
         }
-        all.extend(digits::signed(lo_k, hi_k, k).ok_or_else(too_wide)?);
+        let patterns = digits::signed(lo_k, hi_k, k).ok_or_else(too_wide)?;
+        if patterns.is_empty() {
+            continue;
+        }
+        let re = digits::to_regex(&patterns);
+        // Trailing zeros change no value: `25.0` and `4.50` stay writable whatever the
+        // step (the longest fraction length takes them).
+        groups.push(match k {
+            0 => format!("{re}(?:\\.0+)?"),
+            k if k == max_frac => format!("{re}0*"),
+            _ => re,
+        });
     }
-    regex("minimum", &digits::to_regex(&all))
+    if groups.is_empty() {
+        return Err(refused(
+            "minimum",
+            "no number lies within the bounds".into(),
+        ));
+    }
+    regex("minimum", &format!("(?:{})", groups.join("|")))
 }
 
 /// A bound scaled by `10^k` to the integer bound on the scaled value: `None` for no

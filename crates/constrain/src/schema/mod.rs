@@ -1,5 +1,20 @@
 //! JSON Schema front-end: a schema (any `serde_json::Value`) → a normalized,
-//! resolved [`CompiledSchema`] tree, following the keyword table of SPEC §5.
+//! resolved [`CompiledSchema`] tree, following the keyword table of SPEC §5 →
+//! the grammar IR ([`lower`]) → a [`Constraint`](crate::Constraint).
+//!
+//! ```
+//! use llamay_constrain::schema::{compile, grammar};
+//! let schema = serde_json::json!({"type": "object",
+//!     "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+//!     "required": ["city", "unit"]});
+//! let tree = compile(&schema).unwrap();
+//! assert!(tree.report.is_fully_enforced());
+//! assert!(tree.check(&serde_json::json!({"unit": "c", "city": "Paris"})).is_ok());
+//! let (_grammar, _report) = grammar(&schema).unwrap();
+//! let e = compile(&serde_json::json!({"properties": {"a": {"not": {}}}})).unwrap_err();
+//! assert_eq!(e.to_string(), "properties.a uses \"not\", which llamay's constraint cannot \
+//!     honour; send a schema without it rather than one that is silently not enforced");
+//! ```
 //!
 //! Decisions beyond the table, so callers know what they get:
 //! - **Locations** in messages are the dotted path of the schema object holding the
@@ -71,13 +86,19 @@ pub fn compile(schema: &serde_json::Value) -> Result<CompiledSchema, SchemaError
 /// Parses schema text and compiles it.
 pub fn compile_str(schema: &str) -> Result<CompiledSchema, SchemaError> {
     let value: serde_json::Value = serde_json::from_str(schema).map_err(|e| {
-        SchemaError::new("", "the schema", format!("the schema is not valid JSON: {e}"))
+        SchemaError::new(
+            "",
+            "the schema",
+            format!("the schema is not valid JSON: {e}"),
+        )
     })?;
     compile(&value)
 }
 
 /// Compiles a schema and lowers it to the grammar IR, with its not-enforced report.
-pub fn grammar(schema: &serde_json::Value) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
+pub fn grammar(
+    schema: &serde_json::Value,
+) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
     let compiled = compile(schema)?;
     let g = lower::lower(&compiled)?;
     Ok((g, compiled.report))
@@ -90,7 +111,11 @@ pub fn constraint(
 ) -> Result<(crate::Constraint, Report), SchemaError> {
     let (g, report) = grammar(schema)?;
     let c = crate::Constraint::from_grammar(&g, vocab).map_err(|e| {
-        SchemaError::new("", "the schema", format!("the schema could not be compiled: {e}"))
+        SchemaError::new(
+            "",
+            "the schema",
+            format!("the schema could not be compiled: {e}"),
+        )
     })?;
     Ok((c, report))
 }

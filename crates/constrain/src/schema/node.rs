@@ -6,6 +6,7 @@
 use super::decimal::Decimal;
 use super::error::Report;
 use super::pattern::Pattern;
+use std::sync::Arc;
 
 /// Index into [`CompiledSchema::defs`].
 pub type DefId = usize;
@@ -106,7 +107,7 @@ pub struct StringSpec {
     /// Greatest length in code points.
     pub max_length: Option<u64>,
     /// The pattern the decoded value must match.
-    pub pattern: Option<Pattern>,
+    pub pattern: Option<Arc<Pattern>>,
 }
 
 /// An array of `items`, `min_items..=max_items` long.

@@ -5,7 +5,8 @@
 //! ASCII classes (RE2 with Unicode on would widen them). Lookaround,
 //! back-references, word boundaries and multi-line anchors are refused. A pattern
 //! is unanchored unless it says `^`/`$`: the decoded string must *contain* a
-//! match, so the pattern is wrapped as `.*(?:pattern).*` and matched whole.
+//! match, so the pattern is wrapped as `.*(?:pattern).*` and matched whole
+//! (a `^`/`$` inside still pins it to the value's start/end).
 
 use regex_automata::dfa::{dense, Automaton};
 use regex_automata::nfa::thompson;
@@ -25,16 +26,22 @@ pub const MAX_PATTERN_STATES: usize = 2000;
 const DETERMINIZE_BYTES: usize = 8 << 20;
 
 /// A checked pattern.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Pattern {
     /// The pattern as the schema wrote it.
     pub source: String,
-    /// The whole-value language: `^.*(?:pattern).*$` over the decoded string,
-    /// with the ASCII `\d`/`\w` rewrite applied.
-    pub hir: Hir,
+    /// The whole-value language as a regex to match in whole (anchored at both
+    /// ends): `(?s:.*)(?:pattern)(?s:.*)`, with the ASCII `\d`/`\w` rewrite applied.
+    pub regex: String,
     /// States of its DFA (byte-level, as counted here).
     pub states: usize,
     dfa: dense::DFA<Vec<u32>>,
+}
+
+impl std::fmt::Debug for Pattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pattern({:?}, {} states)", self.source, self.states)
+    }
 }
 
 impl PartialEq for Pattern {
@@ -53,8 +60,10 @@ impl Pattern {
                 format!("{source:?} uses {what}, which llamay's constraint cannot honour"),
             )
         };
-        let mut parsed = ast::parse::ParserBuilder::new().build().parse(source).map_err(|e| {
-            match e.kind() {
+        let mut parsed = ast::parse::ParserBuilder::new()
+            .build()
+            .parse(source)
+            .map_err(|e| match e.kind() {
                 ast::ErrorKind::UnsupportedBackreference => refuse("a back-reference"),
                 ast::ErrorKind::UnsupportedLookAround => refuse("lookaround"),
                 _ => SchemaError::invalid(
@@ -62,8 +71,7 @@ impl Pattern {
                     location,
                     format!("{source:?} is not an RE2 regular expression: {}", e.kind()),
                 ),
-            }
-        })?;
+            })?;
         ascii_perl_classes(&mut parsed);
         let inner = hir::translate::TranslatorBuilder::new()
             .utf8(true)
@@ -79,21 +87,24 @@ impl Pattern {
         if let Some(what) = refused_look(&inner) {
             return Err(refuse(what));
         }
-        let any = Hir::repetition(hir::Repetition {
-            min: 0,
-            max: None,
-            greedy: true,
-            sub: Box::new(Hir::class(hir::Class::Unicode(hir::ClassUnicode::new([
-                hir::ClassUnicodeRange::new('\0', char::MAX),
-            ])))),
-        });
-        let whole = Hir::concat(vec![
-            Hir::look(Look::Start),
-            any.clone(),
-            inner,
-            any,
-            Hir::look(Look::End),
-        ]);
+        // The rewritten pattern is printed back from its syntax tree (faithful, unlike
+        // printing the HIR) and wrapped so it may match anywhere in the value.
+        let mut core = String::new();
+        ast::print::Printer::new()
+            .print(&parsed, &mut core)
+            .map_err(|_| refuse("unprintable syntax"))?;
+        let regex = format!("(?s:.*)(?:{core})(?s:.*)");
+        let whole = regex_syntax::ParserBuilder::new()
+            .utf8(true)
+            .build()
+            .parse(&regex)
+            .map_err(|e| {
+                SchemaError::invalid(
+                    "pattern",
+                    location,
+                    format!("{source:?} cannot be compiled: {e}"),
+                )
+            })?;
         let too_big = || {
             SchemaError::invalid(
                 "pattern",
@@ -119,13 +130,20 @@ impl Pattern {
         if states > MAX_PATTERN_STATES {
             return Err(too_big());
         }
-        Ok(Pattern { source: source.to_string(), hir: whole, states, dfa })
+        Ok(Pattern {
+            source: source.to_string(),
+            regex,
+            states,
+            dfa,
+        })
     }
 
     /// True when the whole of `text` is in the pattern's language.
     pub fn matches(&self, text: &str) -> bool {
         let config = start::Config::new().anchored(Anchored::Yes);
-        let Ok(mut state) = self.dfa.start_state(&config) else { return false };
+        let Ok(mut state) = self.dfa.start_state(&config) else {
+            return false;
+        };
         for &b in text.as_bytes() {
             state = self.dfa.next_state(state, b);
             if self.dfa.is_dead_state(state) {
@@ -180,7 +198,11 @@ fn ascii_perl_classes(a: &mut Ast) {
     match a {
         Ast::ClassPerl(p) => {
             if let Some(kind) = ascii_kind(&p.kind) {
-                let item = ClassSetItem::Ascii(ast::ClassAscii { span: p.span, kind, negated: false });
+                let item = ClassSetItem::Ascii(ast::ClassAscii {
+                    span: p.span,
+                    kind,
+                    negated: false,
+                });
                 *a = Ast::class_bracketed(ast::ClassBracketed {
                     span: p.span,
                     negated: p.negated,
@@ -211,7 +233,11 @@ fn ascii_in_item(item: &mut ClassSetItem) {
     match item {
         ClassSetItem::Perl(p) => {
             if let Some(kind) = ascii_kind(&p.kind) {
-                *item = ClassSetItem::Ascii(ast::ClassAscii { span: p.span, kind, negated: p.negated });
+                *item = ClassSetItem::Ascii(ast::ClassAscii {
+                    span: p.span,
+                    kind,
+                    negated: p.negated,
+                });
             }
         }
         ClassSetItem::Bracketed(b) => ascii_in_set(&mut b.kind),

@@ -6,8 +6,11 @@ use super::build::Compiler;
 use super::decimal::{gcd, pow10, Decimal};
 use super::error::{NotEnforced, SchemaError};
 use super::facets::{Additional, Facets, Types};
-use super::node::{ArraySpec, Bound, IntegerSpec, Node, NumberSpec, ObjectSpec, Property, StringSpec};
+use super::node::{
+    ArraySpec, Bound, IntegerSpec, Node, NumberSpec, ObjectSpec, Property, StringSpec,
+};
 use super::pattern::Pattern;
+use std::sync::Arc;
 
 /// Largest length or item count the automaton counts to (the IR's repetition limit).
 pub const MAX_COUNT: u64 = 4096;
@@ -26,7 +29,12 @@ pub(crate) fn finish(c: &mut Compiler, f: Facets) -> Result<Option<Node>, Schema
         None => f.families,
     };
     if types == Types::NONE {
-        c.note_unsat("type", &f.location, "the types required do not intersect".to_string());
+        c.note_unsat(
+            "type",
+            &f.location,
+            "no type is left (the types required do not intersect, or the schema is `false`)"
+                .to_string(),
+        );
         return Ok(None);
     }
     if let Some(members) = &f.enumeration {
@@ -72,18 +80,22 @@ pub(crate) fn finish(c: &mut Compiler, f: Facets) -> Result<Option<Node>, Schema
     })
 }
 
-fn pattern(c: &mut Compiler, source: &str, at: &str) -> Result<Pattern, SchemaError> {
+fn pattern(c: &mut Compiler, source: &str, at: &str) -> Result<Arc<Pattern>, SchemaError> {
     if let Some(p) = c.patterns.get(source) {
         return Ok(p.clone());
     }
-    let p = Pattern::compile(source, at)?;
+    let p = Arc::new(Pattern::compile(source, at)?);
     c.patterns.insert(source.to_string(), p.clone());
     Ok(p)
 }
 
 fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
     if f.max_length.is_some_and(|m| m < f.min_length) {
-        let why = format!("minLength {} exceeds maxLength {}", f.min_length, f.max_length.unwrap());
+        let why = format!(
+            "minLength {} exceeds maxLength {}",
+            f.min_length,
+            f.max_length.unwrap()
+        );
         c.note_unsat("maxLength", &f.location, why);
         return Ok(None);
     }
@@ -92,12 +104,20 @@ fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         Some((src, at)) => Some(pattern(c, src, at)?),
         None => None,
     };
-    Ok(Some(Node::String(StringSpec { min_length: f.min_length, max_length, pattern })))
+    Ok(Some(Node::String(StringSpec {
+        min_length: f.min_length,
+        max_length,
+        pattern,
+    })))
 }
 
 fn array(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
     let mut max_items = f.max_items;
-    let items = if f.items_unchecked { Some(Node::Any) } else { c.node(&f.items)? };
+    let items = if f.items_unchecked {
+        Some(Node::Any)
+    } else {
+        c.node(&f.items)?
+    };
     let items = match items {
         Some(n) => n,
         None => {
@@ -107,12 +127,20 @@ fn array(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         }
     };
     if max_items.is_some_and(|m| m < f.min_items) {
-        let why = format!("minItems {} exceeds maxItems {}", f.min_items, max_items.unwrap());
+        let why = format!(
+            "minItems {} exceeds maxItems {}",
+            f.min_items,
+            max_items.unwrap()
+        );
         c.note_unsat("minItems", &f.location, why);
         return Ok(None);
     }
     let max_items = over_limit(c, f, "minItems", f.min_items, "maxItems", max_items)?;
-    Ok(Some(Node::Array(ArraySpec { items: Box::new(items), min_items: f.min_items, max_items })))
+    Ok(Some(Node::Array(ArraySpec {
+        items: Box::new(items),
+        min_items: f.min_items,
+        max_items,
+    })))
 }
 
 fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
@@ -150,7 +178,10 @@ fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         return Err(SchemaError::invalid(
             "properties",
             &f.location,
-            format!("declares {} properties; llamay enforces at most {MAX_PROPERTIES}", declared.len()),
+            format!(
+                "declares {} properties; llamay enforces at most {MAX_PROPERTIES}",
+                declared.len()
+            ),
         ));
     }
     let mut properties = Vec::with_capacity(declared.len());
@@ -158,7 +189,11 @@ fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         let required = f.required.contains(&name);
         let mark = c.unsat.len();
         match c.node(&conj)? {
-            Some(node) => properties.push(Property { name, required, node }),
+            Some(node) => properties.push(Property {
+                name,
+                required,
+                node,
+            }),
             None if required => {
                 let why = format!("required property {name:?} can have no value");
                 c.note_unsat("required", &f.location, why);
@@ -168,7 +203,10 @@ fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
             None => c.unsat.truncate(mark),
         }
     }
-    Ok(Some(Node::Object(ObjectSpec { properties, additional: additional.map(Box::new) })))
+    Ok(Some(Node::Object(ObjectSpec {
+        properties,
+        additional: additional.map(Box::new),
+    })))
 }
 
 fn number(c: &mut Compiler, f: &Facets, types: Types) -> Result<Option<Node>, SchemaError> {
@@ -197,12 +235,19 @@ fn number(c: &mut Compiler, f: &Facets, types: Types) -> Result<Option<Node>, Sc
     if let (Some(lo), Some(hi)) = (f.min, f.max) {
         let ord = lo.value.cmp(&hi.value);
         if ord.is_gt() || (ord.is_eq() && (lo.exclusive || hi.exclusive)) {
-            let why = format!("the lower bound {} is above the upper bound {}", lo.value, hi.value);
+            let why = format!(
+                "the lower bound {} is above the upper bound {}",
+                lo.value, hi.value
+            );
             c.note_unsat("minimum", &f.location, why);
             return Ok(None);
         }
     }
-    Ok(Some(Node::Number(NumberSpec { min: f.min, max: f.max, max_fraction_digits })))
+    Ok(Some(Node::Number(NumberSpec {
+        min: f.min,
+        max: f.max,
+        max_fraction_digits,
+    })))
 }
 
 /// The integer step equivalent to a decimal step: integers `n` with `n / (p/10^s)`
@@ -213,22 +258,44 @@ fn integer_step(step: &Decimal) -> Option<u128> {
     Some(p / gcd(p, ten))
 }
 
-fn integer(c: &mut Compiler, f: &Facets, step: Option<Option<u128>>) -> Result<Option<Node>, SchemaError> {
+fn integer(
+    c: &mut Compiler,
+    f: &Facets,
+    step: Option<Option<u128>>,
+) -> Result<Option<Node>, SchemaError> {
     let too_big = |kw: &str, b: &Bound| {
-        SchemaError::invalid(kw, &f.location, format!("{} is too large to enforce exactly", b.value))
+        SchemaError::invalid(
+            kw,
+            &f.location,
+            format!("{} is too large to enforce exactly", b.value),
+        )
     };
     let min = match &f.min {
         None => None,
         Some(b) => {
-            let v = b.value.ceil_scaled(0).ok_or_else(|| too_big("minimum", b))?;
-            Some(if b.exclusive && b.value.is_integer() { v + 1 } else { v })
+            let v = b
+                .value
+                .ceil_scaled(0)
+                .ok_or_else(|| too_big("minimum", b))?;
+            Some(if b.exclusive && b.value.is_integer() {
+                v + 1
+            } else {
+                v
+            })
         }
     };
     let max = match &f.max {
         None => None,
         Some(b) => {
-            let v = b.value.floor_scaled(0).ok_or_else(|| too_big("maximum", b))?;
-            Some(if b.exclusive && b.value.is_integer() { v - 1 } else { v })
+            let v = b
+                .value
+                .floor_scaled(0)
+                .ok_or_else(|| too_big("maximum", b))?;
+            Some(if b.exclusive && b.value.is_integer() {
+                v - 1
+            } else {
+                v
+            })
         }
     };
     let multiple_of = match step {
@@ -236,7 +303,11 @@ fn integer(c: &mut Compiler, f: &Facets, step: Option<Option<u128>>) -> Result<O
         Some(Some(s)) => s,
         Some(None) => {
             let at = f.multiple_of_at.as_deref().unwrap_or(&f.location);
-            return Err(SchemaError::invalid("multipleOf", at, "is too fine to enforce exactly"));
+            return Err(SchemaError::invalid(
+                "multipleOf",
+                at,
+                "is too fine to enforce exactly",
+            ));
         }
     };
     // Narrow the bounds to the first and last multiples.
@@ -249,12 +320,18 @@ fn integer(c: &mut Compiler, f: &Facets, step: Option<Option<u128>>) -> Result<O
             return Ok(None);
         }
     }
-    Ok(Some(Node::Integer(IntegerSpec { min, max, multiple_of })))
+    Ok(Some(Node::Integer(IntegerSpec {
+        min,
+        max,
+        multiple_of,
+    })))
 }
 
 /// The nearest multiple of `step` at or above (`up`) or at or below `v`.
 fn round_to_step(v: i128, step: u128, up: bool) -> i128 {
-    let Ok(s) = i128::try_from(step) else { return v };
+    let Ok(s) = i128::try_from(step) else {
+        return v;
+    };
     let r = v.rem_euclid(s);
     if r == 0 {
         v
@@ -274,21 +351,25 @@ fn allows(c: &mut Compiler, f: &Facets, types: Types, v: &Value) -> Result<bool,
     }
     Ok(match v {
         Value::Number(n) => {
-            let Some(d) = Decimal::from_json(n) else { return Ok(false) };
-            let above = f.min.map_or(true, |b| {
+            let Some(d) = Decimal::from_json(n) else {
+                return Ok(false);
+            };
+            let above = f.min.is_none_or(|b| {
                 let o = d.cmp(&b.value);
                 o.is_gt() || (o.is_eq() && !b.exclusive)
             });
-            let below = f.max.map_or(true, |b| {
+            let below = f.max.is_none_or(|b| {
                 let o = d.cmp(&b.value);
                 o.is_lt() || (o.is_eq() && !b.exclusive)
             });
-            let step = f.multiple_of.map_or(true, |s| d.is_multiple_of(&s) == Some(true));
+            let step = f
+                .multiple_of
+                .is_none_or(|s| d.is_multiple_of(&s) == Some(true));
             above && below && step
         }
         Value::String(s) => {
             let n = s.chars().count() as u64;
-            let len_ok = n >= f.min_length && f.max_length.map_or(true, |m| n <= m);
+            let len_ok = n >= f.min_length && f.max_length.is_none_or(|m| n <= m);
             let pat_ok = match &f.pattern {
                 None => true,
                 Some((src, at)) => pattern(c, src, at)?.matches(s),
@@ -297,7 +378,7 @@ fn allows(c: &mut Compiler, f: &Facets, types: Types, v: &Value) -> Result<bool,
         }
         Value::Array(a) => {
             let n = a.len() as u64;
-            n >= f.min_items && f.max_items.map_or(true, |m| n <= m)
+            n >= f.min_items && f.max_items.is_none_or(|m| n <= m)
         }
         Value::Object(o) => {
             let closed = matches!(f.additional, Additional::Closed)
