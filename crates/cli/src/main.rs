@@ -18,6 +18,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Generate text, optionally constrained to JSON, a JSON Schema or a GBNF grammar.
+    Run(Box<cmd::run::RunArgs>),
     /// Describe a model: architecture, size, tokenizer, tensor types.
     Show(cmd::show::ShowArgs),
     /// Print the token ids of text read from stdin.
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Run(a) => cmd::run::run(*a),
         Command::Show(a) => cmd::show::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::Pull(a) => store_cmds::run_pull(&a),

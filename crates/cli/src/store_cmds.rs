@@ -136,7 +136,6 @@ pub fn run_pull(args: &PullArgs) -> Result<()> {
 
 /// Resolves a model for `run`/`serve`, pulling it first (with progress on stderr)
 /// when it is a name or URL not in the store.
-#[allow(dead_code)] // `run` and `serve` call it once they land.
 pub fn ensure_model(model: &str, registry: &RegistryArgs) -> Result<ResolvedModel> {
     let store = open_store()?;
     let progress = TermProgress::new();

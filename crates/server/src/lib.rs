@@ -6,3 +6,5 @@
 //! `llamay run` and `llamay serve`.
 
 pub mod chat;
+pub mod generate;
+pub mod loaded;

@@ -1,0 +1,251 @@
+//! `llamay run`: one generation, text to stdout, statistics to stderr.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use llamay_constrain::Constraint;
+use llamay_engine::kv_cache::KvType;
+use llamay_engine::model::LoadOptions;
+use llamay_engine::sampler::SamplerConfig;
+use llamay_server::chat::ChatMessage;
+use llamay_server::generate::{generate, GenerationParams};
+use llamay_server::loaded::LoadedModel;
+
+use super::UsageError;
+
+/// The small default model, as a store name.
+pub const DEFAULT_MODEL: &str = "smollm2:135m";
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// A .gguf file or a model name (pulled into the store if missing).
+    #[arg(short = 'm', long = "model", default_value = DEFAULT_MODEL)]
+    pub model: String,
+    /// The prompt; `-` reads it from stdin.
+    #[arg(short = 'p', long = "prompt")]
+    pub prompt: String,
+    /// Wrap the prompt in the model's chat template.
+    #[arg(long)]
+    pub chat: bool,
+    /// A system message (implies -chat).
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Constrain the output to any valid JSON value.
+    #[arg(long)]
+    pub json: bool,
+    /// Constrain the output to a JSON Schema (a file).
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
+    /// Constrain the output to a GBNF grammar (a file).
+    #[arg(long = "grammar-file", value_name = "FILE")]
+    pub grammar_file: Option<PathBuf>,
+    /// Most tokens to generate.
+    #[arg(short = 'n', long = "n-predict", default_value_t = 512)]
+    pub n_predict: usize,
+    /// Sampling temperature (0 = greedy).
+    #[arg(long, default_value_t = 0.8)]
+    pub temp: f32,
+    #[arg(long = "top-k", default_value_t = 40)]
+    pub top_k: usize,
+    #[arg(long = "top-p", default_value_t = 0.95)]
+    pub top_p: f32,
+    #[arg(long = "min-p", default_value_t = 0.05)]
+    pub min_p: f32,
+    #[arg(long = "repeat-penalty", default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Random seed (the same seed gives the same text).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Threads for the forward pass (default: physical cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Context size in tokens (default: the model's, at most 4096).
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// KV cache type: f32 or f16.
+    #[arg(long, default_value = "f32")]
+    pub kv: String,
+    /// Print extra statistics lines.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// What the output is constrained to, decided (and checked) before the model loads.
+enum Wanted {
+    None,
+    Json,
+    Schema(
+        Box<llamay_constrain::grammar::Grammar>,
+        llamay_constrain::schema::Report,
+    ),
+    Grammar(String),
+}
+
+impl Wanted {
+    fn label(&self) -> &'static str {
+        match self {
+            Wanted::None => "",
+            Wanted::Json => "json",
+            Wanted::Schema(..) => "schema",
+            Wanted::Grammar(_) => "grammar",
+        }
+    }
+}
+
+fn wanted(a: &RunArgs) -> anyhow::Result<Wanted> {
+    let chosen = [a.json, a.schema.is_some(), a.grammar_file.is_some()]
+        .iter()
+        .filter(|&&b| b)
+        .count();
+    if chosen > 1 {
+        return Err(UsageError(
+            "-json, -schema and -grammar-file are exclusive: give at most one".into(),
+        )
+        .into());
+    }
+    if let Some(path) = &a.schema {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read schema {}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| UsageError(format!("{} is not valid JSON: {e}", path.display())))?;
+        let (g, report) =
+            llamay_constrain::schema::grammar(&value).map_err(|e| UsageError(e.to_string()))?;
+        return Ok(Wanted::Schema(Box::new(g), report));
+    }
+    if let Some(path) = &a.grammar_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read grammar {}", path.display()))?;
+        // Checked now, so a bad grammar is refused before the model loads.
+        llamay_constrain::gbnf::parse_gbnf(&text)
+            .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+        return Ok(Wanted::Grammar(text));
+    }
+    Ok(if a.json { Wanted::Json } else { Wanted::None })
+}
+
+fn read_prompt(p: &str) -> anyhow::Result<String> {
+    if p != "-" {
+        return Ok(p.to_string());
+    }
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+        .context("cannot read the prompt from stdin")?;
+    Ok(s)
+}
+
+fn resolve_model(m: &str) -> anyhow::Result<PathBuf> {
+    let p = PathBuf::from(m);
+    if p.is_file() {
+        return Ok(p);
+    }
+    Ok(crate::store_cmds::ensure_model(m, &Default::default())?.gguf)
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    let wanted = wanted(&a)?;
+    let kv_type = match a.kv.as_str() {
+        "f32" => KvType::F32,
+        "f16" => KvType::F16,
+        other => return Err(UsageError(format!("-kv must be f32 or f16, not {other:?}")).into()),
+    };
+    let prompt = read_prompt(&a.prompt)?;
+    let path = resolve_model(&a.model)?;
+    let opts = LoadOptions {
+        n_threads: a.threads,
+        n_ctx: a.ctx,
+        kv_type,
+    };
+    let lm = LoadedModel::load(&path, &opts)
+        .with_context(|| format!("cannot load {}", path.display()))?;
+
+    let compile_start = Instant::now();
+    let constraint: Option<Constraint> = match &wanted {
+        Wanted::None => None,
+        Wanted::Json => Some(lm.constraints.any_json()?),
+        Wanted::Grammar(text) => Some(lm.constraints.gbnf(text)?),
+        Wanted::Schema(g, _) => Some(Constraint::from_grammar(g, lm.vocab.clone())?),
+    };
+    let compile_time = compile_start.elapsed();
+
+    let tokens = if a.chat || a.system.is_some() {
+        let mut msgs = Vec::new();
+        if let Some(s) = &a.system {
+            msgs.push(ChatMessage::new("system", s));
+        }
+        msgs.push(ChatMessage::new("user", &prompt));
+        lm.encode_chat(&msgs, None)?
+    } else {
+        lm.encode_raw(&prompt)
+    };
+    let params = GenerationParams {
+        max_tokens: a.n_predict,
+        sampler: SamplerConfig {
+            temperature: a.temp,
+            top_k: a.top_k,
+            top_p: a.top_p,
+            min_p: a.min_p,
+            repeat_penalty: a.repeat_penalty,
+            seed: a.seed,
+            ..SamplerConfig::default()
+        },
+        stop: Vec::new(),
+    };
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    {
+        let cancel = cancel.clone();
+        // A second Ctrl-C falls through to the default: the process ends at once.
+        let _ = ctrlc::set_handler(move || {
+            if cancel.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+        });
+    }
+    let mut stdout = std::io::stdout().lock();
+    let mut last_newline = true;
+    let g = generate(
+        &lm.model,
+        &lm.tokenizer,
+        &tokens,
+        &params,
+        constraint.as_ref(),
+        &cancel,
+        &mut |s: &str| {
+            let _ = stdout.write_all(s.as_bytes());
+            let _ = stdout.flush();
+            last_newline = s.ends_with('\n');
+        },
+    )?;
+    if !last_newline {
+        let _ = writeln!(stdout);
+    }
+    drop(stdout);
+
+    let mut err = std::io::stderr().lock();
+    writeln!(err)?;
+    writeln!(err, "{}", g.stats.summary(g.finish.as_str()))?;
+    if let Some(m) = &g.stats.mask {
+        writeln!(err, "{}", m.summary(wanted.label(), g.stats.decode_time))?;
+    }
+    if a.stats {
+        writeln!(
+            err,
+            "model {} · {} threads · ctx {} · kv {} · constraint compiled in {:.2} ms · {} forced tokens",
+            path.display(),
+            lm.model.n_threads(),
+            lm.model.n_ctx(),
+            a.kv,
+            compile_time.as_secs_f64() * 1e3,
+            g.stats.forced_tokens
+        )?;
+        if let Wanted::Schema(_, report) = &wanted {
+            writeln!(err, "schema report: {report}")?;
+        }
+    }
+    Ok(())
+}
