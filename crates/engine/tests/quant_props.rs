@@ -190,6 +190,10 @@ fn dequantized_acts(acts: &QuantizedActs, t: usize) -> Vec<f64> {
             .iter()
             .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
             .collect(),
+        ActFormat::Q16 => acts.q16_blocks()[t * cols / 32..(t + 1) * cols / 32]
+            .iter()
+            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
+            .collect(),
         ActFormat::Q8K => acts.q8k_blocks()[t * cols / 256..(t + 1) * cols / 256]
             .iter()
             .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
@@ -239,7 +243,10 @@ proptest! {
         let mut acts = QuantizedActs::new();
         quantize_acts(ty, &x, n_tokens, cols, &mut acts).unwrap();
 
-        let act_block = ActFormat::for_weights(ty).unwrap().block_elems();
+        let format = ActFormat::for_weights(ty).unwrap();
+        let act_block = format.block_elems();
+        // The largest quant of the format: a step is amax / levels.
+        let levels = if format == ActFormat::Q16 { 32767.0 } else { 127.0 };
         let mut outs = Vec::new();
         for backend in Backend::available() {
             let mut out = vec![f32::NAN; n_tokens * rows];
@@ -252,13 +259,13 @@ proptest! {
                 let xt = &x[t * cols..(t + 1) * cols];
                 let exact: f64 = wr.iter().zip(xt).map(|((w, _), &x)| w * x as f64).sum();
                 let mag: f64 = wr.iter().zip(xt).map(|((_, m), &x)| m * x.abs() as f64).sum();
-                // |x - d·q| <= d/2 = amax/254 per activation block, when quantized.
+                // |x - d·q| <= d/2 = amax/(2·levels) per activation block, when quantized.
                 let quant_bound: f64 = if act_block == 1 {
                     0.0
                 } else {
                     wr.chunks(act_block).zip(xt.chunks(act_block)).map(|(wb, xb)| {
                         let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
-                        amax / 254.0 * wb.iter().map(|(w, _)| w.abs()).sum::<f64>()
+                        amax / (2.0 * levels) * wb.iter().map(|(w, _)| w.abs()).sum::<f64>()
                     }).sum()
                 };
                 let float_tol = 2e-5 * mag + 1e-30;
@@ -311,13 +318,25 @@ proptest! {
             x[..256].fill(0.0);
         }
         let mut acts = QuantizedActs::new();
-        quantize_acts(GgmlType::Q4_1, &x, 2, 256, &mut acts).unwrap();
+        quantize_acts(GgmlType::Q4_0, &x, 2, 256, &mut acts).unwrap();
         prop_assert_eq!(acts.q8_blocks().len(), 16);
         for (b, xb) in acts.q8_blocks().iter().zip(x.chunks(32)) {
             let sum: i32 = b.qs.iter().map(|&q| q as i32).sum();
             prop_assert!((b.s - b.d * sum as f32).abs() <= 1e-6 * b.s.abs());
             for (&q, &v) in b.qs.iter().zip(xb) {
                 prop_assert!((v - b.d * q as f32).abs() <= b.d * 0.5001 + 1e-30);
+            }
+        }
+        quantize_acts(GgmlType::Q4_1, &x, 2, 256, &mut acts).unwrap();
+        prop_assert_eq!(acts.q16_blocks().len(), 16);
+        for (b, xb) in acts.q16_blocks().iter().zip(x.chunks(32)) {
+            let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+            prop_assert!((b.d - amax / 32767.0).abs() <= 1e-6 * b.d + 1e-30);
+            let sum: i32 = b.qs.iter().map(|&q| q as i32).sum();
+            prop_assert!((b.s - b.d * sum as f32).abs() <= 1e-6 * b.s.abs());
+            for (&q, &v) in b.qs.iter().zip(xb) {
+                // v·(1/d) is rounded in f32: near a tie, q may be off by a few thousandths of a step.
+                prop_assert!((v - b.d * q as f32).abs() <= b.d * 0.505 + 1e-30, "v {} q {} d {}", v, q, b.d);
             }
         }
         quantize_acts(GgmlType::Q6_K, &x, 2, 256, &mut acts).unwrap();

@@ -164,6 +164,11 @@ fn dequantized_acts(acts: &QuantizedActs) -> Vec<f64> {
             .iter()
             .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
             .collect(),
+        ActFormat::Q16 => acts
+            .q16_blocks()
+            .iter()
+            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
+            .collect(),
         ActFormat::Q8K => acts
             .q8k_blocks()
             .iter()

@@ -9,14 +9,30 @@ use super::layout::{QK, QK_K};
 use crate::ggml_type::GgmlType;
 
 /// A block of 32 activations quantized to i8: `x ≈ d * qs`, with `s = d * Σqs`.
-/// It is the partner of Q4_0/Q5_0/Q8_0 weights (as Q8_0) and of Q4_1/Q5_1 (as Q8_1,
-/// whose `s` carries the weights' offset term).
+/// It is the partner of Q4_0/Q5_0/Q8_0 weights (as ggml's Q8_0).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(C)]
 pub struct Q8Block {
     pub d: f32,
     pub s: f32,
     pub qs: [i8; QK],
+}
+
+/// A block of 32 activations quantized to i16: `x ≈ d * qs`, with `s = d * Σqs`: the
+/// partner of Q4_1/Q5_1 weights (where ggml uses Q8_1).
+///
+/// Why not i8 as ggml does: rows with outliers (SmolLM2 has activations in the
+/// thousands at some tokens) make an i8 step so coarse that the other values of the
+/// block round to 0 or ±1, and which way they round flips with the last bit of the
+/// layers before. That made whole prompts' logits wander by about a unit, against
+/// both llama.cpp and exact arithmetic. Sixteen bits cut that error 256-fold for the
+/// price of one more unpack per block; the integer dot products stay exact.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct Q16Block {
+    pub d: f32,
+    pub s: f32,
+    pub qs: [i16; QK],
 }
 
 /// A super-block of 256 activations quantized to i8 (`x ≈ d * qs`) with the sums of
@@ -34,8 +50,10 @@ pub struct Q8KBlock {
 pub enum ActFormat {
     /// Plain f32 (for F32, F16 and BF16 weights).
     F32,
-    /// [`Q8Block`]s (for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights).
+    /// [`Q8Block`]s (for Q4_0, Q5_0, Q8_0 weights).
     Q8,
+    /// [`Q16Block`]s (for Q4_1, Q5_1 weights).
+    Q16,
     /// [`Q8KBlock`]s (for Q4_K, Q5_K, Q6_K weights).
     Q8K,
 }
@@ -46,7 +64,8 @@ impl ActFormat {
         use GgmlType::*;
         match ty {
             F32 | F16 | BF16 => Ok(ActFormat::F32),
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 => Ok(ActFormat::Q8),
+            Q4_0 | Q5_0 | Q8_0 => Ok(ActFormat::Q8),
+            Q4_1 | Q5_1 => Ok(ActFormat::Q16),
             Q4_K | Q5_K | Q6_K => Ok(ActFormat::Q8K),
             _ => Err(QuantError::UnsupportedType(ty)),
         }
@@ -56,7 +75,7 @@ impl ActFormat {
     pub fn block_elems(self) -> usize {
         match self {
             ActFormat::F32 => 1,
-            ActFormat::Q8 => QK,
+            ActFormat::Q8 | ActFormat::Q16 => QK,
             ActFormat::Q8K => QK_K,
         }
     }
@@ -72,6 +91,7 @@ pub struct QuantizedActs {
     pub(crate) cols: usize,
     pub(crate) f32s: Vec<f32>,
     pub(crate) q8: Vec<Q8Block>,
+    pub(crate) q16: Vec<Q16Block>,
     pub(crate) q8k: Vec<Q8KBlock>,
 }
 
@@ -99,6 +119,11 @@ impl QuantizedActs {
     /// The Q8 blocks (all rows, row after row) when the format is [`ActFormat::Q8`].
     pub fn q8_blocks(&self) -> &[Q8Block] {
         &self.q8
+    }
+
+    /// The Q16 blocks when the format is [`ActFormat::Q16`].
+    pub fn q16_blocks(&self) -> &[Q16Block] {
+        &self.q16
     }
 
     /// The Q8_K blocks when the format is [`ActFormat::Q8K`].
@@ -156,6 +181,10 @@ pub fn quantize_acts(
             out.q8.clear();
             out.q8.extend(x.chunks_exact(QK).map(quantize_q8));
         }
+        ActFormat::Q16 => {
+            out.q16.clear();
+            out.q16.extend(x.chunks_exact(QK).map(quantize_q16));
+        }
         ActFormat::Q8K => {
             out.q8k.clear();
             out.q8k.extend(x.chunks_exact(QK_K).map(quantize_q8k));
@@ -181,6 +210,30 @@ fn scale_for(x: &[f32]) -> (f32, f32) {
 fn to_i8(v: f32) -> i8 {
     const MAGIC: f32 = 12_582_912.0;
     (((v + MAGIC) - MAGIC) as i32).clamp(-127, 127) as i8
+}
+
+fn quantize_q16(x: &[f32]) -> Q16Block {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = amax / 32767.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut qs = [0i16; QK];
+    let mut sum = 0i32;
+    for (q, v) in qs.iter_mut().zip(x) {
+        *q = to_i16(v * id);
+        sum += *q as i32;
+    }
+    Q16Block {
+        d,
+        s: d * sum as f32,
+        qs,
+    }
+}
+
+/// [`to_i8`]'s rounding, for the i16 range.
+#[inline]
+fn to_i16(v: f32) -> i16 {
+    const MAGIC: f32 = 12_582_912.0;
+    (((v + MAGIC) - MAGIC) as i32).clamp(-32767, 32767) as i16
 }
 
 fn quantize_q8(x: &[f32]) -> Q8Block {

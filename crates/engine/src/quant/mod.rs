@@ -2,8 +2,8 @@
 //! the matrix product the forward pass calls.
 //!
 //! Weights stay in their GGUF block format. Activations are quantized once per row into
-//! the partner format ggml pairs with each weight type (Q8 blocks of 32 for the legacy
-//! quants, Q8_K blocks of 256 for the K-quants, plain f32 for float weights) so that the
+//! the partner format of each weight type (Q8 blocks of 32 for the symmetric legacy
+//! quants, Q16 blocks of 32 for Q4_1/Q5_1 (see [`Q16Block`] for why not Q8), Q8_K blocks of 256 for the K-quants, plain f32 for float weights) so that the
 //! inner loops are integer dot products. Every kernel has a portable scalar version (the
 //! reference) and, on x86-64, an AVX2+FMA version chosen once at run time; see [`Backend`].
 //!
@@ -16,7 +16,7 @@ mod kernels;
 mod layout;
 mod matrix;
 
-pub use acts::{quantize_acts, ActFormat, Q8Block, Q8KBlock, QuantizedActs};
+pub use acts::{quantize_acts, ActFormat, Q16Block, Q8Block, Q8KBlock, QuantizedActs};
 pub use dequant::dequantize_row;
 pub use error::QuantError;
 pub use kernels::{Backend, KernelSet};

@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::{KernelSet, KernelTable, Pair};
-use crate::quant::acts::{Q8Block, Q8KBlock};
+use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
 use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k};
 
 /// Wraps an AVX2 kernel in a safe function that can go into the table.
@@ -26,9 +26,9 @@ safe!(f32_rows, f32_rows_avx2, f32);
 safe!(f16_rows, f16_rows_avx2, f32);
 safe!(bf16_rows, bf16_rows_avx2, f32);
 safe!(q4_0, q4_0_avx2, Q8Block);
-safe!(q4_1, q4_1_avx2, Q8Block);
+safe!(q4_1, q4_1_avx2, Q16Block);
 safe!(q5_0, q5_0_avx2, Q8Block);
-safe!(q5_1, q5_1_avx2, Q8Block);
+safe!(q5_1, q5_1_avx2, Q16Block);
 safe!(q8_0, q8_0_avx2, Q8Block);
 safe!(q4_k, q4_k_avx2, Q8KBlock);
 safe!(q5_k, q5_k_avx2, Q8KBlock);
@@ -253,22 +253,29 @@ unsafe fn signed_step<const N: usize>(
 }
 
 /// Adds one offset block (scale `d`, min `m`, unsigned quants `q`) times block `i` of
-/// every activation row: the quants into `acc`, the min (paired with `s`) into `offs`.
+/// every 16-bit activation row: the quants into `acc`, the min (paired with `s`) into
+/// `offs`. The quants are widened to i16 and multiplied pairwise with `madd`
+/// (|q·a| ≤ 31·32767, so pair sums fit an i32).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn unsigned_step<const N: usize>(
     d: f32,
     m: f32,
     q: __m256i,
-    a: &[&[Q8Block]; N],
+    a: &[&[Q16Block]; N],
     i: usize,
     acc: &mut [__m256; N],
     offs: &mut [f32; N],
 ) {
+    let lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(q));
+    let hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1));
     for t in 0..N {
         let ab = a[t].get_unchecked(i);
-        let y = load256(ab.qs.as_ptr() as *const u8);
-        let s = dot_u8_i8(q, y);
+        let y = ab.qs.as_ptr() as *const u8;
+        let s = _mm256_add_epi32(
+            _mm256_madd_epi16(lo, load256(y)),
+            _mm256_madd_epi16(hi, load256(y.add(32))),
+        );
         acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
         offs[t] += m * ab.s;
     }
@@ -278,21 +285,21 @@ unsafe fn unsigned_step<const N: usize>(
 /// single-token call is not bound by the latency of one FMA chain.
 macro_rules! legacy_kernel {
     ($name:ident, $bb:expr, |$p:ident| $decode:expr, signed) => {
-        legacy_kernel!(@ $name, $bb, |$p, acc, offs, a, i| {
+        legacy_kernel!(@ $name, $bb, Q8Block, |$p, acc, offs, a, i| {
             let (d, q): (f32, __m256i) = $decode;
             signed_step(d, q, &a, i, acc);
             let _ = offs;
         });
     };
     ($name:ident, $bb:expr, |$p:ident| $decode:expr, unsigned) => {
-        legacy_kernel!(@ $name, $bb, |$p, acc, offs, a, i| {
+        legacy_kernel!(@ $name, $bb, Q16Block, |$p, acc, offs, a, i| {
             let (d, m, q): (f32, f32, __m256i) = $decode;
             unsigned_step(d, m, q, &a, i, acc, offs);
         });
     };
-    (@ $name:ident, $bb:expr, |$p:ident, $acc:ident, $offs:ident, $a:ident, $i:ident| $step:block) => {
+    (@ $name:ident, $bb:expr, $act:ty, |$p:ident, $acc:ident, $offs:ident, $a:ident, $i:ident| $step:block) => {
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name<const N: usize>(w: &[u8], $a: [&[Q8Block]; N]) -> [f32; N] {
+        unsafe fn $name<const N: usize>(w: &[u8], $a: [&[$act]; N]) -> [f32; N] {
             let nb = w.len() / $bb;
             for x in $a {
                 assert_eq!(x.len(), nb);

@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use super::acts::{Q8Block, Q8KBlock};
+use super::acts::{Q16Block, Q8Block, Q8KBlock};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -34,9 +34,9 @@ pub(crate) struct KernelTable {
     pub f16: Pair<f32>,
     pub bf16: Pair<f32>,
     pub q4_0: Pair<Q8Block>,
-    pub q4_1: Pair<Q8Block>,
+    pub q4_1: Pair<Q16Block>,
     pub q5_0: Pair<Q8Block>,
-    pub q5_1: Pair<Q8Block>,
+    pub q5_1: Pair<Q16Block>,
     pub q8_0: Pair<Q8Block>,
     pub q4_k: Pair<Q8KBlock>,
     pub q5_k: Pair<Q8KBlock>,

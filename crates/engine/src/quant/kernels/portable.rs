@@ -3,7 +3,7 @@
 //! activation row of the tile.
 
 use super::{KernelSet, KernelTable, Pair};
-use crate::quant::acts::{Q8Block, Q8KBlock};
+use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
 use crate::quant::layout::*;
 
 pub(crate) static TABLE: KernelTable = KernelTable {
@@ -55,12 +55,44 @@ pub(crate) static TABLE: KernelTable = KernelTable {
 };
 
 #[inline(always)]
-fn idot<Q: Copy + Into<i32>, const L: usize>(q: &[Q; L], a: &[i8; L]) -> i32 {
+fn idot<Q: Copy + Into<i32>, A: Copy + Into<i32>, const L: usize>(q: &[Q; L], a: &[A; L]) -> i32 {
     let mut s = 0i32;
     for k in 0..L {
-        s += q[k].into() * a[k] as i32;
+        s += q[k].into() * a[k].into();
     }
     s
+}
+
+/// What the legacy kernel needs of an activation block: its scale, its sum term and
+/// its integer dot product with a block of weight quants.
+trait LegacyActs {
+    fn d(&self) -> f32;
+    fn s(&self) -> f32;
+    fn dot<Q: Copy + Into<i32>>(&self, q: &[Q; QK]) -> i32;
+}
+
+impl LegacyActs for Q8Block {
+    fn d(&self) -> f32 {
+        self.d
+    }
+    fn s(&self) -> f32 {
+        self.s
+    }
+    fn dot<Q: Copy + Into<i32>>(&self, q: &[Q; QK]) -> i32 {
+        idot(q, &self.qs)
+    }
+}
+
+impl LegacyActs for Q16Block {
+    fn d(&self) -> f32 {
+        self.d
+    }
+    fn s(&self) -> f32 {
+        self.s
+    }
+    fn dot<Q: Copy + Into<i32>>(&self, q: &[Q; QK]) -> i32 {
+        idot(q, &self.qs)
+    }
 }
 
 /// The `L` elements of `v` from `at` as an array reference.
@@ -121,9 +153,9 @@ fn bf16_rows<const N: usize>(w: &[u8], a: [&[f32]; N]) -> [f32; N] {
 
 /// Legacy blocks: `Σ d_w·d_a·Σq·a + m_w·s_a` (m_w = 0 for the symmetric formats).
 #[inline(always)]
-fn legacy<const N: usize, const BB: usize, Q: Copy + Into<i32>>(
+fn legacy<const N: usize, const BB: usize, Q: Copy + Into<i32>, A: LegacyActs>(
     w: &[u8],
-    a: [&[Q8Block]; N],
+    a: [&[A]; N],
     decode: impl Fn(&[u8]) -> (f32, f32, [Q; QK]),
 ) -> [f32; N] {
     let mut acc = [0f32; N];
@@ -131,30 +163,30 @@ fn legacy<const N: usize, const BB: usize, Q: Copy + Into<i32>>(
         let (d, m, q) = decode(b);
         for t in 0..N {
             let ab = &a[t][i];
-            acc[t] += d * ab.d * idot(&q, &ab.qs) as f32 + m * ab.s;
+            acc[t] += d * ab.d() * ab.dot(&q) as f32 + m * ab.s();
         }
     }
     acc
 }
 
 fn q4_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
-    legacy::<N, 18, i8>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q4_0(b)))
+    legacy::<N, 18, i8, _>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q4_0(b)))
 }
 
-fn q4_1<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
-    legacy::<N, 20, u8>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q4_1(b)))
+fn q4_1<const N: usize>(w: &[u8], a: [&[Q16Block]; N]) -> [f32; N] {
+    legacy::<N, 20, u8, _>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q4_1(b)))
 }
 
 fn q5_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
-    legacy::<N, 22, i8>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q5_0(b)))
+    legacy::<N, 22, i8, _>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q5_0(b)))
 }
 
-fn q5_1<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
-    legacy::<N, 24, u8>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q5_1(b)))
+fn q5_1<const N: usize>(w: &[u8], a: [&[Q16Block]; N]) -> [f32; N] {
+    legacy::<N, 24, u8, _>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q5_1(b)))
 }
 
 fn q8_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
-    legacy::<N, 34, i8>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q8_0(b)))
+    legacy::<N, 34, i8, _>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q8_0(b)))
 }
 
 /// Q4_K/Q5_K: `d_a·(d·Σ_s scale_s·Σq·a − dmin·Σ_s min_s·Σa)`, with Σa from the bsums.
@@ -175,7 +207,7 @@ fn k_scale_min<const N: usize, const BB: usize>(
             let mut isum = 0i32;
             let mut msum = 0i32;
             for s in 0..8 {
-                isum += sc[s] as i32 * idot::<u8, 32>(sub(&q, 32 * s), sub(&ab.qs, 32 * s));
+                isum += sc[s] as i32 * idot::<u8, i8, 32>(sub(&q, 32 * s), sub(&ab.qs, 32 * s));
                 msum += mn[s] as i32 * (ab.bsums[2 * s] as i32 + ab.bsums[2 * s + 1] as i32);
             }
             acc[t] += ab.d * (d * isum as f32 - dmin * msum as f32);
@@ -201,7 +233,7 @@ fn q6_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
         for t in 0..N {
             let ab = &a[t][i];
             let isum: i32 = (0..16)
-                .map(|g| sc[g] as i32 * idot::<i8, 16>(sub(&q, 16 * g), sub(&ab.qs, 16 * g)))
+                .map(|g| sc[g] as i32 * idot::<i8, i8, 16>(sub(&q, 16 * g), sub(&ab.qs, 16 * g)))
                 .sum();
             acc[t] += d * ab.d * isum as f32;
         }
