@@ -143,6 +143,7 @@ fn fifty_schema_generations_all_parse_validate_and_finish() {
 
     let (mut failures, mut refused) = (Vec::new(), Vec::new());
     let (mut tokens, mut mask_time, mut decode_time) = (0, 0.0, 0.0);
+    let (mut forced, mut fast_forwarded) = (0, 0);
     let mut finished_by = std::collections::BTreeMap::<&str, usize>::new();
     for (i, case) in cases.iter().enumerate() {
         let validator = jsonschema::options()
@@ -183,6 +184,8 @@ fn fifty_schema_generations_all_parse_validate_and_finish() {
         .unwrap_or_else(|e| panic!("{}: {e}", case.name));
         *finished_by.entry(g.finish.as_str()).or_default() += 1;
         tokens += g.stats.generated_tokens;
+        forced += g.stats.forced_tokens;
+        fast_forwarded += g.stats.fast_forwarded_tokens;
         decode_time += g.stats.decode_time.as_secs_f64();
         mask_time += g.stats.mask.as_ref().unwrap().mask_time.as_secs_f64();
         let text = String::from_utf8_lossy(&g.text);
@@ -193,8 +196,11 @@ fn fifty_schema_generations_all_parse_validate_and_finish() {
         match serde_json::from_str::<Value>(&text) {
             Err(e) => failures.push(format!("{}: does not parse ({e}): {text}", case.name)),
             Ok(doc) => {
-                let errors: Vec<String> =
-                    validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+                let errors: Vec<String> = validator
+                    .iter_errors(&doc)
+                    .filter(|e| !decimal_multiple_false_alarm(e))
+                    .map(|e| e.to_string())
+                    .collect();
                 if !errors.is_empty() {
                     failures.push(format!("{}: {errors:?}: {text}", case.name));
                 }
@@ -202,9 +208,12 @@ fn fifty_schema_generations_all_parse_validate_and_finish() {
         }
     }
     eprintln!(
-        "{} generations, {} refused schemas, stops {finished_by:?}, {tokens} tokens, mask {:.1}% of decode",
+        "{} generations, {} refused schemas, stops {finished_by:?}, {tokens} tokens \
+         ({forced} forced, {fast_forwarded} of them fast-forwarded), {:.1}s decoding, \
+         mask {:.1}% of decode",
         cases.len() - refused.len(),
         refused.len(),
+        decode_time,
         100.0 * mask_time / decode_time
     );
     assert!(
@@ -214,4 +223,36 @@ fn fifty_schema_generations_all_parse_validate_and_finish() {
         failures.join("\n")
     );
     assert!(refused.len() <= 2, "too many refusals: {refused:#?}");
+}
+
+/// `jsonschema` checks `multipleOf` in binary floating point, so `0.59` is "not a
+/// multiple of 0.01"; JSON numbers are decimal, and so is llamay's constraint. An error
+/// the exact decimal check clears is not a failure.
+fn decimal_multiple_false_alarm(e: &jsonschema::ValidationError) -> bool {
+    let jsonschema::error::ValidationErrorKind::MultipleOf { multiple_of } = &e.kind else {
+        return false;
+    };
+    let (Some(value), Some(step)) = (
+        scaled(&e.instance.to_string()),
+        scaled(
+            &serde_json::Number::from_f64(*multiple_of).map_or(String::new(), |n| n.to_string()),
+        ),
+    ) else {
+        return false;
+    };
+    // value = v / 10^a, step = s / 10^b: compare on the common scale.
+    let scale = value.1.max(step.1);
+    let v = value.0 * 10i128.pow(scale - value.1);
+    let s = step.0 * 10i128.pow(scale - step.1);
+    s != 0 && v % s == 0
+}
+
+/// A plain decimal (no exponent) as an integer and its number of fraction digits.
+fn scaled(text: &str) -> Option<(i128, u32)> {
+    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+    if frac.len() > 18 || int.len() > 18 {
+        return None;
+    }
+    let digits = format!("{int}{frac}");
+    Some((digits.parse().ok()?, frac.len() as u32))
 }
