@@ -94,10 +94,11 @@ pub fn run(args: &[&str], stdin: &[u8]) -> Out {
     }
 }
 
-/// Runs `llamay run -m <model> <args>`.
+/// Runs `llamay run -m <model> -threads 2 <args>` (a fixed thread count, so the
+/// arithmetic, and so what a seed samples, does not depend on the machine's cores).
 pub fn run_model(model: &Path, args: &[&str]) -> Out {
     let m = model.to_str().expect("UTF-8 model path");
-    let mut all = vec!["-m", m];
+    let mut all = vec!["-m", m, "-threads", "2"];
     all.extend_from_slice(args);
     run(&all, b"")
 }
