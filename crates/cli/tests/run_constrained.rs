@@ -241,6 +241,42 @@ fn stop_reasons_eog_and_length_without_a_constraint() {
 }
 
 #[test]
+fn a_constrained_run_cut_short_stops_at_exactly_n_tokens() {
+    // Fast-forwarded tokens count against -n like sampled ones.
+    let model = real_model(RealModel::SmolLM2);
+    let schema = shared("corpus/seed/order.schema.json");
+    for n in ["7", "30"] {
+        let out = run_model(
+            &model,
+            &[
+                "-chat",
+                "-schema",
+                schema.to_str().unwrap(),
+                "-n",
+                n,
+                "-temp",
+                "0",
+                "-p",
+                SEED_ORDER_PROMPT,
+            ],
+        );
+        out.assert_ok();
+        assert_eq!(out.stop(), "length", "{}", out.summary());
+        assert!(
+            out.summary().contains(&format!("generated {n} in")),
+            "{}",
+            out.summary()
+        );
+        assert!(out.stdout.starts_with('{'), "{:?}", out.stdout);
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&out.stdout).is_err(),
+            "a cut-short document cannot be whole: {:?}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
 fn gemma3_base_model_uses_the_builtin_template_and_gives_json() {
     let model = real_model(RealModel::Gemma3);
     let out = run_model(
