@@ -13,8 +13,8 @@ use llamay_engine::kv_cache::KvType;
 use llamay_engine::model::LoadOptions;
 use llamay_engine::sampler::SamplerConfig;
 use llamay_server::chat::ChatMessage;
-use llamay_server::generate::{generate, GenerationParams};
-use llamay_server::loaded::LoadedModel;
+use llamay_server::generate::{generate, Finish, GenerationParams};
+use llamay_server::loaded::{LoadedModel, TemplateSource};
 
 use super::UsageError;
 
@@ -73,6 +73,9 @@ pub struct RunArgs {
     /// Print extra statistics lines.
     #[arg(long)]
     pub stats: bool,
+    /// Sample every token, even the constraint's forced continuations (for measuring).
+    #[arg(long = "no-fast-forward", hide = true)]
+    pub no_fast_forward: bool,
 }
 
 /// What the output is constrained to, decided (and checked) before the model loads.
@@ -109,8 +112,7 @@ fn wanted(a: &RunArgs) -> anyhow::Result<Wanted> {
         .into());
     }
     if let Some(path) = &a.schema {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read schema {}", path.display()))?;
+        let text = read_user_file(path, "schema")?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| UsageError(format!("{} is not valid JSON: {e}", path.display())))?;
         let (g, report) =
@@ -118,14 +120,19 @@ fn wanted(a: &RunArgs) -> anyhow::Result<Wanted> {
         return Ok(Wanted::Schema(Box::new(g), report));
     }
     if let Some(path) = &a.grammar_file {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read grammar {}", path.display()))?;
+        let text = read_user_file(path, "grammar")?;
         // Checked now, so a bad grammar is refused before the model loads.
         llamay_constrain::gbnf::parse_gbnf(&text)
             .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
         return Ok(Wanted::Grammar(text));
     }
     Ok(if a.json { Wanted::Json } else { Wanted::None })
+}
+
+/// A file named on the command line: one that cannot be read is the caller's mistake.
+fn read_user_file(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read {what} {}: {e}", path.display())).into())
 }
 
 fn read_prompt(p: &str) -> anyhow::Result<String> {
@@ -135,6 +142,9 @@ fn read_prompt(p: &str) -> anyhow::Result<String> {
     let mut s = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
         .context("cannot read the prompt from stdin")?;
+    // `echo … | llamay run -p -` ends the prompt with a newline nobody meant to send.
+    let kept = s.trim_end_matches(['\n', '\r']).len();
+    s.truncate(kept);
     Ok(s)
 }
 
@@ -194,6 +204,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             ..SamplerConfig::default()
         },
         stop: Vec::new(),
+        fast_forward: !a.no_fast_forward,
     };
 
     let cancel = Arc::new(AtomicBool::new(false));
@@ -208,6 +219,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     let mut stdout = std::io::stdout().lock();
     let mut last_newline = true;
+    // JSON may open with whitespace the model chose to write; stdout carries just the
+    // document (and a newline), so `| jq .` and friends see nothing else.
+    let mut skip_leading_ws = matches!(wanted, Wanted::Json | Wanted::Schema(..));
     let g = generate(
         &lm.model,
         &lm.tokenizer,
@@ -215,7 +229,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         &params,
         constraint.as_ref(),
         &cancel,
-        &mut |s: &str| {
+        &mut |mut s: &str| {
+            if skip_leading_ws {
+                s = s.trim_start();
+                if s.is_empty() {
+                    return;
+                }
+                skip_leading_ws = false;
+            }
             let _ = stdout.write_all(s.as_bytes());
             let _ = stdout.flush();
             last_newline = s.ends_with('\n');
@@ -233,19 +254,36 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         writeln!(err, "{}", m.summary(wanted.label(), g.stats.decode_time))?;
     }
     if a.stats {
+        let template = match lm.template_source {
+            TemplateSource::File => "from the file".to_string(),
+            TemplateSource::Builtin(b) => format!("builtin {}", format!("{b:?}").to_lowercase()),
+        };
         writeln!(
             err,
-            "model {} · {} threads · ctx {} · kv {} · constraint compiled in {:.2} ms · {} forced tokens",
+            "model {} · {} threads · ctx {} · kv {} · template {template}",
             path.display(),
             lm.model.n_threads(),
             lm.model.n_ctx(),
             a.kv,
+        )?;
+        writeln!(
+            err,
+            "constraint compiled in {:.2} ms · {} tokens forced without sampling ({} fast-forwarded)",
             compile_time.as_secs_f64() * 1e3,
-            g.stats.forced_tokens
+            g.stats.forced_tokens,
+            g.stats.fast_forwarded_tokens,
         )?;
         if let Wanted::Schema(_, report) = &wanted {
-            writeln!(err, "schema report: {report}")?;
+            let report = report.to_string();
+            if !report.is_empty() {
+                writeln!(err, "schema: {report}")?;
+            }
         }
+    }
+    if g.finish == Finish::Cancelled {
+        // Interrupted, like any Ctrl-C'd command, but only after the statistics.
+        drop(err);
+        std::process::exit(130);
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! and the constraint meet: the constraint's matcher fills a plain token bitset, and
 //! the engine's sampler only ever sees that bitset.
 
+mod forced;
 mod stats;
 mod utf8;
 
@@ -53,6 +54,9 @@ pub struct GenerationParams {
     pub max_tokens: usize,
     pub sampler: SamplerConfig,
     pub stop: Vec<String>,
+    /// Feed the constraint's forced continuations without sampling, several tokens
+    /// per forward pass, where the tokenizer makes that safe (see `forced.rs`).
+    pub fast_forward: bool,
 }
 
 impl Default for GenerationParams {
@@ -61,6 +65,7 @@ impl Default for GenerationParams {
             max_tokens: 256,
             sampler: SamplerConfig::default(),
             stop: Vec::new(),
+            fast_forward: true,
         }
     }
 }
@@ -129,8 +134,10 @@ pub fn generate(
     let mut finish = Finish::Length;
     let decode_start = Instant::now();
 
-    let room = model.n_ctx() - prompt.len();
-    for _ in 0..params.max_tokens.min(room) {
+    let limit = params.max_tokens.min(model.n_ctx() - prompt.len());
+    let mut fast_forwarded = 0usize;
+    let mut fast_forward_time = std::time::Duration::ZERO;
+    'decode: while out_tokens.len() < limit {
         if cancel.load(Ordering::Relaxed) {
             finish = Finish::Cancelled;
             break;
@@ -156,26 +163,43 @@ pub fn generate(
         if let Some(m) = matcher.as_mut() {
             m.commit(token)?;
         }
-        history.push(token);
-        let step_out = stop.push(token, tokenizer.token_bytes(token));
-        on_text_bytes(&mut text, &step_out.emit, on_text);
-        match step_out.stop {
-            Some(StopReason::Eog(_)) => {
-                finish = Finish::Eog;
-                break;
+        let mut feed = vec![token];
+        if let (Some(m), true) = (matcher.as_mut(), params.fast_forward) {
+            // The output's tail is all the tokenizer check looks at.
+            let mut so_far = out_tokens[out_tokens.len().saturating_sub(8)..].to_vec();
+            so_far.push(token);
+            let left = limit - out_tokens.len() - 1;
+            let t = Instant::now();
+            let run = forced::fast_forward(tokenizer, m, &so_far, left);
+            fast_forward_time += t.elapsed();
+            forced += run.len();
+            fast_forwarded += run.len();
+            feed.extend(run);
+        }
+        for &t in &feed {
+            history.push(t);
+            let step_out = stop.push(t, tokenizer.token_bytes(t));
+            on_text_bytes(&mut text, &step_out.emit, on_text);
+            match step_out.stop {
+                Some(StopReason::Eog(_)) => {
+                    finish = Finish::Eog;
+                    break 'decode;
+                }
+                Some(StopReason::String(_)) => {
+                    out_tokens.push(t);
+                    finish = Finish::Stop;
+                    break 'decode;
+                }
+                None => out_tokens.push(t),
             }
-            Some(StopReason::String(_)) => {
-                out_tokens.push(token);
-                finish = Finish::Stop;
-                break;
-            }
-            None => out_tokens.push(token),
         }
         if matcher.as_mut().is_some_and(Matcher::is_finished) {
             finish = Finish::Grammar;
             break;
         }
-        logits = step(model, &mut seq, &[token])?;
+        if out_tokens.len() < limit {
+            logits = step(model, &mut seq, &feed)?;
+        }
     }
     if finish != Finish::Stop {
         on_text_bytes(&mut text, &stop.flush(), on_text);
@@ -189,7 +213,13 @@ pub fn generate(
         generated_tokens: out_tokens.len(),
         decode_time: decode_start.elapsed(),
         forced_tokens: forced,
-        mask: matcher.as_ref().map(Matcher::stats),
+        fast_forwarded_tokens: fast_forwarded,
+        // Looking for forced bytes is constraint work too: it counts as mask time.
+        mask: matcher.as_ref().map(|m| {
+            let mut s = m.stats();
+            s.mask_time += fast_forward_time;
+            s
+        }),
     };
     Ok(Generation {
         text: text.into_bytes(),

@@ -9,8 +9,11 @@ pub struct GenerationStats {
     pub prompt_time: Duration,
     pub generated_tokens: usize,
     pub decode_time: Duration,
-    /// Tokens taken without sampling because the constraint allowed only one.
+    /// Tokens taken without sampling because the constraint allowed only one
+    /// continuation.
     pub forced_tokens: usize,
+    /// Of those, tokens fed in the same forward pass as the token before them.
+    pub fast_forwarded_tokens: usize,
     pub mask: Option<MatcherStats>,
 }
 

@@ -1,0 +1,307 @@
+//! `llamay run` as a command: flags in both spellings, the prompt from stdin, usage
+//! errors (exit code 2) decided before the model loads, determinism, and Ctrl-C.
+
+mod run_support;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use llamay_testdata::{real_model, RealModel};
+use run_support::*;
+
+const NO_MODEL: &str = "/nonexistent/dir/model.gguf";
+
+fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("llamay-run-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A usage error: exit code 2, the message on stderr, nothing on stdout, and no sign
+/// that a model was looked for.
+fn assert_usage_error(out: &Out, wanted: &str) {
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr.contains(wanted),
+        "{:?} not in {}",
+        wanted,
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("nonexistent"),
+        "the model was looked for: {}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_schema_and_a_grammar_together_are_refused_before_loading() {
+    let grammar = shared("grammars/list.gbnf");
+    let schema = shared("corpus/seed/order.schema.json");
+    let out = run(
+        &[
+            "-m",
+            NO_MODEL,
+            "-schema",
+            schema.to_str().unwrap(),
+            "-grammar-file",
+            grammar.to_str().unwrap(),
+            "-p",
+            "x",
+        ],
+        b"",
+    );
+    assert_usage_error(&out, "exclusive");
+    let out = run(
+        &[
+            "-m",
+            NO_MODEL,
+            "--json",
+            "--schema",
+            schema.to_str().unwrap(),
+            "-p",
+            "x",
+        ],
+        b"",
+    );
+    assert_usage_error(&out, "exclusive");
+}
+
+#[test]
+fn an_unsupported_schema_keyword_is_the_error_even_with_no_model() {
+    let schema = temp_file(
+        "not.json",
+        r#"{"type":"object","properties":{"a":{"not":{"type":"string"}}}}"#,
+    );
+    let out = run(
+        &[
+            "-m",
+            NO_MODEL,
+            "-schema",
+            schema.to_str().unwrap(),
+            "-p",
+            "x",
+        ],
+        b"",
+    );
+    assert_usage_error(&out, r#"properties.a uses "not""#);
+}
+
+#[test]
+fn bad_grammars_and_unreadable_files_are_usage_errors() {
+    let bad = shared("grammars/bad-left-recursion.gbnf");
+    let out = run(
+        &[
+            "-m",
+            NO_MODEL,
+            "-grammar-file",
+            bad.to_str().unwrap(),
+            "-p",
+            "x",
+        ],
+        b"",
+    );
+    assert_usage_error(&out, "left-recursive");
+    let out = run(
+        &["-m", NO_MODEL, "-schema", "/nonexistent/s.json", "-p", "x"],
+        b"",
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("cannot read schema"), "{}", out.stderr);
+    let not_json = temp_file("bad.json", "{\"type\": ");
+    let out = run(
+        &[
+            "-m",
+            NO_MODEL,
+            "-schema",
+            not_json.to_str().unwrap(),
+            "-p",
+            "x",
+        ],
+        b"",
+    );
+    assert_usage_error(&out, "is not valid JSON");
+    let out = run(&["-m", NO_MODEL, "-p", "x", "-no-such-flag"], b"");
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    let out = run(&["-m", NO_MODEL], b"");
+    assert_eq!(out.code, Some(2), "a missing prompt: {}", out.stderr);
+}
+
+#[test]
+fn the_capital_of_france_and_the_same_seed_twice() {
+    let model = real_model(RealModel::SmolLM2);
+    let args = [
+        "-p",
+        "The capital of France is",
+        "-n",
+        "16",
+        "-temp",
+        "0.8",
+        "-seed",
+        "11",
+    ];
+    let a = run_model(&model, &args);
+    a.assert_ok();
+    assert!(a.stdout.contains("Paris"), "{:?}", a.stdout);
+    let b = run_model(&model, &args);
+    b.assert_ok();
+    assert_eq!(a.stdout, b.stdout, "the same seed gave different text");
+    // And the seed matters: some other seed writes something else.
+    let others: Vec<String> = ["12", "13", "14"]
+        .iter()
+        .map(|s| {
+            let mut args = args.to_vec();
+            args[7] = s;
+            run_model(&model, &args).stdout
+        })
+        .collect();
+    assert!(others.iter().any(|o| *o != a.stdout), "{others:?}");
+}
+
+#[test]
+fn every_flag_in_both_spellings_gives_the_same_run() {
+    let model = real_model(RealModel::SmolLM2);
+    let m = model.to_str().unwrap();
+    let single = run(
+        &[
+            "-m",
+            m,
+            "-p",
+            "Name a colour.",
+            "-chat",
+            "-system",
+            "Be brief.",
+            "-json",
+            "-n",
+            "40",
+            "-temp",
+            "0.7",
+            "-top-k",
+            "20",
+            "-top-p",
+            "0.9",
+            "-min-p",
+            "0.1",
+            "-seed",
+            "5",
+            "-threads",
+            "2",
+            "-ctx",
+            "512",
+            "-stats",
+        ],
+        b"",
+    );
+    single.assert_ok();
+    let double = run(
+        &[
+            "--model",
+            m,
+            "--prompt",
+            "Name a colour.",
+            "--chat",
+            "--system",
+            "Be brief.",
+            "--json",
+            "--n-predict",
+            "40",
+            "--temp",
+            "0.7",
+            "--top-k",
+            "20",
+            "--top-p",
+            "0.9",
+            "--min-p",
+            "0.1",
+            "--seed",
+            "5",
+            "--threads",
+            "2",
+            "--ctx",
+            "512",
+            "--stats",
+        ],
+        b"",
+    );
+    double.assert_ok();
+    assert_eq!(single.stdout, double.stdout);
+    assert!(
+        single.stderr.contains("2 threads · ctx 512"),
+        "{}",
+        single.stderr
+    );
+    assert_eq!(single.stop(), double.stop());
+}
+
+#[test]
+fn the_prompt_can_come_from_stdin() {
+    let model = real_model(RealModel::SmolLM2);
+    let m = model.to_str().unwrap();
+    let args = ["-m", m, "-chat", "-n", "12", "-temp", "0"];
+    let mut from_flag = args.to_vec();
+    from_flag.extend(["-p", "Say hi."]);
+    let mut from_stdin = args.to_vec();
+    from_stdin.extend(["-p", "-"]);
+    let a = run(&from_flag, b"");
+    let b = run(&from_stdin, b"Say hi.\n");
+    a.assert_ok();
+    b.assert_ok();
+    assert!(!a.stdout.trim().is_empty());
+    assert_eq!(a.stdout, b.stdout);
+    assert_eq!(
+        a.summary().split(" in ").next(),
+        b.summary().split(" in ").next()
+    );
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_with_the_statistics() {
+    let model = real_model(RealModel::SmolLM2);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llamay"))
+        .args([
+            "run",
+            "-m",
+            model.to_str().unwrap(),
+            "-n",
+            "4000",
+            "-ctx",
+            "4096",
+        ])
+        .args(["-p", "Once upon a time"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first text, so the signal lands mid-generation.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    let sent = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "took {:?} to stop",
+        sent.elapsed()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("prompt "))
+        .unwrap_or("");
+    assert!(line.ends_with("stop: cancelled"), "{stderr}");
+    // Whole characters only, even when cut short.
+    assert!(String::from_utf8([&first[..], &rest].concat()).is_ok());
+}

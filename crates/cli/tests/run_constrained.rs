@@ -1,0 +1,310 @@
+//! `llamay run` with a constraint, through the real binary on the real test models:
+//! the seed's transcripts (`-json`, `-schema`, `-grammar-file`), its statistics lines,
+//! and where each stop reason occurs.
+
+mod run_support;
+
+use llamay_testdata::{real_model, RealModel};
+use run_support::*;
+
+/// stdout must be exactly one JSON document and a newline, so `| jq .` works.
+fn one_document(out: &Out) -> serde_json::Value {
+    let doc = out
+        .stdout
+        .strip_suffix('\n')
+        .unwrap_or_else(|| panic!("stdout does not end in a newline: {:?}", out.stdout));
+    assert!(
+        !doc.starts_with(char::is_whitespace) && !doc.ends_with(char::is_whitespace),
+        "stdout has stray whitespace around the document: {:?}",
+        out.stdout
+    );
+    serde_json::from_str(doc)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {:?}", out.stdout))
+}
+
+/// The first statistics line reads like the seed's.
+fn assert_summary_shape(out: &Out) {
+    let s = out.summary();
+    let words: Vec<&str> = s.split(' ').collect();
+    assert_eq!(words[0], "prompt", "{s}");
+    assert!(words[1].parse::<usize>().is_ok(), "{s}");
+    assert_eq!(words[2..4], ["tokens", "in"], "{s}");
+    assert!(s.contains(" tok/s) · generated "), "{s}");
+    assert!(s.contains(" · stop: "), "{s}");
+    // Statistics go to stderr only: stdout never carries them.
+    assert!(!out.stdout.contains("tok/s"), "{}", out.stdout);
+}
+
+#[test]
+fn json_on_the_seed_prompt_prints_one_document_and_the_two_mask_lines() {
+    let model = real_model(RealModel::SmolLM2);
+    let out = run_model(
+        &model,
+        &[
+            "-chat",
+            "-json",
+            "-n",
+            "200",
+            "-temp",
+            "0",
+            "-p",
+            SEED_JSON_PROMPT,
+        ],
+    );
+    out.assert_ok();
+    let doc = one_document(&out);
+    assert!(doc.is_object(), "{doc}");
+    assert!(
+        ["eog", "grammar"].contains(&out.stop()),
+        "{}",
+        out.summary()
+    );
+    assert_summary_shape(&out);
+    let (mask, states) = out.mask_lines("json");
+    assert!(
+        mask.contains(" steps, ") && mask.contains(" ms each, "),
+        "{mask}"
+    );
+    assert!(
+        mask.contains("% of decode · ") && mask.contains("% hit rate)"),
+        "{mask}"
+    );
+    assert!(
+        states.starts_with("  states ") && states.ends_with(" table clears"),
+        "{states}"
+    );
+    assert!(out.mask_share("json") <= 5.0, "{mask}");
+}
+
+#[test]
+fn the_seed_order_schema_gives_a_document_that_validates() {
+    let model = real_model(RealModel::SmolLM2);
+    let schema_path = shared("corpus/seed/order.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let out = run_model(
+        &model,
+        &[
+            "-chat",
+            "-schema",
+            schema_path.to_str().unwrap(),
+            "-n",
+            "300",
+            "-temp",
+            "0",
+            "-p",
+            SEED_ORDER_PROMPT,
+        ],
+    );
+    out.assert_ok();
+    let doc = one_document(&out);
+    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{doc} does not validate: {errors:?}");
+    assert!(
+        ["eog", "grammar"].contains(&out.stop()),
+        "{}",
+        out.summary()
+    );
+    out.mask_lines("schema");
+}
+
+#[test]
+fn the_list_grammar_is_followed_and_the_model_may_end_it() {
+    let model = real_model(RealModel::SmolLM2);
+    let path = shared("grammars/list.gbnf");
+    let grammar = ByteGrammar::gbnf(&std::fs::read_to_string(&path).unwrap());
+    // A question with a one-line answer: the model ends the list itself.
+    let out = run_model(
+        &model,
+        &[
+            "-chat",
+            "-grammar-file",
+            path.to_str().unwrap(),
+            "-n",
+            "60",
+            "-temp",
+            "0",
+            "-p",
+            "What is your favourite fruit? Answer in one short line.",
+        ],
+    );
+    out.assert_ok();
+    assert_eq!(out.stop(), "eog", "{}", out.summary());
+    assert!(grammar.accepts(out.stdout.as_bytes()), "{:?}", out.stdout);
+    out.mask_lines("grammar");
+
+    // The seed's own prompt runs to the token limit: what was written is a prefix of
+    // a list the grammar accepts.
+    let out = run_model(
+        &model,
+        &[
+            "-chat",
+            "-grammar-file",
+            path.to_str().unwrap(),
+            "-n",
+            "40",
+            "-p",
+            "List four things that break when a laptop goes offline.",
+        ],
+    );
+    out.assert_ok();
+    assert_eq!(out.stop(), "length", "{}", out.summary());
+    assert!(
+        out.summary().contains("generated 40 in"),
+        "{}",
+        out.summary()
+    );
+    let text = out.stdout.strip_suffix('\n').unwrap_or(&out.stdout);
+    assert!(grammar.is_viable_prefix(text.as_bytes()), "{text:?}");
+    assert!(text.starts_with("- "), "{text:?}");
+}
+
+#[test]
+fn the_seed_move_grammar_ends_by_grammar_with_a_legal_move() {
+    let model = real_model(RealModel::SmolLM2);
+    let path = shared("grammars/seed-move.gbnf");
+    let grammar = ByteGrammar::gbnf(&std::fs::read_to_string(&path).unwrap());
+    for seed in ["1", "2"] {
+        let out = run_model(
+            &model,
+            &[
+                "-grammar-file",
+                path.to_str().unwrap(),
+                "-seed",
+                seed,
+                "-p",
+                "White's best opening move:",
+            ],
+        );
+        out.assert_ok();
+        assert_eq!(out.stop(), "grammar", "{}", out.summary());
+        let text = out.stdout.strip_suffix('\n').unwrap();
+        assert!(grammar.accepts(text.as_bytes()), "{text:?}");
+    }
+}
+
+#[test]
+fn the_seed_arithmetic_grammar_writes_equations_it_accepts() {
+    let model = real_model(RealModel::SmolLM2);
+    let path = shared("grammars/seed-arithmetic.gbnf");
+    let grammar = ByteGrammar::gbnf(&std::fs::read_to_string(&path).unwrap());
+    let out = run_model(
+        &model,
+        &[
+            "-chat",
+            "-grammar-file",
+            path.to_str().unwrap(),
+            "-n",
+            "24",
+            "-temp",
+            "0",
+            "-p",
+            "Compute 6 * 7 and show the equation.",
+        ],
+    );
+    out.assert_ok();
+    // The grammar's trailing whitespace never has to end, so a small model runs to
+    // the limit (as in the seed); every byte written keeps the grammar alive, and the
+    // first line is a whole equation the grammar accepts.
+    assert_eq!(out.stop(), "length", "{}", out.summary());
+    let bytes = out.stdout.as_bytes();
+    assert!(
+        grammar.is_viable_prefix(&bytes[..bytes.len() - 1]),
+        "{:?}",
+        out.stdout
+    );
+    let first = &out.stdout[..=out.stdout.find('\n').unwrap()];
+    assert!(grammar.accepts(first.as_bytes()), "{first:?}");
+    assert!(first.contains('='), "{first:?}");
+}
+
+#[test]
+fn stop_reasons_eog_and_length_without_a_constraint() {
+    let model = real_model(RealModel::SmolLM2);
+    let out = run_model(
+        &model,
+        &["-chat", "-n", "100", "-temp", "0", "-p", "Say hi."],
+    );
+    out.assert_ok();
+    assert_eq!(out.stop(), "eog", "{}", out.summary());
+    assert!(!out.stderr.contains(" mask: "), "{}", out.stderr);
+
+    let out = run_model(&model, &["-n", "5", "-p", "Once upon a time"]);
+    out.assert_ok();
+    assert_eq!(out.stop(), "length", "{}", out.summary());
+    assert!(
+        out.summary().contains("generated 5 in"),
+        "{}",
+        out.summary()
+    );
+}
+
+#[test]
+fn a_constrained_run_cut_short_stops_at_exactly_n_tokens() {
+    // Fast-forwarded tokens count against -n like sampled ones.
+    let model = real_model(RealModel::SmolLM2);
+    let schema = shared("corpus/seed/order.schema.json");
+    for n in ["7", "30"] {
+        let out = run_model(
+            &model,
+            &[
+                "-chat",
+                "-schema",
+                schema.to_str().unwrap(),
+                "-n",
+                n,
+                "-temp",
+                "0",
+                "-p",
+                SEED_ORDER_PROMPT,
+            ],
+        );
+        out.assert_ok();
+        assert_eq!(out.stop(), "length", "{}", out.summary());
+        assert!(
+            out.summary().contains(&format!("generated {n} in")),
+            "{}",
+            out.summary()
+        );
+        assert!(out.stdout.starts_with('{'), "{:?}", out.stdout);
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&out.stdout).is_err(),
+            "a cut-short document cannot be whole: {:?}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn gemma3_base_model_uses_the_builtin_template_and_gives_json() {
+    let model = real_model(RealModel::Gemma3);
+    let out = run_model(
+        &model,
+        &[
+            "-chat",
+            "-json",
+            "-n",
+            "150",
+            "-seed",
+            "1",
+            "-stats",
+            "-p",
+            SEED_JSON_PROMPT,
+        ],
+    );
+    out.assert_ok();
+    assert!(
+        out.stderr.contains("template builtin gemma"),
+        "{}",
+        out.stderr
+    );
+    let doc = one_document(&out);
+    assert!(doc.is_object(), "{doc}");
+    assert!(
+        ["eog", "grammar"].contains(&out.stop()),
+        "{}",
+        out.summary()
+    );
+    assert!(out.mask_share("json") <= 5.0, "{}", out.stderr);
+}
