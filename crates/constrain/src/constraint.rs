@@ -2,7 +2,7 @@
 //! requests; and [`ConstraintCache`], so the same grammar text compiles once.
 
 use crate::automaton::jsonstr::StringProg;
-use crate::automaton::local::{LocalMask, LocalMaskCache, Remaining};
+use crate::automaton::local::{LocalMask, LocalMaskCache, PlainProfile, Remaining};
 use crate::automaton::program::Program;
 use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
@@ -63,15 +63,40 @@ impl Inner {
             // walk counts a character where it starts; the decoder counts an escape once
             // complete, so an escape under way has one character more spent.
             let pending = u32::from(StringProg::in_escape(aux));
-            let remaining = Some(Remaining {
+            let remaining = Remaining {
                 min: min.saturating_sub(pending),
                 max: max.map(|m| m - pending),
-            });
-            let compute =
-                || LocalMask::compute(&prog.with_bounds(0, None), aux, remaining, &self.vocab);
+            };
+            let compute = || {
+                let open = prog.with_bounds(0, None);
+                let profile = self
+                    .vocab
+                    .plain_profiles
+                    .get_or_compute(aux, || PlainProfile::compute(&open, aux, &self.vocab));
+                profile.mask(remaining, self.vocab.len(), None)
+            };
             self.vocab
                 .plain_strings
                 .get_or_compute((aux, min, max), compute)
+        } else if !prog.has_pattern() && max.is_none() {
+            // Exclusions only (an open object's extra keys): the plain string's mask,
+            // with the closing tokens that would end on an excluded value taken out.
+            let compute = || {
+                let (plain, paux) = prog.without_exclusions(aux);
+                let open = plain.with_bounds(0, None);
+                let profile = self
+                    .vocab
+                    .plain_profiles
+                    .get_or_compute(paux, || PlainProfile::compute(&open, paux, &self.vocab));
+                let pending = u32::from(StringProg::in_escape(aux));
+                let remaining = Remaining {
+                    min: min.saturating_sub(pending),
+                    max: None,
+                };
+                let excluded = prog.with_bounds(0, None);
+                profile.mask(remaining, self.vocab.len(), Some((&excluded, aux)))
+            };
+            self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
             let compute =
                 || LocalMask::compute(&prog.with_bounds(min, max), aux, None, &self.vocab);
