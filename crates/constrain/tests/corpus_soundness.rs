@@ -33,8 +33,8 @@ enum Outcome {
 /// Walks one matcher: each step takes a uniformly random allowed token; after `soft`
 /// steps it ends whenever the end token is allowed and, with probability 0.9, draws from
 /// the allowed tokens `closer` marks. Checks every step for a dead end, a special token
-/// in the mask, the end token allowed exactly when accepting, and a commit refused after
-/// its token was allowed.
+/// in the mask, the end token allowed exactly when accepting, a commit refused after its
+/// token was allowed, and (at random steps) a mask that differs from a plain trie walk.
 fn walk(
     c: &Constraint,
     eog: u32,
@@ -46,6 +46,7 @@ fn walk(
     let vocab = c.vocab();
     let mut m = c.matcher();
     let mut mask = TokenMask::new(vocab.len());
+    let mut plain = TokenMask::new(vocab.len());
     let mut bytes = Vec::new();
     let mut allowed = Vec::new();
     let mut closing = Vec::new();
@@ -65,6 +66,18 @@ fn walk(
         }
         if mask.is_allowed(eog) != m.is_accepting() {
             return Err(format!("end token allowed != accepting after {:?}", show()));
+        }
+        // Now and then, the mask from the caches and shortcuts against a plain walk.
+        if rng.chance(0.1) {
+            m.mask_by_plain_walk(&mut plain);
+            if plain != mask {
+                return Err(format!(
+                    "mask differs from a plain walk ({} vs {} tokens) after {:?}",
+                    mask.count(),
+                    plain.count(),
+                    show()
+                ));
+            }
         }
         let pick = if step >= soft && mask.is_allowed(eog) {
             eog
