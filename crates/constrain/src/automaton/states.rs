@@ -184,11 +184,8 @@ impl StateTable {
     /// A transition not in a row: from the sparse map, or computed and stored.
     #[inline(never)]
     fn next_slow(&mut self, p: &Program, s: u32, slot: usize) -> u32 {
-        if self.row_of[s as usize] == NO_ROW {
-            if let Some(&t) = self.sparse.get(&(u64::from(s) << 9 | slot as u64)) {
-                return t;
-            }
-        }
+        // Bytes no item can take are dead without a lookup or a stored entry: a walk
+        // meets many of them below a live prefix (every sibling of a key's next byte).
         let firsts = match self.firsts[s as usize] {
             Some(f) => f,
             None => {
@@ -197,11 +194,15 @@ impl StateTable {
                 f
             }
         };
-        let t = if firsts.contains(slot as u8) {
-            self.compute(p, s, slot as u8, slot >= 256)
-        } else {
-            DEAD
-        };
+        if !firsts.contains(slot as u8) {
+            return DEAD;
+        }
+        if self.row_of[s as usize] == NO_ROW {
+            if let Some(&t) = self.sparse.get(&(u64::from(s) << 9 | slot as u64)) {
+                return t;
+            }
+        }
+        let t = self.compute(p, s, slot as u8, slot >= 256);
         self.store(s, slot, t);
         t
     }
