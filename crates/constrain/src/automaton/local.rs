@@ -149,6 +149,24 @@ fn walk_string(
     aux: u64,
     remaining: Option<Remaining>,
     vocab: &Vocabulary,
+    inside: impl FnMut(u32, u32),
+    closes: impl FnMut(u32, u32, &[u8]),
+) {
+    // Specialised: the uncounted walk (patterned strings) is the hot one.
+    match remaining {
+        Some(r) => walk_string_with::<true>(prog, aux, r, vocab, inside, closes),
+        None => {
+            let r = Remaining { min: 0, max: None };
+            walk_string_with::<false>(prog, aux, r, vocab, inside, closes)
+        }
+    }
+}
+
+fn walk_string_with<const COUNT: bool>(
+    prog: &StringProg,
+    aux: u64,
+    r: Remaining,
+    vocab: &Vocabulary,
     mut inside: impl FnMut(u32, u32),
     mut closes: impl FnMut(u32, u32, &[u8]),
 ) {
@@ -164,7 +182,7 @@ fn walk_string(
     while i < trie.len() {
         let d = trie.nodes[i].depth as usize;
         let (from, b) = (stack[d - 1] as usize, trie.nodes[i].byte);
-        if let Some(r) = remaining {
+        if COUNT {
             let starts = StringProg::starts_char(auxes[from], b);
             chars[d] = chars[d - 1] + u32::from(starts);
             let too_long = r.max.is_some_and(|m| chars[d] > m);
@@ -199,7 +217,7 @@ fn walk_string(
                 stack[d] = to;
                 path[d - 1] = b;
                 for &t in trie.tokens_at(i) {
-                    inside(t, chars[d]);
+                    inside(t, if COUNT { chars[d] } else { 0 });
                 }
                 i += 1;
             }
