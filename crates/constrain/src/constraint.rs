@@ -2,7 +2,7 @@
 //! requests; and [`ConstraintCache`], so the same grammar text compiles once.
 
 use crate::automaton::jsonstr::StringProg;
-use crate::automaton::local::{LocalMask, LocalMaskCache, PlainProfile, Remaining};
+use crate::automaton::local::{LocalMask, LocalMaskCache, PlainProfile, Remaining, StepMemo};
 use crate::automaton::program::Program;
 use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
@@ -36,7 +36,12 @@ pub(crate) struct Inner {
     pub limits: Limits,
     /// Stack-free string masks by (string id, string state), shared by all matchers.
     local: LocalMaskCache<(u32, u64, u32, Option<u32>)>,
+    /// Decoder steps of patterned strings by (string id, bounds), kept across walks.
+    memos: Mutex<FxHashMap<(u32, u32, Option<u32>), StepMemo>>,
 }
+
+/// Most step memos kept per constraint (cleared when full).
+const MEMO_LIMIT: usize = 16;
 
 /// Most stack-free string masks kept per constraint (cleared when full).
 const LOCAL_MASK_LIMIT: usize = 256;
@@ -48,6 +53,7 @@ impl Inner {
             vocab,
             limits,
             local: LocalMaskCache::new(LOCAL_MASK_LIMIT),
+            memos: Mutex::new(FxHashMap::default()),
         }
     }
 
@@ -98,8 +104,21 @@ impl Inner {
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
-            let compute =
-                || LocalMask::compute(&prog.with_bounds(min, max), aux, None, &self.vocab);
+            let compute = || {
+                let bounded = prog.with_bounds(min, max);
+                // The memo is taken out of the map for the walk, so other matchers of
+                // this constraint are not held up (one racing them walks with a fresh one).
+                let key = (spec, min, max);
+                let lock = || self.memos.lock().unwrap_or_else(|e| e.into_inner());
+                let mut memo = lock().remove(&key).unwrap_or_default();
+                let m = LocalMask::compute(&bounded, aux, None, &self.vocab, &mut memo);
+                let mut memos = lock();
+                if memos.len() >= MEMO_LIMIT {
+                    memos.clear();
+                }
+                memos.insert(key, memo);
+                m
+            };
             self.local.get_or_compute((spec, aux, min, max), compute)
         }
     }

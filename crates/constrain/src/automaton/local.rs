@@ -35,11 +35,13 @@ pub(crate) struct Remaining {
 
 impl LocalMask {
     /// Walks the trie through the string automaton alone (see [`walk_string`]).
+    /// `memo` must belong to `prog` (same string, same bounds).
     pub fn compute(
         prog: &StringProg,
         aux: u64,
         remaining: Option<Remaining>,
         vocab: &Vocabulary,
+        memo: &mut StepMemo,
     ) -> LocalMask {
         let mut inside = TokenMask::new(vocab.len());
         let mut closing = Vec::new();
@@ -48,6 +50,7 @@ impl LocalMask {
             aux,
             remaining,
             vocab,
+            memo,
             |t, _| inside.allow(t),
             |i, _, _| closing.push(i),
         );
@@ -78,6 +81,7 @@ impl PlainProfile {
             aux,
             open,
             vocab,
+            &mut StepMemo::default(),
             |t, chars| {
                 let c = chars as usize;
                 if by_chars.len() <= c {
@@ -149,15 +153,19 @@ fn walk_string(
     aux: u64,
     remaining: Option<Remaining>,
     vocab: &Vocabulary,
+    memo: &mut StepMemo,
     inside: impl FnMut(u32, u32),
     closes: impl FnMut(u32, u32, &[u8]),
 ) {
+    if memo.auxes.len() > MEMO_LIMIT {
+        *memo = StepMemo::default();
+    }
     // Specialised: the uncounted walk (patterned strings) is the hot one.
     match remaining {
-        Some(r) => walk_string_with::<true>(prog, aux, r, vocab, inside, closes),
+        Some(r) => walk_string_with::<true>(prog, aux, r, vocab, memo, inside, closes),
         None => {
             let r = Remaining { min: 0, max: None };
-            walk_string_with::<false>(prog, aux, r, vocab, inside, closes)
+            walk_string_with::<false>(prog, aux, r, vocab, memo, inside, closes)
         }
     }
 }
@@ -167,15 +175,12 @@ fn walk_string_with<const COUNT: bool>(
     aux: u64,
     r: Remaining,
     vocab: &Vocabulary,
+    memo: &mut StepMemo,
     mut inside: impl FnMut(u32, u32),
     mut closes: impl FnMut(u32, u32, &[u8]),
 ) {
     let trie = &vocab.trie;
-    let mut auxes = vec![aux];
-    let mut ids: FxHashMap<u64, u32> = FxHashMap::default();
-    ids.insert(aux, 0);
-    let mut table: Vec<u32> = vec![UNKNOWN; 256];
-    let mut stack = vec![0u32; trie.max_depth + 1];
+    let mut stack = vec![memo.id(aux); trie.max_depth + 1];
     let mut chars = vec![0u32; trie.max_depth + 1];
     let mut path = vec![0u8; trie.max_depth + 1];
     let mut i = 1;
@@ -183,29 +188,19 @@ fn walk_string_with<const COUNT: bool>(
         let d = trie.nodes[i].depth as usize;
         let (from, b) = (stack[d - 1] as usize, trie.nodes[i].byte);
         if COUNT {
-            let starts = StringProg::starts_char(auxes[from], b);
+            let starts = StringProg::starts_char(memo.auxes[from], b);
             chars[d] = chars[d - 1] + u32::from(starts);
             let too_long = r.max.is_some_and(|m| chars[d] > m);
-            let too_short =
-                b == b'"' && !starts && chars[d - 1] < r.min && is_normal_close(prog, auxes[from]);
+            let too_short = b == b'"'
+                && !starts
+                && chars[d - 1] < r.min
+                && is_normal_close(prog, memo.auxes[from]);
             if too_long || too_short {
                 i = trie.nodes[i].end as usize;
                 continue;
             }
         }
-        let mut to = table[from * 256 + b as usize];
-        if to == UNKNOWN {
-            to = match prog.step(auxes[from], b) {
-                StrStep::Inside(a) => *ids.entry(a).or_insert_with(|| {
-                    auxes.push(a);
-                    table.resize(auxes.len() * 256, UNKNOWN);
-                    (auxes.len() - 1) as u32
-                }),
-                StrStep::Closed => CLOSED,
-                StrStep::Dead => DEAD,
-            };
-            table[from * 256 + b as usize] = to;
-        }
+        let to = memo.next(prog, from, b);
         match to {
             CLOSED => {
                 path[d - 1] = b;
@@ -222,6 +217,49 @@ fn walk_string_with<const COUNT: bool>(
                 i += 1;
             }
         }
+    }
+}
+
+/// String states met by walks of one string program, numbered, with their byte
+/// transitions memoised: kept across walks, since a pattern's states recur from walk to
+/// walk and a decoder step with a pattern is costly.
+#[derive(Default)]
+pub(crate) struct StepMemo {
+    auxes: Vec<u64>,
+    ids: FxHashMap<u64, u32>,
+    table: Vec<u32>,
+}
+
+/// States a memo holds before it is emptied.
+const MEMO_LIMIT: usize = 1024;
+
+impl StepMemo {
+    /// The number of state `aux`, given one if new.
+    fn id(&mut self, aux: u64) -> u32 {
+        if let Some(&id) = self.ids.get(&aux) {
+            return id;
+        }
+        self.auxes.push(aux);
+        self.table.resize(self.auxes.len() * 256, UNKNOWN);
+        let id = (self.auxes.len() - 1) as u32;
+        self.ids.insert(aux, id);
+        id
+    }
+
+    /// The state after byte `b` from state number `from`, or `CLOSED`/`DEAD`.
+    #[inline]
+    fn next(&mut self, prog: &StringProg, from: usize, b: u8) -> u32 {
+        let to = self.table[from * 256 + b as usize];
+        if to != UNKNOWN {
+            return to;
+        }
+        let to = match prog.step(self.auxes[from], b) {
+            StrStep::Inside(a) => self.id(a),
+            StrStep::Closed => CLOSED,
+            StrStep::Dead => DEAD,
+        };
+        self.table[from * 256 + b as usize] = to;
+        to
     }
 }
 

@@ -17,7 +17,7 @@ pub struct RealVocab {
 }
 
 pub fn load(m: RealModel) -> RealVocab {
-    let f = GgufFile::open(&llamay_testdata::real_model(m)).expect("test model opens");
+    let f = GgufFile::open(llamay_testdata::real_model(m)).expect("test model opens");
     let tokenizer = Tokenizer::from_gguf(&f).expect("tokenizer loads");
     let vocab = Arc::new(Vocabulary::new(
         tokenizer.vocab_bytes(),
