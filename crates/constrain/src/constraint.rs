@@ -37,8 +37,11 @@ pub(crate) struct Inner {
     /// Stack-free string masks by (string id, string state), shared by all matchers.
     local: LocalMaskCache<(u32, u64, u32, Option<u32>)>,
     /// Decoder steps of patterned strings by (string id, bounds), kept across walks.
-    memos: Mutex<FxHashMap<(u32, u32, Option<u32>), StepMemo>>,
+    memos: Mutex<FxHashMap<StringBounds, StepMemo>>,
 }
+
+/// A string id with its (canonical) length bounds.
+type StringBounds = (u32, u32, Option<u32>);
 
 /// Most step memos kept per constraint (cleared when full).
 const MEMO_LIMIT: usize = 16;

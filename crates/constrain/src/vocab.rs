@@ -92,7 +92,7 @@ impl Vocabulary {
             trie,
             max_ws,
             plain_strings: LocalMaskCache::new(256),
-            plain_profiles: SharedCache::new(16),
+            plain_profiles: SharedCache::new(8),
         };
         v.warm_plain_strings();
         v

@@ -231,7 +231,7 @@ pub(crate) struct StepMemo {
 }
 
 /// States a memo holds before it is emptied.
-const MEMO_LIMIT: usize = 1024;
+const MEMO_LIMIT: usize = 512;
 
 impl StepMemo {
     /// The number of state `aux`, given one if new.
