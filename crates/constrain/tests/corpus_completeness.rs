@@ -70,7 +70,7 @@ fn valid_instances_pass_token_by_token_and_invalid_ones_do_not() {
     let stride = if corpus::everything("LLAMAY_COMPLETENESS") {
         1
     } else {
-        8
+        2
     };
     let started = std::time::Instant::now();
     let mut rng = Rng::new(31);
@@ -168,7 +168,7 @@ fn valid_instances_pass_token_by_token_and_invalid_ones_do_not() {
     for w in wrong.iter().take(40) {
         println!("  {w}");
     }
-    assert!(fed > 300, "{fed} fed");
+    assert!(fed > 4000, "{fed} fed");
     assert_eq!(misspelt, 0, "tokenizations that do not spell the text");
     assert!(wrong.is_empty(), "{} wrong", wrong.len());
 }
