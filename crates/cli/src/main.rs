@@ -24,6 +24,8 @@ enum Command {
     Show(cmd::show::ShowArgs),
     /// Print the token ids of text read from stdin.
     Tokenize(cmd::tokenize::TokenizeArgs),
+    /// Serve token masks over JSON lines for the mask benchmark harness.
+    MaskWorker(cmd::mask_worker::MaskWorkerArgs),
     /// Download a model from a registry (or a .gguf URL).
     Pull(store_cmds::PullArgs),
     /// List the models in the store.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(*a),
         Command::Show(a) => cmd::show::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
+        Command::MaskWorker(a) => cmd::mask_worker::run(a),
         Command::Pull(a) => store_cmds::run_pull(&a),
         Command::List(a) => store_cmds::run_list(&a),
         Command::Cp(a) => store_cmds::run_cp(&a),

@@ -4,7 +4,8 @@
 //!
 //! `cargo bench -p llamay-constrain --bench masks [-- smollm2|gemma3] [--docs N]`
 
-mod gguf_vocab;
+#[path = "../tests/common/real_vocab.rs"]
+mod real_vocab;
 
 use llamay_constrain::{Constraint, TokenMask, Vocabulary};
 use llamay_testdata::RealModel;
@@ -141,27 +142,18 @@ fn main() {
     let gbnf_dir = llamay_testdata::shared_dir().join("grammars");
     let json_gbnf = std::fs::read_to_string(gbnf_dir.join("json.gbnf")).unwrap();
     for m in which {
-        let path = llamay_testdata::real_model(m);
         let t0 = Instant::now();
-        let gv = gguf_vocab::load(&path).unwrap();
-        let vocab = Arc::new(Vocabulary::new(gv.tokens.clone(), &gv.eog, &gv.special));
+        let rv = real_vocab::load(m);
+        let vocab = rv.vocab.clone();
         println!(
-            "== {} ({} tokenizer, {} tokens, vocab+trie {:.0} ms)",
+            "== {} ({} tokens, tokenizer+vocab+trie {:.0} ms)",
             m.stem(),
-            gv.model,
             vocab.len(),
             t0.elapsed().as_secs_f64() * 1e3
         );
-        let special: std::collections::HashSet<u32> =
-            gv.special.iter().chain(&gv.eog).copied().collect();
-        let map: HashMap<&[u8], u32> = gv
-            .tokens
-            .iter()
-            .enumerate()
-            .filter(|(i, t)| !special.contains(&(*i as u32)) && !t.is_empty())
-            .map(|(i, t)| (t.as_slice(), i as u32))
-            .collect();
-        let max_len = gv.tokens.iter().map(Vec::len).max().unwrap();
+        let ids = real_vocab::ids_by_bytes(&vocab);
+        let map: HashMap<&[u8], u32> = ids.iter().map(|(b, &t)| (b.as_slice(), t)).collect();
+        let max_len = ids.keys().map(Vec::len).max().unwrap();
         let tok_docs: Vec<Vec<u32>> = docs
             .iter()
             .map(|(_, d)| tokenize(&map, max_len, d.as_bytes()))

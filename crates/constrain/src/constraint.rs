@@ -2,7 +2,7 @@
 //! requests; and [`ConstraintCache`], so the same grammar text compiles once.
 
 use crate::automaton::jsonstr::StringProg;
-use crate::automaton::local::{LocalMask, LocalMaskCache, Remaining};
+use crate::automaton::local::{LocalMask, LocalMaskCache, PlainProfile, Remaining, StepMemo};
 use crate::automaton::program::Program;
 use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
@@ -36,7 +36,15 @@ pub(crate) struct Inner {
     pub limits: Limits,
     /// Stack-free string masks by (string id, string state), shared by all matchers.
     local: LocalMaskCache<(u32, u64, u32, Option<u32>)>,
+    /// Decoder steps of patterned strings by (string id, bounds), kept across walks.
+    memos: Mutex<FxHashMap<StringBounds, StepMemo>>,
 }
+
+/// A string id with its (canonical) length bounds.
+type StringBounds = (u32, u32, Option<u32>);
+
+/// Most step memos kept per constraint (cleared when full).
+const MEMO_LIMIT: usize = 16;
 
 /// Most stack-free string masks kept per constraint (cleared when full).
 const LOCAL_MASK_LIMIT: usize = 256;
@@ -48,6 +56,7 @@ impl Inner {
             vocab,
             limits,
             local: LocalMaskCache::new(LOCAL_MASK_LIMIT),
+            memos: Mutex::new(FxHashMap::default()),
         }
     }
 
@@ -63,18 +72,56 @@ impl Inner {
             // walk counts a character where it starts; the decoder counts an escape once
             // complete, so an escape under way has one character more spent.
             let pending = u32::from(StringProg::in_escape(aux));
-            let remaining = Some(Remaining {
+            let remaining = Remaining {
                 min: min.saturating_sub(pending),
                 max: max.map(|m| m - pending),
-            });
-            let compute =
-                || LocalMask::compute(&prog.with_bounds(0, None), aux, remaining, &self.vocab);
+            };
+            let compute = || {
+                let open = prog.with_bounds(0, None);
+                let profile = self
+                    .vocab
+                    .plain_profiles
+                    .get_or_compute(aux, || PlainProfile::compute(&open, aux, &self.vocab));
+                profile.mask(remaining, self.vocab.len(), None)
+            };
             self.vocab
                 .plain_strings
                 .get_or_compute((aux, min, max), compute)
+        } else if !prog.has_pattern() && max.is_none() {
+            // Exclusions only (an open object's extra keys): the plain string's mask,
+            // with the closing tokens that would end on an excluded value taken out.
+            let compute = || {
+                let (plain, paux) = prog.without_exclusions(aux);
+                let open = plain.with_bounds(0, None);
+                let profile = self
+                    .vocab
+                    .plain_profiles
+                    .get_or_compute(paux, || PlainProfile::compute(&open, paux, &self.vocab));
+                let pending = u32::from(StringProg::in_escape(aux));
+                let remaining = Remaining {
+                    min: min.saturating_sub(pending),
+                    max: None,
+                };
+                let excluded = prog.with_bounds(0, None);
+                profile.mask(remaining, self.vocab.len(), Some((&excluded, aux)))
+            };
+            self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
-            let compute =
-                || LocalMask::compute(&prog.with_bounds(min, max), aux, None, &self.vocab);
+            let compute = || {
+                let bounded = prog.with_bounds(min, max);
+                // The memo is taken out of the map for the walk, so other matchers of
+                // this constraint are not held up (one racing them walks with a fresh one).
+                let key = (spec, min, max);
+                let lock = || self.memos.lock().unwrap_or_else(|e| e.into_inner());
+                let mut memo = lock().remove(&key).unwrap_or_default();
+                let m = LocalMask::compute(&bounded, aux, None, &self.vocab, &mut memo);
+                let mut memos = lock();
+                if memos.len() >= MEMO_LIMIT {
+                    memos.clear();
+                }
+                memos.insert(key, memo);
+                m
+            };
             self.local.get_or_compute((spec, aux, min, max), compute)
         }
     }

@@ -133,8 +133,10 @@ impl Matcher {
         self.stats.mask_time += t0.elapsed();
     }
 
-    /// Computes the mask of the current state: EOG if accepting, then the trie walk
-    /// (split into a shared stack-free part when the state is one item inside a string).
+    /// Computes the mask of the current state: EOG if accepting, then the trie walk.
+    /// Items inside JSON strings take their string's stack-free mask (shared across
+    /// matchers) plus walks below the tokens that close it, and the other items are
+    /// walked on their own; a state on one stack is walked detached from it.
     fn compute_mask(&mut self, out: &mut TokenMask) {
         let inner = self.c.inner.clone();
         let (p, trie) = (&inner.program, &inner.vocab.trie);
@@ -144,16 +146,26 @@ impl Matcher {
                 out.allow(t);
             }
         }
-        if let Some((spec, aux, seeds)) = self.inside_one_string() {
-            let local = inner.local_mask(spec, aux);
-            out.union_with(&local.inside);
-            let closed = self.states.enter(p, seeds);
-            for &i in &local.closing {
-                let i = i as usize;
-                for &t in trie.tokens_at(i) {
-                    out.allow(t);
+        let (groups, rest) = self.string_groups();
+        if !groups.is_empty() {
+            for (spec, aux, seeds) in groups {
+                let local = inner.local_mask(spec, aux);
+                out.union_with(&local.inside);
+                let closed = self.states.enter(p, seeds);
+                for &i in &local.closing {
+                    let i = i as usize;
+                    for &t in trie.tokens_at(i) {
+                        out.allow(t);
+                    }
+                    self.walk(i, (closed, self.cur.budget), out);
                 }
-                self.walk(i, (closed, self.cur.budget), out);
+            }
+            // A configuration allows what any of its items allows: the other items
+            // (e.g. an open object's declared keys beside its extra-key string) are
+            // walked on their own.
+            if !rest.is_empty() {
+                let rest = self.states.subset(rest);
+                self.walk(0, (rest, self.cur.budget), out);
             }
             return;
         }
@@ -186,29 +198,32 @@ impl Matcher {
         self.walk(0, (self.cur.state, self.cur.budget), out);
     }
 
-    /// If every item of the current state is inside a JSON string of one spec, in one
-    /// string state (whatever its stack: ambiguous alternatives often share a string),
-    /// that spec and state, and the items that closing the string leads to.
-    fn inside_one_string(&self) -> Option<(u32, u64, Vec<Item>)> {
+    /// The items of the current state that are inside a JSON string, grouped by string
+    /// spec and state (whatever their stacks: ambiguous alternatives often share a
+    /// string), each group with the items that closing its string leads to; and the
+    /// other items.
+    #[allow(clippy::type_complexity)]
+    fn string_groups(&self) -> (Vec<(u32, u64, Vec<Item>)>, Vec<Item>) {
         let p = &self.c.inner.program;
-        let items = self.states.config(self.cur.state);
-        let mut found: Option<(u32, u64)> = None;
-        let mut seeds = Vec::with_capacity(items.len());
-        for it in items {
-            let Some(&Node::JsonStr { spec, next }) = p.nodes.get(it.pos as usize) else {
-                return None;
-            };
-            if !StringProg::is_inside(it.aux) || found.is_some_and(|f| f != (spec, it.aux)) {
-                return None;
+        let mut groups: Vec<(u32, u64, Vec<Item>)> = Vec::new();
+        let mut rest = Vec::new();
+        for it in self.states.config(self.cur.state) {
+            match p.nodes.get(it.pos as usize) {
+                Some(&Node::JsonStr { spec, next }) if StringProg::is_inside(it.aux) => {
+                    let seed = Item {
+                        pos: next,
+                        stack: it.stack,
+                        aux: 0,
+                    };
+                    match groups.iter_mut().find(|g| (g.0, g.1) == (spec, it.aux)) {
+                        Some(g) => g.2.push(seed),
+                        None => groups.push((spec, it.aux, vec![seed])),
+                    }
+                }
+                _ => rest.push(*it),
             }
-            found = Some((spec, it.aux));
-            seeds.push(Item {
-                pos: next,
-                stack: it.stack,
-                aux: 0,
-            });
         }
-        found.map(|(spec, aux)| (spec, aux, seeds))
+        (groups, rest)
     }
 
     /// Walks the trie from a state on the placeholder stack: tokens that never return

@@ -1,6 +1,8 @@
 //! The vocabulary: token byte strings, organised once into a byte trie for mask walks.
 
-use crate::automaton::local::LocalMaskCache;
+use crate::automaton::jsonstr::{StrStep, StringProg};
+use crate::automaton::local::{LocalMaskCache, PlainProfile, SharedCache};
+use crate::grammar::JsonString;
 
 /// A model's vocabulary as byte strings, with its end-of-generation and special tokens.
 ///
@@ -19,6 +21,9 @@ pub struct Vocabulary {
     pub(crate) max_ws: u32,
     /// Stack-free masks of unconstrained JSON strings, shared by every constraint.
     pub(crate) plain_strings: LocalMaskCache<(u64, u32, Option<u32>)>,
+    /// Unbounded walks of unconstrained JSON strings by decoder state, from which the
+    /// masks for any length bounds are cut.
+    pub(crate) plain_profiles: SharedCache<u64, PlainProfile>,
 }
 
 /// The token trie in depth-first preorder: node 0 is the root; node `i` is reached by
@@ -80,13 +85,26 @@ impl Vocabulary {
             })
             .max()
             .unwrap_or(0);
-        Vocabulary {
+        let v = Vocabulary {
             tokens,
             eog,
             special: is_special,
             trie,
             max_ws,
             plain_strings: LocalMaskCache::new(256),
+            plain_profiles: SharedCache::new(8),
+        };
+        v.warm_plain_strings();
+        v
+    }
+
+    /// Walks the vocabulary once for the state just inside an unconstrained string (the
+    /// state almost every string passes through), so no request pays for it.
+    fn warm_plain_strings(&self) {
+        let prog = StringProg::new(&JsonString::default());
+        if let StrStep::Inside(aux) = prog.step(0, b'"') {
+            self.plain_profiles
+                .get_or_compute(aux, || PlainProfile::compute(&prog, aux, self));
         }
     }
 

@@ -148,6 +148,22 @@ impl StringProg {
         matches!(St::unpack(aux).phase, BACKSLASH..=12)
     }
 
+    /// Whether the decoded value must match a pattern.
+    pub fn has_pattern(&self) -> bool {
+        self.dfa.is_some()
+    }
+
+    /// The same string without its excluded values, and state `aux` mapped into it.
+    pub fn without_exclusions(&self, aux: u64) -> (StringProg, u64) {
+        let prog = StringProg {
+            trie: vec![(FxHashMap::default(), false)],
+            ..self.clone()
+        };
+        let s = St::unpack(aux);
+        let excl = if s.phase == BEFORE_OPEN { 0 } else { OFF_TRIE };
+        (prog, St { excl, ..s }.pack())
+    }
+
     /// The same string with other length bounds (for computing canonical masks).
     pub fn with_bounds(&self, min: u32, max: Option<u32>) -> StringProg {
         StringProg {

@@ -34,72 +34,232 @@ pub(crate) struct Remaining {
 }
 
 impl LocalMask {
-    /// Walks the trie through the string automaton alone. String states met on the way
-    /// are numbered and their byte transitions memoised, so the walk costs a table
-    /// lookup per trie node, not a decoder step. With `remaining`, `prog` must not count
-    /// characters itself (no bounds): they are counted here per trie depth, so the
-    /// memoised states stay few.
+    /// Walks the trie through the string automaton alone (see [`walk_string`]).
+    /// `memo` must belong to `prog` (same string, same bounds).
     pub fn compute(
         prog: &StringProg,
         aux: u64,
         remaining: Option<Remaining>,
         vocab: &Vocabulary,
+        memo: &mut StepMemo,
     ) -> LocalMask {
-        let trie = &vocab.trie;
         let mut inside = TokenMask::new(vocab.len());
         let mut closing = Vec::new();
-        let mut auxes = vec![aux];
-        let mut ids: FxHashMap<u64, u32> = FxHashMap::default();
-        ids.insert(aux, 0);
-        let mut table: Vec<u32> = vec![UNKNOWN; 256];
-        let mut stack = vec![0u32; trie.max_depth + 1];
-        let mut chars = vec![0u32; trie.max_depth + 1];
-        let mut i = 1;
-        while i < trie.len() {
-            let d = trie.nodes[i].depth as usize;
-            let (from, b) = (stack[d - 1] as usize, trie.nodes[i].byte);
-            if let Some(r) = remaining {
-                let starts = StringProg::starts_char(auxes[from], b);
-                chars[d] = chars[d - 1] + u32::from(starts);
-                let too_long = r.max.is_some_and(|m| chars[d] > m);
-                let too_short = b == b'"'
-                    && !starts
-                    && chars[d - 1] < r.min
-                    && is_normal_close(prog, auxes[from]);
-                if too_long || too_short {
-                    i = trie.nodes[i].end as usize;
-                    continue;
+        walk_string(
+            prog,
+            aux,
+            remaining,
+            vocab,
+            memo,
+            |t, _| inside.allow(t),
+            |i, _, _| closing.push(i),
+        );
+        LocalMask { inside, closing }
+    }
+}
+
+/// Every token's fate from one state of an unpatterned string, with the length bounds
+/// left open: the masks for any bounds are then cut from it without walking the trie,
+/// so a `maxLength` string, whose remaining bounds change with every character, costs
+/// one walk per vocabulary rather than one per character.
+pub(crate) struct PlainProfile {
+    /// `upto[k]`: the tokens consumed inside the string spending at most `k` characters.
+    upto: Vec<TokenMask>,
+    /// Trie nodes whose byte closes the string, with the characters spent before it and
+    /// the bytes from the root.
+    closing: Vec<(u32, u32, Box<[u8]>)>,
+}
+
+impl PlainProfile {
+    /// One walk from `aux`; `prog` must not count characters itself (no bounds).
+    pub fn compute(prog: &StringProg, aux: u64, vocab: &Vocabulary) -> PlainProfile {
+        let mut by_chars: Vec<Vec<u32>> = Vec::new();
+        let mut closing = Vec::new();
+        let open = Some(Remaining { min: 0, max: None });
+        walk_string(
+            prog,
+            aux,
+            open,
+            vocab,
+            &mut StepMemo::default(),
+            |t, chars| {
+                let c = chars as usize;
+                if by_chars.len() <= c {
+                    by_chars.resize(c + 1, Vec::new());
                 }
+                by_chars[c].push(t);
+            },
+            |i, chars, path| closing.push((i, chars, path.into())),
+        );
+        let mut upto = Vec::with_capacity(by_chars.len());
+        let mut acc = TokenMask::new(vocab.len());
+        for bucket in by_chars {
+            for t in bucket {
+                acc.allow(t);
             }
-            let mut to = table[from * 256 + b as usize];
-            if to == UNKNOWN {
-                to = match prog.step(auxes[from], b) {
-                    StrStep::Inside(a) => *ids.entry(a).or_insert_with(|| {
-                        auxes.push(a);
-                        table.resize(auxes.len() * 256, UNKNOWN);
-                        (auxes.len() - 1) as u32
-                    }),
-                    StrStep::Closed => CLOSED,
-                    StrStep::Dead => DEAD,
-                };
-                table[from * 256 + b as usize] = to;
-            }
-            match to {
-                CLOSED => {
-                    closing.push(i as u32);
-                    i = trie.nodes[i].end as usize;
-                }
-                DEAD => i = trie.nodes[i].end as usize,
-                _ => {
-                    stack[d] = to;
-                    for &t in trie.tokens_at(i) {
-                        inside.allow(t);
-                    }
-                    i += 1;
-                }
+            upto.push(acc.clone());
+        }
+        PlainProfile { upto, closing }
+    }
+
+    /// The stack-free mask under bounds `r` (characters still needed and allowed).
+    /// With `excluded`, a closing node is kept only if that string (with exclusions but
+    /// no pattern) in that state closes on its bytes: inside the string exclusions
+    /// change nothing while the length is unbounded, only which values may end.
+    pub fn mask(
+        &self,
+        r: Remaining,
+        n_tokens: usize,
+        excluded: Option<(&StringProg, u64)>,
+    ) -> LocalMask {
+        let k = r.max.map_or(usize::MAX, |m| m as usize);
+        let inside = match self.upto.get(k).or(self.upto.last()) {
+            Some(m) => m.clone(),
+            None => TokenMask::new(n_tokens),
+        };
+        let closing = self
+            .closing
+            .iter()
+            .filter(|(_, c, _)| *c >= r.min && r.max.is_none_or(|m| *c <= m))
+            .filter(|(_, _, path)| excluded.is_none_or(|(p, aux)| closes_on(p, aux, path)))
+            .map(|&(i, _, _)| i)
+            .collect();
+        LocalMask { inside, closing }
+    }
+}
+
+/// Whether string `prog` in state `aux` stays inside it up to the last of `bytes` and
+/// closes there.
+fn closes_on(prog: &StringProg, mut aux: u64, bytes: &[u8]) -> bool {
+    for (k, &b) in bytes.iter().enumerate() {
+        match prog.step(aux, b) {
+            StrStep::Inside(a) => aux = a,
+            StrStep::Closed => return k + 1 == bytes.len(),
+            StrStep::Dead => return false,
+        }
+    }
+    false
+}
+
+/// Walks the trie through the string automaton alone, calling `inside(token, chars)` for
+/// each token consumed entirely inside the string and `closes(node, chars)` for each
+/// node whose byte closes it, with its bytes (`chars`: characters counted by the walk, 0 without
+/// `remaining`). String states met on the way are numbered and their byte transitions
+/// memoised, so the walk costs a table lookup per trie node, not a decoder step. With
+/// `remaining`, `prog` must not count characters itself (no bounds): they are counted
+/// here per trie depth, so the memoised states stay few.
+fn walk_string(
+    prog: &StringProg,
+    aux: u64,
+    remaining: Option<Remaining>,
+    vocab: &Vocabulary,
+    memo: &mut StepMemo,
+    inside: impl FnMut(u32, u32),
+    closes: impl FnMut(u32, u32, &[u8]),
+) {
+    if memo.auxes.len() > MEMO_LIMIT {
+        *memo = StepMemo::default();
+    }
+    // Specialised: the uncounted walk (patterned strings) is the hot one.
+    match remaining {
+        Some(r) => walk_string_with::<true>(prog, aux, r, vocab, memo, inside, closes),
+        None => {
+            let r = Remaining { min: 0, max: None };
+            walk_string_with::<false>(prog, aux, r, vocab, memo, inside, closes)
+        }
+    }
+}
+
+fn walk_string_with<const COUNT: bool>(
+    prog: &StringProg,
+    aux: u64,
+    r: Remaining,
+    vocab: &Vocabulary,
+    memo: &mut StepMemo,
+    mut inside: impl FnMut(u32, u32),
+    mut closes: impl FnMut(u32, u32, &[u8]),
+) {
+    let trie = &vocab.trie;
+    let mut stack = vec![memo.id(aux); trie.max_depth + 1];
+    let mut chars = vec![0u32; trie.max_depth + 1];
+    let mut path = vec![0u8; trie.max_depth + 1];
+    let mut i = 1;
+    while i < trie.len() {
+        let d = trie.nodes[i].depth as usize;
+        let (from, b) = (stack[d - 1] as usize, trie.nodes[i].byte);
+        if COUNT {
+            let starts = StringProg::starts_char(memo.auxes[from], b);
+            chars[d] = chars[d - 1] + u32::from(starts);
+            let too_long = r.max.is_some_and(|m| chars[d] > m);
+            let too_short = b == b'"'
+                && !starts
+                && chars[d - 1] < r.min
+                && is_normal_close(prog, memo.auxes[from]);
+            if too_long || too_short {
+                i = trie.nodes[i].end as usize;
+                continue;
             }
         }
-        LocalMask { inside, closing }
+        let to = memo.next(prog, from, b);
+        match to {
+            CLOSED => {
+                path[d - 1] = b;
+                closes(i as u32, chars[d], &path[..d]);
+                i = trie.nodes[i].end as usize;
+            }
+            DEAD => i = trie.nodes[i].end as usize,
+            _ => {
+                stack[d] = to;
+                path[d - 1] = b;
+                for &t in trie.tokens_at(i) {
+                    inside(t, if COUNT { chars[d] } else { 0 });
+                }
+                i += 1;
+            }
+        }
+    }
+}
+
+/// String states met by walks of one string program, numbered, with their byte
+/// transitions memoised: kept across walks, since a pattern's states recur from walk to
+/// walk and a decoder step with a pattern is costly.
+#[derive(Default)]
+pub(crate) struct StepMemo {
+    auxes: Vec<u64>,
+    ids: FxHashMap<u64, u32>,
+    table: Vec<u32>,
+}
+
+/// States a memo holds before it is emptied.
+const MEMO_LIMIT: usize = 512;
+
+impl StepMemo {
+    /// The number of state `aux`, given one if new.
+    fn id(&mut self, aux: u64) -> u32 {
+        if let Some(&id) = self.ids.get(&aux) {
+            return id;
+        }
+        self.auxes.push(aux);
+        self.table.resize(self.auxes.len() * 256, UNKNOWN);
+        let id = (self.auxes.len() - 1) as u32;
+        self.ids.insert(aux, id);
+        id
+    }
+
+    /// The state after byte `b` from state number `from`, or `CLOSED`/`DEAD`.
+    #[inline]
+    fn next(&mut self, prog: &StringProg, from: usize, b: u8) -> u32 {
+        let to = self.table[from * 256 + b as usize];
+        if to != UNKNOWN {
+            return to;
+        }
+        let to = match prog.step(self.auxes[from], b) {
+            StrStep::Inside(a) => self.id(a),
+            StrStep::Closed => CLOSED,
+            StrStep::Dead => DEAD,
+        };
+        self.table[from * 256 + b as usize] = to;
+        to
     }
 }
 
@@ -108,30 +268,33 @@ fn is_normal_close(prog: &StringProg, aux: u64) -> bool {
     matches!(prog.step(aux, b'"'), StrStep::Closed)
 }
 
-/// A bounded, thread-safe map of stack-free masks (cleared when full). Computation runs
-/// outside the lock; two threads racing on one key both compute, one result is kept.
-pub(crate) struct LocalMaskCache<K> {
-    map: Mutex<FxHashMap<K, Arc<LocalMask>>>,
+/// A bounded, thread-safe map of shared computed values (cleared when full). Computation
+/// runs outside the lock; two threads racing on one key both compute, one result is kept.
+pub(crate) struct SharedCache<K, V = LocalMask> {
+    map: Mutex<FxHashMap<K, Arc<V>>>,
     limit: usize,
 }
 
-impl<K> std::fmt::Debug for LocalMaskCache<K> {
+/// Stack-free masks by their key.
+pub(crate) type LocalMaskCache<K> = SharedCache<K, LocalMask>;
+
+impl<K, V> std::fmt::Debug for SharedCache<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalMaskCache")
+        f.debug_struct("SharedCache")
             .field("limit", &self.limit)
             .finish_non_exhaustive()
     }
 }
 
-impl<K: Hash + Eq + Copy> LocalMaskCache<K> {
+impl<K: Hash + Eq + Copy, V> SharedCache<K, V> {
     pub fn new(limit: usize) -> Self {
-        LocalMaskCache {
+        SharedCache {
             map: Mutex::new(FxHashMap::default()),
             limit,
         }
     }
 
-    pub fn get_or_compute(&self, key: K, compute: impl FnOnce() -> LocalMask) -> Arc<LocalMask> {
+    pub fn get_or_compute(&self, key: K, compute: impl FnOnce() -> V) -> Arc<V> {
         let lock = || self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = lock().get(&key) {
             return m.clone();

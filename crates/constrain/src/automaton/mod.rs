@@ -12,13 +12,20 @@
 //! - [`local`]: stack-free string masks shared across matchers.
 //!
 //! How a mask is computed (in [`crate::Matcher`]): walk the vocabulary trie from the
-//! state, pruning a subtree the moment its prefix dies. Two shortcuts make repeated work
-//! rare: a state that is one item inside a JSON string takes the string's stack-free mask
-//! (keyed by the string's count-relative state, shared by every matcher, and for plain
-//! strings by every grammar on the vocabulary) plus walks below the tokens that close the
-//! string; any other state whose items share one stack is walked once with that stack
-//! replaced by a placeholder ("detached"), and only the subtrees where a prefix returns
-//! into the real stack are walked again. Masks themselves are cached per state.
+//! state, pruning a subtree the moment its prefix dies (bytes no item can take are dead
+//! before any transition is looked up). A configuration allows what any of its items
+//! allows, so its items are split:
+//! - items inside a JSON string, grouped by string and string state, take the string's
+//!   stack-free mask (keyed by its count-relative state and shared by every matcher) plus
+//!   walks below the tokens that close the string. Unpatterned strings (also those with
+//!   only excluded values, e.g. an open object's extra keys) cut that mask, for any
+//!   length bounds, from one walk per decoder state kept on the vocabulary; patterned
+//!   strings walk per state, their decoder steps memoised across walks;
+//! - the other items are walked on their own.
+//!
+//! A state with no string items whose items share one stack is walked once with that
+//! stack replaced by a placeholder ("detached"), and only the subtrees where a prefix
+//! returns into the real stack are walked again. Masks themselves are cached per state.
 
 pub(crate) mod config;
 pub(crate) mod jsonstr;

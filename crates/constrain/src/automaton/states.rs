@@ -2,7 +2,8 @@
 //! byte transitions cached lazily (cheap, numerous), separately from masks.
 
 use super::config::{closure, step, Item, Stacks, ACCEPT, EXIT, EXIT_STACK};
-use super::program::Program;
+use super::program::{Node, Program};
+use crate::grammar::ByteSet;
 use rustc_hash::FxHashMap;
 
 /// A transition not computed yet.
@@ -35,6 +36,9 @@ pub(crate) struct StateTable {
     /// string is a state), so a row is only given to a state with several transitions.
     sparse: FxHashMap<u64, u32>,
     sparse_count: Vec<u8>,
+    /// Per state, the bytes some item could take (computed on the first uncached
+    /// transition): other bytes are dead without stepping the items.
+    firsts: Vec<Option<ByteSet>>,
     stride: usize,
     stacks: Stacks,
     pub limit: usize,
@@ -63,6 +67,7 @@ impl StateTable {
             rows: Vec::new(),
             sparse: FxHashMap::default(),
             sparse_count: Vec::new(),
+            firsts: Vec::new(),
             stride: if p.uses_ws { 512 } else { 256 },
             stacks: Stacks::new(),
             limit,
@@ -96,6 +101,13 @@ impl StateTable {
         self.intern(kernel)
     }
 
+    /// The state holding just `items` (a subset of some state's items: its tokens are
+    /// the ones some of those items allow, since a configuration steps item by item).
+    pub fn subset(&mut self, mut items: Vec<Item>) -> u32 {
+        items.sort_unstable();
+        self.intern(items)
+    }
+
     pub fn len(&self) -> usize {
         self.configs.len()
     }
@@ -113,6 +125,7 @@ impl StateTable {
         self.configs.push(kernel);
         self.row_of.push(NO_ROW);
         self.sparse_count.push(0);
+        self.firsts.push(None);
         self.peak = self.peak.max(self.configs.len());
         id
     }
@@ -171,6 +184,19 @@ impl StateTable {
     /// A transition not in a row: from the sparse map, or computed and stored.
     #[inline(never)]
     fn next_slow(&mut self, p: &Program, s: u32, slot: usize) -> u32 {
+        // Bytes no item can take are dead without a lookup or a stored entry: a walk
+        // meets many of them below a live prefix (every sibling of a key's next byte).
+        let firsts = match self.firsts[s as usize] {
+            Some(f) => f,
+            None => {
+                let f = first_bytes(p, &self.configs[s as usize]);
+                self.firsts[s as usize] = Some(f);
+                f
+            }
+        };
+        if !firsts.contains(slot as u8) {
+            return DEAD;
+        }
         if self.row_of[s as usize] == NO_ROW {
             if let Some(&t) = self.sparse.get(&(u64::from(s) << 9 | slot as u64)) {
                 return t;
@@ -237,6 +263,7 @@ impl StateTable {
         self.rows.clear();
         self.sparse.clear();
         self.sparse_count.clear();
+        self.firsts.clear();
         self.stacks = Stacks::new();
         self.clears += 1;
         exported
@@ -254,4 +281,28 @@ impl StateTable {
             })
             .collect()
     }
+}
+
+/// The bytes some item of a configuration could take: exact for byte edges and
+/// whitespace, everything for the terminals with their own state.
+fn first_bytes(p: &Program, items: &[Item]) -> ByteSet {
+    let mut f = ByteSet::EMPTY;
+    for it in items {
+        match p.nodes.get(it.pos as usize) {
+            Some(Node::Byte { set, .. }) => {
+                for (a, b) in f.0.iter_mut().zip(set.0) {
+                    *a |= b;
+                }
+            }
+            Some(Node::Ws { .. }) => {
+                for b in [b' ', b'\t', b'\n', b'\r'] {
+                    f.insert(b);
+                }
+            }
+            // The accepting and exit pseudo-items take no byte.
+            None if it.pos == ACCEPT || it.pos == EXIT => {}
+            _ => return ByteSet([u64::MAX; 4]),
+        }
+    }
+    f
 }
