@@ -193,7 +193,10 @@ fn fifty_schema_generations_parse_validate_and_mostly_finish() {
         let text = String::from_utf8_lossy(&g.text);
         let ws = structural_whitespace(&text);
         if ws > 64 {
-            failures.push(format!("{}: {ws} characters of structural whitespace: {text}", case.name));
+            failures.push(format!(
+                "{}: {ws} characters of structural whitespace: {text}",
+                case.name
+            ));
         }
         if !matches!(g.finish, Finish::Eog | Finish::Grammar) {
             // Valid so far (the constraint guarantees a prefix), but the model chose to

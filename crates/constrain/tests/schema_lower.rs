@@ -98,10 +98,11 @@ fn integers_exact() {
         &["-12", "0", "9", "305", "100"],
         &["-13", "306", "-0", "007", "1.0", "1e2", "3.5"],
     );
+    // Open ends stop at 19 digits, so a model cannot write digits for ever.
     check(
         json!({"type": "integer"}),
-        &["0", "-5", "123456789012345678901"],
-        &["-0", "01", "1.5"],
+        &["0", "-5", "1234567890123456789", "-9999999999999999999"],
+        &["-0", "01", "1.5", "12345678901234567890"],
     );
     check(
         json!({"type": "integer", "exclusiveMinimum": 999999999999999990_i64}),
@@ -320,4 +321,20 @@ fn recursion_to_depth_64() {
     let doc = format!("{}{}", "[".repeat(64), "]".repeat(64));
     assert!(walks(&c, &doc));
     assert!(!walks(&c, &format!("{}{}", "[".repeat(64), "]".repeat(63))));
+}
+
+#[test]
+fn numbers_cannot_grow_for_ever() {
+    // Found by `llamay run`: a model wrote `250.0018…E+26037479…` (no parser reads it)
+    // and, for a price with only a minimum, `1000000…` until the token limit.
+    check(
+        json!({"type": "number"}),
+        &["250.5E+12", "-1e-99", "1234567890123456789.5"],
+        &["1E+100", "2e-123", "12345678901234567890"],
+    );
+    check(
+        json!({"type": "number", "minimum": 0, "multipleOf": 0.01}),
+        &["4.50", "0", "999999999999999", "25.0"],
+        &["1000000000000000", "4.505", "1.5000000000000000000000"],
+    );
 }

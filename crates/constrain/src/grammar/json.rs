@@ -3,39 +3,46 @@
 //! Structural whitespace is [`Symbol::Ws`] (budgeted), placed so the grammar stays
 //! unambiguous: after `{`, `[`, `,`, `:` and after each member/element, never twice in a row.
 
+use std::sync::OnceLock;
+
 use super::builder::GrammarBuilder;
-use super::charclass::CharClass;
 use super::ir::*;
 use crate::error::Result;
 
-fn digits(lo: u32) -> Symbol {
-    Symbol::chars([(lo, '9' as u32)])
-}
+/// Digits of a JSON number's integer part (19, the width of an i64).
+pub const MAX_INT_DIGITS: u32 = 19;
+/// Digits after the decimal point (more than any f64 can use).
+pub const MAX_FRAC_DIGITS: u32 = 32;
+/// Digits of an exponent: |e| ≤ 99 keeps every number inside f64's range, so every
+/// JSON parser reads the value (serde_json refuses `1e400`).
+pub const MAX_EXP_DIGITS: u32 = 2;
 
-/// `-? (0 | [1-9][0-9]*)`: a JSON integer.
+/// A JSON integer (optional minus, no leading zeros), at most [`MAX_INT_DIGITS`] digits.
 pub fn integer_symbols() -> Vec<Symbol> {
-    vec![
-        Symbol::opt(Symbol::lit("-")),
-        Symbol::alt(vec![
-            vec![Symbol::lit("0")],
-            vec![digits('1' as u32), Symbol::star(digits('0' as u32))],
-        ]),
-    ]
+    static INTEGER: OnceLock<Symbol> = OnceLock::new();
+    vec![INTEGER
+        .get_or_init(|| {
+            let re = format!("-?(?:0|[1-9][0-9]{{0,{}}})", MAX_INT_DIGITS - 1);
+            Symbol::regex(&re).expect("the integer pattern compiles")
+        })
+        .clone()]
 }
 
-/// A JSON number: integer, optional fraction, optional exponent.
+/// A JSON number: integer, optional fraction, optional exponent. Every part is
+/// bounded: a small model whose likeliest token is another digit would otherwise
+/// write digits until the token limit, or a number no parser can hold. One DFA
+/// terminal, shared, rather than repetitions (which would be expanded per use).
 pub fn number_symbols() -> Vec<Symbol> {
-    let mut v = integer_symbols();
-    v.push(Symbol::opt(Symbol::seq(vec![
-        Symbol::lit("."),
-        Symbol::plus(digits('0' as u32)),
-    ])));
-    v.push(Symbol::opt(Symbol::seq(vec![
-        Symbol::class(CharClass::of_chars("eE")),
-        Symbol::opt(Symbol::class(CharClass::of_chars("+-"))),
-        Symbol::plus(digits('0' as u32)),
-    ])));
-    v
+    static NUMBER: OnceLock<Symbol> = OnceLock::new();
+    vec![NUMBER
+        .get_or_init(|| {
+            let re = format!(
+                "-?(?:0|[1-9][0-9]{{0,{}}})(?:\\.[0-9]{{1,{MAX_FRAC_DIGITS}}})?(?:[eE][+-]?[0-9]{{1,{MAX_EXP_DIGITS}}})?",
+                MAX_INT_DIGITS - 1
+            );
+            Symbol::regex(&re).expect("the number pattern compiles")
+        })
+        .clone()]
 }
 
 /// Adds the rules of an unconstrained JSON value to `b` and returns the value rule, so a

@@ -37,6 +37,11 @@ use crate::grammar::{
 pub const MAX_FRACTION_DIGITS: u32 = 15;
 /// Most significant digits of a bounded number with a fraction.
 const MAX_SIGNIFICANT: u32 = 15;
+/// The largest magnitude an integer schema with an open end accepts: 19 digits, the
+/// width of an i64 (bounds themselves are exact to 18 digits).
+const MAX_OPEN_INTEGER: i128 = 9_999_999_999_999_999_999;
+/// Trailing zeros a number may carry after its significant digits (`4.50`).
+const MAX_TRAILING_ZEROS: u32 = 15;
 /// A bounded integer with a step and at most this many multiples is listed outright.
 const MAX_LISTED_MULTIPLES: u128 = 256;
 /// Most (range state, remainder) pairs the step automaton may need.
@@ -274,7 +279,12 @@ fn integer(b: &mut GrammarBuilder, spec: &IntegerSpec) -> Result<Symbol, SchemaE
             }
         }
     }
-    let patterns = digits::signed(spec.min, spec.max, 0)
+    // An open end is closed at 19 digits, so a model cannot write digits for ever.
+    let (lo, hi) = (
+        spec.min.unwrap_or(-MAX_OPEN_INTEGER),
+        spec.max.unwrap_or(MAX_OPEN_INTEGER),
+    );
+    let patterns = digits::signed(Some(lo), Some(hi), 0)
         .ok_or_else(|| refused("minimum", "integer bounds are too wide to enforce".into()))?;
     let pattern = digits::to_regex(&patterns);
     if k == 1 {
@@ -385,7 +395,9 @@ fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
             return Err(too_wide());
         }
         let (lo_k, hi_k) = (lo.take().flatten(), hi.take().flatten());
-        let (lo_k, hi_k) = if k > 0 && bounded {
+        // Bounded numbers are written with at most 15 significant digits, whole
+        // numbers included, so a half-open range cannot grow digits for ever.
+        let (lo_k, hi_k) = if bounded {
             (
                 Some(lo_k.map_or(-cap, |v| v.max(-cap))),
                 Some(hi_k.map_or(cap, |v| v.min(cap))),
@@ -406,8 +418,8 @@ fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
         // Trailing zeros change no value: `25.0` and `4.50` stay writable whatever the
         // step (the longest fraction length takes them).
         groups.push(match k {
-            0 => format!("{re}(?:\\.0+)?"),
-            k if k == max_frac => format!("{re}0*"),
+            0 => format!("{re}(?:\\.0{{1,{MAX_TRAILING_ZEROS}}})?"),
+            k if k == max_frac => format!("{re}0{{0,{MAX_TRAILING_ZEROS}}}"),
             _ => re,
         });
     }
