@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Generate text, optionally constrained to JSON, a JSON Schema or a GBNF grammar.
     Run(Box<cmd::run::RunArgs>),
+    /// Serve models over HTTP (OpenAI, Anthropic and Ollama routes).
+    Serve(Box<cmd::serve::ServeArgs>),
     /// Describe a model: architecture, size, tokenizer, tensor types.
     Show(cmd::show::ShowArgs),
     /// Print the token ids of text read from stdin.
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
+        Command::Serve(a) => cmd::serve::run(*a),
         Command::Show(a) => cmd::show::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::Pull(a) => store_cmds::run_pull(&a),

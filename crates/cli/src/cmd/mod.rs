@@ -1,6 +1,7 @@
 //! One module per subcommand. Each exposes a clap `Args` struct and `run`.
 
 pub mod run;
+pub mod serve;
 pub mod show;
 pub mod tokenize;
 

@@ -4,18 +4,20 @@
 //! and the constraint meet: the constraint's matcher fills a plain token bitset, and
 //! the engine's sampler only ever sees that bitset.
 
+mod decoder;
 mod stats;
 mod utf8;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use llamay_constrain::{Constraint, Matcher, TokenMask};
+use llamay_constrain::Constraint;
 use llamay_engine::batch::{BatchItem, LogitsWanted};
 use llamay_engine::model::{Model, ModelError};
-use llamay_engine::sampler::{Sampler, SamplerConfig, StopConditions, StopReason};
+use llamay_engine::sampler::SamplerConfig;
 use llamay_engine::tokenizer::Tokenizer;
 
+pub use decoder::{Decoded, Decoder, Step};
 pub use stats::{format_duration, GenerationStats};
 pub use utf8::Utf8Assembler;
 
@@ -104,105 +106,59 @@ pub fn generate(
     cancel: &AtomicBool,
     on_text: &mut dyn FnMut(&str),
 ) -> Result<Generation, GenerateError> {
-    if prompt.is_empty() {
-        return Err(GenerateError::EmptyPrompt);
-    }
-    if prompt.len() >= model.n_ctx() {
-        return Err(GenerateError::PromptTooLong {
-            prompt: prompt.len(),
-            ctx: model.n_ctx(),
-        });
-    }
+    check_prompt(prompt, model.n_ctx())?;
     let mut seq = model.new_sequence();
     let t0 = Instant::now();
     let mut logits = step(model, &mut seq, prompt)?;
     let prompt_time = t0.elapsed();
 
-    let mut sampler = Sampler::new(params.sampler.clone());
-    let mut stop = StopConditions::new(tokenizer.eog_ids().iter().copied().collect(), &params.stop);
-    let mut matcher: Option<Matcher> = constraint.map(Constraint::matcher);
-    let mut mask = TokenMask::new(model.n_vocab());
-    let mut text = Utf8Assembler::default();
-    let mut history: Vec<u32> = prompt.to_vec();
-    let mut out_tokens = Vec::new();
-    let mut forced = 0usize;
-    let mut finish = Finish::Length;
+    let mut decoder = Decoder::new(
+        tokenizer,
+        model.n_vocab(),
+        model.n_ctx(),
+        prompt,
+        params,
+        constraint,
+    );
     let decode_start = Instant::now();
-
-    let room = model.n_ctx() - prompt.len();
-    for _ in 0..params.max_tokens.min(room) {
+    let finish = loop {
         if cancel.load(Ordering::Relaxed) {
-            finish = Finish::Cancelled;
-            break;
+            break Finish::Cancelled;
         }
-        if let Some(m) = matcher.as_mut() {
-            if m.is_finished() {
-                finish = Finish::Grammar;
-                break;
-            }
-            m.mask(&mut mask);
+        match decoder.step(tokenizer, &logits, on_text)? {
+            Step::Done(f) => break f,
+            Step::Continue(token) => logits = step(model, &mut seq, &[token])?,
         }
-        let allowed = matcher.as_ref().map(|_| mask.words());
-        let token = match allowed.map(|_| single_allowed(&mask)) {
-            // One legal token: no need to sample (counted as forced).
-            Some(Some(t)) => {
-                forced += 1;
-                t
-            }
-            _ => sampler
-                .sample(&logits, &history, allowed)
-                .ok_or(GenerateError::DeadEnd)?,
-        };
-        if let Some(m) = matcher.as_mut() {
-            m.commit(token)?;
-        }
-        history.push(token);
-        let step_out = stop.push(token, tokenizer.token_bytes(token));
-        on_text_bytes(&mut text, &step_out.emit, on_text);
-        match step_out.stop {
-            Some(StopReason::Eog(_)) => {
-                finish = Finish::Eog;
-                break;
-            }
-            Some(StopReason::String(_)) => {
-                out_tokens.push(token);
-                finish = Finish::Stop;
-                break;
-            }
-            None => out_tokens.push(token),
-        }
-        if matcher.as_mut().is_some_and(Matcher::is_finished) {
-            finish = Finish::Grammar;
-            break;
-        }
-        logits = step(model, &mut seq, &[token])?;
-    }
-    if finish != Finish::Stop {
-        on_text_bytes(&mut text, &stop.flush(), on_text);
-    }
-    if let Some(rest) = text.finish() {
-        on_text(&rest);
-    }
+    };
+    let done = decoder.finish(finish, on_text);
     let stats = GenerationStats {
         prompt_tokens: prompt.len(),
         prompt_time,
-        generated_tokens: out_tokens.len(),
+        generated_tokens: done.tokens.len(),
         decode_time: decode_start.elapsed(),
-        forced_tokens: forced,
-        mask: matcher.as_ref().map(Matcher::stats),
+        forced_tokens: done.forced,
+        mask: done.mask,
     };
     Ok(Generation {
-        text: text.into_bytes(),
-        tokens: out_tokens,
+        text: done.text,
+        tokens: done.tokens,
         finish,
         stats,
     })
 }
 
-fn on_text_bytes(text: &mut Utf8Assembler, bytes: &[u8], on_text: &mut dyn FnMut(&str)) {
-    if let Some(s) = text.push(bytes) {
-        on_text(&s);
+/// Refuses prompts no sequence can take (empty, or filling the whole context).
+pub fn check_prompt(prompt: &[u32], n_ctx: usize) -> Result<(), GenerateError> {
+    if prompt.is_empty() {
+        return Err(GenerateError::EmptyPrompt);
     }
+    if prompt.len() >= n_ctx {
+        return Err(GenerateError::PromptTooLong {
+            prompt: prompt.len(),
+            ctx: n_ctx,
+        });
+    }
+    Ok(())
 }
 
 /// Feeds tokens and returns the next-token logits.
@@ -222,11 +178,4 @@ fn step(
         .next()
         .and_then(|l| l.last().map(<[f32]>::to_vec))
         .unwrap_or_default())
-}
-
-/// The only allowed token, if exactly one is.
-fn single_allowed(mask: &TokenMask) -> Option<u32> {
-    let mut it = mask.allowed();
-    let first = it.next()?;
-    it.next().is_none().then_some(first)
 }
