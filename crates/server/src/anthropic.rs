@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use crate::app::{json_response, parse_body, stream_response, AppState};
 use crate::chat::ChatMessage;
 use crate::constraint_spec::Surfaces;
+use crate::request::has_tools;
 use crate::error::{ApiError, ErrorKind, ErrorShape};
 use crate::generate::Finish;
 use crate::params::Sampling;
@@ -132,7 +133,7 @@ async fn messages(State(st): State<AppState>, body: Bytes) -> Response {
 
 async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let r: MessagesRequest = parse_body(body)?;
-    if r.tools.as_ref().is_some_and(|t| !t.is_null()) {
+    if r.tools.as_ref().is_some_and(has_tools) {
         return Err(ApiError::bad_request("tools are not supported yet"));
     }
     if r.max_tokens < 1 {

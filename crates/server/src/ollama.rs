@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use crate::app::{json_response, parse_body, stream_response, AppState};
 use crate::chat::ChatMessage;
 use crate::constraint_spec::Surfaces;
+use crate::request::has_tools;
 use crate::error::{ApiError, ErrorShape};
 use crate::generate::Finish;
 use crate::params::{Sampling, StopField};
@@ -304,7 +305,7 @@ async fn run_inner(
     prompt: Prompt,
     route: Route,
 ) -> Result<Response, ApiError> {
-    if c.tools.as_ref().is_some_and(|t| !t.is_null()) {
+    if c.tools.as_ref().is_some_and(has_tools) {
         return Err(ApiError::bad_request("tools are not supported yet"));
     }
     let constraint = c.surfaces()?.resolve()?;

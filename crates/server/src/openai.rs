@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use crate::app::{json_response, parse_body, stream_response, AppState};
 use crate::chat::ChatMessage;
 use crate::constraint_spec::Surfaces;
+use crate::request::has_tools;
 use crate::error::{ApiError, ErrorKind, ErrorShape};
 use crate::generate::Finish;
 use crate::params::{Sampling, StopField};
@@ -226,7 +227,7 @@ fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
 }
 
 fn refuse_tools_and_n(tools: &Option<Value>, n: Option<i64>) -> Result<(), ApiError> {
-    if tools.as_ref().is_some_and(|t| !t.is_null()) {
+    if tools.as_ref().is_some_and(has_tools) {
         return Err(ApiError::bad_request("tools are not supported yet"));
     }
     if n.is_some_and(|n| n != 1) {

@@ -72,3 +72,12 @@ impl Outcome {
         })
     }
 }
+
+/// Whether a request's `tools` field offers any tool (`null` and `[]` offer none).
+pub fn has_tools(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => false,
+        serde_json::Value::Array(a) => !a.is_empty(),
+        _ => true,
+    }
+}
