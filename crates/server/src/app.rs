@@ -147,7 +147,8 @@ fn is_json(r: &Response) -> bool {
 
 async fn not_found(req: Request) -> Response {
     let path = req.uri().path().to_string();
-    ApiError::not_found(format!("no route {} {path}", req.method())).into_response_as(shape_for(&path))
+    ApiError::not_found(format!("no route {} {path}", req.method()))
+        .into_response_as(shape_for(&path))
 }
 
 async fn health() -> Response {
@@ -214,9 +215,10 @@ pub fn stream_response(content_type: &'static str, body: Body) -> Response {
 /// Parses a JSON request body into `T`; malformed JSON and wrong types are 400s.
 pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.is_empty() {
-        return Err(ApiError::bad_request("the request body is empty; send a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body is empty; send a JSON object",
+        ));
     }
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("the request body is not a valid request: {e}"))
-    })
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not a valid request: {e}")))
 }

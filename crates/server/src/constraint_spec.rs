@@ -204,7 +204,11 @@ mod tests {
         s.schema("llamay_schema", &bad);
         let e = s.resolve().unwrap_err();
         assert!(e.refusal);
-        assert!(e.message.starts_with("properties.a uses \"not\""), "{}", e.message);
+        assert!(
+            e.message.starts_with("properties.a uses \"not\""),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

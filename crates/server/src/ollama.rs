@@ -17,10 +17,10 @@ use serde_json::{json, Value};
 use crate::app::{json_response, parse_body, stream_response, AppState};
 use crate::chat::ChatMessage;
 use crate::constraint_spec::Surfaces;
-use crate::request::has_tools;
 use crate::error::{ApiError, ErrorShape};
 use crate::generate::Finish;
 use crate::params::{Sampling, StopField};
+use crate::request::has_tools;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start};
 use crate::stream::{self, Frames};
@@ -521,7 +521,9 @@ async fn pull(State(st): State<AppState>, body: Bytes) -> Response {
     };
     let target = match ModelRef::parse(&name) {
         Ok(ModelRef::File(_)) => {
-            return fail(ApiError::bad_request("pull takes a model name or a URL, not a path"))
+            return fail(ApiError::bad_request(
+                "pull takes a model name or a URL, not a path",
+            ))
         }
         Ok(t) => t,
         Err(e) => return fail(store_error(e)),

@@ -14,10 +14,10 @@ use serde_json::{json, Value};
 use crate::app::{json_response, parse_body, stream_response, AppState};
 use crate::chat::ChatMessage;
 use crate::constraint_spec::Surfaces;
-use crate::request::has_tools;
 use crate::error::{ApiError, ErrorKind, ErrorShape};
 use crate::generate::Finish;
 use crate::params::{Sampling, StopField};
+use crate::request::has_tools;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start, unix_secs, Started};
 use crate::stream::{self, Frames};
@@ -162,11 +162,9 @@ impl ConstraintFields {
                         ))
                     }
                 },
-                other => {
-                    return Err(ApiError::bad_request(format!(
-                        "response_format type {other:?} is not one of text, json_object, json_schema"
-                    )))
-                }
+                other => return Err(ApiError::bad_request(format!(
+                    "response_format type {other:?} is not one of text, json_object, json_schema"
+                ))),
             },
         }
         s.grammar = match (&self.llamay_grammar, &self.grammar) {
@@ -209,11 +207,9 @@ fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
             let role = match m.role.as_str() {
                 "developer" => "system".to_string(),
                 "system" | "user" | "assistant" | "tool" => m.role.clone(),
-                other => {
-                    return Err(ApiError::bad_request(format!(
-                        "message role {other:?} is not one of system, developer, user, assistant, tool"
-                    )))
-                }
+                other => return Err(ApiError::bad_request(format!(
+                    "message role {other:?} is not one of system, developer, user, assistant, tool"
+                ))),
             };
             Ok(ChatMessage {
                 role,
@@ -231,7 +227,9 @@ fn refuse_tools_and_n(tools: &Option<Value>, n: Option<i64>) -> Result<(), ApiEr
         return Err(ApiError::bad_request("tools are not supported yet"));
     }
     if n.is_some_and(|n| n != 1) {
-        return Err(ApiError::bad_request("n must be 1: llamay returns one choice"));
+        return Err(ApiError::bad_request(
+            "n must be 1: llamay returns one choice",
+        ));
     }
     Ok(())
 }
@@ -320,18 +318,24 @@ fn stream_chat(started: Started, id: String, include_usage: bool) -> Response {
     };
     let head = vec![stream::sse(
         None,
-        &chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}])),
+        &chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]),
+        ),
     )];
     let body = stream::body(started.events, head, move |ev| match ev {
         GenEvent::Text(t) => Frames {
             bytes: vec![stream::sse(
                 None,
-                &chunk(json!([{"index": 0, "delta": {"content": t}, "logprobs": null, "finish_reason": null}])),
+                &chunk(
+                    json!([{"index": 0, "delta": {"content": t}, "logprobs": null, "finish_reason": null}]),
+                ),
             )],
             end: false,
         },
         GenEvent::Done(o) => {
-            let mut last = chunk(json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish_reason(o.finish)}]));
+            let mut last = chunk(
+                json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish_reason(o.finish)}]),
+            );
             let mut bytes = Vec::new();
             if include_usage {
                 bytes.push(stream::sse(None, &last));
@@ -435,20 +439,22 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
     let id = format!("cmpl-{}", short_id());
     let model = started.model.clone();
     let created = unix_secs(started.created);
-    let chunk = move |choices: Value| {
-        json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": choices})
-    };
+    let chunk = move |choices: Value| json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": choices});
     if stream {
         let body = stream::body(started.events, Vec::new(), move |ev| match ev {
             GenEvent::Text(t) => Frames {
                 bytes: vec![stream::sse(
                     None,
-                    &chunk(json!([{"index": 0, "text": t, "logprobs": null, "finish_reason": null}])),
+                    &chunk(
+                        json!([{"index": 0, "text": t, "logprobs": null, "finish_reason": null}]),
+                    ),
                 )],
                 end: false,
             },
             GenEvent::Done(o) => {
-                let mut last = chunk(json!([{"index": 0, "text": "", "logprobs": null, "finish_reason": finish_reason(o.finish)}]));
+                let mut last = chunk(
+                    json!([{"index": 0, "text": "", "logprobs": null, "finish_reason": finish_reason(o.finish)}]),
+                );
                 if include_usage {
                     last["usage"] = usage(&o);
                 }
@@ -469,7 +475,9 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
         return Ok(stream_response("text/event-stream", body));
     }
     let (text, outcome) = collect(started.events).await?;
-    let mut v = chunk(json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": finish_reason(outcome.finish)}]));
+    let mut v = chunk(
+        json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": finish_reason(outcome.finish)}]),
+    );
     v["usage"] = usage(&outcome);
     v["llamay"] = outcome.llamay_json();
     Ok(json_response(StatusCode::OK, v))
@@ -484,7 +492,9 @@ async fn models(State(st): State<AppState>) -> Response {
             .and_then(|m| m.modified())
             .map(unix_secs)
             .unwrap_or(0);
-        data.push(json!({"id": d.name, "object": "model", "created": created, "owned_by": "llamay"}));
+        data.push(
+            json!({"id": d.name, "object": "model", "created": created, "owned_by": "llamay"}),
+        );
     }
     if let Some(store) = st.models.store() {
         for e in store.list().unwrap_or_default() {

@@ -62,7 +62,9 @@ impl Sampling {
         }
         if let Some(k) = self.top_k {
             if k < 0 {
-                return Err(ApiError::bad_request(format!("top_k must be 0 or more, not {k}")));
+                return Err(ApiError::bad_request(format!(
+                    "top_k must be 0 or more, not {k}"
+                )));
             }
             cfg.top_k = k as usize;
         }
@@ -81,11 +83,7 @@ impl Sampling {
         let max_tokens = match self.max_tokens {
             None => DEFAULT_MAX_TOKENS,
             Some(n) if n < 0 => usize::MAX,
-            Some(0) => {
-                return Err(ApiError::bad_request(
-                    "the token limit must be at least 1",
-                ))
-            }
+            Some(0) => return Err(ApiError::bad_request("the token limit must be at least 1")),
             Some(n) => n as usize,
         };
         let stop: Vec<String> = self.stop.into_iter().filter(|s| !s.is_empty()).collect();
@@ -139,11 +137,26 @@ mod tests {
         assert_eq!(ok.sampler.seed, 7);
         assert_eq!(ok.sampler.temperature, 0.0);
         for bad in [
-            Sampling { temperature: Some(-1.0), ..Sampling::default() },
-            Sampling { top_p: Some(1.5), ..Sampling::default() },
-            Sampling { max_tokens: Some(0), ..Sampling::default() },
-            Sampling { top_k: Some(-3), ..Sampling::default() },
-            Sampling { temperature: Some(f64::NAN), ..Sampling::default() },
+            Sampling {
+                temperature: Some(-1.0),
+                ..Sampling::default()
+            },
+            Sampling {
+                top_p: Some(1.5),
+                ..Sampling::default()
+            },
+            Sampling {
+                max_tokens: Some(0),
+                ..Sampling::default()
+            },
+            Sampling {
+                top_k: Some(-3),
+                ..Sampling::default()
+            },
+            Sampling {
+                temperature: Some(f64::NAN),
+                ..Sampling::default()
+            },
         ] {
             assert_eq!(bad.into_params().unwrap_err().status, 400);
         }

@@ -230,9 +230,8 @@ impl EngineLoop {
     fn step(&mut self) {
         // Decoding sequences take one token each; joining ones share what is left of
         // the step budget, so a long prompt never stalls the others' next token.
-        let mut budget = MAX_STEP_TOKENS.saturating_sub(
-            self.active.iter().filter(|s| !s.prefilling).count(),
-        );
+        let mut budget =
+            MAX_STEP_TOKENS.saturating_sub(self.active.iter().filter(|s| !s.prefilling).count());
         let mut takes = Vec::with_capacity(self.active.len());
         for s in &self.active {
             let left = s.feed.len() - s.fed;

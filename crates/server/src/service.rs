@@ -39,7 +39,8 @@ pub async fn start(state: &AppState, req: GenRequest) -> Result<Started, ApiErro
                 .map_err(|e| ApiError::bad_request(format!("cannot render the chat: {e}")))?,
             Prompt::Raw(text) => lm.encode_raw(text),
         };
-        check_prompt(&tokens, lm.model.n_ctx()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        check_prompt(&tokens, lm.model.n_ctx())
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let (constraint, report) = spec.build(&lm)?;
         Ok::<_, ApiError>((tokens, constraint, report))
     })
@@ -65,7 +66,9 @@ pub async fn start(state: &AppState, req: GenRequest) -> Result<Started, ApiErro
 }
 
 /// Waits for a whole generation: its text and how it ended.
-pub async fn collect(mut events: UnboundedReceiver<GenEvent>) -> Result<(String, Outcome), ApiError> {
+pub async fn collect(
+    mut events: UnboundedReceiver<GenEvent>,
+) -> Result<(String, Outcome), ApiError> {
     let mut text = String::new();
     while let Some(ev) = events.recv().await {
         match ev {
@@ -74,7 +77,9 @@ pub async fn collect(mut events: UnboundedReceiver<GenEvent>) -> Result<(String,
             GenEvent::Error(e) => return Err(e),
         }
     }
-    Err(ApiError::internal("the engine stopped before the generation finished"))
+    Err(ApiError::internal(
+        "the engine stopped before the generation finished",
+    ))
 }
 
 /// Seconds since the Unix epoch (the `created` fields).

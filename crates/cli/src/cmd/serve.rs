@@ -109,7 +109,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         keep_alive: Duration::from_secs(a.keep_alive),
     };
     let stats = Arc::new(ServerStats::default());
-    let models = Arc::new(Models::new(Some(spec.clone()), store, cfg.clone(), stats.clone()));
+    let models = Arc::new(Models::new(
+        Some(spec.clone()),
+        store,
+        cfg.clone(),
+        stats.clone(),
+    ));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -35,7 +35,8 @@ impl Server {
             .local_addr()
             .unwrap()
             .port();
-        let store = std::env::temp_dir().join(format!("llamay-serve-test-{}-{port}", std::process::id()));
+        let store =
+            std::env::temp_dir().join(format!("llamay-serve-test-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&store).unwrap();
         let model = real_model(RealModel::SmolLM2);
         let mut child = Command::new(env!("CARGO_BIN_EXE_llamay"))
@@ -69,7 +70,10 @@ impl Server {
         let base = format!("http://127.0.0.1:{port}");
         let t0 = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(30), "server not listening");
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "server not listening"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         let name = model.file_stem().unwrap().to_string_lossy().into_owned();
@@ -111,7 +115,10 @@ pub fn post(c: &reqwest::blocking::Client, url: &str, body: &Value) -> (u16, Val
     let r = c.post(url).json(body).send().unwrap();
     let status = r.status().as_u16();
     let text = r.text().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 /// The seed's order schema.
@@ -142,7 +149,10 @@ pub fn check_order(doc: &Value) {
     keys.sort();
     assert_eq!(keys, ["delivery", "lines", "order_id"], "{doc}");
     let id = o["order_id"].as_str().unwrap();
-    assert!((1..=6).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_digit()), "{doc}");
+    assert!(
+        (1..=6).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_digit()),
+        "{doc}"
+    );
     let lines = o["lines"].as_array().unwrap();
     assert!((1..=5).contains(&lines.len()), "{doc}");
     for l in lines {
@@ -152,7 +162,10 @@ pub fn check_order(doc: &Value) {
         let q = l["qty"].as_i64().unwrap();
         assert!((1..=999).contains(&q));
         let p = l["unit_price"].as_f64().unwrap();
-        assert!(p >= 0.0 && ((p * 100.0).round() - p * 100.0).abs() < 1e-6, "{doc}");
+        assert!(
+            p >= 0.0 && ((p * 100.0).round() - p * 100.0).abs() < 1e-6,
+            "{doc}"
+        );
     }
     match &o["delivery"] {
         Value::Null => {}
@@ -160,7 +173,10 @@ pub fn check_order(doc: &Value) {
             assert_eq!(d.len(), 2, "{doc}");
             assert!(d["city"].is_string());
             let pc = d["postcode"].as_str().unwrap();
-            assert!(pc.len() == 5 && pc.bytes().all(|b| b.is_ascii_digit()), "{doc}");
+            assert!(
+                pc.len() == 5 && pc.bytes().all(|b| b.is_ascii_digit()),
+                "{doc}"
+            );
         }
         other => panic!("delivery {other}"),
     }
