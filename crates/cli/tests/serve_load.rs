@@ -23,7 +23,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// completion tokens the stream reported.
 async fn one_stream(c: &reqwest::Client, s: &(String, String), i: usize) -> Result<u64, String> {
     let (base, model) = s;
-    let constrained = i % 2 == 0;
+    let constrained = i.is_multiple_of(2);
     let schema = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}, "w": {"type": "string", "maxLength": 8}}, "required": ["n", "w"]});
     let prompt = format!("Give a JSON object with a number n = {i} and a word w.");
     let (path, mut body) = match i % 3 {

@@ -217,7 +217,7 @@ impl Models {
     /// Unloads `name` if it is loaded and idle.
     pub fn unload(&self, name: &str) {
         self.lock()
-            .retain(|e| !(same_name(name, &e.name) && !e.busy()));
+            .retain(|e| !same_name(name, &e.name) || e.busy());
     }
 
     fn find(&self, spec: &ModelSpec) -> Option<Arc<Engine>> {
