@@ -221,7 +221,8 @@ impl Models {
     }
 
     fn find(&self, spec: &ModelSpec) -> Option<Arc<Engine>> {
-        self.lock().iter().find(|e| e.path == spec.path).cloned()
+        // By name: two names may share one blob, and each is its own loaded model.
+        self.lock().iter().find(|e| e.name == spec.name).cloned()
     }
 
     /// Evicts the least recently used idle model when `max_loaded` are loaded.

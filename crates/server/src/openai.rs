@@ -162,9 +162,11 @@ impl ConstraintFields {
                         ))
                     }
                 },
-                other => return Err(ApiError::bad_request(format!(
+                other => {
+                    return Err(ApiError::bad_request(format!(
                     "response_format type {other:?} is not one of text, json_object, json_schema"
-                ))),
+                )))
+                }
             },
         }
         s.grammar = match (&self.llamay_grammar, &self.grammar) {
@@ -207,9 +209,11 @@ fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
             let role = match m.role.as_str() {
                 "developer" => "system".to_string(),
                 "system" | "user" | "assistant" | "tool" => m.role.clone(),
-                other => return Err(ApiError::bad_request(format!(
+                other => {
+                    return Err(ApiError::bad_request(format!(
                     "message role {other:?} is not one of system, developer, user, assistant, tool"
-                ))),
+                )))
+                }
             };
             Ok(ChatMessage {
                 role,

@@ -30,6 +30,12 @@ impl Drop for TempDir {
 
 impl Server {
     pub fn start(extra: &[&str]) -> Server {
+        Self::start_with(extra, &[])
+    }
+
+    /// Starts a server whose store first gets the test model imported under each
+    /// of `names`.
+    pub fn start_with(extra: &[&str], names: &[&str]) -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -39,6 +45,21 @@ impl Server {
             std::env::temp_dir().join(format!("llamay-serve-test-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&store).unwrap();
         let model = real_model(RealModel::SmolLM2);
+        for name in names {
+            let st = Command::new(env!("CARGO_BIN_EXE_llamay"))
+                .arg("import")
+                .arg(&model)
+                .arg(name)
+                .env("LLAMAY_MODELS", &store)
+                .env("OLLAMA_MODELS", store.join("no-ollama"))
+                .output()
+                .unwrap();
+            assert!(
+                st.status.success(),
+                "{}",
+                String::from_utf8_lossy(&st.stderr)
+            );
+        }
         let mut child = Command::new(env!("CARGO_BIN_EXE_llamay"))
             .arg("serve")
             .arg("-m")
