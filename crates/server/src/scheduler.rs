@@ -280,9 +280,13 @@ impl EngineLoop {
                 return;
             }
         };
-        let mut done = Vec::new();
-        for (&i, l) in index.iter().zip(&logits) {
-            let s = &mut self.active[i];
+        // Sequences whose logits came back take a step (sample, mask, stop checks).
+        let mut work: Vec<(usize, &mut Slot, &[f32])> = Vec::new();
+        let mut results = index.iter().zip(&logits).peekable();
+        for (i, s) in self.active.iter_mut().enumerate() {
+            let Some((_, l)) = results.next_if(|(&j, _)| j == i) else {
+                continue;
+            };
             s.fed += takes[i];
             let Some(row) = l.last() else {
                 continue; // a prompt chunk that is not the last
@@ -295,8 +299,14 @@ impl EngineLoop {
                     .prompt_tokens
                     .fetch_add(s.feed.len() as u64, Ordering::Relaxed);
             }
+            work.push((i, s, row));
+        }
+        let tokenizer = &*self.lm.tokenizer;
+        // Sampling (a sort over the vocabulary) and masks are per sequence and
+        // independent: spread them over the cores the forward pass just released.
+        let stepped = par_map(work, |(i, s, row)| {
             let events = &s.job.events;
-            let r = s.decoder.step(&self.lm.tokenizer, row, &mut |t: &str| {
+            let r = s.decoder.step(tokenizer, row, &mut |t: &str| {
                 let _ = events.send(GenEvent::Text(t.to_string()));
             });
             match r {
@@ -304,13 +314,13 @@ impl EngineLoop {
                     s.feed.clear();
                     s.feed.push(t);
                     s.fed = 0;
+                    None
                 }
-                Ok(Step::Done(f)) => {
-                    done.push((i, Ok(f)));
-                }
-                Err(e) => done.push((i, Err(e.to_string()))),
+                Ok(Step::Done(f)) => Some((i, Ok(f))),
+                Err(e) => Some((i, Err(e.to_string()))),
             }
-        }
+        });
+        let done: Vec<(usize, Result<Finish, String>)> = stepped.into_iter().flatten().collect();
         for (i, r) in done.into_iter().rev() {
             let s = self.active.remove(i);
             self.finish(s, r);
@@ -352,4 +362,29 @@ impl EngineLoop {
         };
         let _ = events.send(GenEvent::Done(Box::new(outcome)));
     }
+}
+
+/// Maps `items` in order, on up to as many threads as there are cores.
+fn par_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads <= 1 || items.len() <= 1 {
+        return items.into_iter().map(f).collect();
+    }
+    let per = items.len().div_ceil(threads);
+    let mut chunks: Vec<Vec<T>> = Vec::new();
+    let mut it = items.into_iter().peekable();
+    while it.peek().is_some() {
+        chunks.push(it.by_ref().take(per).collect());
+    }
+    let f = &f;
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|c| sc.spawn(move || c.into_iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use llamay_constrain::{Constraint, Matcher, TokenMask};
 use llamay_engine::batch::{BatchItem, LogitsWanted};
@@ -265,6 +265,8 @@ fn the_scheduler_gives_each_request_what_generate_gives_it_alone() {
         sequential.as_secs_f64() / batched.as_secs_f64(),
         seqs as f64 / steps as f64
     );
+    // All six share each step (the timings depend on the machine's load and are
+    // only printed).
     assert!(seqs as f64 / steps as f64 > 3.0);
-    assert!(batched < sequential + Duration::from_millis(200));
+    assert!(steps <= 30, "{steps} steps for 6 x 24 tokens");
 }
