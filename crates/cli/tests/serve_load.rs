@@ -10,6 +10,13 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use serve_common::{sse_events, Server};
 
+/// The tests here measure time: they run one at a time, not beside each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -143,6 +150,7 @@ async fn one_stream(c: &reqwest::Client, s: &(String, String), i: usize) -> Resu
 
 #[test]
 fn thirty_two_streaming_clients_get_complete_valid_streams() {
+    let _serial = serial();
     let s = Server::start(&["-parallel", "16"]);
     let target = (s.base.clone(), s.model.clone());
     let rt = runtime();
@@ -211,6 +219,7 @@ async fn rate(base: &str, model: &str, n: usize, tokens: usize) -> f64 {
 
 #[test]
 fn eight_clients_decode_faster_together_than_one() {
+    let _serial = serial();
     let s = Server::start(&[]);
     let rt = runtime();
     let (one, eight) = rt.block_on(async {
@@ -233,6 +242,7 @@ fn eight_clients_decode_faster_together_than_one() {
 
 #[test]
 fn a_client_that_disconnects_frees_its_slot_within_a_step() {
+    let _serial = serial();
     let s = Server::start(&[]);
     let rt = runtime();
     rt.block_on(async {

@@ -34,7 +34,7 @@ fn ask(c: &reqwest::blocking::Client, s: &Server, model: &str) -> Value {
 fn models_load_on_first_use_and_at_most_max_loaded_stay() {
     let s = Server::start_with(&["-max-loaded", "2"], &["alpha:1", "beta:1"]);
     let c = client();
-    assert_eq!(loaded(&c, &s), [s.model.clone()]);
+    assert_eq!(loaded(&c, &s), vec![s.model.clone()]);
     // Store names and the serve model are all listed.
     let tags: Value = c.get(s.url("/api/tags")).send().unwrap().json().unwrap();
     let names: Vec<&str> = tags["models"]
@@ -105,11 +105,11 @@ fn an_idle_model_unloads_after_its_keep_alive() {
     }
     // And it loads again on the next request.
     ask(&c, &s, &s.model);
-    assert_eq!(loaded(&c, &s), [s.model.clone()]);
+    assert_eq!(loaded(&c, &s), vec![s.model.clone()]);
     // A per-request keep_alive outlives the default.
     ask_keep(&c, &s, "1m");
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(loaded(&c, &s), [s.model.clone()]);
+    assert_eq!(loaded(&c, &s), vec![s.model.clone()]);
 }
 
 fn ask_keep(c: &reqwest::blocking::Client, s: &Server, keep: &str) {

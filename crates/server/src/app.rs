@@ -181,6 +181,12 @@ async fn stats(State(st): State<AppState>) -> Response {
             })
         })
         .collect();
+    let mut models = models;
+    if let Some(d) = st.models.default_model() {
+        if !models.iter().any(|m| m["name"] == d.name.as_str()) {
+            models.push(serde_json::json!({"name": d.name, "state": "unloaded"}));
+        }
+    }
     v["active"] = active.into();
     v["queue_depth"] = queued.into();
     v["models"] = models.into();
