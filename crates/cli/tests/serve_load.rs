@@ -222,22 +222,36 @@ fn eight_clients_decode_faster_together_than_one() {
     let _serial = serial();
     let s = Server::start(&[]);
     let rt = runtime();
-    let (one, eight) = rt.block_on(async {
-        rate(&s.base, &s.model, 1, 8).await; // warm up
-        (
-            rate(&s.base, &s.model, 1, 64).await,
-            rate(&s.base, &s.model, 8, 64).await,
-        )
-    });
+    let steps = || -> u64 {
+        let v: Value = reqwest::blocking::get(s.url("/v1/stats"))
+            .unwrap()
+            .json()
+            .unwrap();
+        v["batching"]["steps"].as_u64().unwrap()
+    };
+    rt.block_on(rate(&s.base, &s.model, 1, 8)); // warm up
+    let s0 = steps();
+    let one = rt.block_on(rate(&s.base, &s.model, 1, 64));
+    let s1 = steps();
+    let eight = rt.block_on(rate(&s.base, &s.model, 8, 64));
+    let s2 = steps();
     eprintln!(
-        "aggregate decode: 1 client {one:.1} tok/s, 8 clients {eight:.1} tok/s, ratio {:.2}",
+        "aggregate decode: 1 client {one:.1} tok/s ({} steps), 8 clients {eight:.1} tok/s ({} steps), ratio {:.2}",
+        s1 - s0,
+        s2 - s1,
         eight / one
     );
-    // The scheduler puts all eight in one forward pass per step (checked in the
-    // 32-client test); how much that buys is the engine's batched-kernel speed,
-    // which on a loaded 2-core machine is well under the 3x target. This bound
-    // only says batching must help at all.
-    assert!(eight / one >= 1.3, "batching gave only {:.2}x", eight / one);
+    // All eight share each forward pass: about as many steps as one client alone
+    // (plus a few while they join), not eight times as many.
+    assert!(
+        s2 - s1 <= (s1 - s0) + 16,
+        "{} steps for 8 clients, {} for 1",
+        s2 - s1,
+        s1 - s0
+    );
+    // What a shared step buys is the engine's batched-kernel speed; on a loaded
+    // 2-core machine it measured 1.3-2.9x (target 3x). Here it must at least help.
+    assert!(eight / one >= 1.1, "batching gave only {:.2}x", eight / one);
 }
 
 #[test]
