@@ -178,3 +178,28 @@ fn pull_streams_ndjson_progress_and_the_model_then_lists() {
     );
     assert_eq!((st, v["status"].as_str()), (200, Some("success")), "{v}");
 }
+
+#[test]
+fn serve_grammar_file_constrains_requests_that_bring_none() {
+    let g = std::env::temp_dir().join(format!("llamay-serve-yesno-{}.gbnf", std::process::id()));
+    std::fs::write(&g, "root ::= (\"yes\" | \"no\") \"!\"\n").unwrap();
+    let s = Server::start(&["-grammar-file", g.to_str().unwrap()]);
+    let c = client();
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"model": s.model, "max_tokens": 10, "messages": [{"role": "user", "content": "Is the sky blue?"}]}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let text = v["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(text == "yes!" || text == "no!", "{text:?}");
+    assert_eq!(v["llamay"]["constraint"], "grammar");
+    // A request's own constraint replaces it.
+    let (_, v) = post(
+        &c,
+        &s.url("/api/generate"),
+        &json!({"model": s.model, "prompt": "A JSON number:", "format": "json", "stream": false, "options": {"num_predict": 20}}),
+    );
+    assert_eq!(v["llamay"]["constraint"], "json", "{v}");
+    let _ = std::fs::remove_file(&g);
+}

@@ -22,6 +22,7 @@ use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start, Started};
 use crate::stream::{self, Frames};
 
+/// The Anthropic route.
 pub fn routes() -> Router<AppState> {
     Router::new().route("/v1/messages", post(messages))
 }

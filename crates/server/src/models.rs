@@ -23,11 +23,15 @@ pub struct ModelSpec {
 
 /// A loaded model with its engine thread.
 pub struct Engine {
+    /// The name requests use.
     pub name: String,
+    /// The GGUF file.
     pub path: PathBuf,
     pub lm: Arc<LoadedModel>,
+    /// The engine thread decoding this model's requests.
     pub scheduler: Scheduler,
     pub loaded_at: SystemTime,
+    /// File size in bytes.
     pub size: u64,
     use_state: Mutex<UseState>,
 }
@@ -75,9 +79,13 @@ impl Engine {
 /// Settings of the model registry.
 #[derive(Clone, Debug)]
 pub struct ModelsConfig {
+    /// How each model is loaded (threads, context, KV type).
     pub load: LoadOptions,
+    /// Each loaded model's engine settings.
     pub scheduler: SchedulerConfig,
+    /// Most models loaded at once.
     pub max_loaded: usize,
+    /// How long an idle model stays loaded unless a request says otherwise.
     pub keep_alive: Duration,
 }
 
@@ -104,6 +112,7 @@ pub struct Models {
 }
 
 impl Models {
+    /// A registry serving `default` (the serve model) and the names in `store`.
     pub fn new(
         default: Option<ModelSpec>,
         store: Option<Store>,
@@ -209,9 +218,15 @@ impl Models {
         self.lock().clone()
     }
 
-    /// Unloads idle models whose keep-alive has passed.
+    /// Unloads idle models whose keep-alive has passed. A busy model counts as
+    /// used now, so its keep-alive runs from the end of its last request.
     pub fn sweep(&self) {
-        self.lock().retain(|e| !e.expired());
+        self.lock().retain(|e| {
+            if e.busy() {
+                e.touch(None);
+            }
+            !e.expired()
+        });
     }
 
     /// Unloads `name` if it is loaded and idle.

@@ -25,6 +25,7 @@ use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start};
 use crate::stream::{self, Frames};
 
+/// The Ollama routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/chat", post(chat))

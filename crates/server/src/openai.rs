@@ -22,6 +22,7 @@ use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start, unix_secs, Started};
 use crate::stream::{self, Frames};
 
+/// The OpenAI routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))

@@ -53,8 +53,11 @@ pub struct Job {
     pub prompt: Vec<u32>,
     pub params: GenerationParams,
     pub constraint: Option<Constraint>,
+    /// Echoed back in the outcome.
     pub report: EnforcementReport,
+    /// Where text and the outcome go; dropping the receiver cancels the job.
     pub events: UnboundedSender<GenEvent>,
+    /// When the request reached the server (the timeout counts from here).
     pub arrived: Instant,
 }
 
@@ -109,6 +112,7 @@ impl Scheduler {
         })
     }
 
+    /// Requests waiting and running now.
     pub fn counts(&self) -> &Counts {
         &self.counts
     }
