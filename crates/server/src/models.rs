@@ -236,8 +236,10 @@ impl Models {
     }
 
     fn find(&self, spec: &ModelSpec) -> Option<Arc<Engine>> {
+        let mut loaded = self.lock();
+        loaded.retain(|e| e.scheduler.is_alive());
         // By name: two names may share one blob, and each is its own loaded model.
-        self.lock().iter().find(|e| e.name == spec.name).cloned()
+        loaded.iter().find(|e| e.name == spec.name).cloned()
     }
 
     /// Evicts the least recently used idle model when `max_loaded` are loaded.

@@ -74,6 +74,18 @@ pub struct Scheduler {
 pub struct Counts {
     pub waiting: AtomicUsize,
     pub active: AtomicUsize,
+    /// Set when the engine thread has ended (after an unload, or a panic).
+    pub stopped: std::sync::atomic::AtomicBool,
+}
+
+/// Marks the engine stopped however its thread ends, unwinding included.
+struct StopGuard(Arc<Counts>);
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        self.0.stopped.store(true, Ordering::SeqCst);
+        self.0.active.store(0, Ordering::SeqCst);
+    }
 }
 
 impl Scheduler {
@@ -116,6 +128,12 @@ impl Scheduler {
     pub fn counts(&self) -> &Counts {
         &self.counts
     }
+
+    /// Whether the engine thread still runs (a bug that panics it ends it; the
+    /// model registry then loads the model afresh).
+    pub fn is_alive(&self) -> bool {
+        !self.counts.stopped.load(Ordering::SeqCst)
+    }
 }
 
 /// One sequence being decoded.
@@ -144,6 +162,7 @@ struct EngineLoop {
 
 impl EngineLoop {
     fn run(mut self) {
+        let _guard = StopGuard(self.counts.clone());
         let mut open = true;
         while open || !self.active.is_empty() || !self.waiting.is_empty() {
             if open && self.active.is_empty() && self.waiting.is_empty() {
