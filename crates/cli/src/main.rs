@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Generate text, optionally constrained to JSON, a JSON Schema or a GBNF grammar.
     Run(Box<cmd::run::RunArgs>),
+    /// Serve models over HTTP (OpenAI, Anthropic and Ollama routes).
+    Serve(Box<cmd::serve::ServeArgs>),
     /// Describe a model: architecture, size, tokenizer, tensor types.
     Show(cmd::show::ShowArgs),
     /// Print the token ids of text read from stdin.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
+        Command::Serve(a) => cmd::serve::run(*a),
         Command::Show(a) => cmd::show::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::MaskWorker(a) => cmd::mask_worker::run(a),

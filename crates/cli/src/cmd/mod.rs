@@ -2,6 +2,7 @@
 
 pub mod mask_worker;
 pub mod run;
+pub mod serve;
 pub mod show;
 pub mod tokenize;
 

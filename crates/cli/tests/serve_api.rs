@@ -1,0 +1,471 @@
+//! `llamay serve` as clients see it: routes, each API's shapes and error shapes,
+//! structured output, streaming, refusals before inference, API key, body limit.
+
+mod serve_common;
+
+use serde_json::{json, Value};
+use serve_common::{check_order, client, order_schema, post, sse_events, Server};
+
+const REFUSED: [(&str, &str); 4] = [
+    (
+        "not",
+        r#"{"type":"object","properties":{"a":{"not":{"type":"string"}}}}"#,
+    ),
+    (
+        "if",
+        r#"{"type":"object","if":{"required":["a"]},"then":{"required":["b"]}}"#,
+    ),
+    ("then", r#"{"type":"object","then":{"required":["b"]}}"#),
+    (
+        "patternProperties",
+        r#"{"type":"object","patternProperties":{"^x":{"type":"string"}}}"#,
+    ),
+];
+
+fn user(text: &str) -> Value {
+    json!([{"role": "user", "content": text}])
+}
+
+#[test]
+fn refused_keywords_get_the_seeds_400_on_every_shape_before_inference() {
+    let s = Server::start(&[]);
+    let c = client();
+    for (kw, schema) in REFUSED {
+        let schema: Value = serde_json::from_str(schema).unwrap();
+        let needle = format!("uses \"{kw}\", which llamay's constraint cannot honour");
+        let bodies = [
+            (
+                "/v1/chat/completions",
+                json!({"model": s.model, "messages": user("x"),
+                "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}),
+            ),
+            (
+                "/v1/chat/completions",
+                json!({"model": s.model, "messages": user("x"), "llamay_schema": schema}),
+            ),
+            (
+                "/v1/completions",
+                json!({"model": s.model, "prompt": "x", "llamay_schema": schema}),
+            ),
+            (
+                "/v1/messages",
+                json!({"model": s.model, "max_tokens": 5, "messages": user("x"), "llamay_schema": schema}),
+            ),
+            (
+                "/v1/messages",
+                json!({"model": s.model, "max_tokens": 5, "messages": user("x"),
+                "output_config": {"format": {"type": "json_schema", "schema": schema}}}),
+            ),
+            (
+                "/api/chat",
+                json!({"model": s.model, "messages": user("x"), "format": schema}),
+            ),
+            (
+                "/api/generate",
+                json!({"model": s.model, "prompt": "x", "format": schema}),
+            ),
+        ];
+        for (path, body) in bodies {
+            let (status, v) = post(&c, &s.url(path), &body);
+            assert_eq!(status, 400, "{path} {kw}: {v}");
+            let message = if path.starts_with("/api/") {
+                v["error"].as_str()
+            } else if path == "/v1/messages" {
+                assert_eq!(v["type"], "error");
+                assert_eq!(v["error"]["type"], "invalid_request_error");
+                v["error"]["message"].as_str()
+            } else {
+                assert_eq!(v["error"]["type"], "Bad Request");
+                assert!(v["error"]["param"].is_null() && v["error"]["code"].is_null());
+                v["error"]["message"].as_str()
+            };
+            assert!(message.unwrap().contains(&needle), "{path}: {v}");
+        }
+    }
+    // The seed's exact body for its example.
+    let (status, v) = post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"model": s.model, "messages": user("x"),
+            "llamay_schema": {"properties": {"a": {"not": {}}}}}),
+    );
+    assert_eq!(status, 400);
+    assert_eq!(
+        v,
+        json!({"error": {"message": "properties.a uses \"not\", which llamay's constraint cannot honour; send a schema without it rather than one that is silently not enforced", "type": "Bad Request", "param": null, "code": null}})
+    );
+    // Nothing was decoded for any of them.
+    let stats: Value = c.get(s.url("/v1/stats")).send().unwrap().json().unwrap();
+    assert_eq!(stats["tokens"]["prompt"], 0, "{stats}");
+    assert_eq!(stats["completed"], 0, "{stats}");
+}
+
+#[test]
+fn structured_output_holds_on_every_shape() {
+    let s = Server::start(&[]);
+    let c = client();
+    let prompt = "Order 7 from Acme: 3 widgets at 4.50 EUR each, ship to Lyon, postcode 69001.";
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"model": s.model, "temperature": 0, "max_tokens": 200, "messages": user(prompt),
+            "response_format": {"type": "json_schema", "json_schema": {"name": "order", "schema": order_schema()}}}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop", "{v}");
+    assert_eq!(v["llamay"]["constraint"], "schema");
+    check_order(
+        &serde_json::from_str(v["choices"][0]["message"]["content"].as_str().unwrap()).unwrap(),
+    );
+
+    // llamay_schema wins over response_format.
+    let small =
+        json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"model": s.model, "temperature": 0, "max_tokens": 30, "messages": user("Is water wet?"),
+            "response_format": {"type": "json_schema", "json_schema": {"name": "order", "schema": order_schema()}},
+            "llamay_schema": small}),
+    );
+    assert_eq!(st, 200, "{v}");
+    let doc: Value =
+        serde_json::from_str(v["choices"][0]["message"]["content"].as_str().unwrap()).unwrap();
+    assert!(
+        doc["ok"].is_boolean() && doc.as_object().unwrap().len() == 1,
+        "{doc}"
+    );
+
+    // The seed's chess-move grammar, on all three shapes.
+    let grammar = "root ::= piece square square\npiece ::= \"K\" | \"Q\" | \"R\" | \"B\" | \"N\" | \"\"\nsquare ::= [a-h] [1-8]\n";
+    let is_move = |t: &str| {
+        let b = t.as_bytes();
+        let rest = if b.first().is_some_and(|c| b"KQRBN".contains(c)) {
+            &b[1..]
+        } else {
+            b
+        };
+        rest.len() == 4
+            && (b'a'..=b'h').contains(&rest[0])
+            && (b'1'..=b'8').contains(&rest[1])
+            && (b'a'..=b'h').contains(&rest[2])
+            && (b'1'..=b'8').contains(&rest[3])
+    };
+    let (_, v) = post(
+        &c,
+        &s.url("/v1/completions"),
+        &json!({"model": s.model, "prompt": "White's best opening move:", "llamay_grammar": grammar, "max_tokens": 10}),
+    );
+    assert!(is_move(v["choices"][0]["text"].as_str().unwrap()), "{v}");
+    let (_, v) = post(
+        &c,
+        &s.url("/v1/messages"),
+        &json!({"model": s.model, "max_tokens": 10, "messages": user("White's best opening move?"), "grammar": grammar}),
+    );
+    assert!(is_move(v["content"][0]["text"].as_str().unwrap()), "{v}");
+    assert_eq!(v["stop_reason"], "end_turn");
+    let (_, v) = post(
+        &c,
+        &s.url("/api/generate"),
+        &json!({"model": s.model, "prompt": "White's best opening move?", "grammar": grammar, "stream": false}),
+    );
+    assert!(is_move(v["response"].as_str().unwrap()), "{v}");
+    assert_eq!(v["llamay"]["constraint"], "grammar");
+
+    // Ollama format "json" and llamay_format on OpenAI / Anthropic.
+    let (_, v) = post(
+        &c,
+        &s.url("/api/chat"),
+        &json!({"model": s.model, "messages": user("Give me a JSON object with keys name, port and tls for a local server."), "format": "json", "stream": false, "options": {"temperature": 0, "num_predict": 80}}),
+    );
+    assert_eq!(v["done_reason"], "stop", "{v}");
+    serde_json::from_str::<Value>(v["message"]["content"].as_str().unwrap()).unwrap();
+    let (_, v) = post(
+        &c,
+        &s.url("/v1/messages"),
+        &json!({"model": s.model, "max_tokens": 80, "temperature": 0, "messages": user("Give me a JSON object with keys name, port and tls for a local server."), "llamay_format": "json"}),
+    );
+    assert_eq!(v["stop_reason"], "end_turn", "{v}");
+    serde_json::from_str::<Value>(v["content"][0]["text"].as_str().unwrap()).unwrap();
+
+    // A grammar and a schema together: 400, on each shape.
+    for (path, body) in [
+        (
+            "/v1/chat/completions",
+            json!({"messages": user("x"), "grammar": grammar, "llamay_schema": small}),
+        ),
+        (
+            "/v1/messages",
+            json!({"max_tokens": 5, "messages": user("x"), "llamay_grammar": grammar, "llamay_schema": small}),
+        ),
+        (
+            "/api/chat",
+            json!({"messages": user("x"), "grammar": grammar, "format": small}),
+        ),
+    ] {
+        let (st, v) = post(&c, &s.url(path), &body);
+        assert_eq!(st, 400, "{path}: {v}");
+    }
+    // An invalid grammar is a 400 too.
+    let (st, v) = post(
+        &c,
+        &s.url("/api/generate"),
+        &json!({"prompt": "x", "grammar": "root ::= root \"a\""}),
+    );
+    assert_eq!(st, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("left"), "{v}");
+}
+
+#[test]
+fn streams_are_well_formed_and_match_the_whole_answer() {
+    let s = Server::start(&[]);
+    let c = client();
+    let text = |path: &str, body: Value| {
+        c.post(s.url(path))
+            .json(&body)
+            .send()
+            .unwrap()
+            .text()
+            .unwrap()
+    };
+
+    // OpenAI chat: role first, deltas, a finish chunk, a usage chunk, [DONE].
+    let whole: Value = serde_json::from_str(&text("/v1/chat/completions",
+        json!({"model": s.model, "messages": user("Name three colours."), "max_tokens": 20, "seed": 3}))).unwrap();
+    let body = text(
+        "/v1/chat/completions",
+        json!({"model": s.model, "messages": user("Name three colours."),
+        "max_tokens": 20, "seed": 3, "stream": true, "stream_options": {"include_usage": true}}),
+    );
+    let events = sse_events(&body);
+    assert_eq!(events.last().unwrap().1, "[DONE]");
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|(_, d)| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(
+        streamed,
+        whole["choices"][0]["message"]["content"].as_str().unwrap()
+    );
+    let n = chunks.len();
+    assert_eq!(chunks[n - 2]["choices"][0]["finish_reason"], "length");
+    assert_eq!(chunks[n - 1]["choices"], json!([]));
+    assert_eq!(chunks[n - 1]["usage"]["completion_tokens"], 20);
+    assert!(chunks
+        .iter()
+        .all(|c| c["object"] == "chat.completion.chunk" && c["id"] == chunks[0]["id"]));
+
+    // Anthropic: the exact event order.
+    let body = text(
+        "/v1/messages",
+        json!({"model": s.model, "max_tokens": 15, "messages": user("Name three colours."), "stream": true, "seed": 3}),
+    );
+    let events = sse_events(&body);
+    let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap()).collect();
+    assert_eq!(names[..3], ["message_start", "content_block_start", "ping"]);
+    assert_eq!(
+        names[names.len() - 3..],
+        ["content_block_stop", "message_delta", "message_stop"]
+    );
+    assert!(names[3..names.len() - 3]
+        .iter()
+        .all(|&n| n == "content_block_delta"));
+    for (e, d) in &events {
+        let v: Value = serde_json::from_str(d).unwrap();
+        assert_eq!(v["type"].as_str(), e.as_deref());
+    }
+    let delta: Value = serde_json::from_str(&events[events.len() - 2].1).unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "max_tokens");
+    assert_eq!(delta["usage"]["output_tokens"], 15);
+
+    // Ollama: NDJSON, only the last line done, with its counts.
+    let body = text(
+        "/api/generate",
+        json!({"model": s.model, "prompt": "Name three colours.", "options": {"num_predict": 12}}),
+    );
+    let lines: Vec<Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines[..lines.len() - 1]
+        .iter()
+        .all(|l| l["done"] == false && l["response"].is_string()));
+    let last = lines.last().unwrap();
+    assert_eq!(last["done"], true);
+    assert_eq!(last["done_reason"], "length");
+    assert_eq!(last["eval_count"], 12);
+
+    // Stop strings: OpenAI finish "stop", Anthropic "stop_sequence" naming it.
+    let (_, v) = post(
+        &c,
+        &s.url("/v1/messages"),
+        &json!({"model": s.model, "max_tokens": 60, "temperature": 0,
+        "messages": user("Write two sentences about cats."), "stop_sequences": ["."]}),
+    );
+    assert_eq!(v["stop_reason"], "stop_sequence", "{v}");
+    assert_eq!(v["stop_sequence"], ".");
+    assert!(!v["content"][0]["text"].as_str().unwrap().contains('.'));
+}
+
+#[test]
+fn bad_requests_get_4xx_in_each_apis_shape() {
+    let s = Server::start(&[]);
+    let c = client();
+    let raw = |path: &str, body: &str| {
+        let r = c
+            .post(s.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .unwrap();
+        let st = r.status().as_u16();
+        (
+            st,
+            serde_json::from_str::<Value>(&r.text().unwrap()).unwrap(),
+        )
+    };
+    for path in [
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/messages",
+        "/api/chat",
+        "/api/generate",
+        "/api/show",
+    ] {
+        for body in [
+            "{",
+            "[]",
+            "\"x\"",
+            "{\"messages\": 5, \"prompt\": 5}",
+            "{\"model\": 3, \"messages\": []}",
+            "",
+        ] {
+            let (st, v) = raw(path, body);
+            assert!((400..500).contains(&st), "{path} {body}: {st} {v}");
+            if path.starts_with("/api/") {
+                assert!(v["error"].is_string(), "{v}");
+            } else if path == "/v1/messages" {
+                assert_eq!(v["type"], "error", "{v}");
+            } else {
+                assert!(v["error"]["message"].is_string(), "{v}");
+            }
+        }
+    }
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"model": "no-such-model", "messages": user("x")}),
+    );
+    assert_eq!(
+        (st, v["error"]["code"].as_str()),
+        (404, Some("model_not_found")),
+        "{v}"
+    );
+    let (st, _) = post(
+        &c,
+        &s.url("/api/chat"),
+        &json!({"model": "no-such-model", "messages": user("x")}),
+    );
+    assert_eq!(st, 404);
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"messages": user("x"),
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}),
+    );
+    assert_eq!(st, 400);
+    assert_eq!(v["error"]["message"], "tools are not supported yet");
+    let (st, _) = post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"messages": user("x"), "temperature": -1}),
+    );
+    assert_eq!(st, 400);
+    let (st, _) = post(&c, &s.url("/v1/messages"), &json!({"messages": user("x")}));
+    assert_eq!(st, 400, "max_tokens is required on the Anthropic route");
+    let r = c.get(s.url("/v1/nothing")).send().unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let r = c.put(s.url("/api/chat")).send().unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    assert!(r.json::<Value>().unwrap()["error"].is_string());
+    // The model routes.
+    let v: Value = c.get(s.url("/api/version")).send().unwrap().json().unwrap();
+    assert!(v["version"].is_string());
+    let v: Value = c.get(s.url("/api/tags")).send().unwrap().json().unwrap();
+    assert_eq!(v["models"][0]["name"], s.model.as_str());
+    let (st, v) = post(&c, &s.url("/api/show"), &json!({"model": s.model}));
+    assert_eq!(st, 200);
+    assert_eq!(v["details"]["family"], "llama");
+    let r = c
+        .delete(s.url("/api/delete"))
+        .json(&json!({"model": "absent:latest"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let (st, _) = post(
+        &c,
+        &s.url("/api/copy"),
+        &json!({"source": "absent:latest", "destination": "b:latest"}),
+    );
+    assert_eq!(st, 404);
+    let (st, _) = post(
+        &c,
+        &s.url("/api/pull"),
+        &json!({"model": "/etc/passwd.gguf"}),
+    );
+    assert_eq!(st, 400, "a path is never pulled");
+}
+
+#[test]
+fn api_key_guards_every_route_and_big_bodies_are_413() {
+    let s = Server::start(&["-api-key", "sekrit"]);
+    let c = client();
+    let r = c.get(s.url("/v1/models")).send().unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert_eq!(
+        r.json::<Value>().unwrap()["error"]["type"],
+        "authentication_error"
+    );
+    let r = c
+        .post(s.url("/v1/messages"))
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert_eq!(r.json::<Value>().unwrap()["type"], "error");
+    let r = c
+        .get(s.url("/api/tags"))
+        .header("authorization", "Bearer wrong")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let r = c
+        .get(s.url("/api/tags"))
+        .header("authorization", "Bearer sekrit")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = c
+        .get(s.url("/v1/models"))
+        .header("x-api-key", "sekrit")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let big = format!("{{\"prompt\": \"{}\"}}", "a".repeat(9 << 20));
+    let r = c
+        .post(s.url("/api/generate"))
+        .header("x-api-key", "sekrit")
+        .body(big)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    assert!(r.json::<Value>().unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .contains("larger than"));
+}

@@ -1,0 +1,64 @@
+//! What `llamay serve` prints when it starts: the seed's log line and route banner.
+
+use crate::models::ModelsConfig;
+
+/// `5m0s`, `1h0m0s`, `30s`: Go's duration spelling, as the seed's log line has it.
+pub fn go_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, m, sec) => format!("{h}h{m}m{sec}s"),
+    }
+}
+
+/// Facts about the serve model for the log line.
+pub struct ModelFacts<'a> {
+    pub name: &'a str,
+    pub arch: &'a str,
+    pub params: u64,
+    pub context: usize,
+    pub threads: usize,
+    pub kv: &'a str,
+}
+
+/// `time=… level=INFO msg="llamay serving" addr=… model=… arch=… max-loaded=2 …`
+pub fn log_line(addr: &str, m: &ModelFacts, cfg: &ModelsConfig) -> String {
+    let now = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f%:z");
+    format!(
+        "time={now} level=INFO msg=\"llamay serving\" addr={addr} model={} arch={} max-loaded={} keepalive={} params=\"{:.2} GB\" context={} threads={} kv={} lexicon=0",
+        m.name,
+        m.arch,
+        cfg.max_loaded,
+        go_duration(cfg.keep_alive),
+        m.params as f64 / 1e9,
+        m.context,
+        m.threads,
+        m.kv,
+    )
+}
+
+/// The route banner (only routes this server answers).
+pub fn routes(addr: &str) -> String {
+    let u = format!("http://{addr}");
+    format!(
+        "\n  OpenAI      POST {u}/v1/chat/completions   (and /v1/completions, GET /v1/models)\n  \
+         Anthropic   POST {u}/v1/messages\n  \
+         Ollama      POST {u}/api/chat              (and /api/generate, /api/tags, /api/show, /api/ps)\n  \
+         Models      POST {u}/api/pull              (and /api/copy, /api/delete)\n  \
+         Stats       GET  {u}/v1/stats\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_are_spelled_like_go() {
+        assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
+        assert_eq!(go_duration(Duration::from_secs(3661)), "1h1m1s");
+        assert_eq!(go_duration(Duration::from_secs(7)), "7s");
+    }
+}

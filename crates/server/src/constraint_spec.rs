@@ -1,0 +1,227 @@
+//! What a request asks its output to be, checked before any model work.
+//!
+//! Each API module reads its own surfaces (`response_format`, `format`,
+//! `llamay_schema`, `output_config.format`, `llamay_grammar`...) into a
+//! [`ConstraintSpec`]. Schemas and grammars are compiled to their model-independent
+//! form here, so a refusal is answered before a model loads or a token is decoded;
+//! only the vocabulary-specific automaton is built later, per model, and cached.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llamay_constrain::grammar::Grammar;
+use llamay_constrain::schema::{NotEnforced, Report};
+use llamay_constrain::Constraint;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::loaded::LoadedModel;
+
+/// Largest grammar text accepted in a request.
+const MAX_GRAMMAR_BYTES: usize = 256 << 10;
+
+/// The output constraint of one request.
+#[derive(Clone, Debug, Default)]
+pub enum ConstraintSpec {
+    #[default]
+    None,
+    /// Any valid JSON value.
+    Json,
+    /// A JSON Schema, already lowered to the grammar IR.
+    Schema(Arc<CompiledSchema>),
+    /// GBNF text (already parsed once, so it is known to be valid).
+    Grammar(Arc<str>),
+}
+
+/// A schema compiled to the grammar IR, with its not-enforced report.
+#[derive(Debug)]
+pub struct CompiledSchema {
+    /// The schema text, canonical (serde_json's), used as the cache key.
+    pub key: String,
+    pub grammar: Grammar,
+    pub report: Report,
+    pub compile_time: Duration,
+}
+
+/// The enforcement report every response carries.
+#[derive(Clone, Debug, Default)]
+pub struct EnforcementReport {
+    /// `none`, `json`, `schema` or `grammar`.
+    pub kind: &'static str,
+    /// Schema keywords parsed but not enforced, as `keyword at location`.
+    pub not_enforced: Vec<String>,
+    /// Time spent compiling the constraint for this request (near zero when cached).
+    pub compile_time: Duration,
+}
+
+/// Where a surface was found: the API module names it in messages.
+#[derive(Default)]
+pub struct Surfaces<'a> {
+    /// A JSON Schema from the request (`llamay_schema` first, then the API's own).
+    pub schemas: Vec<(&'a str, &'a Value)>,
+    /// `json` was asked for (`json_object`, `format: "json"`, `llamay_format`).
+    pub json: Option<&'a str>,
+    /// GBNF text (`llamay_grammar` / `grammar`).
+    pub grammar: Option<(&'a str, &'a str)>,
+}
+
+impl<'a> Surfaces<'a> {
+    /// Adds a schema; earlier ones win (so add `llamay_schema` first).
+    pub fn schema(&mut self, field: &'a str, v: &'a Value) {
+        self.schemas.push((field, v));
+    }
+
+    /// Decides the constraint: a grammar together with a schema or JSON is refused,
+    /// a schema is compiled (or refused with the compiler's message).
+    pub fn resolve(self) -> Result<ConstraintSpec, ApiError> {
+        if let Some((field, text)) = self.grammar {
+            if let Some((other, _)) = self.schemas.first() {
+                return Err(ApiError::bad_request(format!(
+                    "{field} and {other} were both given: send a grammar or a schema, not both"
+                )));
+            }
+            if let Some(other) = self.json {
+                return Err(ApiError::bad_request(format!(
+                    "{field} and {other} were both given: send a grammar or a JSON format, not both"
+                )));
+            }
+            return grammar_spec(field, text);
+        }
+        if let Some((field, schema)) = self.schemas.first() {
+            return schema_spec(field, schema);
+        }
+        Ok(match self.json {
+            Some(_) => ConstraintSpec::Json,
+            None => ConstraintSpec::None,
+        })
+    }
+}
+
+fn grammar_spec(field: &str, text: &str) -> Result<ConstraintSpec, ApiError> {
+    if text.len() > MAX_GRAMMAR_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "{field} is {} bytes; the limit is {MAX_GRAMMAR_BYTES}",
+            text.len()
+        )));
+    }
+    llamay_constrain::gbnf::parse_gbnf(text)
+        .map_err(|e| ApiError::bad_request(format!("{field}: {e}")))?;
+    Ok(ConstraintSpec::Grammar(text.into()))
+}
+
+fn schema_spec(field: &str, schema: &Value) -> Result<ConstraintSpec, ApiError> {
+    if !schema.is_object() && !schema.is_boolean() {
+        return Err(ApiError::bad_request(format!(
+            "{field} must be a JSON Schema object"
+        )));
+    }
+    let t0 = Instant::now();
+    let (grammar, report) =
+        llamay_constrain::schema::grammar(schema).map_err(|e| ApiError::refusal(e.to_string()))?;
+    Ok(ConstraintSpec::Schema(Arc::new(CompiledSchema {
+        key: schema.to_string(),
+        grammar,
+        report,
+        compile_time: t0.elapsed(),
+    })))
+}
+
+impl ConstraintSpec {
+    /// The spec's name in the enforcement report.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ConstraintSpec::None => "none",
+            ConstraintSpec::Json => "json",
+            ConstraintSpec::Schema(_) => "schema",
+            ConstraintSpec::Grammar(_) => "grammar",
+        }
+    }
+
+    /// Builds (or takes from the model's cache) the automaton for `lm`'s vocabulary.
+    pub fn build(
+        &self,
+        lm: &LoadedModel,
+    ) -> Result<(Option<Constraint>, EnforcementReport), ApiError> {
+        let t0 = Instant::now();
+        let fail = |e: llamay_constrain::Error| {
+            ApiError::bad_request(format!("the constraint could not be compiled: {e}"))
+        };
+        let mut report = EnforcementReport {
+            kind: self.kind(),
+            ..EnforcementReport::default()
+        };
+        let c = match self {
+            ConstraintSpec::None => None,
+            ConstraintSpec::Json => Some(lm.constraints.any_json().map_err(fail)?),
+            ConstraintSpec::Grammar(text) => Some(lm.constraints.gbnf(text).map_err(fail)?),
+            ConstraintSpec::Schema(s) => {
+                report.not_enforced = s
+                    .report
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        let what = match e.kind {
+                            NotEnforced::Ignored => "not enforced",
+                            NotEnforced::OverLimit => "above 4096, not enforced",
+                            NotEnforced::Unknown => "unknown keyword, ignored",
+                        };
+                        format!("{} at {}: {what}", e.keyword, e.location)
+                    })
+                    .collect();
+                report.compile_time += s.compile_time;
+                Some(
+                    lm.constraints
+                        .get_or_build("schema", &s.key, |v| {
+                            Constraint::from_grammar(&s.grammar, v)
+                        })
+                        .map_err(fail)?,
+                )
+            }
+        };
+        report.compile_time += t0.elapsed();
+        Ok((c, report))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn llamay_schema_wins_and_refusals_carry_the_compiler_message() {
+        let a = json!({"type": "integer"});
+        let b = json!({"type": "string"});
+        let mut s = Surfaces::default();
+        s.schema("llamay_schema", &a);
+        s.schema("response_format", &b);
+        match s.resolve().unwrap() {
+            ConstraintSpec::Schema(c) => assert_eq!(c.key, a.to_string()),
+            other => panic!("{other:?}"),
+        }
+        let bad = json!({"type": "object", "properties": {"a": {"not": {"type": "string"}}}});
+        let mut s = Surfaces::default();
+        s.schema("llamay_schema", &bad);
+        let e = s.resolve().unwrap_err();
+        assert!(e.refusal);
+        assert!(
+            e.message.starts_with("properties.a uses \"not\""),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_grammar_with_a_schema_is_refused() {
+        let a = json!({"type": "integer"});
+        let mut s = Surfaces::default();
+        s.schema("response_format", &a);
+        s.grammar = Some(("grammar", "root ::= \"x\""));
+        assert_eq!(s.resolve().unwrap_err().status, 400);
+        let s = Surfaces {
+            grammar: Some(("llamay_grammar", "root ::= root \"x\"")),
+            ..Surfaces::default()
+        };
+        assert_eq!(s.resolve().unwrap_err().status, 400);
+    }
+}

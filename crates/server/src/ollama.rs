@@ -1,0 +1,665 @@
+//! The Ollama shape: `/api/chat`, `/api/generate` (NDJSON streaming by default),
+//! and the model routes `/api/tags`, `/api/show`, `/api/pull`, `/api/copy`,
+//! `/api/delete`, `/api/ps`, `/api/version`.
+
+use std::time::{Duration, SystemTime};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::Router;
+use llamay_store::{ModelName, ModelRef, PullEvent, PullOptions, StoreError};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::app::{json_response, parse_body, stream_response, AppState};
+use crate::chat::ChatMessage;
+use crate::constraint_spec::Surfaces;
+use crate::error::{ApiError, ErrorShape};
+use crate::generate::Finish;
+use crate::params::{Sampling, StopField};
+use crate::request::has_tools;
+use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
+use crate::service::{collect, start};
+use crate::stream::{self, Frames};
+
+/// The Ollama routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/chat", post(chat))
+        .route("/api/generate", post(generate))
+        .route("/api/tags", get(tags))
+        .route("/api/show", post(show))
+        .route("/api/pull", post(pull))
+        .route("/api/copy", post(copy))
+        .route("/api/delete", delete(remove))
+        .route("/api/ps", get(ps))
+        .route("/api/version", get(version))
+}
+
+/// Ollama's error body: `{"error":"…"}`.
+pub fn error_body(e: &ApiError) -> Value {
+    json!({"error": e.message})
+}
+
+fn fail(e: ApiError) -> Response {
+    e.into_response_as(ErrorShape(error_body))
+}
+
+fn done_reason(f: Finish) -> &'static str {
+    match f {
+        Finish::Length => "length",
+        Finish::Eog | Finish::Grammar | Finish::Stop | Finish::Cancelled => "stop",
+    }
+}
+
+fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now())
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}
+
+#[derive(Deserialize, Default)]
+struct Options {
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    top_k: Option<i64>,
+    min_p: Option<f64>,
+    repeat_penalty: Option<f64>,
+    frequency_penalty: Option<f64>,
+    presence_penalty: Option<f64>,
+    seed: Option<i64>,
+    num_predict: Option<i64>,
+    stop: Option<StopField>,
+}
+
+impl Options {
+    fn sampling(self) -> Sampling {
+        Sampling {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            frequency_penalty: self.frequency_penalty,
+            presence_penalty: self.presence_penalty,
+            seed: self.seed,
+            max_tokens: self.num_predict,
+            stop: self.stop.map(StopField::into_vec).unwrap_or_default(),
+        }
+    }
+}
+
+/// What the chat and generate routes share.
+#[derive(Deserialize)]
+struct Common {
+    #[serde(default)]
+    model: String,
+    format: Option<Value>,
+    options: Option<Options>,
+    stream: Option<bool>,
+    keep_alive: Option<Value>,
+    tools: Option<Value>,
+    llamay_grammar: Option<String>,
+    grammar: Option<String>,
+}
+
+impl Common {
+    fn surfaces(&self) -> Result<Surfaces<'_>, ApiError> {
+        let mut s = Surfaces::default();
+        match &self.format {
+            None | Some(Value::Null) => {}
+            Some(Value::String(f)) if f.is_empty() => {}
+            Some(Value::String(f)) if f == "json" => s.json = Some("format"),
+            Some(v @ Value::Object(_)) => s.schema("format", v),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "format must be \"json\" or a JSON Schema object, not {other}"
+                )))
+            }
+        }
+        s.grammar = match (&self.llamay_grammar, &self.grammar) {
+            (Some(g), _) => Some(("llamay_grammar", g.as_str())),
+            (None, Some(g)) => Some(("grammar", g.as_str())),
+            (None, None) => None,
+        };
+        Ok(s)
+    }
+
+    fn keep_alive(&self) -> Result<Option<Duration>, ApiError> {
+        self.keep_alive.as_ref().map(parse_keep_alive).transpose()
+    }
+}
+
+/// Ollama's `keep_alive`: seconds as a number, or a Go duration (`5m`, `1h30m`,
+/// `10s`); a negative value keeps the model loaded.
+fn parse_keep_alive(v: &Value) -> Result<Duration, ApiError> {
+    const FOREVER: Duration = Duration::from_secs(100 * 365 * 86400);
+    let bad = || ApiError::bad_request(format!("keep_alive {v} is not a duration"));
+    match v {
+        Value::Number(n) => {
+            let s = n.as_f64().ok_or_else(bad)?;
+            Ok(if s < 0.0 {
+                FOREVER
+            } else {
+                Duration::from_secs_f64(s.min(FOREVER.as_secs_f64()))
+            })
+        }
+        Value::String(s) => {
+            let s = s.trim();
+            if s.starts_with('-') {
+                return Ok(FOREVER);
+            }
+            if let Ok(n) = s.parse::<f64>() {
+                return parse_keep_alive(&json!(n));
+            }
+            let mut total = 0f64;
+            let mut num = String::new();
+            let mut chars = s.chars().peekable();
+            while let Some(c) = chars.next() {
+                if c.is_ascii_digit() || c == '.' {
+                    num.push(c);
+                    continue;
+                }
+                let mut unit = c.to_string();
+                while let Some(&n) = chars.peek() {
+                    if n.is_ascii_alphabetic() {
+                        unit.push(n);
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                let x: f64 = num.parse().map_err(|_| bad())?;
+                num.clear();
+                total += x * match unit.as_str() {
+                    "ms" => 0.001,
+                    "s" => 1.0,
+                    "m" => 60.0,
+                    "h" => 3600.0,
+                    _ => return Err(bad()),
+                };
+            }
+            if !num.is_empty() {
+                return Err(bad());
+            }
+            Ok(Duration::from_secs_f64(total.min(FOREVER.as_secs_f64())))
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    #[serde(flatten)]
+    common: Common,
+    messages: Vec<Message>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: String,
+    #[serde(default)]
+    content: String,
+    images: Option<Vec<Value>>,
+}
+
+#[derive(Deserialize)]
+struct GenerateRequest {
+    #[serde(flatten)]
+    common: Common,
+    #[serde(default)]
+    prompt: String,
+    system: Option<String>,
+    raw: Option<bool>,
+}
+
+/// The route a generation came from decides where its text goes.
+#[derive(Clone, Copy)]
+enum Route {
+    Chat,
+    Generate,
+}
+
+async fn chat(State(st): State<AppState>, body: Bytes) -> Response {
+    let r: ChatRequest = match parse_body(&body) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let mut msgs = Vec::new();
+    for m in r.messages {
+        if m.images.as_ref().is_some_and(|i| !i.is_empty()) {
+            return fail(ApiError::bad_request("images are not supported"));
+        }
+        if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool") {
+            return fail(ApiError::bad_request(format!(
+                "message role {:?} is not one of system, user, assistant, tool",
+                m.role
+            )));
+        }
+        msgs.push(ChatMessage::new(&m.role, &m.content));
+    }
+    if msgs.is_empty() {
+        // Ollama loads the model and answers at once.
+        return load_only(&st, &r.common, Route::Chat).await;
+    }
+    run(&st, r.common, Prompt::Chat(msgs), Route::Chat).await
+}
+
+async fn generate(State(st): State<AppState>, body: Bytes) -> Response {
+    let r: GenerateRequest = match parse_body(&body) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if r.prompt.is_empty() {
+        return load_only(&st, &r.common, Route::Generate).await;
+    }
+    let prompt = if r.raw.unwrap_or(false) {
+        Prompt::Raw(r.prompt)
+    } else {
+        let mut msgs = Vec::new();
+        if let Some(s) = &r.system {
+            msgs.push(ChatMessage::new("system", s));
+        }
+        msgs.push(ChatMessage::new("user", &r.prompt));
+        Prompt::Chat(msgs)
+    };
+    run(&st, r.common, prompt, Route::Generate).await
+}
+
+async fn load_only(st: &AppState, c: &Common, route: Route) -> Response {
+    let keep = match c.keep_alive() {
+        Ok(k) => k,
+        Err(e) => return fail(e),
+    };
+    match st.models.get(&c.model, keep).await {
+        Ok(e) => {
+            if keep == Some(Duration::ZERO) {
+                st.models.unload(&e.name);
+            }
+            let mut v = json!({"model": e.name, "created_at": now_rfc3339(), "done": true,
+                "done_reason": if keep == Some(Duration::ZERO) { "unload" } else { "load" }});
+            match route {
+                Route::Chat => v["message"] = json!({"role": "assistant", "content": ""}),
+                Route::Generate => v["response"] = json!(""),
+            }
+            json_response(StatusCode::OK, v)
+        }
+        Err(e) => fail(e),
+    }
+}
+
+async fn run(st: &AppState, c: Common, prompt: Prompt, route: Route) -> Response {
+    match run_inner(st, c, prompt, route).await {
+        Ok(r) => r,
+        Err(e) => fail(e),
+    }
+}
+
+async fn run_inner(
+    st: &AppState,
+    c: Common,
+    prompt: Prompt,
+    route: Route,
+) -> Result<Response, ApiError> {
+    if c.tools.as_ref().is_some_and(has_tools) {
+        return Err(ApiError::bad_request("tools are not supported yet"));
+    }
+    let constraint = c.surfaces()?.resolve()?;
+    let keep_alive = c.keep_alive()?;
+    let stream = c.stream.unwrap_or(true);
+    let params = c.options.unwrap_or_default().sampling().into_params()?;
+    let started = start(
+        st,
+        GenRequest {
+            model: c.model,
+            prompt,
+            params,
+            constraint,
+            stream,
+            keep_alive,
+        },
+    )
+    .await?;
+    let model = started.model.clone();
+    let piece = move |text: &str, done: bool| {
+        let mut v = json!({"model": model, "created_at": now_rfc3339()});
+        match route {
+            Route::Chat => v["message"] = json!({"role": "assistant", "content": text}),
+            Route::Generate => v["response"] = json!(text),
+        }
+        v["done"] = json!(done);
+        v
+    };
+    if stream {
+        let body = stream::body(started.events, Vec::new(), move |ev| match ev {
+            GenEvent::Text(t) => Frames {
+                bytes: vec![stream::ndjson(&piece(&t, false))],
+                end: false,
+            },
+            GenEvent::Done(o) => {
+                let mut v = piece("", true);
+                add_final(&mut v, &o);
+                Frames {
+                    bytes: vec![stream::ndjson(&v)],
+                    end: true,
+                }
+            }
+            GenEvent::Error(e) => Frames {
+                bytes: vec![stream::ndjson(&error_body(&e))],
+                end: true,
+            },
+        });
+        return Ok(stream_response("application/x-ndjson", body));
+    }
+    let (text, o) = collect(started.events).await?;
+    let mut v = piece(&text, true);
+    add_final(&mut v, &o);
+    Ok(json_response(StatusCode::OK, v))
+}
+
+fn add_final(v: &mut Value, o: &Outcome) {
+    let ns = |d: Duration| d.as_nanos() as u64;
+    v["done_reason"] = json!(done_reason(o.finish));
+    v["total_duration"] = json!(ns(o.queue_time + o.prompt_time + o.decode_time));
+    v["load_duration"] = json!(ns(o.queue_time));
+    v["prompt_eval_count"] = json!(o.prompt_tokens);
+    v["prompt_eval_duration"] = json!(ns(o.prompt_time));
+    v["eval_count"] = json!(o.completion_tokens);
+    v["eval_duration"] = json!(ns(o.decode_time));
+    v["llamay"] = o.llamay_json();
+}
+
+fn details(family: Option<&str>, file_type: Option<&str>, params: Option<u64>) -> Value {
+    json!({
+        "parent_model": "",
+        "format": "gguf",
+        "family": family.unwrap_or(""),
+        "families": family.map(|f| vec![f.to_string()]),
+        "parameter_size": params.map(parameter_size).unwrap_or_default(),
+        "quantization_level": file_type.unwrap_or(""),
+    })
+}
+
+/// `135M`, `1.5B`, as Ollama writes parameter counts.
+fn parameter_size(n: u64) -> String {
+    if n >= 1_000_000_000 {
+        format!("{:.1}B", n as f64 / 1e9)
+    } else {
+        format!("{}M", (n as f64 / 1e6).round() as u64)
+    }
+}
+
+async fn tags(State(st): State<AppState>) -> Response {
+    let mut models = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    if let Some(store) = st.models.store() {
+        match store.list() {
+            Ok(list) => {
+                for e in list {
+                    let name = e.name.short();
+                    seen.insert(name.clone());
+                    let family = e.config.as_ref().and_then(|c| c.model_family.clone());
+                    models.push(json!({
+                        "name": name, "model": name,
+                        "modified_at": rfc3339(e.modified),
+                        "size": e.size,
+                        "digest": e.digest.hex(),
+                        "details": details(family.as_deref(), e.file_type(), None),
+                    }));
+                }
+            }
+            Err(e) => return fail(ApiError::internal(format!("cannot list the store: {e}"))),
+        }
+    }
+    if let Some(d) = st.models.default_model() {
+        if !seen.contains(&d.name) {
+            let meta = std::fs::metadata(&d.path).ok();
+            let loaded = st.models.loaded().into_iter().find(|e| e.path == d.path);
+            let info = loaded.as_ref().map(|e| e.lm.model.info().clone());
+            models.insert(
+                0,
+                json!({
+                    "name": d.name, "model": d.name,
+                    "modified_at": meta.as_ref().and_then(|m| m.modified().ok()).map(rfc3339).unwrap_or_default(),
+                    "size": meta.map(|m| m.len()).unwrap_or(0),
+                    "digest": "",
+                    "details": details(info.as_ref().map(|i| i.arch.as_str()), info.as_ref().and_then(|i| i.file_type.as_deref()), info.as_ref().map(|i| i.parameter_count)),
+                }),
+            );
+        }
+    }
+    json_response(StatusCode::OK, json!({"models": models}))
+}
+
+#[derive(Deserialize)]
+struct NameRequest {
+    model: Option<String>,
+    name: Option<String>,
+    insecure: Option<bool>,
+    stream: Option<bool>,
+}
+
+impl NameRequest {
+    fn name(&self) -> Result<&str, ApiError> {
+        self.model
+            .as_deref()
+            .or(self.name.as_deref())
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| ApiError::bad_request("model is required"))
+    }
+}
+
+async fn show(State(st): State<AppState>, body: Bytes) -> Response {
+    let r: NameRequest = match parse_body(&body) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let name = match r.name() {
+        Ok(n) => n,
+        Err(e) => return fail(e),
+    };
+    let engine = match st.models.get(name, None).await {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
+    let info = engine.lm.model.info();
+    let arch = info.arch.as_str();
+    json_response(
+        StatusCode::OK,
+        json!({
+            "modelfile": format!("FROM {}\n", engine.name),
+            "parameters": "",
+            "template": "",
+            "details": details(Some(arch), info.file_type.as_deref(), Some(info.parameter_count)),
+            "model_info": {
+                "general.architecture": arch,
+                "general.parameter_count": info.parameter_count,
+                format!("{arch}.context_length"): info.context_length,
+                format!("{arch}.embedding_length"): info.embedding_length,
+                format!("{arch}.block_count"): info.block_count,
+                format!("{arch}.attention.head_count"): info.head_count,
+                format!("{arch}.attention.head_count_kv"): info.head_count_kv,
+                "tokenizer.ggml.vocab_size": info.vocab_size,
+            },
+            "capabilities": ["completion"],
+            "modified_at": rfc3339(engine.loaded_at),
+        }),
+    )
+}
+
+fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound(_) | StoreError::NotInRegistry { .. } => {
+            ApiError::not_found(e.to_string())
+        }
+        StoreError::InvalidName { .. } | StoreError::ReadOnly(_) => {
+            ApiError::bad_request(e.to_string())
+        }
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+fn parse_name(s: &str) -> Result<ModelName, ApiError> {
+    ModelName::parse(s).map_err(store_error)
+}
+
+async fn pull(State(st): State<AppState>, body: Bytes) -> Response {
+    let r: NameRequest = match parse_body(&body) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let name = match r.name() {
+        Ok(n) => n.to_string(),
+        Err(e) => return fail(e),
+    };
+    let Some(store) = st.models.store().cloned() else {
+        return fail(ApiError::bad_request("this server has no model store"));
+    };
+    let target = match ModelRef::parse(&name) {
+        Ok(ModelRef::File(_)) => {
+            return fail(ApiError::bad_request(
+                "pull takes a model name or a URL, not a path",
+            ))
+        }
+        Ok(t) => t,
+        Err(e) => return fail(store_error(e)),
+    };
+    let opts = PullOptions {
+        insecure: r.insecure.unwrap_or(false),
+        ..PullOptions::default()
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let progress_tx = tx.clone();
+    tokio::spawn(async move {
+        let progress = move |ev: PullEvent| {
+            let _ = progress_tx.send(ev.to_ollama_json());
+        };
+        let result = match &target {
+            ModelRef::Url(url) => llamay_store::pull_url(&store, url, &opts, &progress)
+                .await
+                .map(|_| ()),
+            ModelRef::Name(n) => llamay_store::pull(&store, n, &opts, &progress)
+                .await
+                .map(|_| ()),
+            ModelRef::File(_) => Ok(()),
+        };
+        let last = match result {
+            Ok(()) => json!({"status": "success"}),
+            Err(e) => json!({"error": e.to_string()}),
+        };
+        let _ = tx.send(last);
+    });
+    if r.stream.unwrap_or(true) {
+        let s = futures_util::stream::unfold(rx, |mut rx| async move {
+            let v = rx.recv().await?;
+            Some((Ok::<_, std::io::Error>(stream::ndjson(&v)), rx))
+        });
+        return stream_response("application/x-ndjson", axum::body::Body::from_stream(s));
+    }
+    let mut last = json!({"error": "the pull ended without a result"});
+    while let Some(v) = rx.recv().await {
+        last = v;
+    }
+    match last.get("error").and_then(Value::as_str) {
+        Some(e) => fail(ApiError::bad_request(e)),
+        None => json_response(StatusCode::OK, last),
+    }
+}
+
+#[derive(Deserialize)]
+struct CopyRequest {
+    source: String,
+    destination: String,
+}
+
+async fn copy(State(st): State<AppState>, body: Bytes) -> Response {
+    let r: CopyRequest = match parse_body(&body) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let Some(store) = st.models.store() else {
+        return fail(ApiError::bad_request("this server has no model store"));
+    };
+    let result = parse_name(&r.source).and_then(|src| {
+        let dst = parse_name(&r.destination)?;
+        store.copy(&src, &dst).map_err(store_error)
+    });
+    match result {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(e) => fail(e),
+    }
+}
+
+async fn remove(State(st): State<AppState>, body: Bytes) -> Response {
+    let r: NameRequest = match parse_body(&body) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let Some(store) = st.models.store() else {
+        return fail(ApiError::bad_request("this server has no model store"));
+    };
+    let result = r.name().and_then(|n| {
+        let name = parse_name(n)?;
+        store.remove(&name).map_err(store_error)?;
+        st.models.unload(&name.short());
+        Ok(())
+    });
+    match result {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(e) => fail(e),
+    }
+}
+
+async fn ps(State(st): State<AppState>) -> Response {
+    let models: Vec<Value> = st
+        .models
+        .loaded()
+        .iter()
+        .map(|e| {
+            let info = e.lm.model.info();
+            let c = e.scheduler.counts();
+            json!({
+                "name": e.name, "model": e.name,
+                "size": e.size, "size_vram": 0, "digest": "",
+                "details": details(Some(&info.arch), info.file_type.as_deref(), Some(info.parameter_count)),
+                "expires_at": rfc3339(e.expires_at()),
+                "context_length": e.lm.model.n_ctx(),
+                "llamay": {
+                    "active": c.active.load(std::sync::atomic::Ordering::SeqCst),
+                    "queued": c.waiting.load(std::sync::atomic::Ordering::SeqCst),
+                },
+            })
+        })
+        .collect();
+    json_response(StatusCode::OK, json!({"models": models}))
+}
+
+async fn version() -> Response {
+    json_response(
+        StatusCode::OK,
+        json!({"version": env!("CARGO_PKG_VERSION")}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_alive_reads_numbers_and_go_durations() {
+        let d = |v: Value| parse_keep_alive(&v).map(|d| d.as_secs_f64());
+        assert_eq!(d(json!("5m")).unwrap(), 300.0);
+        assert_eq!(d(json!("1h30m")).unwrap(), 5400.0);
+        assert_eq!(d(json!(10)).unwrap(), 10.0);
+        assert_eq!(d(json!("0")).unwrap(), 0.0);
+        assert!(d(json!("-1")).unwrap() > 1e9);
+        assert!(d(json!("5x")).is_err());
+        assert!(d(json!("5")).is_ok());
+        assert!(d(json!([1])).is_err());
+    }
+}

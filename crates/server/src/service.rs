@@ -1,0 +1,101 @@
+//! From an internal [`GenRequest`] to a running generation: model, prompt tokens,
+//! constraint, queue. API modules call [`start`] and read the events back.
+
+use std::time::{Instant, SystemTime};
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::app::AppState;
+use crate::constraint_spec::ConstraintSpec;
+use crate::error::ApiError;
+use crate::generate::check_prompt;
+use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
+use crate::scheduler::Job;
+
+/// A generation that has been queued.
+pub struct Started {
+    pub events: UnboundedReceiver<GenEvent>,
+    /// The model's name as the server reports it.
+    pub model: String,
+    pub prompt_tokens: usize,
+    pub created: SystemTime,
+}
+
+/// Loads the model if needed, tokenizes the prompt, builds the constraint and
+/// queues the request. Every refusal happens here, before any decoding.
+pub async fn start(state: &AppState, req: GenRequest) -> Result<Started, ApiError> {
+    let arrived = Instant::now();
+    let engine = state.models.get(&req.model, req.keep_alive).await?;
+    let spec = match (&req.constraint, &state.default_grammar) {
+        (ConstraintSpec::None, Some(g)) => ConstraintSpec::Grammar(g.clone()),
+        (c, _) => c.clone(),
+    };
+    let lm = engine.lm.clone();
+    let prompt = req.prompt;
+    let prepared = tokio::task::spawn_blocking(move || {
+        let tokens = match &prompt {
+            Prompt::Chat(messages) => lm
+                .encode_chat(messages, None)
+                .map_err(|e| ApiError::bad_request(format!("cannot render the chat: {e}")))?,
+            Prompt::Raw(text) => lm.encode_raw(text),
+        };
+        check_prompt(&tokens, lm.model.n_ctx())
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let (constraint, report) = spec.build(&lm)?;
+        Ok::<_, ApiError>((tokens, constraint, report))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("preparing the request failed: {e}")))??;
+    let (tokens, constraint, report) = prepared;
+    let (tx, rx) = unbounded_channel();
+    let prompt_tokens = tokens.len();
+    engine.scheduler.submit(Job {
+        prompt: tokens,
+        params: req.params,
+        constraint,
+        report,
+        events: tx,
+        arrived,
+    })?;
+    Ok(Started {
+        events: rx,
+        model: engine.name.clone(),
+        prompt_tokens,
+        created: SystemTime::now(),
+    })
+}
+
+/// Waits for a whole generation: its text and how it ended.
+pub async fn collect(
+    mut events: UnboundedReceiver<GenEvent>,
+) -> Result<(String, Outcome), ApiError> {
+    let mut text = String::new();
+    while let Some(ev) = events.recv().await {
+        match ev {
+            GenEvent::Text(t) => text.push_str(&t),
+            GenEvent::Done(o) => return Ok((text, *o)),
+            GenEvent::Error(e) => return Err(e),
+        }
+    }
+    Err(ApiError::internal(
+        "the engine stopped before the generation finished",
+    ))
+}
+
+/// Seconds since the Unix epoch (the `created` fields).
+pub fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A seed for requests that give none, so unseeded requests differ.
+pub fn fresh_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let t = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ COUNTER.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+}

@@ -1,0 +1,55 @@
+"""Starts the real `llamay serve` once for the SDK tests.
+
+The binary is target/release/llamay (built by scripts/test, or set LLAMAY_BIN); the
+model is the SmolLM2 test model from scripts/fetch-test-models.
+"""
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server():
+    binary = os.environ.get("LLAMAY_BIN", os.path.join(ROOT, "target", "release", "llamay"))
+    model = subprocess.check_output(
+        ["python3", os.path.join(ROOT, "scripts", "fetch-test-models"), "--path", "smollm2"],
+        text=True,
+    ).strip()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [binary, "serve", "-m", model, "-addr", f"127.0.0.1:{port}", "-ctx", "1024"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=1) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise RuntimeError("llamay serve did not start: " + proc.stderr.read())
+        time.sleep(0.2)
+    with urllib.request.urlopen(base + "/v1/models") as r:
+        name = json.load(r)["data"][0]["id"]
+    yield {"base": base, "model": name}
+    proc.terminate()
+    proc.wait(timeout=10)
