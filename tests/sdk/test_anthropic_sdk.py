@@ -49,7 +49,8 @@ def test_output_config_format(client, server):
     m = client.messages.create(
         model=server["model"], max_tokens=60,
         messages=[{"role": "user", "content": "Ship to Lyon, postcode 69001. Give the address as JSON."}],
-        output_config={"format": {"type": "json_schema", "schema": SCHEMA}})
+        output_config={"format": {"type": "json_schema", "schema": SCHEMA}},
+        extra_body={"temperature": 0})
     assert m.stop_reason == "end_turn"
     jsonschema.validate(json.loads(m.content[0].text), SCHEMA)
     assert m.model_extra["llamay"]["constraint"] == "schema"

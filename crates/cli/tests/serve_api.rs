@@ -285,8 +285,12 @@ fn streams_are_well_formed_and_match_the_whole_answer() {
         assert_eq!(v["type"].as_str(), e.as_deref());
     }
     let delta: Value = serde_json::from_str(&events[events.len() - 2].1).unwrap();
-    assert_eq!(delta["delta"]["stop_reason"], "max_tokens");
-    assert_eq!(delta["usage"]["output_tokens"], 15);
+    // The model may end its turn before the limit: the reason must match the count.
+    match delta["delta"]["stop_reason"].as_str().unwrap() {
+        "max_tokens" => assert_eq!(delta["usage"]["output_tokens"], 15),
+        "end_turn" => assert!(delta["usage"]["output_tokens"].as_u64().unwrap() < 15),
+        other => panic!("stop_reason {other}"),
+    }
 
     // Ollama: NDJSON, only the last line done, with its counts.
     let body = text(
@@ -302,8 +306,11 @@ fn streams_are_well_formed_and_match_the_whole_answer() {
         .all(|l| l["done"] == false && l["response"].is_string()));
     let last = lines.last().unwrap();
     assert_eq!(last["done"], true);
-    assert_eq!(last["done_reason"], "length");
-    assert_eq!(last["eval_count"], 12);
+    match last["done_reason"].as_str().unwrap() {
+        "length" => assert_eq!(last["eval_count"], 12),
+        "stop" => assert!(last["eval_count"].as_u64().unwrap() < 12),
+        other => panic!("done_reason {other}"),
+    }
 
     // Stop strings: OpenAI finish "stop", Anthropic "stop_sequence" naming it.
     let (_, v) = post(
