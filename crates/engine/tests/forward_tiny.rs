@@ -520,6 +520,10 @@ fn models_are_shared_between_threads() {
         })
         .collect();
     for h in handles {
-        assert_eq!(h.join().unwrap(), want, "concurrent steps give identical logits");
+        assert_eq!(
+            h.join().unwrap(),
+            want,
+            "concurrent steps give identical logits"
+        );
     }
 }
