@@ -28,6 +28,9 @@ pub(crate) struct AttnArgs<'a> {
     pub head_dim_v: usize,
     pub window: Option<usize>,
     pub softcap: Option<f32>,
+    /// Round attention probabilities to f16 before weighting the values, as llama.cpp
+    /// does with an f16 cache (used with f16 KV, so both engines round alike).
+    pub f16_probs: bool,
 }
 
 /// Writes `n × n_head·head_dim_v` attention outputs into `out`.
@@ -162,6 +165,9 @@ unsafe fn query_tile_avx2(
     for r in 0..TILE {
         softmax(&mut scores[r * span..(r + 1) * span]);
     }
+    if a.f16_probs {
+        round_f16(scores);
+    }
     acc[..TILE * hv].fill(0.0);
     for j in lo..=hi {
         let p: [f32; TILE] = std::array::from_fn(|r| scores[r * span + j - lo]);
@@ -203,6 +209,9 @@ fn one_query(
         softcap(scores, cap);
     }
     softmax(scores);
+    if a.f16_probs {
+        round_f16(scores);
+    }
     acc.fill(0.0);
     let mut p = scores.iter();
     for i in old_rows {
@@ -210,6 +219,12 @@ fn one_query(
     }
     for i in new_rows {
         axpy(acc, *p.next().unwrap(), &a.v_new[i * vw + kvh * hv..][..hv]);
+    }
+}
+
+fn round_f16(x: &mut [f32]) {
+    for v in x.iter_mut() {
+        *v = half::f16::from_f32(*v).to_f32();
     }
 }
 
@@ -372,6 +387,7 @@ mod tests {
                 head_dim_v: hv,
                 window,
                 softcap,
+                f16_probs: false,
             };
             let mut out = vec![0.0; n * n_head * hv];
             attend(&ThreadPool::new(2), &a, &mut out);

@@ -11,6 +11,7 @@ use super::ops::{gelu_tanh, rms_norm, rms_norm_inplace, silu, softcap, RopeTable
 use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
+use crate::kv_cache::KvType;
 use crate::pool::SyncPtr;
 
 /// Most tokens one internal step processes (larger requests are chunked).
@@ -290,6 +291,15 @@ impl Model {
                 .kv
                 .gather(il, old_start..s.start_pos, &mut b.k_old, &mut b.v_old);
             let rows = s.row0..s.row0 + s.n;
+            let f16 = item.seq.kv.kv_type() == KvType::F16;
+            if f16 {
+                // An f16 cache rounds keys and values when they are stored; round the
+                // batch's own (and, as llama.cpp's K·Q in f16 does, the queries) too,
+                // so results do not depend on how a prompt is split into steps.
+                round_f16(&mut b.q[rows.start * qw..rows.end * qw]);
+                round_f16(&mut b.k[rows.start * kw..rows.end * kw]);
+                round_f16(&mut b.v[rows.start * vw..rows.end * vw]);
+            }
             let args = AttnArgs {
                 q: &b.q[rows.start * qw..rows.end * qw],
                 k_new: &b.k[rows.start * kw..rows.end * kw],
@@ -305,6 +315,7 @@ impl Model {
                 head_dim_v: hp.head_dim_v,
                 window,
                 softcap: hp.attn_softcap,
+                f16_probs: f16,
             };
             let ow = hp.n_head * hp.head_dim_v;
             attend(
@@ -481,6 +492,11 @@ fn add_bias(x: &mut [f32], bias: &[f32]) {
     for row in x.chunks_exact_mut(bias.len()) {
         row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
     }
+}
+
+fn round_f16(x: &mut [f32]) {
+    x.iter_mut()
+        .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
 }
 
 fn add_into(x: &mut [f32], y: &[f32]) {
