@@ -193,35 +193,36 @@ pub fn quantize_acts(
     Ok(())
 }
 
-/// Symmetric scale for i8: the largest magnitude maps to ±127.
+/// Quantizes a block symmetrically: the largest magnitude maps to ±`levels`, each value
+/// to the nearest integer step, handed to `put` with its index. Returns the step `d`
+/// and the sum of the quants.
 #[inline]
-fn scale_for(x: &[f32]) -> (f32, f32) {
+fn quantize_symmetric(x: &[f32], levels: i32, mut put: impl FnMut(usize, i32)) -> (f32, i32) {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let d = amax / 127.0;
+    let d = amax / levels as f32;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    (d, id)
+    let mut sum = 0i32;
+    for (i, v) in x.iter().enumerate() {
+        let q = round_clamped(v * id, levels);
+        put(i, q);
+        sum += q;
+    }
+    (d, sum)
 }
 
 /// Rounds to the nearest integer, ties to even, by the 1.5·2^23 trick (exact for
-/// |v| < 2^22; here |v| <= 127), which vectorizes where `f32::round` would be a libm
+/// |v| < 2^22; here |v| <= 32767), which vectorizes where `f32::round` would be a libm
 /// call on baseline x86-64. ggml's `roundf` differs only on exact .5 ties. A NaN input
 /// becomes 0.
 #[inline]
-fn to_i8(v: f32) -> i8 {
+fn round_clamped(v: f32, levels: i32) -> i32 {
     const MAGIC: f32 = 12_582_912.0;
-    (((v + MAGIC) - MAGIC) as i32).clamp(-127, 127) as i8
+    (((v + MAGIC) - MAGIC) as i32).clamp(-levels, levels)
 }
 
 fn quantize_q16(x: &[f32]) -> Q16Block {
-    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let d = amax / 32767.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let mut qs = [0i16; QK];
-    let mut sum = 0i32;
-    for (q, v) in qs.iter_mut().zip(x) {
-        *q = to_i16(v * id);
-        sum += *q as i32;
-    }
+    let (d, sum) = quantize_symmetric(x, i16::MAX as i32, |i, q| qs[i] = q as i16);
     Q16Block {
         d,
         s: d * sum as f32,
@@ -229,21 +230,9 @@ fn quantize_q16(x: &[f32]) -> Q16Block {
     }
 }
 
-/// [`to_i8`]'s rounding, for the i16 range.
-#[inline]
-fn to_i16(v: f32) -> i16 {
-    const MAGIC: f32 = 12_582_912.0;
-    (((v + MAGIC) - MAGIC) as i32).clamp(-32767, 32767) as i16
-}
-
 fn quantize_q8(x: &[f32]) -> Q8Block {
-    let (d, id) = scale_for(x);
     let mut qs = [0i8; QK];
-    let mut sum = 0i32;
-    for (q, v) in qs.iter_mut().zip(x) {
-        *q = to_i8(v * id);
-        sum += *q as i32;
-    }
+    let (d, sum) = quantize_symmetric(x, i8::MAX as i32, |i, q| qs[i] = q as i8);
     Q8Block {
         d,
         s: d * sum as f32,
@@ -252,11 +241,8 @@ fn quantize_q8(x: &[f32]) -> Q8Block {
 }
 
 fn quantize_q8k(x: &[f32]) -> Q8KBlock {
-    let (d, id) = scale_for(x);
     let mut qs = [0i8; QK_K];
-    for (q, v) in qs.iter_mut().zip(x) {
-        *q = to_i8(v * id);
-    }
+    let (d, _) = quantize_symmetric(x, i8::MAX as i32, |i, q| qs[i] = q as i8);
     let mut bsums = [0i16; 16];
     for (s, g) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
         *s = g.iter().map(|&q| q as i16).sum();

@@ -71,29 +71,23 @@ trait LegacyActs {
     fn dot<Q: Copy + Into<i32>>(&self, q: &[Q; QK]) -> i32;
 }
 
-impl LegacyActs for Q8Block {
-    fn d(&self) -> f32 {
-        self.d
-    }
-    fn s(&self) -> f32 {
-        self.s
-    }
-    fn dot<Q: Copy + Into<i32>>(&self, q: &[Q; QK]) -> i32 {
-        idot(q, &self.qs)
-    }
+macro_rules! legacy_acts {
+    ($($block:ty),*) => {$(
+        impl LegacyActs for $block {
+            fn d(&self) -> f32 {
+                self.d
+            }
+            fn s(&self) -> f32 {
+                self.s
+            }
+            fn dot<Q: Copy + Into<i32>>(&self, q: &[Q; QK]) -> i32 {
+                idot(q, &self.qs)
+            }
+        }
+    )*};
 }
 
-impl LegacyActs for Q16Block {
-    fn d(&self) -> f32 {
-        self.d
-    }
-    fn s(&self) -> f32 {
-        self.s
-    }
-    fn dot<Q: Copy + Into<i32>>(&self, q: &[Q; QK]) -> i32 {
-        idot(q, &self.qs)
-    }
-}
+legacy_acts!(Q8Block, Q16Block);
 
 /// The `L` elements of `v` from `at` as an array reference.
 #[inline(always)]
