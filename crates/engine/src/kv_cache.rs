@@ -142,6 +142,33 @@ impl KvCache {
         l.v.write(slot * vw, &v[..vw]);
     }
 
+    /// Keys and values of positions `range` of layer `il` (row after row), read in
+    /// place when they lie contiguously in an f32 store (no copy on the decode path),
+    /// otherwise gathered into `k` and `v`.
+    pub(crate) fn history<'a>(
+        &'a self,
+        il: usize,
+        range: std::ops::Range<usize>,
+        k: &'a mut Vec<f32>,
+        v: &'a mut Vec<f32>,
+    ) -> (&'a [f32], &'a [f32]) {
+        let l = &self.layers[il];
+        let (kw, vw) = (l.k_width, l.v_width);
+        if let (Store::F32(ks), Store::F32(vs)) = (&l.k, &l.v) {
+            let first = l.slot(range.start);
+            // Ring slots are contiguous when the range does not wrap around.
+            if range.is_empty() || l.slot(range.end - 1) == first + range.len() - 1 {
+                let rows = first..first + range.len();
+                return (
+                    &ks[rows.start * kw..rows.end * kw],
+                    &vs[rows.start * vw..rows.end * vw],
+                );
+            }
+        }
+        self.gather(il, range, k, v);
+        (k, v)
+    }
+
     /// Copies the keys and values of positions `range` of layer `il` into `k` and `v`
     /// (row after row, as f32). The positions must still be held.
     pub(crate) fn gather(
@@ -254,6 +281,26 @@ mod tests {
         assert_eq!(v, (0..10).map(|p| p as f32 * 10.0).collect::<Vec<_>>());
         // The ring holds 3 positions of 2 + 1 floats; the global layer holds 10.
         assert_eq!(c.bytes(), (3 * 3 + 10 * 3) * 4);
+    }
+
+    /// In-place views and gathered copies give the same rows, wrapped ring or not.
+    #[test]
+    fn history_matches_gather() {
+        for ty in [KvType::F32, KvType::F16] {
+            let mut c = KvCache::new(ty, &[Some(4), None], 2, 1);
+            for pos in 0..10 {
+                let p = pos as f32;
+                c.write(0, pos, &[p, -p], &[p * 10.0]);
+                c.write(1, pos, &[p, -p], &[p * 10.0]);
+            }
+            for (il, range) in [(0, 6..10), (0, 8..10), (0, 9..9), (1, 0..10), (1, 3..7)] {
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                c.gather(il, range.clone(), &mut k, &mut v);
+                let (mut kb, mut vb) = (Vec::new(), Vec::new());
+                let (hk, hv) = c.history(il, range.clone(), &mut kb, &mut vb);
+                assert_eq!((hk, hv), (&k[..], &v[..]), "{ty:?} layer {il} {range:?}");
+            }
+        }
     }
 
     #[test]

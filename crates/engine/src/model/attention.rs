@@ -1,6 +1,8 @@
 //! Causal multi-head attention with grouped KV heads, an optional sliding window and
 //! an optional logit soft-cap, for one sequence's share of a batch.
 
+use std::cell::RefCell;
+
 use super::ops::{softcap, softmax};
 use crate::pool::{SyncPtr, ThreadPool};
 
@@ -12,6 +14,7 @@ const TILE: usize = 4;
 /// One sequence's attention inputs for one layer. Keys come in two runs: those already
 /// in the cache (`k_old`, positions `old_start..start`) and the batch's own (`k_new`,
 /// positions `start..start + n`).
+#[derive(Clone, Copy)]
 pub(crate) struct AttnArgs<'a> {
     /// `n × n_head·head_dim_k`, RoPE applied and pre-scaled.
     pub q: &'a [f32],
@@ -33,48 +36,87 @@ pub(crate) struct AttnArgs<'a> {
     pub f16_probs: bool,
 }
 
+/// One sequence's attention in a batch, and the row of the batch's output where its
+/// `n` output rows start.
+#[derive(Clone, Copy)]
+pub(crate) struct AttnJob<'a> {
+    pub args: AttnArgs<'a>,
+    pub row0: usize,
+}
+
+thread_local! {
+    /// Scores and output tiles of the task running on this thread: reused, so a decode
+    /// step allocates nothing here.
+    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
 /// Writes `n × n_head·head_dim_v` attention outputs into `out`.
+#[cfg(test)]
 pub(crate) fn attend(pool: &ThreadPool, a: &AttnArgs, out: &mut [f32]) {
-    let ow = a.n_head * a.head_dim_v;
-    assert_eq!(out.len(), a.n * ow);
-    let q_blocks = a.n.div_ceil(QUERY_BLOCK);
+    assert_eq!(out.len(), a.n * a.n_head * a.head_dim_v);
+    attend_batch(pool, &[AttnJob { args: *a, row0: 0 }], out);
+}
+
+/// The attention of every job in one pool run (one synchronisation per layer however
+/// many sequences decode together), split by sequence, head and query block. All jobs
+/// share the head layout; `out` holds `n_head·head_dim_v` values per batch row.
+pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32]) {
+    let Some(first) = jobs.first() else { return };
+    let ow = first.args.n_head * first.args.head_dim_v;
+    let tasks_of = |j: &AttnJob| j.args.n_head * j.args.n.div_ceil(QUERY_BLOCK);
+    for j in jobs {
+        assert!(j.args.n_head * j.args.head_dim_v == ow && (j.row0 + j.args.n) * ow <= out.len());
+    }
+    let total: usize = jobs.iter().map(tasks_of).sum();
     let out_ptr = SyncPtr::new(out);
     let wide = has_avx2();
-    pool.run(a.n_head * q_blocks, &|task| {
+    pool.run(total, &|mut task| {
+        let mut jobs = jobs.iter();
+        let job = loop {
+            let j = jobs.next().expect("task index below the total");
+            if task < tasks_of(j) {
+                break j;
+            }
+            task -= tasks_of(j);
+        };
+        let a = &job.args;
         let h = task % a.n_head;
         let qb = task / a.n_head;
         let hv = a.head_dim_v;
-        let mut scores = Vec::new();
-        let mut acc = vec![0.0f32; TILE * hv];
-        let end = ((qb + 1) * QUERY_BLOCK).min(a.n);
-        let mut t = qb * QUERY_BLOCK;
-        while t < end {
-            let rows = if wide && t + TILE <= end {
-                // SAFETY: the CPU supports AVX2 and FMA (checked by `has_avx2`).
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    query_tile_avx2(a, h, t, &mut scores, &mut acc)
-                };
-                TILE
-            } else {
-                if wide {
+        SCRATCH.with(|scratch| {
+            let (scores, acc) = &mut *scratch.borrow_mut();
+            acc.resize(TILE * hv, 0.0);
+            let end = ((qb + 1) * QUERY_BLOCK).min(a.n);
+            let mut t = qb * QUERY_BLOCK;
+            while t < end {
+                let rows = if wide && t + TILE <= end {
+                    // SAFETY: the CPU supports AVX2 and FMA (checked by `has_avx2`).
                     #[cfg(target_arch = "x86_64")]
-                    // SAFETY: as above.
                     unsafe {
-                        one_query_avx2(a, h, t, &mut scores, &mut acc[..hv])
+                        query_tile_avx2(a, h, t, scores, acc)
                     };
+                    TILE
                 } else {
-                    one_query(a, h, t, &mut scores, &mut acc[..hv], dot, axpy);
+                    if wide {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: as above.
+                        unsafe {
+                            one_query_avx2(a, h, t, scores, &mut acc[..hv])
+                        };
+                    } else {
+                        one_query(a, h, t, scores, &mut acc[..hv], dot, axpy);
+                    }
+                    1
+                };
+                for r in 0..rows {
+                    // SAFETY: each (row, head) cell of `out` is written by exactly one
+                    // task, and jobs cover disjoint rows (checked above to be in bounds).
+                    let dst = unsafe { out_ptr.slice((job.row0 + t + r) * ow + h * hv, hv) };
+                    dst.copy_from_slice(&acc[r * hv..(r + 1) * hv]);
                 }
-                1
-            };
-            for r in 0..rows {
-                // SAFETY: each (t, h) cell of `out` is written by exactly one task.
-                let dst = unsafe { out_ptr.slice((t + r) * ow + h * hv, hv) };
-                dst.copy_from_slice(&acc[r * hv..(r + 1) * hv]);
+                t += rows;
             }
-            t += rows;
-        }
+        });
     });
 }
 

@@ -4,7 +4,7 @@
 //! matrix is streamed once per step whatever the number of sequences (prompts become
 //! matrix-matrix products). Only attention is per sequence, against its own cache.
 
-use super::attention::{attend, AttnArgs};
+use super::attention::{attend_batch, AttnArgs, AttnJob};
 use super::hparams::Activation;
 use super::linear::{matmul, matmul_many, ActsCache, Product};
 use super::ops::{gelu_tanh, rms_norm, rms_norm_inplace, silu, softcap, RopeTable};
@@ -31,8 +31,9 @@ struct Buffers {
     gate: Vec<f32>,
     up: Vec<f32>,
     acts: ActsCache,
-    k_old: Vec<f32>,
-    v_old: Vec<f32>,
+    /// Per batch item: cached keys and values copied out when they cannot be read in place.
+    k_old: Vec<Vec<f32>>,
+    v_old: Vec<Vec<f32>>,
 }
 
 /// Where one batch item's rows sit in the stacked matrices.
@@ -278,7 +279,18 @@ impl Model {
         } else {
             None
         };
-        for (item, s) in batch.iter_mut().zip(spans) {
+        let ow = hp.n_head * hp.head_dim_v;
+        let mut jobs = Vec::with_capacity(batch.len());
+        if b.k_old.len() < batch.len() {
+            b.k_old.resize_with(batch.len(), Vec::new);
+            b.v_old.resize_with(batch.len(), Vec::new);
+        }
+        for (((item, s), k_buf), v_buf) in batch
+            .iter()
+            .zip(spans)
+            .zip(b.k_old.iter_mut())
+            .zip(b.v_old.iter_mut())
+        {
             if s.n == 0 {
                 continue;
             }
@@ -287,9 +299,10 @@ impl Model {
                 Some(w) => s.start_pos.saturating_sub(w - 1),
                 None => 0,
             };
-            item.seq
+            let (k_old, v_old) = item
+                .seq
                 .kv
-                .gather(il, old_start..s.start_pos, &mut b.k_old, &mut b.v_old);
+                .history(il, old_start..s.start_pos, k_buf, v_buf);
             let rows = s.row0..s.row0 + s.n;
             let f16 = item.seq.kv.kv_type() == KvType::F16;
             if f16 {
@@ -300,29 +313,34 @@ impl Model {
                 round_f16(&mut b.k[rows.start * kw..rows.end * kw]);
                 round_f16(&mut b.v[rows.start * vw..rows.end * vw]);
             }
-            let args = AttnArgs {
-                q: &b.q[rows.start * qw..rows.end * qw],
-                k_new: &b.k[rows.start * kw..rows.end * kw],
-                v_new: &b.v[rows.start * vw..rows.end * vw],
-                k_old: &b.k_old,
-                v_old: &b.v_old,
-                old_start,
-                start: s.start_pos,
-                n: s.n,
-                n_head: hp.n_head,
-                n_head_kv: hp.n_head_kv,
-                head_dim_k: hk,
-                head_dim_v: hp.head_dim_v,
-                window,
-                softcap: hp.attn_softcap,
-                f16_probs: f16,
-            };
-            let ow = hp.n_head * hp.head_dim_v;
-            attend(
-                &self.pool,
-                &args,
-                &mut b.attn[rows.start * ow..rows.end * ow],
-            );
+            jobs.push((rows, old_start, s.start_pos, f16, k_old, v_old));
+        }
+        let jobs: Vec<AttnJob> = jobs
+            .into_iter()
+            .map(|(rows, old_start, start, f16, k_old, v_old)| AttnJob {
+                row0: rows.start,
+                args: AttnArgs {
+                    q: &b.q[rows.start * qw..rows.end * qw],
+                    k_new: &b.k[rows.start * kw..rows.end * kw],
+                    v_new: &b.v[rows.start * vw..rows.end * vw],
+                    k_old,
+                    v_old,
+                    old_start,
+                    start,
+                    n: rows.len(),
+                    n_head: hp.n_head,
+                    n_head_kv: hp.n_head_kv,
+                    head_dim_k: hk,
+                    head_dim_v: hp.head_dim_v,
+                    window,
+                    softcap: hp.attn_softcap,
+                    f16_probs: f16,
+                },
+            })
+            .collect();
+        attend_batch(&self.pool, &jobs, &mut b.attn[..total * ow]);
+        drop(jobs);
+        for (item, s) in batch.iter_mut().zip(spans) {
             for t in 0..s.n {
                 let r = s.row0 + t;
                 item.seq.kv.write(

@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::acts::{ActFormat, QuantizedActs};
 use super::dequant::{check_row, dequantize_row};
 use super::error::QuantError;
-use super::kernels::{Backend, Pair, TILE};
+use super::kernels::{Backend, DotFn, Tiles};
 use crate::ggml_type::GgmlType;
 
 /// Weight rows handled together, so a tile of activations stays in L1 while a group of
@@ -269,32 +269,44 @@ pub fn matmul_rows(
     Backend::active().matmul_rows(w, acts, out, row_range)
 }
 
-/// Runs one weight type's kernels over the view: row groups outside, tiles of [`TILE`]
-/// tokens inside, then the leftover tokens one at a time.
-fn drive<A>(k: &Pair<A>, w: &QMatrix, acts: &[A], per_tok: usize, out: &mut OutView) {
+/// Runs one weight type's kernels over the view: row groups outside; inside, the
+/// tokens in tiles of 8, then 4, 2 and 1, so the widest kernels cover most of them.
+fn drive<A>(k: &Tiles<A>, w: &QMatrix, acts: &[A], per_tok: usize, out: &mut OutView) {
     let n_tokens = out.n_tokens;
-    let tok = |t: usize| &acts[t * per_tok..(t + 1) * per_tok];
     let rows = out.rows();
     let mut r0 = rows.start;
     while r0 < rows.end {
         let r1 = (r0 + ROW_BLOCK).min(rows.end);
         let mut t = 0;
-        while t + TILE <= n_tokens {
-            let a: [&[A]; TILE] = std::array::from_fn(|i| tok(t + i));
-            for r in r0..r1 {
-                let v = (k.tile)(&w.data[r * w.row_bytes..(r + 1) * w.row_bytes], a);
-                for (i, v) in v.into_iter().enumerate() {
-                    out.set(t + i, r, v);
-                }
-            }
-            t += TILE;
-        }
-        for t in t..n_tokens {
-            for r in r0..r1 {
-                let [v] = (k.one)(&w.data[r * w.row_bytes..(r + 1) * w.row_bytes], [tok(t)]);
-                out.set(t, r, v);
-            }
+        while t < n_tokens {
+            t += match n_tokens - t {
+                8.. => sweep(k.eight, w, acts, per_tok, t, r0..r1, out),
+                4.. => sweep(k.four, w, acts, per_tok, t, r0..r1, out),
+                2.. => sweep(k.two, w, acts, per_tok, t, r0..r1, out),
+                _ => sweep(k.one, w, acts, per_tok, t, r0..r1, out),
+            };
         }
         r0 = r1;
     }
+}
+
+/// Tokens `t..t + N` against weight rows `rows`; returns `N`.
+#[inline(always)]
+fn sweep<A, const N: usize>(
+    kernel: DotFn<A, N>,
+    w: &QMatrix,
+    acts: &[A],
+    per_tok: usize,
+    t: usize,
+    rows: Range<usize>,
+    out: &mut OutView,
+) -> usize {
+    let a: [&[A]; N] = std::array::from_fn(|i| &acts[(t + i) * per_tok..(t + i + 1) * per_tok]);
+    for r in rows {
+        let v = kernel(&w.data[r * w.row_bytes..(r + 1) * w.row_bytes], a);
+        for (i, v) in v.into_iter().enumerate() {
+            out.set(t + i, r, v);
+        }
+    }
+    N
 }

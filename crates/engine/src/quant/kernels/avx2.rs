@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{KernelSet, KernelTable, Pair};
+use super::{tiles, KernelSet, KernelTable};
 use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
 use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k};
 
@@ -36,50 +36,17 @@ safe!(q6_k, q6_k_avx2, Q8KBlock);
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Avx2,
-    f32: Pair {
-        one: f32_rows::<1>,
-        tile: f32_rows,
-    },
-    f16: Pair {
-        one: f16_rows::<1>,
-        tile: f16_rows,
-    },
-    bf16: Pair {
-        one: bf16_rows::<1>,
-        tile: bf16_rows,
-    },
-    q4_0: Pair {
-        one: q4_0::<1>,
-        tile: q4_0,
-    },
-    q4_1: Pair {
-        one: q4_1::<1>,
-        tile: q4_1,
-    },
-    q5_0: Pair {
-        one: q5_0::<1>,
-        tile: q5_0,
-    },
-    q5_1: Pair {
-        one: q5_1::<1>,
-        tile: q5_1,
-    },
-    q8_0: Pair {
-        one: q8_0::<1>,
-        tile: q8_0,
-    },
-    q4_k: Pair {
-        one: q4_k::<1>,
-        tile: q4_k,
-    },
-    q5_k: Pair {
-        one: q5_k::<1>,
-        tile: q5_k,
-    },
-    q6_k: Pair {
-        one: q6_k::<1>,
-        tile: q6_k,
-    },
+    f32: tiles!(f32_rows),
+    f16: tiles!(f16_rows),
+    bf16: tiles!(bf16_rows),
+    q4_0: tiles!(q4_0),
+    q4_1: tiles!(q4_1),
+    q5_0: tiles!(q5_0),
+    q5_1: tiles!(q5_1),
+    q8_0: tiles!(q8_0),
+    q4_k: tiles!(q4_k),
+    q5_k: tiles!(q5_k),
+    q6_k: tiles!(q6_k),
 };
 
 // ---- helpers -------------------------------------------------------------------------

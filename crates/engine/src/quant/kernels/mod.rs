@@ -1,7 +1,7 @@
 //! Dot-product kernels and their run-time dispatch.
 //!
 //! Each weight type has a kernel computing dot products of one weight row against
-//! `N` activation rows at once (`N` = 1 or [`TILE`]), so that a decoded weight block is
+//! `N` activation rows at once (`N` = 1, 2, 4 or 8), so that a decoded weight block is
 //! reused across several tokens while it is in registers. Kernels are gathered in a
 //! [`KernelTable`]; a [`Backend`] is a reference to one table, chosen once, so calling
 //! through it costs one indirect call per weight row and nothing per block.
@@ -14,33 +14,47 @@ use super::acts::{Q16Block, Q8Block, Q8KBlock};
 mod avx2;
 mod portable;
 
-/// Tokens handled together by a tiled kernel call.
-pub const TILE: usize = 4;
-
 /// A dot-product kernel: one weight row (whole blocks) against `N` activation rows,
 /// each holding exactly the matching number of activation units.
 pub(crate) type DotFn<A, const N: usize> = fn(&[u8], [&[A]; N]) -> [f32; N];
 
-/// The single-token and tiled kernels of one weight type.
-pub(crate) struct Pair<A: 'static> {
+/// One weight type's kernel instantiated for 1, 2, 4 and 8 tokens: a batch of `n`
+/// tokens is covered by the widest tiles first, so each weight block is decoded about
+/// `n / 8` times rather than `n` times (batched decode is bound by that decoding).
+pub(crate) struct Tiles<A: 'static> {
     pub one: DotFn<A, 1>,
-    pub tile: DotFn<A, TILE>,
+    pub two: DotFn<A, 2>,
+    pub four: DotFn<A, 4>,
+    pub eight: DotFn<A, 8>,
 }
+
+/// A [`Tiles`] of one generic kernel `f::<N>`.
+macro_rules! tiles {
+    ($f:ident) => {
+        $crate::quant::kernels::Tiles {
+            one: $f::<1>,
+            two: $f::<2>,
+            four: $f::<4>,
+            eight: $f::<8>,
+        }
+    };
+}
+pub(crate) use tiles;
 
 /// Every weight type's kernels, for one instruction set.
 pub(crate) struct KernelTable {
     pub set: KernelSet,
-    pub f32: Pair<f32>,
-    pub f16: Pair<f32>,
-    pub bf16: Pair<f32>,
-    pub q4_0: Pair<Q8Block>,
-    pub q4_1: Pair<Q16Block>,
-    pub q5_0: Pair<Q8Block>,
-    pub q5_1: Pair<Q16Block>,
-    pub q8_0: Pair<Q8Block>,
-    pub q4_k: Pair<Q8KBlock>,
-    pub q5_k: Pair<Q8KBlock>,
-    pub q6_k: Pair<Q8KBlock>,
+    pub f32: Tiles<f32>,
+    pub f16: Tiles<f32>,
+    pub bf16: Tiles<f32>,
+    pub q4_0: Tiles<Q8Block>,
+    pub q4_1: Tiles<Q16Block>,
+    pub q5_0: Tiles<Q8Block>,
+    pub q5_1: Tiles<Q16Block>,
+    pub q8_0: Tiles<Q8Block>,
+    pub q4_k: Tiles<Q8KBlock>,
+    pub q5_k: Tiles<Q8KBlock>,
+    pub q6_k: Tiles<Q8KBlock>,
 }
 
 /// An instruction set the kernels are written for.
