@@ -297,13 +297,21 @@ proptest! {
 }
 
 #[test]
-fn this_cpu_runs_the_avx2_backend() {
+fn this_cpu_runs_its_fastest_backend() {
     // The backend comparisons above are only meaningful where AVX2 runs; say so loudly
     // on a CPU that has it but where detection would be broken.
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-        assert_eq!(Backend::available().len(), 2);
-        assert_eq!(Backend::active().set(), KernelSet::Avx2);
+        let vnni = std::is_x86_feature_detected!("avx512vnni")
+            && std::is_x86_feature_detected!("avx512vl")
+            && std::is_x86_feature_detected!("avx512bw");
+        let want = if vnni {
+            KernelSet::Avx512Vnni
+        } else {
+            KernelSet::Avx2
+        };
+        assert_eq!(Backend::available().len(), if vnni { 3 } else { 2 });
+        assert_eq!(Backend::active().set(), want);
     }
 }
 

@@ -63,7 +63,10 @@ pub(crate) fn attend(pool: &ThreadPool, a: &AttnArgs, out: &mut [f32]) {
 pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32]) {
     let Some(first) = jobs.first() else { return };
     let ow = first.args.n_head * first.args.head_dim_v;
-    let tasks_of = |j: &AttnJob| j.args.n_head * j.args.n.div_ceil(QUERY_BLOCK);
+    // A task is one KV head of one query block: the heads sharing that KV head (and
+    // the block's tokens) go through the tiles together, so each cached key and value
+    // row is read once per tile of four queries, not once per query.
+    let tasks_of = |j: &AttnJob| j.args.n_head_kv * j.args.n.div_ceil(QUERY_BLOCK);
     for j in jobs {
         assert!(j.args.n_head * j.args.head_dim_v == ow && (j.row0 + j.args.n) * ow <= out.len());
     }
@@ -80,23 +83,30 @@ pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32])
             task -= tasks_of(j);
         };
         let a = &job.args;
-        let h = task % a.n_head;
-        let qb = task / a.n_head;
-        let hv = a.head_dim_v;
+        let kvh = task % a.n_head_kv;
+        let qb = task / a.n_head_kv;
+        let (hv, group) = (a.head_dim_v, a.n_head / a.n_head_kv);
+        let tokens = qb * QUERY_BLOCK..((qb + 1) * QUERY_BLOCK).min(a.n);
+        // Queries (token, head), token-major, all reading KV head `kvh`.
+        let n_queries = tokens.len() * group;
+        let query = |i: usize| (tokens.start + i / group, kvh * group + i % group);
         SCRATCH.with(|scratch| {
             let (scores, acc) = &mut *scratch.borrow_mut();
             acc.resize(TILE * hv, 0.0);
-            let end = ((qb + 1) * QUERY_BLOCK).min(a.n);
-            let mut t = qb * QUERY_BLOCK;
-            while t < end {
-                let rows = if wide && t + TILE <= end {
+            let mut i = 0;
+            while i < n_queries {
+                let rows = if wide && n_queries > 1 {
+                    // A short last tile repeats its last query (same result, no extra reads).
+                    let tile: [(usize, usize); TILE] =
+                        std::array::from_fn(|r| query((i + r).min(n_queries - 1)));
                     // SAFETY: the CPU supports AVX2 and FMA (checked by `has_avx2`).
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
-                        query_tile_avx2(a, h, t, scores, acc)
+                        query_tile_avx2(a, tile, scores, acc)
                     };
-                    TILE
+                    TILE.min(n_queries - i)
                 } else {
+                    let (t, h) = query(i);
                     if wide {
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: as above.
@@ -109,12 +119,13 @@ pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32])
                     1
                 };
                 for r in 0..rows {
+                    let (t, h) = query(i + r);
                     // SAFETY: each (row, head) cell of `out` is written by exactly one
                     // task, and jobs cover disjoint rows (checked above to be in bounds).
-                    let dst = unsafe { out_ptr.slice((job.row0 + t + r) * ow + h * hv, hv) };
+                    let dst = unsafe { out_ptr.slice((job.row0 + t) * ow + h * hv, hv) };
                     dst.copy_from_slice(&acc[r * hv..(r + 1) * hv]);
                 }
-                t += rows;
+                i += rows;
             }
         });
     });
@@ -155,27 +166,26 @@ fn visible(a: &AttnArgs, t: usize) -> (usize, usize) {
     (lo, pos)
 }
 
-/// Queries `t..t + TILE` of head `h` at once: each key and value row is loaded once
-/// for the four (prompts are bound by these loads). Keys a query may not see get a
-/// score of -inf; `acc` receives the four outputs one after the other.
+/// Four queries `(token, head)` whose heads share one KV head, at once: each key and
+/// value row is loaded once for the four (attention is bound by these loads). Keys a
+/// query may not see get a score of -inf; `acc` receives the four outputs in order.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn query_tile_avx2(
     a: &AttnArgs,
-    h: usize,
-    t: usize,
+    tile: [(usize, usize); TILE],
     scores: &mut Vec<f32>,
     acc: &mut [f32],
 ) {
     let (hk, hv) = (a.head_dim_k, a.head_dim_v);
     let (kw, vw) = (a.n_head_kv * hk, a.n_head_kv * hv);
     let qw = a.n_head * hk;
-    let kvh = h / (a.n_head / a.n_head_kv);
-    let ranges: [(usize, usize); TILE] = std::array::from_fn(|r| visible(a, t + r));
-    let (lo, hi) = (ranges[0].0, ranges[TILE - 1].1);
+    let kvh = tile[0].1 / (a.n_head / a.n_head_kv);
+    let ranges: [(usize, usize); TILE] = tile.map(|(t, _)| visible(a, t));
+    let lo = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+    let hi = ranges.iter().map(|r| r.1).max().unwrap_or(0);
     let span = hi + 1 - lo;
-    let q: [&[f32]; TILE] =
-        std::array::from_fn(|r| &a.q[(t + r) * qw + h * hk..(t + r) * qw + (h + 1) * hk]);
+    let q: [&[f32]; TILE] = tile.map(|(t, h)| &a.q[t * qw + h * hk..t * qw + (h + 1) * hk]);
     let key = |j: usize| -> &[f32] {
         if j < a.start {
             &a.k_old[(j - a.old_start) * kw + kvh * hk..][..hk]
@@ -210,11 +220,7 @@ unsafe fn query_tile_avx2(
     if a.f16_probs {
         round_f16(scores);
     }
-    acc[..TILE * hv].fill(0.0);
-    for j in lo..=hi {
-        let p: [f32; TILE] = std::array::from_fn(|r| scores[r * span + j - lo]);
-        simd::axpy4(&mut acc[..TILE * hv], p, value(j));
-    }
+    simd::weighted_sum4(&mut acc[..TILE * hv], scores, lo..hi + 1, value);
 }
 
 /// Attention of query `t`, head `h`: the weighted sum of visible values into `acc`.
@@ -348,28 +354,58 @@ mod simd {
         out
     }
 
-    /// `acc[r] += p[r] · v` for four accumulators stored one after the other in `acc`
-    /// (each `v.len()` long), loading `v` once. Requires AVX2 and FMA.
+    /// `acc[r] = Σ_j scores[r·span + j − lo] · value(j)` over `js` (`span` = its
+    /// length) for four rows stored one after the other in `acc`. The sums stay in
+    /// registers, 16 columns at a time, while every value row streams past: storing
+    /// them back after each row would cost more than the multiplications.
+    /// Requires AVX2 and FMA.
     #[inline(always)]
-    pub unsafe fn axpy4(acc: &mut [f32], p: [f32; 4], v: &[f32]) {
-        let n = v.len();
-        assert!(acc.len() >= 4 * n);
-        let (pa, pv) = (acc.as_mut_ptr(), v.as_ptr());
-        let pp = p.map(|x| _mm256_set1_ps(x));
-        let mut i = 0;
-        while i + 8 <= n {
-            let vv = _mm256_loadu_ps(pv.add(i));
-            for (r, &pr) in pp.iter().enumerate() {
-                let dst = pa.add(r * n + i);
-                _mm256_storeu_ps(dst, _mm256_fmadd_ps(pr, vv, _mm256_loadu_ps(dst)));
+    pub unsafe fn weighted_sum4<'v>(
+        acc: &mut [f32],
+        scores: &[f32],
+        js: std::ops::Range<usize>,
+        value: impl Fn(usize) -> &'v [f32],
+    ) {
+        let n = acc.len() / 4;
+        let span = js.len();
+        assert!(scores.len() >= 4 * span);
+        let mut c = 0;
+        while c < n {
+            let width = if c + 16 <= n { 16 } else { 8.min(n - c) };
+            if width < 8 {
+                for (r, row) in acc.chunks_exact_mut(n).enumerate() {
+                    for (k, o) in row[c..].iter_mut().enumerate() {
+                        *o = js
+                            .clone()
+                            .map(|j| scores[r * span + j - js.start] * value(j)[c + k])
+                            .sum();
+                    }
+                }
+                break;
             }
-            i += 8;
-        }
-        while i < n {
-            for r in 0..4 {
-                acc[r * n + i] += p[r] * v[i];
+            let mut sums = [[_mm256_setzero_ps(); 2]; 4];
+            for (i, j) in js.clone().enumerate() {
+                let v = value(j)[c..c + width].as_ptr();
+                let v0 = _mm256_loadu_ps(v);
+                let v1 = if width == 16 {
+                    _mm256_loadu_ps(v.add(8))
+                } else {
+                    _mm256_setzero_ps()
+                };
+                for (r, s) in sums.iter_mut().enumerate() {
+                    let p = _mm256_set1_ps(*scores.get_unchecked(r * span + i));
+                    s[0] = _mm256_fmadd_ps(p, v0, s[0]);
+                    s[1] = _mm256_fmadd_ps(p, v1, s[1]);
+                }
             }
-            i += 1;
+            for (r, s) in sums.iter().enumerate() {
+                let dst = acc[r * n + c..r * n + c + width].as_mut_ptr();
+                _mm256_storeu_ps(dst, s[0]);
+                if width == 16 {
+                    _mm256_storeu_ps(dst.add(8), s[1]);
+                }
+            }
+            c += width;
         }
     }
 
@@ -404,9 +440,11 @@ mod tests {
         let mut rng = Rng::new(5);
         let mut rand =
             |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect() };
-        let (n_head, n_head_kv, hk, hv) = (4, 2, 24, 16);
-        for (window, softcap) in [(None, None), (Some(5), Some(0.7)), (Some(40), None)] {
-            let (old_start, start, n) = (3, 11, 13);
+        let (n_head, n_head_kv, hk, hv) = (4, 2, 24, 28);
+        let cases = [(None, None), (Some(5), Some(0.7)), (Some(40), None)];
+        // A prompt-sized step and a decode step (one query per head).
+        for ((window, softcap), n) in cases.into_iter().flat_map(|c| [(c, 13), (c, 1)]) {
+            let (old_start, start) = (3, 11);
             let old = start - old_start;
             let (q, k_new, v_new) = (
                 rand(n * n_head * hk),

@@ -9,6 +9,10 @@
 use std::arch::x86_64::*;
 
 use super::{tiles, KernelSet, KernelTable};
+
+/// Whether this copy of the kernels may use AVX-512 VNNI dot products (the build script
+/// compiles a second copy of this file with the wider feature set and this set to true).
+const VNNI: bool = false;
 use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
 use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k};
 
@@ -115,7 +119,11 @@ unsafe fn bits_to_bytes(bits: u32) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+    if VNNI {
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+    } else {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+    }
 }
 
 /// Σ u·s with each 16-bit pair-sum weighted by `scales` (i16 lanes), as 8 i32.
@@ -239,10 +247,15 @@ unsafe fn unsigned_step<const N: usize>(
     for t in 0..N {
         let ab = a[t].get_unchecked(i);
         let y = ab.qs.as_ptr() as *const u8;
-        let s = _mm256_add_epi32(
-            _mm256_madd_epi16(lo, load256(y)),
-            _mm256_madd_epi16(hi, load256(y.add(32))),
-        );
+        let s = if VNNI {
+            let s = _mm256_dpwssd_epi32(_mm256_setzero_si256(), lo, load256(y));
+            _mm256_dpwssd_epi32(s, hi, load256(y.add(32)))
+        } else {
+            _mm256_add_epi32(
+                _mm256_madd_epi16(lo, load256(y)),
+                _mm256_madd_epi16(hi, load256(y.add(32))),
+            )
+        };
         acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
         offs[t] += m * ab.s;
     }
@@ -279,8 +292,11 @@ macro_rules! legacy_kernel {
                     let $i = start + k;
                     if $i < nb {
                         let $p = w.as_ptr().add($i * $bb);
-                        let $acc = &mut accs[k];
-                        let $offs = &mut offss[k];
+                        // Several tokens already give independent FMA chains; a
+                        // second set would only add register pressure.
+                        let set = if N == 1 { k } else { 0 };
+                        let $acc = &mut accs[set];
+                        let $offs = &mut offss[set];
                         $step
                     }
                 }
