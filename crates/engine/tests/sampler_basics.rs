@@ -194,3 +194,83 @@ fn stop_strings_match_across_token_boundaries_and_hold_back_prefixes() {
     assert_eq!(s.push(1, b"xa").emit, b"x");
     assert_eq!(s.flush(), b"a");
 }
+
+/// The sampler sorts only the prefix its cuts can reach; it must draw exactly what
+/// sorting the whole vocabulary and cutting (llama.cpp's order) would draw.
+#[test]
+fn partial_sorting_draws_what_a_full_sort_would() {
+    let mut rng = llamay_engine::sampler::Rng::new(11);
+    for case in 0..300 {
+        let vocab = [50, 1_000, 20_000][case % 3];
+        let spread = [0.5f64, 3.0, 12.0][(case / 3) % 3];
+        let logits: Vec<f32> = (0..vocab)
+            .map(|_| ((rng.next_f64() * 2.0 - 1.0) * spread) as f32)
+            .collect();
+        let (top_k, top_p, min_p) = [
+            (0, 0.95, 0.0),
+            (0, 0.5, 0.05),
+            (40, 0.95, 0.05),
+            (0, 1.0, 0.2),
+            (200, 0.99, 0.0),
+            (0, 0.999, 0.0),
+        ][case % 6];
+        let c = cfg(0.8, top_k, top_p, min_p);
+        let seed = case as u64;
+        let mut fast = Sampler::new(SamplerConfig { seed, ..c.clone() });
+        let got: Vec<u32> = (0..5)
+            .map(|_| fast.sample(&logits, &[], None).unwrap())
+            .collect();
+        let mut draw = llamay_engine::sampler::Rng::new(seed);
+        let want: Vec<u32> = (0..5)
+            .map(|_| full_sort_reference(&logits, &c, draw.next_f64()))
+            .collect();
+        assert_eq!(
+            got, want,
+            "case {case}: vocab {vocab} spread {spread} {top_k}/{top_p}/{min_p}"
+        );
+    }
+}
+
+/// Sort everything, cut top-k, top-p, min-p, draw at `temperature`.
+fn full_sort_reference(logits: &[f32], c: &SamplerConfig, mut r: f64) -> u32 {
+    let mut cand: Vec<(u32, f32)> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as u32, l))
+        .collect();
+    cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    if c.top_k > 0 {
+        cand.truncate(c.top_k);
+    }
+    let probs = |cand: &[(u32, f32)], t: f64| -> Vec<f64> {
+        let m = cand[0].1 as f64;
+        let e: Vec<f64> = cand.iter().map(|x| ((x.1 as f64 - m) / t).exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.iter().map(|v| v / s).collect()
+    };
+    if c.top_p < 1.0 {
+        let p = probs(&cand, 1.0);
+        let mut cum = 0.0;
+        let keep = p
+            .iter()
+            .position(|x| {
+                cum += x;
+                cum >= c.top_p as f64
+            })
+            .map_or(cand.len(), |i| i + 1);
+        cand.truncate(keep);
+    }
+    if c.min_p > 0.0 {
+        let floor = cand[0].1 + c.min_p.ln();
+        let keep = cand.iter().take_while(|x| x.1 >= floor).count().max(1);
+        cand.truncate(keep);
+    }
+    let p = probs(&cand, c.temperature as f64);
+    for (x, p) in cand.iter().zip(&p) {
+        if r < *p {
+            return x.0;
+        }
+        r -= p;
+    }
+    cand.last().unwrap().0
+}

@@ -113,29 +113,7 @@ impl Sampler {
         if self.cfg.temperature <= 0.0 {
             return Some(best(&self.cand));
         }
-        sort_desc(&mut self.cand);
-        if self.cfg.top_k > 0 {
-            self.cand.truncate(self.cfg.top_k);
-        }
-        if self.cfg.top_p < 1.0 {
-            let probs = softmax(&self.cand, 1.0);
-            let mut cum = 0.0;
-            let mut keep = probs.len();
-            for (i, p) in probs.iter().enumerate() {
-                cum += p;
-                if cum >= self.cfg.top_p as f64 {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            self.cand.truncate(keep);
-        }
-        if self.cfg.min_p > 0.0 {
-            // p_i >= min_p · p_max  ⇔  logit_i >= logit_max + ln(min_p).
-            let floor = self.cand[0].1 + self.cfg.min_p.ln();
-            let keep = self.cand.iter().take_while(|c| c.1 >= floor).count().max(1);
-            self.cand.truncate(keep);
-        }
+        self.truncate_sorted();
         let probs = softmax(&self.cand, self.cfg.temperature);
         let mut r = self.rng.next_f64();
         for (c, p) in self.cand.iter().zip(&probs) {
@@ -146,6 +124,64 @@ impl Sampler {
         }
         // Rounding left r just above the total: the last candidate.
         self.cand.last().map(|c| c.0)
+    }
+
+    /// Leaves the candidates that survive top-k, then top-p, then min-p, most likely
+    /// first. Each cut keeps a prefix of the sorted candidates, so only as much of
+    /// the vocabulary is sorted as the cuts can reach: the best `k` are selected in
+    /// linear time and sorted, growing `k` until the cut falls inside (sorting a
+    /// 262,144-token vocabulary on every step would cost more than the forward pass).
+    fn truncate_sorted(&mut self) {
+        let cfg = &self.cfg;
+        let cand = &mut self.cand;
+        if cfg.top_k > 0 && cfg.top_k < cand.len() {
+            cand.select_nth_unstable_by(cfg.top_k - 1, desc);
+            cand.truncate(cfg.top_k);
+        }
+        let max = cand.iter().fold(f32::NEG_INFINITY, |m, c| m.max(c.1));
+        // Min-p keeps the candidates within ln(min_p) of the best logit.
+        let min_p_keep = if cfg.min_p > 0.0 {
+            let floor = max + cfg.min_p.ln();
+            cand.iter().filter(|c| c.1 >= floor).count().max(1)
+        } else {
+            cand.len()
+        };
+        // Top-p's probabilities are over all candidates left by top-k.
+        let nucleus = (cfg.top_p < 1.0).then(|| {
+            let m = max as f64;
+            let total: f64 = cand.iter().map(|c| (c.1 as f64 - m).exp()).sum();
+            (m, total)
+        });
+        let mut sorted = 64.min(cand.len());
+        loop {
+            if sorted < cand.len() {
+                cand.select_nth_unstable_by(sorted - 1, desc);
+            }
+            cand[..sorted].sort_unstable_by(desc);
+            let mut keep = min_p_keep.min(sorted);
+            let mut cut = min_p_keep <= sorted;
+            if let Some((m, total)) = nucleus {
+                let mut cum = 0.0;
+                for (i, c) in cand[..keep].iter().enumerate() {
+                    cum += if total > 0.0 && total.is_finite() {
+                        (c.1 as f64 - m).exp() / total
+                    } else {
+                        1.0 / cand.len() as f64
+                    };
+                    if cum >= cfg.top_p as f64 {
+                        keep = i + 1;
+                        cut = true;
+                        break;
+                    }
+                }
+            }
+            // The cut is final once it falls inside the sorted prefix (or all is sorted).
+            if cut || sorted == cand.len() {
+                cand.truncate(keep);
+                return;
+            }
+            sorted = (sorted * 4).min(cand.len());
+        }
     }
 
     fn apply_penalties(&mut self, history: &[u32]) {
@@ -186,8 +222,8 @@ fn best(cand: &[(u32, f32)]) -> u32 {
 }
 
 /// Most likely first; ties by lower id, so results do not depend on the sort.
-fn sort_desc(cand: &mut [(u32, f32)]) {
-    cand.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+fn desc(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
 }
 
 /// Probabilities of the candidates at `temperature`, in f64.
