@@ -14,11 +14,14 @@ use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 use crate::kv_cache::KvType;
 use crate::pool::SyncPtr;
 
+use std::sync::Mutex;
+
 /// Most tokens one internal step processes (larger requests are chunked).
 pub const MAX_STEP_TOKENS: usize = 512;
 
 /// Scratch buffers of one step, sized for its total token count.
-struct Buffers {
+#[derive(Default)]
+pub(super) struct Buffers {
     x: Vec<f32>,
     xn: Vec<f32>,
     q: Vec<f32>,
@@ -34,6 +37,24 @@ struct Buffers {
     /// Per batch item: cached keys and values copied out when they cannot be read in place.
     k_old: Vec<Vec<f32>>,
     v_old: Vec<Vec<f32>>,
+}
+
+/// Buffers left by earlier steps, one per step that ran at the same time.
+#[derive(Default)]
+pub(super) struct Scratch(Mutex<Vec<Buffers>>);
+
+impl Scratch {
+    fn take(&self) -> Buffers {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+
+    fn give_back(&self, b: Buffers) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(b);
+    }
 }
 
 /// Where one batch item's rows sit in the stacked matrices.
@@ -153,34 +174,37 @@ impl Model {
         for (item, span) in batch.iter_mut().zip(&spans) {
             item.seq.n_past += span.n;
         }
-        self.logits(batch, &spans, &mut b)
+        let out = self.logits(batch, &spans, &mut b);
+        self.scratch.give_back(b);
+        out
     }
 
+    /// Scratch buffers for a step of `t` tokens: the ones a previous step left, grown
+    /// if needed, so steady decoding allocates nothing here.
     fn buffers(&self, t: usize) -> Buffers {
         let hp = &self.hp;
         let fused = matches!(
             self.weights.layers.first().map(|l| &l.qkv),
             Some(Qkv::Fused(_))
         );
-        Buffers {
-            x: vec![0.0; t * hp.n_embd],
-            xn: vec![0.0; t * hp.n_embd],
-            q: vec![0.0; t * hp.q_width()],
-            k: vec![0.0; t * hp.k_width()],
-            v: vec![0.0; t * hp.v_width()],
-            qkv: if fused {
-                vec![0.0; t * (hp.q_width() + hp.k_width() + hp.v_width())]
-            } else {
-                Vec::new()
-            },
-            attn: vec![0.0; t * hp.n_head * hp.head_dim_v],
-            proj: vec![0.0; t * hp.n_embd],
-            gate: vec![0.0; t * hp.n_ff * 2],
-            up: vec![0.0; t * hp.n_ff],
-            acts: ActsCache::default(),
-            k_old: Vec::new(),
-            v_old: Vec::new(),
-        }
+        let mut b = self.scratch.take();
+        b.acts.invalidate();
+        b.x.resize(t * hp.n_embd, 0.0);
+        b.xn.resize(t * hp.n_embd, 0.0);
+        b.q.resize(t * hp.q_width(), 0.0);
+        b.k.resize(t * hp.k_width(), 0.0);
+        b.v.resize(t * hp.v_width(), 0.0);
+        let qkv = if fused {
+            t * (hp.q_width() + hp.k_width() + hp.v_width())
+        } else {
+            0
+        };
+        b.qkv.resize(qkv, 0.0);
+        b.attn.resize(t * hp.n_head * hp.head_dim_v, 0.0);
+        b.proj.resize(t * hp.n_embd, 0.0);
+        b.gate.resize(t * hp.n_ff * 2, 0.0);
+        b.up.resize(t * hp.n_ff, 0.0);
+        b
     }
 
     fn embed(&self, batch: &[BatchItem], x: &mut [f32]) -> Result<(), ModelError> {

@@ -69,6 +69,7 @@ pub struct Model {
     kv_type: KvType,
     id: usize,
     info: ModelInfo,
+    scratch: forward::Scratch,
 }
 
 impl std::fmt::Debug for Model {
@@ -101,6 +102,7 @@ impl Model {
             kv_type: opts.kv_type,
             id: NEXT_MODEL_ID.fetch_add(1, Ordering::Relaxed),
             info,
+            scratch: Default::default(),
         }))
     }
 

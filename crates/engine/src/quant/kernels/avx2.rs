@@ -292,11 +292,8 @@ macro_rules! legacy_kernel {
                     let $i = start + k;
                     if $i < nb {
                         let $p = w.as_ptr().add($i * $bb);
-                        // Several tokens already give independent FMA chains; a
-                        // second set would only add register pressure.
-                        let set = if N == 1 { k } else { 0 };
-                        let $acc = &mut accs[set];
-                        let $offs = &mut offss[set];
+                        let $acc = &mut accs[k];
+                        let $offs = &mut offss[k];
                         $step
                     }
                 }
