@@ -24,6 +24,8 @@ enum Command {
     Serve(Box<cmd::serve::ServeArgs>),
     /// Describe a model: architecture, size, tokenizer, tensor types.
     Show(cmd::show::ShowArgs),
+    /// Measure prompt, decode and batched-decode throughput and peak memory.
+    Bench(cmd::bench::BenchArgs),
     /// Print the token ids of text read from stdin.
     Tokenize(cmd::tokenize::TokenizeArgs),
     /// Serve token masks over JSON lines for the mask benchmark harness.
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => cmd::serve::run(*a),
         Command::Show(a) => cmd::show::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
         Command::MaskWorker(a) => cmd::mask_worker::run(a),
         Command::Pull(a) => store_cmds::run_pull(&a),
         Command::List(a) => store_cmds::run_list(&a),

@@ -1,5 +1,6 @@
 //! One module per subcommand. Each exposes a clap `Args` struct and `run`.
 
+pub mod bench;
 pub mod mask_worker;
 pub mod run;
 pub mod serve;

@@ -1,0 +1,200 @@
+//! `llamay bench -m MODEL [-p 512] [-n 128] [-b 1,4,8] [-threads N] [-r 3] [-json]`:
+//! prompt-processing, decode and batched-decode throughput of the engine, repeated
+//! and summarised as min / median / max, with peak resident memory beside the model
+//! file and KV cache sizes. The token ids are those llama.cpp's side of
+//! `scripts/bench-vs-llamacpp` is fed.
+
+mod measure;
+mod report;
+mod tokens;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use llamay_engine::kv_cache::KvType;
+use llamay_engine::model::{LoadOptions, Model};
+use llamay_engine::quant::Backend;
+
+use super::UsageError;
+use measure::{Round, Workload, N_SHORT};
+use report::{BatchFigures, Report, Spread};
+
+/// Bounds that keep a mistyped number from running for hours or allocating wildly.
+const MAX_TOKENS: usize = 1 << 16;
+const MAX_BATCH: usize = 256;
+const MAX_REPS: usize = 1000;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// A .gguf file or a model name in the store.
+    #[arg(short = 'm', long = "model")]
+    pub model: String,
+    /// Prompt tokens processed in one batch from an empty cache.
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    pub n_prompt: usize,
+    /// Tokens decoded one step at a time (after a 16-token prompt).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    pub n_gen: usize,
+    /// Batch sizes for batched decode, comma separated.
+    #[arg(
+        short = 'b',
+        long = "batch",
+        value_delimiter = ',',
+        default_value = "1,4,8"
+    )]
+    pub batch: Vec<usize>,
+    /// Threads for the forward pass (default: physical cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Repetitions of every measurement.
+    #[arg(short = 'r', long = "reps", default_value_t = 3)]
+    pub reps: usize,
+    /// KV cache type: f32 or f16.
+    #[arg(long, default_value = "f32")]
+    pub kv: String,
+    /// Print the figures as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: BenchArgs) -> anyhow::Result<()> {
+    let (workload, kv_type) = check(&a)?;
+    let path = model_path(&a.model)?;
+    let t = Instant::now();
+    let model = Model::load(
+        &path,
+        &LoadOptions {
+            n_threads: a.threads,
+            n_ctx: Some(workload.ctx_needed()),
+            kv_type,
+        },
+    )
+    .with_context(|| format!("cannot load model {}", a.model))?;
+    let load_s = t.elapsed().as_secs_f64();
+    if workload.ctx_needed() > model.n_ctx_train() {
+        return Err(UsageError(format!(
+            "the benchmark needs {} positions, more than the model's context of {}",
+            workload.ctx_needed(),
+            model.n_ctx_train()
+        ))
+        .into());
+    }
+    let tokens = tokens::fixed_tokens(workload.tokens_needed(), model.n_vocab());
+    anyhow::ensure!(!tokens.is_empty(), "the model has an empty vocabulary");
+
+    measure::warm_up(&model, &tokens)?;
+    let rounds = (0..a.reps)
+        .map(|_| measure::round(&model, &tokens, &workload))
+        .collect::<anyhow::Result<Vec<Round>>>()?;
+
+    let report = summarise(&a, &model, &workload, &rounds, load_s)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(())
+}
+
+/// Usage errors, decided before the model is loaded.
+fn check(a: &BenchArgs) -> Result<(Workload, KvType), UsageError> {
+    let in_range = |flag: &str, v: usize, max: usize| {
+        if (1..=max).contains(&v) {
+            Ok(())
+        } else {
+            Err(UsageError(format!(
+                "{flag} must be between 1 and {max}, not {v}"
+            )))
+        }
+    };
+    in_range("-p", a.n_prompt, MAX_TOKENS)?;
+    in_range("-n", a.n_gen, MAX_TOKENS)?;
+    in_range("-r", a.reps, MAX_REPS)?;
+    if let Some(t) = a.threads {
+        in_range("-threads", t, 1024)?;
+    }
+    if a.batch.is_empty() {
+        return Err(UsageError("-b needs at least one batch size".into()));
+    }
+    for &b in &a.batch {
+        in_range("-b", b, MAX_BATCH)?;
+    }
+    let kv_type = match a.kv.as_str() {
+        "f32" => KvType::F32,
+        "f16" => KvType::F16,
+        other => return Err(UsageError(format!("-kv must be f32 or f16, not {other:?}"))),
+    };
+    Ok((
+        Workload {
+            n_prompt: a.n_prompt,
+            n_gen: a.n_gen,
+            batches: a.batch.clone(),
+        },
+        kv_type,
+    ))
+}
+
+/// A file as it is; anything else is looked up in the store (never pulled: a
+/// download would distort nothing but would surprise someone measuring).
+fn model_path(model: &str) -> anyhow::Result<PathBuf> {
+    if Path::new(model).is_file() {
+        return Ok(PathBuf::from(model));
+    }
+    Ok(crate::store_cmds::open_store()?.resolve(model)?.gguf)
+}
+
+fn summarise(
+    a: &BenchArgs,
+    model: &Model,
+    w: &Workload,
+    rounds: &[Round],
+    load_s: f64,
+) -> anyhow::Result<Report> {
+    let spread = |f: &dyn Fn(&Round) -> f64| {
+        Spread::of(&rounds.iter().map(f).collect::<Vec<_>>())
+            .ok_or_else(|| anyhow::anyhow!("no rounds were run"))
+    };
+    let mut batched = Vec::with_capacity(w.batches.len());
+    for (i, &b) in w.batches.iter().enumerate() {
+        let aggregate = spread(&|r| r.batched_tps[i])?;
+        let per_seq = spread(&|r| r.batched_tps[i] / b as f64)?;
+        batched.push(BatchFigures {
+            batch: b,
+            aggregate,
+            per_seq,
+        });
+    }
+    let info = model.info();
+    Ok(Report {
+        model: a.model.clone(),
+        name: info.name.clone(),
+        arch: info.arch.clone(),
+        parameters: info.parameter_count,
+        file_type: info.file_type.clone(),
+        file_size: info.file_size,
+        threads: model.n_threads(),
+        kernels: format!("{:?}", Backend::active().set()).to_lowercase(),
+        kv_type: a.kv.clone(),
+        reps: rounds.len(),
+        load_s,
+        n_prompt: w.n_prompt,
+        n_gen: w.n_gen,
+        n_short: N_SHORT,
+        pp: spread(&|r| r.pp_tps)?,
+        tg: spread(&|r| r.tg_tps)?,
+        batched,
+        first_gen_ids: rounds[0].first_gen_ids.clone(),
+        peak_rss: peak_rss(),
+        kv_bytes: rounds.iter().map(|r| r.kv_peak).max().unwrap_or(0) as u64,
+    })
+}
+
+/// The process's peak resident set size (`VmHWM`), where /proc reports it.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
