@@ -7,6 +7,8 @@
 
 use half::f16;
 
+use crate::model::kv_rows::Rows;
+
 /// Element type of the cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KvType {
@@ -143,30 +145,36 @@ impl KvCache {
     }
 
     /// Keys and values of positions `range` of layer `il` (row after row), read in
-    /// place when they lie contiguously in an f32 store (no copy on the decode path),
-    /// otherwise gathered into `k` and `v`.
+    /// place, f32 or f16 as stored, when their slots are contiguous (no copy on the
+    /// decode path); otherwise gathered into `k` and `v` as f32.
     pub(crate) fn history<'a>(
         &'a self,
         il: usize,
         range: std::ops::Range<usize>,
         k: &'a mut Vec<f32>,
         v: &'a mut Vec<f32>,
-    ) -> (&'a [f32], &'a [f32]) {
+    ) -> (Rows<'a>, Rows<'a>) {
         let l = &self.layers[il];
         let (kw, vw) = (l.k_width, l.v_width);
-        if let (Store::F32(ks), Store::F32(vs)) = (&l.k, &l.v) {
-            let first = l.slot(range.start);
-            // Ring slots are contiguous when the range does not wrap around.
-            if range.is_empty() || l.slot(range.end - 1) == first + range.len() - 1 {
-                let rows = first..first + range.len();
-                return (
-                    &ks[rows.start * kw..rows.end * kw],
-                    &vs[rows.start * vw..rows.end * vw],
-                );
+        let first = l.slot(range.start);
+        // Ring slots are contiguous when the range does not wrap around.
+        if range.is_empty() || l.slot(range.end - 1) == first + range.len() - 1 {
+            let (ks, vs) = (
+                first * kw..(first + range.len()) * kw,
+                first * vw..(first + range.len()) * vw,
+            );
+            match (&l.k, &l.v) {
+                (Store::F32(kd), Store::F32(vd)) => {
+                    return (Rows::F32(&kd[ks]), Rows::F32(&vd[vs]))
+                }
+                (Store::F16(kd), Store::F16(vd)) => {
+                    return (Rows::F16(&kd[ks]), Rows::F16(&vd[vs]))
+                }
+                _ => {}
             }
         }
         self.gather(il, range, k, v);
-        (k, v)
+        (Rows::F32(k), Rows::F32(v))
     }
 
     /// Copies the keys and values of positions `range` of layer `il` into `k` and `v`
@@ -298,7 +306,17 @@ mod tests {
                 c.gather(il, range.clone(), &mut k, &mut v);
                 let (mut kb, mut vb) = (Vec::new(), Vec::new());
                 let (hk, hv) = c.history(il, range.clone(), &mut kb, &mut vb);
-                assert_eq!((hk, hv), (&k[..], &v[..]), "{ty:?} layer {il} {range:?}");
+                let f32s = |r: Rows| -> Vec<f32> {
+                    match r {
+                        Rows::F32(x) => x.to_vec(),
+                        Rows::F16(x) => x.iter().map(|h| h.to_f32()).collect(),
+                    }
+                };
+                assert_eq!(
+                    (f32s(hk), f32s(hv)),
+                    (k.clone(), v.clone()),
+                    "{ty:?} layer {il} {range:?}"
+                );
             }
         }
     }

@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 
+use super::kv_rows::{Elem, Row, Rows};
 use super::ops::{softcap, softmax};
 use crate::pool::{SyncPtr, ThreadPool};
 
@@ -20,8 +21,8 @@ pub(crate) struct AttnArgs<'a> {
     pub q: &'a [f32],
     pub k_new: &'a [f32],
     pub v_new: &'a [f32],
-    pub k_old: &'a [f32],
-    pub v_old: &'a [f32],
+    pub k_old: Rows<'a>,
+    pub v_old: Rows<'a>,
     pub old_start: usize,
     pub start: usize,
     pub n: usize,
@@ -99,7 +100,7 @@ pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32])
                     // A short last tile repeats its last query (same result, no extra reads).
                     let tile: [(usize, usize); TILE] =
                         std::array::from_fn(|r| query((i + r).min(n_queries - 1)));
-                    // SAFETY: the CPU supports AVX2 and FMA (checked by `has_avx2`).
+                    // SAFETY: the CPU supports AVX2, FMA and F16C (checked by `has_avx2`).
                     #[cfg(target_arch = "x86_64")]
                     unsafe {
                         query_tile_avx2(a, tile, scores, acc)
@@ -134,7 +135,9 @@ pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32])
 fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+        std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -142,7 +145,7 @@ fn has_avx2() -> bool {
 
 /// [`one_query`] with AVX2+FMA dot products and value sums.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn one_query_avx2(a: &AttnArgs, h: usize, t: usize, scores: &mut Vec<f32>, acc: &mut [f32]) {
     one_query(
         a,
@@ -170,7 +173,7 @@ fn visible(a: &AttnArgs, t: usize) -> (usize, usize) {
 /// value row is loaded once for the four (attention is bound by these loads). Keys a
 /// query may not see get a score of -inf; `acc` receives the four outputs in order.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn query_tile_avx2(
     a: &AttnArgs,
     tile: [(usize, usize); TILE],
@@ -186,18 +189,18 @@ unsafe fn query_tile_avx2(
     let hi = ranges.iter().map(|r| r.1).max().unwrap_or(0);
     let span = hi + 1 - lo;
     let q: [&[f32]; TILE] = tile.map(|(t, h)| &a.q[t * qw + h * hk..t * qw + (h + 1) * hk]);
-    let key = |j: usize| -> &[f32] {
+    let key = |j: usize| -> Row {
         if j < a.start {
-            &a.k_old[(j - a.old_start) * kw + kvh * hk..][..hk]
+            a.k_old.slice((j - a.old_start) * kw + kvh * hk, hk)
         } else {
-            &a.k_new[(j - a.start) * kw + kvh * hk..][..hk]
+            Row::F32(&a.k_new[(j - a.start) * kw + kvh * hk..][..hk])
         }
     };
-    let value = |j: usize| -> &[f32] {
+    let value = |j: usize| -> Row {
         if j < a.start {
-            &a.v_old[(j - a.old_start) * vw + kvh * hv..][..hv]
+            a.v_old.slice((j - a.old_start) * vw + kvh * hv, hv)
         } else {
-            &a.v_new[(j - a.start) * vw + kvh * hv..][..hv]
+            Row::F32(&a.v_new[(j - a.start) * vw + kvh * hv..][..hv])
         }
     };
     scores.clear();
@@ -232,8 +235,8 @@ fn one_query(
     t: usize,
     scores: &mut Vec<f32>,
     acc: &mut [f32],
-    dot: impl Fn(&[f32], &[f32]) -> f32,
-    axpy: impl Fn(&mut [f32], f32, &[f32]),
+    dot: impl Fn(&[f32], Row) -> f32,
+    axpy: impl Fn(&mut [f32], f32, Row),
 ) {
     let (hk, hv) = (a.head_dim_k, a.head_dim_v);
     let (kw, vw) = (a.n_head_kv * hk, a.n_head_kv * hv);
@@ -248,10 +251,10 @@ fn one_query(
     let new_rows = (new.start - a.start)..(new.end - a.start);
     scores.clear();
     for i in old_rows.clone() {
-        scores.push(dot(q, &a.k_old[i * kw + kvh * hk..][..hk]));
+        scores.push(dot(q, a.k_old.slice(i * kw + kvh * hk, hk)));
     }
     for i in new_rows.clone() {
-        scores.push(dot(q, &a.k_new[i * kw + kvh * hk..][..hk]));
+        scores.push(dot(q, Row::F32(&a.k_new[i * kw + kvh * hk..][..hk])));
     }
     if let Some(cap) = a.softcap {
         softcap(scores, cap);
@@ -263,10 +266,18 @@ fn one_query(
     acc.fill(0.0);
     let mut p = scores.iter();
     for i in old_rows {
-        axpy(acc, *p.next().unwrap(), &a.v_old[i * vw + kvh * hv..][..hv]);
+        axpy(
+            acc,
+            *p.next().unwrap(),
+            a.v_old.slice(i * vw + kvh * hv, hv),
+        );
     }
     for i in new_rows {
-        axpy(acc, *p.next().unwrap(), &a.v_new[i * vw + kvh * hv..][..hv]);
+        axpy(
+            acc,
+            *p.next().unwrap(),
+            Row::F32(&a.v_new[i * vw + kvh * hv..][..hv]),
+        );
     }
 }
 
@@ -277,48 +288,21 @@ fn round_f16(x: &mut [f32]) {
 }
 
 /// Portable kernels.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+fn dot(a: &[f32], b: Row) -> f32 {
+    a.iter().enumerate().map(|(i, x)| x * b.get(i)).sum()
 }
 
-fn axpy(o: &mut [f32], p: f32, v: &[f32]) {
-    o.iter_mut().zip(v).for_each(|(o, v)| *o += p * v);
+fn axpy(o: &mut [f32], p: f32, v: Row) {
+    o.iter_mut()
+        .enumerate()
+        .for_each(|(i, o)| *o += p * v.get(i));
 }
 
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use std::arch::x86_64::*;
 
-    /// Requires AVX2 and FMA.
-    #[inline(always)]
-    pub unsafe fn dot(a: &[f32], b: &[f32]) -> f32 {
-        let n = a.len().min(b.len());
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut s0 = _mm256_setzero_ps();
-        let mut s1 = _mm256_setzero_ps();
-        let mut i = 0;
-        while i + 16 <= n {
-            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), s0);
-            s1 = _mm256_fmadd_ps(
-                _mm256_loadu_ps(pa.add(i + 8)),
-                _mm256_loadu_ps(pb.add(i + 8)),
-                s1,
-            );
-            i += 16;
-        }
-        let s = _mm256_add_ps(s0, s1);
-        let lo = _mm256_castps256_ps128(s);
-        let hi = _mm256_extractf128_ps(s, 1);
-        let q = _mm_add_ps(lo, hi);
-        let q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-        let q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
-        let mut r = _mm_cvtss_f32(q);
-        while i < n {
-            r += a[i] * b[i];
-            i += 1;
-        }
-        r
-    }
+    use super::{Elem, Row};
 
     /// Horizontal sum of eight lanes.
     #[inline(always)]
@@ -328,9 +312,47 @@ mod simd {
         _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)))
     }
 
-    /// Four dot products against one key, loading the key once. Requires AVX2, FMA.
+    /// Requires AVX2, FMA and F16C.
     #[inline(always)]
-    pub unsafe fn dot4(q: [&[f32]; 4], k: &[f32]) -> [f32; 4] {
+    pub unsafe fn dot(a: &[f32], b: Row) -> f32 {
+        match b {
+            Row::F32(b) => dot_of(a, b),
+            Row::F16(b) => dot_of(a, b),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_of<E: Elem>(a: &[f32], b: &[E]) -> f32 {
+        let n = a.len().min(b.len());
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut s0 = _mm256_setzero_ps();
+        let mut s1 = _mm256_setzero_ps();
+        let mut i = 0;
+        while i + 16 <= n {
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), E::load8(pb.add(i)), s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), E::load8(pb.add(i + 8)), s1);
+            i += 16;
+        }
+        let mut r = hsum(_mm256_add_ps(s0, s1));
+        while i < n {
+            r += a[i] * b[i].to_f32();
+            i += 1;
+        }
+        r
+    }
+
+    /// Four dot products against one key, loading the key once. Requires AVX2, FMA
+    /// and F16C.
+    #[inline(always)]
+    pub unsafe fn dot4(q: [&[f32]; 4], k: Row) -> [f32; 4] {
+        match k {
+            Row::F32(k) => dot4_of(q, k),
+            Row::F16(k) => dot4_of(q, k),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot4_of<E: Elem>(q: [&[f32]; 4], k: &[E]) -> [f32; 4] {
         let n = k.len();
         debug_assert!(q.iter().all(|q| q.len() == n));
         let pk = k.as_ptr();
@@ -338,7 +360,7 @@ mod simd {
         let mut s = [_mm256_setzero_ps(); 4];
         let mut i = 0;
         while i + 8 <= n {
-            let kv = _mm256_loadu_ps(pk.add(i));
+            let kv = E::load8(pk.add(i));
             for r in 0..4 {
                 s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(pq[r].add(i)), kv, s[r]);
             }
@@ -347,24 +369,33 @@ mod simd {
         let mut out = s.map(|v| hsum(v));
         while i < n {
             for r in 0..4 {
-                out[r] += q[r][i] * k[i];
+                out[r] += q[r][i] * k[i].to_f32();
             }
             i += 1;
         }
         out
     }
 
+    /// Eight values of `row` from `c` as lanes (`width` of them real, the rest 0).
+    #[inline(always)]
+    unsafe fn load_row8(row: Row, c: usize) -> __m256 {
+        match row {
+            Row::F32(v) => Elem::load8(v[c..c + 8].as_ptr()),
+            Row::F16(v) => Elem::load8(v[c..c + 8].as_ptr()),
+        }
+    }
+
     /// `acc[r] = Σ_j scores[r·span + j − lo] · value(j)` over `js` (`span` = its
     /// length) for four rows stored one after the other in `acc`. The sums stay in
     /// registers, 16 columns at a time, while every value row streams past: storing
     /// them back after each row would cost more than the multiplications.
-    /// Requires AVX2 and FMA.
+    /// Requires AVX2, FMA and F16C.
     #[inline(always)]
     pub unsafe fn weighted_sum4<'v>(
         acc: &mut [f32],
         scores: &[f32],
         js: std::ops::Range<usize>,
-        value: impl Fn(usize) -> &'v [f32],
+        value: impl Fn(usize) -> Row<'v>,
     ) {
         let n = acc.len() / 4;
         let span = js.len();
@@ -377,7 +408,7 @@ mod simd {
                     for (k, o) in row[c..].iter_mut().enumerate() {
                         *o = js
                             .clone()
-                            .map(|j| scores[r * span + j - js.start] * value(j)[c + k])
+                            .map(|j| scores[r * span + j - js.start] * value(j).get(c + k))
                             .sum();
                     }
                 }
@@ -385,10 +416,10 @@ mod simd {
             }
             let mut sums = [[_mm256_setzero_ps(); 2]; 4];
             for (i, j) in js.clone().enumerate() {
-                let v = value(j)[c..c + width].as_ptr();
-                let v0 = _mm256_loadu_ps(v);
+                let row = value(j);
+                let v0 = load_row8(row, c);
                 let v1 = if width == 16 {
-                    _mm256_loadu_ps(v.add(8))
+                    load_row8(row, c + 8)
                 } else {
                     _mm256_setzero_ps()
                 };
@@ -409,20 +440,28 @@ mod simd {
         }
     }
 
-    /// `o += p · v`. Requires AVX2 and FMA.
+    /// `o += p · v`. Requires AVX2, FMA and F16C.
     #[inline(always)]
-    pub unsafe fn axpy(o: &mut [f32], p: f32, v: &[f32]) {
+    pub unsafe fn axpy(o: &mut [f32], p: f32, v: Row) {
+        match v {
+            Row::F32(v) => axpy_of(o, p, v),
+            Row::F16(v) => axpy_of(o, p, v),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn axpy_of<E: Elem>(o: &mut [f32], p: f32, v: &[E]) {
         let n = o.len().min(v.len());
         let (po, pv) = (o.as_mut_ptr(), v.as_ptr());
         let pp = _mm256_set1_ps(p);
         let mut i = 0;
         while i + 8 <= n {
-            let r = _mm256_fmadd_ps(pp, _mm256_loadu_ps(pv.add(i)), _mm256_loadu_ps(po.add(i)));
+            let r = _mm256_fmadd_ps(pp, E::load8(pv.add(i)), _mm256_loadu_ps(po.add(i)));
             _mm256_storeu_ps(po.add(i), r);
             i += 8;
         }
         while i < n {
-            o[i] += p * v[i];
+            o[i] += p * v[i].to_f32();
             i += 1;
         }
     }
@@ -431,6 +470,7 @@ mod simd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::kv_rows::Rows;
     use crate::sampler::Rng;
 
     /// The AVX2 tile and single-query paths against the portable one, with cached and
@@ -443,42 +483,57 @@ mod tests {
         let (n_head, n_head_kv, hk, hv) = (4, 2, 24, 28);
         let cases = [(None, None), (Some(5), Some(0.7)), (Some(40), None)];
         // A prompt-sized step and a decode step (one query per head).
-        for ((window, softcap), n) in cases.into_iter().flat_map(|c| [(c, 13), (c, 1)]) {
-            let (old_start, start) = (3, 11);
-            let old = start - old_start;
-            let (q, k_new, v_new) = (
-                rand(n * n_head * hk),
-                rand(n * n_head_kv * hk),
-                rand(n * n_head_kv * hv),
-            );
-            let (k_old, v_old) = (rand(old * n_head_kv * hk), rand(old * n_head_kv * hv));
-            let a = AttnArgs {
-                q: &q,
-                k_new: &k_new,
-                v_new: &v_new,
-                k_old: &k_old,
-                v_old: &v_old,
-                old_start,
-                start,
-                n,
-                n_head,
-                n_head_kv,
-                head_dim_k: hk,
-                head_dim_v: hv,
-                window,
-                softcap,
-                f16_probs: false,
-            };
-            let mut out = vec![0.0; n * n_head * hv];
-            attend(&ThreadPool::new(2), &a, &mut out);
-            let mut scores = Vec::new();
-            let mut acc = vec![0.0; hv];
-            for t in 0..n {
-                for h in 0..n_head {
-                    one_query(&a, h, t, &mut scores, &mut acc, dot, axpy);
-                    let got = &out[t * n_head * hv + h * hv..][..hv];
-                    for (x, y) in got.iter().zip(&acc) {
-                        assert!((x - y).abs() < 1e-5, "t {t} h {h}: {x} vs {y}");
+        // Cached rows as an f32 cache holds them and as an f16 cache does (read in place).
+        for f16_cache in [false, true] {
+            for ((window, softcap), n) in cases.into_iter().flat_map(|c| [(c, 13), (c, 1)]) {
+                let (old_start, start) = (3, 11);
+                let old = start - old_start;
+                let (q, k_new, v_new) = (
+                    rand(n * n_head * hk),
+                    rand(n * n_head_kv * hk),
+                    rand(n * n_head_kv * hv),
+                );
+                let (k_old, v_old) = (rand(old * n_head_kv * hk), rand(old * n_head_kv * hv));
+                let half = |x: &[f32]| -> Vec<half::f16> {
+                    x.iter().map(|&v| half::f16::from_f32(v)).collect()
+                };
+                let (k_half, v_half) = (half(&k_old), half(&v_old));
+                let (k_rows, v_rows) = if f16_cache {
+                    (Rows::F16(&k_half), Rows::F16(&v_half))
+                } else {
+                    (Rows::F32(&k_old), Rows::F32(&v_old))
+                };
+                let a = AttnArgs {
+                    q: &q,
+                    k_new: &k_new,
+                    v_new: &v_new,
+                    k_old: k_rows,
+                    v_old: v_rows,
+                    old_start,
+                    start,
+                    n,
+                    n_head,
+                    n_head_kv,
+                    head_dim_k: hk,
+                    head_dim_v: hv,
+                    window,
+                    softcap,
+                    f16_probs: false,
+                };
+                let mut out = vec![0.0; n * n_head * hv];
+                attend(&ThreadPool::new(2), &a, &mut out);
+                let mut scores = Vec::new();
+                let mut acc = vec![0.0; hv];
+                for t in 0..n {
+                    for h in 0..n_head {
+                        one_query(&a, h, t, &mut scores, &mut acc, dot, axpy);
+                        let got = &out[t * n_head * hv + h * hv..][..hv];
+                        for (x, y) in got.iter().zip(&acc) {
+                            assert!(
+                                (x - y).abs() < 1e-5,
+                                "f16 {f16_cache} t {t} h {h}: {x} vs {y}"
+                            );
+                        }
                     }
                 }
             }

@@ -8,6 +8,7 @@ mod attention;
 mod forward;
 pub mod hparams;
 mod info;
+pub(crate) mod kv_rows;
 mod linear;
 mod ops;
 mod weights;

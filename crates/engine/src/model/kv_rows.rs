@@ -1,0 +1,80 @@
+//! Key and value rows as attention reads them: f32 (the batch's own, or an f32 cache)
+//! or f16 (an f16 cache read in place, converted lane by lane as it is loaded, so the
+//! cache is streamed at half the bytes and never copied).
+
+use half::f16;
+
+/// A run of rows, `width` values apart.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Rows<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+/// `len` values of one row.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Row<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+impl<'a> Rows<'a> {
+    /// Values `start..start + len`.
+    #[inline(always)]
+    pub fn slice(self, start: usize, len: usize) -> Row<'a> {
+        match self {
+            Rows::F32(v) => Row::F32(&v[start..start + len]),
+            Rows::F16(v) => Row::F16(&v[start..start + len]),
+        }
+    }
+}
+
+impl Row<'_> {
+    /// Value `i` as f32.
+    #[inline(always)]
+    pub fn get(self, i: usize) -> f32 {
+        match self {
+            Row::F32(v) => v[i],
+            Row::F16(v) => v[i].to_f32(),
+        }
+    }
+}
+
+/// An element type attention rows come in.
+pub(crate) trait Elem: Copy {
+    fn to_f32(self) -> f32;
+
+    /// Eight elements at `p` as f32 lanes. Requires AVX2 and F16C.
+    ///
+    /// # Safety
+    /// `p..p + 8` must be readable and the CPU must have AVX2 and F16C.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+}
+
+impl Elem for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
+        std::arch::x86_64::_mm256_loadu_ps(p)
+    }
+}
+
+impl Elem for f16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const f16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+    }
+}
