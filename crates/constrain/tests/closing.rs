@@ -51,15 +51,30 @@ fn close(m: &mut Matcher, vocab: &Vocabulary, eog: u32) -> Vec<u8> {
 #[test]
 fn distances_on_small_schemas() {
     let (vocab, eog, _) = synthetic_vocab(&[]);
-    let cases: Vec<(Value, &[(&str, usize)], &str)> = vec![
+    // (schema, distances after prefixes, the document the lowest closing tokens write)
+    type Case = (Value, &'static [(&'static str, usize)], &'static str);
+    let cases: Vec<Case> = vec![
         (
             json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
-            &[("", 7), ("{", 6), ("{\"a\"", 3), ("{\"a\": ", 2), ("{\"a\":12", 1)],
+            &[
+                ("", 7),
+                ("{", 6),
+                ("{\"a\"", 3),
+                ("{\"a\": ", 2),
+                ("{\"a\":12", 1),
+            ],
             "{\"a\":0}",
         ),
         (
             json!({"type": "array", "items": {"type": "integer"}}),
-            &[("", 2), ("[", 1), ("[1", 1), ("[1,", 2), ("[1, -", 2), ("[1]", 0)],
+            &[
+                ("", 2),
+                ("[", 1),
+                ("[1", 1),
+                ("[1,", 2),
+                ("[1, -", 2),
+                ("[1]", 0),
+            ],
             "[]",
         ),
         (
@@ -77,7 +92,12 @@ fn distances_on_small_schemas() {
                 "p": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
                 "r": {"type": "integer"}
             }, "required": ["p"]}),
-            &[("", 14), ("{\"r\":5", 14), ("{\"p\":{", 8), ("{\"p\":{\"q\":\"x", 3)],
+            &[
+                ("", 14),
+                ("{\"r\":5", 14),
+                ("{\"p\":{", 8),
+                ("{\"p\":{\"q\":\"x", 3),
+            ],
             "{\"p\":{\"q\":\"\"}}",
         ),
         (
@@ -144,23 +164,33 @@ fn walk_and_close(c: &Constraint, eog: u32, rng: &mut Rng, walk: usize) -> Resul
         text.extend_from_slice(vocab.token_bytes(t).unwrap());
     }
     let show = |t: &[u8]| String::from_utf8_lossy(t).into_owned();
-    let d0 = m
-        .min_bytes_to_accept()
-        .ok_or_else(|| {
-            let mut fresh = c.matcher();
-            fresh.commit_bytes(&text).unwrap();
-            format!("no distance after {:?} (fresh {:?}, stats {:?})", show(&text), fresh.min_bytes_to_accept(), m.stats())
-        })?;
+    let d0 = m.min_bytes_to_accept().ok_or_else(|| {
+        let mut fresh = c.matcher();
+        fresh.commit_bytes(&text).unwrap();
+        format!(
+            "no distance after {:?} (fresh {:?}, stats {:?})",
+            show(&text),
+            fresh.min_bytes_to_accept(),
+            m.stats()
+        )
+    })?;
     let (mut d, mut tokens) = (d0, 0);
     loop {
         if m.is_accepting() != (d == 0) {
-            return Err(format!("distance {d} but accepting {}: {}", m.is_accepting(), show(&text)));
+            return Err(format!(
+                "distance {d} but accepting {}: {}",
+                m.is_accepting(),
+                show(&text)
+            ));
         }
         // A lower bound: no live single byte gets closer by more than itself.
         for b in 0..=255u32 {
             if let Some(after) = m.min_bytes_after(b) {
                 if after + 1 < d {
-                    return Err(format!("byte {b} takes {d} to {after} after {}", show(&text)));
+                    return Err(format!(
+                        "byte {b} takes {d} to {after} after {}",
+                        show(&text)
+                    ));
                 }
             }
         }
@@ -173,12 +203,19 @@ fn walk_and_close(c: &Constraint, eog: u32, rng: &mut Rng, walk: usize) -> Resul
             break;
         }
         if allowed.is_empty() || allowed.contains(&eog) {
-            return Err(format!("closing mask {allowed:?} at {d} after {}", show(&text)));
+            return Err(format!(
+                "closing mask {allowed:?} at {d} after {}",
+                show(&text)
+            ));
         }
         let t = allowed[rng.below(allowed.len())];
         let bytes = vocab.token_bytes(t).unwrap();
         if m.min_bytes_after(t) != Some(d - bytes.len()) {
-            return Err(format!("token {:?} is off the shortest way at {d} after {}", show(bytes), show(&text)));
+            return Err(format!(
+                "token {:?} is off the shortest way at {d} after {}",
+                show(bytes),
+                show(&text)
+            ));
         }
         m.commit(t).unwrap();
         text.extend_from_slice(bytes);
@@ -196,7 +233,11 @@ fn closing_masks_finish_corpus_schemas_within_the_distance() {
     let (vocab, eog, _) = synthetic_vocab(&[]);
     let cases = corpus::cases();
     // A deterministic spread over the corpus (`LLAMAY_CLOSING=all` for every schema).
-    let stride = if corpus::everything("LLAMAY_CLOSING") { 1 } else { 12 };
+    let stride = if corpus::everything("LLAMAY_CLOSING") {
+        1
+    } else {
+        12
+    };
     let mut rng = Rng::new(0xC105E);
     let (mut closed, mut validated, mut failures) = (0, 0, Vec::new());
     for case in cases.iter().step_by(stride) {
@@ -222,7 +263,11 @@ fn closing_masks_finish_corpus_schemas_within_the_distance() {
                     let v: Value = match serde_json::from_slice(&doc) {
                         Ok(v) => v,
                         Err(e) => {
-                            failures.push(format!("{}: {e}: {}", case.name, String::from_utf8_lossy(&doc)));
+                            failures.push(format!(
+                                "{}: {e}: {}",
+                                case.name,
+                                String::from_utf8_lossy(&doc)
+                            ));
                             continue;
                         }
                     };
@@ -237,6 +282,11 @@ fn closing_masks_finish_corpus_schemas_within_the_distance() {
         }
     }
     eprintln!("{closed} walks closed, {validated} of them on judged schemas");
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(closed >= 250, "only {closed} walks closed");
 }

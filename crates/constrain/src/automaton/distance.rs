@@ -53,10 +53,7 @@ impl Distances {
             open_string: p
                 .strings
                 .iter()
-                .map(|s| {
-                    s.min_bytes_to_close(0, STRING_SEARCH_LIMIT)
-                        .unwrap_or(FAR)
-                })
+                .map(|s| s.min_bytes_to_close(0, STRING_SEARCH_LIMIT).unwrap_or(FAR))
                 .collect(),
         };
         // Costs only decrease and are bounded below, so this settles; lowering emits a
@@ -124,9 +121,7 @@ impl Distances {
         match &p.nodes[pos as usize] {
             Node::Ws { next } => at(*next),
             Node::Regex { dfa, next } => add(self.dfa[*dfa as usize][aux as usize], at(*next)),
-            Node::JsonStr { spec, next } if aux != 0 => {
-                add(strings.get(p, *spec, aux), at(*next))
-            }
+            Node::JsonStr { spec, next } if aux != 0 => add(strings.get(p, *spec, aux), at(*next)),
             Node::Unordered { u, phase, next } => {
                 add(self.unordered(p, *u, *phase, aux), at(*next))
             }
@@ -173,9 +168,9 @@ fn dfa_min_bytes(d: &ByteDfa) -> Vec<u32> {
     }
     let mut dist = vec![FAR; n];
     let mut queue = std::collections::VecDeque::new();
-    for s in 0..n {
+    for (s, ds) in dist.iter_mut().enumerate() {
         if d.is_accepting(s as u32) {
-            dist[s] = 0;
+            *ds = 0;
             queue.push_back(s as u32);
         }
     }

@@ -492,18 +492,19 @@ impl StringProg {
 /// search began (`restricted`), a `\u` escape only towards U+0000..U+001F; never a new
 /// surrogate pair (see [`StringProg::min_bytes_to_close`]).
 fn search_bytes(s: St, restricted: bool) -> impl Iterator<Item = u8> {
-    let range = match s.phase {
-        HEX0 | 4 if restricted => b'0'..=b'0',
-        5 if restricted => b'0'..=b'1',
+    let (lo, hi, any) = match s.phase {
+        HEX0 | 4 if restricted => (b'0', b'0', true),
+        5 if restricted => (b'0', b'1', true),
         // Only a high surrogate leads here, and the search never starts one.
-        EXPECT_BS_LOW..=12 if restricted => 1..=0,
-        _ => 0..=255,
+        EXPECT_BS_LOW..=12 if restricted => (0, 0, false),
+        _ => (0, 255, true),
     };
     // `\uD8`..`\uDB` would begin a surrogate pair.
     let pair_next = s.phase == 4 && s.acc == 0xD;
-    range.filter(move |&b| !pair_next || !matches!(b, b'8' | b'9' | b'a' | b'b' | b'A' | b'B'))
+    (lo..=hi).filter(move |&b| {
+        any && !(pair_next && matches!(b, b'8' | b'9' | b'a' | b'b' | b'A' | b'B'))
+    })
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -552,6 +553,40 @@ mod tests {
         assert_eq!(run(&p, b"\"\xC0\x80\""), Err(1));
         assert_eq!(run(&p, b"\"\xED\xA0\x80\""), Err(2));
         assert_eq!(run(&p, br#""\u0000\/\b""#), Ok(()));
+    }
+
+    /// The state after `input` (which must stay inside the string).
+    fn after(p: &StringProg, input: &[u8]) -> u64 {
+        input.iter().fold(0, |aux, &b| match p.step(aux, b) {
+            StrStep::Inside(a) => a,
+            other => panic!("{other:?} at {b}"),
+        })
+    }
+
+    #[test]
+    fn shortest_completions_count_bytes_and_finish_escapes_under_way() {
+        let p = StringProg::new(&JsonString::matching("abc").unwrap());
+        assert_eq!(p.min_bytes_to_close(0, 1000), Some(5));
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"a"), 1000), Some(3));
+        // Committed to an escape: `u0061` spells the `a`, then `bc"`.
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\"), 1000), Some(8));
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\u00"), 1000), Some(5));
+        // A control character has only the long escape.
+        let p = StringProg::new(&JsonString::matching("\\x01").unwrap());
+        assert_eq!(p.min_bytes_to_close(0, 1000), Some(8));
+        // Multi-byte characters count their bytes; lengths count characters.
+        let p = StringProg::new(&JsonString::matching("é+").unwrap());
+        assert_eq!(p.min_bytes_to_close(0, 1000), Some(4));
+        let p = StringProg::new(&JsonString::any().with_length(3, Some(5)));
+        assert_eq!(
+            p.min_bytes_to_close(after(&p, "\"é".as_bytes()), 1000),
+            Some(3)
+        );
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\"), 1000), Some(4));
+        // Unknown rather than guessed when the search outgrows its limit.
+        let p = StringProg::new(&JsonString::matching("[a-z]{6}").unwrap());
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\u"), 10), None);
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\u"), 100_000), Some(10));
     }
 
     #[test]

@@ -174,4 +174,3 @@ impl Matcher {
         d
     }
 }
-
