@@ -274,7 +274,9 @@ fn an_unbounded_array_under_a_small_budget_closes_into_a_valid_document() {
             out.summary()
         );
         let doc = one_document(&out);
-        let items = doc.as_array().unwrap_or_else(|| panic!("not an array: {doc}"));
+        let items = doc
+            .as_array()
+            .unwrap_or_else(|| panic!("not an array: {doc}"));
         assert!(items.iter().all(|v| v.is_i64() || v.is_u64()), "{doc}");
         let generated: usize = out
             .summary()

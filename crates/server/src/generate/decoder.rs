@@ -266,3 +266,74 @@ fn single_allowed(mask: &TokenMask) -> Option<u32> {
     let first = it.next()?;
     it.next().is_none().then_some(first)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llamay_constrain::Vocabulary;
+    use llamay_engine::sampler::SamplerConfig;
+    use std::sync::Arc;
+
+    /// A model that always wants more array items: `1` and `,` far ahead of `]`.
+    fn eager_logits(vocab: &Vocabulary) -> Vec<f32> {
+        (0..vocab.len() as u32)
+            .map(|t| match vocab.token_bytes(t) {
+                Some(b"1") | Some(b",") => 10.0,
+                Some(b", ") | Some(b"1,") => 9.0,
+                Some(b"[") => 5.0,
+                Some(b"]") => -5.0,
+                _ => -10.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_eager_array_is_closed_within_every_budget() {
+        let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        toks.extend([", ", "1,", "[1", "]]"].map(|s| s.as_bytes().to_vec()));
+        toks.push(b"</s>".to_vec());
+        let eog = toks.len() as u32 - 1;
+        let vocab = Arc::new(Vocabulary::new(toks, &[eog], &[]));
+        let schema = serde_json::json!({"type": "array", "items": {"type": "integer"}});
+        let (g, _) = llamay_constrain::schema::grammar(&schema).unwrap();
+        let c = Constraint::from_grammar(&g, vocab.clone()).unwrap();
+        let logits = eager_logits(&vocab);
+        for budget in 2..40 {
+            let mut m = c.matcher();
+            let mut sampler = Sampler::new(SamplerConfig::greedy());
+            let mut mask = TokenMask::new(vocab.len());
+            let mut text = Vec::new();
+            let mut used = 0;
+            while used < budget && !m.is_finished() {
+                let (t, _) = choose_within_budget(
+                    &mut m,
+                    &mut sampler,
+                    &mut mask,
+                    &logits,
+                    &[],
+                    budget - used,
+                )
+                .unwrap();
+                m.commit(t).unwrap();
+                used += 1;
+                if t == eog {
+                    break;
+                }
+                text.extend_from_slice(vocab.token_bytes(t).unwrap());
+            }
+            assert!(
+                m.is_accepting() || m.is_finished(),
+                "budget {budget}: {text:?}"
+            );
+            let doc: serde_json::Value = serde_json::from_slice(&text).unwrap_or_else(|e| {
+                panic!("budget {budget}: {e}: {:?}", String::from_utf8_lossy(&text))
+            });
+            // The model's eagerness filled the budget rather than closing early.
+            let items = doc.as_array().unwrap().len();
+            assert!(
+                budget < 6 || items >= (budget - 3) / 3,
+                "budget {budget}: {doc}"
+            );
+        }
+    }
+}
