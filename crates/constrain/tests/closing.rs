@@ -290,3 +290,21 @@ fn closing_masks_finish_corpus_schemas_within_the_distance() {
     );
     assert!(closed >= 250, "only {closed} walks closed");
 }
+
+#[test]
+fn a_long_chain_of_rules_is_measured_exactly() {
+    // Each rule's cost waits on the next one's: the shortest-path search settles every
+    // position once, however deep the chain.
+    let (vocab, eog, _) = synthetic_vocab(&[]);
+    let n = 2000;
+    let mut g = String::from("root ::= r0\n");
+    for i in 0..n - 1 {
+        g.push_str(&format!("r{i} ::= r{} \"a\" | \"a\" r{i}\n", i + 1));
+    }
+    g.push_str(&format!("r{} ::= \"b\"\n", n - 1));
+    let c = Constraint::from_gbnf(&g, vocab.clone()).unwrap();
+    assert_eq!(distance_after(&c, ""), Some(n));
+    assert_eq!(distance_after(&c, "aa"), Some(n));
+    let doc = close(&mut c.matcher(), &vocab, eog);
+    assert_eq!(doc, [b"b".repeat(1), b"a".repeat(n - 1)].concat());
+}

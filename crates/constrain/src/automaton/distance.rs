@@ -1,8 +1,8 @@
 //! Distance to acceptance: the fewest bytes that complete the output from a parse item.
 //!
 //! Every position of the program gets, once per constraint, the fewest bytes from it to
-//! the `Return` of its rule (a fixpoint over the program graph: a byte edge costs one, a
-//! call costs the callee's shortest body plus what follows it). Terminals with their own
+//! the `Return` of its rule (a shortest-path computation over the program graph: a byte
+//! edge costs one, a call costs the callee's shortest body plus what follows it). Terminals with their own
 //! state add the cost of finishing that state: a regex DFA state's fewest bytes to a
 //! match (per DFA, once), a JSON string's fewest bytes to its closing quote (searched per
 //! state through the string's own decoder, memoised), an unordered node's missing
@@ -15,6 +15,8 @@
 use super::program::{Node, Pos, Program};
 use crate::grammar::ByteDfa;
 use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// No completion (or one too long to count).
 pub(crate) const FAR: u32 = u32::MAX - 1;
@@ -56,22 +58,33 @@ impl Distances {
                 .map(|s| s.min_bytes_to_close(0, STRING_SEARCH_LIMIT).unwrap_or(FAR))
                 .collect(),
         };
-        // Costs only decrease and are bounded below, so this settles; lowering emits a
-        // continuation before what leads into it, so an ascending pass resolves most of a
-        // rule at once and the passes needed follow the depth of rule references.
-        loop {
-            let mut changed = false;
-            for i in 0..p.nodes.len() {
-                let v = d.node_cost(p, i);
-                if v < d.node[i] {
-                    d.node[i] = v;
-                    changed = true;
-                }
-            }
-            if !changed {
-                return d;
+        // Knuth's generalisation of Dijkstra: every node's cost is a monotone function
+        // of its inputs' costs, never below any input it uses (sums and minima of
+        // non-negative costs), so a node popped at the least tentative cost is final,
+        // and each node is settled once: O(nodes · log nodes) whatever the grammar.
+        let (starts, users) = users_of(p);
+        let mut heap = BinaryHeap::new();
+        for i in 0..p.nodes.len() {
+            let v = d.node_cost(p, i);
+            if v < FAR {
+                d.node[i] = v;
+                heap.push(Reverse((v, i as u32)));
             }
         }
+        while let Some(Reverse((v, i))) = heap.pop() {
+            if v > d.node[i as usize] {
+                continue;
+            }
+            let i = i as usize;
+            for &u in &users[starts[i] as usize..starts[i + 1] as usize] {
+                let nv = d.node_cost(p, u as usize);
+                if nv < d.node[u as usize] {
+                    d.node[u as usize] = nv;
+                    heap.push(Reverse((nv, u)));
+                }
+            }
+        }
+        d
     }
 
     fn node_cost(&self, p: &Program, i: usize) -> u32 {
@@ -128,6 +141,51 @@ impl Distances {
             _ => at(pos),
         }
     }
+}
+
+/// The positions whose cost a position's cost is an input of, as one flat list
+/// (`users[starts[i]..starts[i + 1]]` for position `i`).
+fn users_of(p: &Program) -> (Vec<u32>, Vec<u32>) {
+    let inputs = |i: usize, out: &mut Vec<Pos>| match &p.nodes[i] {
+        Node::Byte { next, .. }
+        | Node::Ws { next }
+        | Node::Regex { next, .. }
+        | Node::JsonStr { next, .. } => out.push(*next),
+        Node::Split(targets) => out.extend_from_slice(targets),
+        Node::Call { entry, ret } => out.extend([*entry, *ret]),
+        Node::Return => {}
+        Node::Unordered { u, next, .. } => {
+            let up = &p.unordered[*u as usize];
+            out.push(*next);
+            out.extend_from_slice(&up.members);
+            out.push(up.separator);
+            out.extend(up.additional);
+        }
+    };
+    let n = p.nodes.len();
+    let mut buf = Vec::new();
+    let mut starts = vec![0u32; n + 1];
+    for i in 0..n {
+        buf.clear();
+        inputs(i, &mut buf);
+        for &j in &buf {
+            starts[j as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        starts[i + 1] += starts[i];
+    }
+    let mut fill = starts.clone();
+    let mut users = vec![0u32; starts[n] as usize];
+    for i in 0..n {
+        buf.clear();
+        inputs(i, &mut buf);
+        for &j in &buf {
+            users[fill[j as usize] as usize] = i as u32;
+            fill[j as usize] += 1;
+        }
+    }
+    (starts, users)
 }
 
 /// Per-matcher memo of string distances by (spec, state).
