@@ -306,5 +306,5 @@ fn a_long_chain_of_rules_is_measured_exactly() {
     assert_eq!(distance_after(&c, ""), Some(n));
     assert_eq!(distance_after(&c, "aa"), Some(n));
     let doc = close(&mut c.matcher(), &vocab, eog);
-    assert_eq!(doc, [b"b".repeat(1), b"a".repeat(n - 1)].concat());
+    assert_eq!(doc, [b"b".to_vec(), b"a".repeat(n - 1)].concat());
 }
