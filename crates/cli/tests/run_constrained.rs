@@ -134,8 +134,8 @@ fn the_list_grammar_is_followed_and_the_model_may_end_it() {
     assert!(grammar.accepts(out.stdout.as_bytes()), "{:?}", out.stdout);
     out.mask_lines("grammar");
 
-    // The seed's own prompt runs to the token limit: what was written is a prefix of
-    // a list the grammar accepts.
+    // The seed's own prompt would run past the token limit: the list is closed within
+    // it (the item under way ends its line), so the grammar accepts the whole output.
     let out = run_model(
         &model,
         &[
@@ -149,15 +149,19 @@ fn the_list_grammar_is_followed_and_the_model_may_end_it() {
         ],
     );
     out.assert_ok();
-    assert_eq!(out.stop(), "length", "{}", out.summary());
+    assert_eq!(out.stop(), "grammar", "{}", out.summary());
     assert!(
         out.summary().contains("generated 40 in"),
         "{}",
         out.summary()
     );
-    let text = out.stdout.strip_suffix('\n').unwrap_or(&out.stdout);
-    assert!(grammar.is_viable_prefix(text.as_bytes()), "{text:?}");
-    assert!(text.starts_with("- "), "{text:?}");
+    assert!(grammar.accepts(out.stdout.as_bytes()), "{:?}", out.stdout);
+    assert!(out.stdout.starts_with("- "), "{:?}", out.stdout);
+    assert!(
+        out.mask_lines("grammar").0.contains(" closing"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -204,16 +208,16 @@ fn the_seed_arithmetic_grammar_writes_equations_it_accepts() {
         ],
     );
     out.assert_ok();
-    // The grammar's trailing whitespace never has to end, so a small model runs to
-    // the limit (as in the seed); every byte written keeps the grammar alive, and the
-    // first line is a whole equation the grammar accepts.
-    assert_eq!(out.stop(), "length", "{}", out.summary());
-    let bytes = out.stdout.as_bytes();
+    // The grammar never has to end (more equations, trailing whitespace), so a small
+    // model would run past the limit (as in the seed); within it the output is closed
+    // into text the grammar accepts, whose first line is a whole equation.
+    assert_eq!(out.stop(), "grammar", "{}", out.summary());
     assert!(
-        grammar.is_viable_prefix(&bytes[..bytes.len() - 1]),
-        "{:?}",
-        out.stdout
+        out.summary().contains("generated 24 in"),
+        "{}",
+        out.summary()
     );
+    assert!(grammar.accepts(out.stdout.as_bytes()), "{:?}", out.stdout);
     let first = &out.stdout[..=out.stdout.find('\n').unwrap()];
     assert!(grammar.accepts(first.as_bytes()), "{first:?}");
     assert!(first.contains('='), "{first:?}");
@@ -241,8 +245,60 @@ fn stop_reasons_eog_and_length_without_a_constraint() {
 }
 
 #[test]
+fn an_unbounded_array_under_a_small_budget_closes_into_a_valid_document() {
+    let model = real_model(RealModel::SmolLM2);
+    let schema = std::env::temp_dir().join(format!("llamay-int-array-{}.json", std::process::id()));
+    std::fs::write(&schema, r#"{"type":"array","items":{"type":"integer"}}"#).unwrap();
+    // A prompt the model would gladly continue for a hundred numbers.
+    let prompt = "The first one hundred positive integers, as a JSON array: \
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]. Again:";
+    let mut closed = 0;
+    for seed in ["1", "2", "3", "4"] {
+        let out = run_model(
+            &model,
+            &[
+                "-schema",
+                schema.to_str().unwrap(),
+                "-n",
+                "12",
+                "-seed",
+                seed,
+                "-p",
+                prompt,
+            ],
+        );
+        out.assert_ok();
+        assert!(
+            ["grammar", "eog"].contains(&out.stop()),
+            "seed {seed}: {}",
+            out.summary()
+        );
+        let doc = one_document(&out);
+        let items = doc
+            .as_array()
+            .unwrap_or_else(|| panic!("not an array: {doc}"));
+        assert!(items.iter().all(|v| v.is_i64() || v.is_u64()), "{doc}");
+        let generated: usize = out
+            .summary()
+            .split(" · generated ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{}", out.summary()));
+        assert!(generated <= 12, "{}", out.summary());
+        if out.mask_lines("schema").0.contains(" closing") {
+            closed += 1;
+        }
+    }
+    let _ = std::fs::remove_file(&schema);
+    // The budget, not the model, ended these arrays.
+    assert!(closed >= 2, "only {closed} of 4 runs needed closing");
+}
+
+#[test]
 fn a_constrained_run_cut_short_stops_at_exactly_n_tokens() {
-    // Fast-forwarded tokens count against -n like sampled ones.
+    // Fast-forwarded tokens count against -n like sampled ones; a budget shorter than
+    // the shortest document cannot close it.
     let model = real_model(RealModel::SmolLM2);
     let schema = shared("corpus/seed/order.schema.json");
     for n in ["7", "30"] {

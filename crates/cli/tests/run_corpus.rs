@@ -1,7 +1,8 @@
 //! Fifty constrained generations across the seed's schemas and the JSONSchemaBench
 //! corpus, with random seeds, in-process through `llamay_server::generate` (the loop
-//! `llamay run` uses) so the model loads once: every document parses and validates,
-//! and every generation ends by the model or the grammar, never at the token limit.
+//! `llamay run` uses) so the model loads once: every generation ends by the model or the
+//! grammar, never at the token limit (an unbounded array the model keeps filling is
+//! closed within the budget), and every document parses and validates.
 
 use std::sync::atomic::AtomicBool;
 
@@ -128,7 +129,7 @@ fn corpus_cases(n: usize) -> Vec<Case> {
 }
 
 #[test]
-fn fifty_schema_generations_parse_validate_and_mostly_finish() {
+fn fifty_schema_generations_all_finish_parse_and_validate() {
     let lm = LoadedModel::load(
         &real_model(RealModel::SmolLM2),
         &LoadOptions {
@@ -143,7 +144,8 @@ fn fifty_schema_generations_parse_validate_and_mostly_finish() {
     cases.extend(corpus_cases(GENERATIONS - cases.len()));
     assert_eq!(cases.len(), GENERATIONS);
 
-    let (mut failures, mut refused, mut unfinished) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut failures, mut refused) = (Vec::new(), Vec::new());
+    let mut closing_steps = 0;
     let (mut tokens, mut mask_time, mut decode_time) = (0, 0.0, 0.0);
     let (mut forced, mut fast_forwarded) = (0, 0);
     let mut finished_by = std::collections::BTreeMap::<&str, usize>::new();
@@ -190,6 +192,7 @@ fn fifty_schema_generations_parse_validate_and_mostly_finish() {
         fast_forwarded += g.stats.fast_forwarded_tokens;
         decode_time += g.stats.decode_time.as_secs_f64();
         mask_time += g.stats.mask.as_ref().unwrap().mask_time.as_secs_f64();
+        closing_steps += g.stats.mask.as_ref().unwrap().closing_steps;
         let text = String::from_utf8_lossy(&g.text);
         let ws = structural_whitespace(&text);
         if ws > 64 {
@@ -199,9 +202,7 @@ fn fifty_schema_generations_parse_validate_and_mostly_finish() {
             ));
         }
         if !matches!(g.finish, Finish::Eog | Finish::Grammar) {
-            // Valid so far (the constraint guarantees a prefix), but the model chose to
-            // go on (an unbounded array it keeps filling): counted, reported, not hidden.
-            unfinished.push(format!("{}: stopped by {:?}: {text}", case.name, g.finish));
+            failures.push(format!("{}: stopped by {:?}: {text}", case.name, g.finish));
             continue;
         }
         match serde_json::from_str::<Value>(&text) {
@@ -221,17 +222,11 @@ fn fifty_schema_generations_parse_validate_and_mostly_finish() {
     eprintln!(
         "{} generations, {} refused schemas, stops {finished_by:?}, {tokens} tokens \
          ({forced} forced, {fast_forwarded} of them fast-forwarded), {:.1}s decoding, \
-         mask {:.1}% of decode",
+         mask {:.1}% of decode, {closing_steps} closing steps",
         cases.len() - refused.len(),
         refused.len(),
         decode_time,
         100.0 * mask_time / decode_time
-    );
-    eprintln!(
-        "{} of {} ran to the token limit:\n{}",
-        unfinished.len(),
-        cases.len(),
-        unfinished.join("\n")
     );
     assert!(
         failures.is_empty(),
@@ -239,15 +234,8 @@ fn fifty_schema_generations_parse_validate_and_mostly_finish() {
         failures.len(),
         failures.join("\n")
     );
-    // Every finished document parsed and validated (above). Whether a small model
-    // stops filling an unbounded array is its choice: a few may run to the limit, but
-    // never most, and never on whitespace (checked above).
-    assert!(
-        unfinished.len() * 10 <= cases.len(),
-        "{} of {} ran to the token limit",
-        unfinished.len(),
-        cases.len()
-    );
+    // Every generation finished (by the model, or closed by the grammar within the
+    // budget), parsed and validated, without runaway whitespace: all checked above.
     assert!(refused.len() <= 2, "too many refusals: {refused:#?}");
 }
 

@@ -1,6 +1,7 @@
 //! [`Constraint`]: a compiled grammar bound to a vocabulary, shareable across threads and
 //! requests; and [`ConstraintCache`], so the same grammar text compiles once.
 
+use crate::automaton::distance::Distances;
 use crate::automaton::jsonstr::StringProg;
 use crate::automaton::local::{LocalMask, LocalMaskCache, PlainProfile, Remaining, StepMemo};
 use crate::automaton::program::Program;
@@ -10,7 +11,7 @@ use crate::grammar::{json, ByteDfa, Grammar, GrammarBuilder, Symbol};
 use crate::matcher::{Matcher, DEFAULT_MASK_LIMIT};
 use crate::vocab::Vocabulary;
 use rustc_hash::FxHashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Capacities of a matcher's caches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +39,9 @@ pub(crate) struct Inner {
     local: LocalMaskCache<(u32, u64, u32, Option<u32>)>,
     /// Decoder steps of patterned strings by (string id, bounds), kept across walks.
     memos: Mutex<FxHashMap<StringBounds, StepMemo>>,
+    /// Shortest-completion costs, computed on first use (only budget-aware decoding
+    /// needs them).
+    distances: OnceLock<Distances>,
 }
 
 /// A string id with its (canonical) length bounds.
@@ -57,7 +61,14 @@ impl Inner {
             limits,
             local: LocalMaskCache::new(LOCAL_MASK_LIMIT),
             memos: Mutex::new(FxHashMap::default()),
+            distances: OnceLock::new(),
         }
+    }
+
+    /// The program's shortest-completion costs.
+    pub fn distances(&self) -> &Distances {
+        self.distances
+            .get_or_init(|| Distances::compute(&self.program))
     }
 
     /// The stack-free mask of string `spec` in state `aux`, computed on first use and

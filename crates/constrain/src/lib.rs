@@ -9,6 +9,10 @@
 //! format), [`schema`] (JSON Schema), the automaton (private), and the public run-time API: [`Vocabulary`],
 //! [`Constraint`] (+ [`ConstraintCache`]), [`Matcher`], [`TokenMask`], [`MatcherStats`].
 //!
+//! For a caller with a token budget, a matcher also knows how far the output is from
+//! acceptance ([`Matcher::min_bytes_to_accept`], [`Matcher::min_bytes_after`]) and which
+//! tokens close it by a shortest way ([`Matcher::closing_mask`]).
+//!
 //! ```
 //! use std::sync::Arc;
 //! use llamay_constrain::{Constraint, TokenMask, Vocabulary};

@@ -25,6 +25,9 @@ pub struct MatcherStats {
     pub states_wanting_mask: u64,
     /// Times the state table was cleared because it was full.
     pub table_clears: u64,
+    /// Of the steps, closing masks (a token budget running short; see
+    /// [`Matcher::closing_mask`](crate::Matcher::closing_mask)).
+    pub closing_steps: u64,
 }
 
 impl MatcherStats {
@@ -50,7 +53,8 @@ impl MatcherStats {
     /// `json mask: 27 steps, 0.05 ms each, 0.4% of decode · 21 cached (77.8% hit rate)` and
     /// `  states 35/4096 (peak 35) · masks 6/256 · 6 states wanted a mask · 0 table clears`.
     /// `label` names the constraint kind (`json`, `grammar`...); `decode` is the total
-    /// decode time the mask share is measured against.
+    /// decode time the mask share is measured against. Closing steps, if any, end the
+    /// first line (`· 3 closing`).
     pub fn summary(&self, label: &str, decode: Duration) -> String {
         let share = if decode.is_zero() {
             0.0
@@ -58,12 +62,17 @@ impl MatcherStats {
             100.0 * self.mask_time.as_secs_f64() / decode.as_secs_f64()
         };
         format!(
-            "{label} mask: {} steps, {:.2} ms each, {:.1}% of decode · {} cached ({:.1}% hit rate)\n  states {}/{} (peak {}) · masks {}/{} · {} states wanted a mask · {} table clears",
+            "{label} mask: {} steps, {:.2} ms each, {:.1}% of decode · {} cached ({:.1}% hit rate){}\n  states {}/{} (peak {}) · masks {}/{} · {} states wanted a mask · {} table clears",
             self.steps,
             self.mean_mask_us() / 1000.0,
             share,
             self.cache_hits,
             self.hit_rate(),
+            if self.closing_steps > 0 {
+                format!(" · {} closing", self.closing_steps)
+            } else {
+                String::new()
+            },
             self.states_used,
             self.states_limit,
             self.states_peak,
@@ -92,10 +101,18 @@ mod tests {
             masks_limit: 256,
             states_wanting_mask: 6,
             table_clears: 0,
+            closing_steps: 0,
         };
         assert_eq!(
             s.summary("json", Duration::from_micros(27 * 50 * 250)),
             "json mask: 27 steps, 0.05 ms each, 0.4% of decode · 21 cached (77.8% hit rate)\n  states 35/4096 (peak 35) · masks 6/256 · 6 states wanted a mask · 0 table clears"
         );
+        let closing = MatcherStats {
+            closing_steps: 3,
+            ..s
+        };
+        assert!(closing
+            .summary("json", Duration::from_micros(27 * 50 * 250))
+            .starts_with("json mask: 27 steps, 0.05 ms each, 0.4% of decode · 21 cached (77.8% hit rate) · 3 closing\n  states 35/4096"));
     }
 }

@@ -244,6 +244,14 @@ impl TokenMask {
         self.words[(t >> 6) as usize] |= 1 << (t & 63);
     }
 
+    /// Disallows token `t` (no effect beyond the mask's length).
+    #[inline]
+    pub fn disallow(&mut self, t: u32) {
+        if let Some(w) = self.words.get_mut((t >> 6) as usize) {
+            *w &= !(1 << (t & 63));
+        }
+    }
+
     /// Whether token `t` is allowed.
     #[inline]
     pub fn is_allowed(&self, t: u32) -> bool {

@@ -287,6 +287,58 @@ impl StringProg {
         next.map_or(StrStep::Dead, |n| StrStep::Inside(n.pack()))
     }
 
+    /// The fewest bytes from state `aux` up to and including the closing quote (the
+    /// opening quote too, before it). `None` if the string cannot close, or if the search
+    /// meets more than `limit` states before it knows.
+    ///
+    /// A `\uXXXX` escape the search begins is only tried for U+0000..U+001F: any other
+    /// character has a shorter spelling (raw UTF-8, `\"`, `\\`) that the decoder reads
+    /// identically, so no shortest completion uses one. An escape under way in `aux` is
+    /// finished with every code point it can still spell, except that one not yet
+    /// committed to a surrogate pair does not start one (a supplementary character as the
+    /// only way on is then missed: `None`); a half-written pair may exceed the limit.
+    pub fn min_bytes_to_close(&self, aux: u64, limit: usize) -> Option<u32> {
+        let s = St::unpack(aux);
+        if self.is_unpatterned() {
+            match s.phase {
+                BEFORE_OPEN => return Some(self.min + 2),
+                NORMAL => return Some(self.min.saturating_sub(s.count) + 1),
+                _ => {}
+            }
+        }
+        // Keyed by state and whether a `\u` escape would be restricted: not while the
+        // one under way at the start is being finished.
+        let in_u = Self::in_escape;
+        let mut seen: rustc_hash::FxHashSet<(u64, bool)> = rustc_hash::FxHashSet::default();
+        let start = (aux, !in_u(aux));
+        seen.insert(start);
+        let mut frontier = vec![start];
+        let mut level = 0u32;
+        while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for &(a, restricted) in &frontier {
+                for b in search_bytes(St::unpack(a), restricted) {
+                    match self.step(a, b) {
+                        StrStep::Closed => return Some(level + 1),
+                        StrStep::Inside(n) => {
+                            let key = (n, restricted || !in_u(n));
+                            if seen.insert(key) {
+                                next.push(key);
+                            }
+                        }
+                        StrStep::Dead => {}
+                    }
+                }
+            }
+            if seen.len() > limit {
+                return None;
+            }
+            frontier = next;
+            level += 1;
+        }
+        None
+    }
+
     fn can_close(&self, s: &St) -> bool {
         s.count >= self.min
             && self.dfa.as_ref().is_none_or(|d| d.is_accepting(s.dfa))
@@ -436,6 +488,24 @@ impl StringProg {
     }
 }
 
+/// The bytes worth trying in a shortest-completion search from `s`: in an escape the
+/// search began (`restricted`), a `\u` escape only towards U+0000..U+001F; never a new
+/// surrogate pair (see [`StringProg::min_bytes_to_close`]).
+fn search_bytes(s: St, restricted: bool) -> impl Iterator<Item = u8> {
+    let (lo, hi, any) = match s.phase {
+        HEX0 | 4 if restricted => (b'0', b'0', true),
+        5 if restricted => (b'0', b'1', true),
+        // Only a high surrogate leads here, and the search never starts one.
+        EXPECT_BS_LOW..=12 if restricted => (0, 0, false),
+        _ => (0, 255, true),
+    };
+    // `\uD8`..`\uDB` would begin a surrogate pair.
+    let pair_next = s.phase == 4 && s.acc == 0xD;
+    (lo..=hi).filter(move |&b| {
+        any && !(pair_next && matches!(b, b'8' | b'9' | b'a' | b'b' | b'A' | b'B'))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,6 +553,40 @@ mod tests {
         assert_eq!(run(&p, b"\"\xC0\x80\""), Err(1));
         assert_eq!(run(&p, b"\"\xED\xA0\x80\""), Err(2));
         assert_eq!(run(&p, br#""\u0000\/\b""#), Ok(()));
+    }
+
+    /// The state after `input` (which must stay inside the string).
+    fn after(p: &StringProg, input: &[u8]) -> u64 {
+        input.iter().fold(0, |aux, &b| match p.step(aux, b) {
+            StrStep::Inside(a) => a,
+            other => panic!("{other:?} at {b}"),
+        })
+    }
+
+    #[test]
+    fn shortest_completions_count_bytes_and_finish_escapes_under_way() {
+        let p = StringProg::new(&JsonString::matching("abc").unwrap());
+        assert_eq!(p.min_bytes_to_close(0, 1000), Some(5));
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"a"), 1000), Some(3));
+        // Committed to an escape: `u0061` spells the `a`, then `bc"`.
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\"), 1000), Some(8));
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\u00"), 1000), Some(5));
+        // A control character has only the long escape.
+        let p = StringProg::new(&JsonString::matching("\\x01").unwrap());
+        assert_eq!(p.min_bytes_to_close(0, 1000), Some(8));
+        // Multi-byte characters count their bytes; lengths count characters.
+        let p = StringProg::new(&JsonString::matching("é+").unwrap());
+        assert_eq!(p.min_bytes_to_close(0, 1000), Some(4));
+        let p = StringProg::new(&JsonString::any().with_length(3, Some(5)));
+        assert_eq!(
+            p.min_bytes_to_close(after(&p, "\"é".as_bytes()), 1000),
+            Some(3)
+        );
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\"), 1000), Some(4));
+        // Unknown rather than guessed when the search outgrows its limit.
+        let p = StringProg::new(&JsonString::matching("[a-z]{6}").unwrap());
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\u"), 10), None);
+        assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\u"), 100_000), Some(10));
     }
 
     #[test]

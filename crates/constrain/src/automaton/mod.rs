@@ -10,6 +10,7 @@
 //! - [`states`]: the per-matcher state table: configurations interned lazily as small
 //!   integers (bounded, cleared when full), byte transitions cached per state.
 //! - [`local`]: stack-free string masks shared across matchers.
+//! - [`distance`]: the fewest bytes that complete the output (budget-aware closing).
 //!
 //! How a mask is computed (in [`crate::Matcher`]): walk the vocabulary trie from the
 //! state, pruning a subtree the moment its prefix dies (bytes no item can take are dead
@@ -28,6 +29,7 @@
 //! returns into the real stack are walked again. Masks themselves are cached per state.
 
 pub(crate) mod config;
+pub(crate) mod distance;
 pub(crate) mod jsonstr;
 pub(crate) mod local;
 pub(crate) mod program;

@@ -1,7 +1,7 @@
 //! The per-matcher state table: configurations interned as small integers, with their
 //! byte transitions cached lazily (cheap, numerous), separately from masks.
 
-use super::config::{closure, step, Item, Stacks, ACCEPT, EXIT, EXIT_STACK};
+use super::config::{closure, step, Frame, Item, Stacks, ACCEPT, EXIT, EXIT_STACK};
 use super::program::{Node, Program};
 use crate::grammar::ByteSet;
 use rustc_hash::FxHashMap;
@@ -128,6 +128,11 @@ impl StateTable {
         self.firsts.push(None);
         self.peak = self.peak.max(self.configs.len());
         id
+    }
+
+    /// Frame `id` of the hash-consed stacks (not the empty or placeholder stack).
+    pub fn frame(&self, id: u32) -> Frame {
+        self.stacks.frame(id)
     }
 
     /// Whether state `s` may have returned into the placeholder stack.

@@ -1,7 +1,10 @@
 //! [`Matcher`]: one sequence's walk through a [`Constraint`]: token masks, commits,
-//! rollback, forced bytes and statistics.
+//! rollback, forced bytes, statistics, and budget-aware closing ([`closing`]).
+
+mod closing;
 
 use crate::automaton::config::Item;
+use crate::automaton::distance::StringMemo;
 use crate::automaton::jsonstr::StringProg;
 use crate::automaton::program::Node;
 use crate::automaton::states::StateTable;
@@ -51,6 +54,11 @@ pub struct Matcher {
     detached: FxHashMap<(u32, u32), Arc<Detached>>,
     walk: Vec<(u32, u32)>,
     stats: MatcherStats,
+    /// Distance to acceptance per state ([`closing::UNKNOWN`] until computed).
+    dist: Vec<u32>,
+    /// What resuming a stack's frames costs, per stack.
+    stack_dist: FxHashMap<u32, u32>,
+    strings: StringMemo,
 }
 
 impl Matcher {
@@ -75,6 +83,9 @@ impl Matcher {
                 masks_limit: c.inner.limits.masks,
                 ..MatcherStats::default()
             },
+            dist: Vec::new(),
+            stack_dist: FxHashMap::default(),
+            strings: StringMemo::default(),
             c,
         }
     }
@@ -95,6 +106,8 @@ impl Matcher {
         self.masks.clear();
         self.mask_store.clear();
         self.detached.clear();
+        self.dist.clear();
+        self.stack_dist.clear();
     }
 
     fn budget_class(&self, budget: u32) -> u32 {
@@ -109,11 +122,17 @@ impl Matcher {
     /// vocabulary if it is not).
     pub fn mask(&mut self, out: &mut TokenMask) {
         let t0 = Instant::now();
+        self.stats.steps += 1;
+        self.fill_mask(out);
+        self.stats.mask_time += t0.elapsed();
+    }
+
+    /// The mask of the current state, from the cache or computed (untimed, uncounted).
+    fn fill_mask(&mut self, out: &mut TokenMask) {
         if out.len() != self.c.inner.vocab.len() {
             *out = TokenMask::new(self.c.inner.vocab.len());
         }
         self.make_room();
-        self.stats.steps += 1;
         let key = (self.cur.state, self.budget_class(self.cur.budget));
         if self.cur.ended {
             out.clear();
@@ -130,7 +149,6 @@ impl Matcher {
             self.masks.insert(key, self.mask_store.len());
             self.mask_store.push(out.clone());
         }
-        self.stats.mask_time += t0.elapsed();
     }
 
     /// Computes the mask of the current state: EOG if accepting, then the trie walk.
