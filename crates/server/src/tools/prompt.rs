@@ -79,20 +79,15 @@ pub fn call_text(name: &str, arguments: &Value) -> String {
     format!("{OPEN}{}{arguments}}}{CLOSE}", head(name))
 }
 
-/// The Hermes description of the offered tools.
+/// The Hermes description of the offered tools, kept short: every request with
+/// tools pays for it in prompt tokens.
 fn system_text(set: &ToolSet) -> String {
-    let mut s = String::from(
-        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n\
-         You are provided with function signatures within <tools></tools> XML tags:\n<tools>",
-    );
+    let mut s = String::from("You can call these functions:\n<tools>");
     for t in &set.tools {
         s.push('\n');
-        s.push_str(&t.as_openai().to_string());
+        s.push_str(&t.as_openai()["function"].to_string());
     }
-    s.push_str(
-        "\n</tools>\n\nFor each function call, return a json object with function name and \
-         arguments within <tool_call></tool_call> XML tags:\n",
-    );
+    s.push_str("\n</tools>\nTo call one, write:\n");
     s.push_str(&call_text("<function-name>", &json!("<args-json-object>")));
     s
 }
@@ -144,7 +139,10 @@ mod tests {
         let roles: Vec<&str> = msgs.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
         let sys = msgs[0].content.as_deref().unwrap();
-        assert!(sys.contains("<tools>\n{\"function\":{\"description\":\"Weather now.\""), "{sys}");
+        assert!(
+            sys.contains("<tools>\n{\"description\":\"Weather now.\",\"name\":\"get_weather\""),
+            "{sys}"
+        );
         assert_eq!(
             msgs[2].content.as_deref(),
             Some("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>")
