@@ -23,8 +23,17 @@ pub struct Parsed {
     pub calls: Vec<ToolCall>,
 }
 
-/// Splits `text` into content and the calls to tools `set` offers.
+/// Splits `text` into content and the calls to tools `set` offers. Under a forced
+/// choice everything the model wrote belongs to calls, so there is no content.
 pub fn parse(text: &str, set: &ToolSet) -> Parsed {
+    let mut p = parse_text(text, set);
+    if set.is_forced() {
+        p.content = None;
+    }
+    p
+}
+
+fn parse_text(text: &str, set: &ToolSet) -> Parsed {
     let mut content = String::new();
     let mut calls = Vec::new();
     let mut blocks = 0;
@@ -42,7 +51,13 @@ pub fn parse(text: &str, set: &ToolSet) -> Parsed {
         }
         rest = after;
     }
-    content.push_str(rest);
+    // A tag cut off by the token limit is the start of a call, not text.
+    let cut = (1..OPEN_TAG.len())
+        .rev()
+        .find(|&n| rest.ends_with(&OPEN_TAG[..n]))
+        .unwrap_or(0);
+    content.push_str(&rest[..rest.len() - cut]);
+    let blocks = blocks + usize::from(cut > 0);
     let content = if blocks == 0 {
         (!content.is_empty()).then_some(content)
     } else {
@@ -117,6 +132,10 @@ mod tests {
         assert_eq!(p, Parsed::default());
         let p = parse("<tool_call>\n{\"name\": \"get_wea", &s);
         assert_eq!(p, Parsed::default());
+        let p = parse("Let me see. <tool", &s);
+        assert_eq!(p.content.as_deref(), Some("Let me see."));
+        let p = parse("a < b", &s);
+        assert_eq!(p.content.as_deref(), Some("a < b"));
         let p = parse("<tool_call>not json</tool_call> ok", &s);
         assert_eq!(p.content.as_deref(), Some("ok"));
         assert!(p.calls.is_empty());
