@@ -151,6 +151,18 @@ mod tests {
     }
 
     #[test]
+    fn arguments_are_always_an_object() {
+        let t = ToolDef::new("f", None, Some(json!({}))).unwrap();
+        let set = ToolSet::new(vec![t], ToolChoice::Required, false)
+            .unwrap()
+            .unwrap();
+        let call = |args: &str| format!("<tool_call>\n{{\"name\": \"f\", \"arguments\": {args}}}\n</tool_call>");
+        assert!(walks(&set, &call("{\"any\": [1]}")));
+        assert!(!walks(&set, &call("5")));
+        assert!(ToolDef::new("g", None, Some(json!({"type": "string"}))).is_err());
+    }
+
+    #[test]
     fn refusals_and_choices() {
         let bad = json!({"type": "object", "properties": {"a": {"not": {}}}});
         let e = ToolDef::new("lookup", None, Some(bad)).unwrap_err();

@@ -66,7 +66,20 @@ impl ToolDef {
                 )))
             }
         };
-        let schema = compile(&parameters)
+        // Arguments are an object: a schema that names no type is read as one.
+        let mut as_object = parameters.clone();
+        match as_object.get("type") {
+            None => {
+                as_object["type"] = Value::String("object".into());
+            }
+            Some(Value::String(t)) if t == "object" => {}
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "tool {name}: parameters must describe an object, not type {other}"
+                )))
+            }
+        }
+        let schema = compile(&as_object)
             .map_err(|e| ApiError::refusal(format!("tool {name}: {e}")))?;
         Ok(ToolDef {
             name: name.to_string(),
