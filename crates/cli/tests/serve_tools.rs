@@ -34,7 +34,10 @@ fn user(text: &str) -> Value {
 fn assert_valid(schema: &Value, args: &Value) {
     let v = jsonschema::validator_for(schema).unwrap();
     let errors: Vec<String> = v.iter_errors(args).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{args} does not fit {schema}: {errors:?}");
+    assert!(
+        errors.is_empty(),
+        "{args} does not fit {schema}: {errors:?}"
+    );
 }
 
 fn assert_call_id(id: &Value) {
@@ -102,8 +105,12 @@ fn openai_shape_forced_named_none_single_stream_and_loop() {
 
     // The seed's example with `required`: every call is get_weather with valid arguments.
     let answers = concurrently(4, 4, |seed| {
-        post(&c, &url, &json!({"model": s.model, "messages": ask, "tools": [weather],
-            "tool_choice": "required", "max_tokens": 96, "seed": seed}))
+        post(
+            &c,
+            &url,
+            &json!({"model": s.model, "messages": ask, "tools": [weather],
+            "tool_choice": "required", "max_tokens": 96, "seed": seed}),
+        )
     });
     for (status, v) in &answers {
         assert_eq!(*status, 200, "{v}");
@@ -117,9 +124,13 @@ fn openai_shape_forced_named_none_single_stream_and_loop() {
 
     // A named tool among two: the named one, 20 seeds out of 20.
     let named = concurrently(20, 12, |seed| {
-        post(&c, &url, &json!({"model": s.model, "messages": ask, "tools": [weather, time],
+        post(
+            &c,
+            &url,
+            &json!({"model": s.model, "messages": ask, "tools": [weather, time],
             "tool_choice": {"type": "function", "function": {"name": "get_time"}},
-            "parallel_tool_calls": false, "max_tokens": 64, "seed": 100 + seed}))
+            "parallel_tool_calls": false, "max_tokens": 64, "seed": 100 + seed}),
+        )
     });
     for (status, v) in &named {
         assert_eq!(*status, 200, "{v}");
@@ -131,9 +142,13 @@ fn openai_shape_forced_named_none_single_stream_and_loop() {
 
     // `parallel_tool_calls: false`: exactly one call, even with room for more.
     let single = concurrently(4, 4, |seed| {
-        post(&c, &url, &json!({"model": s.model, "messages": ask, "tools": [weather],
+        post(
+            &c,
+            &url,
+            &json!({"model": s.model, "messages": ask, "tools": [weather],
             "tool_choice": "required", "parallel_tool_calls": false, "max_tokens": 120,
-            "seed": 200 + seed}))
+            "seed": 200 + seed}),
+        )
     });
     for (_, v) in &single {
         assert_eq!(openai_calls(v).len(), 1, "{v}");
@@ -141,8 +156,12 @@ fn openai_shape_forced_named_none_single_stream_and_loop() {
     }
 
     // `none`: text and no calls.
-    let (status, v) = post(&c, &url, &json!({"model": s.model, "messages": ask,
-        "tools": [weather], "tool_choice": "none", "max_tokens": 16, "seed": 1}));
+    let (status, v) = post(
+        &c,
+        &url,
+        &json!({"model": s.model, "messages": ask,
+        "tools": [weather], "tool_choice": "none", "max_tokens": 16, "seed": 1}),
+    );
     assert_eq!(status, 200, "{v}");
     let m = &v["choices"][0]["message"];
     assert!(m.get("tool_calls").is_none(), "{v}");
@@ -150,17 +169,23 @@ fn openai_shape_forced_named_none_single_stream_and_loop() {
     assert_ne!(v["choices"][0]["finish_reason"], "tool_calls");
 
     // A forced tool replaces a response_format on the same request.
-    let (_, v) = post(&c, &url, &json!({"model": s.model, "messages": ask, "tools": [weather],
+    let (_, v) = post(
+        &c,
+        &url,
+        &json!({"model": s.model, "messages": ask, "tools": [weather],
         "tool_choice": "required", "parallel_tool_calls": false, "max_tokens": 64, "seed": 7,
-        "response_format": {"type": "json_object"}}));
+        "response_format": {"type": "json_object"}}),
+    );
     assert_eq!(openai_calls(&v).len(), 1, "{v}");
 
     // Streaming: the call arrives whole in one delta.
     let body = c
         .post(&url)
-        .json(&json!({"model": s.model, "messages": ask, "tools": [weather],
+        .json(
+            &json!({"model": s.model, "messages": ask, "tools": [weather],
             "tool_choice": "required", "parallel_tool_calls": false, "max_tokens": 64,
-            "seed": 5, "stream": true}))
+            "seed": 5, "stream": true}),
+        )
         .send()
         .unwrap()
         .text()
@@ -179,31 +204,47 @@ fn openai_shape_forced_named_none_single_stream_and_loop() {
     let call = &with_calls[0]["choices"][0]["delta"]["tool_calls"][0];
     assert_call_id(&call["id"]);
     assert_eq!(call["function"]["name"], "get_weather");
-    let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
     assert_valid(&weather_params(), &args);
-    assert!(chunks
-        .iter()
-        .all(|c| c["choices"][0]["delta"]["content"].as_str().unwrap_or("").is_empty()));
-    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
+    assert!(chunks.iter().all(|c| c["choices"][0]["delta"]["content"]
+        .as_str()
+        .unwrap_or("")
+        .is_empty()));
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
 
     // The loop: the call and its result go back, and the next turn is produced.
-    let (_, first) = post(&c, &url, &json!({"model": s.model, "messages": ask,
+    let (_, first) = post(
+        &c,
+        &url,
+        &json!({"model": s.model, "messages": ask,
         "tools": [weather], "tool_choice": "required", "parallel_tool_calls": false,
-        "max_tokens": 64, "seed": 9}));
+        "max_tokens": 64, "seed": 9}),
+    );
     let msg = &first["choices"][0]["message"];
     let id = msg["tool_calls"][0]["id"].clone();
     let mut history = ask.as_array().unwrap().clone();
     history.push(msg.clone());
     history.push(json!({"role": "tool", "tool_call_id": id, "content": "{\"temp\": 21}"}));
-    let (status, next) = post(&c, &url, &json!({"model": s.model, "messages": history,
-        "tools": [weather], "max_tokens": 24, "seed": 9}));
+    let (status, next) = post(
+        &c,
+        &url,
+        &json!({"model": s.model, "messages": history,
+        "tools": [weather], "max_tokens": 24, "seed": 9}),
+    );
     assert_eq!(status, 200, "{next}");
     assert!(
         next["choices"][0]["message"]["content"].is_string()
             || next["choices"][0]["message"]["tool_calls"].is_array(),
         "{next}"
     );
-    assert!(next["usage"]["prompt_tokens"].as_u64().unwrap() > first["usage"]["prompt_tokens"].as_u64().unwrap());
+    assert!(
+        next["usage"]["prompt_tokens"].as_u64().unwrap()
+            > first["usage"]["prompt_tokens"].as_u64().unwrap()
+    );
 }
 
 #[test]
@@ -218,11 +259,23 @@ fn anthropic_and_ollama_shapes() {
     // any / tool / disable_parallel_tool_use.
     for (choice, name, single) in [
         (json!({"type": "any"}), None, false),
-        (json!({"type": "tool", "name": "get_time"}), Some("get_time"), false),
-        (json!({"type": "any", "disable_parallel_tool_use": true}), None, true),
+        (
+            json!({"type": "tool", "name": "get_time"}),
+            Some("get_time"),
+            false,
+        ),
+        (
+            json!({"type": "any", "disable_parallel_tool_use": true}),
+            None,
+            true,
+        ),
     ] {
-        let (status, v) = post(&c, &messages, &json!({"model": s.model, "max_tokens": 96,
-            "messages": ask, "tools": tools, "tool_choice": choice, "seed": 4}));
+        let (status, v) = post(
+            &c,
+            &messages,
+            &json!({"model": s.model, "max_tokens": 96,
+            "messages": ask, "tools": tools, "tool_choice": choice, "seed": 4}),
+        );
         assert_eq!(status, 200, "{v}");
         assert_eq!(v["stop_reason"], "tool_use", "{v}");
         let uses: Vec<&Value> = v["content"]
@@ -241,7 +294,11 @@ fn anthropic_and_ollama_shapes() {
             if let Some(want) = name {
                 assert_eq!(n, want, "{v}");
             }
-            let schema = if n == "get_time" { time_params() } else { weather_params() };
+            let schema = if n == "get_time" {
+                time_params()
+            } else {
+                weather_params()
+            };
             assert_valid(&schema, &u["input"]);
         }
     }
@@ -249,8 +306,10 @@ fn anthropic_and_ollama_shapes() {
     // Streaming: one tool_use block, its input in one input_json_delta.
     let body = c
         .post(&messages)
-        .json(&json!({"model": s.model, "max_tokens": 64, "messages": ask, "tools": tools,
-            "tool_choice": {"type": "tool", "name": "get_weather"}, "stream": true, "seed": 2}))
+        .json(
+            &json!({"model": s.model, "max_tokens": 64, "messages": ask, "tools": tools,
+            "tool_choice": {"type": "tool", "name": "get_weather"}, "stream": true, "seed": 2}),
+        )
         .send()
         .unwrap()
         .text()
@@ -259,8 +318,15 @@ fn anthropic_and_ollama_shapes() {
     let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap()).collect();
     assert_eq!(
         names,
-        ["message_start", "ping", "content_block_start", "content_block_delta",
-         "content_block_stop", "message_delta", "message_stop"],
+        [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ],
         "{body}"
     );
     let start: Value = serde_json::from_str(&events[2].1).unwrap();
@@ -268,27 +334,49 @@ fn anthropic_and_ollama_shapes() {
     assert_eq!(start["content_block"]["name"], "get_weather");
     let delta: Value = serde_json::from_str(&events[3].1).unwrap();
     assert_eq!(delta["delta"]["type"], "input_json_delta");
-    let input: Value = serde_json::from_str(delta["delta"]["partial_json"].as_str().unwrap()).unwrap();
+    let input: Value =
+        serde_json::from_str(delta["delta"]["partial_json"].as_str().unwrap()).unwrap();
     assert_valid(&weather_params(), &input);
     let md: Value = serde_json::from_str(&events[5].1).unwrap();
     assert_eq!(md["delta"]["stop_reason"], "tool_use");
 
     // The loop: tool_use then tool_result go back; the next turn is produced.
-    let (_, first) = post(&c, &messages, &json!({"model": s.model, "max_tokens": 64,
-        "messages": ask, "tools": tools, "tool_choice": {"type": "any", "disable_parallel_tool_use": true}, "seed": 6}));
-    let call = first["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_use").unwrap().clone();
-    let (status, next) = post(&c, &messages, &json!({"model": s.model, "max_tokens": 24, "seed": 6,
+    let (_, first) = post(
+        &c,
+        &messages,
+        &json!({"model": s.model, "max_tokens": 64,
+        "messages": ask, "tools": tools, "tool_choice": {"type": "any", "disable_parallel_tool_use": true}, "seed": 6}),
+    );
+    let call = first["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "tool_use")
+        .unwrap()
+        .clone();
+    let (status, next) = post(
+        &c,
+        &messages,
+        &json!({"model": s.model, "max_tokens": 24, "seed": 6,
         "tools": tools, "messages": [ask[0], {"role": "assistant", "content": [call]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "21 C"}]}]}));
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "21 C"}]}]}),
+    );
     assert_eq!(status, 200, "{next}");
-    assert!(next["content"].as_array().is_some_and(|c| !c.is_empty()), "{next}");
+    assert!(
+        next["content"].as_array().is_some_and(|c| !c.is_empty()),
+        "{next}"
+    );
 
     // Ollama: a forced choice (llamay's extension, top level or in options) makes one
     // call, arguments as an object; streaming puts it on one line.
     let chat = s.url("/api/chat");
     let otools = json!([openai_tool("get_weather", weather_params())]);
-    let (status, v) = post(&c, &chat, &json!({"model": s.model, "messages": ask, "tools": otools,
-        "stream": false, "options": {"num_predict": 120, "seed": 3, "tool_choice": "required"}}));
+    let (status, v) = post(
+        &c,
+        &chat,
+        &json!({"model": s.model, "messages": ask, "tools": otools,
+        "stream": false, "options": {"num_predict": 120, "seed": 3, "tool_choice": "required"}}),
+    );
     assert_eq!(status, 200, "{v}");
     let calls = v["message"]["tool_calls"].as_array().unwrap();
     assert_eq!(calls.len(), 1, "{v}");
@@ -296,23 +384,38 @@ fn anthropic_and_ollama_shapes() {
     assert_valid(&weather_params(), &calls[0]["function"]["arguments"]);
     let body = c
         .post(&chat)
-        .json(&json!({"model": s.model, "messages": ask, "tools": otools, "tool_choice": "required",
-            "options": {"num_predict": 64, "seed": 8}}))
+        .json(
+            &json!({"model": s.model, "messages": ask, "tools": otools, "tool_choice": "required",
+            "options": {"num_predict": 64, "seed": 8}}),
+        )
         .send()
         .unwrap()
         .text()
         .unwrap();
-    let lines: Vec<Value> = body.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let with_calls: Vec<&Value> = lines.iter().filter(|l| l["message"]["tool_calls"].is_array()).collect();
+    let lines: Vec<Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let with_calls: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["message"]["tool_calls"].is_array())
+        .collect();
     assert_eq!(with_calls.len(), 1, "{body}");
-    assert_valid(&weather_params(), &with_calls[0]["message"]["tool_calls"][0]["function"]["arguments"]);
+    assert_valid(
+        &weather_params(),
+        &with_calls[0]["message"]["tool_calls"][0]["function"]["arguments"],
+    );
     assert!(lines.last().unwrap()["done"].as_bool().unwrap());
     // Ollama's history: the call, then a `tool` message with the result.
     let call = with_calls[0]["message"]["tool_calls"][0].clone();
-    let (status, next) = post(&c, &chat, &json!({"model": s.model, "stream": false, "tools": otools,
+    let (status, next) = post(
+        &c,
+        &chat,
+        &json!({"model": s.model, "stream": false, "tools": otools,
         "messages": [ask[0], {"role": "assistant", "content": "", "tool_calls": [call]},
             {"role": "tool", "content": "21 C", "tool_name": "get_weather"}],
-        "options": {"num_predict": 16, "seed": 8}}));
+        "options": {"num_predict": 16, "seed": 8}}),
+    );
     assert_eq!(status, 200, "{next}");
     assert!(next["done"].as_bool().unwrap(), "{next}");
 }
@@ -325,10 +428,19 @@ fn refused_tools_get_400_before_inference() {
         "patternProperties": {"^x": {"type": "string"}}});
     let ask = user("Hi");
     let cases = [
-        ("/v1/chat/completions", json!({"messages": ask, "tools": [openai_tool("lookup", bad.clone())]})),
-        ("/api/chat", json!({"messages": ask, "tools": [openai_tool("lookup", bad.clone())]})),
-        ("/v1/messages", json!({"max_tokens": 8, "messages": ask,
-            "tools": [{"name": "lookup", "input_schema": bad}]})),
+        (
+            "/v1/chat/completions",
+            json!({"messages": ask, "tools": [openai_tool("lookup", bad.clone())]}),
+        ),
+        (
+            "/api/chat",
+            json!({"messages": ask, "tools": [openai_tool("lookup", bad.clone())]}),
+        ),
+        (
+            "/v1/messages",
+            json!({"max_tokens": 8, "messages": ask,
+            "tools": [{"name": "lookup", "input_schema": bad}]}),
+        ),
     ];
     for (path, body) in cases {
         let (status, v) = post(&c, &s.url(path), &body);
@@ -340,52 +452,96 @@ fn refused_tools_get_400_before_inference() {
         );
     }
     let hosted = [
-        ("/v1/chat/completions", json!({"messages": ask, "tools": [{"type": "web_search_preview"}]}), "web_search_preview"),
-        ("/v1/chat/completions", json!({"messages": ask, "tools": [{"type": "code_interpreter"}]}), "code_interpreter"),
-        ("/api/chat", json!({"messages": ask, "tools": [{"type": "web_search"}]}), "web_search"),
-        ("/v1/messages", json!({"max_tokens": 8, "messages": ask,
-            "tools": [{"type": "web_search_20250305", "name": "web_search"}]}), "web_search_20250305"),
-        ("/v1/messages", json!({"max_tokens": 8, "messages": ask,
-            "tools": [{"type": "computer_20250124", "name": "computer"}]}), "computer_20250124"),
-        ("/v1/messages", json!({"max_tokens": 8, "messages": ask,
-            "tools": [{"type": "code_execution_20250522", "name": "code_execution"}]}), "code_execution_20250522"),
+        (
+            "/v1/chat/completions",
+            json!({"messages": ask, "tools": [{"type": "web_search_preview"}]}),
+            "web_search_preview",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": ask, "tools": [{"type": "code_interpreter"}]}),
+            "code_interpreter",
+        ),
+        (
+            "/api/chat",
+            json!({"messages": ask, "tools": [{"type": "web_search"}]}),
+            "web_search",
+        ),
+        (
+            "/v1/messages",
+            json!({"max_tokens": 8, "messages": ask,
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}]}),
+            "web_search_20250305",
+        ),
+        (
+            "/v1/messages",
+            json!({"max_tokens": 8, "messages": ask,
+            "tools": [{"type": "computer_20250124", "name": "computer"}]}),
+            "computer_20250124",
+        ),
+        (
+            "/v1/messages",
+            json!({"max_tokens": 8, "messages": ask,
+            "tools": [{"type": "code_execution_20250522", "name": "code_execution"}]}),
+            "code_execution_20250522",
+        ),
     ];
     for (path, body, kind) in hosted {
         let (status, v) = post(&c, &s.url(path), &body);
         assert_eq!(status, 400, "{path}: {v}");
-        assert!(v.to_string().contains(&format!("tool type \\\"{kind}\\\" is a hosted tool")), "{v}");
+        assert!(
+            v.to_string()
+                .contains(&format!("tool type \\\"{kind}\\\" is a hosted tool")),
+            "{v}"
+        );
     }
     // A named choice must name an offered tool.
-    let (status, v) = post(&c, &s.url("/v1/chat/completions"), &json!({"messages": ask,
+    let (status, v) = post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"messages": ask,
         "tools": [openai_tool("get_weather", weather_params())],
-        "tool_choice": {"type": "function", "function": {"name": "launch"}}}));
+        "tool_choice": {"type": "function", "function": {"name": "launch"}}}),
+    );
     assert_eq!(status, 400, "{v}");
     let stats: Value = c.get(s.url("/v1/stats")).send().unwrap().json().unwrap();
-    assert_eq!(stats["tokens"]["completion"], 0, "refusals decoded tokens: {stats}");
+    assert_eq!(
+        stats["tokens"]["completion"], 0,
+        "refusals decoded tokens: {stats}"
+    );
 }
 
 /// Three tools with nested objects, arrays, enums and numeric bounds.
 fn hundred_call_tools() -> [(&'static str, Value); 3] {
     [
-        ("move", json!({"type": "object", "properties": {
+        (
+            "move",
+            json!({"type": "object", "properties": {
             "to": {"type": "object", "properties": {
                 "x": {"type": "integer", "minimum": 0, "maximum": 9},
                 "y": {"type": "integer", "minimum": -9, "maximum": 0}},
                 "required": ["x", "y"]},
             "speed": {"enum": ["slow", "fast"]}},
-            "required": ["to", "speed"]})),
-        ("pick", json!({"type": "object", "properties": {
+            "required": ["to", "speed"]}),
+        ),
+        (
+            "pick",
+            json!({"type": "object", "properties": {
             "ids": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 99},
                     "minItems": 1, "maxItems": 3},
             "all": {"type": "boolean"}},
-            "required": ["ids"]})),
-        ("rate", json!({"type": "object", "properties": {
+            "required": ["ids"]}),
+        ),
+        (
+            "rate",
+            json!({"type": "object", "properties": {
             "score": {"type": "number", "minimum": 0, "exclusiveMaximum": 5},
             "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
             "meta": {"type": "object", "properties": {
                 "n": {"type": "integer", "minimum": -3, "maximum": 3, "multipleOf": 3}},
                 "required": ["n"]}},
-            "required": ["score", "meta"]})),
+            "required": ["score", "meta"]}),
+        ),
     ]
 }
 
@@ -403,9 +559,13 @@ fn a_hundred_forced_calls_all_fit_their_schemas() {
     let answers = concurrently(100, 16, |i| {
         let (name, params) = &tools[i % 3];
         let seed = 0x5eed_u64.wrapping_mul(i as u64 + 1) % 1_000_003;
-        post(&c, &url, &json!({"model": s.model, "messages": user("Go."),
+        post(
+            &c,
+            &url,
+            &json!({"model": s.model, "messages": user("Go."),
             "tools": [openai_tool(name, params.clone())], "tool_choice": "required",
-            "parallel_tool_calls": false, "max_tokens": 160, "seed": seed, "temperature": 1.0}))
+            "parallel_tool_calls": false, "max_tokens": 160, "seed": seed, "temperature": 1.0}),
+        )
     });
     let mut valid = 0;
     for (i, (status, v)) in answers.iter().enumerate() {
@@ -414,7 +574,10 @@ fn a_hundred_forced_calls_all_fit_their_schemas() {
         assert_eq!(calls.len(), 1, "request {i}: {v}");
         let (name, args) = &calls[0];
         assert_eq!(name, tools[i % 3].0);
-        let errors: Vec<String> = validators[i % 3].iter_errors(args).map(|e| e.to_string()).collect();
+        let errors: Vec<String> = validators[i % 3]
+            .iter_errors(args)
+            .map(|e| e.to_string())
+            .collect();
         assert!(errors.is_empty(), "request {i}: {args}: {errors:?}");
         valid += 1;
     }

@@ -21,8 +21,10 @@ fn walks(c: &Constraint, text: &str) -> bool {
 #[test]
 fn two_schemas_with_refs_share_one_grammar() {
     // Both schemas have `$defs` with the same names: their rules must not clash.
-    let a = compile(&json!({"$defs": {"n": {"type": "integer", "minimum": 1, "maximum": 9}},
-        "type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}))
+    let a = compile(
+        &json!({"$defs": {"n": {"type": "integer", "minimum": 1, "maximum": 9}},
+        "type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}),
+    )
     .unwrap();
     let b = compile(&json!({"$defs": {"n": {"enum": ["x", "y"]}},
         "type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}))
@@ -32,13 +34,15 @@ fn two_schemas_with_refs_share_one_grammar() {
     let vb = lower_into(&mut g, &b).unwrap();
     let root = g.rule(
         "root",
-        vec![
-            vec![Symbol::lit("A:"), va],
-            vec![Symbol::lit("B:"), vb],
-        ],
+        vec![vec![Symbol::lit("A:"), va], vec![Symbol::lit("B:"), vb]],
     );
     let c = Constraint::from_grammar(&g.build(root).unwrap(), byte_vocab()).unwrap();
-    for ok in [r#"A:{"n":3}"#, r#"A:{ "n" : 9 }"#, r#"B:[]"#, r#"B:["x","y"]"#] {
+    for ok in [
+        r#"A:{"n":3}"#,
+        r#"A:{ "n" : 9 }"#,
+        r#"B:[]"#,
+        r#"B:["x","y"]"#,
+    ] {
         assert!(walks(&c, ok), "{ok} should be accepted");
     }
     for bad in [

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::app::{json_response, parse_body, stream_response, AppState};
 use crate::chat::ChatMessage;
+use crate::chat::{ToolCallFunction, ToolCallMessage};
 use crate::constraint_spec::Surfaces;
 use crate::error::{ApiError, ErrorKind, ErrorShape};
 use crate::generate::Finish;
@@ -21,7 +22,6 @@ use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start, Started};
 use crate::stream::{self, Frames};
 use crate::tools::{hosted_tool, ToolChoice, ToolDef, ToolSet};
-use crate::chat::{ToolCallFunction, ToolCallMessage};
 
 /// The Anthropic route.
 pub fn routes() -> Router<AppState> {
@@ -433,7 +433,10 @@ fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
                     "usage": {"output_tokens": o.completion_tokens},
                     "llamay": o.llamay_json()}),
             ));
-            bytes.push(stream::sse(Some("message_stop"), &json!({"type": "message_stop"})));
+            bytes.push(stream::sse(
+                Some("message_stop"),
+                &json!({"type": "message_stop"}),
+            ));
             Frames { bytes, end: true }
         }
         GenEvent::Error(e) => Frames {

@@ -449,8 +449,7 @@ async fn completions(State(st): State<AppState>, body: Bytes) -> Response {
 async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let r: CompletionRequest = parse_body(body)?;
     refuse_n(r.n)?;
-    if r
-        .tools
+    if r.tools
         .as_ref()
         .is_some_and(|t| !(t.is_null() || t.as_array().is_some_and(Vec::is_empty)))
     {

@@ -43,9 +43,8 @@ pub async fn start(state: &AppState, req: GenRequest) -> Result<Started, ApiErro
             Prompt::Chat(messages) => {
                 let (messages, tools) =
                     prompt::prepare(messages, tools.as_deref(), lm.template_renders_tools());
-                lm.encode_chat(&messages, tools.as_ref()).map_err(|e| {
-                    ApiError::bad_request(format!("cannot render the chat: {e}"))
-                })?
+                lm.encode_chat(&messages, tools.as_ref())
+                    .map_err(|e| ApiError::bad_request(format!("cannot render the chat: {e}")))?
             }
             Prompt::Raw(text) => lm.encode_raw(&text),
         };

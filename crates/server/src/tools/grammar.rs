@@ -96,7 +96,6 @@ mod tests {
     use serde_json::json;
 
     use super::super::{ToolChoice, ToolDef, ToolSet};
-    use super::*;
 
     fn byte_vocab() -> Arc<Vocabulary> {
         let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
@@ -156,7 +155,9 @@ mod tests {
         let set = ToolSet::new(vec![t], ToolChoice::Required, false)
             .unwrap()
             .unwrap();
-        let call = |args: &str| format!("<tool_call>\n{{\"name\": \"f\", \"arguments\": {args}}}\n</tool_call>");
+        let call = |args: &str| {
+            format!("<tool_call>\n{{\"name\": \"f\", \"arguments\": {args}}}\n</tool_call>")
+        };
         assert!(walks(&set, &call("{\"any\": [1]}")));
         assert!(!walks(&set, &call("5")));
         assert!(ToolDef::new("g", None, Some(json!({"type": "string"}))).is_err());
@@ -168,7 +169,8 @@ mod tests {
         let e = ToolDef::new("lookup", None, Some(bad)).unwrap_err();
         assert!(e.refusal);
         assert!(
-            e.message.starts_with("tool lookup: properties.a uses \"not\""),
+            e.message
+                .starts_with("tool lookup: properties.a uses \"not\""),
             "{}",
             e.message
         );

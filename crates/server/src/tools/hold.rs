@@ -15,7 +15,10 @@ use crate::request::GenEvent;
 
 /// Events in, held events out. A client that goes away closes the returned
 /// receiver; the task then drops `events`, which the engine sees at its next step.
-pub fn hold(mut events: UnboundedReceiver<GenEvent>, set: Arc<ToolSet>) -> UnboundedReceiver<GenEvent> {
+pub fn hold(
+    mut events: UnboundedReceiver<GenEvent>,
+    set: Arc<ToolSet>,
+) -> UnboundedReceiver<GenEvent> {
     let (tx, rx) = unbounded_channel();
     tokio::spawn(async move {
         let mut text = String::new();

@@ -79,8 +79,8 @@ impl ToolDef {
                 )))
             }
         }
-        let schema = compile(&as_object)
-            .map_err(|e| ApiError::refusal(format!("tool {name}: {e}")))?;
+        let schema =
+            compile(&as_object).map_err(|e| ApiError::refusal(format!("tool {name}: {e}")))?;
         Ok(ToolDef {
             name: name.to_string(),
             description,

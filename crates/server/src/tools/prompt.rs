@@ -96,7 +96,7 @@ fn system_text(set: &ToolSet) -> String {
 mod tests {
     use super::super::{ToolChoice, ToolDef};
     use super::*;
-    use crate::chat::{ToolCallMessage, ToolCallFunction};
+    use crate::chat::{ToolCallFunction, ToolCallMessage};
 
     fn history() -> Vec<ChatMessage> {
         let call = ToolCallMessage {
@@ -149,9 +149,13 @@ mod tests {
         );
         assert_eq!(
             msgs[3].content.as_deref(),
-            Some("<tool_response>\n21 C\n</tool_response>\n<tool_response>\nsunny\n</tool_response>")
+            Some(
+                "<tool_response>\n21 C\n</tool_response>\n<tool_response>\nsunny\n</tool_response>"
+            )
         );
-        assert!(msgs.iter().all(|m| m.content.is_some() && m.tool_calls.is_empty()));
+        assert!(msgs
+            .iter()
+            .all(|m| m.content.is_some() && m.tool_calls.is_empty()));
     }
 
     #[test]

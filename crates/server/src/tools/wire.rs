@@ -129,15 +129,29 @@ mod tests {
         assert_eq!(defs[0].name, "f");
         let e = function_tools(Some(&json!([{"type": "web_search_preview"}]))).unwrap_err();
         assert_eq!(e.status, 400);
-        assert!(e.message.contains("\"web_search_preview\""), "{}", e.message);
+        assert!(
+            e.message.contains("\"web_search_preview\""),
+            "{}",
+            e.message
+        );
         let bad = json!([{"type": "function", "function": {"name": "lookup",
             "parameters": {"type": "object", "if": {}}}}]);
         let e = function_tools(Some(&bad)).unwrap_err();
-        assert!(e.refusal && e.message.starts_with("tool lookup: "), "{}", e.message);
+        assert!(
+            e.refusal && e.message.starts_with("tool lookup: "),
+            "{}",
+            e.message
+        );
         assert_eq!(openai_choice(None).unwrap(), ToolChoice::Auto);
-        assert_eq!(openai_choice(Some(&json!("required"))).unwrap(), ToolChoice::Required);
         assert_eq!(
-            openai_choice(Some(&json!({"type": "function", "function": {"name": "f"}}))).unwrap(),
+            openai_choice(Some(&json!("required"))).unwrap(),
+            ToolChoice::Required
+        );
+        assert_eq!(
+            openai_choice(Some(
+                &json!({"type": "function", "function": {"name": "f"}})
+            ))
+            .unwrap(),
             ToolChoice::Named("f".into())
         );
         assert!(openai_choice(Some(&json!("sometimes"))).is_err());
