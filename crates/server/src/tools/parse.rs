@@ -24,11 +24,15 @@ pub struct Parsed {
 }
 
 /// Splits `text` into content and the calls to tools `set` offers. Under a forced
-/// choice everything the model wrote belongs to calls, so there is no content.
+/// choice everything the model wrote belongs to calls, so there is no content;
+/// without parallel calls only the first call counts.
 pub fn parse(text: &str, set: &ToolSet) -> Parsed {
     let mut p = parse_text(text, set);
     if set.is_forced() {
         p.content = None;
+    }
+    if !set.parallel {
+        p.calls.truncate(1);
     }
     p
 }
@@ -98,10 +102,22 @@ mod tests {
     use super::*;
 
     fn set() -> std::sync::Arc<ToolSet> {
+        set_with(true)
+    }
+
+    fn set_with(parallel: bool) -> std::sync::Arc<ToolSet> {
         let t = ToolDef::new("get_weather", None, None).unwrap();
-        ToolSet::new(vec![t], ToolChoice::Auto, true)
+        ToolSet::new(vec![t], ToolChoice::Auto, parallel)
             .unwrap()
             .unwrap()
+    }
+
+    #[test]
+    fn without_parallel_calls_only_the_first_counts() {
+        let call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>";
+        let two = format!("{call}\n{call}");
+        assert_eq!(parse(&two, &set_with(true)).calls.len(), 2);
+        assert_eq!(parse(&two, &set_with(false)).calls.len(), 1);
     }
 
     #[test]

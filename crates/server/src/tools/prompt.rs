@@ -166,7 +166,25 @@ mod tests {
             .unwrap();
         let (msgs, tools) = prepare(history(), Some(&set), true);
         assert_eq!(msgs, history());
-        assert_eq!(tools.unwrap()[0]["function"]["name"], "get_weather");
+        assert_eq!(
+            tools.as_ref().unwrap()[0]["function"]["name"],
+            "get_weather"
+        );
+        // Through a template with its own tool convention (tojson'd arguments).
+        let src = "{% for t in tools %}[{{ t.function.name }}]{% endfor %}\
+            {% for m in messages %}{{ m.role }}:{% for c in m.tool_calls %}\
+            {{ c.function.name }}{{ c.function.arguments | tojson }}{% endfor %}\
+            {{ m.content or '' }}|{% endfor %}";
+        let tmpl = crate::chat::ChatTemplate::new(src).unwrap();
+        assert!(tmpl.renders_tools());
+        let opts = crate::chat::RenderOptions {
+            tools: tools.as_ref(),
+            ..Default::default()
+        };
+        assert_eq!(
+            tmpl.render(&msgs, &opts).unwrap(),
+            "[get_weather]user:Weather in Paris?|assistant:get_weather{\"city\":\"Paris\"}|tool:21 C|tool:sunny|"
+        );
         let plain = vec![ChatMessage::new("user", "hi")];
         assert_eq!(prepare(plain.clone(), None, false), (plain, None));
     }
