@@ -388,10 +388,14 @@ fn bad_requests_get_4xx_in_each_apis_shape() {
         &c,
         &s.url("/v1/chat/completions"),
         &json!({"messages": user("x"),
-        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}),
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        "tool_choice": {"type": "function", "function": {"name": "g"}}}),
     );
     assert_eq!(st, 400);
-    assert_eq!(v["error"]["message"], "tools are not supported yet");
+    assert_eq!(
+        v["error"]["message"],
+        "tool_choice names \"g\", which is not among the tools offered"
+    );
     let (st, _) = post(
         &c,
         &s.url("/v1/chat/completions"),

@@ -69,7 +69,7 @@ fn arb_json() -> impl Strategy<Value = Value> {
 }
 
 /// Fields the routes read, so mutations hit real parsing paths.
-const FIELDS: [&str; 22] = [
+const FIELDS: [&str; 23] = [
     "model",
     "messages",
     "prompt",
@@ -87,6 +87,7 @@ const FIELDS: [&str; 22] = [
     "system",
     "stop_sequences",
     "tools",
+    "tool_choice",
     "output_config",
     "seed",
     "n",

@@ -13,14 +13,15 @@ use serde_json::{json, Value};
 
 use crate::app::{json_response, parse_body, stream_response, AppState};
 use crate::chat::ChatMessage;
+use crate::chat::{ToolCallFunction, ToolCallMessage};
 use crate::constraint_spec::Surfaces;
 use crate::error::{ApiError, ErrorKind, ErrorShape};
 use crate::generate::Finish;
 use crate::params::Sampling;
-use crate::request::has_tools;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start, Started};
 use crate::stream::{self, Frames};
+use crate::tools::{hosted_tool, ToolChoice, ToolDef, ToolSet};
 
 /// The Anthropic route.
 pub fn routes() -> Router<AppState> {
@@ -44,6 +45,15 @@ fn fail(e: ApiError) -> Response {
     e.into_response_as(ErrorShape(error_body))
 }
 
+/// `stop_reason`: `tool_use` when the model made calls.
+fn stop_reason_of(o: &Outcome) -> &'static str {
+    if o.tool_calls.is_empty() {
+        stop_reason(o.finish)
+    } else {
+        "tool_use"
+    }
+}
+
 fn stop_reason(f: Finish) -> &'static str {
     match f {
         Finish::Length => "max_tokens",
@@ -64,7 +74,8 @@ struct MessagesRequest {
     top_k: Option<i64>,
     stop_sequences: Option<Vec<String>>,
     stream: Option<bool>,
-    tools: Option<Value>,
+    tools: Option<Vec<Tool>>,
+    tool_choice: Option<AnthropicToolChoice>,
     llamay_schema: Option<Value>,
     llamay_format: Option<String>,
     llamay_grammar: Option<String>,
@@ -103,6 +114,71 @@ struct Block {
     #[serde(rename = "type")]
     kind: String,
     text: Option<String>,
+    /// `tool_use`: the call's id, tool and arguments.
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Value>,
+    /// `tool_result`: the call answered and what the tool returned.
+    tool_use_id: Option<String>,
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+struct Tool {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    name: Option<String>,
+    description: Option<String>,
+    input_schema: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct AnthropicToolChoice {
+    #[serde(rename = "type")]
+    kind: String,
+    name: Option<String>,
+    disable_parallel_tool_use: Option<bool>,
+}
+
+/// Client tools only: a typed tool other than `custom` is one of Anthropic's
+/// server tools (web search, code execution, computer use, bash, text editor…).
+fn tool_set(
+    tools: Option<Vec<Tool>>,
+    choice: Option<AnthropicToolChoice>,
+) -> Result<Option<std::sync::Arc<ToolSet>>, ApiError> {
+    let defs = tools
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| match t.kind.as_deref() {
+            None | Some("custom") => {
+                let name = t
+                    .name
+                    .ok_or_else(|| ApiError::bad_request("a tool needs a name"))?;
+                ToolDef::new(&name, t.description, t.input_schema)
+            }
+            Some(kind) => Err(hosted_tool(kind)),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let parallel = !choice
+        .as_ref()
+        .and_then(|c| c.disable_parallel_tool_use)
+        .unwrap_or(false);
+    let choice = match choice {
+        None => ToolChoice::Auto,
+        Some(c) => match (c.kind.as_str(), c.name) {
+            ("auto", _) => ToolChoice::Auto,
+            ("any", _) => ToolChoice::Required,
+            ("none", _) => ToolChoice::None,
+            ("tool", Some(n)) => ToolChoice::Named(n),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "tool_choice must be {\"type\": \"auto\" | \"any\" | \"none\"} or \
+                     {\"type\": \"tool\", \"name\": …}",
+                ))
+            }
+        },
+    };
+    ToolSet::new(defs, choice, parallel)
 }
 
 fn text_of(c: Content) -> Result<String, ApiError> {
@@ -125,6 +201,59 @@ fn text_of(c: Content) -> Result<String, ApiError> {
     }
 }
 
+/// One Anthropic message as chat turns: `tool_result` blocks become `tool` turns
+/// (before the user's text, as Anthropic orders them), `tool_use` blocks become
+/// the assistant turn's calls.
+fn push_turns(chat: &mut Vec<ChatMessage>, role: &str, content: Content) -> Result<(), ApiError> {
+    let blocks = match content {
+        Content::Text(t) => {
+            chat.push(ChatMessage::new(role, &t));
+            return Ok(());
+        }
+        Content::Blocks(b) => b,
+    };
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for b in blocks {
+        match (role, b.kind.as_str()) {
+            (_, "text") => text.push_str(b.text.as_deref().unwrap_or_default()),
+            ("assistant", "tool_use") => calls.push(ToolCallMessage {
+                id: b.id.unwrap_or_default(),
+                kind: "function".into(),
+                function: ToolCallFunction {
+                    name: b
+                        .name
+                        .ok_or_else(|| ApiError::bad_request("a tool_use block needs a name"))?,
+                    arguments: b.input.unwrap_or_else(|| json!({})),
+                },
+            }),
+            ("user", "tool_result") => chat.push(ChatMessage {
+                role: "tool".into(),
+                content: Some(match b.content {
+                    Some(c) => text_of(c)?,
+                    None => String::new(),
+                }),
+                tool_call_id: b.tool_use_id,
+                ..ChatMessage::default()
+            }),
+            (_, kind) => {
+                return Err(ApiError::bad_request(format!(
+                    "content blocks of type {kind:?} are not supported in a {role} message"
+                )))
+            }
+        }
+    }
+    if !text.is_empty() || !calls.is_empty() || role == "assistant" {
+        chat.push(ChatMessage {
+            role: role.into(),
+            content: Some(text),
+            tool_calls: calls,
+            ..ChatMessage::default()
+        });
+    }
+    Ok(())
+}
+
 async fn messages(State(st): State<AppState>, body: Bytes) -> Response {
     match messages_inner(&st, &body).await {
         Ok(r) => r,
@@ -134,9 +263,7 @@ async fn messages(State(st): State<AppState>, body: Bytes) -> Response {
 
 async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let r: MessagesRequest = parse_body(body)?;
-    if r.tools.as_ref().is_some_and(has_tools) {
-        return Err(ApiError::bad_request("tools are not supported yet"));
-    }
+    let tools = tool_set(r.tools, r.tool_choice)?;
     if r.max_tokens < 1 {
         return Err(ApiError::bad_request("max_tokens must be at least 1"));
     }
@@ -182,7 +309,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
                 m.role
             )));
         }
-        chat.push(ChatMessage::new(&m.role, &text_of(m.content)?));
+        push_turns(&mut chat, &m.role, m.content)?;
     }
     let params = Sampling {
         temperature: r.temperature,
@@ -195,6 +322,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     }
     .into_params()?;
     let stream = r.stream.unwrap_or(false);
+    let with_tools = tools.is_some();
     let started = start(
         st,
         GenRequest {
@@ -204,15 +332,21 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
             constraint,
             stream,
             keep_alive: None,
+            tools,
         },
     )
     .await?;
     let id = format!("msg_{}", crate::openai::short_id());
     if stream {
-        return Ok(stream_messages(started, id));
+        return Ok(stream_messages(started, id, with_tools));
     }
     let model = started.model.clone();
     let (text, o) = collect(started.events).await?;
+    let mut content = Vec::new();
+    if !text.is_empty() || o.tool_calls.is_empty() {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    content.extend(o.tool_calls.iter().map(tool_use_block));
     Ok(json_response(
         StatusCode::OK,
         json!({
@@ -220,8 +354,8 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
             "type": "message",
             "role": "assistant",
             "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": stop_reason(o.finish),
+            "content": content,
+            "stop_reason": stop_reason_of(&o),
             "stop_sequence": o.stop_sequence,
             "usage": usage(&o),
             "llamay": o.llamay_json(),
@@ -229,55 +363,100 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     ))
 }
 
+fn tool_use_block(c: &crate::tools::ToolCall) -> Value {
+    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
+}
+
 fn usage(o: &Outcome) -> Value {
     json!({"input_tokens": o.prompt_tokens, "output_tokens": o.completion_tokens})
 }
 
-fn stream_messages(started: Started, id: String) -> Response {
-    let head = vec![
-        stream::sse(
-            Some("message_start"),
-            &json!({"type": "message_start", "message": {
-                "id": id, "type": "message", "role": "assistant", "model": started.model,
-                "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": started.prompt_tokens, "output_tokens": 0},
-            }}),
-        ),
-        stream::sse(
-            Some("content_block_start"),
-            &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        ),
-        stream::sse(Some("ping"), &json!({"type": "ping"})),
-    ];
-    let body = stream::body(started.events, head, |ev| match ev {
-        GenEvent::Text(t) => Frames {
-            bytes: vec![stream::sse(
+/// Anthropic's event sequence. Without tools the text block opens at once and
+/// text streams into it; with tools the (held) text arrives whole and each call
+/// follows as its own `tool_use` block with one `input_json_delta`.
+fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
+    let mut head = vec![stream::sse(
+        Some("message_start"),
+        &json!({"type": "message_start", "message": {
+            "id": id, "type": "message", "role": "assistant", "model": started.model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": started.prompt_tokens, "output_tokens": 0},
+        }}),
+    )];
+    if !with_tools {
+        head.push(text_block_start(0));
+    }
+    head.push(stream::sse(Some("ping"), &json!({"type": "ping"})));
+    let mut text_open = !with_tools;
+    let body = stream::body(started.events, head, move |ev| match ev {
+        GenEvent::Text(t) => {
+            let mut bytes = Vec::new();
+            if !text_open {
+                bytes.push(text_block_start(0));
+                text_open = true;
+            }
+            bytes.push(stream::sse(
                 Some("content_block_delta"),
                 &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}),
-            )],
-            end: false,
-        },
-        GenEvent::Done(o) => Frames {
-            bytes: vec![
-                stream::sse(
-                    Some("content_block_stop"),
-                    &json!({"type": "content_block_stop", "index": 0}),
-                ),
-                stream::sse(
-                    Some("message_delta"),
-                    &json!({"type": "message_delta",
-                        "delta": {"stop_reason": stop_reason(o.finish), "stop_sequence": o.stop_sequence},
-                        "usage": {"output_tokens": o.completion_tokens},
-                        "llamay": o.llamay_json()}),
-                ),
-                stream::sse(Some("message_stop"), &json!({"type": "message_stop"})),
-            ],
-            end: true,
-        },
+            ));
+            Frames { bytes, end: false }
+        }
+        GenEvent::Done(o) => {
+            let mut bytes = Vec::new();
+            if !text_open && o.tool_calls.is_empty() {
+                bytes.push(text_block_start(0));
+                text_open = true;
+            }
+            let mut index = 0;
+            if text_open {
+                bytes.push(block_stop(0));
+                index = 1;
+            }
+            for c in &o.tool_calls {
+                bytes.push(stream::sse(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}}),
+                ));
+                bytes.push(stream::sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": c.arguments_text()}}),
+                ));
+                bytes.push(block_stop(index));
+                index += 1;
+            }
+            bytes.push(stream::sse(
+                Some("message_delta"),
+                &json!({"type": "message_delta",
+                    "delta": {"stop_reason": stop_reason_of(&o), "stop_sequence": o.stop_sequence},
+                    "usage": {"output_tokens": o.completion_tokens},
+                    "llamay": o.llamay_json()}),
+            ));
+            bytes.push(stream::sse(
+                Some("message_stop"),
+                &json!({"type": "message_stop"}),
+            ));
+            Frames { bytes, end: true }
+        }
         GenEvent::Error(e) => Frames {
             bytes: vec![stream::sse(Some("error"), &error_body(&e))],
             end: true,
         },
     });
     stream_response("text/event-stream", body)
+}
+
+fn text_block_start(index: usize) -> Bytes {
+    stream::sse(
+        Some("content_block_start"),
+        &json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+    )
+}
+
+fn block_stop(index: usize) -> Bytes {
+    stream::sse(
+        Some("content_block_stop"),
+        &json!({"type": "content_block_stop", "index": index}),
+    )
 }

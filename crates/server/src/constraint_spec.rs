@@ -31,6 +31,8 @@ pub enum ConstraintSpec {
     Schema(Arc<CompiledSchema>),
     /// GBNF text (already parsed once, so it is known to be valid).
     Grammar(Arc<str>),
+    /// A forced tool call: the call grammar over the tools' parameter schemas.
+    Tools(Arc<CompiledSchema>),
 }
 
 /// A schema compiled to the grammar IR, with its not-enforced report.
@@ -46,7 +48,7 @@ pub struct CompiledSchema {
 /// The enforcement report every response carries.
 #[derive(Clone, Debug, Default)]
 pub struct EnforcementReport {
-    /// `none`, `json`, `schema` or `grammar`.
+    /// `none`, `json`, `schema`, `grammar` or `tools`.
     pub kind: &'static str,
     /// Schema keywords parsed but not enforced, as `keyword at location`.
     pub not_enforced: Vec<String>,
@@ -134,6 +136,7 @@ impl ConstraintSpec {
             ConstraintSpec::Json => "json",
             ConstraintSpec::Schema(_) => "schema",
             ConstraintSpec::Grammar(_) => "grammar",
+            ConstraintSpec::Tools(_) => "tools",
         }
     }
 
@@ -154,7 +157,7 @@ impl ConstraintSpec {
             ConstraintSpec::None => None,
             ConstraintSpec::Json => Some(lm.constraints.any_json().map_err(fail)?),
             ConstraintSpec::Grammar(text) => Some(lm.constraints.gbnf(text).map_err(fail)?),
-            ConstraintSpec::Schema(s) => {
+            ConstraintSpec::Schema(s) | ConstraintSpec::Tools(s) => {
                 report.not_enforced = s
                     .report
                     .entries
@@ -171,7 +174,7 @@ impl ConstraintSpec {
                 report.compile_time += s.compile_time;
                 Some(
                     lm.constraints
-                        .get_or_build("schema", &s.key, |v| {
+                        .get_or_build(self.kind(), &s.key, |v| {
                             Constraint::from_grammar(&s.grammar, v)
                         })
                         .map_err(fail)?,

@@ -23,3 +23,4 @@ pub mod scheduler;
 pub mod service;
 pub mod stats;
 pub mod stream;
+pub mod tools;

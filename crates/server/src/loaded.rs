@@ -78,6 +78,11 @@ impl LoadedModel {
         })
     }
 
+    /// Whether the model's chat template renders tools itself.
+    pub fn template_renders_tools(&self) -> bool {
+        self.template.renders_tools()
+    }
+
     /// Token ids of plain text, with the BOS/EOS the model's metadata asks for.
     pub fn encode_raw(&self, text: &str) -> Vec<u32> {
         self.tokenizer.encode(text.as_bytes(), true, false)

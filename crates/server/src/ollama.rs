@@ -20,10 +20,11 @@ use crate::constraint_spec::Surfaces;
 use crate::error::{ApiError, ErrorShape};
 use crate::generate::Finish;
 use crate::params::{Sampling, StopField};
-use crate::request::has_tools;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start};
 use crate::stream::{self, Frames};
+use crate::tools::wire::{function_tools, openai_choice, HistoryCall};
+use crate::tools::{ToolCall, ToolSet};
 
 /// The Ollama routes.
 pub fn routes() -> Router<AppState> {
@@ -75,6 +76,9 @@ struct Options {
     seed: Option<i64>,
     num_predict: Option<i64>,
     stop: Option<StopField>,
+    /// llamay's extension (Ollama has no `tool_choice`; its SDK passes `options`
+    /// through): OpenAI's values.
+    tool_choice: Option<Value>,
 }
 
 impl Options {
@@ -94,6 +98,32 @@ impl Options {
     }
 }
 
+/// The tools of an `/api/chat` request. Ollama has no `tool_choice`: llamay reads
+/// one (OpenAI's values) at the top level or in `options`; default auto. A forced
+/// choice makes exactly one call on this route.
+fn chat_tools(c: &mut Common) -> Result<Option<std::sync::Arc<ToolSet>>, ApiError> {
+    let choice = c
+        .tool_choice
+        .take()
+        .or_else(|| c.options.as_mut().and_then(|o| o.tool_choice.take()));
+    ToolSet::new(
+        function_tools(c.tools.as_ref())?,
+        openai_choice(choice.as_ref())?,
+        false,
+    )
+}
+
+/// Calls in Ollama's shape, arguments as an object.
+fn tool_calls_json(calls: &[ToolCall]) -> Value {
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({"id": c.id, "function": {"index": i, "name": c.name, "arguments": c.arguments}})
+        })
+        .collect()
+}
+
 /// What the chat and generate routes share.
 #[derive(Deserialize)]
 struct Common {
@@ -104,6 +134,7 @@ struct Common {
     stream: Option<bool>,
     keep_alive: Option<Value>,
     tools: Option<Value>,
+    tool_choice: Option<Value>,
     llamay_grammar: Option<String>,
     grammar: Option<String>,
 }
@@ -206,6 +237,9 @@ struct Message {
     #[serde(default)]
     content: String,
     images: Option<Vec<Value>>,
+    tool_calls: Option<Vec<HistoryCall>>,
+    tool_name: Option<String>,
+    tool_call_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -226,8 +260,12 @@ enum Route {
 }
 
 async fn chat(State(st): State<AppState>, body: Bytes) -> Response {
-    let r: ChatRequest = match parse_body(&body) {
+    let mut r: ChatRequest = match parse_body(&body) {
         Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let tools = match chat_tools(&mut r.common) {
+        Ok(t) => t,
         Err(e) => return fail(e),
     };
     let mut msgs = Vec::new();
@@ -241,13 +279,24 @@ async fn chat(State(st): State<AppState>, body: Bytes) -> Response {
                 m.role
             )));
         }
-        msgs.push(ChatMessage::new(&m.role, &m.content));
+        msgs.push(ChatMessage {
+            role: m.role,
+            content: Some(m.content),
+            tool_calls: m
+                .tool_calls
+                .unwrap_or_default()
+                .into_iter()
+                .map(HistoryCall::into_message)
+                .collect(),
+            tool_call_id: m.tool_call_id,
+            name: m.tool_name,
+        });
     }
     if msgs.is_empty() {
         // Ollama loads the model and answers at once.
         return load_only(&st, &r.common, Route::Chat).await;
     }
-    run(&st, r.common, Prompt::Chat(msgs), Route::Chat).await
+    run(&st, r.common, Prompt::Chat(msgs), Route::Chat, tools).await
 }
 
 async fn generate(State(st): State<AppState>, body: Bytes) -> Response {
@@ -255,6 +304,11 @@ async fn generate(State(st): State<AppState>, body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
+    if r.common.tools.as_ref().is_some_and(|t| !t.is_null()) {
+        return fail(ApiError::bad_request(
+            "tools are offered on /api/chat, not on /api/generate",
+        ));
+    }
     if r.prompt.is_empty() {
         return load_only(&st, &r.common, Route::Generate).await;
     }
@@ -268,7 +322,7 @@ async fn generate(State(st): State<AppState>, body: Bytes) -> Response {
         msgs.push(ChatMessage::new("user", &r.prompt));
         Prompt::Chat(msgs)
     };
-    run(&st, r.common, prompt, Route::Generate).await
+    run(&st, r.common, prompt, Route::Generate, None).await
 }
 
 async fn load_only(st: &AppState, c: &Common, route: Route) -> Response {
@@ -293,8 +347,14 @@ async fn load_only(st: &AppState, c: &Common, route: Route) -> Response {
     }
 }
 
-async fn run(st: &AppState, c: Common, prompt: Prompt, route: Route) -> Response {
-    match run_inner(st, c, prompt, route).await {
+async fn run(
+    st: &AppState,
+    c: Common,
+    prompt: Prompt,
+    route: Route,
+    tools: Option<std::sync::Arc<ToolSet>>,
+) -> Response {
+    match run_inner(st, c, prompt, route, tools).await {
         Ok(r) => r,
         Err(e) => fail(e),
     }
@@ -305,10 +365,8 @@ async fn run_inner(
     c: Common,
     prompt: Prompt,
     route: Route,
+    tools: Option<std::sync::Arc<ToolSet>>,
 ) -> Result<Response, ApiError> {
-    if c.tools.as_ref().is_some_and(has_tools) {
-        return Err(ApiError::bad_request("tools are not supported yet"));
-    }
     let constraint = c.surfaces()?.resolve()?;
     let keep_alive = c.keep_alive()?;
     let stream = c.stream.unwrap_or(true);
@@ -322,6 +380,7 @@ async fn run_inner(
             constraint,
             stream,
             keep_alive,
+            tools,
         },
     )
     .await?;
@@ -342,12 +401,17 @@ async fn run_inner(
                 end: false,
             },
             GenEvent::Done(o) => {
+                let mut bytes = Vec::new();
+                if !o.tool_calls.is_empty() {
+                    // The calls go out whole, on one line.
+                    let mut calls = piece("", false);
+                    calls["message"]["tool_calls"] = tool_calls_json(&o.tool_calls);
+                    bytes.push(stream::ndjson(&calls));
+                }
                 let mut v = piece("", true);
                 add_final(&mut v, &o);
-                Frames {
-                    bytes: vec![stream::ndjson(&v)],
-                    end: true,
-                }
+                bytes.push(stream::ndjson(&v));
+                Frames { bytes, end: true }
             }
             GenEvent::Error(e) => Frames {
                 bytes: vec![stream::ndjson(&error_body(&e))],
@@ -358,6 +422,9 @@ async fn run_inner(
     }
     let (text, o) = collect(started.events).await?;
     let mut v = piece(&text, true);
+    if !o.tool_calls.is_empty() {
+        v["message"]["tool_calls"] = tool_calls_json(&o.tool_calls);
+    }
     add_final(&mut v, &o);
     Ok(json_response(StatusCode::OK, v))
 }

@@ -17,10 +17,11 @@ use crate::constraint_spec::Surfaces;
 use crate::error::{ApiError, ErrorKind, ErrorShape};
 use crate::generate::Finish;
 use crate::params::{Sampling, StopField};
-use crate::request::has_tools;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start, unix_secs, Started};
 use crate::stream::{self, Frames};
+use crate::tools::wire::{function_tools, openai_choice, HistoryCall};
+use crate::tools::{ToolCall, ToolSet};
 
 /// The OpenAI routes.
 pub fn routes() -> Router<AppState> {
@@ -55,6 +56,15 @@ fn fail(e: ApiError) -> Response {
     e.into_response_as(ErrorShape(error_body))
 }
 
+/// `finish_reason` in OpenAI's words: `tool_calls` when the model made calls.
+fn chat_finish_reason(o: &Outcome) -> &'static str {
+    if o.tool_calls.is_empty() {
+        finish_reason(o.finish)
+    } else {
+        "tool_calls"
+    }
+}
+
 /// `stop`, `finish_reason` in OpenAI's words.
 fn finish_reason(f: Finish) -> &'static str {
     match f {
@@ -83,6 +93,8 @@ struct ChatRequest {
     stream_options: Option<StreamOptions>,
     n: Option<i64>,
     tools: Option<Value>,
+    tool_choice: Option<Value>,
+    parallel_tool_calls: Option<bool>,
     #[serde(flatten)]
     constraint: ConstraintFields,
 }
@@ -120,6 +132,7 @@ struct Message {
     content: Option<Content>,
     name: Option<String>,
     tool_call_id: Option<String>,
+    tool_calls: Option<Vec<HistoryCall>>,
 }
 
 #[derive(Deserialize)]
@@ -221,16 +234,18 @@ fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
                 content: message_text(m.content)?,
                 name: m.name,
                 tool_call_id: m.tool_call_id,
-                ..ChatMessage::default()
+                tool_calls: m
+                    .tool_calls
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(HistoryCall::into_message)
+                    .collect(),
             })
         })
         .collect()
 }
 
-fn refuse_tools_and_n(tools: &Option<Value>, n: Option<i64>) -> Result<(), ApiError> {
-    if tools.as_ref().is_some_and(has_tools) {
-        return Err(ApiError::bad_request("tools are not supported yet"));
-    }
+fn refuse_n(n: Option<i64>) -> Result<(), ApiError> {
     if n.is_some_and(|n| n != 1) {
         return Err(ApiError::bad_request(
             "n must be 1: llamay returns one choice",
@@ -248,8 +263,13 @@ async fn chat_completions(State(st): State<AppState>, body: Bytes) -> Response {
 
 async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let r: ChatRequest = parse_body(body)?;
-    refuse_tools_and_n(&r.tools, r.n)?;
+    refuse_n(r.n)?;
     let constraint = r.constraint.surfaces()?.resolve()?;
+    let tools = ToolSet::new(
+        function_tools(r.tools.as_ref())?,
+        openai_choice(r.tool_choice.as_ref())?,
+        r.parallel_tool_calls.unwrap_or(true),
+    )?;
     let params = Sampling {
         temperature: r.temperature,
         top_p: r.top_p,
@@ -275,6 +295,7 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
         constraint,
         stream,
         keep_alive: None,
+        tools,
     };
     let started = start(st, req).await?;
     let id = format!("chatcmpl-{}", short_id());
@@ -284,6 +305,13 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let model = started.model.clone();
     let created = unix_secs(started.created);
     let (text, outcome) = collect(started.events).await?;
+    let mut message = json!({"role": "assistant", "content": text, "refusal": null});
+    if !outcome.tool_calls.is_empty() {
+        if text.is_empty() {
+            message["content"] = Value::Null;
+        }
+        message["tool_calls"] = tool_calls_json(&outcome.tool_calls);
+    }
     Ok(json_response(
         StatusCode::OK,
         json!({
@@ -294,14 +322,26 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
             "system_fingerprint": "llamay",
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": null},
+                "message": message,
                 "logprobs": null,
-                "finish_reason": finish_reason(outcome.finish),
+                "finish_reason": chat_finish_reason(&outcome),
             }],
             "usage": usage(&outcome),
             "llamay": outcome.llamay_json(),
         }),
     ))
+}
+
+/// Calls in OpenAI's shape, arguments as a JSON string.
+fn tool_calls_json(calls: &[ToolCall]) -> Value {
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({"index": i, "id": c.id, "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_text()}})
+        })
+        .collect()
 }
 
 fn usage(o: &Outcome) -> Value {
@@ -338,10 +378,19 @@ fn stream_chat(started: Started, id: String, include_usage: bool) -> Response {
             end: false,
         },
         GenEvent::Done(o) => {
-            let mut last = chunk(
-                json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish_reason(o.finish)}]),
-            );
             let mut bytes = Vec::new();
+            if !o.tool_calls.is_empty() {
+                // The calls go out whole, in one delta.
+                bytes.push(stream::sse(
+                    None,
+                    &chunk(
+                        json!([{"index": 0, "delta": {"tool_calls": tool_calls_json(&o.tool_calls)}, "logprobs": null, "finish_reason": null}]),
+                    ),
+                ));
+            }
+            let mut last = chunk(
+                json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": chat_finish_reason(&o)}]),
+            );
             if include_usage {
                 bytes.push(stream::sse(None, &last));
                 last = chunk(json!([]));
@@ -399,7 +448,15 @@ async fn completions(State(st): State<AppState>, body: Bytes) -> Response {
 
 async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let r: CompletionRequest = parse_body(body)?;
-    refuse_tools_and_n(&r.tools, r.n)?;
+    refuse_n(r.n)?;
+    if r.tools
+        .as_ref()
+        .is_some_and(|t| !(t.is_null() || t.as_array().is_some_and(Vec::is_empty)))
+    {
+        return Err(ApiError::bad_request(
+            "tools are offered on /v1/chat/completions, not on /v1/completions",
+        ));
+    }
     let prompt = match r.prompt {
         PromptField::One(s) => s,
         PromptField::Many(mut v) if v.len() == 1 => v.remove(0),
@@ -438,6 +495,7 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
             constraint,
             stream,
             keep_alive: None,
+            tools: None,
         },
     )
     .await?;

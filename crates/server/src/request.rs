@@ -1,6 +1,7 @@
 //! The one internal request every API shape translates into, and the events a
 //! generation sends back. No API module sees another's wire format: they meet here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use llamay_constrain::MatcherStats;
@@ -8,6 +9,7 @@ use llamay_constrain::MatcherStats;
 use crate::chat::ChatMessage;
 use crate::constraint_spec::{ConstraintSpec, EnforcementReport};
 use crate::generate::{Finish, GenerationParams};
+use crate::tools::{ToolCall, ToolSet};
 
 /// What the model is given.
 #[derive(Clone, Debug)]
@@ -29,6 +31,8 @@ pub struct GenRequest {
     pub stream: bool,
     /// How long the model stays loaded after this request (Ollama's `keep_alive`).
     pub keep_alive: Option<Duration>,
+    /// The tools offered (`None`: none, or `tool_choice: "none"`).
+    pub tools: Option<Arc<ToolSet>>,
 }
 
 /// What a generation sends back, in order: any number of `Text`, then one `Done` or
@@ -54,6 +58,8 @@ pub struct Outcome {
     pub queue_time: Duration,
     pub mask: Option<MatcherStats>,
     pub report: EnforcementReport,
+    /// The calls the model made (filled in when tools were offered).
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl Outcome {
@@ -70,14 +76,5 @@ impl Outcome {
             "mask_cache_hits": mask.map(|m| m.cache_hits),
             "finish": self.finish.as_str(),
         })
-    }
-}
-
-/// Whether a request's `tools` field offers any tool (`null` and `[]` offer none).
-pub fn has_tools(v: &serde_json::Value) -> bool {
-    match v {
-        serde_json::Value::Null => false,
-        serde_json::Value::Array(a) => !a.is_empty(),
-        _ => true,
     }
 }

@@ -382,6 +382,7 @@ impl EngineLoop {
             queue_time: s.joined.saturating_duration_since(s.job.arrived),
             mask: done.mask,
             report: s.job.report.clone(),
+            tool_calls: Vec::new(),
         };
         let _ = events.send(GenEvent::Done(Box::new(outcome)));
     }

@@ -11,6 +11,8 @@ use crate::error::ApiError;
 use crate::generate::check_prompt;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::scheduler::Job;
+use crate::tools::hold::hold;
+use crate::tools::prompt;
 
 /// A generation that has been queued.
 pub struct Started {
@@ -26,18 +28,25 @@ pub struct Started {
 pub async fn start(state: &AppState, req: GenRequest) -> Result<Started, ApiError> {
     let arrived = Instant::now();
     let engine = state.models.get(&req.model, req.keep_alive).await?;
-    let spec = match (&req.constraint, &state.default_grammar) {
-        (ConstraintSpec::None, Some(g)) => ConstraintSpec::Grammar(g.clone()),
-        (c, _) => c.clone(),
+    // A forced tool call replaces every other constraint on the request.
+    let forced = req.tools.as_ref().and_then(|t| t.forced_constraint());
+    let spec = match (forced, &req.constraint, &state.default_grammar) {
+        (Some(t), _, _) => ConstraintSpec::Tools(t),
+        (None, ConstraintSpec::None, Some(g)) => ConstraintSpec::Grammar(g.clone()),
+        (None, c, _) => c.clone(),
     };
     let lm = engine.lm.clone();
     let prompt = req.prompt;
+    let tools = req.tools.clone();
     let prepared = tokio::task::spawn_blocking(move || {
-        let tokens = match &prompt {
-            Prompt::Chat(messages) => lm
-                .encode_chat(messages, None)
-                .map_err(|e| ApiError::bad_request(format!("cannot render the chat: {e}")))?,
-            Prompt::Raw(text) => lm.encode_raw(text),
+        let tokens = match prompt {
+            Prompt::Chat(messages) => {
+                let (messages, tools) =
+                    prompt::prepare(messages, tools.as_deref(), lm.template_renders_tools());
+                lm.encode_chat(&messages, tools.as_ref())
+                    .map_err(|e| ApiError::bad_request(format!("cannot render the chat: {e}")))?
+            }
+            Prompt::Raw(text) => lm.encode_raw(&text),
         };
         check_prompt(&tokens, lm.model.n_ctx())
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -58,7 +67,10 @@ pub async fn start(state: &AppState, req: GenRequest) -> Result<Started, ApiErro
         arrived,
     })?;
     Ok(Started {
-        events: rx,
+        events: match req.tools {
+            Some(set) => hold(rx, set),
+            None => rx,
+        },
         model: engine.name.clone(),
         prompt_tokens,
         created: SystemTime::now(),

@@ -53,8 +53,30 @@ fn refused(keyword: &str, what: String) -> SchemaError {
 
 /// Lowers a compiled schema to a validated grammar.
 pub fn lower(schema: &CompiledSchema) -> Result<Grammar, SchemaError> {
+    let mut b = GrammarBuilder::new();
+    let v = lower_into(&mut b, schema)?;
+    let root = b.rule("root", vec![vec![Symbol::ws(), v]]);
+    b.build(root)
+        .map_err(|e| refused("", format!("the schema could not be compiled: {e}")))
+}
+
+/// Lowers a compiled schema into rules of an existing builder and returns the symbol
+/// matching one value of it (no whitespace around it), so a larger grammar can embed
+/// the schema: several schemas can share one builder (rule names never clash, the
+/// builder suffixes them), e.g. a wrapper that alternates between them.
+///
+/// ```
+/// use llamay_constrain::grammar::{GrammarBuilder, Symbol};
+/// use llamay_constrain::schema::{compile, lower::lower_into};
+/// let s = compile(&serde_json::json!({"enum": ["c", "f"]})).unwrap();
+/// let mut b = GrammarBuilder::new();
+/// let v = lower_into(&mut b, &s).unwrap();
+/// let root = b.rule("root", vec![vec![Symbol::lit("unit="), v]]);
+/// assert!(b.build(root).is_ok());
+/// ```
+pub fn lower_into(b: &mut GrammarBuilder, schema: &CompiledSchema) -> Result<Symbol, SchemaError> {
     let mut l = Lowerer {
-        b: GrammarBuilder::new(),
+        b,
         defs: Vec::new(),
         any: None,
         next: 0,
@@ -68,21 +90,18 @@ pub fn lower(schema: &CompiledSchema) -> Result<Grammar, SchemaError> {
         let v = l.value(&d.node)?;
         l.b.define(l.defs[i], vec![vec![v]]);
     }
-    let v = l.value(&schema.root)?;
-    let root = l.b.rule("root", vec![vec![Symbol::ws(), v]]);
-    l.b.build(root)
-        .map_err(|e| refused("", format!("the schema could not be compiled: {e}")))
+    l.value(&schema.root)
 }
 
-struct Lowerer {
-    b: GrammarBuilder,
+struct Lowerer<'a> {
+    b: &'a mut GrammarBuilder,
     defs: Vec<RuleId>,
     any: Option<RuleId>,
     next: usize,
     scalars: HashMap<String, Symbol>,
 }
 
-impl Lowerer {
+impl Lowerer<'_> {
     fn fresh(&mut self, kind: &str) -> String {
         self.next += 1;
         format!("{kind}{}", self.next)
@@ -93,7 +112,7 @@ impl Lowerer {
             Node::Any => {
                 let id = match self.any {
                     Some(id) => id,
-                    None => *self.any.insert(json::add_any_value(&mut self.b)),
+                    None => *self.any.insert(json::add_any_value(self.b)),
                 };
                 Symbol::rule(id)
             }
@@ -118,7 +137,7 @@ impl Lowerer {
                 }
                 let s = match n {
                     Node::Literals(values) => literals(values)?,
-                    Node::Integer(spec) => integer(&mut self.b, spec)?,
+                    Node::Integer(spec) => integer(self.b, spec)?,
                     Node::Number(spec) => number(spec)?,
                     Node::String(spec) => string(spec)?,
                     _ => unreachable!("scalar arm"),

@@ -11,5 +11,5 @@ mod message;
 mod template;
 
 pub use builtin::Builtin;
-pub use message::{ChatMessage, ToolCallMessage};
+pub use message::{ChatMessage, ToolCallFunction, ToolCallMessage};
 pub use template::{ChatTemplate, RenderOptions, TemplateError};

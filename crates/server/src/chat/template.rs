@@ -16,6 +16,7 @@ pub enum TemplateError {
 /// per-request cost to the rendering itself.
 pub struct ChatTemplate {
     env: Environment<'static>,
+    renders_tools: bool,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -45,7 +46,17 @@ impl ChatTemplate {
         env.add_function("strftime_now", strftime_now);
         env.add_template_owned("chat", source.to_string())
             .map_err(|e| TemplateError::Compile(describe(&e)))?;
-        Ok(ChatTemplate { env })
+        Ok(ChatTemplate {
+            env,
+            // A template that reads `tools` has its own tool convention.
+            renders_tools: source.contains("tools"),
+        })
+    }
+
+    /// Whether the template renders the `tools` it is given (else the caller
+    /// describes tools in the messages themselves).
+    pub fn renders_tools(&self) -> bool {
+        self.renders_tools
     }
 
     pub fn render(

@@ -1,0 +1,237 @@
+"""Tool calls through the official `openai`, `anthropic` and `ollama` SDKs, unchanged
+except for the base URL: forced calls fit their tool's schema, named choices hold,
+`none` offers nothing, single-call choices make one call, streams carry a call
+whole, and a full loop (call, run the tool, send the result back) works."""
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import anthropic
+import jsonschema
+import ollama
+import openai
+import pytest
+
+# The seed's weather tool.
+WEATHER = {"type": "object",
+           "properties": {"location": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+           "required": ["location", "unit"]}
+TIME = {"type": "object",
+        "properties": {"tz": {"type": "string", "enum": ["UTC", "CET", "JST"]}},
+        "required": ["tz"]}
+OPENAI_TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Current weather for one city.",
+                                      "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "get_time", "description": "The time in a time zone.",
+                                      "parameters": TIME}},
+]
+ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
+                    "input_schema": t["function"]["parameters"]} for t in OPENAI_TOOLS]
+SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
+ASK = [{"role": "user", "content": "What is the weather in Paris and in Tokyo?"}]
+CALL_ID = re.compile(r"^call_[0-9a-f]{12}$")
+
+
+def run_tool(name, args):
+    """The test's own tools: what a caller would execute."""
+    jsonschema.validate(args, SCHEMAS[name])
+    if name == "get_weather":
+        return json.dumps({"location": args["location"], "temp": 21, "unit": args["unit"]})
+    return json.dumps({"tz": args["tz"], "time": "12:00"})
+
+
+@pytest.fixture(scope="module")
+def oai(server):
+    return openai.OpenAI(base_url=server["base"] + "/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def ant(server):
+    return anthropic.Anthropic(base_url=server["base"], api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def oll(server):
+    return ollama.Client(host=server["base"])
+
+
+def check_openai_calls(choice, only=None):
+    assert choice.finish_reason == "tool_calls", choice
+    assert choice.message.content is None
+    calls = choice.message.tool_calls
+    assert calls
+    for c in calls:
+        assert CALL_ID.match(c.id) and c.type == "function"
+        assert c.function.name == (only or c.function.name) and c.function.name in SCHEMAS
+        jsonschema.validate(json.loads(c.function.arguments), SCHEMAS[c.function.name])
+    return calls
+
+
+# --- openai ---------------------------------------------------------------------------
+
+def test_openai_tool_required_weather(oai, server):
+    for seed in (1, 2):
+        r = oai.chat.completions.create(model=server["model"], messages=ASK, tools=OPENAI_TOOLS[:1],
+                                        tool_choice="required", max_tokens=96, seed=seed)
+        check_openai_calls(r.choices[0], only="get_weather")
+
+
+def test_openai_tool_named_picks_it_for_20_seeds(oai, server):
+    def one(seed):
+        r = oai.chat.completions.create(
+            model=server["model"], messages=ASK, tools=OPENAI_TOOLS, max_tokens=64, seed=seed,
+            tool_choice={"type": "function", "function": {"name": "get_time"}})
+        return check_openai_calls(r.choices[0], only="get_time")
+    with ThreadPoolExecutor(8) as ex:
+        assert all(list(ex.map(one, range(300, 320))))
+
+
+def test_openai_tool_none_is_text(oai, server):
+    r = oai.chat.completions.create(model=server["model"], messages=ASK, tools=OPENAI_TOOLS,
+                                    tool_choice="none", max_tokens=16, seed=1)
+    m = r.choices[0].message
+    assert m.tool_calls is None and m.content
+    assert r.choices[0].finish_reason != "tool_calls"
+
+
+def test_openai_tool_parallel_false_is_one_call(oai, server):
+    for seed in (3, 4):
+        r = oai.chat.completions.create(model=server["model"], messages=ASK, tools=OPENAI_TOOLS,
+                                        tool_choice="required", parallel_tool_calls=False,
+                                        max_tokens=128, seed=seed)
+        assert len(check_openai_calls(r.choices[0])) == 1
+
+
+def test_openai_tool_loop(oai, server):
+    r = oai.chat.completions.create(model=server["model"], messages=ASK, tools=OPENAI_TOOLS,
+                                    tool_choice="required", parallel_tool_calls=False,
+                                    max_tokens=96, seed=5)
+    msg = r.choices[0].message
+    call = check_openai_calls(r.choices[0])[0]
+    result = run_tool(call.function.name, json.loads(call.function.arguments))
+    history = ASK + [msg.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": call.id, "content": result}]
+    nxt = oai.chat.completions.create(model=server["model"], messages=history, tools=OPENAI_TOOLS,
+                                      max_tokens=24, seed=5)
+    assert nxt.choices[0].message.content or nxt.choices[0].message.tool_calls
+    assert nxt.usage.prompt_tokens > r.usage.prompt_tokens
+
+
+def test_openai_tool_stream_sends_the_call_whole(oai, server):
+    chunks = list(oai.chat.completions.create(
+        model=server["model"], messages=ASK, tools=OPENAI_TOOLS, stream=True, max_tokens=96, seed=6,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}))
+    deltas = [c.choices[0].delta.tool_calls for c in chunks if c.choices and c.choices[0].delta.tool_calls]
+    assert len(deltas) == 1, chunks
+    for d in deltas[0]:
+        assert CALL_ID.match(d.id) and d.function.name == "get_weather"
+        jsonschema.validate(json.loads(d.function.arguments), WEATHER)
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    assert not "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+# --- anthropic ------------------------------------------------------------------------
+
+def tool_uses(m):
+    uses = [b for b in m.content if b.type == "tool_use"]
+    assert m.stop_reason == "tool_use" and uses, m
+    for u in uses:
+        assert CALL_ID.match(u.id)
+        jsonschema.validate(u.input, SCHEMAS[u.name])
+    return uses
+
+
+@pytest.mark.parametrize("choice,name,single", [
+    ({"type": "any"}, None, False),
+    ({"type": "tool", "name": "get_time"}, "get_time", False),
+    ({"type": "any", "disable_parallel_tool_use": True}, None, True),
+])
+def test_anthropic_tool_choices(ant, server, choice, name, single):
+    for seed in (1, 2, 3):
+        m = ant.messages.create(model=server["model"], max_tokens=96, messages=ASK, tools=ANTHROPIC_TOOLS,
+                                tool_choice=choice, extra_body={"seed": seed})
+        uses = tool_uses(m)
+        assert not single or len(uses) == 1
+        assert name is None or all(u.name == name for u in uses)
+
+
+def test_anthropic_tool_none_is_text(ant, server):
+    m = ant.messages.create(model=server["model"], max_tokens=16, messages=ASK, tools=ANTHROPIC_TOOLS,
+                            tool_choice={"type": "none"}, extra_body={"seed": 1})
+    assert m.stop_reason != "tool_use"
+    assert [b.type for b in m.content] == ["text"] and m.content[0].text
+
+
+def test_anthropic_tool_loop(ant, server):
+    m = ant.messages.create(model=server["model"], max_tokens=96, messages=ASK, tools=ANTHROPIC_TOOLS,
+                            tool_choice={"type": "any", "disable_parallel_tool_use": True},
+                            extra_body={"seed": 7})
+    use = tool_uses(m)[0]
+    history = ASK + [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
+                                                   "content": run_tool(use.name, use.input)}]}]
+    nxt = ant.messages.create(model=server["model"], max_tokens=24, messages=history, tools=ANTHROPIC_TOOLS,
+                              extra_body={"seed": 7})
+    assert nxt.content and nxt.usage.input_tokens > m.usage.input_tokens
+
+
+def test_anthropic_tool_stream_sends_the_call_whole(ant, server):
+    with ant.messages.stream(model=server["model"], max_tokens=96, messages=ASK, tools=ANTHROPIC_TOOLS,
+                             tool_choice={"type": "tool", "name": "get_weather"},
+                             extra_body={"seed": 8}) as s:
+        events = list(s)
+        final = s.get_final_message()
+    json_deltas = [e for e in events if e.type == "content_block_delta" and e.delta.type == "input_json_delta"]
+    assert len(json_deltas) == len([b for b in final.content if b.type == "tool_use"]) >= 1
+    for d in json_deltas:
+        jsonschema.validate(json.loads(d.delta.partial_json), WEATHER)
+    assert [u.name for u in tool_uses(final)] == ["get_weather"] * len(json_deltas)
+
+
+# --- ollama ---------------------------------------------------------------------------
+# Ollama's API has no tool_choice: llamay reads one from `options` (which its SDK passes
+# through), and a forced choice on this route makes exactly one call.
+
+def ollama_call(resp):
+    calls = resp.message.tool_calls
+    assert calls and len(calls) == 1, resp
+    f = calls[0].function
+    jsonschema.validate(dict(f.arguments), SCHEMAS[f.name])
+    return f
+
+
+def test_ollama_tool_forced_and_named(oll, server):
+    for seed in (1, 2):
+        r = oll.chat(model=server["model"], messages=ASK, tools=OPENAI_TOOLS[:1],
+                     options={"num_predict": 96, "seed": seed, "tool_choice": "required"})
+        assert ollama_call(r).name == "get_weather" and not r.message.content
+        r = oll.chat(model=server["model"], messages=ASK, tools=OPENAI_TOOLS,
+                     options={"num_predict": 64, "seed": seed,
+                              "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
+        assert ollama_call(r).name == "get_time"
+
+
+def test_ollama_tool_auto_never_leaks_a_call_into_content(oll, server):
+    r = oll.chat(model=server["model"], messages=ASK, tools=OPENAI_TOOLS, options={"num_predict": 48, "seed": 1})
+    assert "<tool_call>" not in (r.message.content or "")
+    for c in r.message.tool_calls or []:
+        assert c.function.name in SCHEMAS
+
+
+def test_ollama_tool_loop(oll, server):
+    r = oll.chat(model=server["model"], messages=ASK, tools=OPENAI_TOOLS[:1],
+                 options={"num_predict": 96, "seed": 9, "tool_choice": "required"})
+    f = ollama_call(r)
+    history = ASK + [r.message, {"role": "tool", "tool_name": f.name, "content": run_tool(f.name, dict(f.arguments))}]
+    nxt = oll.chat(model=server["model"], messages=history, tools=OPENAI_TOOLS[:1],
+                   options={"num_predict": 24, "seed": 9})
+    assert nxt.done and nxt.prompt_eval_count > r.prompt_eval_count
+
+
+def test_ollama_tool_stream_sends_the_call_whole(oll, server):
+    parts = list(oll.chat(model=server["model"], messages=ASK, tools=OPENAI_TOOLS[:1], stream=True,
+                          options={"num_predict": 96, "seed": 10, "tool_choice": "required"}))
+    with_calls = [p for p in parts if p.message.tool_calls]
+    assert len(with_calls) == 1
+    ollama_call(with_calls[0])
+    assert parts[-1].done and not "".join(p.message.content or "" for p in parts)
