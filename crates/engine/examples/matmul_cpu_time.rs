@@ -1,6 +1,8 @@
-//! On-CPU time per matmul (ignored by default; run with `--ignored --nocapture`).
+//! On-CPU time per matmul, for every kernel set this CPU runs, at 1 and 8 tokens.
 //! Measures this thread's own run time from /proc/thread-self/schedstat, so the figures
 //! hold on a machine shared with other jobs, where criterion's wall-clock times do not.
+//!
+//! `cargo run --release -p llamay-engine --example matmul_cpu_time`
 
 use llamay_engine::ggml_type::GgmlType;
 use llamay_engine::quant::*;
@@ -10,9 +12,7 @@ fn cpu_ns() -> u64 {
     s.split_whitespace().next().unwrap().parse().unwrap()
 }
 
-#[test]
-#[ignore]
-fn matmul_cpu_time() {
+fn main() {
     let (rows, cols) = (576usize, 1536usize);
     for ty in [
         GgmlType::Q4_0,
@@ -54,7 +54,7 @@ fn matmul_cpu_time() {
                     backend.matmul_rows(&w, &acts, &mut out, 0..rows).unwrap();
                 }
                 let per = (cpu_ns() - t0) as f64 / iters as f64 / 1000.0;
-                eprintln!(
+                println!(
                     "{ty} {rows}x{cols} {n_tokens} tok {:?}: {per:.1} us",
                     backend.set()
                 );
