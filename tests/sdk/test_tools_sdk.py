@@ -155,6 +155,15 @@ def test_anthropic_tool_choices(ant, server, choice, name, single):
         assert name is None or all(u.name == name for u in uses)
 
 
+def test_anthropic_tool_named_picks_it_for_20_seeds(ant, server):
+    def one(seed):
+        m = ant.messages.create(model=server["model"], max_tokens=64, messages=ASK, tools=ANTHROPIC_TOOLS,
+                                tool_choice={"type": "tool", "name": "get_time"}, extra_body={"seed": seed})
+        return all(u.name == "get_time" for u in tool_uses(m))
+    with ThreadPoolExecutor(8) as ex:
+        assert all(list(ex.map(one, range(400, 420))))
+
+
 def test_anthropic_tool_none_is_text(ant, server):
     m = ant.messages.create(model=server["model"], max_tokens=16, messages=ASK, tools=ANTHROPIC_TOOLS,
                             tool_choice={"type": "none"}, extra_body={"seed": 1})
@@ -209,6 +218,16 @@ def test_ollama_tool_forced_and_named(oll, server):
                      options={"num_predict": 64, "seed": seed,
                               "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
         assert ollama_call(r).name == "get_time"
+
+
+def test_ollama_tool_named_picks_it_for_20_seeds(oll, server):
+    def one(seed):
+        r = oll.chat(model=server["model"], messages=ASK, tools=OPENAI_TOOLS,
+                     options={"num_predict": 64, "seed": seed,
+                              "tool_choice": {"type": "function", "function": {"name": "get_time"}}})
+        return ollama_call(r).name == "get_time"
+    with ThreadPoolExecutor(8) as ex:
+        assert all(list(ex.map(one, range(500, 520))))
 
 
 def test_ollama_tool_auto_never_leaks_a_call_into_content(oll, server):
