@@ -281,19 +281,8 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
             }
         }
     }
-    if let Some(f) = &r.llamay_format {
-        if f != "json" {
-            return Err(ApiError::bad_request(format!(
-                "llamay_format must be \"json\", not {f:?}"
-            )));
-        }
-        s.json = Some("llamay_format");
-    }
-    s.grammar = match (&r.llamay_grammar, &r.grammar) {
-        (Some(g), _) => Some(("llamay_grammar", g.as_str())),
-        (None, Some(g)) => Some(("grammar", g.as_str())),
-        (None, None) => None,
-    };
+    s.llamay_format(r.llamay_format.as_ref())?;
+    s.grammar_fields(r.llamay_grammar.as_ref(), r.grammar.as_ref());
     let constraint = s.resolve()?;
     if r.messages.is_empty() {
         return Err(ApiError::bad_request("messages must not be empty"));

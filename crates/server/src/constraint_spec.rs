@@ -73,6 +73,33 @@ impl<'a> Surfaces<'a> {
         self.schemas.push((field, v));
     }
 
+    /// Takes the GBNF fields every API shape accepts: `llamay_grammar` wins over
+    /// `grammar`.
+    pub fn grammar_fields(
+        &mut self,
+        llamay_grammar: Option<&'a String>,
+        grammar: Option<&'a String>,
+    ) {
+        self.grammar = match (llamay_grammar, grammar) {
+            (Some(g), _) => Some(("llamay_grammar", g.as_str())),
+            (None, Some(g)) => Some(("grammar", g.as_str())),
+            (None, None) => None,
+        };
+    }
+
+    /// Takes `llamay_format`, whose only value is `"json"`.
+    pub fn llamay_format(&mut self, format: Option<&'a String>) -> Result<(), ApiError> {
+        if let Some(f) = format {
+            if f != "json" {
+                return Err(ApiError::bad_request(format!(
+                    "llamay_format must be \"json\", not {f:?}"
+                )));
+            }
+            self.json = Some("llamay_format");
+        }
+        Ok(())
+    }
+
     /// Decides the constraint: a grammar together with a schema or JSON is refused,
     /// a schema is compiled (or refused with the compiler's message).
     pub fn resolve(self) -> Result<ConstraintSpec, ApiError> {

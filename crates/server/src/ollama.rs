@@ -18,8 +18,7 @@ use crate::app::{json_response, parse_body, stream_response, AppState};
 use crate::chat::ChatMessage;
 use crate::constraint_spec::Surfaces;
 use crate::error::{ApiError, ErrorShape};
-use crate::generate::Finish;
-use crate::params::{Sampling, StopField};
+use crate::params::{sampling_from, Sampling, StopField};
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start};
 use crate::stream::{self, Frames};
@@ -49,13 +48,6 @@ fn fail(e: ApiError) -> Response {
     e.into_response_as(ErrorShape(error_body))
 }
 
-fn done_reason(f: Finish) -> &'static str {
-    match f {
-        Finish::Length => "length",
-        Finish::Eog | Finish::Grammar | Finish::Stop | Finish::Cancelled => "stop",
-    }
-}
-
 fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
@@ -83,18 +75,11 @@ struct Options {
 
 impl Options {
     fn sampling(self) -> Sampling {
-        Sampling {
-            temperature: self.temperature,
-            top_p: self.top_p,
-            top_k: self.top_k,
-            min_p: self.min_p,
-            repeat_penalty: self.repeat_penalty,
-            frequency_penalty: self.frequency_penalty,
-            presence_penalty: self.presence_penalty,
-            seed: self.seed,
+        sampling_from!(
+            self,
             max_tokens: self.num_predict,
             stop: self.stop.map(StopField::into_vec).unwrap_or_default(),
-        }
+        )
     }
 }
 
@@ -153,11 +138,7 @@ impl Common {
                 )))
             }
         }
-        s.grammar = match (&self.llamay_grammar, &self.grammar) {
-            (Some(g), _) => Some(("llamay_grammar", g.as_str())),
-            (None, Some(g)) => Some(("grammar", g.as_str())),
-            (None, None) => None,
-        };
+        s.grammar_fields(self.llamay_grammar.as_ref(), self.grammar.as_ref());
         Ok(s)
     }
 
@@ -354,10 +335,9 @@ async fn run(
     route: Route,
     tools: Option<std::sync::Arc<ToolSet>>,
 ) -> Response {
-    match run_inner(st, c, prompt, route, tools).await {
-        Ok(r) => r,
-        Err(e) => fail(e),
-    }
+    run_inner(st, c, prompt, route, tools)
+        .await
+        .unwrap_or_else(fail)
 }
 
 async fn run_inner(
@@ -431,7 +411,7 @@ async fn run_inner(
 
 fn add_final(v: &mut Value, o: &Outcome) {
     let ns = |d: Duration| d.as_nanos() as u64;
-    v["done_reason"] = json!(done_reason(o.finish));
+    v["done_reason"] = json!(o.finish.stop_or_length());
     v["total_duration"] = json!(ns(o.queue_time + o.prompt_time + o.decode_time));
     v["load_duration"] = json!(ns(o.queue_time));
     v["prompt_eval_count"] = json!(o.prompt_tokens);

@@ -15,8 +15,7 @@ use crate::app::{json_response, parse_body, stream_response, AppState};
 use crate::chat::ChatMessage;
 use crate::constraint_spec::Surfaces;
 use crate::error::{ApiError, ErrorKind, ErrorShape};
-use crate::generate::Finish;
-use crate::params::{Sampling, StopField};
+use crate::params::{sampling_from, StopField};
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::service::{collect, start, unix_secs, Started};
 use crate::stream::{self, Frames};
@@ -59,17 +58,9 @@ fn fail(e: ApiError) -> Response {
 /// `finish_reason` in OpenAI's words: `tool_calls` when the model made calls.
 fn chat_finish_reason(o: &Outcome) -> &'static str {
     if o.tool_calls.is_empty() {
-        finish_reason(o.finish)
+        o.finish.stop_or_length()
     } else {
         "tool_calls"
-    }
-}
-
-/// `stop`, `finish_reason` in OpenAI's words.
-fn finish_reason(f: Finish) -> &'static str {
-    match f {
-        Finish::Length => "length",
-        Finish::Eog | Finish::Grammar | Finish::Stop | Finish::Cancelled => "stop",
     }
 }
 
@@ -126,6 +117,13 @@ struct StreamOptions {
     include_usage: Option<bool>,
 }
 
+impl StreamOptions {
+    /// Whether a stream ends with a usage chunk (off unless asked for).
+    fn include_usage(o: Option<StreamOptions>) -> bool {
+        o.and_then(|o| o.include_usage).unwrap_or(false)
+    }
+}
+
 #[derive(Deserialize)]
 struct Message {
     role: String,
@@ -155,14 +153,7 @@ impl ConstraintFields {
         if let Some(v) = &self.llamay_schema {
             s.schema("llamay_schema", v);
         }
-        if let Some(f) = &self.llamay_format {
-            if f != "json" {
-                return Err(ApiError::bad_request(format!(
-                    "llamay_format must be \"json\", not {f:?}"
-                )));
-            }
-            s.json = Some("llamay_format");
-        }
+        s.llamay_format(self.llamay_format.as_ref())?;
         match &self.response_format {
             None => {}
             Some(rf) => match rf.kind.as_str() {
@@ -183,11 +174,7 @@ impl ConstraintFields {
                 }
             },
         }
-        s.grammar = match (&self.llamay_grammar, &self.grammar) {
-            (Some(g), _) => Some(("llamay_grammar", g.as_str())),
-            (None, Some(g)) => Some(("grammar", g.as_str())),
-            (None, None) => None,
-        };
+        s.grammar_fields(self.llamay_grammar.as_ref(), self.grammar.as_ref());
         Ok(s)
     }
 }
@@ -255,10 +242,7 @@ fn refuse_n(n: Option<i64>) -> Result<(), ApiError> {
 }
 
 async fn chat_completions(State(st): State<AppState>, body: Bytes) -> Response {
-    match chat_inner(&st, &body).await {
-        Ok(r) => r,
-        Err(e) => fail(e),
-    }
+    chat_inner(&st, &body).await.unwrap_or_else(fail)
 }
 
 async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
@@ -270,24 +254,14 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
         openai_choice(r.tool_choice.as_ref())?,
         r.parallel_tool_calls.unwrap_or(true),
     )?;
-    let params = Sampling {
-        temperature: r.temperature,
-        top_p: r.top_p,
-        top_k: r.top_k,
-        min_p: r.min_p,
-        repeat_penalty: r.repeat_penalty,
-        frequency_penalty: r.frequency_penalty,
-        presence_penalty: r.presence_penalty,
-        seed: r.seed,
+    let params = sampling_from!(
+        r,
         max_tokens: r.max_completion_tokens.or(r.max_tokens),
         stop: r.stop.map(StopField::into_vec).unwrap_or_default(),
-    }
+    )
     .into_params()?;
     let stream = r.stream.unwrap_or(false);
-    let include_usage = r
-        .stream_options
-        .and_then(|o| o.include_usage)
-        .unwrap_or(false);
+    let include_usage = StreamOptions::include_usage(r.stream_options);
     let req = GenRequest {
         model: r.model,
         prompt: Prompt::Chat(chat_messages(r.messages)?),
@@ -440,10 +414,7 @@ enum PromptField {
 }
 
 async fn completions(State(st): State<AppState>, body: Bytes) -> Response {
-    match completions_inner(&st, &body).await {
-        Ok(r) => r,
-        Err(e) => fail(e),
-    }
+    completions_inner(&st, &body).await.unwrap_or_else(fail)
 }
 
 async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
@@ -467,25 +438,15 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
         }
     };
     let constraint = r.constraint.surfaces()?.resolve()?;
-    let params = Sampling {
-        temperature: r.temperature,
-        top_p: r.top_p,
-        top_k: r.top_k,
-        min_p: r.min_p,
-        repeat_penalty: r.repeat_penalty,
-        frequency_penalty: r.frequency_penalty,
-        presence_penalty: r.presence_penalty,
-        seed: r.seed,
+    let params = sampling_from!(
+        r,
         // The legacy route's default limit is OpenAI's: 16 tokens.
         max_tokens: Some(r.max_tokens.unwrap_or(16)),
         stop: r.stop.map(StopField::into_vec).unwrap_or_default(),
-    }
+    )
     .into_params()?;
     let stream = r.stream.unwrap_or(false);
-    let include_usage = r
-        .stream_options
-        .and_then(|o| o.include_usage)
-        .unwrap_or(false);
+    let include_usage = StreamOptions::include_usage(r.stream_options);
     let started = start(
         st,
         GenRequest {
@@ -516,7 +477,7 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
             },
             GenEvent::Done(o) => {
                 let mut last = chunk(
-                    json!([{"index": 0, "text": "", "logprobs": null, "finish_reason": finish_reason(o.finish)}]),
+                    json!([{"index": 0, "text": "", "logprobs": null, "finish_reason": o.finish.stop_or_length()}]),
                 );
                 if include_usage {
                     last["usage"] = usage(&o);
@@ -539,7 +500,7 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
     }
     let (text, outcome) = collect(started.events).await?;
     let mut v = chunk(
-        json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": finish_reason(outcome.finish)}]),
+        json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": outcome.finish.stop_or_length()}]),
     );
     v["usage"] = usage(&outcome);
     v["llamay"] = outcome.llamay_json();

@@ -48,6 +48,15 @@ impl Finish {
             Finish::Cancelled => "cancelled",
         }
     }
+
+    /// The two-word reason OpenAI (`finish_reason`) and Ollama (`done_reason`) both
+    /// use: `length` at the token limit, `stop` for every other ending.
+    pub fn stop_or_length(self) -> &'static str {
+        match self {
+            Finish::Length => "length",
+            Finish::Eog | Finish::Grammar | Finish::Stop | Finish::Cancelled => "stop",
+        }
+    }
 }
 
 /// What to generate.
