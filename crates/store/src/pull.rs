@@ -473,22 +473,18 @@ pub async fn ensure(
     opts: &PullOptions,
     progress: &dyn Progress,
 ) -> Result<ResolvedModel> {
-    match ModelRef::parse(model)? {
-        ModelRef::File(_) => store.resolve(model),
-        ModelRef::Url(url) => {
-            let name = url_model_name(&url)?;
-            if !store.contains(&name)? {
-                pull_url(store, &url, opts, progress).await?;
-            }
-            store.resolve_name(&name)
-        }
-        ModelRef::Name(name) => {
-            if !store.contains(&name)? {
-                pull(store, &name, opts, progress).await?;
-            }
-            store.resolve_name(&name)
-        }
+    let (name, url) = match ModelRef::parse(model)? {
+        ModelRef::File(_) => return store.resolve(model),
+        ModelRef::Url(url) => (url_model_name(&url)?, Some(url)),
+        ModelRef::Name(name) => (name, None),
+    };
+    if !store.contains(&name)? {
+        match &url {
+            Some(url) => pull_url(store, url, opts, progress).await?,
+            None => pull(store, &name, opts, progress).await?,
+        };
     }
+    store.resolve_name(&name)
 }
 
 /// Blocking forms for the CLI (each runs its own small runtime; do not call them
