@@ -6,42 +6,14 @@ use llamay_engine::model::{LoadOptions, Model};
 use llamay_testdata::RealModel;
 use serde_json::Value;
 
+mod support;
+use support::reference::{argmax, ids, pairs};
+
 const MAX_TOP40: f32 = 2.0;
 const MEAN_TOP40: f32 = 1.0;
 const MAX_LOGPROB_TOP10: f32 = 1.5;
 const MAX_TV_TOP40: f32 = 0.15;
 const ARGMAX_MARGIN: f32 = 0.75;
-
-fn pairs(v: &Value) -> Vec<(usize, f32)> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p[0].as_u64().unwrap() as usize,
-                p[1].as_f64().unwrap() as f32,
-            )
-        })
-        .collect()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-fn argmax(x: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &v) in x.iter().enumerate() {
-        if v > x[best] {
-            best = i;
-        }
-    }
-    best
-}
 
 fn logsumexp(x: &[f32]) -> f64 {
     let m = x.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;

@@ -7,6 +7,9 @@ use llamay_engine::kv_cache::KvType;
 use llamay_engine::model::{LoadOptions, Model};
 use serde_json::Value;
 
+mod support;
+use support::reference::{argmax, ids, pairs};
+
 /// Table A's tolerance for a file, by its weight type (the stem's suffix).
 fn table_a_atol(stem: &str) -> f32 {
     match stem.rsplit('-').next().unwrap() {
@@ -19,38 +22,6 @@ fn table_a_atol(stem: &str) -> f32 {
 /// Files whose weights are float: the kernels keep activations in f32 for them.
 fn f32_activations(stem: &str) -> bool {
     matches!(stem.rsplit('-').next().unwrap(), "F32" | "F16" | "BF16")
-}
-
-fn pairs(v: &Value) -> Vec<(usize, f32)> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p[0].as_u64().unwrap() as usize,
-                p[1].as_f64().unwrap() as f32,
-            )
-        })
-        .collect()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-fn argmax(x: &[f32]) -> usize {
-    // Ties go to the lowest id, as in the reference.
-    let mut best = 0;
-    for (i, &v) in x.iter().enumerate() {
-        if v > x[best] {
-            best = i;
-        }
-    }
-    best
 }
 
 /// Worst differences seen for one file.

@@ -1,1 +1,2 @@
 pub mod gguf_writer;
+pub mod reference;

@@ -1,0 +1,40 @@
+//! Reading llama.cpp's recorded logits (shared/ref/logits) in the forward tests.
+
+// Each test binary that includes `support` uses its own part of it.
+#![allow(dead_code)]
+
+use serde_json::Value;
+
+/// `[[id, logit], …]` as `(id, logit)` pairs.
+pub fn pairs(v: &Value) -> Vec<(usize, f32)> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p[0].as_u64().unwrap() as usize,
+                p[1].as_f64().unwrap() as f32,
+            )
+        })
+        .collect()
+}
+
+/// A list of token ids.
+pub fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// The index of the largest value; ties go to the lowest id, as in the reference.
+pub fn argmax(x: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best
+}
