@@ -7,7 +7,7 @@ use llamay_testdata::RealModel;
 use serde_json::Value;
 
 mod support;
-use support::reference::{argmax, ids, pairs};
+use support::reference::{argmax, forced_step, ids, pairs};
 
 const MAX_TOP40: f32 = 2.0;
 const MEAN_TOP40: f32 = 1.0;
@@ -126,14 +126,7 @@ fn run(which: RealModel) {
             // Step 0's distribution is the prompt's last position; later steps feed
             // the reference's previous greedy token (teacher forcing).
             if s > 0 {
-                let out = model
-                    .forward(&mut [BatchItem {
-                        seq: &mut seq,
-                        tokens: &greedy[s - 1..s],
-                        want_logits: LogitsWanted::Last,
-                    }])
-                    .unwrap();
-                last = out[0].last().unwrap().to_vec();
+                last = forced_step(&model, &mut seq, greedy[s - 1]);
             }
             let logits = &last;
             let top5 = pairs(&step["top5"]);

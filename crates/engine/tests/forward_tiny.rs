@@ -8,7 +8,7 @@ use llamay_engine::model::{LoadOptions, Model};
 use serde_json::Value;
 
 mod support;
-use support::reference::{argmax, ids, pairs};
+use support::reference::{argmax, forced_step, ids, pairs};
 
 /// Table A's tolerance for a file, by its weight type (the stem's suffix).
 fn table_a_atol(stem: &str) -> f32 {
@@ -106,14 +106,7 @@ fn check_sequence(model: &Model, name: &str, r: &Value, atol: f32, kv: KvType, w
     let mut step_logits = last.to_vec();
     for (s, step) in steps.iter().enumerate() {
         if s > 0 {
-            let out = model
-                .forward(&mut [BatchItem {
-                    seq: &mut seq,
-                    tokens: &greedy[s - 1..s],
-                    want_logits: LogitsWanted::Last,
-                }])
-                .unwrap();
-            step_logits = out[0].last().unwrap().to_vec();
+            step_logits = forced_step(&model, &mut seq, greedy[s - 1]);
         }
         let top5 = pairs(&step["top5"]);
         let d = compare_top(

@@ -3,6 +3,9 @@
 // Each test binary that includes `support` uses its own part of it.
 #![allow(dead_code)]
 
+use llamay_engine::batch::{BatchItem, LogitsWanted};
+use llamay_engine::kv_cache::SeqState;
+use llamay_engine::model::Model;
 use serde_json::Value;
 
 /// `[[id, logit], …]` as `(id, logit)` pairs.
@@ -37,4 +40,17 @@ pub fn argmax(x: &[f32]) -> usize {
         }
     }
     best
+}
+
+/// Feeds `token` to `seq` and returns the logits of its position: one
+/// teacher-forced step through the reference's greedy tokens.
+pub fn forced_step(model: &Model, seq: &mut SeqState, token: u32) -> Vec<f32> {
+    let out = model
+        .forward(&mut [BatchItem {
+            seq,
+            tokens: &[token],
+            want_logits: LogitsWanted::Last,
+        }])
+        .unwrap();
+    out[0].last().unwrap().to_vec()
 }
