@@ -29,21 +29,7 @@ fn seed_corpus_schemas_compile_and_fit_their_instances() {
 /// The order schema as the product page sends it, and the output it shows.
 #[test]
 fn product_page_order_schema() {
-    let schema = r##"{
-   "$defs": {"line": {"type": "object",
-     "properties": {"item": {"type": "string", "maxLength": 40},
-                    "qty": {"type": "integer", "minimum": 1, "maximum": 999},
-                    "unit_price": {"type": "number", "minimum": 0, "multipleOf": 0.01}},
-     "required": ["item", "qty", "unit_price"]}},
-   "type": "object",
-   "properties": {
-     "order_id": {"type": "string", "pattern": "^[0-9]{1,6}$"},
-     "lines": {"type": "array", "items": {"$ref": "#/$defs/line"}, "minItems": 1, "maxItems": 5},
-     "delivery": {"anyOf": [
-       {"type": "object", "properties": {"city": {"type": "string"}, "postcode": {"type": "string", "pattern": "^[0-9]{5}$"}},
-        "required": ["city", "postcode"]},
-       {"type": "null"}]}},
-   "required": ["order_id", "lines", "delivery"]}"##;
+    let schema = llamay_testdata::PRODUCT_PAGE_ORDER_SCHEMA;
     let c = compile_str(schema).unwrap();
     let shown: Value = serde_json::from_str(
         r#"{ "order_id": "7", "delivery": { "postcode": "69001", "city": "Lyon" }, "lines": [ { "item": "Widget 1", "unit_price": 4.50, "qty": 3 }, { "item": "Widget 2", "unit_price": 4.50, "qty": 3 }, { "item": "Widget 3", "unit_price": 4.50, "qty": 3 } ] }"#,

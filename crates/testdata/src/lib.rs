@@ -9,6 +9,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+/// The order schema exactly as the product page sends it (its worked example), for
+/// the tests that check llamay keeps that page's promise.
+pub const PRODUCT_PAGE_ORDER_SCHEMA: &str = r##"{
+   "$defs": {"line": {"type": "object",
+     "properties": {"item": {"type": "string", "maxLength": 40},
+                    "qty": {"type": "integer", "minimum": 1, "maximum": 999},
+                    "unit_price": {"type": "number", "minimum": 0, "multipleOf": 0.01}},
+     "required": ["item", "qty", "unit_price"]}},
+   "type": "object",
+   "properties": {
+     "order_id": {"type": "string", "pattern": "^[0-9]{1,6}$"},
+     "lines": {"type": "array", "items": {"$ref": "#/$defs/line"}, "minItems": 1, "maxItems": 5},
+     "delivery": {"anyOf": [
+       {"type": "object", "properties": {"city": {"type": "string"}, "postcode": {"type": "string", "pattern": "^[0-9]{5}$"}},
+        "required": ["city", "postcode"]},
+       {"type": "null"}]}},
+   "required": ["order_id", "lines", "delivery"]}"##;
+
 /// The repository root (the folder holding the workspace `Cargo.toml`).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
