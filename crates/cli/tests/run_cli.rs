@@ -20,6 +20,15 @@ fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
     p
 }
 
+/// `llamay run -m NO_MODEL <args> -p x`: flags that must be judged before any
+/// model is looked for.
+fn run_without_model(args: &[&str]) -> Out {
+    let mut all = vec!["-m", NO_MODEL];
+    all.extend_from_slice(args);
+    all.extend(["-p", "x"]);
+    run(&all, b"")
+}
+
 /// A usage error: exit code 2, the message on stderr, nothing on stdout, and no sign
 /// that a model was looked for.
 fn assert_usage_error(out: &Out, wanted: &str) {
@@ -42,32 +51,14 @@ fn assert_usage_error(out: &Out, wanted: &str) {
 fn a_schema_and_a_grammar_together_are_refused_before_loading() {
     let grammar = shared("grammars/list.gbnf");
     let schema = shared("corpus/seed/order.schema.json");
-    let out = run(
-        &[
-            "-m",
-            NO_MODEL,
-            "-schema",
-            schema.to_str().unwrap(),
-            "-grammar-file",
-            grammar.to_str().unwrap(),
-            "-p",
-            "x",
-        ],
-        b"",
-    );
+    let out = run_without_model(&[
+        "-schema",
+        schema.to_str().unwrap(),
+        "-grammar-file",
+        grammar.to_str().unwrap(),
+    ]);
     assert_usage_error(&out, "exclusive");
-    let out = run(
-        &[
-            "-m",
-            NO_MODEL,
-            "--json",
-            "--schema",
-            schema.to_str().unwrap(),
-            "-p",
-            "x",
-        ],
-        b"",
-    );
+    let out = run_without_model(&["--json", "--schema", schema.to_str().unwrap()]);
     assert_usage_error(&out, "exclusive");
 }
 
@@ -77,53 +68,20 @@ fn an_unsupported_schema_keyword_is_the_error_even_with_no_model() {
         "not.json",
         r#"{"type":"object","properties":{"a":{"not":{"type":"string"}}}}"#,
     );
-    let out = run(
-        &[
-            "-m",
-            NO_MODEL,
-            "-schema",
-            schema.to_str().unwrap(),
-            "-p",
-            "x",
-        ],
-        b"",
-    );
+    let out = run_without_model(&["-schema", schema.to_str().unwrap()]);
     assert_usage_error(&out, r#"properties.a uses "not""#);
 }
 
 #[test]
 fn bad_grammars_and_unreadable_files_are_usage_errors() {
     let bad = shared("grammars/bad-left-recursion.gbnf");
-    let out = run(
-        &[
-            "-m",
-            NO_MODEL,
-            "-grammar-file",
-            bad.to_str().unwrap(),
-            "-p",
-            "x",
-        ],
-        b"",
-    );
+    let out = run_without_model(&["-grammar-file", bad.to_str().unwrap()]);
     assert_usage_error(&out, "left-recursive");
-    let out = run(
-        &["-m", NO_MODEL, "-schema", "/nonexistent/s.json", "-p", "x"],
-        b"",
-    );
+    let out = run_without_model(&["-schema", "/nonexistent/s.json"]);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("cannot read schema"), "{}", out.stderr);
     let not_json = temp_file("bad.json", "{\"type\": ");
-    let out = run(
-        &[
-            "-m",
-            NO_MODEL,
-            "-schema",
-            not_json.to_str().unwrap(),
-            "-p",
-            "x",
-        ],
-        b"",
-    );
+    let out = run_without_model(&["-schema", not_json.to_str().unwrap()]);
     assert_usage_error(&out, "is not valid JSON");
     let out = run(&["-m", NO_MODEL, "-p", "x", "-no-such-flag"], b"");
     assert_eq!(out.code, Some(2), "{}", out.stderr);

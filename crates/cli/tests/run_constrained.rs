@@ -22,6 +22,31 @@ fn one_document(out: &Out) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {:?}", out.stdout))
 }
 
+/// A shared grammar file's path and the grammar itself, to check outputs against.
+fn seed_grammar(rel: &str) -> (std::path::PathBuf, ByteGrammar) {
+    let path = shared(rel);
+    let grammar = ByteGrammar::gbnf(&std::fs::read_to_string(&path).unwrap());
+    (path, grammar)
+}
+
+/// The run wrote exactly `n` tokens (so the limit, not the model, ended it).
+fn assert_generated(out: &Out, n: &str) {
+    assert!(
+        out.summary().contains(&format!("generated {n} in")),
+        "{}",
+        out.summary()
+    );
+}
+
+/// The model (end of generation) or a finished grammar ended the run, not the limit.
+fn assert_model_or_grammar_ended(out: &Out) {
+    assert!(
+        ["eog", "grammar"].contains(&out.stop()),
+        "{}",
+        out.summary()
+    );
+}
+
 /// The first statistics line reads like the seed's.
 fn assert_summary_shape(out: &Out) {
     let s = out.summary();
@@ -54,11 +79,7 @@ fn json_on_the_seed_prompt_prints_one_document_and_the_two_mask_lines() {
     out.assert_ok();
     let doc = one_document(&out);
     assert!(doc.is_object(), "{doc}");
-    assert!(
-        ["eog", "grammar"].contains(&out.stop()),
-        "{}",
-        out.summary()
-    );
+    assert_model_or_grammar_ended(&out);
     assert_summary_shape(&out);
     let (mask, states) = out.mask_lines("json");
     assert!(
@@ -101,19 +122,14 @@ fn the_seed_order_schema_gives_a_document_that_validates() {
     let doc = one_document(&out);
     let errors: Vec<String> = validator.iter_errors(&doc).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "{doc} does not validate: {errors:?}");
-    assert!(
-        ["eog", "grammar"].contains(&out.stop()),
-        "{}",
-        out.summary()
-    );
+    assert_model_or_grammar_ended(&out);
     out.mask_lines("schema");
 }
 
 #[test]
 fn the_list_grammar_is_followed_and_the_model_may_end_it() {
     let model = real_model(RealModel::SmolLM2);
-    let path = shared("grammars/list.gbnf");
-    let grammar = ByteGrammar::gbnf(&std::fs::read_to_string(&path).unwrap());
+    let (path, grammar) = seed_grammar("grammars/list.gbnf");
     // A question with a one-line answer: the model ends the list itself.
     let out = run_model(
         &model,
@@ -150,11 +166,7 @@ fn the_list_grammar_is_followed_and_the_model_may_end_it() {
     );
     out.assert_ok();
     assert_eq!(out.stop(), "grammar", "{}", out.summary());
-    assert!(
-        out.summary().contains("generated 40 in"),
-        "{}",
-        out.summary()
-    );
+    assert_generated(&out, "40");
     assert!(grammar.accepts(out.stdout.as_bytes()), "{:?}", out.stdout);
     assert!(out.stdout.starts_with("- "), "{:?}", out.stdout);
     assert!(
@@ -167,8 +179,7 @@ fn the_list_grammar_is_followed_and_the_model_may_end_it() {
 #[test]
 fn the_seed_move_grammar_ends_by_grammar_with_a_legal_move() {
     let model = real_model(RealModel::SmolLM2);
-    let path = shared("grammars/seed-move.gbnf");
-    let grammar = ByteGrammar::gbnf(&std::fs::read_to_string(&path).unwrap());
+    let (path, grammar) = seed_grammar("grammars/seed-move.gbnf");
     for seed in ["1", "2"] {
         let out = run_model(
             &model,
@@ -191,8 +202,7 @@ fn the_seed_move_grammar_ends_by_grammar_with_a_legal_move() {
 #[test]
 fn the_seed_arithmetic_grammar_writes_equations_it_accepts() {
     let model = real_model(RealModel::SmolLM2);
-    let path = shared("grammars/seed-arithmetic.gbnf");
-    let grammar = ByteGrammar::gbnf(&std::fs::read_to_string(&path).unwrap());
+    let (path, grammar) = seed_grammar("grammars/seed-arithmetic.gbnf");
     let out = run_model(
         &model,
         &[
@@ -212,11 +222,7 @@ fn the_seed_arithmetic_grammar_writes_equations_it_accepts() {
     // model would run past the limit (as in the seed); within it the output is closed
     // into text the grammar accepts, whose first line is a whole equation.
     assert_eq!(out.stop(), "grammar", "{}", out.summary());
-    assert!(
-        out.summary().contains("generated 24 in"),
-        "{}",
-        out.summary()
-    );
+    assert_generated(&out, "24");
     assert!(grammar.accepts(out.stdout.as_bytes()), "{:?}", out.stdout);
     let first = &out.stdout[..=out.stdout.find('\n').unwrap()];
     assert!(grammar.accepts(first.as_bytes()), "{first:?}");
@@ -237,11 +243,7 @@ fn stop_reasons_eog_and_length_without_a_constraint() {
     let out = run_model(&model, &["-n", "5", "-p", "Once upon a time"]);
     out.assert_ok();
     assert_eq!(out.stop(), "length", "{}", out.summary());
-    assert!(
-        out.summary().contains("generated 5 in"),
-        "{}",
-        out.summary()
-    );
+    assert_generated(&out, "5");
 }
 
 #[test]
@@ -318,11 +320,7 @@ fn a_constrained_run_cut_short_stops_at_exactly_n_tokens() {
         );
         out.assert_ok();
         assert_eq!(out.stop(), "length", "{}", out.summary());
-        assert!(
-            out.summary().contains(&format!("generated {n} in")),
-            "{}",
-            out.summary()
-        );
+        assert_generated(&out, n);
         assert!(out.stdout.starts_with('{'), "{:?}", out.stdout);
         assert!(
             serde_json::from_str::<serde_json::Value>(&out.stdout).is_err(),
@@ -357,10 +355,6 @@ fn gemma3_base_model_uses_the_builtin_template_and_gives_json() {
     );
     let doc = one_document(&out);
     assert!(doc.is_object(), "{doc}");
-    assert!(
-        ["eog", "grammar"].contains(&out.stop()),
-        "{}",
-        out.summary()
-    );
+    assert_model_or_grammar_ended(&out);
     assert!(out.mask_share("json") <= 5.0, "{}", out.stderr);
 }

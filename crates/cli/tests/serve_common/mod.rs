@@ -144,22 +144,7 @@ pub fn post(c: &reqwest::blocking::Client, url: &str, body: &Value) -> (u16, Val
 
 /// The seed's order schema.
 pub fn order_schema() -> Value {
-    serde_json::json!({
-        "$defs": {"line": {"type": "object",
-            "properties": {"item": {"type": "string", "maxLength": 40},
-                           "qty": {"type": "integer", "minimum": 1, "maximum": 999},
-                           "unit_price": {"type": "number", "minimum": 0, "multipleOf": 0.01}},
-            "required": ["item", "qty", "unit_price"]}},
-        "type": "object",
-        "properties": {
-            "order_id": {"type": "string", "pattern": "^[0-9]{1,6}$"},
-            "lines": {"type": "array", "items": {"$ref": "#/$defs/line"}, "minItems": 1, "maxItems": 5},
-            "delivery": {"anyOf": [
-                {"type": "object", "properties": {"city": {"type": "string"}, "postcode": {"type": "string", "pattern": "^[0-9]{5}$"}},
-                 "required": ["city", "postcode"]},
-                {"type": "null"}]}},
-        "required": ["order_id", "lines", "delivery"]
-    })
+    serde_json::from_str(llamay_testdata::PRODUCT_PAGE_ORDER_SCHEMA).unwrap()
 }
 
 /// Checks a document against the order schema's rules (hand-written: no validator
