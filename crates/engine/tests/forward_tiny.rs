@@ -106,7 +106,7 @@ fn check_sequence(model: &Model, name: &str, r: &Value, atol: f32, kv: KvType, w
     let mut step_logits = last.to_vec();
     for (s, step) in steps.iter().enumerate() {
         if s > 0 {
-            step_logits = forced_step(&model, &mut seq, greedy[s - 1]);
+            step_logits = forced_step(model, &mut seq, greedy[s - 1]);
         }
         let top5 = pairs(&step["top5"]);
         let d = compare_top(
