@@ -22,6 +22,14 @@ fn one_document(out: &Out) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {:?}", out.stdout))
 }
 
+/// `llamay run -chat <constraint> -n <n> -temp 0 -p <prompt>`: a greedy chat run.
+fn run_greedy_chat(model: &std::path::Path, constraint: &[&str], n: &str, prompt: &str) -> Out {
+    let mut args = vec!["-chat"];
+    args.extend_from_slice(constraint);
+    args.extend(["-n", n, "-temp", "0", "-p", prompt]);
+    run_model(model, &args)
+}
+
 /// A shared grammar file's path and the grammar itself, to check outputs against.
 fn seed_grammar(rel: &str) -> (std::path::PathBuf, ByteGrammar) {
     let path = shared(rel);
@@ -63,19 +71,7 @@ fn assert_summary_shape(out: &Out) {
 #[test]
 fn json_on_the_seed_prompt_prints_one_document_and_the_two_mask_lines() {
     let model = real_model(RealModel::SmolLM2);
-    let out = run_model(
-        &model,
-        &[
-            "-chat",
-            "-json",
-            "-n",
-            "200",
-            "-temp",
-            "0",
-            "-p",
-            SEED_JSON_PROMPT,
-        ],
-    );
+    let out = run_greedy_chat(&model, &["-json"], "200", SEED_JSON_PROMPT);
     out.assert_ok();
     let doc = one_document(&out);
     assert!(doc.is_object(), "{doc}");
@@ -104,19 +100,11 @@ fn the_seed_order_schema_gives_a_document_that_validates() {
     let schema: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&schema_path).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
-    let out = run_model(
+    let out = run_greedy_chat(
         &model,
-        &[
-            "-chat",
-            "-schema",
-            schema_path.to_str().unwrap(),
-            "-n",
-            "300",
-            "-temp",
-            "0",
-            "-p",
-            SEED_ORDER_PROMPT,
-        ],
+        &["-schema", schema_path.to_str().unwrap()],
+        "300",
+        SEED_ORDER_PROMPT,
     );
     out.assert_ok();
     let doc = one_document(&out);
@@ -131,19 +119,11 @@ fn the_list_grammar_is_followed_and_the_model_may_end_it() {
     let model = real_model(RealModel::SmolLM2);
     let (path, grammar) = seed_grammar("grammars/list.gbnf");
     // A question with a one-line answer: the model ends the list itself.
-    let out = run_model(
+    let out = run_greedy_chat(
         &model,
-        &[
-            "-chat",
-            "-grammar-file",
-            path.to_str().unwrap(),
-            "-n",
-            "60",
-            "-temp",
-            "0",
-            "-p",
-            "What is your favourite fruit? Answer in one short line.",
-        ],
+        &["-grammar-file", path.to_str().unwrap()],
+        "60",
+        "What is your favourite fruit? Answer in one short line.",
     );
     out.assert_ok();
     assert_eq!(out.stop(), "eog", "{}", out.summary());
@@ -203,19 +183,11 @@ fn the_seed_move_grammar_ends_by_grammar_with_a_legal_move() {
 fn the_seed_arithmetic_grammar_writes_equations_it_accepts() {
     let model = real_model(RealModel::SmolLM2);
     let (path, grammar) = seed_grammar("grammars/seed-arithmetic.gbnf");
-    let out = run_model(
+    let out = run_greedy_chat(
         &model,
-        &[
-            "-chat",
-            "-grammar-file",
-            path.to_str().unwrap(),
-            "-n",
-            "24",
-            "-temp",
-            "0",
-            "-p",
-            "Compute 6 * 7 and show the equation.",
-        ],
+        &["-grammar-file", path.to_str().unwrap()],
+        "24",
+        "Compute 6 * 7 and show the equation.",
     );
     out.assert_ok();
     // The grammar never has to end (more equations, trailing whitespace), so a small
@@ -304,19 +276,11 @@ fn a_constrained_run_cut_short_stops_at_exactly_n_tokens() {
     let model = real_model(RealModel::SmolLM2);
     let schema = shared("corpus/seed/order.schema.json");
     for n in ["7", "30"] {
-        let out = run_model(
+        let out = run_greedy_chat(
             &model,
-            &[
-                "-chat",
-                "-schema",
-                schema.to_str().unwrap(),
-                "-n",
-                n,
-                "-temp",
-                "0",
-                "-p",
-                SEED_ORDER_PROMPT,
-            ],
+            &["-schema", schema.to_str().unwrap()],
+            n,
+            SEED_ORDER_PROMPT,
         );
         out.assert_ok();
         assert_eq!(out.stop(), "length", "{}", out.summary());
