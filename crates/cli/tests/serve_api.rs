@@ -4,7 +4,7 @@
 mod serve_common;
 
 use serde_json::{json, Value};
-use serve_common::{check_order, client, order_schema, post, sse_events, Server};
+use serve_common::{check_order, client, openai_chunks, order_schema, post, sse_events, Server};
 
 const REFUSED: [(&str, &str); 4] = [
     (
@@ -237,12 +237,7 @@ fn streams_are_well_formed_and_match_the_whole_answer() {
         json!({"model": s.model, "messages": user("Name three colours."),
         "max_tokens": 20, "seed": 3, "stream": true, "stream_options": {"include_usage": true}}),
     );
-    let events = sse_events(&body);
-    assert_eq!(events.last().unwrap().1, "[DONE]");
-    let chunks: Vec<Value> = events[..events.len() - 1]
-        .iter()
-        .map(|(_, d)| serde_json::from_str(d).unwrap())
-        .collect();
+    let chunks = openai_chunks(&body);
     assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
     let streamed: String = chunks
         .iter()

@@ -8,7 +8,7 @@ mod serve_common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{json, Value};
-use serve_common::{client, post, sse_events, Server};
+use serve_common::{client, openai_chunks, post, sse_events, Server};
 
 fn weather_params() -> Value {
     json!({"type": "object",
@@ -190,12 +190,7 @@ fn openai_shape_forced_named_none_single_stream_and_loop() {
         .unwrap()
         .text()
         .unwrap();
-    let events = sse_events(&body);
-    assert_eq!(events.last().unwrap().1, "[DONE]");
-    let chunks: Vec<Value> = events[..events.len() - 1]
-        .iter()
-        .map(|(_, d)| serde_json::from_str(d).unwrap())
-        .collect();
+    let chunks = openai_chunks(&body);
     let with_calls: Vec<&Value> = chunks
         .iter()
         .filter(|c| !c["choices"][0]["delta"]["tool_calls"].is_null())

@@ -207,3 +207,17 @@ pub fn sse_events(body: &str) -> Vec<(Option<String>, String)> {
     }
     out
 }
+
+/// The JSON chunks of an OpenAI SSE stream, checking that it ends with `data: [DONE]`.
+pub fn openai_chunks(body: &str) -> Vec<serde_json::Value> {
+    let events = sse_events(body);
+    assert_eq!(
+        events.last().map(|e| e.1.as_str()),
+        Some("[DONE]"),
+        "{body}"
+    );
+    events[..events.len() - 1]
+        .iter()
+        .map(|(_, d)| serde_json::from_str(d).unwrap())
+        .collect()
+}

@@ -152,7 +152,12 @@ impl Sampler {
             let total: f64 = cand.iter().map(|c| (c.1 as f64 - m).exp()).sum();
             (m, total)
         });
-        let mut sorted = 64.min(cand.len());
+        // Without a nucleus the cut is known (min-p's count): select and sort it at once.
+        let mut sorted = if nucleus.is_some() {
+            64.min(min_p_keep)
+        } else {
+            min_p_keep
+        };
         loop {
             if sorted < cand.len() {
                 cand.select_nth_unstable_by(sorted - 1, desc);
