@@ -4,34 +4,43 @@
 
 use std::{env, fs, path::PathBuf};
 
-const SOURCE: &str = "src/quant/kernels/avx2.rs";
+/// Each AVX2 source and the file its AVX-512 copy is written to.
+const SOURCES: [(&str, &str); 3] = [
+    ("src/quant/kernels/avx2.rs", "avx512_vnni.rs"),
+    ("src/quant/kernels/avx2_acts.rs", "avx512_vnni_acts.rs"),
+    ("src/quant/kernels/avx2_wide.rs", "avx512_vnni_wide.rs"),
+];
 const AVX2: &str = "\"avx2,fma,f16c\"";
 const AVX512_VNNI: &str = "\"avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni\"";
 
 fn main() {
-    println!("cargo:rerun-if-changed={SOURCE}");
-    let src = fs::read_to_string(SOURCE).expect("kernel source readable");
-    let n_features = src.matches(AVX2).count();
-    assert!(
-        n_features > 0,
-        "{SOURCE} no longer names its target features as {AVX2}"
-    );
-    let out: String = src
-        .lines()
-        // Inner doc comments cannot appear in an `include!`d file.
-        .filter(|l| !l.starts_with("//!"))
-        .map(|l| {
-            l.replace(AVX2, AVX512_VNNI)
-                .replace("const VNNI: bool = false;", "const VNNI: bool = true;")
-                .replace("KernelSet::Avx2", "KernelSet::Avx512Vnni")
-                + "\n"
-        })
-        .collect();
-    assert!(
-        out.contains("const VNNI: bool = true;"),
-        "{SOURCE} lost its VNNI switch"
-    );
-    let dst =
-        PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("avx512_vnni.rs");
-    fs::write(dst, out).expect("OUT_DIR writable");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    for (source, copy) in SOURCES {
+        println!("cargo:rerun-if-changed={source}");
+        let src = fs::read_to_string(source).expect("kernel source readable");
+        assert!(
+            src.contains(AVX2),
+            "{source} no longer names its target features as {AVX2}"
+        );
+        let out: String = src
+            .lines()
+            // Inner doc comments cannot appear in an `include!`d file.
+            .filter(|l| !l.starts_with("//!"))
+            .map(|l| {
+                l.replace(AVX2, AVX512_VNNI)
+                    .replace("const VNNI: bool = false;", "const VNNI: bool = true;")
+                    .replace("KernelSet::Avx2", "KernelSet::Avx512Vnni")
+                    // Sibling modules: avx2 -> avx512_vnni, avx2_acts -> avx512_vnni_acts...
+                    .replace("super::avx2", "super::avx512_vnni")
+                    + "\n"
+            })
+            .collect();
+        if src.contains("const VNNI: bool = false;") {
+            assert!(
+                out.contains("const VNNI: bool = true;"),
+                "{source} lost its VNNI switch"
+            );
+        }
+        fs::write(out_dir.join(copy), out).expect("OUT_DIR writable");
+    }
 }

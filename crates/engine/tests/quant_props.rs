@@ -360,3 +360,51 @@ proptest! {
         }
     }
 }
+
+/// A value for the quantizers: mostly ordinary, sometimes exact halves (rounding ties),
+/// any bit pattern (NaN, infinities, subnormals) or zero.
+fn quantizer_input() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        6 => -1000.0f32..1000.0,
+        2 => (-64i32..64).prop_map(|k| k as f32 + 0.5),
+        1 => any::<u32>().prop_map(f32::from_bits),
+        1 => Just(0.0f32),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// The vector quantizers run between matmuls on the hot path; they must give the
+    /// portable quantizer's exact bits, or results would depend on the CPU.
+    #[test]
+    fn every_backend_quantizes_activations_to_the_same_bits(
+        x in prop::collection::vec(quantizer_input(), 512),
+    ) {
+        let bits = |acts: &QuantizedActs| -> Vec<u32> {
+            let mut v = Vec::new();
+            for b in acts.q8_blocks() {
+                v.extend([b.d.to_bits(), b.s.to_bits()]);
+                v.extend(b.qs.iter().map(|&q| q as u8 as u32));
+            }
+            for b in acts.q16_blocks() {
+                v.extend([b.d.to_bits(), b.s.to_bits()]);
+                v.extend(b.qs.iter().map(|&q| q as u16 as u32));
+            }
+            for b in acts.q8k_blocks() {
+                v.push(b.d.to_bits());
+                v.extend(b.qs.iter().map(|&q| q as u8 as u32));
+                v.extend(b.bsums.iter().map(|&q| q as u16 as u32));
+            }
+            v
+        };
+        for ty in [GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K] {
+            let mut want = QuantizedActs::new();
+            Backend::portable().quantize_acts(ty, &x, 2, 256, &mut want).unwrap();
+            for backend in Backend::available() {
+                let mut got = QuantizedActs::new();
+                backend.quantize_acts(ty, &x, 2, 256, &mut got).unwrap();
+                prop_assert_eq!(bits(&got), bits(&want), "{:?} on {}", backend, ty);
+            }
+        }
+    }
+}

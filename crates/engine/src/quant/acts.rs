@@ -5,6 +5,7 @@
 //! and one block type serves both partners).
 
 use super::error::QuantError;
+use super::kernels::{tile_width, Backend, Quantizers};
 use super::layout::{QK, QK_K};
 use crate::ggml_type::GgmlType;
 
@@ -93,6 +94,7 @@ pub struct QuantizedActs {
     pub(crate) q8: Vec<Q8Block>,
     pub(crate) q16: Vec<Q16Block>,
     pub(crate) q8k: Vec<Q8KBlock>,
+    pub(crate) tile_scales: Vec<f32>,
 }
 
 impl QuantizedActs {
@@ -135,12 +137,69 @@ impl QuantizedActs {
     pub fn f32_values(&self) -> &[f32] {
         &self.f32s
     }
+
+    /// The `d` and `s` of the Q8 or Q16 blocks (empty for other formats), regrouped by
+    /// the tiles matmuls sweep the tokens in (8, then 4, 2, 1): for the tile of `N`
+    /// tokens starting at token `t`, block `i` of its tokens has its `d`s at
+    /// `2·per_tok·t + 2N·i + k` and its `s`s `N` further (`per_tok` blocks per token).
+    /// A kernel then finds a tile's scales for one block in one load, not `N`.
+    pub fn tile_scales(&self) -> &[f32] {
+        &self.tile_scales
+    }
+}
+
+/// Fills `out` with the `d` and `s` of `blocks` in the layout of
+/// [`QuantizedActs::tile_scales`].
+fn regroup_scales<B>(
+    blocks: &[B],
+    per_tok: usize,
+    n_tokens: usize,
+    ds: impl Fn(&B) -> (f32, f32),
+    out: &mut Vec<f32>,
+) {
+    out.clear();
+    let mut t = 0;
+    while t < n_tokens {
+        let n = tile_width(n_tokens - t);
+        for i in 0..per_tok {
+            let at = |k: usize| ds(&blocks[(t + k) * per_tok + i]);
+            out.extend((0..n).map(|k| at(k).0));
+            out.extend((0..n).map(|k| at(k).1));
+        }
+        t += n;
+    }
 }
 
 /// Quantizes `x` (`n_tokens` rows of `cols` values, row-major) into `out`, in the
 /// format that weights of type `weights_ty` pair with. `cols` must be a whole number of
 /// that format's blocks (it is when it is a whole number of the weights' blocks).
+/// Uses [`Backend::active`]'s quantizers (every backend gives the same bits).
 pub fn quantize_acts(
+    weights_ty: GgmlType,
+    x: &[f32],
+    n_tokens: usize,
+    cols: usize,
+    out: &mut QuantizedActs,
+) -> Result<(), QuantError> {
+    Backend::active().quantize_acts(weights_ty, x, n_tokens, cols, out)
+}
+
+impl Backend {
+    /// [`quantize_acts`] with this backend's quantizers.
+    pub fn quantize_acts(
+        &self,
+        weights_ty: GgmlType,
+        x: &[f32],
+        n_tokens: usize,
+        cols: usize,
+        out: &mut QuantizedActs,
+    ) -> Result<(), QuantError> {
+        fill(self.table.quantize, weights_ty, x, n_tokens, cols, out)
+    }
+}
+
+fn fill(
+    quantize: &Quantizers,
     weights_ty: GgmlType,
     x: &[f32],
     n_tokens: usize,
@@ -179,19 +238,42 @@ pub fn quantize_acts(
         }
         ActFormat::Q8 => {
             out.q8.clear();
-            out.q8.extend(x.chunks_exact(QK).map(quantize_q8));
+            out.q8.extend(x.chunks_exact(QK).map(quantize.q8));
+            let per_tok = cols / QK;
+            regroup_scales(
+                &out.q8,
+                per_tok,
+                n_tokens,
+                |b| (b.d, b.s),
+                &mut out.tile_scales,
+            );
         }
         ActFormat::Q16 => {
             out.q16.clear();
-            out.q16.extend(x.chunks_exact(QK).map(quantize_q16));
+            out.q16.extend(x.chunks_exact(QK).map(quantize.q16));
+            let per_tok = cols / QK;
+            regroup_scales(
+                &out.q16,
+                per_tok,
+                n_tokens,
+                |b| (b.d, b.s),
+                &mut out.tile_scales,
+            );
         }
         ActFormat::Q8K => {
             out.q8k.clear();
-            out.q8k.extend(x.chunks_exact(QK_K).map(quantize_q8k));
+            out.q8k.extend(x.chunks_exact(QK_K).map(quantize.q8k));
         }
     }
     Ok(())
 }
+
+/// The reference quantizers, in plain Rust.
+pub(crate) static PORTABLE_QUANTIZERS: Quantizers = Quantizers {
+    q8: quantize_q8,
+    q16: quantize_q16,
+    q8k: quantize_q8k,
+};
 
 /// Quantizes a block symmetrically: the largest magnitude maps to ±`levels`, each value
 /// to the nearest integer step, handed to `put` with its index. Returns the step `d`

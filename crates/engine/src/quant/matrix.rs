@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::acts::{ActFormat, QuantizedActs};
 use super::dequant::{check_row, dequantize_row};
 use super::error::QuantError;
-use super::kernels::{Backend, DotFn, Tiles};
+use super::kernels::{tile_width, Backend, DotFn, Tiles};
 use crate::ggml_type::GgmlType;
 
 /// Weight rows handled together, so a tile of activations stays in L1 while a group of
@@ -217,19 +217,20 @@ impl Backend {
         }
         let per_tok = w.cols / format.block_elems();
         let k = self.table;
+        let s = &acts.tile_scales[..];
         use GgmlType::*;
         match w.ty {
-            F32 => drive(&k.f32, w, &acts.f32s, per_tok, out),
-            F16 => drive(&k.f16, w, &acts.f32s, per_tok, out),
-            BF16 => drive(&k.bf16, w, &acts.f32s, per_tok, out),
-            Q4_0 => drive(&k.q4_0, w, &acts.q8, per_tok, out),
-            Q4_1 => drive(&k.q4_1, w, &acts.q16, per_tok, out),
-            Q5_0 => drive(&k.q5_0, w, &acts.q8, per_tok, out),
-            Q5_1 => drive(&k.q5_1, w, &acts.q16, per_tok, out),
-            Q8_0 => drive(&k.q8_0, w, &acts.q8, per_tok, out),
-            Q4_K => drive(&k.q4_k, w, &acts.q8k, per_tok, out),
-            Q5_K => drive(&k.q5_k, w, &acts.q8k, per_tok, out),
-            Q6_K => drive(&k.q6_k, w, &acts.q8k, per_tok, out),
+            F32 => drive(&k.f32, w, &acts.f32s, &[], per_tok, out),
+            F16 => drive(&k.f16, w, &acts.f32s, &[], per_tok, out),
+            BF16 => drive(&k.bf16, w, &acts.f32s, &[], per_tok, out),
+            Q4_0 => drive(&k.q4_0, w, &acts.q8, s, per_tok, out),
+            Q4_1 => drive(&k.q4_1, w, &acts.q16, s, per_tok, out),
+            Q5_0 => drive(&k.q5_0, w, &acts.q8, s, per_tok, out),
+            Q5_1 => drive(&k.q5_1, w, &acts.q16, s, per_tok, out),
+            Q8_0 => drive(&k.q8_0, w, &acts.q8, s, per_tok, out),
+            Q4_K => drive(&k.q4_k, w, &acts.q8k, &[], per_tok, out),
+            Q5_K => drive(&k.q5_k, w, &acts.q8k, &[], per_tok, out),
+            Q6_K => drive(&k.q6_k, w, &acts.q8k, &[], per_tok, out),
             ty => return Err(QuantError::UnsupportedType(ty)),
         }
         Ok(())
@@ -271,7 +272,15 @@ pub fn matmul_rows(
 
 /// Runs one weight type's kernels over the view: row groups outside; inside, the
 /// tokens in tiles of 8, then 4, 2 and 1, so the widest kernels cover most of them.
-fn drive<A>(k: &Tiles<A>, w: &QMatrix, acts: &[A], per_tok: usize, out: &mut OutView) {
+/// `scales` is the activations' tile scale table, or empty.
+fn drive<A>(
+    k: &Tiles<A>,
+    w: &QMatrix,
+    acts: &[A],
+    scales: &[f32],
+    per_tok: usize,
+    out: &mut OutView,
+) {
     let n_tokens = out.n_tokens;
     let rows = out.rows();
     let mut r0 = rows.start;
@@ -279,15 +288,30 @@ fn drive<A>(k: &Tiles<A>, w: &QMatrix, acts: &[A], per_tok: usize, out: &mut Out
         let r1 = (r0 + ROW_BLOCK).min(rows.end);
         let mut t = 0;
         while t < n_tokens {
-            t += match n_tokens - t {
-                8.. => sweep(k.eight, w, acts, per_tok, t, r0..r1, out),
-                4.. => sweep(k.four, w, acts, per_tok, t, r0..r1, out),
-                2.. => sweep(k.two, w, acts, per_tok, t, r0..r1, out),
-                _ => sweep(k.one, w, acts, per_tok, t, r0..r1, out),
+            let tile = Tile {
+                acts,
+                scales,
+                per_tok,
+                t,
+            };
+            t += match tile_width(n_tokens - t) {
+                8 => sweep(k.eight, w, tile, r0..r1, out),
+                4 => sweep(k.four, w, tile, r0..r1, out),
+                2 => sweep(k.two, w, tile, r0..r1, out),
+                _ => sweep(k.one, w, tile, r0..r1, out),
             };
         }
         r0 = r1;
     }
+}
+
+/// The activations of one matmul and where the next tile of tokens starts.
+#[derive(Clone, Copy)]
+struct Tile<'a, A> {
+    acts: &'a [A],
+    scales: &'a [f32],
+    per_tok: usize,
+    t: usize,
 }
 
 /// Tokens `t..t + N` against weight rows `rows`; returns `N`.
@@ -295,15 +319,24 @@ fn drive<A>(k: &Tiles<A>, w: &QMatrix, acts: &[A], per_tok: usize, out: &mut Out
 fn sweep<A, const N: usize>(
     kernel: DotFn<A, N>,
     w: &QMatrix,
-    acts: &[A],
-    per_tok: usize,
-    t: usize,
+    tile: Tile<A>,
     rows: Range<usize>,
     out: &mut OutView,
 ) -> usize {
+    let Tile {
+        acts,
+        scales,
+        per_tok,
+        t,
+    } = tile;
     let a: [&[A]; N] = std::array::from_fn(|i| &acts[(t + i) * per_tok..(t + i + 1) * per_tok]);
+    let scales = if scales.is_empty() {
+        scales
+    } else {
+        &scales[2 * per_tok * t..2 * per_tok * (t + N)]
+    };
     for r in rows {
-        let v = kernel(&w.data[r * w.row_bytes..(r + 1) * w.row_bytes], a);
+        let v = kernel(&w.data[r * w.row_bytes..(r + 1) * w.row_bytes], a, scales);
         for (i, v) in v.into_iter().enumerate() {
             out.set(t + i, r, v);
         }

@@ -8,20 +8,21 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2_wide as wide;
 use super::{tiles, KernelSet, KernelTable};
 
 /// Whether this copy of the kernels may use AVX-512 VNNI dot products (the build script
 /// compiles a second copy of this file with the wider feature set and this set to true).
-const VNNI: bool = false;
+pub(super) const VNNI: bool = false;
 use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
 use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k};
 
 /// Wraps an AVX2 kernel in a safe function that can go into the table.
 macro_rules! safe {
-    ($name:ident, $inner:ident, $act:ty) => {
-        fn $name<const N: usize>(w: &[u8], a: [&[$act]; N]) -> [f32; N] {
+    ($name:ident, $inner:path, $act:ty) => {
+        fn $name<const N: usize>(w: &[u8], a: [&[$act]; N], scales: &[f32]) -> [f32; N] {
             // SAFETY: see the module docs: the table is only used on AVX2+FMA+F16C CPUs.
-            unsafe { $inner::<N>(w, a) }
+            unsafe { $inner(w, a, scales) }
         }
     };
 }
@@ -34,20 +35,39 @@ safe!(q4_1, q4_1_avx2, Q16Block);
 safe!(q5_0, q5_0_avx2, Q8Block);
 safe!(q5_1, q5_1_avx2, Q16Block);
 safe!(q8_0, q8_0_avx2, Q8Block);
+safe!(q4_0_wide, wide::q4_0_wide, Q8Block);
+safe!(q4_1_wide, wide::q4_1_wide, Q16Block);
+safe!(q5_0_wide, wide::q5_0_wide, Q8Block);
+safe!(q5_1_wide, wide::q5_1_wide, Q16Block);
+safe!(q8_0_wide, wide::q8_0_wide, Q8Block);
+
+/// One-token and two-token tiles from the per-token kernel, wider tiles from the
+/// kernel that applies scales to the whole tile at once.
+macro_rules! narrow_and_wide {
+    ($narrow:ident, $wide:ident) => {
+        super::Tiles {
+            one: $narrow::<1>,
+            two: $narrow::<2>,
+            four: $wide::<4>,
+            eight: $wide::<8>,
+        }
+    };
+}
 safe!(q4_k, q4_k_avx2, Q8KBlock);
 safe!(q5_k, q5_k_avx2, Q8KBlock);
 safe!(q6_k, q6_k_avx2, Q8KBlock);
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Avx2,
+    quantize: &super::avx2_acts::QUANTIZERS,
     f32: tiles!(f32_rows),
     f16: tiles!(f16_rows),
     bf16: tiles!(bf16_rows),
-    q4_0: tiles!(q4_0),
-    q4_1: tiles!(q4_1),
-    q5_0: tiles!(q5_0),
-    q5_1: tiles!(q5_1),
-    q8_0: tiles!(q8_0),
+    q4_0: narrow_and_wide!(q4_0, q4_0_wide),
+    q4_1: narrow_and_wide!(q4_1, q4_1_wide),
+    q5_0: narrow_and_wide!(q5_0, q5_0_wide),
+    q5_1: narrow_and_wide!(q5_1, q5_1_wide),
+    q8_0: narrow_and_wide!(q8_0, q8_0_wide),
     q4_k: tiles!(q4_k),
     q5_k: tiles!(q5_k),
     q6_k: tiles!(q6_k),
@@ -76,21 +96,21 @@ unsafe fn hsum_epi32(v: __m256i) -> i32 {
 /// The f16 at `p` as f32.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_at(p: *const u8) -> f32 {
+pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
     let bits = u16::from_le_bytes([*p, *p.add(1)]);
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
 }
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load256(p: *const u8) -> __m256i {
+pub(super) unsafe fn load256(p: *const u8) -> __m256i {
     _mm256_loadu_si256(p as *const __m256i)
 }
 
 /// 16 bytes of nibble pairs at `p` -> 32 bytes 0..=15: low nibbles then high nibbles.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nibbles32(p: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles32(p: *const u8) -> __m256i {
     let x = _mm_loadu_si128(p as *const __m128i);
     let both = _mm256_set_m128i(_mm_srli_epi16(x, 4), x);
     _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
@@ -118,7 +138,7 @@ unsafe fn bits_to_bytes(bits: u32) -> __m256i {
 /// Σ u·s over each group of 4 bytes, as 8 i32 (u unsigned, s signed, |u·s pair| < 2^15).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256i {
+pub(super) unsafe fn dot_u8_i8(u: __m256i, s: __m256i) -> __m256i {
     if VNNI {
         _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
     } else {
@@ -140,7 +160,7 @@ unsafe fn dot_u8_i8_scaled(u: __m256i, s: __m256i, scales: __m256i) -> __m256i {
 macro_rules! float_kernel {
     ($name:ident, $eb:expr, |$p:ident| $load8:expr, |$b:ident| $scalar:expr) => {
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name<const N: usize>(w: &[u8], a: [&[f32]; N]) -> [f32; N] {
+        unsafe fn $name<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
             let n = w.len() / $eb;
             for x in a {
                 assert_eq!(x.len(), n);
@@ -207,8 +227,26 @@ float_kernel!(
 
 // ---- legacy quants against Q8 blocks -------------------------------------------------
 
+/// Block `i`'s activation scales in a tile's scale table: the `d`s, then the `s`s.
+#[inline(always)]
+fn block_scales<const N: usize>(scales: &[f32], i: usize) -> (&[f32; N], &[f32; N]) {
+    let (d, s) = scales[2 * N * i..2 * N * (i + 1)].split_at(N);
+    (d.try_into().unwrap(), s.try_into().unwrap())
+}
+
+/// Each token's product of the weight scale `d` with its activation scale, kept in
+/// memory so each FMA broadcasts its own from there.
+#[inline(always)]
+fn scale_products<const N: usize>(d: f32, ad: &[f32; N]) -> [f32; N] {
+    let mut dd = [0f32; N];
+    for t in 0..N {
+        dd[t] = d * ad[t];
+    }
+    dd
+}
+
 /// Adds one symmetric block (scale `d`, signed quants `q`) times block `i` of every
-/// activation row to `acc`.
+/// activation row (scales `ad`) to `acc`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn signed_step<const N: usize>(
@@ -216,48 +254,49 @@ unsafe fn signed_step<const N: usize>(
     q: __m256i,
     a: &[&[Q8Block]; N],
     i: usize,
+    ad: &[f32; N],
     acc: &mut [__m256; N],
 ) {
     let uq = _mm256_sign_epi8(q, q);
+    let dd = scale_products(d, ad);
     for t in 0..N {
-        let ab = a[t].get_unchecked(i);
-        let y = load256(ab.qs.as_ptr() as *const u8);
+        let y = load256(a[t].get_unchecked(i).qs.as_ptr() as *const u8);
         let s = dot_u8_i8(uq, _mm256_sign_epi8(y, q));
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dd[t]), _mm256_cvtepi32_ps(s), acc[t]);
     }
 }
 
 /// Adds one offset block (scale `d`, min `m`, unsigned quants `q`) times block `i` of
-/// every 16-bit activation row: the quants into `acc`, the min (paired with `s`) into
-/// `offs`. The quants are widened to i16 and multiplied pairwise with `madd`
+/// every 16-bit activation row (scales `ad`, sums `as_`): the quants into `acc`, the
+/// min into `offs`. The quants are widened to i16 and multiplied pairwise with `madd`
 /// (|q·a| ≤ 31·32767, so pair sums fit an i32).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn unsigned_step<const N: usize>(
-    d: f32,
-    m: f32,
+    (d, m): (f32, f32),
     q: __m256i,
     a: &[&[Q16Block]; N],
     i: usize,
+    (ad, as_): (&[f32; N], &[f32; N]),
     acc: &mut [__m256; N],
     offs: &mut [f32; N],
 ) {
     let lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(q));
     let hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1));
+    let dd = scale_products(d, ad);
     for t in 0..N {
-        let ab = a[t].get_unchecked(i);
-        let y = ab.qs.as_ptr() as *const u8;
+        offs[t] += m * as_[t];
+    }
+    for t in 0..N {
+        let y = a[t].get_unchecked(i).qs.as_ptr() as *const u8;
+        let s = _mm256_madd_epi16(lo, load256(y));
         let s = if VNNI {
-            let s = _mm256_dpwssd_epi32(_mm256_setzero_si256(), lo, load256(y));
             _mm256_dpwssd_epi32(s, hi, load256(y.add(32)))
         } else {
-            _mm256_add_epi32(
-                _mm256_madd_epi16(lo, load256(y)),
-                _mm256_madd_epi16(hi, load256(y.add(32))),
-            )
+            _mm256_add_epi32(s, _mm256_madd_epi16(hi, load256(y.add(32))))
         };
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
-        offs[t] += m * ab.s;
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dd[t]), _mm256_cvtepi32_ps(s), acc[t]);
     }
 }
 
@@ -265,25 +304,26 @@ unsafe fn unsigned_step<const N: usize>(
 /// single-token call is not bound by the latency of one FMA chain.
 macro_rules! legacy_kernel {
     ($name:ident, $bb:expr, |$p:ident| $decode:expr, signed) => {
-        legacy_kernel!(@ $name, $bb, Q8Block, |$p, acc, offs, a, i| {
+        legacy_kernel!(@ $name, $bb, Q8Block, |$p, acc, offs, a, i, sc| {
             let (d, q): (f32, __m256i) = $decode;
-            signed_step(d, q, &a, i, acc);
+            signed_step(d, q, &a, i, sc.0, acc);
             let _ = offs;
         });
     };
     ($name:ident, $bb:expr, |$p:ident| $decode:expr, unsigned) => {
-        legacy_kernel!(@ $name, $bb, Q16Block, |$p, acc, offs, a, i| {
+        legacy_kernel!(@ $name, $bb, Q16Block, |$p, acc, offs, a, i, sc| {
             let (d, m, q): (f32, f32, __m256i) = $decode;
-            unsigned_step(d, m, q, &a, i, acc, offs);
+            unsigned_step((d, m), q, &a, i, sc, acc, offs);
         });
     };
-    (@ $name:ident, $bb:expr, $act:ty, |$p:ident, $acc:ident, $offs:ident, $a:ident, $i:ident| $step:block) => {
+    (@ $name:ident, $bb:expr, $act:ty, |$p:ident, $acc:ident, $offs:ident, $a:ident, $i:ident, $sc:ident| $step:block) => {
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name<const N: usize>(w: &[u8], $a: [&[$act]; N]) -> [f32; N] {
+        unsafe fn $name<const N: usize>(w: &[u8], $a: [&[$act]; N], scales: &[f32]) -> [f32; N] {
             let nb = w.len() / $bb;
             for x in $a {
                 assert_eq!(x.len(), nb);
             }
+            assert_eq!(scales.len(), 2 * N * nb);
             let mut accs = [[_mm256_setzero_ps(); N]; 2];
             let mut offss = [[0f32; N]; 2];
             let mut start = 0;
@@ -294,6 +334,7 @@ macro_rules! legacy_kernel {
                         let $p = w.as_ptr().add($i * $bb);
                         let $acc = &mut accs[k];
                         let $offs = &mut offss[k];
+                        let $sc = block_scales::<N>(scales, $i);
                         $step
                     }
                 }
@@ -311,7 +352,7 @@ macro_rules! legacy_kernel {
 /// Five-bit quants 0..=31 from the nibbles at `qs` and the 32 high bits at `qh`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn five_bit(qs: *const u8, qh: *const u8) -> __m256i {
+pub(super) unsafe fn five_bit(qs: *const u8, qh: *const u8) -> __m256i {
     let bits = u32::from_le_bytes([*qh, *qh.add(1), *qh.add(2), *qh.add(3)]);
     let high = _mm256_and_si256(bits_to_bytes(bits), _mm256_set1_epi8(0x10));
     _mm256_or_si256(nibbles32(qs), high)
@@ -425,19 +466,19 @@ unsafe fn k_scale_min<const N: usize, const BB: usize, const HIGH_BITS: bool>(
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
+unsafe fn q4_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
     k_scale_min::<N, 144, false>(w, a)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
+unsafe fn q5_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
     k_scale_min::<N, 176, true>(w, a)
 }
 
 /// Q6_K: quants are decoded unsigned (0..=63); the −32 offset is applied once per
 /// block through the bsums: Σ sc·(q−32)·a = Σ sc·q·a − 32·Σ sc·bsum.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
+unsafe fn q6_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
     const BB: usize = 210;
     let nb = w.len() / BB;
     for x in a {

@@ -8,6 +8,7 @@ use crate::quant::layout::*;
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Portable,
+    quantize: &crate::quant::acts::PORTABLE_QUANTIZERS,
     f32: tiles!(f32_rows),
     f16: tiles!(f16_rows),
     bf16: tiles!(bf16_rows),
@@ -100,15 +101,15 @@ fn float_rows<const N: usize, const EB: usize>(
     acc
 }
 
-fn f32_rows<const N: usize>(w: &[u8], a: [&[f32]; N]) -> [f32; N] {
+fn f32_rows<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
     float_rows::<N, 4>(w, a, |b| f32_at(b, 0))
 }
 
-fn f16_rows<const N: usize>(w: &[u8], a: [&[f32]; N]) -> [f32; N] {
+fn f16_rows<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
     float_rows::<N, 2>(w, a, |b| f16_at(b, 0))
 }
 
-fn bf16_rows<const N: usize>(w: &[u8], a: [&[f32]; N]) -> [f32; N] {
+fn bf16_rows<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
     float_rows::<N, 2>(w, a, |b| bf16_at(b, 0))
 }
 
@@ -130,23 +131,23 @@ fn legacy<const N: usize, const BB: usize, Q: Copy + Into<i32>, A: LegacyActs>(
     acc
 }
 
-fn q4_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+fn q4_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N], _scales: &[f32]) -> [f32; N] {
     legacy::<N, 18, i8, _>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q4_0(b)))
 }
 
-fn q4_1<const N: usize>(w: &[u8], a: [&[Q16Block]; N]) -> [f32; N] {
+fn q4_1<const N: usize>(w: &[u8], a: [&[Q16Block]; N], _scales: &[f32]) -> [f32; N] {
     legacy::<N, 20, u8, _>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q4_1(b)))
 }
 
-fn q5_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+fn q5_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N], _scales: &[f32]) -> [f32; N] {
     legacy::<N, 22, i8, _>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q5_0(b)))
 }
 
-fn q5_1<const N: usize>(w: &[u8], a: [&[Q16Block]; N]) -> [f32; N] {
+fn q5_1<const N: usize>(w: &[u8], a: [&[Q16Block]; N], _scales: &[f32]) -> [f32; N] {
     legacy::<N, 24, u8, _>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q5_1(b)))
 }
 
-fn q8_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N]) -> [f32; N] {
+fn q8_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N], _scales: &[f32]) -> [f32; N] {
     legacy::<N, 34, i8, _>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q8_0(b)))
 }
 
@@ -177,15 +178,15 @@ fn k_scale_min<const N: usize, const BB: usize>(
     acc
 }
 
-fn q4_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
+fn q4_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
     k_scale_min::<N, 144>(w, a, unpack_q4_k)
 }
 
-fn q5_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
+fn q5_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
     k_scale_min::<N, 176>(w, a, unpack_q5_k)
 }
 
-fn q6_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N]) -> [f32; N] {
+fn q6_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
     let mut acc = [0f32; N];
     for (i, b) in w.chunks_exact(210).enumerate() {
         let d = f16_at(b, q6_k::D);

@@ -1,0 +1,150 @@
+//! AVX2 activation quantization: the same arithmetic as the portable quantizers in
+//! `quant::acts`, eight lanes at a time, so the results are bit for bit the same (the
+//! backend-equality tests check it). It runs on the calling thread between matmuls,
+//! where every other thread waits, so its speed is on the critical path.
+//!
+//! Only reachable through [`QUANTIZERS`], which a table hands out only on CPUs with the
+//! features (see `avx2.rs`).
+
+use std::arch::x86_64::*;
+
+use super::Quantizers;
+use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
+use crate::quant::layout::{QK, QK_K};
+
+pub(crate) static QUANTIZERS: Quantizers = Quantizers {
+    q8: |x| {
+        // SAFETY: see the module docs.
+        unsafe { q8_avx2(x) }
+    },
+    q16: |x| {
+        // SAFETY: see the module docs.
+        unsafe { q16_avx2(x) }
+    },
+    q8k: |x| {
+        // SAFETY: see the module docs.
+        unsafe { q8k_avx2(x) }
+    },
+};
+
+/// The largest |x| (x a whole number of 8-lane groups). `max_ps` returns its second
+/// operand when the first is NaN, so NaNs are skipped as the portable fold skips them.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn abs_max(x: &[f32]) -> f32 {
+    let sign = _mm256_set1_ps(-0.0);
+    let mut m = _mm256_setzero_ps();
+    for c in x.chunks_exact(8) {
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(c.as_ptr())), m);
+    }
+    let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    let m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    _mm_cvtss_f32(m)
+}
+
+/// The block's step and its reciprocal, as the portable quantizer computes them.
+#[inline]
+fn step(amax: f32, levels: i32) -> (f32, f32) {
+    let d = amax / levels as f32;
+    (d, if d != 0.0 { 1.0 / d } else { 0.0 })
+}
+
+/// Eight values at `p` times `id`, rounded and clamped to ±`levels` as the portable
+/// `round_clamped` does (a NaN becomes 0).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn round8(p: *const f32, id: __m256, levels: f32) -> __m256i {
+    const MAGIC: f32 = 12_582_912.0;
+    let magic = _mm256_set1_ps(MAGIC);
+    let v = _mm256_mul_ps(_mm256_loadu_ps(p), id);
+    let r = _mm256_sub_ps(_mm256_add_ps(v, magic), magic);
+    let r = _mm256_and_ps(r, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    let r = _mm256_min_ps(
+        _mm256_max_ps(r, _mm256_set1_ps(-levels)),
+        _mm256_set1_ps(levels),
+    );
+    _mm256_cvttps_epi32(r)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_epi32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+    _mm_cvtsi128_si32(s)
+}
+
+/// 32 values at `p` as i8 quants into `out`; returns the sums of the first and the
+/// last 16 quants.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn i8x32(p: *const f32, id: __m256, out: *mut i8) -> (i32, i32) {
+    let l = i8::MAX as f32;
+    let [a, b, c, d] = [0, 8, 16, 24].map(|k| round8(p.add(k), id, l));
+    // packs work within 128-bit halves: the dwords come out as a0 b0 c0 d0 a1 b1 c1 d1.
+    let packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    _mm256_storeu_si256(
+        out as *mut __m256i,
+        _mm256_permutevar8x32_epi32(packed, order),
+    );
+    (
+        hsum_epi32(_mm256_add_epi32(a, b)),
+        hsum_epi32(_mm256_add_epi32(c, d)),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_avx2(x: &[f32]) -> Q8Block {
+    assert_eq!(x.len(), QK);
+    let (d, id) = step(abs_max(x), i8::MAX as i32);
+    let mut qs = [0i8; QK];
+    let (lo, hi) = i8x32(x.as_ptr(), _mm256_set1_ps(id), qs.as_mut_ptr());
+    Q8Block {
+        d,
+        s: d * (lo + hi) as f32,
+        qs,
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q16_avx2(x: &[f32]) -> Q16Block {
+    assert_eq!(x.len(), QK);
+    let l = i16::MAX as i32;
+    let (d, id) = step(abs_max(x), l);
+    let id = _mm256_set1_ps(id);
+    let p = x.as_ptr();
+    let [a, b, c, e] = [0, 8, 16, 24].map(|k| round8(p.add(k), id, l as f32));
+    let mut qs = [0i16; QK];
+    // packs work within 128-bit halves; the qword permute restores element order.
+    for (k, (u, v)) in [(a, b), (c, e)].into_iter().enumerate() {
+        let packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(u, v), 0b11_01_10_00);
+        _mm256_storeu_si256(qs.as_mut_ptr().add(16 * k) as *mut __m256i, packed);
+    }
+    let sum = hsum_epi32(_mm256_add_epi32(
+        _mm256_add_epi32(a, b),
+        _mm256_add_epi32(c, e),
+    ));
+    Q16Block {
+        d,
+        s: d * sum as f32,
+        qs,
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8k_avx2(x: &[f32]) -> Q8KBlock {
+    assert_eq!(x.len(), QK_K);
+    let (d, id) = step(abs_max(x), i8::MAX as i32);
+    let id = _mm256_set1_ps(id);
+    let mut qs = [0i8; QK_K];
+    let mut bsums = [0i16; 16];
+    for k in 0..QK_K / 32 {
+        let (lo, hi) = i8x32(x.as_ptr().add(32 * k), id, qs.as_mut_ptr().add(32 * k));
+        bsums[2 * k] = lo as i16;
+        bsums[2 * k + 1] = hi as i16;
+    }
+    Q8KBlock { d, qs, bsums }
+}
