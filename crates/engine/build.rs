@@ -5,7 +5,8 @@
 use std::{env, fs, path::PathBuf};
 
 /// Each AVX2 source and the file its AVX-512 copy is written to.
-const SOURCES: [(&str, &str); 3] = [
+const SOURCES: [(&str, &str); 4] = [
+    ("src/quant/kernels/avx2_groups.rs", "avx512_vnni_groups.rs"),
     ("src/quant/kernels/avx2.rs", "avx512_vnni.rs"),
     ("src/quant/kernels/avx2_acts.rs", "avx512_vnni_acts.rs"),
     ("src/quant/kernels/avx2_wide.rs", "avx512_vnni_wide.rs"),

@@ -342,6 +342,9 @@ proptest! {
             prop_assert!((b.d - amax / 32767.0).abs() <= 1e-6 * b.d + 1e-30);
             let sum: i32 = b.qs.iter().map(|&q| q as i32).sum();
             prop_assert!((b.s - b.d * sum as f32).abs() <= 1e-6 * b.s.abs());
+            for k in 0..32 {
+                prop_assert_eq!(b.qs[k] as i32, 256 * b.hi[k] as i32 + b.lo[k] as i32);
+            }
             for (&q, &v) in b.qs.iter().zip(xb) {
                 // v·(1/d) is rounded in f32: near a tie, q may be off by a few thousandths of a step.
                 prop_assert!((v - b.d * q as f32).abs() <= b.d * 0.505 + 1e-30, "v {} q {} d {}", v, q, b.d);
@@ -389,6 +392,8 @@ proptest! {
             for b in acts.q16_blocks() {
                 v.extend([b.d.to_bits(), b.s.to_bits()]);
                 v.extend(b.qs.iter().map(|&q| q as u16 as u32));
+                v.extend(b.lo.iter().map(|&q| q as u32));
+                v.extend(b.hi.iter().map(|&q| q as u8 as u32));
             }
             for b in acts.q8k_blocks() {
                 v.push(b.d.to_bits());

@@ -383,6 +383,27 @@ impl GgufFile {
         &self.backing.bytes()[start..start + t.size as usize]
     }
 
+    /// Tells the kernel this process no longer needs the pages wholly inside
+    /// `bytes[range]` of tensor `t`'s data (a copy was made): they leave this process's
+    /// resident memory and would be read again from the file if touched. Only a hint:
+    /// owned files and failures are ignored.
+    pub fn release_tensor_pages(&self, t: &TensorInfo, range: std::ops::Range<usize>) {
+        if let Backing::Mapped(m) = &self.backing {
+            const PAGE: usize = 4096;
+            let base = (self.data_offset + t.offset) as usize;
+            let start = (base + range.start).next_multiple_of(PAGE);
+            let end = (base + range.end.min(t.size as usize)) / PAGE * PAGE;
+            if start < end {
+                // SAFETY: the mapping is read-only and private to this process's view of
+                // a file; dropping its pages only makes later reads fault them back in
+                // from the file, with the same contents.
+                let _ = unsafe {
+                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+                };
+            }
+        }
+    }
+
     /// Total size of the file in bytes.
     pub fn file_size(&self) -> u64 {
         self.backing.bytes().len() as u64

@@ -1,14 +1,17 @@
 //! Weight matrices and the threaded matrix product over them.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::ModelError;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::pool::ThreadPool;
-use crate::quant::{self, ActFormat, OutView, QMatrix, QuantizedActs};
+use crate::quant::interleave::{interleave_rows, GROUP_ROWS};
+use crate::quant::{self, ActFormat, Backend, OutView, QMatrix, QuantizedActs};
 
-/// A 2-D weight kept in its GGUF encoding inside the file mapping.
+/// A 2-D weight kept in its GGUF encoding inside the file mapping, or, for formats the
+/// active kernels run faster interleaved, copied once into that layout (the file's
+/// pages are then released, so resident memory holds the weights once).
 #[derive(Clone, Debug)]
 pub(crate) struct Weight {
     info: TensorInfo,
@@ -16,6 +19,7 @@ pub(crate) struct Weight {
     pub rows: usize,
     /// Input width (ne0).
     pub cols: usize,
+    packed: Option<Arc<Vec<u8>>>,
 }
 
 impl Weight {
@@ -49,13 +53,21 @@ impl Weight {
                 ty: info.ggml_type,
             });
         }
-        let w = Weight {
+        let mut w = Weight {
             info: info.clone(),
             rows,
             cols,
+            packed: None,
         };
         // Validates block alignment and byte size once, so later calls cannot fail.
-        w.matrix(file)?;
+        let row_bytes = w.matrix(file)?.row_bytes();
+        if interleave_enabled()
+            && Backend::active().interleaves(w.ty())
+            && rows.is_multiple_of(GROUP_ROWS)
+        {
+            w.packed = Some(Arc::new(interleave_tensor(file, info, row_bytes)?));
+            w.matrix(file)?;
+        }
         Ok(w)
     }
 
@@ -63,19 +75,43 @@ impl Weight {
         self.info.ggml_type
     }
 
-    pub fn matrix<'a>(&self, file: &'a GgufFile) -> Result<QMatrix<'a>, ModelError> {
-        Ok(QMatrix::new(
-            self.info.ggml_type,
-            file.tensor_data(&self.info),
-            self.rows,
-            self.cols,
-        )?)
+    pub fn matrix<'a>(&'a self, file: &'a GgufFile) -> Result<QMatrix<'a>, ModelError> {
+        let ty = self.info.ggml_type;
+        Ok(match &self.packed {
+            Some(p) => QMatrix::new_interleaved(ty, p, self.rows, self.cols)?,
+            None => QMatrix::new(ty, file.tensor_data(&self.info), self.rows, self.cols)?,
+        })
     }
 
     /// Row `i` as f32 (an embedding lookup).
     pub fn row_f32(&self, file: &GgufFile, i: usize, dst: &mut [f32]) -> Result<(), ModelError> {
         Ok(self.matrix(file)?.row_to_f32(i, dst)?)
     }
+}
+
+/// Whether weights may be interleaved at load (`LLAMAY_INTERLEAVE=0` keeps the GGUF
+/// layout, to compare the two).
+fn interleave_enabled() -> bool {
+    std::env::var("LLAMAY_INTERLEAVE").map_or(true, |v| v != "0")
+}
+
+/// Tensor `info` copied into the interleaved layout, a few MB at a time, releasing the
+/// file pages already copied so the copy never doubles resident memory.
+fn interleave_tensor(
+    file: &GgufFile,
+    info: &TensorInfo,
+    row_bytes: usize,
+) -> Result<Vec<u8>, ModelError> {
+    const CHUNK_BYTES: usize = 4 << 20;
+    let src = file.tensor_data(info);
+    let group_bytes = GROUP_ROWS * row_bytes;
+    let chunk = (CHUNK_BYTES / group_bytes).max(1) * group_bytes;
+    let mut dst = vec![0u8; src.len()];
+    for (k, (s, d)) in src.chunks(chunk).zip(dst.chunks_mut(chunk)).enumerate() {
+        interleave_rows(info.ggml_type, s, row_bytes, d)?;
+        file.release_tensor_pages(info, k * chunk..k * chunk + s.len());
+    }
+    Ok(dst)
 }
 
 /// A 1-D tensor (norm weight, bias) converted to f32 at load time.
@@ -171,7 +207,12 @@ pub(crate) fn matmul_many(
             .div_ceil(total_rows)
             .min(p.w.rows.div_ceil(16))
             .max(1);
-        parts.extend(view.split(n).into_iter().map(|v| (m, a, Mutex::new(v))));
+        let align = if m.is_interleaved() { GROUP_ROWS } else { 1 };
+        parts.extend(
+            view.split_aligned(n, align)
+                .into_iter()
+                .map(|v| (m, a, Mutex::new(v))),
+        );
     }
     let error = Mutex::new(None);
     pool.run(parts.len(), &|i| {

@@ -34,6 +34,10 @@ pub struct Q16Block {
     pub d: f32,
     pub s: f32,
     pub qs: [i16; QK],
+    /// The same quants split into bytes, `qs = 256·hi + lo`: u8×i8 dot-product
+    /// instructions (`vpdpbusd`) take them at twice the width of i16 pairs.
+    pub lo: [u8; QK],
+    pub hi: [i8; QK],
 }
 
 /// A super-block of 256 activations quantized to i8 (`x ≈ d * qs`) with the sums of
@@ -309,6 +313,8 @@ fn quantize_q16(x: &[f32]) -> Q16Block {
         d,
         s: d * sum as f32,
         qs,
+        lo: qs.map(|q| q as u8),
+        hi: qs.map(|q| (q >> 8) as i8),
     }
 }
 

@@ -1,13 +1,15 @@
 //! The matrix product the forward pass calls: quantized weights (a GGUF tensor) times
 //! quantized activations, for a range of weight rows so threads can share the work.
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::ops::Range;
 
 use super::acts::{ActFormat, QuantizedActs};
 use super::dequant::{check_row, dequantize_row};
 use super::error::QuantError;
-use super::kernels::{tile_width, Backend, DotFn, Tiles};
+use super::interleave::{deinterleave_row, interleavable, GROUP_ROWS};
+use super::kernels::{tile_width, Backend, DotFn, GroupFn, GroupTiles, Tiles};
 use crate::ggml_type::GgmlType;
 
 /// Weight rows handled together, so a tile of activations stays in L1 while a group of
@@ -23,6 +25,8 @@ pub struct QMatrix<'a> {
     rows: usize,
     cols: usize,
     row_bytes: usize,
+    /// Stored in groups of 8 interleaved rows (see [`super::interleave`]).
+    interleaved: bool,
 }
 
 impl<'a> QMatrix<'a> {
@@ -54,7 +58,37 @@ impl<'a> QMatrix<'a> {
             rows,
             cols,
             row_bytes,
+            interleaved: false,
         })
+    }
+
+    /// [`QMatrix::new`] for data in the interleaved layout (made by
+    /// [`interleave_rows`]): `ty` must be interleavable and `rows` a multiple of 8.
+    pub fn new_interleaved(
+        ty: GgmlType,
+        data: &'a [u8],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, QuantError> {
+        if !interleavable(ty) {
+            return Err(QuantError::UnsupportedType(ty));
+        }
+        if !rows.is_multiple_of(GROUP_ROWS) {
+            return Err(QuantError::NotBlockAligned {
+                ty,
+                cols: rows,
+                block: GROUP_ROWS,
+            });
+        }
+        Ok(QMatrix {
+            interleaved: true,
+            ..QMatrix::new(ty, data, rows, cols)?
+        })
+    }
+
+    /// Whether the data is in the interleaved layout.
+    pub fn is_interleaved(&self) -> bool {
+        self.interleaved
     }
 
     /// The element type.
@@ -62,7 +96,7 @@ impl<'a> QMatrix<'a> {
         self.ty
     }
 
-    /// The raw bytes of all rows.
+    /// The raw bytes of all rows (in the interleaved layout if the matrix is).
     pub fn data(&self) -> &'a [u8] {
         self.data
     }
@@ -82,18 +116,27 @@ impl<'a> QMatrix<'a> {
         self.row_bytes
     }
 
-    /// The raw bytes of row `i`.
-    pub fn row(&self, i: usize) -> Result<&'a [u8], QuantError> {
+    /// The raw bytes of row `i` in the GGUF layout (rebuilt if interleaved).
+    pub fn row(&self, i: usize) -> Result<Cow<'a, [u8]>, QuantError> {
         if i >= self.rows {
             return Err(self.out_of_range(i..i + 1));
         }
-        Ok(&self.data[i * self.row_bytes..(i + 1) * self.row_bytes])
+        if !self.interleaved {
+            return Ok(Cow::Borrowed(
+                &self.data[i * self.row_bytes..(i + 1) * self.row_bytes],
+            ));
+        }
+        let g = i / GROUP_ROWS * GROUP_ROWS;
+        let group = &self.data[g * self.row_bytes..(g + GROUP_ROWS) * self.row_bytes];
+        let mut row = vec![0u8; self.row_bytes];
+        deinterleave_row(self.ty, group, i - g, &mut row)?;
+        Ok(Cow::Owned(row))
     }
 
     /// Row `i` as f32 into `dst` (`cols` long): an embedding lookup.
     pub fn row_to_f32(&self, i: usize, dst: &mut [f32]) -> Result<(), QuantError> {
         check_row(self.ty, self.row_bytes, dst.len())?;
-        dequantize_row(self.ty, self.row(i)?, dst)
+        dequantize_row(self.ty, &self.row(i)?, dst)
     }
 
     fn out_of_range(&self, r: Range<usize>) -> QuantError {
@@ -168,14 +211,20 @@ impl<'a> OutView<'a> {
 
     /// Splits into `n` (at least 1) views of nearly equal row counts, in row order.
     pub fn split(self, n: usize) -> Vec<OutView<'a>> {
-        let n = n.max(1);
+        self.split_aligned(n, 1)
+    }
+
+    /// [`OutView::split`] with every split point a multiple of `align` rows (for
+    /// interleaved weights: whole groups of 8); some views may then be empty.
+    pub fn split_aligned(self, n: usize, align: usize) -> Vec<OutView<'a>> {
+        let (n, align) = (n.max(1), align.max(1));
         let (start, len) = (self.rows.start, self.rows.len());
         let mut parts = Vec::with_capacity(n);
         let mut rest = self;
         for k in 1..n {
-            let (part, tail) = rest
-                .split_at(start + len * k / n)
-                .expect("split points lie inside the view");
+            let at = (start + len * k / n) / align * align;
+            let at = at.clamp(rest.rows.start, rest.rows.end);
+            let (part, tail) = rest.split_at(at).expect("split points lie inside the view");
             parts.push(part);
             rest = tail;
         }
@@ -219,6 +268,22 @@ impl Backend {
         let k = self.table;
         let s = &acts.tile_scales[..];
         use GgmlType::*;
+        if w.interleaved {
+            let g = k.groups.ok_or(QuantError::UnsupportedType(w.ty))?;
+            let rows = out.rows();
+            if !rows.start.is_multiple_of(GROUP_ROWS) || !rows.end.is_multiple_of(GROUP_ROWS) {
+                return Err(w.out_of_range(rows));
+            }
+            match w.ty {
+                Q4_0 => drive_groups(&g.q4_0, w, &acts.q8, s, per_tok, out),
+                Q4_1 => drive_groups(&g.q4_1, w, &acts.q16, s, per_tok, out),
+                Q5_0 => drive_groups(&g.q5_0, w, &acts.q8, s, per_tok, out),
+                Q5_1 => drive_groups(&g.q5_1, w, &acts.q16, s, per_tok, out),
+                Q8_0 => drive_groups(&g.q8_0, w, &acts.q8, s, per_tok, out),
+                ty => return Err(QuantError::UnsupportedType(ty)),
+            }
+            return Ok(());
+        }
         match w.ty {
             F32 => drive(&k.f32, w, &acts.f32s, &[], per_tok, out),
             F16 => drive(&k.f16, w, &acts.f32s, &[], per_tok, out),
@@ -305,6 +370,69 @@ fn drive<A>(
     }
 }
 
+/// Tokens swept against one group of interleaved rows before moving to the next group:
+/// their activations (at most a few hundred KB) stay in L2 while the groups stream by.
+const GROUP_TOKEN_CHUNK: usize = 64;
+
+/// [`drive`] for interleaved weights: groups of 8 rows (the view starts and ends on a
+/// group boundary), and the tokens in tiles inside chunks of [`GROUP_TOKEN_CHUNK`].
+fn drive_groups<A>(
+    k: &GroupTiles<A>,
+    w: &QMatrix,
+    acts: &[A],
+    scales: &[f32],
+    per_tok: usize,
+    out: &mut OutView,
+) {
+    let n_tokens = out.n_tokens;
+    let rows = out.rows();
+    let group_bytes = GROUP_ROWS * w.row_bytes;
+    let mut chunk = 0;
+    while chunk < n_tokens {
+        let chunk_end = (chunk + GROUP_TOKEN_CHUNK).min(n_tokens);
+        for r0 in rows.clone().step_by(GROUP_ROWS) {
+            let group = &w.data[r0 * w.row_bytes..][..group_bytes];
+            let mut t = chunk;
+            while t < chunk_end {
+                let tile = Tile {
+                    acts,
+                    scales,
+                    per_tok,
+                    t,
+                };
+                // Tiles follow the plan of the whole token range (the scale table's),
+                // so a chunk boundary must fall on a tile boundary: 64 is a multiple of 8.
+                t += match tile_width(n_tokens - t) {
+                    8 => sweep_group(k.eight, group, tile, r0, out),
+                    4 => sweep_group(k.four, group, tile, r0, out),
+                    2 => sweep_group(k.two, group, tile, r0, out),
+                    _ => sweep_group(k.one, group, tile, r0, out),
+                };
+            }
+        }
+        chunk = chunk_end;
+    }
+}
+
+/// Tokens `t..t + N` against the group of rows `r0..r0 + 8`; returns `N`.
+#[inline(always)]
+fn sweep_group<A, const N: usize>(
+    kernel: GroupFn<A, N>,
+    group: &[u8],
+    tile: Tile<A>,
+    r0: usize,
+    out: &mut OutView,
+) -> usize {
+    let (a, scales) = tile.operands::<N>();
+    let v = kernel(group, a, scales);
+    for (i, rows) in v.iter().enumerate() {
+        for (r, &x) in rows.iter().enumerate() {
+            out.set(tile.t + i, r0 + r, x);
+        }
+    }
+    N
+}
+
 /// The activations of one matmul and where the next tile of tokens starts.
 #[derive(Clone, Copy)]
 struct Tile<'a, A> {
@@ -312,6 +440,21 @@ struct Tile<'a, A> {
     scales: &'a [f32],
     per_tok: usize,
     t: usize,
+}
+
+impl<'a, A> Tile<'a, A> {
+    /// The activation rows of tokens `t..t + N` and their slice of the scale table.
+    #[inline(always)]
+    fn operands<const N: usize>(&self) -> ([&'a [A]; N], &'a [f32]) {
+        let (acts, per_tok, t) = (self.acts, self.per_tok, self.t);
+        let a = std::array::from_fn(|i| &acts[(t + i) * per_tok..(t + i + 1) * per_tok]);
+        let scales = if self.scales.is_empty() {
+            self.scales
+        } else {
+            &self.scales[2 * per_tok * t..2 * per_tok * (t + N)]
+        };
+        (a, scales)
+    }
 }
 
 /// Tokens `t..t + N` against weight rows `rows`; returns `N`.
@@ -323,18 +466,8 @@ fn sweep<A, const N: usize>(
     rows: Range<usize>,
     out: &mut OutView,
 ) -> usize {
-    let Tile {
-        acts,
-        scales,
-        per_tok,
-        t,
-    } = tile;
-    let a: [&[A]; N] = std::array::from_fn(|i| &acts[(t + i) * per_tok..(t + i + 1) * per_tok]);
-    let scales = if scales.is_empty() {
-        scales
-    } else {
-        &scales[2 * per_tok * t..2 * per_tok * (t + N)]
-    };
+    let (a, scales) = tile.operands::<N>();
+    let t = tile.t;
     for r in rows {
         let v = kernel(&w.data[r * w.row_bytes..(r + 1) * w.row_bytes], a, scales);
         for (i, v) in v.into_iter().enumerate() {

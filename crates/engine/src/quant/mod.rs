@@ -12,6 +12,7 @@
 mod acts;
 mod dequant;
 mod error;
+pub mod interleave;
 mod kernels;
 mod layout;
 mod matrix;

@@ -60,6 +60,7 @@ safe!(q6_k, q6_k_avx2, Q8KBlock);
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Avx2,
     quantize: &super::avx2_acts::QUANTIZERS,
+    groups: Some(&super::avx2_groups::GROUP_KERNELS),
     f32: tiles!(f32_rows),
     f16: tiles!(f16_rows),
     bf16: tiles!(bf16_rows),

@@ -123,6 +123,28 @@ unsafe fn q16_avx2(x: &[f32]) -> Q16Block {
         let packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(u, v), 0b11_01_10_00);
         _mm256_storeu_si256(qs.as_mut_ptr().add(16 * k) as *mut __m256i, packed);
     }
+    let (mut lo, mut hi) = ([0u8; QK], [0i8; QK]);
+    let low8 = _mm256_set1_epi32(0xFF);
+    let lows = [a, b, c, e].map(|v| _mm256_and_si256(v, low8));
+    let highs = [a, b, c, e].map(|v| _mm256_srai_epi32(v, 8));
+    // Both fit their byte type, so the saturating packs are exact.
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let lo_bytes = _mm256_packus_epi16(
+        _mm256_packs_epi32(lows[0], lows[1]),
+        _mm256_packs_epi32(lows[2], lows[3]),
+    );
+    let hi_bytes = _mm256_packs_epi16(
+        _mm256_packs_epi32(highs[0], highs[1]),
+        _mm256_packs_epi32(highs[2], highs[3]),
+    );
+    _mm256_storeu_si256(
+        lo.as_mut_ptr() as *mut __m256i,
+        _mm256_permutevar8x32_epi32(lo_bytes, order),
+    );
+    _mm256_storeu_si256(
+        hi.as_mut_ptr() as *mut __m256i,
+        _mm256_permutevar8x32_epi32(hi_bytes, order),
+    );
     let sum = hsum_epi32(_mm256_add_epi32(
         _mm256_add_epi32(a, b),
         _mm256_add_epi32(c, e),
@@ -131,6 +153,8 @@ unsafe fn q16_avx2(x: &[f32]) -> Q16Block {
         d,
         s: d * sum as f32,
         qs,
+        lo,
+        hi,
     }
 }
 

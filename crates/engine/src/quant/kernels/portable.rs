@@ -9,6 +9,7 @@ use crate::quant::layout::*;
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Portable,
     quantize: &crate::quant::acts::PORTABLE_QUANTIZERS,
+    groups: None,
     f32: tiles!(f32_rows),
     f16: tiles!(f16_rows),
     bf16: tiles!(bf16_rows),

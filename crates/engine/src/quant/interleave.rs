@@ -1,0 +1,186 @@
+//! The interleaved weight layout: groups of 8 rows of a legacy format (Q4_0, Q4_1,
+//! Q5_0, Q5_1, Q8_0) stored so that one 32-byte load holds the same 4 elements of all
+//! 8 rows. A dot-product instruction then works on 8 rows at once against one token's
+//! 4 activations broadcast to every lane: the lanes are rows, so a block's scales are
+//! applied to 8 rows with one multiply-add, where the row-by-row layout needs a
+//! horizontal reduction and a multiply-add per row. The same bytes, reordered: a
+//! group of 8 rows takes exactly 8 rows' space.
+//!
+//! Group layout, block after block (block `i` of all 8 rows, then block `i + 1`):
+//! - `d`: the 8 rows' f16 scales (16 bytes); then `m`, their f16 mins (Q4_1, Q5_1);
+//! - Q5 formats: `H`, 32 bytes: byte `4r + e` holds in bit `k` the fifth bit of
+//!   element `4k + e` of row `r`;
+//! - 4- and 5-bit formats: `X0..X3`, 32 bytes each: `Xj` holds bytes `4j..4j + 4` of
+//!   each row's nibbles (`qs`), row after row, so its low nibbles are elements
+//!   `4j..4j + 4` and its high nibbles elements `16 + 4j..16 + 4j + 4`;
+//! - Q8_0: `W0..W7`, 32 bytes each: `Wk` holds elements `4k..4k + 4` of each row.
+
+use super::error::QuantError;
+use crate::ggml_type::GgmlType;
+
+/// Rows per interleaved group.
+pub const GROUP_ROWS: usize = 8;
+
+/// Where the fields of one interleaved block of 8 rows lie, and how big it is.
+#[derive(Clone, Copy, Debug)]
+struct GroupBlock {
+    /// Bytes of one row's block in GGUF.
+    row_block: usize,
+    /// Offsets in the GGUF block: the min, the fifth bits, the quants.
+    src_m: Option<usize>,
+    src_qh: Option<usize>,
+    src_qs: usize,
+    /// Offsets in the interleaved block.
+    m: Option<usize>,
+    h: Option<usize>,
+    qs: usize,
+}
+
+fn group_block(ty: GgmlType) -> Option<GroupBlock> {
+    use GgmlType::*;
+    let (row_block, src_m, src_qh, src_qs) = match ty {
+        Q4_0 => (18, None, None, 2),
+        Q4_1 => (20, Some(2), None, 4),
+        Q5_0 => (22, None, Some(2), 6),
+        Q5_1 => (24, Some(2), Some(4), 8),
+        Q8_0 => (34, None, None, 2),
+        _ => return None,
+    };
+    let m = src_m.map(|_| 16);
+    let after_m = if m.is_some() { 32 } else { 16 };
+    let h = src_qh.map(|_| after_m);
+    let qs = after_m + if h.is_some() { 32 } else { 0 };
+    Some(GroupBlock {
+        row_block,
+        src_m,
+        src_qh,
+        src_qs,
+        m,
+        h,
+        qs,
+    })
+}
+
+/// Whether weights of type `ty` have an interleaved layout.
+pub fn interleavable(ty: GgmlType) -> bool {
+    group_block(ty).is_some()
+}
+
+fn not_interleavable(ty: GgmlType) -> QuantError {
+    QuantError::UnsupportedType(ty)
+}
+
+/// Checks that `rows × row_bytes` of type `ty` can be interleaved: a legacy format and
+/// a whole number of groups.
+fn check(ty: GgmlType, rows: usize) -> Result<GroupBlock, QuantError> {
+    let g = group_block(ty).ok_or_else(|| not_interleavable(ty))?;
+    if !rows.is_multiple_of(GROUP_ROWS) {
+        return Err(QuantError::NotBlockAligned {
+            ty,
+            cols: rows,
+            block: GROUP_ROWS,
+        });
+    }
+    Ok(g)
+}
+
+/// Interleaves the row-major GGUF rows `src` (a whole number of groups of 8 rows of
+/// `row_bytes`) into `dst`, of the same length.
+pub fn interleave_rows(
+    ty: GgmlType,
+    src: &[u8],
+    row_bytes: usize,
+    dst: &mut [u8],
+) -> Result<(), QuantError> {
+    if row_bytes == 0 || !src.len().is_multiple_of(row_bytes) || dst.len() != src.len() {
+        return Err(QuantError::LengthMismatch {
+            what: "interleaved rows",
+            expected: src.len(),
+            got: dst.len(),
+        });
+    }
+    let g = check(ty, src.len() / row_bytes)?;
+    let nb = row_bytes / g.row_block;
+    let group_bytes = GROUP_ROWS * row_bytes;
+    for (s, d) in src
+        .chunks_exact(group_bytes)
+        .zip(dst.chunks_exact_mut(group_bytes))
+    {
+        for i in 0..nb {
+            let out = &mut d[i * GROUP_ROWS * g.row_block..(i + 1) * GROUP_ROWS * g.row_block];
+            for r in 0..GROUP_ROWS {
+                let b = &s[r * row_bytes + i * g.row_block..][..g.row_block];
+                pack_block(&g, ty, b, r, out);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes row `r`'s GGUF block `b` into its places in the interleaved block `out`.
+fn pack_block(g: &GroupBlock, ty: GgmlType, b: &[u8], r: usize, out: &mut [u8]) {
+    out[2 * r..2 * r + 2].copy_from_slice(&b[..2]);
+    if let (Some(sm), Some(m)) = (g.src_m, g.m) {
+        out[m + 2 * r..m + 2 * r + 2].copy_from_slice(&b[sm..sm + 2]);
+    }
+    if let (Some(sq), Some(h)) = (g.src_qh, g.h) {
+        let qh = u32::from_le_bytes(b[sq..sq + 4].try_into().unwrap());
+        for e in 0..4 {
+            let byte = (0..8).fold(0u8, |acc, k| acc | ((((qh >> (4 * k + e)) & 1) as u8) << k));
+            out[h + 4 * r + e] = byte;
+        }
+    }
+    let qs = &b[g.src_qs..];
+    let words = if ty == GgmlType::Q8_0 { 8 } else { 4 };
+    for k in 0..words {
+        let at = g.qs + 32 * k + 4 * r;
+        out[at..at + 4].copy_from_slice(&qs[4 * k..4 * k + 4]);
+    }
+}
+
+/// Rebuilds row `r` (0..8) of an interleaved group `group` (`nb` blocks) in its GGUF
+/// layout into `dst` (one row's bytes).
+pub fn deinterleave_row(
+    ty: GgmlType,
+    group: &[u8],
+    r: usize,
+    dst: &mut [u8],
+) -> Result<(), QuantError> {
+    let g = check(ty, GROUP_ROWS)?;
+    if r >= GROUP_ROWS
+        || !dst.len().is_multiple_of(g.row_block)
+        || group.len() != GROUP_ROWS * dst.len()
+    {
+        return Err(QuantError::LengthMismatch {
+            what: "interleaved group",
+            expected: GROUP_ROWS * dst.len(),
+            got: group.len(),
+        });
+    }
+    let gb = GROUP_ROWS * g.row_block;
+    for (blk, b) in group
+        .chunks_exact(gb)
+        .zip(dst.chunks_exact_mut(g.row_block))
+    {
+        b[..2].copy_from_slice(&blk[2 * r..2 * r + 2]);
+        if let (Some(sm), Some(m)) = (g.src_m, g.m) {
+            b[sm..sm + 2].copy_from_slice(&blk[m + 2 * r..m + 2 * r + 2]);
+        }
+        if let (Some(sq), Some(h)) = (g.src_qh, g.h) {
+            let mut qh = 0u32;
+            for e in 0..4 {
+                let byte = blk[h + 4 * r + e];
+                for k in 0..8 {
+                    qh |= (((byte >> k) & 1) as u32) << (4 * k + e);
+                }
+            }
+            b[sq..sq + 4].copy_from_slice(&qh.to_le_bytes());
+        }
+        let words = if ty == GgmlType::Q8_0 { 8 } else { 4 };
+        for k in 0..words {
+            let at = g.qs + 32 * k + 4 * r;
+            b[g.src_qs + 4 * k..g.src_qs + 4 * k + 4].copy_from_slice(&blk[at..at + 4]);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! Kernels for interleaved weights (see `quant::interleave`): one group of 8 rows
+//! against `N` tokens. A 32-byte load holds the same 4 elements of the 8 rows; each
+//! token's 4 matching activations are broadcast to every lane and one dot-product
+//! instruction advances all 8 rows. The lanes are rows, so the block's scales (one per
+//! row) are applied with vector arithmetic: no horizontal sums anywhere.
+//!
+//! Signed formats are shifted to unsigned quants (`u = q + offset`, which the
+//! unsigned side of `vpdpbusd`/`maddubs` needs) and the shift is taken back through the
+//! activation block sum: `Σ q·a = Σ u·a − offset·Σ a`, `d·Σ a` being the block's `s`.
+//!
+//! Only reachable through [`GROUP_KERNELS`], handed out with the AVX2 tables.
+
+use std::arch::x86_64::*;
+
+use super::avx2::{load256, VNNI};
+use super::{GroupKernels, GroupTiles};
+use crate::quant::acts::{Q16Block, Q8Block};
+
+/// Wraps a kernel into a safe function for the table.
+macro_rules! safe {
+    ($name:ident, $inner:ident, $act:ty) => {
+        fn $name<const N: usize>(g: &[u8], a: [&[$act]; N], scales: &[f32]) -> [[f32; 8]; N] {
+            // SAFETY: the table is only handed out on CPUs with the features.
+            unsafe { $inner(g, a, scales) }
+        }
+    };
+}
+
+macro_rules! group_tiles {
+    ($f:ident) => {
+        GroupTiles {
+            one: $f::<1>,
+            two: $f::<2>,
+            four: $f::<4>,
+            eight: $f::<8>,
+        }
+    };
+}
+
+safe!(q4_0, q4_0_groups, Q8Block);
+safe!(q4_1, q4_1_groups, Q16Block);
+safe!(q5_0, q5_0_groups, Q8Block);
+safe!(q5_1, q5_1_groups, Q16Block);
+safe!(q8_0, q8_0_groups, Q8Block);
+
+pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
+    q4_0: group_tiles!(q4_0),
+    q4_1: group_tiles!(q4_1),
+    q5_0: group_tiles!(q5_0),
+    q5_1: group_tiles!(q5_1),
+    q8_0: group_tiles!(q8_0),
+};
+
+/// The 8 rows' f16 values at `p` as f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16x8(p: *const u8) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+}
+
+/// The 8 quant words of a 4- or 5-bit block (`Wk`: elements `4k..4k + 4` of each row,
+/// 0..=31) from its nibbles at `x` and, for 5-bit formats, its fifth bits at `h`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibble_words(x: *const u8, h: Option<*const u8>) -> [__m256i; 8] {
+    let low4 = _mm256_set1_epi8(0x0F);
+    let mut w = [_mm256_setzero_si256(); 8];
+    for j in 0..4 {
+        let xj = load256(x.add(32 * j));
+        w[j] = _mm256_and_si256(xj, low4);
+        w[4 + j] = _mm256_and_si256(_mm256_srli_epi16(xj, 4), low4);
+    }
+    if let Some(h) = h {
+        // Bit k of each byte of H goes to bit 4 of word k (16-bit shifts: the bits that
+        // cross into the neighbouring byte are masked off).
+        let hv = load256(h);
+        let bit4 = _mm256_set1_epi8(0x10);
+        for (k, wk) in w.iter_mut().enumerate() {
+            let moved = if k <= 4 {
+                _mm256_sll_epi16(hv, _mm_cvtsi32_si128(4 - k as i32))
+            } else {
+                _mm256_srl_epi16(hv, _mm_cvtsi32_si128(k as i32 - 4))
+            };
+            *wk = _mm256_or_si256(*wk, _mm256_and_si256(moved, bit4));
+        }
+    }
+    w
+}
+
+/// The dword at `p` (4 activations), in every lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn broadcast_word(p: *const u8) -> __m256i {
+    _mm256_set1_epi32(std::ptr::read_unaligned(p as *const i32))
+}
+
+/// Σ over the block of unsigned words × one token's i8 activations, per row.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_words(w: &[__m256i; 8], ab: &Q8Block) -> __m256i {
+    let y = ab.qs.as_ptr() as *const u8;
+    let mut s = [_mm256_setzero_si256(); 4];
+    for (k, &wk) in w.iter().enumerate() {
+        let a = broadcast_word(y.add(4 * k));
+        s[k % 4] = if VNNI {
+            _mm256_dpbusd_epi32(s[k % 4], wk, a)
+        } else {
+            let p = _mm256_maddubs_epi16(wk, a);
+            _mm256_add_epi32(s[k % 4], _mm256_madd_epi16(p, _mm256_set1_epi16(1)))
+        };
+    }
+    _mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]))
+}
+
+/// [`dot_words`] for signed words without VNNI: `maddubs` would saturate on the
+/// 255·127 pairs of offset Q8_0 quants, so the signs move to the activations.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_signed_words(w: &[__m256i; 8], ab: &Q8Block) -> __m256i {
+    let y = ab.qs.as_ptr() as *const u8;
+    let mut s = _mm256_setzero_si256();
+    for (k, &wk) in w.iter().enumerate() {
+        let a = _mm256_sign_epi8(broadcast_word(y.add(4 * k)), wk);
+        let p = _mm256_maddubs_epi16(_mm256_sign_epi8(wk, wk), a);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    }
+    s
+}
+
+/// Σ over the block of unsigned words × one token's i16 activations, per row, from
+/// the activations' byte halves: `Σ w·a = 256·Σ w·hi + Σ w·lo`. `hi` is signed and
+/// `lo` unsigned, and the words fit an i8, so both are u8×i8 products (with `lo` on
+/// the unsigned side): half the instructions of i16 pairs.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_words_i16(w: &[__m256i; 8], ab: &Q16Block) -> __m256i {
+    let (lo, hi) = (ab.lo.as_ptr(), ab.hi.as_ptr() as *const u8);
+    // Two chains per half keep the dot-product latency off the critical path.
+    let mut s_hi = [_mm256_setzero_si256(); 2];
+    let mut s_lo = [_mm256_setzero_si256(); 2];
+    for (k, &wk) in w.iter().enumerate() {
+        let h = broadcast_word(hi.add(4 * k));
+        let l = broadcast_word(lo.add(4 * k));
+        let c = k % 2;
+        if VNNI {
+            s_hi[c] = _mm256_dpbusd_epi32(s_hi[c], wk, h);
+            s_lo[c] = _mm256_dpbusd_epi32(s_lo[c], l, wk);
+        } else {
+            // Pair sums stay below 2·255·31: no saturation.
+            let ones = _mm256_set1_epi16(1);
+            let ph = _mm256_madd_epi16(_mm256_maddubs_epi16(wk, h), ones);
+            let pl = _mm256_madd_epi16(_mm256_maddubs_epi16(l, wk), ones);
+            s_hi[c] = _mm256_add_epi32(s_hi[c], ph);
+            s_lo[c] = _mm256_add_epi32(s_lo[c], pl);
+        }
+    }
+    let s_hi = _mm256_add_epi32(s_hi[0], s_hi[1]);
+    let s_lo = _mm256_add_epi32(s_lo[0], s_lo[1]);
+    _mm256_add_epi32(_mm256_slli_epi32(s_hi, 8), s_lo)
+}
+
+/// A group kernel. `$decode` turns the interleaved block at `$g` into `(d, m, w)`:
+/// every row's weights are `d·w + m` (`m = −offset·d` for signed formats); `$dot`
+/// is the per-row integer dot product of `$w` with the activation block `$ab`.
+macro_rules! group_kernel {
+    ($name:ident, $bb:expr, $act:ty, |$g:ident| $decode:expr, |$w:ident, $ab:ident| $dot:expr) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $name<const N: usize>(
+            group: &[u8],
+            a: [&[$act]; N],
+            scales: &[f32],
+        ) -> [[f32; 8]; N] {
+            const GB: usize = 8 * $bb;
+            let nb = group.len() / GB;
+            assert_eq!(group.len(), nb * GB);
+            for x in a {
+                assert_eq!(x.len(), nb);
+            }
+            assert_eq!(scales.len(), 2 * N * nb);
+            let mut acc = [_mm256_setzero_ps(); N];
+            for i in 0..nb {
+                let $g = group.as_ptr().add(i * GB);
+                let (d, m, $w) = $decode;
+                let sp = scales.as_ptr().add(2 * N * i);
+                for t in 0..N {
+                    let $ab = a[t].get_unchecked(i);
+                    let s = _mm256_cvtepi32_ps($dot);
+                    let dd = _mm256_mul_ps(d, _mm256_set1_ps(*sp.add(t)));
+                    let with_quants = _mm256_fmadd_ps(s, dd, acc[t]);
+                    acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(*sp.add(N + t)), with_quants);
+                }
+            }
+            let mut out = [[0f32; 8]; N];
+            for t in 0..N {
+                _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
+            }
+            out
+        }
+    };
+}
+
+// Field offsets: see the layout in `quant::interleave` (d at 0, then m, H, quants).
+group_kernel!(
+    q4_0_groups,
+    18,
+    Q8Block,
+    |g| {
+        let d = f16x8(g);
+        (
+            d,
+            _mm256_mul_ps(d, _mm256_set1_ps(-8.0)),
+            nibble_words(g.add(16), None),
+        )
+    },
+    |w, ab| dot_words(&w, ab)
+);
+group_kernel!(
+    q5_0_groups,
+    22,
+    Q8Block,
+    |g| {
+        let d = f16x8(g);
+        let w = nibble_words(g.add(48), Some(g.add(16)));
+        (d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0)), w)
+    },
+    |w, ab| dot_words(&w, ab)
+);
+group_kernel!(
+    q8_0_groups,
+    34,
+    Q8Block,
+    |g| {
+        let d = f16x8(g);
+        let flip = _mm256_set1_epi8(if VNNI { -128 } else { 0 });
+        let mut w = [_mm256_setzero_si256(); 8];
+        for (k, wk) in w.iter_mut().enumerate() {
+            *wk = _mm256_xor_si256(load256(g.add(16 + 32 * k)), flip);
+        }
+        let m = if VNNI { -128.0 } else { 0.0 };
+        (d, _mm256_mul_ps(d, _mm256_set1_ps(m)), w)
+    },
+    |w, ab| if VNNI {
+        dot_words(&w, ab)
+    } else {
+        dot_signed_words(&w, ab)
+    }
+);
+group_kernel!(
+    q4_1_groups,
+    20,
+    Q16Block,
+    |g| (f16x8(g), f16x8(g.add(16)), nibble_words(g.add(32), None)),
+    |w, ab| dot_words_i16(&w, ab)
+);
+group_kernel!(
+    q5_1_groups,
+    24,
+    Q16Block,
+    |g| {
+        let w = nibble_words(g.add(64), Some(g.add(32)));
+        (f16x8(g), f16x8(g.add(16)), w)
+    },
+    |w, ab| dot_words_i16(&w, ab)
+);

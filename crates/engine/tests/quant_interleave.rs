@@ -1,0 +1,161 @@
+//! The interleaved weight layout (groups of 8 rows, see `quant::interleave`): the
+//! layout round-trips, and every backend with group kernels computes the same products
+//! from interleaved weights as the row-by-row kernels do from the GGUF rows.
+
+use half::f16;
+use llamay_engine::ggml_type::GgmlType;
+use llamay_engine::quant::interleave::{deinterleave_row, interleavable, interleave_rows};
+use llamay_engine::quant::*;
+use proptest::prelude::*;
+
+const TYPES: [GgmlType; 5] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+];
+
+/// Random GGUF rows of `ty` with sane f16 scales (and mins) in every block.
+fn rows_of(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8], scales: &[f32]) -> Vec<u8> {
+    let bb = ty.block_bytes() as usize;
+    let len = rows * cols / 32 * bb;
+    let mut data: Vec<u8> = bytes.iter().cycle().take(len).copied().collect();
+    let mut s = scales.iter().cycle();
+    let f16_fields: &[usize] = match ty {
+        GgmlType::Q4_1 | GgmlType::Q5_1 => &[0, 2],
+        _ => &[0],
+    };
+    for b in data.chunks_exact_mut(bb) {
+        for &at in f16_fields {
+            let v = f16::from_f32(s.next().unwrap() * 0.1);
+            b[at..at + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+        }
+    }
+    data
+}
+
+fn interleaved(ty: GgmlType, data: &[u8], row_bytes: usize) -> Vec<u8> {
+    let mut out = vec![0u8; data.len()];
+    interleave_rows(ty, data, row_bytes, &mut out).unwrap();
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn interleaving_round_trips_every_row(
+        ty in (0..TYPES.len()).prop_map(|i| TYPES[i]),
+        groups in 1usize..=3,
+        blocks in 1usize..=4,
+        bytes in prop::collection::vec(any::<u8>(), 64..512),
+    ) {
+        let row_bytes = blocks * ty.block_bytes() as usize;
+        let data: Vec<u8> = bytes.iter().cycle().take(8 * groups * row_bytes).copied().collect();
+        let packed = interleaved(ty, &data, row_bytes);
+        for g in 0..groups {
+            let group = &packed[g * 8 * row_bytes..(g + 1) * 8 * row_bytes];
+            for r in 0..8 {
+                let mut row = vec![0u8; row_bytes];
+                deinterleave_row(ty, group, r, &mut row).unwrap();
+                let want = &data[(8 * g + r) * row_bytes..(8 * g + r + 1) * row_bytes];
+                prop_assert_eq!(&row[..], want, "group {} row {}", g, r);
+            }
+        }
+    }
+
+    /// Interleaved and row-major products agree to float rounding on every backend
+    /// that has group kernels, for token counts covering every tile width, the tails
+    /// and more than one chunk of tokens.
+    #[test]
+    fn group_kernels_match_the_row_kernels(
+        ty in (0..TYPES.len()).prop_map(|i| TYPES[i]),
+        groups in 1usize..=3,
+        blocks in 1usize..=6,
+        n_tokens in prop_oneof![1usize..=19, Just(67usize)],
+        bytes in prop::collection::vec(any::<u8>(), 300..600),
+        scales in prop::collection::vec(-1.0f32..1.0, 37),
+        x_seed in prop::collection::vec(-1.0f32..1.0, 97),
+    ) {
+        let (rows, cols) = (8 * groups, 32 * blocks);
+        let data = rows_of(ty, rows, cols, &bytes, &scales);
+        let row_bytes = data.len() / rows;
+        let packed = interleaved(ty, &data, row_bytes);
+        let plain = QMatrix::new(ty, &data, rows, cols).unwrap();
+        let groups_m = QMatrix::new_interleaved(ty, &packed, rows, cols).unwrap();
+        // Outliers in some tokens, as real activations have.
+        let x: Vec<f32> = (0..n_tokens * cols)
+            .map(|i| x_seed[i % x_seed.len()] * if i % 41 == 0 { 300.0 } else { 1.0 })
+            .collect();
+        let mut acts = QuantizedActs::new();
+        quantize_acts(ty, &x, n_tokens, cols, &mut acts).unwrap();
+        let mut want = vec![0f32; n_tokens * rows];
+        Backend::portable().matmul_rows(&plain, &acts, &mut want, 0..rows).unwrap();
+        let mut tested = 0;
+        for backend in Backend::available().into_iter().filter(|b| b.interleaves(ty)) {
+            tested += 1;
+            let mut got = vec![f32::NAN; n_tokens * rows];
+            backend.matmul_rows(&groups_m, &acts, &mut got, 0..rows).unwrap();
+            for t in 0..n_tokens {
+                // Bound: float rounding of the sum of |terms|.
+                let mag: f32 = x[t * cols..(t + 1) * cols].iter().map(|v| v.abs()).sum::<f32>() * 2.0;
+                for r in 0..rows {
+                    let (g, w) = (got[t * rows + r], want[t * rows + r]);
+                    prop_assert!((g - w).abs() <= 2e-5 * mag + 1e-6,
+                        "{:?} {} token {} row {}: {} vs {}", backend, ty, t, r, g, w);
+                }
+            }
+            // A group-aligned slice of the rows writes only those rows.
+            if groups > 1 {
+                let mut part = vec![f32::NAN; n_tokens * rows];
+                backend.matmul_rows(&groups_m, &acts, &mut part, 8..16).unwrap();
+                for t in 0..n_tokens {
+                    for r in 0..rows {
+                        let v = part[t * rows + r];
+                        prop_assert_eq!((8..16).contains(&r), !v.is_nan());
+                    }
+                }
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            prop_assert!(tested >= 1, "no backend ran the group kernels");
+        }
+        // Embedding lookups read the same rows from either layout.
+        let (mut a, mut b) = (vec![0f32; cols], vec![0f32; cols]);
+        for r in [0, rows - 1] {
+            plain.row_to_f32(r, &mut a).unwrap();
+            groups_m.row_to_f32(r, &mut b).unwrap();
+            prop_assert_eq!(&a, &b);
+        }
+    }
+}
+
+#[test]
+fn only_legacy_formats_in_whole_groups_interleave() {
+    assert!(TYPES.iter().all(|&t| interleavable(t)));
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32] {
+        assert!(!interleavable(ty));
+        assert!(QMatrix::new_interleaved(ty, &[], 0, 256).is_err());
+    }
+    let row = [0u8; 18];
+    let seven_rows = row.repeat(7);
+    let mut out = vec![0u8; seven_rows.len()];
+    assert!(interleave_rows(GgmlType::Q4_0, &seven_rows, 18, &mut out).is_err());
+    assert!(QMatrix::new_interleaved(GgmlType::Q4_0, &seven_rows, 7, 32).is_err());
+    let eight_rows = row.repeat(8);
+    let m = QMatrix::new_interleaved(GgmlType::Q4_0, &eight_rows, 8, 32).unwrap();
+    assert!(m.is_interleaved());
+    // A view that splits a group is refused, not computed wrong.
+    let mut acts = QuantizedActs::new();
+    quantize_acts(GgmlType::Q4_0, &[1.0; 32], 1, 32, &mut acts).unwrap();
+    let mut out = vec![0f32; 8];
+    for b in Backend::available()
+        .into_iter()
+        .filter(|b| b.interleaves(GgmlType::Q4_0))
+    {
+        assert!(b.matmul_rows(&m, &acts, &mut out, 0..4).is_err());
+        assert!(b.matmul_rows(&m, &acts, &mut out, 0..8).is_ok());
+    }
+}
