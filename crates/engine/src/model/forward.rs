@@ -7,7 +7,7 @@
 use super::attention::{attend_batch, AttnArgs, AttnJob};
 use super::hparams::Activation;
 use super::linear::{matmul, matmul_many, ActsCache, Product};
-use super::ops::{gelu_tanh, rms_norm, rms_norm_inplace, silu, softcap, RopeTable};
+use super::ops::{gelu_tanh_gate, rms_norm, rms_norm_inplace, silu_gate, softcap, RopeTable};
 use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
@@ -429,8 +429,8 @@ impl Model {
         }
         let gate = &mut b.gate[..total * ff];
         let act = match hp.activation {
-            Activation::Silu => silu,
-            Activation::GeluTanh => gelu_tanh,
+            Activation::Silu => silu_gate,
+            Activation::GeluTanh => gelu_tanh_gate,
         };
         // Transcendentals cost as much as a small matmul: spread them over the pool.
         let chunk = ff.max(4096);
@@ -442,9 +442,7 @@ impl Model {
             let len = chunk.min(up.len() - start);
             // SAFETY: chunks are disjoint and inside `gate` (as long as `up`).
             let g = unsafe { gate_ptr.slice(start, len) };
-            for (g, &u) in g.iter_mut().zip(&up[start..start + len]) {
-                *g = act(*g) * u;
-            }
+            act(g, &up[start..start + len]);
         });
         let gate = &mut b.gate[..total * ff];
         let wd = &layer.down;
