@@ -343,6 +343,7 @@ impl EngineLoop {
                 Err(e) => Some((i, Err(e.to_string()))),
             }
         });
+        self.lm.model.recycle_logits(logits);
         let done: Vec<(usize, Result<Finish, String>)> = stepped.into_iter().flatten().collect();
         for (i, r) in done.into_iter().rev() {
             let s = self.active.remove(i);

@@ -37,15 +37,26 @@ pub(super) struct Buffers {
     /// Per batch item: cached keys and values copied out when they cannot be read in place.
     k_old: Vec<Vec<f32>>,
     v_old: Vec<Vec<f32>>,
+    /// The output projection's result, before it is split per item.
+    logits: Vec<f32>,
 }
 
-/// Buffers left by earlier steps, one per step that ran at the same time.
+/// Most returned logits buffers kept for reuse (one per sequence of a full batch).
+const SPARE_LOGITS: usize = 64;
+
+/// Buffers left by earlier steps, one per step that ran at the same time, and logits
+/// buffers handed back by callers ([`Model::recycle_logits`]). Fresh buffers of this
+/// size come from the OS as zeroed pages; reusing them saves a page fault every 4 KB
+/// (about 2,000 per step for 8 sequences of a 262,144-token vocabulary).
 #[derive(Default)]
-pub(super) struct Scratch(Mutex<Vec<Buffers>>);
+pub(super) struct Scratch {
+    buffers: Mutex<Vec<Buffers>>,
+    spare_logits: Mutex<Vec<Vec<f32>>>,
+}
 
 impl Scratch {
     fn take(&self) -> Buffers {
-        self.0
+        self.buffers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop()
@@ -53,7 +64,32 @@ impl Scratch {
     }
 
     fn give_back(&self, b: Buffers) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(b);
+        self.buffers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(b);
+    }
+
+    /// A logits vector holding a copy of `rows`, in a recycled buffer when one is spare.
+    fn logits_from(&self, rows: &[f32]) -> Vec<f32> {
+        let spare = self
+            .spare_logits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        let mut v = spare.unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(rows);
+        v
+    }
+
+    fn recycle(&self, logits: impl IntoIterator<Item = ItemLogits>) {
+        let mut spare = self.spare_logits.lock().unwrap_or_else(|e| e.into_inner());
+        for l in logits {
+            if spare.len() < SPARE_LOGITS && l.data.capacity() > 0 {
+                spare.push(l.data);
+            }
+        }
     }
 }
 
@@ -99,6 +135,12 @@ impl Model {
             });
         }
         Ok(out)
+    }
+
+    /// Hands logits returned by [`Model::forward`] back for reuse once read: decode
+    /// loops that do so skip the page faults of a fresh buffer every step. Optional.
+    pub fn recycle_logits(&self, logits: impl IntoIterator<Item = ItemLogits>) {
+        self.scratch.recycle(logits);
     }
 
     fn validate(&self, batch: &[BatchItem]) -> Result<(), ModelError> {
@@ -499,11 +541,15 @@ impl Model {
             );
         }
         let w = self.weights.output();
-        let mut logits = vec![0.0; rows.len() * hp.n_vocab];
+        let mut logits = std::mem::take(&mut b.logits);
+        logits.resize(rows.len() * hp.n_vocab, 0.0);
         let n = rows.len();
-        matmul(&self.pool, &self.file, &mut b.acts, w, &xl, n, &mut logits)?;
+        let result = matmul(&self.pool, &self.file, &mut b.acts, w, &xl, n, &mut logits);
+        b.logits = logits;
+        result?;
+        let logits = &mut b.logits;
         if let Some(cap) = hp.final_softcap {
-            softcap(&mut logits, cap);
+            softcap(logits, cap);
         }
         let mut at = 0;
         for (item, s) in batch.iter().zip(spans) {
@@ -514,7 +560,9 @@ impl Model {
             };
             out.push(ItemLogits {
                 n_vocab: hp.n_vocab,
-                data: logits[at * hp.n_vocab..(at + n) * hp.n_vocab].to_vec(),
+                data: self
+                    .scratch
+                    .logits_from(&logits[at * hp.n_vocab..(at + n) * hp.n_vocab]),
             });
             at += n;
         }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use llamay_constrain::Constraint;
-use llamay_engine::batch::{BatchItem, LogitsWanted};
+use llamay_engine::batch::{BatchItem, ItemLogits, LogitsWanted};
 use llamay_engine::model::{Model, ModelError};
 use llamay_engine::sampler::SamplerConfig;
 use llamay_engine::tokenizer::Tokenizer;
@@ -138,9 +138,12 @@ pub fn generate(
         if cancel.load(Ordering::Relaxed) {
             break Finish::Cancelled;
         }
-        match decoder.step(tokenizer, &logits, on_text)? {
+        match decoder.step(tokenizer, logits.last().unwrap_or(&[]), on_text)? {
             Step::Done(f) => break f,
-            Step::Continue(feed) => logits = step(model, &mut seq, &feed)?,
+            Step::Continue(feed) => {
+                let next = step(model, &mut seq, &feed)?;
+                model.recycle_logits([std::mem::replace(&mut logits, next)]);
+            }
         }
     };
     let done = decoder.finish(finish, on_text);
@@ -175,21 +178,20 @@ pub fn check_prompt(prompt: &[u32], n_ctx: usize) -> Result<(), GenerateError> {
     Ok(())
 }
 
-/// Feeds tokens and returns the next-token logits.
+/// Feeds tokens and returns the next-token logits (one row).
 fn step(
     model: &Model,
     seq: &mut llamay_engine::kv_cache::SeqState,
     tokens: &[u32],
-) -> Result<Vec<f32>, GenerateError> {
+) -> Result<ItemLogits, GenerateError> {
     let mut batch = [BatchItem {
         seq,
         tokens,
         want_logits: LogitsWanted::Last,
     }];
     let out = model.forward(&mut batch)?;
-    Ok(out
-        .into_iter()
-        .next()
-        .and_then(|l| l.last().map(<[f32]>::to_vec))
-        .unwrap_or_default())
+    Ok(out.into_iter().next().unwrap_or(ItemLogits {
+        n_vocab: model.n_vocab(),
+        data: Vec::new(),
+    }))
 }

@@ -136,6 +136,7 @@ fn decode_together(model: &Model, prompts: &[&[u32]], n: usize) -> Result<Decode
         let logits = model.forward(&mut items)?;
         drop(items);
         next = greedy(&logits)?;
+        model.recycle_logits(logits);
     }
     Ok(Decoded {
         elapsed: t.elapsed(),
