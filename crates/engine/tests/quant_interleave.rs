@@ -4,26 +4,42 @@
 
 use half::f16;
 use llamay_engine::ggml_type::GgmlType;
-use llamay_engine::quant::interleave::{deinterleave_row, interleavable, interleave_rows};
+use llamay_engine::quant::interleave::{
+    deinterleave_row, interleavable, interleave_rows, interleaved_row_bytes,
+};
 use llamay_engine::quant::*;
 use proptest::prelude::*;
 
-const TYPES: [GgmlType; 5] = [
+const LEGACY: [GgmlType; 5] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
     GgmlType::Q8_0,
 ];
+/// Every interleavable type: the legacy ones and Q4_K (converted at interleaving).
+const TYPES: [GgmlType; 6] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+];
+
+/// Elements per block of `ty`.
+fn block_elems(ty: GgmlType) -> usize {
+    ty.block_elems() as usize
+}
 
 /// Random GGUF rows of `ty` with sane f16 scales (and mins) in every block.
 fn rows_of(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8], scales: &[f32]) -> Vec<u8> {
     let bb = ty.block_bytes() as usize;
-    let len = rows * cols / 32 * bb;
+    let len = rows * cols / block_elems(ty) * bb;
     let mut data: Vec<u8> = bytes.iter().cycle().take(len).copied().collect();
     let mut s = scales.iter().cycle();
     let f16_fields: &[usize] = match ty {
-        GgmlType::Q4_1 | GgmlType::Q5_1 => &[0, 2],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
         _ => &[0],
     };
     for b in data.chunks_exact_mut(bb) {
@@ -35,9 +51,9 @@ fn rows_of(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8], scales: &[f32])
     data
 }
 
-fn interleaved(ty: GgmlType, data: &[u8], row_bytes: usize) -> Vec<u8> {
-    let mut out = vec![0u8; data.len()];
-    interleave_rows(ty, data, row_bytes, &mut out).unwrap();
+fn interleaved(ty: GgmlType, data: &[u8], rows: usize, cols: usize) -> Vec<u8> {
+    let mut out = vec![0u8; rows * interleaved_row_bytes(ty, cols).unwrap()];
+    interleave_rows(ty, data, cols, &mut out).unwrap();
     out
 }
 
@@ -46,14 +62,14 @@ proptest! {
 
     #[test]
     fn interleaving_round_trips_every_row(
-        ty in (0..TYPES.len()).prop_map(|i| TYPES[i]),
+        ty in (0..LEGACY.len()).prop_map(|i| LEGACY[i]),
         groups in 1usize..=3,
         blocks in 1usize..=4,
         bytes in prop::collection::vec(any::<u8>(), 64..512),
     ) {
         let row_bytes = blocks * ty.block_bytes() as usize;
         let data: Vec<u8> = bytes.iter().cycle().take(8 * groups * row_bytes).copied().collect();
-        let packed = interleaved(ty, &data, row_bytes);
+        let packed = interleaved(ty, &data, 8 * groups, 32 * blocks);
         for g in 0..groups {
             let group = &packed[g * 8 * row_bytes..(g + 1) * 8 * row_bytes];
             for r in 0..8 {
@@ -65,11 +81,12 @@ proptest! {
         }
     }
 
-    /// Interleaved and row-major products agree to float rounding on every backend
-    /// that has group kernels, for token counts covering every tile width, the tails
-    /// and more than one chunk of tokens.
+    /// Every backend with group kernels computes, from interleaved weights, the exact
+    /// product of the dequantized weights and the activations it was given to float
+    /// rounding, for token counts covering every tile
+    /// width, the tails and more than one chunk of tokens.
     #[test]
-    fn group_kernels_match_the_row_kernels(
+    fn group_kernels_compute_the_dequantized_product(
         ty in (0..TYPES.len()).prop_map(|i| TYPES[i]),
         groups in 1usize..=3,
         blocks in 1usize..=6,
@@ -78,43 +95,46 @@ proptest! {
         scales in prop::collection::vec(-1.0f32..1.0, 37),
         x_seed in prop::collection::vec(-1.0f32..1.0, 97),
     ) {
-        let (rows, cols) = (8 * groups, 32 * blocks);
+        let rows = 8 * groups;
+        let cols = if ty == GgmlType::Q4_K { 256 * blocks.div_ceil(2) } else { 32 * blocks };
         let data = rows_of(ty, rows, cols, &bytes, &scales);
-        let row_bytes = data.len() / rows;
-        let packed = interleaved(ty, &data, row_bytes);
+        let packed = interleaved(ty, &data, rows, cols);
         let plain = QMatrix::new(ty, &data, rows, cols).unwrap();
         let groups_m = QMatrix::new_interleaved(ty, &packed, rows, cols).unwrap();
         // Outliers in some tokens, as real activations have.
         let x: Vec<f32> = (0..n_tokens * cols)
             .map(|i| x_seed[i % x_seed.len()] * if i % 41 == 0 { 300.0 } else { 1.0 })
             .collect();
+        let format = groups_m.act_format().unwrap();
         let mut acts = QuantizedActs::new();
-        quantize_acts(ty, &x, n_tokens, cols, &mut acts).unwrap();
-        let mut want = vec![0f32; n_tokens * rows];
-        Backend::portable().matmul_rows(&plain, &acts, &mut want, 0..rows).unwrap();
+        quantize_acts_as(format, &x, n_tokens, cols, &mut acts).unwrap();
+        let a = dequantized(&acts);
+        let mut w = vec![0f32; cols];
+        let mut want = vec![0f64; n_tokens * rows];
+        let mut mag = vec![0f64; n_tokens * rows];
+        for r in 0..rows {
+            plain.row_to_f32(r, &mut w).unwrap();
+            for t in 0..n_tokens {
+                let at = &a[t * cols..(t + 1) * cols];
+                want[t * rows + r] = w.iter().zip(at).map(|(&w, &a)| w as f64 * a).sum();
+                mag[t * rows + r] = w.iter().zip(at).map(|(&w, &a)| (w as f64 * a).abs()).sum();
+            }
+        }
         let mut tested = 0;
         for backend in Backend::available().into_iter().filter(|b| b.interleaves(ty)) {
             tested += 1;
             let mut got = vec![f32::NAN; n_tokens * rows];
             backend.matmul_rows(&groups_m, &acts, &mut got, 0..rows).unwrap();
-            for t in 0..n_tokens {
-                // Bound: float rounding of the sum of |terms|.
-                let mag: f32 = x[t * cols..(t + 1) * cols].iter().map(|v| v.abs()).sum::<f32>() * 2.0;
-                for r in 0..rows {
-                    let (g, w) = (got[t * rows + r], want[t * rows + r]);
-                    prop_assert!((g - w).abs() <= 2e-5 * mag + 1e-6,
-                        "{:?} {} token {} row {}: {} vs {}", backend, ty, t, r, g, w);
-                }
+            for i in 0..n_tokens * rows {
+                prop_assert!((got[i] as f64 - want[i]).abs() <= 1e-5 * mag[i] + 1e-6,
+                    "{:?} {} token {} row {}: {} vs {}", backend, ty, i / rows, i % rows, got[i], want[i]);
             }
             // A group-aligned slice of the rows writes only those rows.
             if groups > 1 {
                 let mut part = vec![f32::NAN; n_tokens * rows];
                 backend.matmul_rows(&groups_m, &acts, &mut part, 8..16).unwrap();
-                for t in 0..n_tokens {
-                    for r in 0..rows {
-                        let v = part[t * rows + r];
-                        prop_assert_eq!((8..16).contains(&r), !v.is_nan());
-                    }
+                for (i, v) in part.iter().enumerate() {
+                    prop_assert_eq!((8..16).contains(&(i % rows)), !v.is_nan());
                 }
             }
         }
@@ -123,26 +143,48 @@ proptest! {
             prop_assert!(tested >= 1, "no backend ran the group kernels");
         }
         // Embedding lookups read the same rows from either layout.
-        let (mut a, mut b) = (vec![0f32; cols], vec![0f32; cols]);
+        let (mut p, mut q) = (vec![0f32; cols], vec![0f32; cols]);
         for r in [0, rows - 1] {
-            plain.row_to_f32(r, &mut a).unwrap();
-            groups_m.row_to_f32(r, &mut b).unwrap();
-            prop_assert_eq!(&a, &b);
+            plain.row_to_f32(r, &mut p).unwrap();
+            groups_m.row_to_f32(r, &mut q).unwrap();
+            prop_assert_eq!(&p, &q);
         }
+    }
+}
+
+/// The activations as the kernels see them (d·q per block), token after token.
+fn dequantized(acts: &QuantizedActs) -> Vec<f64> {
+    match acts.format().unwrap() {
+        ActFormat::Q8 => acts
+            .q8_blocks()
+            .iter()
+            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
+            .collect(),
+        ActFormat::Q16 => acts
+            .q16_blocks()
+            .iter()
+            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
+            .collect(),
+        ActFormat::Q8K => acts
+            .q8k_blocks()
+            .iter()
+            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
+            .collect(),
+        ActFormat::F32 => panic!("no group kernel takes f32 activations"),
     }
 }
 
 #[test]
 fn only_legacy_formats_in_whole_groups_interleave() {
     assert!(TYPES.iter().all(|&t| interleavable(t)));
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32] {
+    for ty in [GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32] {
         assert!(!interleavable(ty));
         assert!(QMatrix::new_interleaved(ty, &[], 0, 256).is_err());
     }
     let row = [0u8; 18];
     let seven_rows = row.repeat(7);
     let mut out = vec![0u8; seven_rows.len()];
-    assert!(interleave_rows(GgmlType::Q4_0, &seven_rows, 18, &mut out).is_err());
+    assert!(interleave_rows(GgmlType::Q4_0, &seven_rows, 32, &mut out).is_err());
     assert!(QMatrix::new_interleaved(GgmlType::Q4_0, &seven_rows, 7, 32).is_err());
     let eight_rows = row.repeat(8);
     let m = QMatrix::new_interleaved(GgmlType::Q4_0, &eight_rows, 8, 32).unwrap();

@@ -6,7 +6,7 @@ use super::ModelError;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::pool::ThreadPool;
-use crate::quant::interleave::{interleave_rows, GROUP_ROWS};
+use crate::quant::interleave::{interleave_rows, interleaved_row_bytes, GROUP_ROWS};
 use crate::quant::{self, ActFormat, Backend, OutView, QMatrix, QuantizedActs};
 
 /// A 2-D weight kept in its GGUF encoding inside the file mapping, or, for formats the
@@ -20,6 +20,8 @@ pub(crate) struct Weight {
     /// Input width (ne0).
     pub cols: usize,
     packed: Option<Arc<Vec<u8>>>,
+    /// The activation format the kernels take for this weight (in its layout).
+    act: ActFormat,
 }
 
 impl Weight {
@@ -58,6 +60,7 @@ impl Weight {
             rows,
             cols,
             packed: None,
+            act: ActFormat::F32,
         };
         // Validates block alignment and byte size once, so later calls cannot fail.
         let row_bytes = w.matrix(file)?.row_bytes();
@@ -65,9 +68,9 @@ impl Weight {
             && Backend::active().interleaves(w.ty())
             && rows.is_multiple_of(GROUP_ROWS)
         {
-            w.packed = Some(Arc::new(interleave_tensor(file, info, row_bytes)?));
-            w.matrix(file)?;
+            w.packed = Some(Arc::new(interleave_tensor(file, info, cols, row_bytes)?));
         }
+        w.act = w.matrix(file)?.act_format()?;
         Ok(w)
     }
 
@@ -95,21 +98,32 @@ fn interleave_enabled() -> bool {
     std::env::var("LLAMAY_INTERLEAVE").map_or(true, |v| v != "0")
 }
 
-/// Tensor `info` copied into the interleaved layout, a few MB at a time, releasing the
-/// file pages already copied so the copy never doubles resident memory.
+/// Tensor `info` (rows of `cols` elements, `src_row` bytes each) copied into the
+/// interleaved layout a few MB at a time, releasing the file pages already copied so
+/// the copy never doubles resident memory.
 fn interleave_tensor(
     file: &GgufFile,
     info: &TensorInfo,
-    row_bytes: usize,
+    cols: usize,
+    src_row: usize,
 ) -> Result<Vec<u8>, ModelError> {
     const CHUNK_BYTES: usize = 4 << 20;
+    let ty = info.ggml_type;
+    let dst_row = interleaved_row_bytes(ty, cols).ok_or(ModelError::UnsupportedType {
+        tensor: info.name.clone(),
+        ty,
+    })?;
     let src = file.tensor_data(info);
-    let group_bytes = GROUP_ROWS * row_bytes;
-    let chunk = (CHUNK_BYTES / group_bytes).max(1) * group_bytes;
-    let mut dst = vec![0u8; src.len()];
-    for (k, (s, d)) in src.chunks(chunk).zip(dst.chunks_mut(chunk)).enumerate() {
-        interleave_rows(info.ggml_type, s, row_bytes, d)?;
-        file.release_tensor_pages(info, k * chunk..k * chunk + s.len());
+    let groups = (CHUNK_BYTES / (GROUP_ROWS * src_row)).max(1);
+    let (src_chunk, dst_chunk) = (groups * GROUP_ROWS * src_row, groups * GROUP_ROWS * dst_row);
+    let mut dst = vec![0u8; src.len() / src_row * dst_row];
+    for (k, (s, d)) in src
+        .chunks(src_chunk)
+        .zip(dst.chunks_mut(dst_chunk))
+        .enumerate()
+    {
+        interleave_rows(ty, s, cols, d)?;
+        file.release_tensor_pages(info, k * src_chunk..k * src_chunk + s.len());
     }
     Ok(dst)
 }
@@ -148,7 +162,7 @@ pub(crate) struct ActsCache {
 }
 
 fn slot_of(w: &Weight) -> Result<usize, ModelError> {
-    Ok(match ActFormat::for_weights(w.ty())? {
+    Ok(match w.act {
         ActFormat::F32 => 0,
         ActFormat::Q8 => 1,
         ActFormat::Q8K => 2,
@@ -166,7 +180,7 @@ impl ActsCache {
     pub fn prepare(&mut self, w: &Weight, x: &[f32], n: usize) -> Result<(), ModelError> {
         let slot = &mut self.slots[slot_of(w)?];
         if !slot.0 {
-            quant::quantize_acts(w.ty(), x, n, w.cols, &mut slot.1)?;
+            quant::quantize_acts_as(w.act, x, n, w.cols, &mut slot.1)?;
             slot.0 = true;
         }
         Ok(())

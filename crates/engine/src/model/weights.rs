@@ -6,6 +6,8 @@ use super::ModelError;
 use crate::gguf::GgufFile;
 
 /// Query, key and value projections: separate, or one fused matrix (phi3).
+// One per layer, never moved after loading: boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Qkv {
     Separate { q: Weight, k: Weight, v: Weight },
     Fused(Weight),

@@ -17,6 +17,9 @@ pub struct Q8Block {
     pub d: f32,
     pub s: f32,
     pub qs: [i8; QK],
+    /// `Σqs`: kernels that shift signed weights to unsigned take the shift back with
+    /// it, in integers, so their sums stay exact.
+    pub isum: i32,
 }
 
 /// A block of 32 activations quantized to i16: `x ≈ d * qs`, with `s = d * Σqs`: the
@@ -142,7 +145,8 @@ impl QuantizedActs {
         &self.f32s
     }
 
-    /// The `d` and `s` of the Q8 or Q16 blocks (empty for other formats), regrouped by
+    /// The `d` and `s` of every block of 32 (a Q8_K super-block counts as 8, each with
+    /// its super-block's `d` and `d` times its quants' sum; empty for f32), regrouped by
     /// the tiles matmuls sweep the tokens in (8, then 4, 2, 1): for the tile of `N`
     /// tokens starting at token `t`, block `i` of its tokens has its `d`s at
     /// `2·per_tok·t + 2N·i + k` and its `s`s `N` further (`per_tok` blocks per token).
@@ -152,13 +156,12 @@ impl QuantizedActs {
     }
 }
 
-/// Fills `out` with the `d` and `s` of `blocks` in the layout of
-/// [`QuantizedActs::tile_scales`].
-fn regroup_scales<B>(
-    blocks: &[B],
+/// Fills `out` with the `d` and `s` of every token's blocks of 32 (`ds(token, block)`,
+/// `per_tok` blocks per token) in the layout of [`QuantizedActs::tile_scales`].
+fn regroup_scales(
     per_tok: usize,
     n_tokens: usize,
-    ds: impl Fn(&B) -> (f32, f32),
+    ds: impl Fn(usize, usize) -> (f32, f32),
     out: &mut Vec<f32>,
 ) {
     out.clear();
@@ -166,9 +169,8 @@ fn regroup_scales<B>(
     while t < n_tokens {
         let n = tile_width(n_tokens - t);
         for i in 0..per_tok {
-            let at = |k: usize| ds(&blocks[(t + k) * per_tok + i]);
-            out.extend((0..n).map(|k| at(k).0));
-            out.extend((0..n).map(|k| at(k).1));
+            out.extend((0..n).map(|k| ds(t + k, i).0));
+            out.extend((0..n).map(|k| ds(t + k, i).1));
         }
         t += n;
     }
@@ -186,6 +188,24 @@ pub fn quantize_acts(
     out: &mut QuantizedActs,
 ) -> Result<(), QuantError> {
     Backend::active().quantize_acts(weights_ty, x, n_tokens, cols, out)
+}
+
+/// [`quantize_acts`] for the partner format `format` rather than a weight type's (see
+/// [`QMatrix::act_format`](super::QMatrix::act_format)).
+pub fn quantize_acts_as(
+    format: ActFormat,
+    x: &[f32],
+    n_tokens: usize,
+    cols: usize,
+    out: &mut QuantizedActs,
+) -> Result<(), QuantError> {
+    let ty = match format {
+        ActFormat::F32 => GgmlType::F32,
+        ActFormat::Q8 => GgmlType::Q8_0,
+        ActFormat::Q16 => GgmlType::Q4_1,
+        ActFormat::Q8K => GgmlType::Q4_K,
+    };
+    quantize_acts(ty, x, n_tokens, cols, out)
 }
 
 impl Backend {
@@ -243,30 +263,37 @@ fn fill(
         ActFormat::Q8 => {
             out.q8.clear();
             out.q8.extend(x.chunks_exact(QK).map(quantize.q8));
-            let per_tok = cols / QK;
-            regroup_scales(
-                &out.q8,
-                per_tok,
-                n_tokens,
-                |b| (b.d, b.s),
-                &mut out.tile_scales,
-            );
+            let (per_tok, q8) = (cols / QK, &out.q8);
+            let ds = |t, i| {
+                let b: &Q8Block = &q8[t * per_tok + i];
+                (b.d, b.s)
+            };
+            regroup_scales(per_tok, n_tokens, ds, &mut out.tile_scales);
         }
         ActFormat::Q16 => {
             out.q16.clear();
             out.q16.extend(x.chunks_exact(QK).map(quantize.q16));
-            let per_tok = cols / QK;
-            regroup_scales(
-                &out.q16,
-                per_tok,
-                n_tokens,
-                |b| (b.d, b.s),
-                &mut out.tile_scales,
-            );
+            let (per_tok, q16) = (cols / QK, &out.q16);
+            let ds = |t, i| {
+                let b: &Q16Block = &q16[t * per_tok + i];
+                (b.d, b.s)
+            };
+            regroup_scales(per_tok, n_tokens, ds, &mut out.tile_scales);
         }
         ActFormat::Q8K => {
             out.q8k.clear();
             out.q8k.extend(x.chunks_exact(QK_K).map(quantize.q8k));
+            // Per block of 32: the super-block's d, and d times the block's two bsums.
+            let (per_sb, q8k) = (cols / QK_K, &out.q8k);
+            let ds = |t, i: usize| {
+                let b: &Q8KBlock = &q8k[t * per_sb + i / 8];
+                let j = 2 * (i % 8);
+                (
+                    b.d,
+                    b.d * (b.bsums[j] as i32 + b.bsums[j + 1] as i32) as f32,
+                )
+            };
+            regroup_scales(cols / QK, n_tokens, ds, &mut out.tile_scales);
         }
     }
     Ok(())
@@ -325,6 +352,7 @@ fn quantize_q8(x: &[f32]) -> Q8Block {
         d,
         s: d * sum as f32,
         qs,
+        isum: sum,
     }
 }
 

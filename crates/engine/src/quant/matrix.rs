@@ -8,7 +8,7 @@ use std::ops::Range;
 use super::acts::{ActFormat, QuantizedActs};
 use super::dequant::{check_row, dequantize_row};
 use super::error::QuantError;
-use super::interleave::{deinterleave_row, interleavable, GROUP_ROWS};
+use super::interleave::{deinterleave_row, group_row_to_f32, interleaved_row_bytes, GROUP_ROWS};
 use super::kernels::{tile_width, Backend, DotFn, GroupFn, GroupTiles, Tiles};
 use crate::ggml_type::GgmlType;
 
@@ -63,16 +63,17 @@ impl<'a> QMatrix<'a> {
     }
 
     /// [`QMatrix::new`] for data in the interleaved layout (made by
-    /// [`interleave_rows`]): `ty` must be interleavable and `rows` a multiple of 8.
+    /// [`interleave_rows`](super::interleave::interleave_rows)): `ty` must be
+    /// interleavable and `rows` a multiple of 8.
     pub fn new_interleaved(
         ty: GgmlType,
         data: &'a [u8],
         rows: usize,
         cols: usize,
     ) -> Result<Self, QuantError> {
-        if !interleavable(ty) {
+        let Some(row_bytes) = interleaved_row_bytes(ty, cols) else {
             return Err(QuantError::UnsupportedType(ty));
-        }
+        };
         if !rows.is_multiple_of(GROUP_ROWS) {
             return Err(QuantError::NotBlockAligned {
                 ty,
@@ -80,10 +81,30 @@ impl<'a> QMatrix<'a> {
                 block: GROUP_ROWS,
             });
         }
+        let expected = row_bytes
+            .checked_mul(rows)
+            .ok_or(QuantError::ShapeOverflow { rows, cols })?;
+        if data.len() != expected {
+            return Err(QuantError::LengthMismatch {
+                what: "interleaved matrix bytes",
+                expected,
+                got: data.len(),
+            });
+        }
         Ok(QMatrix {
+            ty,
+            data,
+            rows,
+            cols,
+            row_bytes,
             interleaved: true,
-            ..QMatrix::new(ty, data, rows, cols)?
         })
+    }
+
+    /// The activation format the kernels take for this matrix (the weight type's
+    /// partner, in either layout).
+    pub fn act_format(&self) -> Result<ActFormat, QuantError> {
+        ActFormat::for_weights(self.ty)
     }
 
     /// Whether the data is in the interleaved layout.
@@ -116,7 +137,8 @@ impl<'a> QMatrix<'a> {
         self.row_bytes
     }
 
-    /// The raw bytes of row `i` in the GGUF layout (rebuilt if interleaved).
+    /// The raw bytes of row `i` in the GGUF layout (rebuilt if interleaved; not
+    /// available for interleaved Q4_K, which is converted).
     pub fn row(&self, i: usize) -> Result<Cow<'a, [u8]>, QuantError> {
         if i >= self.rows {
             return Err(self.out_of_range(i..i + 1));
@@ -135,8 +157,16 @@ impl<'a> QMatrix<'a> {
 
     /// Row `i` as f32 into `dst` (`cols` long): an embedding lookup.
     pub fn row_to_f32(&self, i: usize, dst: &mut [f32]) -> Result<(), QuantError> {
-        check_row(self.ty, self.row_bytes, dst.len())?;
-        dequantize_row(self.ty, &self.row(i)?, dst)
+        if !self.interleaved {
+            check_row(self.ty, self.row_bytes, dst.len())?;
+            return dequantize_row(self.ty, &self.row(i)?, dst);
+        }
+        if i >= self.rows {
+            return Err(self.out_of_range(i..i + 1));
+        }
+        let g = i / GROUP_ROWS * GROUP_ROWS;
+        let group = &self.data[g * self.row_bytes..(g + GROUP_ROWS) * self.row_bytes];
+        group_row_to_f32(self.ty, group, i - g, dst)
     }
 
     fn out_of_range(&self, r: Range<usize>) -> QuantError {
@@ -250,7 +280,7 @@ impl Backend {
         acts: &QuantizedActs,
         out: &mut OutView,
     ) -> Result<(), QuantError> {
-        let format = ActFormat::for_weights(w.ty)?;
+        let format = w.act_format()?;
         if acts.format != Some(format) || acts.cols != w.cols {
             return Err(QuantError::ActsMismatch {
                 acts: format!("{:?} x {}", acts.format, acts.cols),
@@ -280,6 +310,7 @@ impl Backend {
                 Q5_0 => drive_groups(&g.q5_0, w, &acts.q8, s, per_tok, out),
                 Q5_1 => drive_groups(&g.q5_1, w, &acts.q16, s, per_tok, out),
                 Q8_0 => drive_groups(&g.q8_0, w, &acts.q8, s, per_tok, out),
+                Q4_K => drive_groups(&g.q4_k, w, &acts.q8k, s, per_tok, out),
                 ty => return Err(QuantError::UnsupportedType(ty)),
             }
             return Ok(());
@@ -357,6 +388,7 @@ fn drive<A>(
                 acts,
                 scales,
                 per_tok,
+                scale_per_tok: w.cols / 32,
                 t,
             };
             t += match tile_width(n_tokens - t) {
@@ -398,6 +430,7 @@ fn drive_groups<A>(
                     acts,
                     scales,
                     per_tok,
+                    scale_per_tok: w.cols / 32,
                     t,
                 };
                 // Tiles follow the plan of the whole token range (the scale table's),
@@ -438,7 +471,10 @@ fn sweep_group<A, const N: usize>(
 struct Tile<'a, A> {
     acts: &'a [A],
     scales: &'a [f32],
+    /// Activation blocks per token.
     per_tok: usize,
+    /// Scale-table blocks (of 32) per token.
+    scale_per_tok: usize,
     t: usize,
 }
 
@@ -448,10 +484,11 @@ impl<'a, A> Tile<'a, A> {
     fn operands<const N: usize>(&self) -> ([&'a [A]; N], &'a [f32]) {
         let (acts, per_tok, t) = (self.acts, self.per_tok, self.t);
         let a = std::array::from_fn(|i| &acts[(t + i) * per_tok..(t + i + 1) * per_tok]);
+        let spt = self.scale_per_tok;
         let scales = if self.scales.is_empty() {
             self.scales
         } else {
-            &self.scales[2 * per_tok * t..2 * per_tok * (t + N)]
+            &self.scales[2 * spt * t..2 * spt * (t + N)]
         };
         (a, scales)
     }

@@ -17,7 +17,9 @@ mod kernels;
 mod layout;
 mod matrix;
 
-pub use acts::{quantize_acts, ActFormat, Q16Block, Q8Block, Q8KBlock, QuantizedActs};
+pub use acts::{
+    quantize_acts, quantize_acts_as, ActFormat, Q16Block, Q8Block, Q8KBlock, QuantizedActs,
+};
 pub use dequant::dequantize_row;
 pub use error::QuantError;
 pub use kernels::{Backend, KernelSet};

@@ -106,6 +106,7 @@ unsafe fn q8_avx2(x: &[f32]) -> Q8Block {
         d,
         s: d * (lo + hi) as f32,
         qs,
+        isum: lo + hi,
     }
 }
 

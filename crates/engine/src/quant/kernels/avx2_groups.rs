@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 
 use super::avx2::{load256, VNNI};
 use super::{GroupKernels, GroupTiles};
-use crate::quant::acts::{Q16Block, Q8Block};
+use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
 
 /// Wraps a kernel into a safe function for the table.
 macro_rules! safe {
@@ -42,6 +42,7 @@ safe!(q4_1, q4_1_groups, Q16Block);
 safe!(q5_0, q5_0_groups, Q8Block);
 safe!(q5_1, q5_1_groups, Q16Block);
 safe!(q8_0, q8_0_groups, Q8Block);
+safe!(q4_k, q4_k_groups, Q8KBlock);
 
 pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
     q4_0: group_tiles!(q4_0),
@@ -49,6 +50,7 @@ pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
     q5_0: group_tiles!(q5_0),
     q5_1: group_tiles!(q5_1),
     q8_0: group_tiles!(q8_0),
+    q4_k: group_tiles!(q4_k),
 };
 
 /// The 8 rows' f16 values at `p` as f32.
@@ -94,11 +96,11 @@ unsafe fn broadcast_word(p: *const u8) -> __m256i {
     _mm256_set1_epi32(std::ptr::read_unaligned(p as *const i32))
 }
 
-/// Σ over the block of unsigned words × one token's i8 activations, per row.
+/// Σ over the block of unsigned words × one token's 32 i8 activations at `y`, per row.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_words(w: &[__m256i; 8], ab: &Q8Block) -> __m256i {
-    let y = ab.qs.as_ptr() as *const u8;
+unsafe fn dot_words(w: &[__m256i; 8], y: *const i8) -> __m256i {
+    let y = y as *const u8;
     let mut s = [_mm256_setzero_si256(); 4];
     for (k, &wk) in w.iter().enumerate() {
         let a = broadcast_word(y.add(4 * k));
@@ -116,8 +118,8 @@ unsafe fn dot_words(w: &[__m256i; 8], ab: &Q8Block) -> __m256i {
 /// 255·127 pairs of offset Q8_0 quants, so the signs move to the activations.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_signed_words(w: &[__m256i; 8], ab: &Q8Block) -> __m256i {
-    let y = ab.qs.as_ptr() as *const u8;
+unsafe fn dot_signed_words(w: &[__m256i; 8], y: *const i8) -> __m256i {
+    let y = y as *const u8;
     let mut s = _mm256_setzero_si256();
     for (k, &wk) in w.iter().enumerate() {
         let a = _mm256_sign_epi8(broadcast_word(y.add(4 * k)), wk);
@@ -159,11 +161,40 @@ unsafe fn dot_words_i16(w: &[__m256i; 8], ab: &Q16Block) -> __m256i {
     _mm256_add_epi32(_mm256_slli_epi32(s_hi, 8), s_lo)
 }
 
+/// The integer sum of an activation block's quants, where kernels need it.
+trait QuantSum {
+    fn quant_sum(&self) -> i32;
+}
+
+impl QuantSum for Q8Block {
+    fn quant_sum(&self) -> i32 {
+        self.isum
+    }
+}
+
+/// Q16 and Q8_K partners (Q4_1, Q5_1, Q4_K) have no offset to take back.
+impl QuantSum for Q16Block {
+    fn quant_sum(&self) -> i32 {
+        0
+    }
+}
+
+impl QuantSum for Q8KBlock {
+    fn quant_sum(&self) -> i32 {
+        0
+    }
+}
+
 /// A group kernel. `$decode` turns the interleaved block at `$g` into `(d, m, w)`:
-/// every row's weights are `d·w + m` (`m = −offset·d` for signed formats); `$dot`
-/// is the per-row integer dot product of `$w` with the activation block `$ab`.
+/// every row's weights are `d·(w − $offset) + m` (`m` is `None` for the symmetric
+/// formats); `$dot` is the per-row integer dot product of `$w` with the activation
+/// block `$ab`. The offset is taken back in integers (`Σ w·a − offset·Σ a`, with the
+/// block's `isum`), so block sums are exact; the minimum pairs with the block's `s`.
 macro_rules! group_kernel {
-    ($name:ident, $bb:expr, $act:ty, |$g:ident| $decode:expr, |$w:ident, $ab:ident| $dot:expr) => {
+    ($name:ident, $bb:expr, $act:ty, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident| $dot:expr) => {
+        group_kernel!($name, $bb, $act, units 1, offset $offset, |$g| $decode, |$w, $ab, _sub| $dot);
+    };
+    ($name:ident, $bb:expr, $act:ty, units $units:expr, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident, $sub:ident| $dot:expr) => {
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn $name<const N: usize>(
             group: &[u8],
@@ -173,21 +204,30 @@ macro_rules! group_kernel {
             const GB: usize = 8 * $bb;
             let nb = group.len() / GB;
             assert_eq!(group.len(), nb * GB);
+            // Activation units per block of 32 weights (Q8_K: one super-block per 8).
+            let units: usize = $units;
             for x in a {
-                assert_eq!(x.len(), nb);
+                assert_eq!(x.len() * units, nb);
             }
             assert_eq!(scales.len(), 2 * N * nb);
             let mut acc = [_mm256_setzero_ps(); N];
             for i in 0..nb {
                 let $g = group.as_ptr().add(i * GB);
-                let (d, m, $w) = $decode;
+                let (d, m, $w): (__m256, Option<__m256>, _) = $decode;
                 let sp = scales.as_ptr().add(2 * N * i);
                 for t in 0..N {
-                    let $ab = a[t].get_unchecked(i);
-                    let s = _mm256_cvtepi32_ps($dot);
+                    let $ab = a[t].get_unchecked(i / units);
+                    let $sub: usize = i % units;
+                    let mut s = $dot;
+                    let offset: i32 = $offset;
+                    if offset != 0 {
+                        s = _mm256_sub_epi32(s, _mm256_set1_epi32(offset * $ab.quant_sum()));
+                    }
                     let dd = _mm256_mul_ps(d, _mm256_set1_ps(*sp.add(t)));
-                    let with_quants = _mm256_fmadd_ps(s, dd, acc[t]);
-                    acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(*sp.add(N + t)), with_quants);
+                    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc[t]);
+                    if let Some(m) = m {
+                        acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(*sp.add(N + t)), acc[t]);
+                    }
                 }
             }
             let mut out = [[0f32; 8]; N];
@@ -204,61 +244,68 @@ group_kernel!(
     q4_0_groups,
     18,
     Q8Block,
-    |g| {
-        let d = f16x8(g);
-        (
-            d,
-            _mm256_mul_ps(d, _mm256_set1_ps(-8.0)),
-            nibble_words(g.add(16), None),
-        )
-    },
-    |w, ab| dot_words(&w, ab)
+    offset 8,
+    |g| (f16x8(g), None, nibble_words(g.add(16), None)),
+    |w, ab| dot_words(&w, ab.qs.as_ptr())
 );
 group_kernel!(
     q5_0_groups,
     22,
     Q8Block,
-    |g| {
-        let d = f16x8(g);
-        let w = nibble_words(g.add(48), Some(g.add(16)));
-        (d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0)), w)
-    },
-    |w, ab| dot_words(&w, ab)
+    offset 16,
+    |g| (f16x8(g), None, nibble_words(g.add(48), Some(g.add(16)))),
+    |w, ab| dot_words(&w, ab.qs.as_ptr())
 );
 group_kernel!(
     q8_0_groups,
     34,
     Q8Block,
+    offset if VNNI { 128 } else { 0 },
     |g| {
-        let d = f16x8(g);
         let flip = _mm256_set1_epi8(if VNNI { -128 } else { 0 });
         let mut w = [_mm256_setzero_si256(); 8];
         for (k, wk) in w.iter_mut().enumerate() {
             *wk = _mm256_xor_si256(load256(g.add(16 + 32 * k)), flip);
         }
-        let m = if VNNI { -128.0 } else { 0.0 };
-        (d, _mm256_mul_ps(d, _mm256_set1_ps(m)), w)
+        (f16x8(g), None, w)
     },
     |w, ab| if VNNI {
-        dot_words(&w, ab)
+        dot_words(&w, ab.qs.as_ptr())
     } else {
-        dot_signed_words(&w, ab)
+        dot_signed_words(&w, ab.qs.as_ptr())
     }
 );
 group_kernel!(
     q4_1_groups,
     20,
     Q16Block,
-    |g| (f16x8(g), f16x8(g.add(16)), nibble_words(g.add(32), None)),
+    offset 0,
+    |g| (f16x8(g), Some(f16x8(g.add(16))), nibble_words(g.add(32), None)),
     |w, ab| dot_words_i16(&w, ab)
 );
 group_kernel!(
     q5_1_groups,
     24,
     Q16Block,
+    offset 0,
     |g| {
         let w = nibble_words(g.add(64), Some(g.add(32)));
-        (f16x8(g), f16x8(g.add(16)), w)
+        (f16x8(g), Some(f16x8(g.add(16))), w)
     },
     |w, ab| dot_words_i16(&w, ab)
+);
+// Q4_K converted at load: f32 scales and offsets per block of 32, nibbles as Q4_1's,
+// against Q8_K activations (as llama.cpp pairs them), read 32 quants at a time.
+group_kernel!(
+    q4_k_groups,
+    24,
+    Q8KBlock,
+    units 8,
+    offset 0,
+    |g| (
+        _mm256_loadu_ps(g as *const f32),
+        Some(_mm256_loadu_ps(g.add(32) as *const f32)),
+        nibble_words(g.add(64), None)
+    ),
+    |w, ab, sub| dot_words(&w, ab.qs.as_ptr().add(32 * sub))
 );

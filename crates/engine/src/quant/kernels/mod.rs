@@ -102,6 +102,8 @@ pub(crate) struct GroupKernels {
     pub q5_0: GroupTiles<Q8Block>,
     pub q5_1: GroupTiles<Q16Block>,
     pub q8_0: GroupTiles<Q8Block>,
+    /// Q4_K converted at load (see `quant::interleave`), against its Q8_K activations.
+    pub q4_k: GroupTiles<Q8KBlock>,
 }
 
 /// Activation quantizers, one per partner format: a block of values in, a block out.

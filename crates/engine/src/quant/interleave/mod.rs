@@ -14,6 +14,11 @@
 //!   each row's nibbles (`qs`), row after row, so its low nibbles are elements
 //!   `4j..4j + 4` and its high nibbles elements `16 + 4j..16 + 4j + 4`;
 //! - Q8_0: `W0..W7`, 32 bytes each: `Wk` holds elements `4k..4k + 4` of each row.
+//!
+//! Q4_K is converted on the way in (see [`q4_k`]): its rows take 24 bytes per 32
+//! elements instead of 18.
+
+mod q4_k;
 
 use super::error::QuantError;
 use crate::ggml_type::GgmlType;
@@ -63,7 +68,26 @@ fn group_block(ty: GgmlType) -> Option<GroupBlock> {
 
 /// Whether weights of type `ty` have an interleaved layout.
 pub fn interleavable(ty: GgmlType) -> bool {
-    group_block(ty).is_some()
+    ty == GgmlType::Q4_K || group_block(ty).is_some()
+}
+
+/// Bytes of one row of `cols` elements of type `ty` in the interleaved layout (`None`
+/// if `ty` has none or `cols` is not a whole number of its blocks).
+pub fn interleaved_row_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
+    if ty == GgmlType::Q4_K {
+        return cols
+            .is_multiple_of(crate::quant::layout::QK_K)
+            .then(|| cols / 32 * q4_k::BLOCK);
+    }
+    let g = group_block(ty)?;
+    cols.is_multiple_of(32).then(|| cols / 32 * g.row_block)
+}
+
+fn src_row_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
+    if ty == GgmlType::Q4_K {
+        return Some(q4_k::src_row_bytes(cols));
+    }
+    interleaved_row_bytes(ty, cols)
 }
 
 fn not_interleavable(ty: GgmlType) -> QuantError {
@@ -85,36 +109,76 @@ fn check(ty: GgmlType, rows: usize) -> Result<GroupBlock, QuantError> {
 }
 
 /// Interleaves the row-major GGUF rows `src` (a whole number of groups of 8 rows of
-/// `row_bytes`) into `dst`, of the same length.
+/// `cols` elements) into `dst`, which holds as many rows in the interleaved layout.
 pub fn interleave_rows(
     ty: GgmlType,
     src: &[u8],
-    row_bytes: usize,
+    cols: usize,
     dst: &mut [u8],
 ) -> Result<(), QuantError> {
-    if row_bytes == 0 || !src.len().is_multiple_of(row_bytes) || dst.len() != src.len() {
+    let (Some(src_row), Some(dst_row)) = (src_row_bytes(ty, cols), interleaved_row_bytes(ty, cols))
+    else {
+        return Err(not_interleavable(ty));
+    };
+    let rows = src.len().checked_div(src_row).unwrap_or(0);
+    if src_row == 0 || rows * src_row != src.len() || dst.len() != rows * dst_row {
         return Err(QuantError::LengthMismatch {
             what: "interleaved rows",
-            expected: src.len(),
+            expected: rows * dst_row,
             got: dst.len(),
         });
     }
-    let g = check(ty, src.len() / row_bytes)?;
-    let nb = row_bytes / g.row_block;
-    let group_bytes = GROUP_ROWS * row_bytes;
-    for (s, d) in src
-        .chunks_exact(group_bytes)
-        .zip(dst.chunks_exact_mut(group_bytes))
-    {
+    if !rows.is_multiple_of(GROUP_ROWS) {
+        return Err(QuantError::NotBlockAligned {
+            ty,
+            cols: rows,
+            block: GROUP_ROWS,
+        });
+    }
+    let groups = src
+        .chunks_exact(GROUP_ROWS * src_row)
+        .zip(dst.chunks_exact_mut(GROUP_ROWS * dst_row));
+    if ty == GgmlType::Q4_K {
+        groups.for_each(|(s, d)| q4_k::pack_group(s, src_row, d));
+        return Ok(());
+    }
+    let g = check(ty, GROUP_ROWS)?;
+    let nb = src_row / g.row_block;
+    for (s, d) in groups {
         for i in 0..nb {
             let out = &mut d[i * GROUP_ROWS * g.row_block..(i + 1) * GROUP_ROWS * g.row_block];
             for r in 0..GROUP_ROWS {
-                let b = &s[r * row_bytes + i * g.row_block..][..g.row_block];
+                let b = &s[r * src_row + i * g.row_block..][..g.row_block];
                 pack_block(&g, ty, b, r, out);
             }
         }
     }
     Ok(())
+}
+
+/// Row `r` (0..8) of the interleaved group `group` (8 rows of `cols` elements) as f32.
+pub fn group_row_to_f32(
+    ty: GgmlType,
+    group: &[u8],
+    r: usize,
+    dst: &mut [f32],
+) -> Result<(), QuantError> {
+    let cols = dst.len();
+    let row = interleaved_row_bytes(ty, cols).ok_or_else(|| not_interleavable(ty))?;
+    if r >= GROUP_ROWS || group.len() != GROUP_ROWS * row {
+        return Err(QuantError::LengthMismatch {
+            what: "interleaved group",
+            expected: GROUP_ROWS * row,
+            got: group.len(),
+        });
+    }
+    if ty == GgmlType::Q4_K {
+        q4_k::row_to_f32(group, r, dst);
+        return Ok(());
+    }
+    let mut bytes = vec![0u8; row];
+    deinterleave_row(ty, group, r, &mut bytes)?;
+    crate::quant::dequantize_row(ty, &bytes, dst)
 }
 
 /// Writes row `r`'s GGUF block `b` into its places in the interleaved block `out`.
@@ -139,7 +203,7 @@ fn pack_block(g: &GroupBlock, ty: GgmlType, b: &[u8], r: usize, out: &mut [u8]) 
 }
 
 /// Rebuilds row `r` (0..8) of an interleaved group `group` (`nb` blocks) in its GGUF
-/// layout into `dst` (one row's bytes).
+/// layout into `dst` (one row's bytes). Legacy formats only: Q4_K is converted.
 pub fn deinterleave_row(
     ty: GgmlType,
     group: &[u8],
