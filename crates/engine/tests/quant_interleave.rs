@@ -17,14 +17,15 @@ const LEGACY: [GgmlType; 5] = [
     GgmlType::Q5_1,
     GgmlType::Q8_0,
 ];
-/// Every interleavable type: the legacy ones and Q4_K (converted at interleaving).
-const TYPES: [GgmlType; 6] = [
+/// Every interleavable type: the legacy ones, Q4_K and Q6_K (converted).
+const TYPES: [GgmlType; 7] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
     GgmlType::Q8_0,
     GgmlType::Q4_K,
+    GgmlType::Q6_K,
 ];
 
 /// Elements per block of `ty`.
@@ -40,6 +41,7 @@ fn rows_of(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8], scales: &[f32])
     let mut s = scales.iter().cycle();
     let f16_fields: &[usize] = match ty {
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q6_K => &[208],
         _ => &[0],
     };
     for b in data.chunks_exact_mut(bb) {
@@ -96,7 +98,8 @@ proptest! {
         x_seed in prop::collection::vec(-1.0f32..1.0, 97),
     ) {
         let rows = 8 * groups;
-        let cols = if ty == GgmlType::Q4_K { 256 * blocks.div_ceil(2) } else { 32 * blocks };
+        let k_quant = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+        let cols = if k_quant { 256 * blocks.div_ceil(2) } else { 32 * blocks };
         let data = rows_of(ty, rows, cols, &bytes, &scales);
         let packed = interleaved(ty, &data, rows, cols);
         let plain = QMatrix::new(ty, &data, rows, cols).unwrap();
@@ -177,7 +180,7 @@ fn dequantized(acts: &QuantizedActs) -> Vec<f64> {
 #[test]
 fn only_legacy_formats_in_whole_groups_interleave() {
     assert!(TYPES.iter().all(|&t| interleavable(t)));
-    for ty in [GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32] {
+    for ty in [GgmlType::Q5_K, GgmlType::F16, GgmlType::F32] {
         assert!(!interleavable(ty));
         assert!(QMatrix::new_interleaved(ty, &[], 0, 256).is_err());
     }

@@ -311,6 +311,7 @@ impl Backend {
                 Q5_1 => drive_groups(&g.q5_1, w, &acts.q16, s, per_tok, out),
                 Q8_0 => drive_groups(&g.q8_0, w, &acts.q8, s, per_tok, out),
                 Q4_K => drive_groups(&g.q4_k, w, &acts.q8k, s, per_tok, out),
+                Q6_K => drive_groups(&g.q6_k, w, &acts.q8k, s, per_tok, out),
                 ty => return Err(QuantError::UnsupportedType(ty)),
             }
             return Ok(());

@@ -15,10 +15,41 @@
 //!   `4j..4j + 4` and its high nibbles elements `16 + 4j..16 + 4j + 4`;
 //! - Q8_0: `W0..W7`, 32 bytes each: `Wk` holds elements `4k..4k + 4` of each row.
 //!
-//! Q4_K is converted on the way in (see [`q4_k`]): its rows take 24 bytes per 32
-//! elements instead of 18.
+//! Q4_K and Q6_K are converted on the way in (see [`q4_k`] and [`q6_k`]): their rows
+//! take 24 and 40 bytes per 32 elements instead of 18 and 26.25.
 
 mod q4_k;
+mod q6_k;
+
+/// A K-quant's conversion into groups of blocks of 32.
+struct Conversion {
+    /// Bytes per row and block of 32 in the group layout.
+    block: usize,
+    /// GGUF bytes per row of `cols` elements.
+    src_row_bytes: fn(usize) -> usize,
+    /// One group of 8 GGUF rows (rows of the given bytes) into the group layout.
+    pack_group: fn(&[u8], usize, &mut [u8]),
+    /// Row `r` of a converted group as f32.
+    row_to_f32: fn(&[u8], usize, &mut [f32]),
+}
+
+fn conversion(ty: GgmlType) -> Option<Conversion> {
+    match ty {
+        GgmlType::Q4_K => Some(Conversion {
+            block: q4_k::BLOCK,
+            src_row_bytes: q4_k::src_row_bytes,
+            pack_group: q4_k::pack_group,
+            row_to_f32: q4_k::row_to_f32,
+        }),
+        GgmlType::Q6_K => Some(Conversion {
+            block: q6_k::BLOCK,
+            src_row_bytes: q6_k::src_row_bytes,
+            pack_group: q6_k::pack_group,
+            row_to_f32: q6_k::row_to_f32,
+        }),
+        _ => None,
+    }
+}
 
 use super::error::QuantError;
 use crate::ggml_type::GgmlType;
@@ -68,26 +99,26 @@ fn group_block(ty: GgmlType) -> Option<GroupBlock> {
 
 /// Whether weights of type `ty` have an interleaved layout.
 pub fn interleavable(ty: GgmlType) -> bool {
-    ty == GgmlType::Q4_K || group_block(ty).is_some()
+    conversion(ty).is_some() || group_block(ty).is_some()
 }
 
 /// Bytes of one row of `cols` elements of type `ty` in the interleaved layout (`None`
 /// if `ty` has none or `cols` is not a whole number of its blocks).
 pub fn interleaved_row_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
-    if ty == GgmlType::Q4_K {
+    if let Some(c) = conversion(ty) {
         return cols
             .is_multiple_of(crate::quant::layout::QK_K)
-            .then(|| cols / 32 * q4_k::BLOCK);
+            .then(|| cols / 32 * c.block);
     }
     let g = group_block(ty)?;
     cols.is_multiple_of(32).then(|| cols / 32 * g.row_block)
 }
 
 fn src_row_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
-    if ty == GgmlType::Q4_K {
-        return Some(q4_k::src_row_bytes(cols));
+    match conversion(ty) {
+        Some(c) => Some((c.src_row_bytes)(cols)),
+        None => interleaved_row_bytes(ty, cols),
     }
-    interleaved_row_bytes(ty, cols)
 }
 
 fn not_interleavable(ty: GgmlType) -> QuantError {
@@ -138,8 +169,8 @@ pub fn interleave_rows(
     let groups = src
         .chunks_exact(GROUP_ROWS * src_row)
         .zip(dst.chunks_exact_mut(GROUP_ROWS * dst_row));
-    if ty == GgmlType::Q4_K {
-        groups.for_each(|(s, d)| q4_k::pack_group(s, src_row, d));
+    if let Some(c) = conversion(ty) {
+        groups.for_each(|(s, d)| (c.pack_group)(s, src_row, d));
         return Ok(());
     }
     let g = check(ty, GROUP_ROWS)?;
@@ -172,8 +203,8 @@ pub fn group_row_to_f32(
             got: group.len(),
         });
     }
-    if ty == GgmlType::Q4_K {
-        q4_k::row_to_f32(group, r, dst);
+    if let Some(c) = conversion(ty) {
+        (c.row_to_f32)(group, r, dst);
         return Ok(());
     }
     let mut bytes = vec![0u8; row];
@@ -203,7 +234,7 @@ fn pack_block(g: &GroupBlock, ty: GgmlType, b: &[u8], r: usize, out: &mut [u8]) 
 }
 
 /// Rebuilds row `r` (0..8) of an interleaved group `group` (`nb` blocks) in its GGUF
-/// layout into `dst` (one row's bytes). Legacy formats only: Q4_K is converted.
+/// layout into `dst` (one row's bytes). Legacy formats only: K-quants are converted.
 pub fn deinterleave_row(
     ty: GgmlType,
     group: &[u8],

@@ -43,6 +43,7 @@ safe!(q5_0, q5_0_groups, Q8Block);
 safe!(q5_1, q5_1_groups, Q16Block);
 safe!(q8_0, q8_0_groups, Q8Block);
 safe!(q4_k, q4_k_groups, Q8KBlock);
+safe!(q6_k, q6_k_groups, Q8KBlock);
 
 pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
     q4_0: group_tiles!(q4_0),
@@ -51,6 +52,7 @@ pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
     q5_1: group_tiles!(q5_1),
     q8_0: group_tiles!(q8_0),
     q4_k: group_tiles!(q4_k),
+    q6_k: group_tiles!(q6_k),
 };
 
 /// The 8 rows' f16 values at `p` as f32.
@@ -309,3 +311,70 @@ group_kernel!(
     ),
     |w, ab, sub| dot_words(&w, ab.qs.as_ptr().add(32 * sub))
 );
+
+/// Q6_K converted at load (see `quant::interleave`): quants as bytes 0..=63 and two
+/// f32 scales per block of 32 (one per half), against Q8_K activations, whose sums of
+/// 16 (`bsums`) take the +32 back in integers.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k_groups<const N: usize>(
+    group: &[u8],
+    a: [&[Q8KBlock]; N],
+    scales: &[f32],
+) -> [[f32; 8]; N] {
+    const GB: usize = 8 * 40;
+    let nb = group.len() / GB;
+    assert_eq!(group.len(), nb * GB);
+    for x in a {
+        assert_eq!(x.len() * 8, nb);
+    }
+    assert_eq!(scales.len(), 2 * N * nb);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for i in 0..nb {
+        let g = group.as_ptr().add(i * GB);
+        let d_lo = _mm256_loadu_ps(g as *const f32);
+        let d_hi = _mm256_loadu_ps(g.add(32) as *const f32);
+        let mut w = [_mm256_setzero_si256(); 8];
+        for (k, wk) in w.iter_mut().enumerate() {
+            *wk = load256(g.add(64 + 32 * k));
+        }
+        let (sb, sub) = (i / 8, i % 8);
+        let sp = scales.as_ptr().add(2 * N * i);
+        for t in 0..N {
+            let ab = a[t].get_unchecked(sb);
+            let (lo, hi) = dot_halves(&w, ab.qs.as_ptr().add(32 * sub));
+            let shift = |h: usize| _mm256_set1_epi32(32 * ab.bsums[2 * sub + h] as i32);
+            let (lo, hi) = (
+                _mm256_sub_epi32(lo, shift(0)),
+                _mm256_sub_epi32(hi, shift(1)),
+            );
+            let da = _mm256_set1_ps(*sp.add(t));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(d_lo, da), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(d_hi, da), acc[t]);
+        }
+    }
+    let mut out = [[0f32; 8]; N];
+    for t in 0..N {
+        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
+    }
+    out
+}
+
+/// [`dot_words`] split by halves: the sums over words 0..4 (elements 0..16) and 4..8.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_halves(w: &[__m256i; 8], y: *const i8) -> (__m256i, __m256i) {
+    let y = y as *const u8;
+    let mut s = [_mm256_setzero_si256(); 4];
+    for (k, &wk) in w.iter().enumerate() {
+        let a = broadcast_word(y.add(4 * k));
+        // Two chains per half; words are 0..=63, so maddubs pairs stay below 2^14.
+        let c = (k / 4) * 2 + k % 2;
+        s[c] = if VNNI {
+            _mm256_dpbusd_epi32(s[c], wk, a)
+        } else {
+            let p = _mm256_maddubs_epi16(wk, a);
+            _mm256_add_epi32(s[c], _mm256_madd_epi16(p, _mm256_set1_epi16(1)))
+        };
+    }
+    (_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]))
+}

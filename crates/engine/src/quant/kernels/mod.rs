@@ -104,6 +104,8 @@ pub(crate) struct GroupKernels {
     pub q8_0: GroupTiles<Q8Block>,
     /// Q4_K converted at load (see `quant::interleave`), against its Q8_K activations.
     pub q4_k: GroupTiles<Q8KBlock>,
+    /// Q6_K converted at load, against its Q8_K activations.
+    pub q6_k: GroupTiles<Q8KBlock>,
 }
 
 /// Activation quantizers, one per partner format: a block of values in, a block out.
