@@ -163,10 +163,16 @@ fn dequantized(acts: &QuantizedActs) -> Vec<f64> {
             .iter()
             .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
             .collect(),
+        // Group kernels take a Q16 block's i8 form unless it is `wide`.
         ActFormat::Q16 => acts
             .q16_blocks()
             .iter()
-            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
+            .flat_map(|b| {
+                (0..32).map(move |i| match b.wide {
+                    true => b.d as f64 * b.qs[i] as f64,
+                    false => b.d8 as f64 * b.q8[i] as f64,
+                })
+            })
             .collect(),
         ActFormat::Q8K => acts
             .q8k_blocks()

@@ -394,6 +394,8 @@ proptest! {
                 v.extend(b.qs.iter().map(|&q| q as u16 as u32));
                 v.extend(b.lo.iter().map(|&q| q as u32));
                 v.extend(b.hi.iter().map(|&q| q as u8 as u32));
+                v.extend(b.q8.iter().map(|&q| q as u8 as u32));
+                v.extend([b.d8.to_bits(), b.s8.to_bits(), b.wide as u32]);
             }
             for b in acts.q8k_blocks() {
                 v.push(b.d.to_bits());

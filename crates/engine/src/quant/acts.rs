@@ -41,6 +41,23 @@ pub struct Q16Block {
     /// instructions (`vpdpbusd`) take them at twice the width of i16 pairs.
     pub lo: [u8; QK],
     pub hi: [i8; QK],
+    /// The block quantized to i8 as well (`x ≈ d8 · q8`, `s8 = d8 · Σq8`), and whether
+    /// that is too coarse (`wide`: outliers squeeze most values into a few steps; see
+    /// [`needs_i16`]). Kernels may take the i8 form of blocks that are not `wide`, at
+    /// half the cost: as llama.cpp does for every block.
+    pub q8: [i8; QK],
+    pub d8: f32,
+    pub s8: f32,
+    pub wide: bool,
+}
+
+/// Whether a block's i8 quants lose too much to stand in for its i16 ones: a quarter
+/// or more of them within two steps of zero. A block of ordinary values has a few
+/// percent there; a block with an outlier (SmolLM2's activations reach the thousands
+/// at some positions) has nearly all, and rounding those few steps one way or the
+/// other is what moves whole prompts' logits. Integer-exact, so every quantizer agrees.
+pub(crate) fn needs_i16(q8: &[i8; QK]) -> bool {
+    q8.iter().filter(|&&q| (-2..=2).contains(&q)).count() >= QK / 4
 }
 
 /// A super-block of 256 activations quantized to i8 (`x ≈ d * qs`) with the sums of
@@ -336,12 +353,17 @@ fn round_clamped(v: f32, levels: i32) -> i32 {
 fn quantize_q16(x: &[f32]) -> Q16Block {
     let mut qs = [0i16; QK];
     let (d, sum) = quantize_symmetric(x, i16::MAX as i32, |i, q| qs[i] = q as i16);
+    let narrow = quantize_q8(x);
     Q16Block {
         d,
         s: d * sum as f32,
         qs,
         lo: qs.map(|q| q as u8),
         hi: qs.map(|q| (q >> 8) as i8),
+        q8: narrow.qs,
+        d8: narrow.d,
+        s8: narrow.s,
+        wide: needs_i16(&narrow.qs),
     }
 }
 

@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::Quantizers;
-use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
+use crate::quant::acts::{needs_i16, Q16Block, Q8Block, Q8KBlock};
 use crate::quant::layout::{QK, QK_K};
 
 pub(crate) static QUANTIZERS: Quantizers = Quantizers {
@@ -150,12 +150,17 @@ unsafe fn q16_avx2(x: &[f32]) -> Q16Block {
         _mm256_add_epi32(a, b),
         _mm256_add_epi32(c, e),
     ));
+    let narrow = q8_avx2(x);
     Q16Block {
         d,
         s: d * sum as f32,
         qs,
         lo,
         hi,
+        q8: narrow.qs,
+        d8: narrow.d,
+        s8: narrow.s,
+        wide: needs_i16(&narrow.qs),
     }
 }
 

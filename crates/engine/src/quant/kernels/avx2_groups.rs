@@ -187,10 +187,25 @@ impl QuantSum for Q8KBlock {
     }
 }
 
+/// A Q16 activation block against unsigned words: through its i8 form where that is
+/// fine (half the products), else through its byte halves; with the scales used. A
+/// macro so that it is always inlined into the kernel (a call would spill the words).
+macro_rules! dot_q16 {
+    ($w:expr, $ab:expr) => {{
+        let ab: &Q16Block = $ab;
+        if ab.wide {
+            (dot_words_i16($w, ab), Some((ab.d, ab.s)))
+        } else {
+            (dot_words($w, ab.q8.as_ptr()), Some((ab.d8, ab.s8)))
+        }
+    }};
+}
+
 /// A group kernel. `$decode` turns the interleaved block at `$g` into `(d, m, w)`:
 /// every row's weights are `d·(w − $offset) + m` (`m` is `None` for the symmetric
 /// formats); `$dot` is the per-row integer dot product of `$w` with the activation
-/// block `$ab`. The offset is taken back in integers (`Σ w·a − offset·Σ a`, with the
+/// block `$ab`, with the `(d, s)` of the activation form it used if not the tile
+/// table's. The offset is taken back in integers (`Σ w·a − offset·Σ a`, with the
 /// block's `isum`), so block sums are exact; the minimum pairs with the block's `s`.
 macro_rules! group_kernel {
     ($name:ident, $bb:expr, $act:ty, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident| $dot:expr) => {
@@ -220,15 +235,19 @@ macro_rules! group_kernel {
                 for t in 0..N {
                     let $ab = a[t].get_unchecked(i / units);
                     let $sub: usize = i % units;
-                    let mut s = $dot;
+                    let (mut s, own): (__m256i, Option<(f32, f32)>) = $dot;
                     let offset: i32 = $offset;
                     if offset != 0 {
                         s = _mm256_sub_epi32(s, _mm256_set1_epi32(offset * $ab.quant_sum()));
                     }
-                    let dd = _mm256_mul_ps(d, _mm256_set1_ps(*sp.add(t)));
+                    let (da, sa) = match own {
+                        Some(scales) => scales,
+                        None => (*sp.add(t), *sp.add(N + t)),
+                    };
+                    let dd = _mm256_mul_ps(d, _mm256_set1_ps(da));
                     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc[t]);
                     if let Some(m) = m {
-                        acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(*sp.add(N + t)), acc[t]);
+                        acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(sa), acc[t]);
                     }
                 }
             }
@@ -248,7 +267,7 @@ group_kernel!(
     Q8Block,
     offset 8,
     |g| (f16x8(g), None, nibble_words(g.add(16), None)),
-    |w, ab| dot_words(&w, ab.qs.as_ptr())
+    |w, ab| (dot_words(&w, ab.qs.as_ptr()), None)
 );
 group_kernel!(
     q5_0_groups,
@@ -256,7 +275,7 @@ group_kernel!(
     Q8Block,
     offset 16,
     |g| (f16x8(g), None, nibble_words(g.add(48), Some(g.add(16)))),
-    |w, ab| dot_words(&w, ab.qs.as_ptr())
+    |w, ab| (dot_words(&w, ab.qs.as_ptr()), None)
 );
 group_kernel!(
     q8_0_groups,
@@ -272,9 +291,9 @@ group_kernel!(
         (f16x8(g), None, w)
     },
     |w, ab| if VNNI {
-        dot_words(&w, ab.qs.as_ptr())
+        (dot_words(&w, ab.qs.as_ptr()), None)
     } else {
-        dot_signed_words(&w, ab.qs.as_ptr())
+        (dot_signed_words(&w, ab.qs.as_ptr()), None)
     }
 );
 group_kernel!(
@@ -283,7 +302,7 @@ group_kernel!(
     Q16Block,
     offset 0,
     |g| (f16x8(g), Some(f16x8(g.add(16))), nibble_words(g.add(32), None)),
-    |w, ab| dot_words_i16(&w, ab)
+    |w, ab| dot_q16!(&w, ab)
 );
 group_kernel!(
     q5_1_groups,
@@ -294,7 +313,7 @@ group_kernel!(
         let w = nibble_words(g.add(64), Some(g.add(32)));
         (f16x8(g), Some(f16x8(g.add(16))), w)
     },
-    |w, ab| dot_words_i16(&w, ab)
+    |w, ab| dot_q16!(&w, ab)
 );
 // Q4_K converted at load: f32 scales and offsets per block of 32, nibbles as Q4_1's,
 // against Q8_K activations (as llama.cpp pairs them), read 32 quants at a time.
@@ -309,7 +328,7 @@ group_kernel!(
         Some(_mm256_loadu_ps(g.add(32) as *const f32)),
         nibble_words(g.add(64), None)
     ),
-    |w, ab, sub| dot_words(&w, ab.qs.as_ptr().add(32 * sub))
+    |w, ab, sub| (dot_words(&w, ab.qs.as_ptr().add(32 * sub)), None)
 );
 
 /// Q6_K converted at load (see `quant::interleave`): quants as bytes 0..=63 and two
