@@ -153,27 +153,50 @@ fn greedy(logits: &[llamay_engine::batch::ItemLogits]) -> Result<Vec<u32>> {
             let row = l
                 .last()
                 .ok_or_else(|| anyhow::anyhow!("no logits returned"))?;
-            let best = row
-                .iter()
-                .enumerate()
-                .fold(
-                    (0, f32::NEG_INFINITY),
-                    |acc, (i, &v)| {
-                        if v > acc.1 {
-                            (i, v)
-                        } else {
-                            acc
-                        }
-                    },
-                );
-            Ok(best.0 as u32)
+            Ok(argmax(row) as u32)
         })
         .collect()
+}
+
+/// The index of the first largest value (NaNs never win). Two passes, each of which
+/// vectorizes, instead of one running (index, value) pair that does not: over a
+/// 262,144-token vocabulary and 8 sequences that pair cost 3% of a decode step.
+fn argmax(row: &[f32]) -> usize {
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let mut chunks = row.chunks_exact(16);
+    for c in &mut chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = m.max(v);
+        }
+    }
+    let best = chunks
+        .remainder()
+        .iter()
+        .chain(&lanes)
+        .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    row.iter().position(|&v| v == best).unwrap_or(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn argmax_takes_the_first_of_equal_maxima_and_skips_nans() {
+        let mut row: Vec<f32> = (0..100).map(|i| ((i * 37) % 101) as f32).collect();
+        let want =
+            row.iter().enumerate().fold(
+                (0, f32::NEG_INFINITY),
+                |a, (i, &v)| if v > a.1 { (i, v) } else { a },
+            );
+        assert_eq!(argmax(&row), want.0);
+        row[3] = 1000.0;
+        row[70] = 1000.0;
+        row[5] = f32::NAN;
+        assert_eq!(argmax(&row), 3);
+        assert_eq!(argmax(&[f32::NAN, 1.0]), 1);
+        assert_eq!(argmax(&[]), 0);
+    }
 
     #[test]
     fn workload_sizes_cover_the_longest_prompt_and_the_widest_batch() {
