@@ -313,6 +313,13 @@ fn this_cpu_runs_its_fastest_backend() {
         assert_eq!(Backend::available().len(), if vnni { 3 } else { 2 });
         assert_eq!(Backend::active().set(), want);
     }
+    // NEON is baseline on aarch64: the comparisons above run it beside the portable one.
+    #[cfg(target_arch = "aarch64")]
+    {
+        let sets: Vec<KernelSet> = Backend::available().iter().map(|b| b.set()).collect();
+        assert_eq!(sets, [KernelSet::Portable, KernelSet::Neon]);
+        assert_eq!(Backend::active().set(), KernelSet::Neon);
+    }
 }
 
 proptest! {

@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use super::kv_rows::{Elem, Row, Rows};
+use super::kv_rows::{Row, Rows};
 use super::ops::{softcap, softmax};
 use crate::pool::{SyncPtr, ThreadPool};
 
@@ -98,13 +98,13 @@ pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32])
             while i < n_queries {
                 let rows = if wide && n_queries > 1 {
                     // A short last tile repeats its last query (same result, no extra reads).
-                    let tile: [(usize, usize); TILE] =
-                        std::array::from_fn(|r| query((i + r).min(n_queries - 1)));
-                    // SAFETY: the CPU supports AVX2, FMA and F16C (checked by `has_avx2`).
                     #[cfg(target_arch = "x86_64")]
-                    unsafe {
-                        query_tile_avx2(a, tile, scores, acc)
-                    };
+                    {
+                        let tile: [(usize, usize); TILE] =
+                            std::array::from_fn(|r| query((i + r).min(n_queries - 1)));
+                        // SAFETY: the CPU supports AVX2, FMA and F16C (checked by `has_avx2`).
+                        unsafe { query_tile_avx2(a, tile, scores, acc) };
+                    }
                     TILE.min(n_queries - i)
                 } else {
                     let (t, h) = query(i);
@@ -302,7 +302,8 @@ fn axpy(o: &mut [f32], p: f32, v: Row) {
 mod simd {
     use std::arch::x86_64::*;
 
-    use super::{Elem, Row};
+    use super::super::kv_rows::Elem;
+    use super::Row;
 
     /// Horizontal sum of eight lanes.
     #[inline(always)]

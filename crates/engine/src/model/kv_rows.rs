@@ -40,7 +40,8 @@ impl Row<'_> {
     }
 }
 
-/// An element type attention rows come in.
+/// An element type attention rows come in (used by the x86-64 attention kernels).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) trait Elem: Copy {
     fn to_f32(self) -> f32;
 

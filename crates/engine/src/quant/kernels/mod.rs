@@ -38,6 +38,8 @@ mod avx512_vnni_groups {
 mod avx512_vnni_wide {
     include!(concat!(env!("OUT_DIR"), "/avx512_vnni_wide.rs"));
 }
+#[cfg(target_arch = "aarch64")]
+mod neon;
 mod portable;
 
 /// A dot-product kernel: one weight row (whole blocks) against `N` activation rows,
@@ -69,7 +71,7 @@ pub(crate) struct Tiles<A: 'static> {
     pub eight: DotFn<A, 8>,
 }
 
-/// A [`Tiles`] of one generic kernel `f::<N>`.
+/// A [`Tiles`] of one generic kernel `f::<N>` (or `f::<N, D>`).
 macro_rules! tiles {
     ($f:ident) => {
         $crate::quant::kernels::Tiles {
@@ -77,6 +79,14 @@ macro_rules! tiles {
             two: $f::<2>,
             four: $f::<4>,
             eight: $f::<8>,
+        }
+    };
+    ($f:ident, $d:ty) => {
+        $crate::quant::kernels::Tiles {
+            one: $f::<1, $d>,
+            two: $f::<2, $d>,
+            four: $f::<4, $d>,
+            eight: $f::<8, $d>,
         }
     };
 }
@@ -144,6 +154,8 @@ pub enum KernelSet {
     /// The AVX2 kernels with AVX-512 VL/BW and VNNI also enabled: 32 vector registers
     /// and fused integer dot products.
     Avx512Vnni,
+    /// aarch64 NEON integer dot products in the portable kernels' structure.
+    Neon,
 }
 
 /// A chosen set of kernels. Copy it freely: it is one pointer.
@@ -200,25 +212,37 @@ impl Backend {
         None
     }
 
+    /// The NEON kernels, on aarch64 (where NEON is baseline).
+    pub fn neon() -> Option<Backend> {
+        #[cfg(target_arch = "aarch64")]
+        return Some(Backend {
+            table: &neon::TABLE,
+        });
+        #[cfg(not(target_arch = "aarch64"))]
+        None
+    }
+
     /// The backend for `set`, if this CPU can run it.
     pub fn for_set(set: KernelSet) -> Option<Backend> {
         match set {
             KernelSet::Portable => Some(Backend::portable()),
             KernelSet::Avx2 => Backend::avx2(),
             KernelSet::Avx512Vnni => Backend::avx512_vnni(),
+            KernelSet::Neon => Backend::neon(),
         }
     }
 
     /// Every backend this CPU can run, portable first, fastest last.
     pub fn available() -> Vec<Backend> {
         std::iter::once(Backend::portable())
+            .chain(Backend::neon())
             .chain(Backend::avx2())
             .chain(Backend::avx512_vnni())
             .collect()
     }
 
     /// The fastest backend this CPU runs, unless the environment variable
-    /// `LLAMAY_KERNELS` names another (`portable`, `avx2`, `avx512-vnni`; a set this
+    /// `LLAMAY_KERNELS` names another (`portable`, `avx2`, `avx512-vnni`, `neon`; a set this
     /// CPU lacks falls back to the fastest). Chosen once per process.
     pub fn active() -> Backend {
         static ACTIVE: OnceLock<Backend> = OnceLock::new();
@@ -227,6 +251,7 @@ impl Backend {
                 Some("portable") => Some(KernelSet::Portable),
                 Some("avx2") => Some(KernelSet::Avx2),
                 Some("avx512-vnni") => Some(KernelSet::Avx512Vnni),
+                Some("neon") => Some(KernelSet::Neon),
                 _ => None,
             };
             forced

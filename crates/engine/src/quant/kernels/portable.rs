@@ -1,6 +1,7 @@
 //! Portable kernels: the reference every faster kernel is tested against. Each decodes
 //! a weight block once into integers, then takes integer dot products with every
-//! activation row of the tile.
+//! activation row of the tile. The dot products go through [`IntDot`], so another
+//! instruction set (NEON) reuses everything else and supplies only those.
 
 use super::{tiles, KernelSet, KernelTable};
 use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
@@ -13,15 +14,42 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     f32: tiles!(f32_rows),
     f16: tiles!(f16_rows),
     bf16: tiles!(bf16_rows),
-    q4_0: tiles!(q4_0),
-    q4_1: tiles!(q4_1),
-    q5_0: tiles!(q5_0),
-    q5_1: tiles!(q5_1),
-    q8_0: tiles!(q8_0),
-    q4_k: tiles!(q4_k),
-    q5_k: tiles!(q5_k),
-    q6_k: tiles!(q6_k),
+    q4_0: tiles!(q4_0, Scalar),
+    q4_1: tiles!(q4_1, Scalar),
+    q5_0: tiles!(q5_0, Scalar),
+    q5_1: tiles!(q5_1, Scalar),
+    q8_0: tiles!(q8_0, Scalar),
+    q4_k: tiles!(q4_k, Scalar),
+    q5_k: tiles!(q5_k, Scalar),
+    q6_k: tiles!(q6_k, Scalar),
 };
+
+/// The integer dot products of one weight block's quants with one activation block's.
+pub(super) trait IntDot {
+    fn i8_i8(q: &[i8; QK], a: &[i8; QK]) -> i32;
+    fn u8_i8(q: &[u8; QK], a: &[i8; QK]) -> i32;
+    fn u8_i16(q: &[u8; QK], a: &[i16; QK]) -> i32;
+    /// Q6_K's groups of 16.
+    fn i8_i8_16(q: &[i8; 16], a: &[i8; 16]) -> i32;
+}
+
+/// Plain Rust dot products.
+pub(super) struct Scalar;
+
+impl IntDot for Scalar {
+    fn i8_i8(q: &[i8; QK], a: &[i8; QK]) -> i32 {
+        idot(q, a)
+    }
+    fn u8_i8(q: &[u8; QK], a: &[i8; QK]) -> i32 {
+        idot(q, a)
+    }
+    fn u8_i16(q: &[u8; QK], a: &[i16; QK]) -> i32 {
+        idot(q, a)
+    }
+    fn i8_i8_16(q: &[i8; 16], a: &[i8; 16]) -> i32 {
+        idot(q, a)
+    }
+}
 
 #[inline(always)]
 fn idot<Q: Copy + Into<i32>, A: Copy + Into<i32>, const L: usize>(q: &[Q; L], a: &[A; L]) -> i32 {
@@ -31,32 +59,6 @@ fn idot<Q: Copy + Into<i32>, A: Copy + Into<i32>, const L: usize>(q: &[Q; L], a:
     }
     s
 }
-
-/// What the legacy kernel needs of an activation block: its scale, its sum term and
-/// its integer dot product with a block of weight quants.
-trait LegacyActs {
-    fn d(&self) -> f32;
-    fn s(&self) -> f32;
-    fn dot<Q: Copy + Into<i32>>(&self, q: &[Q; QK]) -> i32;
-}
-
-macro_rules! legacy_acts {
-    ($($block:ty),*) => {$(
-        impl LegacyActs for $block {
-            fn d(&self) -> f32 {
-                self.d
-            }
-            fn s(&self) -> f32 {
-                self.s
-            }
-            fn dot<Q: Copy + Into<i32>>(&self, q: &[Q; QK]) -> i32 {
-                idot(q, &self.qs)
-            }
-        }
-    )*};
-}
-
-legacy_acts!(Q8Block, Q16Block);
 
 /// The `L` elements of `v` from `at` as an array reference.
 #[inline(always)]
@@ -102,59 +104,97 @@ fn float_rows<const N: usize, const EB: usize>(
     acc
 }
 
-fn f32_rows<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
+pub(super) fn f32_rows<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
     float_rows::<N, 4>(w, a, |b| f32_at(b, 0))
 }
 
-fn f16_rows<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
+pub(super) fn f16_rows<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
     float_rows::<N, 2>(w, a, |b| f16_at(b, 0))
 }
 
-fn bf16_rows<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
+pub(super) fn bf16_rows<const N: usize>(w: &[u8], a: [&[f32]; N], _scales: &[f32]) -> [f32; N] {
     float_rows::<N, 2>(w, a, |b| bf16_at(b, 0))
 }
 
-/// Legacy blocks: `Σ d_w·d_a·Σq·a + m_w·s_a` (m_w = 0 for the symmetric formats).
+/// Legacy blocks against Q8 activations: `Σ d_w·d_a·Σq·a`.
 #[inline(always)]
-fn legacy<const N: usize, const BB: usize, Q: Copy + Into<i32>, A: LegacyActs>(
+fn symmetric<const N: usize, const BB: usize, D: IntDot>(
     w: &[u8],
-    a: [&[A]; N],
-    decode: impl Fn(&[u8]) -> (f32, f32, [Q; QK]),
+    a: [&[Q8Block]; N],
+    decode: impl Fn(&[u8]) -> (f32, [i8; QK]),
+) -> [f32; N] {
+    let mut acc = [0f32; N];
+    for (i, b) in w.chunks_exact(BB).enumerate() {
+        let (d, q) = decode(b);
+        for t in 0..N {
+            let ab = &a[t][i];
+            acc[t] += d * ab.d * D::i8_i8(&q, &ab.qs) as f32;
+        }
+    }
+    acc
+}
+
+/// Legacy blocks with a minimum against Q16 activations: `Σ d_w·d_a·Σq·a + m_w·s_a`.
+#[inline(always)]
+fn with_min<const N: usize, const BB: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q16Block]; N],
+    decode: impl Fn(&[u8]) -> (f32, f32, [u8; QK]),
 ) -> [f32; N] {
     let mut acc = [0f32; N];
     for (i, b) in w.chunks_exact(BB).enumerate() {
         let (d, m, q) = decode(b);
         for t in 0..N {
             let ab = &a[t][i];
-            acc[t] += d * ab.d() * ab.dot(&q) as f32 + m * ab.s();
+            acc[t] += d * ab.d * D::u8_i16(&q, &ab.qs) as f32 + m * ab.s;
         }
     }
     acc
 }
 
-fn q4_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N], _scales: &[f32]) -> [f32; N] {
-    legacy::<N, 18, i8, _>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q4_0(b)))
+pub(super) fn q4_0<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8Block]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    symmetric::<N, 18, D>(w, a, |b| (f16_at(b, 0), unpack_q4_0(b)))
 }
 
-fn q4_1<const N: usize>(w: &[u8], a: [&[Q16Block]; N], _scales: &[f32]) -> [f32; N] {
-    legacy::<N, 20, u8, _>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q4_1(b)))
+pub(super) fn q4_1<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q16Block]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    with_min::<N, 20, D>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q4_1(b)))
 }
 
-fn q5_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N], _scales: &[f32]) -> [f32; N] {
-    legacy::<N, 22, i8, _>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q5_0(b)))
+pub(super) fn q5_0<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8Block]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    symmetric::<N, 22, D>(w, a, |b| (f16_at(b, 0), unpack_q5_0(b)))
 }
 
-fn q5_1<const N: usize>(w: &[u8], a: [&[Q16Block]; N], _scales: &[f32]) -> [f32; N] {
-    legacy::<N, 24, u8, _>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q5_1(b)))
+pub(super) fn q5_1<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q16Block]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    with_min::<N, 24, D>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q5_1(b)))
 }
 
-fn q8_0<const N: usize>(w: &[u8], a: [&[Q8Block]; N], _scales: &[f32]) -> [f32; N] {
-    legacy::<N, 34, i8, _>(w, a, |b| (f16_at(b, 0), 0.0, unpack_q8_0(b)))
+pub(super) fn q8_0<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8Block]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    symmetric::<N, 34, D>(w, a, |b| (f16_at(b, 0), unpack_q8_0(b)))
 }
 
 /// Q4_K/Q5_K: `d_a·(d·Σ_s scale_s·Σq·a − dmin·Σ_s min_s·Σa)`, with Σa from the bsums.
 #[inline(always)]
-fn k_scale_min<const N: usize, const BB: usize>(
+fn k_scale_min<const N: usize, const BB: usize, D: IntDot>(
     w: &[u8],
     a: [&[Q8KBlock]; N],
     unpack: impl Fn(&[u8]) -> [u8; QK_K],
@@ -170,7 +210,7 @@ fn k_scale_min<const N: usize, const BB: usize>(
             let mut isum = 0i32;
             let mut msum = 0i32;
             for s in 0..8 {
-                isum += sc[s] as i32 * idot::<u8, i8, 32>(sub(&q, 32 * s), sub(&ab.qs, 32 * s));
+                isum += sc[s] as i32 * D::u8_i8(sub(&q, 32 * s), sub(&ab.qs, 32 * s));
                 msum += mn[s] as i32 * (ab.bsums[2 * s] as i32 + ab.bsums[2 * s + 1] as i32);
             }
             acc[t] += ab.d * (d * isum as f32 - dmin * msum as f32);
@@ -179,15 +219,27 @@ fn k_scale_min<const N: usize, const BB: usize>(
     acc
 }
 
-fn q4_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
-    k_scale_min::<N, 144>(w, a, unpack_q4_k)
+pub(super) fn q4_k<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    k_scale_min::<N, 144, D>(w, a, unpack_q4_k)
 }
 
-fn q5_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
-    k_scale_min::<N, 176>(w, a, unpack_q5_k)
+pub(super) fn q5_k<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    k_scale_min::<N, 176, D>(w, a, unpack_q5_k)
 }
 
-fn q6_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
+pub(super) fn q6_k<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [f32; N] {
     let mut acc = [0f32; N];
     for (i, b) in w.chunks_exact(210).enumerate() {
         let d = f16_at(b, q6_k::D);
@@ -196,7 +248,7 @@ fn q6_k<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32;
         for t in 0..N {
             let ab = &a[t][i];
             let isum: i32 = (0..16)
-                .map(|g| sc[g] as i32 * idot::<i8, i8, 16>(sub(&q, 16 * g), sub(&ab.qs, 16 * g)))
+                .map(|g| sc[g] as i32 * D::i8_i8_16(sub(&q, 16 * g), sub(&ab.qs, 16 * g)))
                 .sum();
             acc[t] += d * ab.d * isum as f32;
         }

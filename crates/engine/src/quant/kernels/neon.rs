@@ -1,0 +1,105 @@
+//! aarch64 NEON kernels: the portable kernels' structure (block decoding, scaling,
+//! accumulation) with their integer dot products done 16 lanes at a time. NEON is part
+//! of the aarch64 baseline, so no detection is needed. Float weights and the
+//! activation quantizers stay portable.
+
+use std::arch::aarch64::*;
+
+use super::portable::{
+    bf16_rows, f16_rows, f32_rows, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, IntDot,
+};
+use super::{tiles, KernelSet, KernelTable};
+use crate::quant::layout::QK;
+
+pub(crate) static TABLE: KernelTable = KernelTable {
+    set: KernelSet::Neon,
+    quantize: &crate::quant::acts::PORTABLE_QUANTIZERS,
+    groups: None,
+    f32: tiles!(f32_rows),
+    f16: tiles!(f16_rows),
+    bf16: tiles!(bf16_rows),
+    q4_0: tiles!(q4_0, Neon),
+    q4_1: tiles!(q4_1, Neon),
+    q5_0: tiles!(q5_0, Neon),
+    q5_1: tiles!(q5_1, Neon),
+    q8_0: tiles!(q8_0, Neon),
+    q4_k: tiles!(q4_k, Neon),
+    q5_k: tiles!(q5_k, Neon),
+    q6_k: tiles!(q6_k, Neon),
+};
+
+/// NEON integer dot products: widening multiplies, pairwise-added into 32-bit lanes.
+pub(super) struct Neon;
+
+/// Σ q·a over 16 signed bytes, into 4 lanes of `acc`.
+#[inline(always)]
+unsafe fn i8x16_dot(acc: int32x4_t, q: int8x16_t, a: int8x16_t) -> int32x4_t {
+    // 127·128 fits an i16; the sum of two such products does too (2·16256 < 32768).
+    let lo = vmull_s8(vget_low_s8(q), vget_low_s8(a));
+    let pairs = vmlal_high_s8(lo, q, a);
+    vpadalq_s16(acc, pairs)
+}
+
+/// Σ q·a over 8 unsigned quants (≤ 63, as i16) and 8 i16 activations, into `acc`.
+#[inline(always)]
+unsafe fn i16x8_dot(acc: int32x4_t, q: int16x8_t, a: int16x8_t) -> int32x4_t {
+    let acc = vmlal_s16(acc, vget_low_s16(q), vget_low_s16(a));
+    vmlal_high_s16(acc, q, a)
+}
+
+impl IntDot for Neon {
+    fn i8_i8(q: &[i8; QK], a: &[i8; QK]) -> i32 {
+        // SAFETY: NEON is always present on aarch64; the loads read 32 bytes of each
+        // 32-byte array.
+        unsafe {
+            let mut acc = vdupq_n_s32(0);
+            for h in 0..2 {
+                let (qv, av) = (
+                    vld1q_s8(q.as_ptr().add(16 * h)),
+                    vld1q_s8(a.as_ptr().add(16 * h)),
+                );
+                acc = i8x16_dot(acc, qv, av);
+            }
+            vaddvq_s32(acc)
+        }
+    }
+
+    fn u8_i8(q: &[u8; QK], a: &[i8; QK]) -> i32 {
+        // SAFETY: as above. The quants are 4- or 5-bit (Q4_K, Q5_K), so they are also
+        // valid i8s and the signed product applies.
+        unsafe {
+            let mut acc = vdupq_n_s32(0);
+            for h in 0..2 {
+                let qv = vreinterpretq_s8_u8(vld1q_u8(q.as_ptr().add(16 * h)));
+                acc = i8x16_dot(acc, qv, vld1q_s8(a.as_ptr().add(16 * h)));
+            }
+            vaddvq_s32(acc)
+        }
+    }
+
+    fn u8_i16(q: &[u8; QK], a: &[i16; QK]) -> i32 {
+        // SAFETY: as above (32 u8 and 32 i16 read).
+        unsafe {
+            let mut acc = vdupq_n_s32(0);
+            for h in 0..2 {
+                let qv = vld1q_u8(q.as_ptr().add(16 * h));
+                let lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(qv)));
+                let hi = vreinterpretq_s16_u16(vmovl_high_u8(qv));
+                acc = i16x8_dot(acc, lo, vld1q_s16(a.as_ptr().add(16 * h)));
+                acc = i16x8_dot(acc, hi, vld1q_s16(a.as_ptr().add(16 * h + 8)));
+            }
+            vaddvq_s32(acc)
+        }
+    }
+
+    fn i8_i8_16(q: &[i8; 16], a: &[i8; 16]) -> i32 {
+        // SAFETY: as above (16 bytes of each).
+        unsafe {
+            vaddvq_s32(i8x16_dot(
+                vdupq_n_s32(0),
+                vld1q_s8(q.as_ptr()),
+                vld1q_s8(a.as_ptr()),
+            ))
+        }
+    }
+}
