@@ -6,6 +6,7 @@
 //! default or f16 to halve the memory (as llama.cpp does by default).
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::model::kv_rows::Rows;
 
@@ -57,23 +58,15 @@ impl Store {
     fn write(&mut self, at: usize, src: &[f32]) {
         match self {
             Store::F32(v) => v[at..at + src.len()].copy_from_slice(src),
-            Store::F16(v) => {
-                for (d, &s) in v[at..at + src.len()].iter_mut().zip(src) {
-                    *d = f16::from_f32(s);
-                }
-            }
+            // `half`'s slice conversions use F16C where the CPU has it.
+            Store::F16(v) => v[at..at + src.len()].convert_from_f32_slice(src),
         }
     }
 
     fn read(&self, at: usize, dst: &mut [f32]) {
         match self {
             Store::F32(v) => dst.copy_from_slice(&v[at..at + dst.len()]),
-            Store::F16(v) => {
-                let n = dst.len();
-                for (d, s) in dst.iter_mut().zip(&v[at..at + n]) {
-                    *d = s.to_f32();
-                }
-            }
+            Store::F16(v) => v[at..at + dst.len()].convert_to_f32_slice(dst),
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 
 use super::kv_rows::{Row, Rows};
-use super::ops::{softcap, softmax};
+use super::ops::{round_to_f16, softcap, softmax};
 use crate::pool::{SyncPtr, ThreadPool};
 
 /// Queries processed by one task (prompts are split by head and by query block).
@@ -221,7 +221,7 @@ unsafe fn query_tile_avx2(
         softmax(&mut scores[r * span..(r + 1) * span]);
     }
     if a.f16_probs {
-        round_f16(scores);
+        round_to_f16(scores);
     }
     simd::weighted_sum4(&mut acc[..TILE * hv], scores, lo..hi + 1, value);
 }
@@ -261,7 +261,7 @@ fn one_query(
     }
     softmax(scores);
     if a.f16_probs {
-        round_f16(scores);
+        round_to_f16(scores);
     }
     acc.fill(0.0);
     let mut p = scores.iter();
@@ -278,12 +278,6 @@ fn one_query(
             *p.next().unwrap(),
             Row::F32(&a.v_new[i * vw + kvh * hv..][..hv]),
         );
-    }
-}
-
-fn round_f16(x: &mut [f32]) {
-    for v in x.iter_mut() {
-        *v = half::f16::from_f32(*v).to_f32();
     }
 }
 

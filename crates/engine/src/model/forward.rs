@@ -7,7 +7,9 @@
 use super::attention::{attend_batch, AttnArgs, AttnJob};
 use super::hparams::Activation;
 use super::linear::{matmul, matmul_many, ActsCache, Product};
-use super::ops::{gelu_tanh_gate, rms_norm, rms_norm_inplace, silu_gate, softcap, RopeTable};
+use super::ops::{
+    gelu_tanh_gate, rms_norm, rms_norm_inplace, round_to_f16, silu_gate, softcap, RopeTable,
+};
 use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
@@ -375,9 +377,9 @@ impl Model {
                 // An f16 cache rounds keys and values when they are stored; round the
                 // batch's own (and, as llama.cpp's K·Q in f16 does, the queries) too,
                 // so results do not depend on how a prompt is split into steps.
-                round_f16(&mut b.q[rows.start * qw..rows.end * qw]);
-                round_f16(&mut b.k[rows.start * kw..rows.end * kw]);
-                round_f16(&mut b.v[rows.start * vw..rows.end * vw]);
+                round_to_f16(&mut b.q[rows.start * qw..rows.end * qw]);
+                round_to_f16(&mut b.k[rows.start * kw..rows.end * kw]);
+                round_to_f16(&mut b.v[rows.start * vw..rows.end * vw]);
             }
             jobs.push((rows, old_start, s.start_pos, f16, k_old, v_old));
         }
@@ -580,11 +582,6 @@ fn add_bias(x: &mut [f32], bias: &[f32]) {
     for row in x.chunks_exact_mut(bias.len()) {
         row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
     }
-}
-
-fn round_f16(x: &mut [f32]) {
-    x.iter_mut()
-        .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
 }
 
 fn add_into(x: &mut [f32], y: &[f32]) {
