@@ -491,3 +491,27 @@ fn models_are_shared_between_threads() {
         );
     }
 }
+
+#[test]
+fn recycled_logits_buffers_come_back_with_fresh_values() {
+    let path = llamay_testdata::tiny_models().into_iter().next().unwrap();
+    let model = load(&path);
+    let run = |tokens: &[u32]| {
+        let mut seq = model.new_sequence();
+        model
+            .forward(&mut [BatchItem {
+                seq: &mut seq,
+                tokens,
+                want_logits: LogitsWanted::Last,
+            }])
+            .unwrap()
+    };
+    let first = run(&[1, 2, 3]);
+    let want_other = run(&[4, 5]).remove(0).data;
+    let recycled = first[0].data.as_ptr();
+    model.recycle_logits(first);
+    let again = run(&[4, 5]);
+    // The handed-back buffer is reused, and holds this step's logits, not the old ones.
+    assert_eq!(again[0].data.as_ptr(), recycled);
+    assert_eq!(again[0].data, want_other);
+}
