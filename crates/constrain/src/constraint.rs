@@ -98,11 +98,11 @@ impl Inner {
             self.vocab
                 .plain_strings
                 .get_or_compute((aux, min, max), compute)
-        } else if !prog.has_pattern() && max.is_none() {
-            // Exclusions only (an open object's extra keys): the plain string's mask,
-            // with the closing tokens that would end on an excluded value taken out.
+        } else if let Some((plain, paux)) = max.is_none().then(|| prog.as_plain(aux)).flatten() {
+            // Exclusions, or a pattern that can no longer refuse a character (e.g. an
+            // unanchored one): the plain string's mask, keeping only the closing tokens
+            // that end on a value this string accepts.
             let compute = || {
-                let (plain, paux) = prog.without_exclusions(aux);
                 let open = plain.with_bounds(0, None);
                 let profile = self
                     .vocab
@@ -113,8 +113,8 @@ impl Inner {
                     min: min.saturating_sub(pending),
                     max: None,
                 };
-                let excluded = prog.with_bounds(0, None);
-                profile.mask(remaining, self.vocab.len(), Some((&excluded, aux)))
+                let closes = prog.with_bounds(0, None);
+                profile.mask(remaining, self.vocab.len(), Some((&closes, aux)))
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else {

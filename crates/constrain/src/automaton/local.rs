@@ -103,14 +103,15 @@ impl PlainProfile {
     }
 
     /// The stack-free mask under bounds `r` (characters still needed and allowed).
-    /// With `excluded`, a closing node is kept only if that string (with exclusions but
-    /// no pattern) in that state closes on its bytes: inside the string exclusions
-    /// change nothing while the length is unbounded, only which values may end.
+    /// With `closes`, a closing node is kept only if that string (no bounds) in that
+    /// state closes on its bytes: for a string that takes the same bytes as the plain
+    /// one inside (see [`StringProg::as_plain`]) and so differs only in which values
+    /// may end.
     pub fn mask(
         &self,
         r: Remaining,
         n_tokens: usize,
-        excluded: Option<(&StringProg, u64)>,
+        closes: Option<(&StringProg, u64)>,
     ) -> LocalMask {
         let k = r.max.map_or(usize::MAX, |m| m as usize);
         let inside = match self.upto.get(k).or(self.upto.last()) {
@@ -121,7 +122,7 @@ impl PlainProfile {
             .closing
             .iter()
             .filter(|(_, c, _)| *c >= r.min && r.max.is_none_or(|m| *c <= m))
-            .filter(|(_, _, path)| excluded.is_none_or(|(p, aux)| closes_on(p, aux, path)))
+            .filter(|(_, _, path)| closes.is_none_or(|(p, aux)| closes_on(p, aux, path)))
             .map(|&(i, _, _)| i)
             .collect();
         LocalMask { inside, closing }
