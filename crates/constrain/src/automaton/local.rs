@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 
 /// The stack-free part of a mask for one string state.
 pub(crate) struct LocalMask {
-    /// Tokens consumed entirely inside the string.
-    pub inside: TokenMask,
+    /// Tokens consumed entirely inside the string (shared with the profile it may be
+    /// cut from: a 262k-token mask is worth not copying).
+    pub inside: Arc<TokenMask>,
     /// Trie nodes whose byte closes the string: the token ending there is allowed, and
     /// the subtree below must be walked from the state after the string.
     pub closing: Vec<u32>,
@@ -54,7 +55,10 @@ impl LocalMask {
             |t, _| inside.allow(t),
             |i, _, _| closing.push(i),
         );
-        LocalMask { inside, closing }
+        LocalMask {
+            inside: Arc::new(inside),
+            closing,
+        }
     }
 }
 
@@ -64,7 +68,7 @@ impl LocalMask {
 /// one walk per vocabulary rather than one per character.
 pub(crate) struct PlainProfile {
     /// `upto[k]`: the tokens consumed inside the string spending at most `k` characters.
-    upto: Vec<TokenMask>,
+    upto: Vec<Arc<TokenMask>>,
     /// Trie nodes whose byte closes the string, with the characters spent before it and
     /// the bytes from the root.
     closing: Vec<(u32, u32, Box<[u8]>)>,
@@ -97,7 +101,7 @@ impl PlainProfile {
             for t in bucket {
                 acc.allow(t);
             }
-            upto.push(acc.clone());
+            upto.push(Arc::new(acc.clone()));
         }
         PlainProfile { upto, closing }
     }
@@ -116,7 +120,7 @@ impl PlainProfile {
         let k = r.max.map_or(usize::MAX, |m| m as usize);
         let inside = match self.upto.get(k).or(self.upto.last()) {
             Some(m) => m.clone(),
-            None => TokenMask::new(n_tokens),
+            None => Arc::new(TokenMask::new(n_tokens)),
         };
         let closing = self
             .closing
