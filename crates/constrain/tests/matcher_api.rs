@@ -99,11 +99,15 @@ fn caches_and_statistics() {
     }
     m.mask(&mut mask);
     assert!(mask.is_allowed(eog) && !mask.is_allowed(special));
+    // The matcher's own copy is the same mask, and counts as a step too.
+    assert_eq!(m.mask_ref(), &mask);
     let s = m.stats();
-    assert_eq!(s.steps, doc.len() as u64 + 1);
+    assert_eq!(s.steps, doc.len() as u64 + 2);
     assert!(s.cache_hits > 5, "{s:?}");
     assert_eq!(s.cache_hits + s.states_wanting_mask, s.steps);
     assert_eq!(s.masks_used as u64, s.states_wanting_mask);
+    m.commit(eog).unwrap();
+    assert_eq!(m.mask_ref().count(), 0);
     assert!(s.states_used > 0 && s.states_used <= s.states_peak && s.states_limit == 4096);
     assert_eq!(s.table_clears, 0);
     let line = s.summary("json", Duration::from_secs(1));

@@ -140,25 +140,49 @@ impl Matcher {
         if out.len() != self.c.inner.vocab.len() {
             *out = TokenMask::new(self.c.inner.vocab.len());
         }
+        let i = self.cached_mask();
+        out.copy_from(&self.mask_store[i]);
+    }
+
+    /// The allowed tokens for the next step, as the matcher keeps them (valid until the
+    /// matcher changes): for a caller that converts the mask anyway (e.g. into 32-bit
+    /// words), one copy of the whole vocabulary's bits fewer than [`mask`](Self::mask).
+    pub fn mask_ref(&mut self) -> &TokenMask {
+        let t0 = Instant::now();
+        self.stats.steps += 1;
+        let i = self.cached_mask();
+        self.stats.mask_time += t0.elapsed();
+        &self.mask_store[i]
+    }
+
+    /// The index in the mask store of the current state's mask, computed straight into
+    /// a new entry if it is not there.
+    fn cached_mask(&mut self) -> usize {
         self.make_room();
-        let key = (self.cur.state, self.budget_class(self.cur.budget));
+        // After the end nothing is allowed: a key no state has.
+        let key = if self.cur.ended {
+            (u32::MAX, u32::MAX)
+        } else {
+            (self.cur.state, self.budget_class(self.cur.budget))
+        };
+        if let Some(&i) = self.masks.get(&key) {
+            self.stats.cache_hits += u64::from(!self.cur.ended);
+            return i;
+        }
+        let mut kept = self.c.inner.vocab.mask_pool.take();
         if self.cur.ended {
-            out.clear();
-        } else if let Some(&i) = self.masks.get(&key) {
-            self.stats.cache_hits += 1;
-            out.copy_from(&self.mask_store[i]);
+            kept.clear();
         } else {
             self.stats.states_wanting_mask += 1;
-            self.compute_mask(out);
-            if self.mask_store.len() >= self.c.inner.limits.masks {
-                self.masks.clear();
-                self.c.inner.vocab.mask_pool.give(self.mask_store.drain(..));
-            }
-            self.masks.insert(key, self.mask_store.len());
-            let mut kept = self.c.inner.vocab.mask_pool.take();
-            kept.copy_from(out);
-            self.mask_store.push(kept);
+            self.compute_mask(&mut kept);
         }
+        if self.mask_store.len() >= self.c.inner.limits.masks.max(1) {
+            self.masks.clear();
+            self.c.inner.vocab.mask_pool.give(self.mask_store.drain(..));
+        }
+        self.masks.insert(key, self.mask_store.len());
+        self.mask_store.push(kept);
+        self.mask_store.len() - 1
     }
 
     /// Computes the mask of the current state: EOG if accepting, then the trie walk.
