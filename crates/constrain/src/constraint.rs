@@ -125,7 +125,7 @@ impl Inner {
                 let key = (spec, min, max);
                 let lock = || self.memos.lock().unwrap_or_else(|e| e.into_inner());
                 let mut memo = lock().remove(&key).unwrap_or_default();
-                let m = LocalMask::compute(&bounded, aux, None, &self.vocab, &mut memo);
+                let m = LocalMask::compute(&bounded, aux, &self.vocab, &mut memo);
                 let mut memos = lock();
                 if memos.len() >= MEMO_LIMIT {
                     memos.clear();
