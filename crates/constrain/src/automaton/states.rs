@@ -176,7 +176,9 @@ impl StateTable {
     }
 
     /// The state after byte `b`, or `None` if the byte kills every parse. The fast
-    /// path (a state with a row and the transition cached) is one inlined table read.
+    /// paths (a state with a row and the transition cached; a byte no item of a state
+    /// without a row can take) are inlined table reads: a walk meets many dead
+    /// siblings below each live prefix.
     #[inline(always)]
     pub fn next(&mut self, p: &Program, s: u32, b: u8, ws_left: bool) -> Option<Next> {
         let mode = usize::from(ws_left && self.stride == 512);
@@ -185,6 +187,10 @@ impl StateTable {
         let mut t = UNKNOWN;
         if row != NO_ROW {
             t = self.rows[row as usize * self.stride + slot];
+        } else if let Some(f) = &self.firsts[s as usize] {
+            if !f.contains(b) {
+                return None;
+            }
         }
         if t == UNKNOWN {
             t = self.next_slow(p, s, slot);
