@@ -42,9 +42,6 @@ pub(crate) struct Inner {
     /// Shortest-completion costs, computed on first use (only budget-aware decoding
     /// needs them).
     distances: OnceLock<Distances>,
-    /// Per string, its pattern states' representatives within a token's reach (see
-    /// [`ByteDfa::horizon_representatives`]), computed on first use.
-    horizons: Vec<OnceLock<Vec<u32>>>,
 }
 
 /// A string id with its (canonical) length bounds.
@@ -59,15 +56,12 @@ const LOCAL_MASK_LIMIT: usize = 256;
 impl Inner {
     fn new(program: Program, vocab: Arc<Vocabulary>, limits: Limits) -> Self {
         Inner {
+            program,
             vocab,
             limits,
             local: LocalMaskCache::new(LOCAL_MASK_LIMIT),
             memos: Mutex::new(FxHashMap::default()),
             distances: OnceLock::new(),
-            horizons: (0..program.strings.len())
-                .map(|_| OnceLock::new())
-                .collect(),
-            program,
         }
     }
 
@@ -124,19 +118,6 @@ impl Inner {
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
-            // Without an upper bound the pattern only decides what dies and where the
-            // string may end, so states that agree on every input a token (plus an
-            // escape's lookahead) can hold share one mask.
-            let aux = if max.is_none() {
-                let depth = self.vocab.trie.max_depth + 4;
-                let reps = self.horizons[spec as usize].get_or_init(|| {
-                    prog.dfa()
-                        .map_or_else(Vec::new, |d| d.horizon_representatives(depth))
-                });
-                prog.map_dfa_state(aux, |s| reps[s as usize])
-            } else {
-                aux
-            };
             let compute = || {
                 let bounded = prog.with_bounds(min, max);
                 // The memo is taken out of the map for the walk, so other matchers of

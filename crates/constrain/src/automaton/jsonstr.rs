@@ -172,25 +172,6 @@ impl StringProg {
         Some((prog, St { excl, dfa: 0, ..s }.pack()))
     }
 
-    /// State `aux` with its pattern state replaced by `map(state)` (unchanged without
-    /// a pattern).
-    pub fn map_dfa_state(&self, aux: u64, map: impl FnOnce(u32) -> u32) -> u64 {
-        if self.dfa.is_none() {
-            return aux;
-        }
-        let s = St::unpack(aux);
-        St {
-            dfa: map(s.dfa),
-            ..s
-        }
-        .pack()
-    }
-
-    /// The pattern's DFA, if any.
-    pub fn dfa(&self) -> Option<&ByteDfa> {
-        self.dfa.as_deref()
-    }
-
     /// The same string with other length bounds (for computing canonical masks).
     pub fn with_bounds(&self, min: u32, max: Option<u32>) -> StringProg {
         StringProg {

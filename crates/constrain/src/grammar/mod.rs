@@ -58,7 +58,6 @@ mod builder;
 mod charclass;
 mod dfa;
 mod display;
-mod horizon;
 mod ir;
 pub mod json;
 
