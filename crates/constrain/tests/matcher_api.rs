@@ -298,3 +298,29 @@ fn canonical_string_masks_equal_plain_walks() {
     }
     assert!(compared > 1000, "{compared}");
 }
+
+#[test]
+fn pattern_walks_sharing_subtrees_equal_plain_walks() {
+    use llamay_constrain::grammar::{GrammarBuilder, JsonString, Symbol};
+    // Word states share most first-byte subtrees with the state before them; near the
+    // word limit they stop doing so.
+    let (vocab, _, _) = synthetic_vocab(&["a b c d e f ", "ab cd\""]);
+    let spec = JsonString::matching("(?:[a-z]+ ){0,12}[a-z]+").unwrap();
+    let mut g = GrammarBuilder::new();
+    let root = g.rule("root", vec![vec![Symbol::json_string(spec)]]);
+    let c = Constraint::from_grammar(&g.build(root).unwrap(), vocab.clone()).unwrap();
+    let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
+    for text in [
+        "\"a b c d e f g h i j k l m\"",
+        "\"ab cd ef gh ij kl mn op qr st uv wx yz\"",
+    ] {
+        let mut m = c.matcher();
+        for (k, byte) in text.bytes().enumerate() {
+            m.mask(&mut a);
+            m.mask_by_plain_walk(&mut b);
+            assert_eq!(a, b, "after {:?}", &text[..k]);
+            m.commit(byte as u32).unwrap();
+        }
+        assert!(m.is_accepting());
+    }
+}
