@@ -50,6 +50,9 @@ type StringBounds = (u32, u32, Option<u32>);
 /// Most step memos kept per constraint (cleared when full).
 const MEMO_LIMIT: usize = 16;
 
+/// Most DFA states of a pattern tail whose masks are shared through the vocabulary.
+const TAIL_LIMIT: usize = 32;
+
 /// Most stack-free string masks kept per constraint (cleared when full).
 const LOCAL_MASK_LIMIT: usize = 256;
 
@@ -118,7 +121,7 @@ impl Inner {
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
-            let compute = || {
+            let walk = || {
                 let bounded = prog.with_bounds(min, max);
                 // The memo is taken out of the map for the walk, so other matchers of
                 // this constraint are not held up (one racing them walks with a fresh one).
@@ -132,6 +135,16 @@ impl Inner {
                 }
                 memos.insert(key, memo);
                 m
+            };
+            // A short enough pattern tail is looked up by its shape on the vocabulary:
+            // another schema ending alike may have walked it already. The walk itself
+            // stays on this constraint's memo, whose subtrees its states share.
+            let compute = || match prog.tail_key(aux, TAIL_LIMIT) {
+                Some((sig, taux)) => {
+                    let key = (sig, taux, min, max);
+                    LocalMask::clone(&self.vocab.pattern_tails.get_or_compute(key, walk))
+                }
+                None => walk(),
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         }

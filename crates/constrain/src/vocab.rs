@@ -25,9 +25,15 @@ pub struct Vocabulary {
     /// Unbounded walks of unconstrained JSON strings by decoder state, from which the
     /// masks for any length bounds are cut.
     pub(crate) plain_profiles: SharedCache<u64, PlainProfile>,
+    /// Stack-free masks of patterned strings by pattern tail (signature, decoder state
+    /// in it, length bounds): shared by every constraint whose pattern ends alike.
+    pub(crate) pattern_tails: LocalMaskCache<PatternTailKey>,
     /// Spare mask buffers for matchers' mask caches.
     pub(crate) mask_pool: MaskPool,
 }
+
+/// A pattern tail's signature, the decoder state in it, and the length bounds.
+pub(crate) type PatternTailKey = (Box<[u32]>, u64, u32, Option<u32>);
 
 /// The token trie in depth-first preorder: node 0 is the root; node `i` is reached by
 /// `nodes[i].byte` from its parent at depth `nodes[i].depth - 1`; its subtree is
@@ -96,6 +102,7 @@ impl Vocabulary {
             max_ws,
             plain_strings: LocalMaskCache::new(256),
             plain_profiles: SharedCache::new(8),
+            pattern_tails: LocalMaskCache::new(256),
             mask_pool: MaskPool::new(n),
         };
         v.warm_plain_strings();

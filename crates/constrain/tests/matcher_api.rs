@@ -324,3 +324,30 @@ fn pattern_walks_sharing_subtrees_equal_plain_walks() {
         assert!(m.is_accepting());
     }
 }
+
+#[test]
+fn schemas_sharing_a_pattern_tail_share_its_masks_exactly() {
+    use llamay_constrain::grammar::{GrammarBuilder, JsonString, Symbol};
+    let (vocab, _, _) = synthetic_vocab(&["-1", "-12\"", "zz-"]);
+    let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
+    // The second and third constraints meet the first one's tails ("-[0-9]{2}" and
+    // on) on the vocabulary; the third one's tail differs at its end.
+    for (pattern, text) in [
+        ("x-[0-9]{2}", "\"x-12\""),
+        ("(yy|zz)-[0-9]{2}", "\"zz-34\""),
+        ("(yy|zz)-[0-9]{2}q?", "\"yy-56q\""),
+    ] {
+        let mut g = GrammarBuilder::new();
+        let spec = JsonString::matching(pattern).unwrap();
+        let root = g.rule("root", vec![vec![Symbol::json_string(spec)]]);
+        let c = Constraint::from_grammar(&g.build(root).unwrap(), vocab.clone()).unwrap();
+        let mut m = c.matcher();
+        for (k, byte) in text.bytes().enumerate() {
+            m.mask(&mut a);
+            m.mask_by_plain_walk(&mut b);
+            assert_eq!(a, b, "{pattern} after {:?}", &text[..k]);
+            m.commit(byte as u32).unwrap();
+        }
+        assert!(m.is_accepting());
+    }
+}

@@ -172,6 +172,21 @@ impl StringProg {
         Some((prog, St { excl, dfa: 0, ..s }.pack()))
     }
 
+    /// What decides this string's masks from state `aux` besides the length bounds:
+    /// the signature of its pattern's tail from there (see [`ByteDfa::tail_signature`],
+    /// at most `limit` DFA states) and the decoder state without the pattern's. `None`
+    /// with exclusions (which the key does not capture), without a pattern, or for a
+    /// larger tail.
+    pub fn tail_key(&self, aux: u64, limit: usize) -> Option<(Box<[u32]>, u64)> {
+        let d = self.dfa.as_ref()?;
+        if self.trie.len() > 1 {
+            return None;
+        }
+        let s = St::unpack(aux);
+        let sig = d.tail_signature(s.dfa, limit)?;
+        Some((sig, St { dfa: 0, ..s }.pack()))
+    }
+
     /// The same string with other length bounds (for computing canonical masks).
     pub fn with_bounds(&self, min: u32, max: Option<u32>) -> StringProg {
         StringProg {

@@ -12,6 +12,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 /// The stack-free part of a mask for one string state.
+#[derive(Clone)]
 pub(crate) struct LocalMask {
     /// Tokens consumed entirely inside the string (shared with the profile it may be
     /// cut from: a 262k-token mask is worth not copying).
@@ -362,7 +363,7 @@ impl<K, V> std::fmt::Debug for SharedCache<K, V> {
     }
 }
 
-impl<K: Hash + Eq + Copy, V> SharedCache<K, V> {
+impl<K: Hash + Eq, V> SharedCache<K, V> {
     pub fn new(limit: usize) -> Self {
         SharedCache {
             map: Mutex::new(FxHashMap::default()),

@@ -281,6 +281,39 @@ impl ByteDfa {
         Some(out)
     }
 
+    /// The signature of the part of the DFA reachable from `s` (its table, renumbered
+    /// breadth-first from `s`, and acceptance), if that part has at most `limit`
+    /// states. Equal signatures mean the same continuations are accepted, whatever
+    /// pattern the states came from: a pattern's tail (`.*$`, `-\d{4}$`) recurs across
+    /// schemas, so masks keyed by it are shared by them.
+    pub(crate) fn tail_signature(&self, s: u32, limit: usize) -> Option<Box<[u32]>> {
+        let mut ids: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut order = vec![s];
+        ids.insert(s, 0);
+        let mut k = 0;
+        while k < order.len() {
+            let from = order[k];
+            for b in 0..=255u8 {
+                if let Some(t) = self.next(from, b) {
+                    if !ids.contains_key(&t) {
+                        if order.len() >= limit {
+                            return None;
+                        }
+                        ids.insert(t, order.len() as u32);
+                        order.push(t);
+                    }
+                }
+            }
+            k += 1;
+        }
+        let mut sig = Vec::with_capacity(order.len() * 257);
+        for &from in &order {
+            sig.extend((0..=255u8).map(|b| self.next(from, b).map_or(DFA_DEAD, |t| ids[&t])));
+        }
+        sig.extend(order.iter().map(|&t| u32::from(self.is_accepting(t))));
+        Some(sig.into())
+    }
+
     /// Whether the whole of `input` matches.
     pub fn matches(&self, input: &[u8]) -> bool {
         let mut s = self.start();
@@ -320,6 +353,19 @@ mod tests {
     /// The state after `input` from the start.
     fn after(d: &ByteDfa, input: &str) -> u32 {
         input.bytes().fold(0, |s, b| d.next(s, b).unwrap())
+    }
+
+    #[test]
+    fn tails_of_different_patterns_share_a_signature() {
+        let a = ByteDfa::new("x-[0-9]{2}").unwrap();
+        let b = ByteDfa::new("(yy|zz)-[0-9]{2}").unwrap();
+        let tail = |d: &ByteDfa, s: &str| d.tail_signature(after(d, s), 16).unwrap();
+        assert_eq!(tail(&a, "x"), tail(&b, "zz"));
+        assert_eq!(tail(&a, "x-1"), tail(&b, "yy-7"));
+        assert_ne!(tail(&a, "x"), tail(&a, "x-"));
+        let c = ByteDfa::new("x-[0-9]{2}z").unwrap();
+        assert_ne!(tail(&a, "x"), tail(&c, "x"));
+        assert!(a.tail_signature(0, 2).is_none());
     }
 
     #[test]
