@@ -295,11 +295,11 @@ impl ByteDfa {
             let from = order[k];
             for b in 0..=255u8 {
                 if let Some(t) = self.next(from, b) {
-                    if !ids.contains_key(&t) {
+                    if let std::collections::hash_map::Entry::Vacant(e) = ids.entry(t) {
                         if order.len() >= limit {
                             return None;
                         }
-                        ids.insert(t, order.len() as u32);
+                        e.insert(order.len() as u32);
                         order.push(t);
                     }
                 }
