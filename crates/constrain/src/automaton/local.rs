@@ -266,8 +266,9 @@ pub(crate) struct StepMemo {
 /// States a memo holds before it is emptied.
 const MEMO_LIMIT: usize = 512;
 
-/// Ids a memo's subtrees hold before it is emptied (16 MiB).
-const SUBTREE_LIMIT: usize = 4 << 20;
+/// Ids a memo's subtrees hold before it is emptied (4 MiB: a constraint keeps up to 16
+/// memos).
+const SUBTREE_LIMIT: usize = 1 << 20;
 
 impl StepMemo {
     /// Empties the memo if it is full.
