@@ -50,6 +50,9 @@ type StringBounds = (u32, u32, Option<u32>);
 /// Most step memos kept per constraint (cleared when full).
 const MEMO_LIMIT: usize = 16;
 
+/// Most DFA states of a pattern tail whose masks are shared through the vocabulary.
+const TAIL_LIMIT: usize = 32;
+
 /// Most stack-free string masks kept per constraint (cleared when full).
 const LOCAL_MASK_LIMIT: usize = 256;
 
@@ -98,11 +101,11 @@ impl Inner {
             self.vocab
                 .plain_strings
                 .get_or_compute((aux, min, max), compute)
-        } else if !prog.has_pattern() && max.is_none() {
-            // Exclusions only (an open object's extra keys): the plain string's mask,
-            // with the closing tokens that would end on an excluded value taken out.
+        } else if let Some((plain, paux)) = max.is_none().then(|| prog.as_plain(aux)).flatten() {
+            // Exclusions, or a pattern that can no longer refuse a character (e.g. an
+            // unanchored one): the plain string's mask, keeping only the closing tokens
+            // that end on a value this string accepts.
             let compute = || {
-                let (plain, paux) = prog.without_exclusions(aux);
                 let open = plain.with_bounds(0, None);
                 let profile = self
                     .vocab
@@ -113,25 +116,35 @@ impl Inner {
                     min: min.saturating_sub(pending),
                     max: None,
                 };
-                let excluded = prog.with_bounds(0, None);
-                profile.mask(remaining, self.vocab.len(), Some((&excluded, aux)))
+                let closes = prog.with_bounds(0, None);
+                profile.mask(remaining, self.vocab.len(), Some((&closes, aux)))
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
-            let compute = || {
+            let walk = || {
                 let bounded = prog.with_bounds(min, max);
                 // The memo is taken out of the map for the walk, so other matchers of
                 // this constraint are not held up (one racing them walks with a fresh one).
                 let key = (spec, min, max);
                 let lock = || self.memos.lock().unwrap_or_else(|e| e.into_inner());
                 let mut memo = lock().remove(&key).unwrap_or_default();
-                let m = LocalMask::compute(&bounded, aux, None, &self.vocab, &mut memo);
+                let m = LocalMask::compute(&bounded, aux, &self.vocab, &mut memo);
                 let mut memos = lock();
                 if memos.len() >= MEMO_LIMIT {
                     memos.clear();
                 }
                 memos.insert(key, memo);
                 m
+            };
+            // A short enough pattern tail is looked up by its shape on the vocabulary:
+            // another schema ending alike may have walked it already. The walk itself
+            // stays on this constraint's memo, whose subtrees its states share.
+            let compute = || match prog.tail_key(aux, TAIL_LIMIT) {
+                Some((sig, taux)) => {
+                    let key = (sig, taux, min, max);
+                    LocalMask::clone(&self.vocab.pattern_tails.get_or_compute(key, walk))
+                }
+                None => walk(),
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         }

@@ -33,6 +33,7 @@ pub mod error;
 pub mod gbnf;
 pub mod grammar;
 mod matcher;
+mod pool;
 pub mod schema;
 mod stats;
 mod vocab;

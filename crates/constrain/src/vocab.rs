@@ -3,6 +3,7 @@
 use crate::automaton::jsonstr::{StrStep, StringProg};
 use crate::automaton::local::{LocalMaskCache, PlainProfile, SharedCache};
 use crate::grammar::JsonString;
+use crate::pool::MaskPool;
 
 /// A model's vocabulary as byte strings, with its end-of-generation and special tokens.
 ///
@@ -24,7 +25,15 @@ pub struct Vocabulary {
     /// Unbounded walks of unconstrained JSON strings by decoder state, from which the
     /// masks for any length bounds are cut.
     pub(crate) plain_profiles: SharedCache<u64, PlainProfile>,
+    /// Stack-free masks of patterned strings by pattern tail (signature, decoder state
+    /// in it, length bounds): shared by every constraint whose pattern ends alike.
+    pub(crate) pattern_tails: LocalMaskCache<PatternTailKey>,
+    /// Spare mask buffers for matchers' mask caches.
+    pub(crate) mask_pool: MaskPool,
 }
+
+/// A pattern tail's signature, the decoder state in it, and the length bounds.
+pub(crate) type PatternTailKey = (Box<[u32]>, u64, u32, Option<u32>);
 
 /// The token trie in depth-first preorder: node 0 is the root; node `i` is reached by
 /// `nodes[i].byte` from its parent at depth `nodes[i].depth - 1`; its subtree is
@@ -93,6 +102,8 @@ impl Vocabulary {
             max_ws,
             plain_strings: LocalMaskCache::new(256),
             plain_profiles: SharedCache::new(8),
+            pattern_tails: LocalMaskCache::new(256),
+            mask_pool: MaskPool::new(n),
         };
         v.warm_plain_strings();
         v
@@ -285,14 +296,22 @@ impl TokenMask {
     /// Writes the mask as 32-bit words (bit `i % 32` of word `i / 32`), as llama.cpp-style
     /// samplers and the benchmark protocol expect. `out` needs `ceil(n / 32)` words.
     pub fn write_u32_words(&self, out: &mut [u32]) {
-        for (i, o) in out.iter_mut().enumerate() {
-            let w = self.words.get(i / 2).copied().unwrap_or(0);
-            *o = if i % 2 == 0 {
-                w as u32
-            } else {
-                (w >> 32) as u32
-            };
+        // Pairs in lockstep, so the loop compiles to straight vector moves: a mask is
+        // written every step, and over a 262k vocabulary an indexed loop costs
+        // microseconds.
+        let mut pairs = out.chunks_exact_mut(2);
+        let mut words = self.words.iter();
+        for (pair, &w) in (&mut pairs).zip(&mut words) {
+            pair[0] = w as u32;
+            pair[1] = (w >> 32) as u32;
         }
+        let rest = pairs.into_remainder();
+        if let Some(o) = rest.first_mut() {
+            *o = words.next().map_or(0, |&w| w as u32);
+        }
+        // Beyond the mask (a longer `out`): nothing allowed.
+        let covered = (self.words.len() * 2).min(out.len());
+        out[covered..].fill(0);
     }
 
     pub(crate) fn copy_from(&mut self, other: &TokenMask) {
@@ -347,6 +366,9 @@ mod tests {
         let mut w = [0u32; 3];
         m.write_u32_words(&mut w);
         assert_eq!(w, [1, 2, 1 << 5]);
+        let mut w = [7u32; 5];
+        m.write_u32_words(&mut w);
+        assert_eq!(w, [1, 2, 1 << 5, 0, 0]);
         assert!(!m.is_allowed(1000));
     }
 }

@@ -99,11 +99,15 @@ fn caches_and_statistics() {
     }
     m.mask(&mut mask);
     assert!(mask.is_allowed(eog) && !mask.is_allowed(special));
+    // The matcher's own copy is the same mask, and counts as a step too.
+    assert_eq!(m.mask_ref(), &mask);
     let s = m.stats();
-    assert_eq!(s.steps, doc.len() as u64 + 1);
+    assert_eq!(s.steps, doc.len() as u64 + 2);
     assert!(s.cache_hits > 5, "{s:?}");
     assert_eq!(s.cache_hits + s.states_wanting_mask, s.steps);
     assert_eq!(s.masks_used as u64, s.states_wanting_mask);
+    m.commit(eog).unwrap();
+    assert_eq!(m.mask_ref().count(), 0);
     assert!(s.states_used > 0 && s.states_used <= s.states_peak && s.states_limit == 4096);
     assert_eq!(s.table_clears, 0);
     let line = s.summary("json", Duration::from_secs(1));
@@ -240,14 +244,29 @@ fn canonical_string_masks_equal_plain_walks() {
             .with_length(0, Some(20)),
         JsonString::matching("[a-zé ]{2,}").unwrap(),
         JsonString::excluding(["ab", "abc"]),
+        // Patterns that stop refusing characters somewhere (the schema front-end's
+        // unanchored form, a free tail), whose masks are cut from the plain string's.
+        JsonString::matching("(?s:.*)(?:x[a-z])(?s:.*)").unwrap(),
+        JsonString::matching("ab(?s:.*)")
+            .unwrap()
+            .with_length(4, None),
+        JsonString::matching("(?s:.*)(?:é)")
+            .unwrap()
+            .with_length(0, Some(6)),
+        JsonString {
+            exclude: vec![b"abx".to_vec(), b"xyz".to_vec()],
+            ..JsonString::matching("(?s:.*)(?:b|x)(?s:.*)").unwrap()
+        },
     ];
     let mut rng = Rng::new(17);
     let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
     let mut compared = 0;
     for spec in specs {
         let mut g = GrammarBuilder::new();
+        let show = spec.pattern.as_ref().map(|d| d.pattern().to_string());
         // Two strings in a row, so states also differ by stack position.
         let s = g.rule("s", vec![vec![Symbol::json_string(spec)]]);
+        let spec = format!("{show:?}");
         let root = g.rule(
             "root",
             // Two alternatives share each string: states with one item per alternative.
@@ -258,10 +277,15 @@ fn canonical_string_masks_equal_plain_walks() {
         );
         let c = Constraint::from_grammar(&g.build(root).unwrap(), vocab.clone()).unwrap();
         for _ in 0..30 {
+            // Closing also wants what the patterns need before the quote.
             let w = random_walk(&c, eog, special, &mut rng, 30, 400, &|t| {
-                t == b"\"" || t == b","
+                [&b"\""[..], b",", b"x", b"b", "é".as_bytes()].contains(&t)
             });
-            assert!(w.finished);
+            assert!(
+                w.finished,
+                "{spec}: {:?}",
+                String::from_utf8_lossy(&w.bytes)
+            );
             let mut m = c.matcher();
             for &byte in &w.bytes {
                 m.mask(&mut a);
@@ -273,4 +297,57 @@ fn canonical_string_masks_equal_plain_walks() {
         }
     }
     assert!(compared > 1000, "{compared}");
+}
+
+#[test]
+fn pattern_walks_sharing_subtrees_equal_plain_walks() {
+    use llamay_constrain::grammar::{GrammarBuilder, JsonString, Symbol};
+    // Word states share most first-byte subtrees with the state before them; near the
+    // word limit they stop doing so.
+    let (vocab, _, _) = synthetic_vocab(&["a b c d e f ", "ab cd\""]);
+    let spec = JsonString::matching("(?:[a-z]+ ){0,12}[a-z]+").unwrap();
+    let mut g = GrammarBuilder::new();
+    let root = g.rule("root", vec![vec![Symbol::json_string(spec)]]);
+    let c = Constraint::from_grammar(&g.build(root).unwrap(), vocab.clone()).unwrap();
+    let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
+    for text in [
+        "\"a b c d e f g h i j k l m\"",
+        "\"ab cd ef gh ij kl mn op qr st uv wx yz\"",
+    ] {
+        let mut m = c.matcher();
+        for (k, byte) in text.bytes().enumerate() {
+            m.mask(&mut a);
+            m.mask_by_plain_walk(&mut b);
+            assert_eq!(a, b, "after {:?}", &text[..k]);
+            m.commit(byte as u32).unwrap();
+        }
+        assert!(m.is_accepting());
+    }
+}
+
+#[test]
+fn schemas_sharing_a_pattern_tail_share_its_masks_exactly() {
+    use llamay_constrain::grammar::{GrammarBuilder, JsonString, Symbol};
+    let (vocab, _, _) = synthetic_vocab(&["-1", "-12\"", "zz-"]);
+    let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
+    // The second and third constraints meet the first one's tails ("-[0-9]{2}" and
+    // on) on the vocabulary; the third one's tail differs at its end.
+    for (pattern, text) in [
+        ("x-[0-9]{2}", "\"x-12\""),
+        ("(yy|zz)-[0-9]{2}", "\"zz-34\""),
+        ("(yy|zz)-[0-9]{2}q?", "\"yy-56q\""),
+    ] {
+        let mut g = GrammarBuilder::new();
+        let spec = JsonString::matching(pattern).unwrap();
+        let root = g.rule("root", vec![vec![Symbol::json_string(spec)]]);
+        let c = Constraint::from_grammar(&g.build(root).unwrap(), vocab.clone()).unwrap();
+        let mut m = c.matcher();
+        for (k, byte) in text.bytes().enumerate() {
+            m.mask(&mut a);
+            m.mask_by_plain_walk(&mut b);
+            assert_eq!(a, b, "{pattern} after {:?}", &text[..k]);
+            m.commit(byte as u32).unwrap();
+        }
+        assert!(m.is_accepting());
+    }
 }

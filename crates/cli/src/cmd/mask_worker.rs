@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use llamay_constrain::{Constraint, TokenMask, Vocabulary};
+use llamay_constrain::{Constraint, Vocabulary};
 use llamay_engine::gguf::GgufFile;
 use llamay_engine::tokenizer::Tokenizer;
 use serde_json::{json, Value};
@@ -109,24 +109,29 @@ fn serve(req: &Value, vocab: &Arc<Vocabulary>, eos: u32) -> Value {
         .collect();
     let record = req["record_allowed"].as_bool().unwrap_or(false);
     let (mut mask_us, mut commit_us, mut allowed) = (Vec::new(), Vec::new(), Vec::new());
-    let mut mask = TokenMask::new(vocab.len());
     let mut words = vec![0u32; vocab.len().div_ceil(32)];
+    // Bit `t` of the caller-owned words, as the protocol lays them out.
+    let is_allowed = |words: &[u32], t: u32| {
+        words
+            .get(t as usize / 32)
+            .is_some_and(|w| w >> (t % 32) & 1 != 0)
+    };
     let mut status = "ok";
     for k in 0..=tokens.len() {
         let t0 = Instant::now();
-        m.mask(&mut mask);
-        mask.write_u32_words(&mut words);
+        // The matcher's own copy goes straight into the words: no intermediate mask.
+        m.mask_ref().write_u32_words(&mut words);
         mask_us.push(us(t0));
         if record {
-            allowed.push(mask.count());
+            allowed.push(words.iter().map(|w| w.count_ones() as usize).sum::<usize>());
         }
         if k == tokens.len() {
-            if !mask.is_allowed(eos) {
+            if !is_allowed(&words, eos) {
                 status = "not_accepting";
             }
             break;
         }
-        if !mask.is_allowed(tokens[k]) {
+        if !is_allowed(&words, tokens[k]) {
             status = "rejected";
             out["rejected_at"] = json!(k);
             break;

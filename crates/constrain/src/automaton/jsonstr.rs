@@ -148,20 +148,43 @@ impl StringProg {
         matches!(St::unpack(aux).phase, BACKSLASH..=12)
     }
 
-    /// Whether the decoded value must match a pattern.
-    pub fn has_pattern(&self) -> bool {
-        self.dfa.is_some()
-    }
-
-    /// The same string without its excluded values, and state `aux` mapped into it.
-    pub fn without_exclusions(&self, aux: u64) -> (StringProg, u64) {
+    /// The plain string (no pattern, no exclusions, same bounds) and state `aux` mapped
+    /// into it, if from `aux` this string takes exactly the bytes the plain one takes
+    /// until it closes: exclusions only decide which values may close, and so does a
+    /// pattern whose DFA sits in a universal state (see [`ByteDfa::is_universal`]), as an
+    /// unanchored pattern's does before and after its match. Only at a character
+    /// boundary (not inside a raw UTF-8 sequence), where universality is defined; the
+    /// caller must rule out an upper length bound, which a pattern's shortest
+    /// completion would tighten.
+    pub fn as_plain(&self, aux: u64) -> Option<(StringProg, u64)> {
+        let s = St::unpack(aux);
+        if let Some(d) = &self.dfa {
+            if (CONT1..=CONT_F4).contains(&s.phase) || !d.is_universal(s.dfa) {
+                return None;
+            }
+        }
         let prog = StringProg {
+            dfa: None,
             trie: vec![(FxHashMap::default(), false)],
             ..self.clone()
         };
-        let s = St::unpack(aux);
         let excl = if s.phase == BEFORE_OPEN { 0 } else { OFF_TRIE };
-        (prog, St { excl, ..s }.pack())
+        Some((prog, St { excl, dfa: 0, ..s }.pack()))
+    }
+
+    /// What decides this string's masks from state `aux` besides the length bounds:
+    /// the signature of its pattern's tail from there (see [`ByteDfa::tail_signature`],
+    /// at most `limit` DFA states) and the decoder state without the pattern's. `None`
+    /// with exclusions (which the key does not capture), without a pattern, or for a
+    /// larger tail.
+    pub fn tail_key(&self, aux: u64, limit: usize) -> Option<(Box<[u32]>, u64)> {
+        let d = self.dfa.as_ref()?;
+        if self.trie.len() > 1 {
+            return None;
+        }
+        let s = St::unpack(aux);
+        let sig = d.tail_signature(s.dfa, limit)?;
+        Some((sig, St { dfa: 0, ..s }.pack()))
     }
 
     /// The same string with other length bounds (for computing canonical masks).
@@ -280,7 +303,10 @@ impl StringProg {
                 if !(lo..=hi).contains(&b) {
                     return StrStep::Dead;
                 }
+                // The character was counted at its lead byte, but which character it
+                // is decides how many the pattern still needs within `max`.
                 self.feed_byte(St { phase: then, ..s }, b)
+                    .filter(|n| self.fits_max(n))
             }
             _ => None,
         };
@@ -364,19 +390,24 @@ impl StringProg {
     /// could no longer finish within it.
     fn count_char(&self, mut s: St) -> Option<St> {
         match self.max {
-            Some(max) => {
+            Some(_) => {
                 s.count += 1;
-                let need = self
-                    .dfa
-                    .as_ref()
-                    .map_or(0, |d| d.min_chars_to_accept(s.dfa));
-                (s.count + need <= max).then_some(s)
+                self.fits_max(&s).then_some(s)
             }
             None => {
                 s.count = (s.count + 1).min(self.min);
                 Some(s)
             }
         }
+    }
+
+    /// Whether the pattern can still finish within `max` from `s` (its count included).
+    fn fits_max(&self, s: &St) -> bool {
+        let need = self
+            .dfa
+            .as_ref()
+            .map_or(0, |d| d.min_chars_to_accept(s.dfa));
+        self.max.is_none_or(|max| s.count + need <= max)
     }
 
     /// Feeds a whole decoded character (from an escape or a raw ASCII byte).
@@ -587,6 +618,19 @@ mod tests {
         let p = StringProg::new(&JsonString::matching("[a-z]{6}").unwrap());
         assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\u"), 10), None);
         assert_eq!(p.min_bytes_to_close(after(&p, b"\"\\u"), 100_000), Some(10));
+    }
+
+    #[test]
+    fn a_multibyte_character_that_leaves_no_room_is_refused_at_once() {
+        // `É` and `é` share their lead byte: only the second byte tells that `É`
+        // leaves no room for the `é` the pattern still needs.
+        let p = StringProg::new(
+            &JsonString::matching("(?s:.*)(?:é)")
+                .unwrap()
+                .with_length(0, Some(2)),
+        );
+        assert_eq!(run(&p, "\"Éé\"".as_bytes()), Ok(()));
+        assert_eq!(run(&p, "\"aÉ".as_bytes()), Err(3));
     }
 
     #[test]

@@ -12,9 +12,11 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 /// The stack-free part of a mask for one string state.
+#[derive(Clone)]
 pub(crate) struct LocalMask {
-    /// Tokens consumed entirely inside the string.
-    pub inside: TokenMask,
+    /// Tokens consumed entirely inside the string (shared with the profile it may be
+    /// cut from: a 262k-token mask is worth not copying).
+    pub inside: Arc<TokenMask>,
     /// Trie nodes whose byte closes the string: the token ending there is allowed, and
     /// the subtree below must be walked from the state after the string.
     pub closing: Vec<u32>,
@@ -35,27 +37,48 @@ pub(crate) struct Remaining {
 
 impl LocalMask {
     /// Walks the trie through the string automaton alone (see [`walk_string`]).
-    /// `memo` must belong to `prog` (same string, same bounds).
+    /// `memo` must belong to `prog` (same string, same bounds). Each first-byte subtree
+    /// is walked once per string state after that byte and kept in the memo: a pattern's
+    /// states tend to meet again one byte on (in `[^/]+/`, the start and the state after a
+    /// character both go to the latter), so most of a new state's walk is a replay.
     pub fn compute(
         prog: &StringProg,
         aux: u64,
-        remaining: Option<Remaining>,
         vocab: &Vocabulary,
         memo: &mut StepMemo,
     ) -> LocalMask {
+        memo.make_room();
+        let trie = &vocab.trie;
+        let start = memo.id(aux) as usize;
         let mut inside = TokenMask::new(vocab.len());
         let mut closing = Vec::new();
-        walk_string(
-            prog,
-            aux,
-            remaining,
-            vocab,
-            memo,
-            |t, _| inside.allow(t),
-            |i, _, _| closing.push(i),
-        );
-        LocalMask { inside, closing }
+        let mut i = 1;
+        while i < trie.len() {
+            match memo.next(prog, start, trie.nodes[i].byte) {
+                CLOSED => closing.push(i as u32),
+                DEAD => {}
+                to => {
+                    let sub = memo.subtree(prog, vocab, i, to);
+                    for &t in sub.inside.iter() {
+                        inside.allow(t);
+                    }
+                    closing.extend_from_slice(&sub.closing);
+                }
+            }
+            i = trie.nodes[i].end as usize;
+        }
+        LocalMask {
+            inside: Arc::new(inside),
+            closing,
+        }
     }
+}
+
+/// What a first-byte subtree holds from one string state: the tokens consumed inside the
+/// string (the subtree root's own included) and the nodes whose byte closes it.
+pub(crate) struct Subtree {
+    inside: Box<[u32]>,
+    closing: Box<[u32]>,
 }
 
 /// Every token's fate from one state of an unpatterned string, with the length bounds
@@ -64,7 +87,7 @@ impl LocalMask {
 /// one walk per vocabulary rather than one per character.
 pub(crate) struct PlainProfile {
     /// `upto[k]`: the tokens consumed inside the string spending at most `k` characters.
-    upto: Vec<TokenMask>,
+    upto: Vec<Arc<TokenMask>>,
     /// Trie nodes whose byte closes the string, with the characters spent before it and
     /// the bytes from the root.
     closing: Vec<(u32, u32, Box<[u8]>)>,
@@ -97,31 +120,32 @@ impl PlainProfile {
             for t in bucket {
                 acc.allow(t);
             }
-            upto.push(acc.clone());
+            upto.push(Arc::new(acc.clone()));
         }
         PlainProfile { upto, closing }
     }
 
     /// The stack-free mask under bounds `r` (characters still needed and allowed).
-    /// With `excluded`, a closing node is kept only if that string (with exclusions but
-    /// no pattern) in that state closes on its bytes: inside the string exclusions
-    /// change nothing while the length is unbounded, only which values may end.
+    /// With `closes`, a closing node is kept only if that string (no bounds) in that
+    /// state closes on its bytes: for a string that takes the same bytes as the plain
+    /// one inside (see [`StringProg::as_plain`]) and so differs only in which values
+    /// may end.
     pub fn mask(
         &self,
         r: Remaining,
         n_tokens: usize,
-        excluded: Option<(&StringProg, u64)>,
+        closes: Option<(&StringProg, u64)>,
     ) -> LocalMask {
         let k = r.max.map_or(usize::MAX, |m| m as usize);
         let inside = match self.upto.get(k).or(self.upto.last()) {
             Some(m) => m.clone(),
-            None => TokenMask::new(n_tokens),
+            None => Arc::new(TokenMask::new(n_tokens)),
         };
         let closing = self
             .closing
             .iter()
             .filter(|(_, c, _)| *c >= r.min && r.max.is_none_or(|m| *c <= m))
-            .filter(|(_, _, path)| excluded.is_none_or(|(p, aux)| closes_on(p, aux, path)))
+            .filter(|(_, _, path)| closes.is_none_or(|(p, aux)| closes_on(p, aux, path)))
             .map(|&(i, _, _)| i)
             .collect();
         LocalMask { inside, closing }
@@ -157,22 +181,26 @@ fn walk_string(
     inside: impl FnMut(u32, u32),
     closes: impl FnMut(u32, u32, &[u8]),
 ) {
-    if memo.auxes.len() > MEMO_LIMIT {
-        *memo = StepMemo::default();
-    }
+    memo.make_room();
+    let start = memo.id(aux);
     // Specialised: the uncounted walk (patterned strings) is the hot one.
     match remaining {
-        Some(r) => walk_string_with::<true>(prog, aux, r, vocab, memo, inside, closes),
+        Some(r) => walk_string_with::<true>(prog, 0, start, r, vocab, memo, inside, closes),
         None => {
             let r = Remaining { min: 0, max: None };
-            walk_string_with::<false>(prog, aux, r, vocab, memo, inside, closes)
+            walk_string_with::<false>(prog, 0, start, r, vocab, memo, inside, closes)
         }
     }
 }
 
+/// [`walk_string`] below trie node `root` (not `root`'s own tokens), from the string
+/// state numbered `start`; characters are counted from `root` (the trie root when
+/// counting matters).
+#[allow(clippy::too_many_arguments)]
 fn walk_string_with<const COUNT: bool>(
     prog: &StringProg,
-    aux: u64,
+    root: usize,
+    start: u32,
     r: Remaining,
     vocab: &Vocabulary,
     memo: &mut StepMemo,
@@ -180,11 +208,12 @@ fn walk_string_with<const COUNT: bool>(
     mut closes: impl FnMut(u32, u32, &[u8]),
 ) {
     let trie = &vocab.trie;
-    let mut stack = vec![memo.id(aux); trie.max_depth + 1];
+    let mut stack = vec![start; trie.max_depth + 1];
     let mut chars = vec![0u32; trie.max_depth + 1];
     let mut path = vec![0u8; trie.max_depth + 1];
-    let mut i = 1;
-    while i < trie.len() {
+    let end = trie.nodes[root].end as usize;
+    let mut i = root + 1;
+    while i < end {
         let d = trie.nodes[i].depth as usize;
         let (from, b) = (stack[d - 1] as usize, trie.nodes[i].byte);
         if COUNT {
@@ -228,12 +257,61 @@ pub(crate) struct StepMemo {
     auxes: Vec<u64>,
     ids: FxHashMap<u64, u32>,
     table: Vec<u32>,
+    /// First-byte subtrees by (trie node, state after its byte).
+    subtrees: FxHashMap<(u32, u32), Arc<Subtree>>,
+    /// Token and node ids the subtrees hold.
+    subtree_ids: usize,
 }
 
 /// States a memo holds before it is emptied.
 const MEMO_LIMIT: usize = 512;
 
+/// Ids a memo's subtrees hold before it is emptied (4 MiB: a constraint keeps up to 16
+/// memos).
+const SUBTREE_LIMIT: usize = 1 << 20;
+
 impl StepMemo {
+    /// Empties the memo if it is full.
+    fn make_room(&mut self) {
+        if self.auxes.len() > MEMO_LIMIT || self.subtree_ids > SUBTREE_LIMIT {
+            *self = StepMemo::default();
+        }
+    }
+
+    /// What the subtree of first-byte node `i` holds from state number `to`, reached by
+    /// its byte: walked once, then kept.
+    fn subtree(
+        &mut self,
+        prog: &StringProg,
+        vocab: &Vocabulary,
+        i: usize,
+        to: u32,
+    ) -> Arc<Subtree> {
+        if let Some(s) = self.subtrees.get(&(i as u32, to)) {
+            return s.clone();
+        }
+        let mut inside: Vec<u32> = vocab.trie.tokens_at(i).to_vec();
+        let mut closing = Vec::new();
+        let open = Remaining { min: 0, max: None };
+        walk_string_with::<false>(
+            prog,
+            i,
+            to,
+            open,
+            vocab,
+            self,
+            |t, _| inside.push(t),
+            |n, _, _| closing.push(n),
+        );
+        self.subtree_ids += inside.len() + closing.len();
+        let s = Arc::new(Subtree {
+            inside: inside.into(),
+            closing: closing.into(),
+        });
+        self.subtrees.insert((i as u32, to), s.clone());
+        s
+    }
+
     /// The number of state `aux`, given one if new.
     fn id(&mut self, aux: u64) -> u32 {
         if let Some(&id) = self.ids.get(&aux) {
@@ -286,7 +364,7 @@ impl<K, V> std::fmt::Debug for SharedCache<K, V> {
     }
 }
 
-impl<K: Hash + Eq + Copy, V> SharedCache<K, V> {
+impl<K: Hash + Eq, V> SharedCache<K, V> {
     pub fn new(limit: usize) -> Self {
         SharedCache {
             map: Mutex::new(FxHashMap::default()),

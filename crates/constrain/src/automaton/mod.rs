@@ -20,8 +20,13 @@
 //!   stack-free mask (keyed by its count-relative state and shared by every matcher) plus
 //!   walks below the tokens that close the string. Unpatterned strings (also those with
 //!   only excluded values, e.g. an open object's extra keys) cut that mask, for any
-//!   length bounds, from one walk per decoder state kept on the vocabulary; patterned
-//!   strings walk per state, their decoder steps memoised across walks;
+//!   length bounds, from one walk per decoder state kept on the vocabulary; so do
+//!   patterned strings whose pattern can no longer refuse a character (an unanchored
+//!   pattern's, before and after its match), keeping only the closing tokens that end
+//!   on an accepted value. Other patterned strings walk per state, their decoder steps
+//!   and first-byte subtrees memoised across walks, and their masks kept on the
+//!   vocabulary by the shape of the pattern's remaining tail, which other schemas
+//!   often share;
 //! - the other items are walked on their own.
 //!
 //! A state with no string items whose items share one stack is walked once with that

@@ -13,7 +13,7 @@ const DEAD: u32 = u32::MAX - 1;
 /// A state without a transition row.
 const NO_ROW: u32 = u32::MAX;
 /// Cached transitions after which a state gets a full row.
-const PROMOTE_AFTER: u8 = 6;
+const PROMOTE_AFTER: usize = 6;
 /// Set on a cached transition that consumed budgeted whitespace.
 const WS_FLAG: u32 = 1 << 31;
 
@@ -35,7 +35,9 @@ pub(crate) struct StateTable {
     /// trie walk meets are passed once or twice (e.g. each character of a length-bounded
     /// string is a state), so a row is only given to a state with several transitions.
     sparse: FxHashMap<u64, u32>,
-    sparse_count: Vec<u8>,
+    /// Per state without a row, the slots it has in `sparse` (so a promotion moves
+    /// just those, rather than probing the map for every slot of the row).
+    sparse_slots: Vec<SparseSlots>,
     /// Per state, the bytes some item could take (computed on the first uncached
     /// transition): other bytes are dead without stepping the items.
     firsts: Vec<Option<ByteSet>>,
@@ -44,6 +46,13 @@ pub(crate) struct StateTable {
     pub limit: usize,
     pub peak: usize,
     pub clears: u64,
+}
+
+/// The slots a state holds in the sparse map, in the order they were stored.
+#[derive(Clone, Copy, Default)]
+struct SparseSlots {
+    slots: [u16; PROMOTE_AFTER],
+    len: usize,
 }
 
 /// An item with its stack spelled out as frames (innermost first), to survive a clear.
@@ -66,7 +75,7 @@ impl StateTable {
             row_of: Vec::new(),
             rows: Vec::new(),
             sparse: FxHashMap::default(),
-            sparse_count: Vec::new(),
+            sparse_slots: Vec::new(),
             firsts: Vec::new(),
             stride: if p.uses_ws { 512 } else { 256 },
             stacks: Stacks::new(),
@@ -124,7 +133,7 @@ impl StateTable {
         self.ids.insert(kernel.clone(), id);
         self.configs.push(kernel);
         self.row_of.push(NO_ROW);
-        self.sparse_count.push(0);
+        self.sparse_slots.push(SparseSlots::default());
         self.firsts.push(None);
         self.peak = self.peak.max(self.configs.len());
         id
@@ -167,7 +176,9 @@ impl StateTable {
     }
 
     /// The state after byte `b`, or `None` if the byte kills every parse. The fast
-    /// path (a state with a row and the transition cached) is one inlined table read.
+    /// paths (a state with a row and the transition cached; a byte no item of a state
+    /// without a row can take) are inlined table reads: a walk meets many dead
+    /// siblings below each live prefix.
     #[inline(always)]
     pub fn next(&mut self, p: &Program, s: u32, b: u8, ws_left: bool) -> Option<Next> {
         let mode = usize::from(ws_left && self.stride == 512);
@@ -176,6 +187,10 @@ impl StateTable {
         let mut t = UNKNOWN;
         if row != NO_ROW {
             t = self.rows[row as usize * self.stride + slot];
+        } else if let Some(f) = &self.firsts[s as usize] {
+            if !f.contains(b) {
+                return None;
+            }
         }
         if t == UNKNOWN {
             t = self.next_slow(p, s, slot);
@@ -219,14 +234,15 @@ impl StateTable {
             return;
         }
         self.sparse.insert(u64::from(s) << 9 | slot as u64, t);
-        let n = &mut self.sparse_count[s as usize];
-        *n += 1;
-        if *n >= PROMOTE_AFTER {
+        let held = &mut self.sparse_slots[s as usize];
+        held.slots[held.len] = slot as u16;
+        held.len += 1;
+        if held.len >= PROMOTE_AFTER {
             let row = (self.rows.len() / self.stride) as u32;
             self.rows.resize(self.rows.len() + self.stride, UNKNOWN);
-            for slot in 0..self.stride {
-                if let Some(t) = self.sparse.remove(&(u64::from(s) << 9 | slot as u64)) {
-                    self.rows[row as usize * self.stride + slot] = t;
+            for &slot in &held.slots[..held.len] {
+                if let Some(t) = self.sparse.remove(&(u64::from(s) << 9 | u64::from(slot))) {
+                    self.rows[row as usize * self.stride + slot as usize] = t;
                 }
             }
             self.row_of[s as usize] = row;
@@ -267,7 +283,7 @@ impl StateTable {
         self.row_of.clear();
         self.rows.clear();
         self.sparse.clear();
-        self.sparse_count.clear();
+        self.sparse_slots.clear();
         self.firsts.clear();
         self.stacks = Stacks::new();
         self.clears += 1;

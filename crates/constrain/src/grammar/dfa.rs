@@ -9,8 +9,10 @@
 use crate::error::{Error, Result};
 use regex_automata::dfa::{dense, Automaton};
 use regex_automata::{util::syntax, Anchored, Input, MatchKind};
+use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
+use std::sync::OnceLock;
 
 /// Marks "no transition" in [`ByteDfa`] tables.
 pub const DFA_DEAD: u32 = u32::MAX;
@@ -29,7 +31,22 @@ pub struct ByteDfa {
     accept: Vec<bool>,
     /// Fewest characters (UTF-8 lead bytes) still needed to reach acceptance from `s`.
     min_chars_to_accept: Vec<u32>,
+    /// Per state, whether every continuation of characters stays alive (see
+    /// [`ByteDfa::is_universal`]); computed on first use, since only mask walks ask.
+    universal: Universal,
 }
+
+/// A lazily derived table: equal for equal DFAs, so it takes no part in comparisons.
+#[derive(Clone, Debug, Default)]
+struct Universal(OnceLock<Vec<bool>>);
+
+impl PartialEq for Universal {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Universal {}
 
 impl ByteDfa {
     /// Compiles `pattern` with the default state limit.
@@ -94,6 +111,7 @@ impl ByteDfa {
             trans: raw,
             accept,
             min_chars_to_accept: Vec::new(),
+            universal: Universal::default(),
         };
         out.prune_and_measure();
         if out.min_chars_to_accept[0] == u32::MAX {
@@ -197,6 +215,105 @@ impl ByteDfa {
             .unwrap_or(0)
     }
 
+    /// Whether state `s` (reached at a character boundary) takes every sequence of
+    /// Unicode scalar values without dying, as an unanchored pattern does before and
+    /// after its match: inside a string from such a state a pattern refuses nothing, it
+    /// only decides where the string may close.
+    pub fn is_universal(&self, s: u32) -> bool {
+        self.universal.0.get_or_init(|| self.universal_states())[s as usize]
+    }
+
+    /// [`is_universal`](Self::is_universal) for every state: the states whose every
+    /// character is live and whose every character successor is universal too (the
+    /// greatest such set, by removing failures backwards from the states that refuse
+    /// some character).
+    fn universal_states(&self) -> Vec<bool> {
+        let n = self.accept.len();
+        let mut complete = vec![true; n];
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (s, ok) in complete.iter_mut().enumerate() {
+            match self.char_successors(s as u32) {
+                Some(succ) => {
+                    for t in succ {
+                        preds[t as usize].push(s as u32);
+                    }
+                }
+                None => *ok = false,
+            }
+        }
+        let mut universal = complete;
+        let mut work: Vec<u32> = (0..n as u32).filter(|&s| !universal[s as usize]).collect();
+        while let Some(t) = work.pop() {
+            for &s in &preds[t as usize] {
+                if universal[s as usize] {
+                    universal[s as usize] = false;
+                    work.push(s);
+                }
+            }
+        }
+        universal
+    }
+
+    /// The states after one whole character from `s`, or `None` if some scalar value
+    /// dies there.
+    fn char_successors(&self, s: u32) -> Option<Vec<u32>> {
+        let mut out: Vec<u32> = Vec::new();
+        for seq in Utf8Sequences::new('\0', char::MAX) {
+            let mut states = vec![s];
+            for r in seq.as_slice() {
+                let mut next: Vec<u32> = Vec::new();
+                for &st in &states {
+                    for b in r.start..=r.end {
+                        let t = self.next(st, b)?;
+                        if !next.contains(&t) {
+                            next.push(t);
+                        }
+                    }
+                }
+                states = next;
+            }
+            for t in states {
+                if !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The signature of the part of the DFA reachable from `s` (its table, renumbered
+    /// breadth-first from `s`, and acceptance), if that part has at most `limit`
+    /// states. Equal signatures mean the same continuations are accepted, whatever
+    /// pattern the states came from: a pattern's tail (`.*$`, `-\d{4}$`) recurs across
+    /// schemas, so masks keyed by it are shared by them.
+    pub(crate) fn tail_signature(&self, s: u32, limit: usize) -> Option<Box<[u32]>> {
+        let mut ids: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut order = vec![s];
+        ids.insert(s, 0);
+        let mut k = 0;
+        while k < order.len() {
+            let from = order[k];
+            for b in 0..=255u8 {
+                if let Some(t) = self.next(from, b) {
+                    if let std::collections::hash_map::Entry::Vacant(e) = ids.entry(t) {
+                        if order.len() >= limit {
+                            return None;
+                        }
+                        e.insert(order.len() as u32);
+                        order.push(t);
+                    }
+                }
+            }
+            k += 1;
+        }
+        let mut sig = Vec::with_capacity(order.len() * 257);
+        for &from in &order {
+            sig.extend((0..=255u8).map(|b| self.next(from, b).map_or(DFA_DEAD, |t| ids[&t])));
+        }
+        sig.extend(order.iter().map(|&t| u32::from(self.is_accepting(t))));
+        Some(sig.into())
+    }
+
     /// Whether the whole of `input` matches.
     pub fn matches(&self, input: &[u8]) -> bool {
         let mut s = self.start();
@@ -231,5 +348,41 @@ mod tests {
         assert!(ByteDfa::with_limit("[a-z]{0,300}x", 100).is_err());
         assert!(ByteDfa::new("(").is_err());
         assert!(ByteDfa::new("[^\\x00-\\x{10FFFF}]").is_err());
+    }
+
+    /// The state after `input` from the start.
+    fn after(d: &ByteDfa, input: &str) -> u32 {
+        input.bytes().fold(0, |s, b| d.next(s, b).unwrap())
+    }
+
+    #[test]
+    fn tails_of_different_patterns_share_a_signature() {
+        let a = ByteDfa::new("x-[0-9]{2}").unwrap();
+        let b = ByteDfa::new("(yy|zz)-[0-9]{2}").unwrap();
+        let tail = |d: &ByteDfa, s: &str| d.tail_signature(after(d, s), 16).unwrap();
+        assert_eq!(tail(&a, "x"), tail(&b, "zz"));
+        assert_eq!(tail(&a, "x-1"), tail(&b, "yy-7"));
+        assert_ne!(tail(&a, "x"), tail(&a, "x-"));
+        let c = ByteDfa::new("x-[0-9]{2}z").unwrap();
+        assert_ne!(tail(&a, "x"), tail(&c, "x"));
+        assert!(a.tail_signature(0, 2).is_none());
+    }
+
+    #[test]
+    fn universal_states_refuse_nothing() {
+        // Unanchored: universal before the match and after it.
+        let d = ByteDfa::new("(?s:.*)(?:a[0-9])(?s:.*)").unwrap();
+        assert!(d.is_universal(0) && d.is_universal(after(&d, "xa")));
+        assert!(d.is_universal(after(&d, "a1")) && d.is_accepting(after(&d, "a1")));
+        // Anchored at the start: universal only once the prefix is matched.
+        let d = ByteDfa::new("ab(?s:.*)").unwrap();
+        assert!(!d.is_universal(0) && !d.is_universal(after(&d, "a")));
+        assert!(d.is_universal(after(&d, "ab")));
+        // `.` without `s` refuses a newline, so it is not universal.
+        let d = ByteDfa::new(".*").unwrap();
+        assert!(!d.is_universal(0));
+        // A bounded tail is not either.
+        let d = ByteDfa::new("a(?s:.){0,3}").unwrap();
+        assert!(!d.is_universal(after(&d, "a")));
     }
 }

@@ -24,7 +24,7 @@ const DETACHED_LIMIT: usize = 64;
 
 /// The stack-independent part of a mask (see [`Matcher::walk_detached`]).
 struct Detached {
-    mask: TokenMask,
+    mask: Arc<TokenMask>,
     frontier: Vec<(u32, Box<[u8]>)>,
 }
 
@@ -59,6 +59,14 @@ pub struct Matcher {
     /// What resuming a stack's frames costs, per stack.
     stack_dist: FxHashMap<u32, u32>,
     strings: StringMemo,
+}
+
+/// Hands the cached masks' buffers to the next matcher of the vocabulary.
+impl Drop for Matcher {
+    fn drop(&mut self) {
+        let pool = &self.c.inner.vocab.mask_pool;
+        pool.give(self.mask_store.drain(..));
+    }
 }
 
 impl Matcher {
@@ -104,7 +112,7 @@ impl Matcher {
         }
         self.cur.state = *ids.last().unwrap();
         self.masks.clear();
-        self.mask_store.clear();
+        self.c.inner.vocab.mask_pool.give(self.mask_store.drain(..));
         self.detached.clear();
         self.dist.clear();
         self.stack_dist.clear();
@@ -132,23 +140,49 @@ impl Matcher {
         if out.len() != self.c.inner.vocab.len() {
             *out = TokenMask::new(self.c.inner.vocab.len());
         }
+        let i = self.cached_mask();
+        out.copy_from(&self.mask_store[i]);
+    }
+
+    /// The allowed tokens for the next step, as the matcher keeps them (valid until the
+    /// matcher changes): for a caller that converts the mask anyway (e.g. into 32-bit
+    /// words), one copy of the whole vocabulary's bits fewer than [`mask`](Self::mask).
+    pub fn mask_ref(&mut self) -> &TokenMask {
+        let t0 = Instant::now();
+        self.stats.steps += 1;
+        let i = self.cached_mask();
+        self.stats.mask_time += t0.elapsed();
+        &self.mask_store[i]
+    }
+
+    /// The index in the mask store of the current state's mask, computed straight into
+    /// a new entry if it is not there.
+    fn cached_mask(&mut self) -> usize {
         self.make_room();
-        let key = (self.cur.state, self.budget_class(self.cur.budget));
+        // After the end nothing is allowed: a key no state has.
+        let key = if self.cur.ended {
+            (u32::MAX, u32::MAX)
+        } else {
+            (self.cur.state, self.budget_class(self.cur.budget))
+        };
+        if let Some(&i) = self.masks.get(&key) {
+            self.stats.cache_hits += u64::from(!self.cur.ended);
+            return i;
+        }
+        let mut kept = self.c.inner.vocab.mask_pool.take();
         if self.cur.ended {
-            out.clear();
-        } else if let Some(&i) = self.masks.get(&key) {
-            self.stats.cache_hits += 1;
-            out.copy_from(&self.mask_store[i]);
+            kept.clear();
         } else {
             self.stats.states_wanting_mask += 1;
-            self.compute_mask(out);
-            if self.mask_store.len() >= self.c.inner.limits.masks {
-                self.masks.clear();
-                self.mask_store.clear();
-            }
-            self.masks.insert(key, self.mask_store.len());
-            self.mask_store.push(out.clone());
+            self.compute_mask(&mut kept);
         }
+        if self.mask_store.len() >= self.c.inner.limits.masks.max(1) {
+            self.masks.clear();
+            self.c.inner.vocab.mask_pool.give(self.mask_store.drain(..));
+        }
+        self.masks.insert(key, self.mask_store.len());
+        self.mask_store.push(kept);
+        self.mask_store.len() - 1
     }
 
     /// Computes the mask of the current state: EOG if accepting, then the trie walk.
@@ -158,17 +192,40 @@ impl Matcher {
     fn compute_mask(&mut self, out: &mut TokenMask) {
         let inner = self.c.inner.clone();
         let (p, trie) = (&inner.program, &inner.vocab.trie);
-        out.clear();
+        let (groups, rest) = self.string_groups();
+        // The first bulk mask is copied rather than cleared and merged into: one pass
+        // over the vocabulary's bits instead of two.
+        let mut base: Option<Arc<TokenMask>> = None;
+        let detached = if groups.is_empty() {
+            self.states.detach(self.cur.state).map(|(local, _)| {
+                let d = self.detached_walk(local);
+                base = Some(d.mask.clone());
+                d
+            })
+        } else {
+            None
+        };
+        let locals: Vec<_> = groups
+            .iter()
+            .map(|&(spec, aux, _)| inner.local_mask(spec, aux))
+            .collect();
+        if let Some(first) = locals.first() {
+            base = Some(first.inside.clone());
+        }
+        match &base {
+            Some(m) => out.copy_from(m),
+            None => out.clear(),
+        }
         if self.states.is_accepting(self.cur.state) {
             for &t in inner.vocab.eog() {
                 out.allow(t);
             }
         }
-        let (groups, rest) = self.string_groups();
         if !groups.is_empty() {
-            for (spec, aux, seeds) in groups {
-                let local = inner.local_mask(spec, aux);
-                out.union_with(&local.inside);
+            for (k, ((_, _, seeds), local)) in groups.into_iter().zip(locals).enumerate() {
+                if k > 0 {
+                    out.union_with(&local.inside);
+                }
                 let closed = self.states.enter(p, seeds);
                 for &i in &local.closing {
                     let i = i as usize;
@@ -187,20 +244,7 @@ impl Matcher {
             }
             return;
         }
-        if let Some((local, _)) = self.states.detach(self.cur.state) {
-            let key = (local, self.budget_class(self.cur.budget));
-            let d = match self.detached.get(&key) {
-                Some(d) => d.clone(),
-                None => {
-                    let d = Arc::new(self.walk_detached(local));
-                    if self.detached.len() >= DETACHED_LIMIT {
-                        self.detached.clear();
-                    }
-                    self.detached.insert(key, d.clone());
-                    d
-                }
-            };
-            out.union_with(&d.mask);
+        if let Some(d) = detached {
             for (i, path) in &d.frontier {
                 let i = *i as usize;
                 // The path was alive from the placeholder, so it is from the real stack.
@@ -214,6 +258,20 @@ impl Matcher {
             return;
         }
         self.walk(0, (self.cur.state, self.cur.budget), out);
+    }
+
+    /// The detached walk of placeholder-stack state `local`, cached per budget class.
+    fn detached_walk(&mut self, local: u32) -> Arc<Detached> {
+        let key = (local, self.budget_class(self.cur.budget));
+        if let Some(d) = self.detached.get(&key) {
+            return d.clone();
+        }
+        let d = Arc::new(self.walk_detached(local));
+        if self.detached.len() >= DETACHED_LIMIT {
+            self.detached.clear();
+        }
+        self.detached.insert(key, d.clone());
+        d
     }
 
     /// The items of the current state that are inside a JSON string, grouped by string
@@ -250,10 +308,8 @@ impl Matcher {
     fn walk_detached(&mut self, local: u32) -> Detached {
         let inner = &*self.c.inner;
         let (p, trie) = (&inner.program, &inner.vocab.trie);
-        let mut d = Detached {
-            mask: TokenMask::new(inner.vocab.len()),
-            frontier: Vec::new(),
-        };
+        let mut mask = TokenMask::new(inner.vocab.len());
+        let mut frontier = Vec::new();
         let mut path = vec![0u8; trie.max_depth + 1];
         let walk = &mut self.walk;
         walk[0] = (local, self.cur.budget);
@@ -266,19 +322,22 @@ impl Matcher {
                 Some(nx) => {
                     path[depth - 1] = trie.nodes[i].byte;
                     if self.states.exits(nx.state) {
-                        d.frontier.push((i as u32, path[..depth].into()));
+                        frontier.push((i as u32, path[..depth].into()));
                         i = trie.nodes[i].end as usize;
                         continue;
                     }
                     walk[depth] = (nx.state, pb - u32::from(nx.ws_used));
                     for &t in trie.tokens_at(i) {
-                        d.mask.allow(t);
+                        mask.allow(t);
                     }
                     i += 1;
                 }
             }
         }
-        d
+        Detached {
+            mask: Arc::new(mask),
+            frontier,
+        }
     }
 
     /// Allows every token below trie node `root` (not `root`'s own) that stays alive from
