@@ -43,8 +43,9 @@ pub(super) struct Buffers {
     logits: Vec<f32>,
 }
 
-/// Most returned logits buffers kept for reuse (one per sequence of a full batch).
-const SPARE_LOGITS: usize = 64;
+/// Most returned logits buffers kept for reuse: a batch's worth. Each holds a whole
+/// vocabulary (1 MiB for Gemma 3's), so more would be resident memory for nothing.
+const SPARE_LOGITS: usize = 16;
 
 /// Buffers left by earlier steps, one per step that ran at the same time, and logits
 /// buffers handed back by callers ([`Model::recycle_logits`]). Fresh buffers of this
