@@ -9,7 +9,9 @@ use crate::pool::{SyncPtr, ThreadPool};
 
 /// Queries processed by one task (prompts are split by head and by query block).
 const QUERY_BLOCK: usize = 32;
-/// Queries that share each key and value load on the AVX2 path.
+/// Most queries that share each key and value load on the AVX2 path. Tiles are as wide
+/// as the heads sharing a KV head when that is fewer (SmolLM2 has three), so a tile never
+/// computes a query twice.
 const TILE: usize = 4;
 
 /// One sequence's attention inputs for one layer. Keys come in two runs: those already
@@ -100,12 +102,19 @@ pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32])
                     // A short last tile repeats its last query (same result, no extra reads).
                     #[cfg(target_arch = "x86_64")]
                     {
-                        let tile: [(usize, usize); TILE] =
-                            std::array::from_fn(|r| query((i + r).min(n_queries - 1)));
+                        let last = n_queries - 1;
                         // SAFETY: the CPU supports AVX2, FMA and F16C (checked by `has_avx2`).
-                        unsafe { query_tile_avx2(a, tile, scores, acc) };
+                        unsafe {
+                            if group == 3 {
+                                let tile = std::array::from_fn(|r| query((i + r).min(last)));
+                                query_tile_avx2::<3>(a, tile, scores, acc)
+                            } else {
+                                let tile = std::array::from_fn(|r| query((i + r).min(last)));
+                                query_tile_avx2::<TILE>(a, tile, scores, acc)
+                            }
+                        };
                     }
-                    TILE.min(n_queries - i)
+                    (if group == 3 { 3 } else { TILE }).min(n_queries - i)
                 } else {
                     let (t, h) = query(i);
                     if wide {
@@ -169,14 +178,14 @@ fn visible(a: &AttnArgs, t: usize) -> (usize, usize) {
     (lo, pos)
 }
 
-/// Four queries `(token, head)` whose heads share one KV head, at once: each key and
+/// `T` (up to four) queries `(token, head)` whose heads share one KV head, at once: each key and
 /// value row is loaded once for the four (attention is bound by these loads). Keys a
 /// query may not see get a score of -inf; `acc` receives the four outputs in order.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn query_tile_avx2(
+unsafe fn query_tile_avx2<const T: usize>(
     a: &AttnArgs,
-    tile: [(usize, usize); TILE],
+    tile: [(usize, usize); T],
     scores: &mut Vec<f32>,
     acc: &mut [f32],
 ) {
@@ -184,11 +193,11 @@ unsafe fn query_tile_avx2(
     let (kw, vw) = (a.n_head_kv * hk, a.n_head_kv * hv);
     let qw = a.n_head * hk;
     let kvh = tile[0].1 / (a.n_head / a.n_head_kv);
-    let ranges: [(usize, usize); TILE] = tile.map(|(t, _)| visible(a, t));
+    let ranges: [(usize, usize); T] = tile.map(|(t, _)| visible(a, t));
     let lo = ranges.iter().map(|r| r.0).min().unwrap_or(0);
     let hi = ranges.iter().map(|r| r.1).max().unwrap_or(0);
     let span = hi + 1 - lo;
-    let q: [&[f32]; TILE] = tile.map(|(t, h)| &a.q[t * qw + h * hk..t * qw + (h + 1) * hk]);
+    let q: [&[f32]; T] = tile.map(|(t, h)| &a.q[t * qw + h * hk..t * qw + (h + 1) * hk]);
     let key = |j: usize| -> Row {
         if j < a.start {
             a.k_old.slice((j - a.old_start) * kw + kvh * hk, hk)
@@ -204,10 +213,10 @@ unsafe fn query_tile_avx2(
         }
     };
     scores.clear();
-    scores.resize(TILE * span, f32::NEG_INFINITY);
+    scores.resize(T * span, f32::NEG_INFINITY);
     for j in lo..=hi {
-        let s = simd::dot4(q, key(j));
-        for r in 0..TILE {
+        let s = simd::dot_n(q, key(j));
+        for r in 0..T {
             if (ranges[r].0..=ranges[r].1).contains(&j) {
                 let v = match a.softcap {
                     Some(cap) => cap * (s[r] / cap).tanh(),
@@ -217,13 +226,13 @@ unsafe fn query_tile_avx2(
             }
         }
     }
-    for r in 0..TILE {
+    for r in 0..T {
         softmax(&mut scores[r * span..(r + 1) * span]);
     }
     if a.f16_probs {
         round_to_f16(scores);
     }
-    simd::weighted_sum4(&mut acc[..TILE * hv], scores, lo..hi + 1, value);
+    simd::weighted_sum_n::<T, _>(&mut acc[..T * hv], scores, lo..hi + 1, value);
 }
 
 /// Attention of query `t`, head `h`: the weighted sum of visible values into `acc`.
@@ -339,31 +348,31 @@ mod simd {
     /// Four dot products against one key, loading the key once. Requires AVX2, FMA
     /// and F16C.
     #[inline(always)]
-    pub unsafe fn dot4(q: [&[f32]; 4], k: Row) -> [f32; 4] {
+    pub unsafe fn dot_n<const T: usize>(q: [&[f32]; T], k: Row) -> [f32; T] {
         match k {
-            Row::F32(k) => dot4_of(q, k),
-            Row::F16(k) => dot4_of(q, k),
+            Row::F32(k) => dot_n_of(q, k),
+            Row::F16(k) => dot_n_of(q, k),
         }
     }
 
     #[inline(always)]
-    unsafe fn dot4_of<E: Elem>(q: [&[f32]; 4], k: &[E]) -> [f32; 4] {
+    unsafe fn dot_n_of<E: Elem, const T: usize>(q: [&[f32]; T], k: &[E]) -> [f32; T] {
         let n = k.len();
         debug_assert!(q.iter().all(|q| q.len() == n));
         let pk = k.as_ptr();
         let pq = q.map(|q| q.as_ptr());
-        let mut s = [_mm256_setzero_ps(); 4];
+        let mut s = [_mm256_setzero_ps(); T];
         let mut i = 0;
         while i + 8 <= n {
             let kv = E::load8(pk.add(i));
-            for r in 0..4 {
+            for r in 0..T {
                 s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(pq[r].add(i)), kv, s[r]);
             }
             i += 8;
         }
         let mut out = s.map(|v| hsum(v));
         while i < n {
-            for r in 0..4 {
+            for r in 0..T {
                 out[r] += q[r][i] * k[i].to_f32();
             }
             i += 1;
@@ -381,20 +390,20 @@ mod simd {
     }
 
     /// `acc[r] = Σ_j scores[r·span + j − lo] · value(j)` over `js` (`span` = its
-    /// length) for four rows stored one after the other in `acc`. The sums stay in
+    /// length) for `T` rows stored one after the other in `acc`. The sums stay in
     /// registers, 16 columns at a time, while every value row streams past: storing
     /// them back after each row would cost more than the multiplications.
     /// Requires AVX2, FMA and F16C.
     #[inline(always)]
-    pub unsafe fn weighted_sum4<'v>(
+    pub unsafe fn weighted_sum_n<'v, const T: usize, F: Fn(usize) -> Row<'v>>(
         acc: &mut [f32],
         scores: &[f32],
         js: std::ops::Range<usize>,
-        value: impl Fn(usize) -> Row<'v>,
+        value: F,
     ) {
-        let n = acc.len() / 4;
+        let n = acc.len() / T;
         let span = js.len();
-        assert!(scores.len() >= 4 * span);
+        assert!(scores.len() >= T * span);
         let mut c = 0;
         while c < n {
             let width = if c + 16 <= n { 16 } else { 8.min(n - c) };
@@ -409,7 +418,7 @@ mod simd {
                 }
                 break;
             }
-            let mut sums = [[_mm256_setzero_ps(); 2]; 4];
+            let mut sums = [[_mm256_setzero_ps(); 2]; T];
             for (i, j) in js.clone().enumerate() {
                 let row = value(j);
                 let v0 = load_row8(row, c);
@@ -475,11 +484,15 @@ mod tests {
         let mut rng = Rng::new(5);
         let mut rand =
             |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect() };
-        let (n_head, n_head_kv, hk, hv) = (4, 2, 24, 28);
+        let (hk, hv) = (24, 28);
         let cases = [(None, None), (Some(5), Some(0.7)), (Some(40), None)];
-        // A prompt-sized step and a decode step (one query per head).
+        // A prompt-sized step and a decode step (one query per head); two, three and four
+        // heads per KV head (tiles of 4, 3 and 4 queries).
         // Cached rows as an f32 cache holds them and as an f16 cache does (read in place).
-        for f16_cache in [false, true] {
+        for ((n_head, n_head_kv), f16_cache) in [(4, 2), (9, 3), (4, 1)]
+            .into_iter()
+            .flat_map(|h| [(h, false), (h, true)])
+        {
             for ((window, softcap), n) in cases.into_iter().flat_map(|c| [(c, 13), (c, 1)]) {
                 let (old_start, start) = (3, 11);
                 let old = start - old_start;
