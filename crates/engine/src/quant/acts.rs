@@ -193,6 +193,18 @@ fn regroup_scales(
     }
 }
 
+/// [`regroup_scales`] for blocks of 32 stored token after token, `ds` reading a block's
+/// `(d, s)`.
+fn regroup_blocks<B>(
+    blocks: &[B],
+    ds: impl Fn(&B) -> (f32, f32),
+    per_tok: usize,
+    n_tokens: usize,
+    out: &mut Vec<f32>,
+) {
+    regroup_scales(per_tok, n_tokens, |t, i| ds(&blocks[t * per_tok + i]), out);
+}
+
 /// Quantizes `x` (`n_tokens` rows of `cols` values, row-major) into `out`, in the
 /// format that weights of type `weights_ty` pair with. `cols` must be a whole number of
 /// that format's blocks (it is when it is a whole number of the weights' blocks).
@@ -280,22 +292,14 @@ fn fill(
         ActFormat::Q8 => {
             out.q8.clear();
             out.q8.extend(x.chunks_exact(QK).map(quantize.q8));
-            let (per_tok, q8) = (cols / QK, &out.q8);
-            let ds = |t, i| {
-                let b: &Q8Block = &q8[t * per_tok + i];
-                (b.d, b.s)
-            };
-            regroup_scales(per_tok, n_tokens, ds, &mut out.tile_scales);
+            let ds = |b: &Q8Block| (b.d, b.s);
+            regroup_blocks(&out.q8, ds, cols / QK, n_tokens, &mut out.tile_scales);
         }
         ActFormat::Q16 => {
             out.q16.clear();
             out.q16.extend(x.chunks_exact(QK).map(quantize.q16));
-            let (per_tok, q16) = (cols / QK, &out.q16);
-            let ds = |t, i| {
-                let b: &Q16Block = &q16[t * per_tok + i];
-                (b.d, b.s)
-            };
-            regroup_scales(per_tok, n_tokens, ds, &mut out.tile_scales);
+            let ds = |b: &Q16Block| (b.d, b.s);
+            regroup_blocks(&out.q16, ds, cols / QK, n_tokens, &mut out.tile_scales);
         }
         ActFormat::Q8K => {
             out.q8k.clear();

@@ -8,7 +8,9 @@ use std::ops::Range;
 use super::acts::{ActFormat, QuantizedActs};
 use super::dequant::{check_row, dequantize_row};
 use super::error::QuantError;
-use super::interleave::{deinterleave_row, group_row_to_f32, interleaved_row_bytes, GROUP_ROWS};
+use super::interleave::{
+    deinterleave_row, group_row_to_f32, interleaved_row_bytes, whole_groups, GROUP_ROWS,
+};
 use super::kernels::{tile_width, Backend, DotFn, GroupFn, GroupTiles, Tiles};
 use crate::ggml_type::GgmlType;
 
@@ -40,11 +42,24 @@ impl<'a> QMatrix<'a> {
         if !cols.is_multiple_of(block) {
             return Err(QuantError::NotBlockAligned { ty, cols, block });
         }
-        let overflow = QuantError::ShapeOverflow { rows, cols };
         let row_bytes = (cols / block)
             .checked_mul(ty.block_bytes() as usize)
-            .ok_or(overflow.clone())?;
-        let expected = row_bytes.checked_mul(rows).ok_or(overflow)?;
+            .ok_or(QuantError::ShapeOverflow { rows, cols })?;
+        Self::with_layout(ty, data, rows, cols, row_bytes, false)
+    }
+
+    /// Checks that `data` holds `rows` rows of `row_bytes` and makes the matrix.
+    fn with_layout(
+        ty: GgmlType,
+        data: &'a [u8],
+        rows: usize,
+        cols: usize,
+        row_bytes: usize,
+        interleaved: bool,
+    ) -> Result<Self, QuantError> {
+        let expected = row_bytes
+            .checked_mul(rows)
+            .ok_or(QuantError::ShapeOverflow { rows, cols })?;
         if data.len() != expected {
             return Err(QuantError::LengthMismatch {
                 what: "matrix bytes",
@@ -58,7 +73,7 @@ impl<'a> QMatrix<'a> {
             rows,
             cols,
             row_bytes,
-            interleaved: false,
+            interleaved,
         })
     }
 
@@ -74,31 +89,8 @@ impl<'a> QMatrix<'a> {
         let Some(row_bytes) = interleaved_row_bytes(ty, cols) else {
             return Err(QuantError::UnsupportedType(ty));
         };
-        if !rows.is_multiple_of(GROUP_ROWS) {
-            return Err(QuantError::NotBlockAligned {
-                ty,
-                cols: rows,
-                block: GROUP_ROWS,
-            });
-        }
-        let expected = row_bytes
-            .checked_mul(rows)
-            .ok_or(QuantError::ShapeOverflow { rows, cols })?;
-        if data.len() != expected {
-            return Err(QuantError::LengthMismatch {
-                what: "interleaved matrix bytes",
-                expected,
-                got: data.len(),
-            });
-        }
-        Ok(QMatrix {
-            ty,
-            data,
-            rows,
-            cols,
-            row_bytes,
-            interleaved: true,
-        })
+        whole_groups(ty, rows)?;
+        Self::with_layout(ty, data, rows, cols, row_bytes, true)
     }
 
     /// The activation format the kernels take for this matrix (the weight type's

@@ -125,10 +125,8 @@ fn not_interleavable(ty: GgmlType) -> QuantError {
     QuantError::UnsupportedType(ty)
 }
 
-/// Checks that `rows × row_bytes` of type `ty` can be interleaved: a legacy format and
-/// a whole number of groups.
-fn check(ty: GgmlType, rows: usize) -> Result<GroupBlock, QuantError> {
-    let g = group_block(ty).ok_or_else(|| not_interleavable(ty))?;
+/// Checks that `rows` rows of type `ty` make a whole number of groups.
+pub(crate) fn whole_groups(ty: GgmlType, rows: usize) -> Result<(), QuantError> {
     if !rows.is_multiple_of(GROUP_ROWS) {
         return Err(QuantError::NotBlockAligned {
             ty,
@@ -136,7 +134,12 @@ fn check(ty: GgmlType, rows: usize) -> Result<GroupBlock, QuantError> {
             block: GROUP_ROWS,
         });
     }
-    Ok(g)
+    Ok(())
+}
+
+/// The legacy format `ty`'s group layout.
+fn legacy_layout(ty: GgmlType) -> Result<GroupBlock, QuantError> {
+    group_block(ty).ok_or_else(|| not_interleavable(ty))
 }
 
 /// Interleaves the row-major GGUF rows `src` (a whole number of groups of 8 rows of
@@ -159,13 +162,7 @@ pub fn interleave_rows(
             got: dst.len(),
         });
     }
-    if !rows.is_multiple_of(GROUP_ROWS) {
-        return Err(QuantError::NotBlockAligned {
-            ty,
-            cols: rows,
-            block: GROUP_ROWS,
-        });
-    }
+    whole_groups(ty, rows)?;
     let groups = src
         .chunks_exact(GROUP_ROWS * src_row)
         .zip(dst.chunks_exact_mut(GROUP_ROWS * dst_row));
@@ -173,7 +170,7 @@ pub fn interleave_rows(
         groups.for_each(|(s, d)| (c.pack_group)(s, src_row, d));
         return Ok(());
     }
-    let g = check(ty, GROUP_ROWS)?;
+    let g = legacy_layout(ty)?;
     let nb = src_row / g.row_block;
     for (s, d) in groups {
         for i in 0..nb {
@@ -241,7 +238,7 @@ pub fn deinterleave_row(
     r: usize,
     dst: &mut [u8],
 ) -> Result<(), QuantError> {
-    let g = check(ty, GROUP_ROWS)?;
+    let g = legacy_layout(ty)?;
     if r >= GROUP_ROWS
         || !dst.len().is_multiple_of(g.row_block)
         || group.len() != GROUP_ROWS * dst.len()

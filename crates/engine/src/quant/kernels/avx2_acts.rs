@@ -8,6 +8,7 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2::hsum_epi32;
 use super::Quantizers;
 use crate::quant::acts::{needs_i16, Q16Block, Q8Block, Q8KBlock};
 use crate::quant::layout::{QK, QK_K};
@@ -65,15 +66,6 @@ unsafe fn round8(p: *const f32, id: __m256, levels: f32) -> __m256i {
         _mm256_set1_ps(levels),
     );
     _mm256_cvttps_epi32(r)
-}
-
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum_epi32(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
-    _mm_cvtsi128_si32(s)
 }
 
 /// 32 values at `p` as i8 quants into `out`; returns the sums of the first and the

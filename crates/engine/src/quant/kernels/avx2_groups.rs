@@ -13,7 +13,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{load256, VNNI};
-use super::{GroupKernels, GroupTiles};
+use super::{tiles, GroupKernels};
 use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
 
 /// Wraps a kernel into a safe function for the table.
@@ -22,17 +22,6 @@ macro_rules! safe {
         fn $name<const N: usize>(g: &[u8], a: [&[$act]; N], scales: &[f32]) -> [[f32; 8]; N] {
             // SAFETY: the table is only handed out on CPUs with the features.
             unsafe { $inner(g, a, scales) }
-        }
-    };
-}
-
-macro_rules! group_tiles {
-    ($f:ident) => {
-        GroupTiles {
-            one: $f::<1>,
-            two: $f::<2>,
-            four: $f::<4>,
-            eight: $f::<8>,
         }
     };
 }
@@ -46,13 +35,13 @@ safe!(q4_k, q4_k_groups, Q8KBlock);
 safe!(q6_k, q6_k_groups, Q8KBlock);
 
 pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
-    q4_0: group_tiles!(q4_0),
-    q4_1: group_tiles!(q4_1),
-    q5_0: group_tiles!(q5_0),
-    q5_1: group_tiles!(q5_1),
-    q8_0: group_tiles!(q8_0),
-    q4_k: group_tiles!(q4_k),
-    q6_k: group_tiles!(q6_k),
+    q4_0: tiles!(group q4_0),
+    q4_1: tiles!(group q4_1),
+    q5_0: tiles!(group q5_0),
+    q5_1: tiles!(group q5_1),
+    q8_0: tiles!(group q8_0),
+    q4_k: tiles!(group q4_k),
+    q6_k: tiles!(group q6_k),
 };
 
 /// The 8 rows' f16 values at `p` as f32.

@@ -71,8 +71,17 @@ pub(crate) struct Tiles<A: 'static> {
     pub eight: DotFn<A, 8>,
 }
 
-/// A [`Tiles`] of one generic kernel `f::<N>` (or `f::<N, D>`).
+/// A [`Tiles`] of one generic kernel `f::<N>` (or `f::<N, D>`); `tiles!(group f)`, the
+/// [`GroupTiles`] of a group kernel.
 macro_rules! tiles {
+    (group $f:ident) => {
+        $crate::quant::kernels::GroupTiles {
+            one: $f::<1>,
+            two: $f::<2>,
+            four: $f::<4>,
+            eight: $f::<8>,
+        }
+    };
     ($f:ident) => {
         $crate::quant::kernels::Tiles {
             one: $f::<1>,
