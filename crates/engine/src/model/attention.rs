@@ -9,6 +9,8 @@ use crate::pool::{SyncPtr, ThreadPool};
 
 /// Queries processed by one task (prompts are split by head and by query block).
 const QUERY_BLOCK: usize = 32;
+/// How far ahead (in positions) attention asks for cache rows.
+const PREFETCH_ROWS: usize = 12;
 /// Most queries that share each key and value load on the AVX2 path. Tiles are as wide
 /// as the heads sharing a KV head when that is fewer (SmolLM2 has three), so a tile never
 /// computes a query twice.
@@ -214,7 +216,18 @@ unsafe fn query_tile_avx2<const T: usize>(
     };
     scores.clear();
     scores.resize(T * span, f32::NEG_INFINITY);
+    // The cache rows were last read a whole step ago and are out of every cache by now;
+    // they sit a row of all KV heads apart, too far for the hardware prefetcher's taste,
+    // so each key and value row is asked for PREFETCH_ROWS keys ahead.
+    let prefetch = |j: usize| {
+        if j <= hi {
+            simd::prefetch_row::<{ simd::L1 }>(key(j));
+            simd::prefetch_row::<{ simd::L2 }>(value(j));
+        }
+    };
+    (lo..lo + PREFETCH_ROWS).for_each(prefetch);
     for j in lo..=hi {
+        prefetch(j + PREFETCH_ROWS);
         let s = simd::dot_n(q, key(j));
         for r in 0..T {
             if (ranges[r].0..=ranges[r].1).contains(&j) {
@@ -307,6 +320,27 @@ mod simd {
 
     use super::super::kv_rows::Elem;
     use super::Row;
+
+    pub const L1: i32 = _MM_HINT_T0;
+    pub const L2: i32 = _MM_HINT_T1;
+
+    /// Asks for every cache line of `row` (`HINT` as `_mm_prefetch` takes it).
+    #[inline(always)]
+    pub unsafe fn prefetch_row<const HINT: i32>(row: Row) {
+        let (p, bytes) = match row {
+            Row::F32(v) => (v.as_ptr() as *const i8, std::mem::size_of_val(v)),
+            Row::F16(v) => (v.as_ptr() as *const i8, std::mem::size_of_val(v)),
+        };
+        let mut off = 0;
+        while off < bytes {
+            _mm_prefetch::<HINT>(p.add(off));
+            off += 64;
+        }
+        // The row's last line, when the row does not start on a line.
+        if bytes > 0 {
+            _mm_prefetch::<HINT>(p.add(bytes - 1));
+        }
+    }
 
     /// Horizontal sum of eight lanes.
     #[inline(always)]

@@ -290,20 +290,17 @@ fn fill(
             out.f32s.extend_from_slice(x);
         }
         ActFormat::Q8 => {
-            out.q8.clear();
-            out.q8.extend(x.chunks_exact(QK).map(quantize.q8));
+            (quantize.q8)(x, &mut out.q8);
             let ds = |b: &Q8Block| (b.d, b.s);
             regroup_blocks(&out.q8, ds, cols / QK, n_tokens, &mut out.tile_scales);
         }
         ActFormat::Q16 => {
-            out.q16.clear();
-            out.q16.extend(x.chunks_exact(QK).map(quantize.q16));
+            (quantize.q16)(x, &mut out.q16);
             let ds = |b: &Q16Block| (b.d, b.s);
             regroup_blocks(&out.q16, ds, cols / QK, n_tokens, &mut out.tile_scales);
         }
         ActFormat::Q8K => {
-            out.q8k.clear();
-            out.q8k.extend(x.chunks_exact(QK_K).map(quantize.q8k));
+            (quantize.q8k)(x, &mut out.q8k);
             // Per block of 32: the super-block's d, and d times the block's two bsums.
             let (per_sb, q8k) = (cols / QK_K, &out.q8k);
             let ds = |t, i: usize| {
@@ -322,10 +319,17 @@ fn fill(
 
 /// The reference quantizers, in plain Rust.
 pub(crate) static PORTABLE_QUANTIZERS: Quantizers = Quantizers {
-    q8: quantize_q8,
-    q16: quantize_q16,
-    q8k: quantize_q8k,
+    q8: |x, out| fill_blocks(x, QK, out, quantize_q8),
+    q16: |x, out| fill_blocks(x, QK, out, quantize_q16),
+    q8k: |x, out| fill_blocks(x, QK_K, out, quantize_q8k),
 };
+
+/// The blocks of `x` (`len` values each) by `one`, in place of `out`'s.
+#[inline(always)]
+fn fill_blocks<B>(x: &[f32], len: usize, out: &mut Vec<B>, one: impl Fn(&[f32]) -> B) {
+    out.clear();
+    out.extend(x.chunks_exact(len).map(one));
+}
 
 /// Quantizes a block symmetrically: the largest magnitude maps to ±`levels`, each value
 /// to the nearest integer step, handed to `put` with its index. Returns the step `d`

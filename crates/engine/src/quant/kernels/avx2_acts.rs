@@ -14,19 +14,37 @@ use crate::quant::acts::{needs_i16, Q16Block, Q8Block, Q8KBlock};
 use crate::quant::layout::{QK, QK_K};
 
 pub(crate) static QUANTIZERS: Quantizers = Quantizers {
-    q8: |x| {
+    q8: |x, out| {
         // SAFETY: see the module docs.
-        unsafe { q8_avx2(x) }
+        unsafe { q8_all(x, out) }
     },
-    q16: |x| {
+    q16: |x, out| {
         // SAFETY: see the module docs.
-        unsafe { q16_avx2(x) }
+        unsafe { q16_all(x, out) }
     },
-    q8k: |x| {
+    q8k: |x, out| {
         // SAFETY: see the module docs.
-        unsafe { q8k_avx2(x) }
+        unsafe { q8k_all(x, out) }
     },
 };
+
+/// The row loops, with the block quantizers inlined so that blocks are written in place.
+macro_rules! fill_all {
+    ($name:ident, $one:ident, $block:ty, $len:expr) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $name(x: &[f32], out: &mut Vec<$block>) {
+            out.clear();
+            out.reserve(x.len() / $len);
+            for c in x.chunks_exact($len) {
+                out.push($one(c));
+            }
+        }
+    };
+}
+
+fill_all!(q8_all, q8_avx2, Q8Block, QK);
+fill_all!(q16_all, q16_avx2, Q16Block, QK);
+fill_all!(q8k_all, q8k_avx2, Q8KBlock, QK_K);
 
 /// The largest |x| (x a whole number of 8-lane groups). `max_ps` returns its second
 /// operand when the first is NaN, so NaNs are skipped as the portable fold skips them.
@@ -88,6 +106,7 @@ unsafe fn i8x32(p: *const f32, id: __m256, out: *mut i8) -> (i32, i32) {
     )
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_avx2(x: &[f32]) -> Q8Block {
     assert_eq!(x.len(), QK);
@@ -102,6 +121,7 @@ unsafe fn q8_avx2(x: &[f32]) -> Q8Block {
     }
 }
 
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q16_avx2(x: &[f32]) -> Q16Block {
     assert_eq!(x.len(), QK);
@@ -152,10 +172,24 @@ unsafe fn q16_avx2(x: &[f32]) -> Q16Block {
         q8: narrow.qs,
         d8: narrow.d,
         s8: narrow.s,
-        wide: needs_i16(&narrow.qs),
+        wide: needs_i16_avx2(&narrow.qs),
     }
 }
 
+/// [`needs_i16`] on 32 lanes at once.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn needs_i16_avx2(q8: &[i8; QK]) -> bool {
+    let v = _mm256_loadu_si256(q8.as_ptr() as *const __m256i);
+    // |q| <= 2 exactly when q + 2, as an unsigned byte, is at most 4.
+    let shifted = _mm256_add_epi8(v, _mm256_set1_epi8(2));
+    let small = _mm256_cmpeq_epi8(_mm256_min_epu8(shifted, _mm256_set1_epi8(4)), shifted);
+    let n = (_mm256_movemask_epi8(small) as u32).count_ones() as usize;
+    debug_assert_eq!(n >= QK / 4, needs_i16(q8));
+    n >= QK / 4
+}
+
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8k_avx2(x: &[f32]) -> Q8KBlock {
     assert_eq!(x.len(), QK_K);

@@ -80,6 +80,21 @@ unsafe fn nibble_words(x: *const u8, h: Option<*const u8>) -> [__m256i; 8] {
     w
 }
 
+/// How far ahead of the block being computed the weights are asked for.
+const PREFETCH_BYTES: usize = 2048;
+
+/// Asks for the `len` bytes [`PREFETCH_BYTES`] after `p` (a block's worth of the
+/// weight stream, which may run past the group: prefetches never fault).
+#[inline(always)]
+unsafe fn prefetch_ahead(p: *const u8, len: usize) {
+    let ahead = p.wrapping_add(PREFETCH_BYTES) as *const i8;
+    let mut off = 0;
+    while off < len {
+        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(off));
+        off += 64;
+    }
+}
+
 /// The dword at `p` (4 activations), in every lane.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -219,6 +234,9 @@ macro_rules! group_kernel {
             let mut acc = [_mm256_setzero_ps(); N];
             for i in 0..nb {
                 let $g = group.as_ptr().add(i * GB);
+                if N >= 4 {
+                    prefetch_ahead($g, GB);
+                }
                 let (d, m, $w): (__m256, Option<__m256>, _) = $decode;
                 let sp = scales.as_ptr().add(2 * N * i);
                 for t in 0..N {
@@ -339,6 +357,9 @@ unsafe fn q6_k_groups<const N: usize>(
     let mut acc = [_mm256_setzero_ps(); N];
     for i in 0..nb {
         let g = group.as_ptr().add(i * GB);
+        if N >= 4 {
+            prefetch_ahead(g, GB);
+        }
         let d_lo = _mm256_loadu_ps(g as *const f32);
         let d_hi = _mm256_loadu_ps(g.add(32) as *const f32);
         let mut w = [_mm256_setzero_si256(); 8];

@@ -129,9 +129,12 @@ pub(crate) struct GroupKernels {
 
 /// Activation quantizers, one per partner format: a block of values in, a block out.
 pub(crate) struct Quantizers {
-    pub q8: fn(&[f32]) -> Q8Block,
-    pub q16: fn(&[f32]) -> Q16Block,
-    pub q8k: fn(&[f32]) -> Q8KBlock,
+    /// Each replaces the blocks in the vector with those of the activations (whole
+    /// blocks). Whole rows, not one block per call: the blocks are then built in place,
+    /// not returned and copied (which cost as much as quantizing them).
+    pub q8: fn(&[f32], &mut Vec<Q8Block>),
+    pub q16: fn(&[f32], &mut Vec<Q16Block>),
+    pub q8k: fn(&[f32], &mut Vec<Q8KBlock>),
 }
 
 /// Every weight type's kernels, for one instruction set.
