@@ -1,9 +1,9 @@
 //! Weight matrices and the threaded matrix product over them.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
+use super::arena::{Arena, PackedBytes};
 use super::ModelError;
-use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::pool::ThreadPool;
 use crate::quant::interleave::{interleave_rows, interleaved_row_bytes, GROUP_ROWS};
@@ -19,29 +19,23 @@ pub(crate) struct Weight {
     pub rows: usize,
     /// Input width (ne0).
     pub cols: usize,
-    packed: Option<Arc<Vec<u8>>>,
+    packed: Option<PackedBytes>,
     /// The activation format the kernels take for this weight (in its layout).
     act: ActFormat,
 }
 
 impl Weight {
     /// Loads `name`, checking that it is `[cols, rows]` and computable.
+    /// Loads `name`, checking that it is `[cols, rows]` and computable; an
+    /// interleaved copy goes into `arena`.
     pub fn load(
         file: &GgufFile,
+        arena: &Arena,
         name: &str,
         cols: usize,
         rows: usize,
     ) -> Result<Weight, ModelError> {
         let info = file.require_tensor(name)?;
-        Self::from_info(file, info, cols, rows)
-    }
-
-    fn from_info(
-        file: &GgufFile,
-        info: &TensorInfo,
-        cols: usize,
-        rows: usize,
-    ) -> Result<Weight, ModelError> {
         let want = [cols as u64, rows as u64];
         if info.dims != want {
             return Err(ModelError::Invalid(format!(
@@ -64,18 +58,13 @@ impl Weight {
         };
         // Validates block alignment and byte size once, so later calls cannot fail.
         let row_bytes = w.matrix(file)?.row_bytes();
-        if interleave_enabled()
-            && Backend::active().interleaves(w.ty())
-            && rows.is_multiple_of(GROUP_ROWS)
-        {
-            w.packed = Some(Arc::new(interleave_tensor(file, info, cols, row_bytes)?));
+        if let Some(len) = interleaved_len(info) {
+            w.packed = Some(arena.alloc(len, |dst| {
+                interleave_tensor(file, info, cols, row_bytes, dst)
+            })?);
         }
         w.act = w.matrix(file)?.act_format()?;
         Ok(w)
-    }
-
-    pub fn ty(&self) -> GgmlType {
-        self.info.ggml_type
     }
 
     pub fn matrix<'a>(&'a self, file: &'a GgufFile) -> Result<QMatrix<'a>, ModelError> {
@@ -98,15 +87,31 @@ fn interleave_enabled() -> bool {
     std::env::var("LLAMAY_INTERLEAVE").map_or(true, |v| v != "0")
 }
 
-/// Tensor `info` (rows of `cols` elements, `src_row` bytes each) copied into the
-/// interleaved layout a few MB at a time, releasing the file pages already copied so
-/// the copy never doubles resident memory.
+/// The bytes of a 2-D tensor's interleaved copy, if it is to be made.
+pub(crate) fn interleaved_len(info: &TensorInfo) -> Option<usize> {
+    let [cols, rows] = info.dims[..] else {
+        return None;
+    };
+    let (cols, rows) = (usize::try_from(cols).ok()?, usize::try_from(rows).ok()?);
+    if !(interleave_enabled()
+        && Backend::active().interleaves(info.ggml_type)
+        && rows.is_multiple_of(GROUP_ROWS))
+    {
+        return None;
+    }
+    interleaved_row_bytes(info.ggml_type, cols)?.checked_mul(rows)
+}
+
+/// Tensor `info` (rows of `cols` elements, `src_row` bytes each) copied into `dst` in
+/// the interleaved layout a few MB at a time, releasing the file pages already copied
+/// so the copy never doubles resident memory.
 fn interleave_tensor(
     file: &GgufFile,
     info: &TensorInfo,
     cols: usize,
     src_row: usize,
-) -> Result<Vec<u8>, ModelError> {
+    dst: &mut [u8],
+) -> Result<(), ModelError> {
     const CHUNK_BYTES: usize = 4 << 20;
     let ty = info.ggml_type;
     let dst_row = interleaved_row_bytes(ty, cols).ok_or(ModelError::UnsupportedType {
@@ -116,7 +121,12 @@ fn interleave_tensor(
     let src = file.tensor_data(info);
     let groups = (CHUNK_BYTES / (GROUP_ROWS * src_row)).max(1);
     let (src_chunk, dst_chunk) = (groups * GROUP_ROWS * src_row, groups * GROUP_ROWS * dst_row);
-    let mut dst = vec![0u8; src.len() / src_row * dst_row];
+    if dst.len() != src.len() / src_row * dst_row {
+        return Err(ModelError::Invalid(format!(
+            "tensor {:?}: interleaved size mismatch",
+            info.name
+        )));
+    }
     for (k, (s, d)) in src
         .chunks(src_chunk)
         .zip(dst.chunks_mut(dst_chunk))
@@ -125,7 +135,7 @@ fn interleave_tensor(
         interleave_rows(ty, s, cols, d)?;
         file.release_tensor_pages(info, k * src_chunk..k * src_chunk + s.len());
     }
-    Ok(dst)
+    Ok(())
 }
 
 /// A 1-D tensor (norm weight, bias) converted to f32 at load time.

@@ -4,6 +4,7 @@
 //! thread pool; it is shared read-only (`Arc<Model>`). Each sequence's mutable state
 //! is a [`SeqState`]; [`Model::forward`] feeds several sequences in one step.
 
+mod arena;
 mod attention;
 mod forward;
 pub mod hparams;

@@ -1,7 +1,8 @@
 //! The tensors of a model, located and shape-checked at load time.
 
+use super::arena::Arena;
 use super::hparams::{Arch, HParams};
-use super::linear::{load_vector, opt_vector, Weight};
+use super::linear::{interleaved_len, load_vector, opt_vector, Weight};
 use super::ModelError;
 use crate::gguf::GgufFile;
 
@@ -47,12 +48,21 @@ pub(crate) struct Weights {
 impl Weights {
     pub fn load(file: &GgufFile, hp: &HParams) -> Result<Weights, ModelError> {
         let e = hp.n_embd;
-        let token_embd = Weight::load(file, "token_embd.weight", e, hp.n_vocab)?;
+        // Room for every interleaved copy the file's tensors may need (an overestimate
+        // only reserves address space).
+        let arena = Arena::with_capacity(
+            file.tensors()
+                .iter()
+                .filter_map(interleaved_len)
+                .map(Arena::footprint)
+                .sum(),
+        );
+        let token_embd = Weight::load(file, &arena, "token_embd.weight", e, hp.n_vocab)?;
         let layers = (0..hp.n_layer)
-            .map(|il| load_layer(file, hp, il))
+            .map(|il| load_layer(file, &arena, hp, il))
             .collect::<Result<_, _>>()?;
         let output = match file.tensor("output.weight") {
-            Some(_) => Some(Weight::load(file, "output.weight", e, hp.n_vocab)?),
+            Some(_) => Some(Weight::load(file, &arena, "output.weight", e, hp.n_vocab)?),
             None => None,
         };
         Ok(Weights {
@@ -69,17 +79,23 @@ impl Weights {
     }
 }
 
-fn load_layer(file: &GgufFile, hp: &HParams, il: usize) -> Result<Layer, ModelError> {
+fn load_layer(
+    file: &GgufFile,
+    arena: &Arena,
+    hp: &HParams,
+    il: usize,
+) -> Result<Layer, ModelError> {
     let n = |s: &str| format!("blk.{il}.{s}");
+    let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
     let e = hp.n_embd;
     let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
     let qkv = if hp.arch == Arch::Phi3 {
-        Qkv::Fused(Weight::load(file, &n("attn_qkv.weight"), e, qw + kw + vw)?)
+        Qkv::Fused(load("attn_qkv.weight", e, qw + kw + vw)?)
     } else {
         Qkv::Separate {
-            q: Weight::load(file, &n("attn_q.weight"), e, qw)?,
-            k: Weight::load(file, &n("attn_k.weight"), e, kw)?,
-            v: Weight::load(file, &n("attn_v.weight"), e, vw)?,
+            q: load("attn_q.weight", e, qw)?,
+            k: load("attn_k.weight", e, kw)?,
+            v: load("attn_v.weight", e, vw)?,
         }
     };
     let qkv_bias = match (
@@ -96,11 +112,11 @@ fn load_layer(file: &GgufFile, hp: &HParams, il: usize) -> Result<Layer, ModelEr
         }
     };
     let gate_up = if hp.arch == Arch::Phi3 {
-        GateUp::Fused(Weight::load(file, &n("ffn_up.weight"), e, 2 * hp.n_ff)?)
+        GateUp::Fused(load("ffn_up.weight", e, 2 * hp.n_ff)?)
     } else {
         GateUp::Separate {
-            gate: Weight::load(file, &n("ffn_gate.weight"), e, hp.n_ff)?,
-            up: Weight::load(file, &n("ffn_up.weight"), e, hp.n_ff)?,
+            gate: load("ffn_gate.weight", e, hp.n_ff)?,
+            up: load("ffn_up.weight", e, hp.n_ff)?,
         }
     };
     let gemma = matches!(hp.arch, Arch::Gemma2 | Arch::Gemma3);
@@ -125,11 +141,11 @@ fn load_layer(file: &GgufFile, hp: &HParams, il: usize) -> Result<Layer, ModelEr
         qkv_bias,
         q_norm: qk_norm("attn_q_norm.weight")?,
         k_norm: qk_norm("attn_k_norm.weight")?,
-        attn_out: Weight::load(file, &n("attn_output.weight"), hp.n_head * hp.head_dim_v, e)?,
+        attn_out: load("attn_output.weight", hp.n_head * hp.head_dim_v, e)?,
         post_attn_norm: post("post_attention_norm.weight")?,
         ffn_norm: load_vector(file, &n("ffn_norm.weight"), e)?,
         gate_up,
-        down: Weight::load(file, &n("ffn_down.weight"), hp.n_ff, e)?,
+        down: load("ffn_down.weight", hp.n_ff, e)?,
         post_ffn_norm: post("post_ffw_norm.weight")?,
     })
 }
