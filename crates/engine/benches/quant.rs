@@ -1,8 +1,12 @@
 //! Mat-vec and 8-token matmul of a 576×1536 weight (SmolLM2's attention/FFN widths) in
-//! Q4_1 and Q4_K, for each backend this CPU runs. Includes activation quantization.
+//! Q4_1, Q4_K and Q8_0, for each backend this CPU runs, in the GGUF layout and, where
+//! the backend has group kernels, interleaved. Includes activation quantization (also
+//! timed alone). The weight fits in L2, so this measures the kernels' arithmetic, not
+//! the memory a decode step streams.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use llamay_engine::ggml_type::GgmlType;
+use llamay_engine::quant::interleave::{interleave_rows, interleaved_row_bytes};
 use llamay_engine::quant::*;
 
 const ROWS: usize = 576;
@@ -24,15 +28,27 @@ fn weights(ty: GgmlType) -> Vec<u8> {
     let min = half::f16::from_f32(-0.05).to_bits().to_le_bytes();
     for b in data.chunks_exact_mut(ty.block_bytes() as usize) {
         b[0..2].copy_from_slice(&scale);
-        b[2..4].copy_from_slice(&min);
+        // Q8_0 has no minimum: its quants start at byte 2.
+        if ty != GgmlType::Q8_0 {
+            b[2..4].copy_from_slice(&min);
+        }
     }
     data
 }
 
 fn bench(c: &mut Criterion) {
-    for ty in [GgmlType::Q4_1, GgmlType::Q4_K] {
+    for ty in [GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q8_0] {
         let data = weights(ty);
         let w = QMatrix::new(ty, &data, ROWS, COLS).unwrap();
+        let packed = interleaved_row_bytes(ty, COLS).map(|row| {
+            let mut p = vec![0u8; row * ROWS];
+            interleave_rows(ty, &data, COLS, &mut p).unwrap();
+            p
+        });
+        let interleaved = match &packed {
+            Some(p) => QMatrix::new_interleaved(ty, p, ROWS, COLS).unwrap(),
+            None => w.clone(),
+        };
         let mut group = c.benchmark_group(format!("{ty} {ROWS}x{COLS}"));
         for n_tokens in [1usize, 8] {
             let x: Vec<f32> = (0..n_tokens * COLS)
@@ -52,6 +68,28 @@ fn bench(c: &mut Criterion) {
                     b.iter(|| {
                         quantize_acts(ty, black_box(&x), n_tokens, COLS, &mut acts).unwrap();
                         backend.matmul_rows(&w, &acts, &mut out, 0..ROWS).unwrap();
+                        black_box(&out);
+                    })
+                });
+                if !backend.interleaves(ty) {
+                    continue;
+                }
+                let wi = &interleaved;
+                let id = BenchmarkId::new(
+                    format!("{:?} interleaved", backend.set()),
+                    format!("{n_tokens} tok"),
+                );
+                group.bench_function(id, |b| {
+                    b.iter(|| {
+                        quantize_acts_as(
+                            wi.act_format().unwrap(),
+                            black_box(&x),
+                            n_tokens,
+                            COLS,
+                            &mut acts,
+                        )
+                        .unwrap();
+                        backend.matmul_rows(wi, &acts, &mut out, 0..ROWS).unwrap();
                         black_box(&out);
                     })
                 });

@@ -38,6 +38,34 @@ fn greedy_takes_the_argmax_with_lowest_id_on_ties() {
     assert_eq!(s.sample(&[1.0, 5.0, 5.0, 2.0], &[], None), Some(1));
 }
 
+/// Greedy without a mask takes a shortcut past the candidate list; with a mask that
+/// allows everything it does not. Both must pick the same token, NaNs, infinities and
+/// ties included.
+#[test]
+fn greedy_shortcut_agrees_with_the_candidate_path() {
+    let cases: [&[f32]; 6] = [
+        &[0.5, f32::NAN, 2.0, 2.0, -1.0],
+        &[f32::NAN, f32::NAN],
+        &[f32::NEG_INFINITY, f32::NEG_INFINITY, f32::NAN],
+        &[f32::NAN, f32::INFINITY, 1e30, f32::INFINITY],
+        &[-0.0, 0.0, -3.0],
+        &[7.0],
+    ];
+    let mut s = Sampler::new(SamplerConfig::greedy());
+    for logits in cases {
+        let all = mask(logits.len(), &(0..logits.len() as u32).collect::<Vec<_>>());
+        let slow = s.sample(logits, &[], Some(&all));
+        assert_eq!(s.sample(logits, &[], None), slow, "{logits:?}");
+    }
+    // Pseudo-random logits with many ties.
+    let logits: Vec<f32> = (0..5000u32).map(|i| ((i * 7919) % 97) as f32).collect();
+    let all = mask(logits.len(), &(0..5000).collect::<Vec<_>>());
+    assert_eq!(
+        s.sample(&logits, &[], None),
+        s.sample(&logits, &[], Some(&all))
+    );
+}
+
 #[test]
 fn same_seed_reproduces_and_other_seed_differs() {
     let logits: Vec<f32> = (0..100).map(|i| ((i * 37) % 11) as f32 * 0.3).collect();

@@ -91,6 +91,11 @@ impl Sampler {
     /// (`history`, for the penalties) and an optional allowed-token bitset. Returns
     /// `None` only when the mask allows no token.
     pub fn sample(&mut self, logits: &[f32], history: &[u32], mask: Option<&[u64]>) -> Option<u32> {
+        if self.cfg.temperature <= 0.0 && mask.is_none() && !self.penalizes() {
+            // The common greedy case without building the candidate list: a serving
+            // step samples every sequence on one thread while the others wait.
+            return first_max(logits);
+        }
         self.cand.clear();
         match mask {
             None => self
@@ -189,13 +194,18 @@ impl Sampler {
         }
     }
 
-    fn apply_penalties(&mut self, history: &[u32]) {
+    /// Whether any penalty would change a logit.
+    fn penalizes(&self) -> bool {
         let c = &self.cfg;
-        if c.penalty_last_n == 0
-            || (c.repeat_penalty == 1.0 && c.frequency_penalty == 0.0 && c.presence_penalty == 0.0)
-        {
+        c.penalty_last_n != 0
+            && (c.repeat_penalty != 1.0 || c.frequency_penalty != 0.0 || c.presence_penalty != 0.0)
+    }
+
+    fn apply_penalties(&mut self, history: &[u32]) {
+        if !self.penalizes() {
             return;
         }
+        let c = &self.cfg;
         let recent = &history[history.len().saturating_sub(c.penalty_last_n)..];
         let mut counts = std::collections::HashMap::new();
         for &t in recent {
@@ -224,6 +234,13 @@ fn best(cand: &[(u32, f32)]) -> u32 {
         }
     }
     b.0
+}
+
+/// [`best`] over all of `logits` but NaNs: the highest, the lowest id of equals. Two
+/// passes, each of which vectorizes.
+fn first_max(logits: &[f32]) -> Option<u32> {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));
+    logits.iter().position(|&l| l == max).map(|i| i as u32)
 }
 
 /// Most likely first; ties by lower id, so results do not depend on the sort.
