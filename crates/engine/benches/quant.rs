@@ -47,7 +47,7 @@ fn bench(c: &mut Criterion) {
         });
         let interleaved = match &packed {
             Some(p) => QMatrix::new_interleaved(ty, p, ROWS, COLS).unwrap(),
-            None => w.clone(),
+            None => w,
         };
         let mut group = c.benchmark_group(format!("{ty} {ROWS}x{COLS}"));
         for n_tokens in [1usize, 8] {
