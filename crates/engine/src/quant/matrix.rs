@@ -254,6 +254,14 @@ impl<'a> OutView<'a> {
         parts
     }
 
+    /// Rows `r0..r0 + 8` of token `t`, which lie side by side in the output.
+    #[inline(always)]
+    fn set8(&mut self, t: usize, r0: usize, v: &[f32; 8]) {
+        assert!(t < self.n_tokens && self.rows.start <= r0 && r0 + 8 <= self.rows.end);
+        // SAFETY: as in `set`, for each of the 8 cells.
+        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), self.ptr.add(t * self.stride + r0), 8) }
+    }
+
     #[inline(always)]
     fn set(&mut self, t: usize, r: usize, v: f32) {
         assert!(t < self.n_tokens && self.rows.contains(&r));
@@ -452,9 +460,7 @@ fn sweep_group<A, const N: usize>(
     let (a, scales) = tile.operands::<N>();
     let v = kernel(group, a, scales);
     for (i, rows) in v.iter().enumerate() {
-        for (r, &x) in rows.iter().enumerate() {
-            out.set(tile.t + i, r0 + r, x);
-        }
+        out.set8(tile.t + i, r0, rows);
     }
     N
 }
