@@ -43,6 +43,10 @@ pub(super) struct Buffers {
     logits: Vec<f32>,
 }
 
+/// The largest step whose scratch buffers are kept for the next step: decode batches
+/// and short prompts.
+const KEPT_STEP_TOKENS: usize = 64;
+
 /// Most returned logits buffers kept for reuse: a batch's worth. Each holds a whole
 /// vocabulary (1 MiB for Gemma 3's), so more would be resident memory for nothing.
 const SPARE_LOGITS: usize = 16;
@@ -66,7 +70,14 @@ impl Scratch {
             .unwrap_or_default()
     }
 
-    fn give_back(&self, b: Buffers) {
+    /// Keeps `b` for the next step, unless it was sized for a step of more than
+    /// [`KEPT_STEP_TOKENS`] tokens (`tokens`): a long prompt's buffers (tens of MB)
+    /// would otherwise stay resident through all the decoding that follows. The next
+    /// long prompt faults its pages in again, a few ms against hundreds of compute.
+    fn give_back(&self, b: Buffers, tokens: usize) {
+        if tokens > KEPT_STEP_TOKENS {
+            return;
+        }
         self.buffers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -220,7 +231,7 @@ impl Model {
             item.seq.n_past += span.n;
         }
         let out = self.logits(batch, &spans, &mut b);
-        self.scratch.give_back(b);
+        self.scratch.give_back(b, total);
         out
     }
 
