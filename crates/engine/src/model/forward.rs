@@ -43,6 +43,9 @@ pub(super) struct Buffers {
     logits: Vec<f32>,
 }
 
+/// The fewest gated activations worth handing to another thread.
+const GATE_CHUNK_MIN: usize = 2048;
+
 /// The largest step whose scratch buffers are kept for the next step: decode batches
 /// and short prompts.
 const KEPT_STEP_TOKENS: usize = 64;
@@ -488,13 +491,17 @@ impl Model {
             Activation::Silu => silu_gate,
             Activation::GeluTanh => gelu_tanh_gate,
         };
-        // Transcendentals cost as much as a small matmul: spread them over the pool.
-        let chunk = ff.max(4096);
-        let n_chunks = gate.len().div_ceil(chunk);
+        // Transcendentals cost as much as a small matmul: spread them over the pool, in
+        // as many equal chunks as keep every thread busy to the end.
+        let n_chunks = gate
+            .len()
+            .div_ceil(GATE_CHUNK_MIN)
+            .clamp(1, 2 * self.pool.n_threads());
+        let chunk = gate.len().div_ceil(n_chunks);
         let gate_ptr = SyncPtr::new(gate);
         let up = &b.up;
         self.pool.run(n_chunks, &|i| {
-            let start = i * chunk;
+            let start = (i * chunk).min(up.len());
             let len = chunk.min(up.len() - start);
             // SAFETY: chunks are disjoint and inside `gate` (as long as `up`).
             let g = unsafe { gate_ptr.slice(start, len) };

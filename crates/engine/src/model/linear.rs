@@ -211,6 +211,9 @@ pub(crate) struct Product<'a> {
     pub out: &'a mut [f32],
 }
 
+/// Parts each thread's share of a matmul job is cut into.
+const PARTS_PER_THREAD: usize = 4;
+
 /// Runs several products of the same input in one pool job, rows split over threads:
 /// one synchronisation instead of one per matrix (decode steps are short).
 pub(crate) fn matmul_many(
@@ -220,8 +223,9 @@ pub(crate) fn matmul_many(
     products: Vec<Product>,
 ) -> Result<(), ModelError> {
     let total_rows: usize = products.iter().map(|p| p.w.rows).sum();
-    // Several parts per thread even out kernels that finish at different speeds.
-    let target = (pool.n_threads() * 4).max(1);
+    // Several parts per thread even out kernels that finish at different speeds: a
+    // thread left with nothing waits on average half a part at the end of the job.
+    let target = (pool.n_threads() * PARTS_PER_THREAD).max(1);
     let mut parts = Vec::new();
     for p in products {
         let m = p.w.matrix(file)?;
