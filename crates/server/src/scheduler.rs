@@ -11,13 +11,14 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use llamay_constrain::Constraint;
 use llamay_engine::batch::{BatchItem, LogitsWanted};
 use llamay_engine::kv_cache::SeqState;
 use llamay_engine::model::MAX_STEP_TOKENS;
+use llamay_engine::pool::ThreadPool;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::constraint_spec::EnforcementReport;
@@ -326,8 +327,9 @@ impl EngineLoop {
         }
         let tokenizer = &*self.lm.tokenizer;
         // Sampling (a sort over the vocabulary) and masks are per sequence and
-        // independent: spread them over the cores the forward pass just released.
-        let stepped = par_map(work, |(i, s, row)| {
+        // independent: spread them over the forward pass's threads, still spinning
+        // (threads spawned for each step cost more than greedy sampling itself).
+        let stepped = par_map(self.lm.model.pool(), work, |(i, s, row)| {
             let events = &s.job.events;
             let r = s.decoder.step(tokenizer, row, &mut |t: &str| {
                 let _ = events.send(GenEvent::Text(t.to_string()));
@@ -389,27 +391,31 @@ impl EngineLoop {
     }
 }
 
-/// Maps `items` in order, on up to as many threads as there are cores.
-fn par_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if threads <= 1 || items.len() <= 1 {
+/// Maps `items` in order, spread over the model's thread pool.
+fn par_map<T: Send, R: Send>(
+    pool: &ThreadPool,
+    items: Vec<T>,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    if pool.n_threads() <= 1 || items.len() <= 1 {
         return items.into_iter().map(f).collect();
     }
-    let per = items.len().div_ceil(threads);
-    let mut chunks: Vec<Vec<T>> = Vec::new();
-    let mut it = items.into_iter().peekable();
-    while it.peek().is_some() {
-        chunks.push(it.by_ref().take(per).collect());
-    }
-    let f = &f;
-    std::thread::scope(|sc| {
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|c| sc.spawn(move || c.into_iter().map(f).collect::<Vec<R>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    })
+    // One cell per item: a task takes its input out and leaves its result.
+    let cells: Vec<Mutex<(Option<T>, Option<R>)>> = items
+        .into_iter()
+        .map(|t| Mutex::new((Some(t), None)))
+        .collect();
+    pool.run(cells.len(), &|i| {
+        let mut cell = cells[i].lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = cell.0.take() {
+            cell.1 = Some(f(t));
+        }
+    });
+    cells
+        .into_iter()
+        .map(|c| {
+            let (_, r) = c.into_inner().unwrap_or_else(|e| e.into_inner());
+            r.expect("every task ran (the pool re-raises a task's panic)")
+        })
+        .collect()
 }

@@ -133,6 +133,12 @@ impl Model {
         self.pool.n_threads()
     }
 
+    /// The forward pass's threads, for per-step work between passes (sampling, masks):
+    /// they are awake then, where threads started for the purpose would not be.
+    pub fn pool(&self) -> &ThreadPool {
+        &self.pool
+    }
+
     /// A summary for `llamay show`.
     pub fn info(&self) -> &ModelInfo {
         &self.info
