@@ -119,6 +119,8 @@ pub struct QuantizedActs {
     pub(crate) q16: Vec<Q16Block>,
     pub(crate) q8k: Vec<Q8KBlock>,
     pub(crate) tile_scales: Vec<f32>,
+    /// For Q16: [`QuantizedActs::group_scales`].
+    pub(crate) group_scales: Vec<f32>,
 }
 
 impl QuantizedActs {
@@ -170,6 +172,16 @@ impl QuantizedActs {
     /// A kernel then finds a tile's scales for one block in one load, not `N`.
     pub fn tile_scales(&self) -> &[f32] {
         &self.tile_scales
+    }
+
+    /// For Q16 activations, the table the group kernels take, laid out as
+    /// [`QuantizedActs::tile_scales`]: each block's i8 form's `(d8, s8)`, or for a
+    /// `wide` block `(0, s)` (its i8 form counts for nothing and its i16 product is
+    /// added apart; `s`, exact, still pairs with the weights' minimum). A zero `d`
+    /// marks exactly the wide blocks: `d8` is 0 only for a block of zeros, which is
+    /// wide. Empty for other formats.
+    pub fn group_scales(&self) -> &[f32] {
+        &self.group_scales
     }
 }
 
@@ -284,6 +296,7 @@ fn fill(
     out.format = Some(format);
     out.n_tokens = n_tokens;
     out.cols = cols;
+    out.group_scales.clear();
     match format {
         ActFormat::F32 => {
             out.f32s.clear();
@@ -298,6 +311,15 @@ fn fill(
             (quantize.q16)(x, &mut out.q16);
             let ds = |b: &Q16Block| (b.d, b.s);
             regroup_blocks(&out.q16, ds, cols / QK, n_tokens, &mut out.tile_scales);
+            let narrow = |b: &Q16Block| {
+                debug_assert!(b.wide || b.d8 != 0.0, "only wide blocks have a zero d8");
+                if b.wide {
+                    (0.0, b.s)
+                } else {
+                    (b.d8, b.s8)
+                }
+            };
+            regroup_blocks(&out.q16, narrow, cols / QK, n_tokens, &mut out.group_scales);
         }
         ActFormat::Q8K => {
             (quantize.q8k)(x, &mut out.q8k);

@@ -206,31 +206,22 @@ impl QuantSum for Q8KBlock {
     }
 }
 
-/// A Q16 activation block against unsigned words: through its i8 form where that is
-/// fine (half the products), else through its byte halves; with the scales used. A
-/// macro so that it is always inlined into the kernel (a call would spill the words).
-macro_rules! dot_q16 {
-    ($w:expr, $ab:expr) => {{
-        let ab: &Q16Block = $ab;
-        if ab.wide {
-            (dot_words_i16($w, ab), Some((ab.d, ab.s)))
-        } else {
-            (dot_words::<N>($w, ab.q8.as_ptr()), Some((ab.d8, ab.s8)))
-        }
-    }};
-}
-
 /// A group kernel. `$decode` turns the interleaved block at `$g` into `(d, m, w)`:
 /// every row's weights are `d·(w − $offset) + m` (`m` is `None` for the symmetric
 /// formats); `$dot` is the per-row integer dot product of `$w` with the activation
-/// block `$ab`, with the `(d, s)` of the activation form it used if not the tile
-/// table's. The offset is taken back in integers (`Σ w·a − offset·Σ a`, with the
-/// block's `isum`), so block sums are exact; the minimum pairs with the block's `s`.
+/// block `$ab`, scaled by the tile table's `(d, s)`. The offset is taken back in
+/// integers (`Σ w·a − offset·Σ a`, with the block's `isum`), so block sums are exact;
+/// the minimum pairs with the block's `s`.
+///
+/// Q16 activations (`wide`): the main loop takes every block's i8 form, branch-free
+/// (so the token loop unrolls and its sums stay in registers), and the table gives
+/// `d = 0` for blocks whose i8 form is too coarse (see `QuantizedActs::group_scales`);
+/// those blocks then add their i16 product, `$wdot` giving it with its step.
 macro_rules! group_kernel {
-    ($name:ident, $bb:expr, $act:ty, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident| $dot:expr) => {
-        group_kernel!($name, $bb, $act, units 1, offset $offset, |$g| $decode, |$w, $ab, _sub| $dot);
+    ($name:ident, $bb:expr, $act:ty, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident| $dot:expr $(, wide |$ww:ident, $wab:ident| $wdot:expr)?) => {
+        group_kernel!($name, $bb, $act, units 1, offset $offset, |$g| $decode, |$w, $ab, _sub| $dot $(, wide |$ww, $wab| $wdot)?);
     };
-    ($name:ident, $bb:expr, $act:ty, units $units:expr, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident, $sub:ident| $dot:expr) => {
+    ($name:ident, $bb:expr, $act:ty, units $units:expr, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident, $sub:ident| $dot:expr $(, wide |$ww:ident, $wab:ident| $wdot:expr)?) => {
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn $name<const N: usize>(
             group: &[u8],
@@ -247,6 +238,10 @@ macro_rules! group_kernel {
             }
             assert_eq!(scales.len(), 2 * N * nb);
             let mut acc = [_mm256_setzero_ps(); N];
+            // The wide blocks' i16 products, apart so that `acc` is never indexed at
+            // run time.
+            #[allow(unused_mut)]
+            let mut wide_acc = [_mm256_setzero_ps(); N];
             for i in 0..nb {
                 let $g = group.as_ptr().add(i * GB);
                 if N >= 4 {
@@ -257,25 +252,33 @@ macro_rules! group_kernel {
                 for t in 0..N {
                     let $ab = a[t].get_unchecked(i / units);
                     let $sub: usize = i % units;
-                    let (mut s, own): (__m256i, Option<(f32, f32)>) = $dot;
+                    let mut s: __m256i = $dot;
                     let offset: i32 = $offset;
                     if offset != 0 {
                         s = _mm256_sub_epi32(s, _mm256_set1_epi32(offset * $ab.quant_sum()));
                     }
-                    let (da, sa) = match own {
-                        Some(scales) => scales,
-                        None => (*sp.add(t), *sp.add(N + t)),
-                    };
-                    let dd = _mm256_mul_ps(d, _mm256_set1_ps(da));
+                    let dd = _mm256_mul_ps(d, _mm256_set1_ps(*sp.add(t)));
                     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc[t]);
                     if let Some(m) = m {
-                        acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(sa), acc[t]);
+                        acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(*sp.add(N + t)), acc[t]);
                     }
                 }
+                $(
+                    let mut wide = (0..N).fold(0u32, |bits, t| bits | (((*sp.add(t) == 0.0) as u32) << t));
+                    while wide != 0 {
+                        let t = wide.trailing_zeros() as usize;
+                        wide &= wide - 1;
+                        let $ww = &$w;
+                        let $wab: &$act = a[t].get_unchecked(i);
+                        let (s, da): (__m256i, f32) = $wdot;
+                        let dd = _mm256_mul_ps(d, _mm256_set1_ps(da));
+                        wide_acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, wide_acc[t]);
+                    }
+                )?
             }
             let mut out = [[0f32; 8]; N];
             for t in 0..N {
-                _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
+                _mm256_storeu_ps(out[t].as_mut_ptr(), _mm256_add_ps(acc[t], wide_acc[t]));
             }
             out
         }
@@ -289,7 +292,7 @@ group_kernel!(
     Q8Block,
     offset 8,
     |g| (f16x8(g), None, nibble_words(g.add(16), None)),
-    |w, ab| (dot_words::<N>(&w, ab.qs.as_ptr()), None)
+    |w, ab| dot_words::<N>(&w, ab.qs.as_ptr())
 );
 group_kernel!(
     q5_0_groups,
@@ -297,7 +300,7 @@ group_kernel!(
     Q8Block,
     offset 16,
     |g| (f16x8(g), None, nibble_words(g.add(48), Some(g.add(16)))),
-    |w, ab| (dot_words::<N>(&w, ab.qs.as_ptr()), None)
+    |w, ab| dot_words::<N>(&w, ab.qs.as_ptr())
 );
 group_kernel!(
     q8_0_groups,
@@ -313,9 +316,9 @@ group_kernel!(
         (f16x8(g), None, w)
     },
     |w, ab| if VNNI {
-        (dot_words::<N>(&w, ab.qs.as_ptr()), None)
+        dot_words::<N>(&w, ab.qs.as_ptr())
     } else {
-        (dot_signed_words(&w, ab.qs.as_ptr()), None)
+        dot_signed_words(&w, ab.qs.as_ptr())
     }
 );
 group_kernel!(
@@ -324,7 +327,8 @@ group_kernel!(
     Q16Block,
     offset 0,
     |g| (f16x8(g), Some(f16x8(g.add(16))), nibble_words(g.add(32), None)),
-    |w, ab| dot_q16!(&w, ab)
+    |w, ab| dot_words::<N>(&w, ab.q8.as_ptr()),
+    wide |w, ab| (dot_words_i16(w, ab), ab.d)
 );
 group_kernel!(
     q5_1_groups,
@@ -335,7 +339,8 @@ group_kernel!(
         let w = nibble_words(g.add(64), Some(g.add(32)));
         (f16x8(g), Some(f16x8(g.add(16))), w)
     },
-    |w, ab| dot_q16!(&w, ab)
+    |w, ab| dot_words::<N>(&w, ab.q8.as_ptr()),
+    wide |w, ab| (dot_words_i16(w, ab), ab.d)
 );
 // Q4_K converted at load: f32 scales and offsets per block of 32, nibbles as Q4_1's,
 // against Q8_K activations (as llama.cpp pairs them), read 32 quants at a time.
@@ -350,7 +355,7 @@ group_kernel!(
         Some(_mm256_loadu_ps(g.add(32) as *const f32)),
         nibble_words(g.add(64), None)
     ),
-    |w, ab, sub| (dot_words::<N>(&w, ab.qs.as_ptr().add(32 * sub)), None)
+    |w, ab, sub| dot_words::<N>(&w, ab.qs.as_ptr().add(32 * sub))
 );
 
 /// Q6_K converted at load (see `quant::interleave`): quants as bytes 0..=63 and two
