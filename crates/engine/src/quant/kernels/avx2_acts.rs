@@ -29,13 +29,25 @@ pub(crate) static QUANTIZERS: Quantizers = Quantizers {
 };
 
 /// The row loops, with the block quantizers inlined so that blocks are written in place.
+/// The output was last touched a layer ago and is out of the caches by now: its lines
+/// are asked for, for writing, a few blocks ahead, or every store would wait for one.
 macro_rules! fill_all {
     ($name:ident, $one:ident, $block:ty, $len:expr) => {
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn $name(x: &[f32], out: &mut Vec<$block>) {
+            const AHEAD: usize = 4;
+            let n = x.len() / $len;
             out.clear();
-            out.reserve(x.len() / $len);
-            for c in x.chunks_exact($len) {
+            out.reserve(n);
+            let base = out.as_mut_ptr() as *const i8;
+            let bytes = n * std::mem::size_of::<$block>();
+            let mut asked = 0;
+            for (i, c) in x.chunks_exact($len).enumerate() {
+                let upto = ((i + AHEAD + 1) * std::mem::size_of::<$block>()).min(bytes);
+                while asked < upto {
+                    _mm_prefetch::<_MM_HINT_ET0>(base.add(asked));
+                    asked += 64;
+                }
                 out.push($one(c));
             }
         }
