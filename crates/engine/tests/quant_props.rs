@@ -411,13 +411,37 @@ proptest! {
             }
             v
         };
-        for ty in [GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K] {
+        // Runs on scoped threads, in reverse order: quantization spread over threads
+        // gives the same blocks and scale tables as on one.
+        let threads = |n: usize, f: &(dyn Fn(usize) + Sync)| {
+            std::thread::scope(|s| {
+                for i in (0..n).rev() {
+                    s.spawn(move || f(i));
+                }
+            })
+        };
+        // 2 rows of 256 (too few blocks to spread), and the values 8 times over as 16
+        // rows (128 blocks of 32, spread over several runs).
+        let big: Vec<f32> = x.iter().cycle().take(8 * x.len()).copied().collect();
+        for (ty, rows) in [GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K]
+            .into_iter()
+            .flat_map(|ty| [(ty, 2), (ty, 16)])
+        {
+            let x = if rows == 2 { &x[..] } else { &big[..] };
+            let cols = 256;
             let mut want = QuantizedActs::new();
-            Backend::portable().quantize_acts(ty, &x, 2, 256, &mut want).unwrap();
+            Backend::portable().quantize_acts(ty, x, rows, cols, &mut want).unwrap();
             for backend in Backend::available() {
                 let mut got = QuantizedActs::new();
-                backend.quantize_acts(ty, &x, 2, 256, &mut got).unwrap();
+                backend.quantize_acts(ty, x, rows, cols, &mut got).unwrap();
                 prop_assert_eq!(bits(&got), bits(&want), "{:?} on {}", backend, ty);
+                let mut spread = QuantizedActs::new();
+                backend
+                    .quantize_acts_par(ty, x, rows, cols, &mut spread, &threads)
+                    .unwrap();
+                prop_assert_eq!(bits(&spread), bits(&want), "{:?} on {} spread", backend, ty);
+                prop_assert_eq!(spread.tile_scales(), want.tile_scales());
+                prop_assert_eq!(spread.group_scales(), want.group_scales());
             }
         }
     }

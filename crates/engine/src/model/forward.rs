@@ -297,7 +297,7 @@ impl Model {
             Qkv::Separate { q, k, v } => {
                 b.acts.invalidate();
                 for w in [q, k, v] {
-                    b.acts.prepare(w, &b.xn, total)?;
+                    b.acts.prepare(&self.pool, w, &b.xn, total)?;
                 }
                 let products = vec![
                     Product {
@@ -460,8 +460,8 @@ impl Model {
         match &layer.gate_up {
             GateUp::Separate { gate: wg, up: wu } => {
                 b.acts.invalidate();
-                b.acts.prepare(wg, &b.xn, total)?;
-                b.acts.prepare(wu, &b.xn, total)?;
+                b.acts.prepare(&self.pool, wg, &b.xn, total)?;
+                b.acts.prepare(&self.pool, wu, &b.xn, total)?;
                 let products = vec![
                     Product {
                         w: wg,

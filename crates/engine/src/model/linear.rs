@@ -186,11 +186,19 @@ impl ActsCache {
         self.slots.iter_mut().for_each(|s| s.0 = false);
     }
 
-    /// Makes the activations `x` (`n` rows) available in the format `w` needs.
-    pub fn prepare(&mut self, w: &Weight, x: &[f32], n: usize) -> Result<(), ModelError> {
+    /// Makes the activations `x` (`n` rows) available in the format `w` needs; large
+    /// inputs are quantized on all of `pool`'s threads (the others would only wait).
+    pub fn prepare(
+        &mut self,
+        pool: &ThreadPool,
+        w: &Weight,
+        x: &[f32],
+        n: usize,
+    ) -> Result<(), ModelError> {
         let slot = &mut self.slots[slot_of(w)?];
         if !slot.0 {
-            quant::quantize_acts_as(w.act, x, n, w.cols, &mut slot.1)?;
+            let par = |n_tasks: usize, f: &(dyn Fn(usize) + Sync)| pool.run(n_tasks, f);
+            quant::quantize_acts_as_par(w.act, x, n, w.cols, &mut slot.1, &par)?;
             slot.0 = true;
         }
         Ok(())
@@ -267,6 +275,6 @@ pub(crate) fn matmul(
     out: &mut [f32],
 ) -> Result<(), ModelError> {
     acts.invalidate();
-    acts.prepare(w, x, n)?;
+    acts.prepare(pool, w, x, n)?;
     matmul_many(pool, file, acts, vec![Product { w, out }])
 }

@@ -4,10 +4,13 @@
 //! ggml stores the Q8_0/Q8_1 scales as f16; here they are f32 (a little more precise,
 //! and one block type serves both partners).
 
+use std::mem::MaybeUninit;
+
 use super::error::QuantError;
 use super::kernels::{tile_width, Backend, Quantizers};
 use super::layout::{QK, QK_K};
 use crate::ggml_type::GgmlType;
+use crate::pool::SyncPtr;
 
 /// A block of 32 activations quantized to i8: `x ≈ d * qs`, with `s = d * Σqs`.
 /// It is the partner of Q4_0/Q5_0/Q8_0 weights (as ggml's Q8_0).
@@ -240,13 +243,25 @@ pub fn quantize_acts_as(
     cols: usize,
     out: &mut QuantizedActs,
 ) -> Result<(), QuantError> {
+    quantize_acts_as_par(format, x, n_tokens, cols, out, &serial)
+}
+
+/// [`quantize_acts_as`], the quantization of large inputs spread by `par`.
+pub fn quantize_acts_as_par(
+    format: ActFormat,
+    x: &[f32],
+    n_tokens: usize,
+    cols: usize,
+    out: &mut QuantizedActs,
+    par: ParallelFor,
+) -> Result<(), QuantError> {
     let ty = match format {
         ActFormat::F32 => GgmlType::F32,
         ActFormat::Q8 => GgmlType::Q8_0,
         ActFormat::Q16 => GgmlType::Q4_1,
         ActFormat::Q8K => GgmlType::Q4_K,
     };
-    quantize_acts(ty, x, n_tokens, cols, out)
+    Backend::active().quantize_acts_par(ty, x, n_tokens, cols, out, par)
 }
 
 impl Backend {
@@ -259,7 +274,28 @@ impl Backend {
         cols: usize,
         out: &mut QuantizedActs,
     ) -> Result<(), QuantError> {
-        fill(self.table.quantize, weights_ty, x, n_tokens, cols, out)
+        fill(
+            self.table.quantize,
+            weights_ty,
+            x,
+            n_tokens,
+            cols,
+            out,
+            &serial,
+        )
+    }
+
+    /// [`Backend::quantize_acts`], the quantization spread by `par` (large inputs only).
+    pub fn quantize_acts_par(
+        &self,
+        weights_ty: GgmlType,
+        x: &[f32],
+        n_tokens: usize,
+        cols: usize,
+        out: &mut QuantizedActs,
+        par: ParallelFor,
+    ) -> Result<(), QuantError> {
+        fill(self.table.quantize, weights_ty, x, n_tokens, cols, out, par)
     }
 }
 
@@ -270,6 +306,7 @@ fn fill(
     n_tokens: usize,
     cols: usize,
     out: &mut QuantizedActs,
+    par: ParallelFor,
 ) -> Result<(), QuantError> {
     let format = ActFormat::for_weights(weights_ty)?;
     let block = format.block_elems();
@@ -303,12 +340,12 @@ fn fill(
             out.f32s.extend_from_slice(x);
         }
         ActFormat::Q8 => {
-            (quantize.q8)(x, &mut out.q8);
+            fill_vec(x, QK, &mut out.q8, quantize.q8, par);
             let ds = |b: &Q8Block| (b.d, b.s);
             regroup_blocks(&out.q8, ds, cols / QK, n_tokens, &mut out.tile_scales);
         }
         ActFormat::Q16 => {
-            (quantize.q16)(x, &mut out.q16);
+            fill_vec(x, QK, &mut out.q16, quantize.q16, par);
             let ds = |b: &Q16Block| (b.d, b.s);
             regroup_blocks(&out.q16, ds, cols / QK, n_tokens, &mut out.tile_scales);
             let narrow = |b: &Q16Block| {
@@ -322,7 +359,7 @@ fn fill(
             regroup_blocks(&out.q16, narrow, cols / QK, n_tokens, &mut out.group_scales);
         }
         ActFormat::Q8K => {
-            (quantize.q8k)(x, &mut out.q8k);
+            fill_vec(x, QK_K, &mut out.q8k, quantize.q8k, par);
             // Per block of 32: the super-block's d, and d times the block's two bsums.
             let (per_sb, q8k) = (cols / QK_K, &out.q8k);
             let ds = |t, i: usize| {
@@ -346,11 +383,64 @@ pub(crate) static PORTABLE_QUANTIZERS: Quantizers = Quantizers {
     q8k: |x, out| fill_blocks(x, QK_K, out, quantize_q8k),
 };
 
-/// The blocks of `x` (`len` values each) by `one`, in place of `out`'s.
+/// The blocks of `x` (`len` values each) by `one`, into `out`'s slots.
 #[inline(always)]
-fn fill_blocks<B>(x: &[f32], len: usize, out: &mut Vec<B>, one: impl Fn(&[f32]) -> B) {
-    out.clear();
-    out.extend(x.chunks_exact(len).map(one));
+fn fill_blocks<B>(x: &[f32], len: usize, out: &mut [MaybeUninit<B>], one: impl Fn(&[f32]) -> B) {
+    assert_eq!(x.len(), out.len() * len);
+    for (slot, c) in out.iter_mut().zip(x.chunks_exact(len)) {
+        slot.write(one(c));
+    }
+}
+
+/// Runs `f(i)` for every `i < n`, in any order, possibly on several threads at once
+/// (a thread pool's `run`).
+pub type ParallelFor<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
+
+/// A [`ParallelFor`] that runs every task on the calling thread, in order.
+pub fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    (0..n).for_each(f)
+}
+
+/// Blocks fewer than this are quantized on the calling thread: handing them to others
+/// would cost more than it saves (a decode step of one sequence has 18 to 48).
+const PARALLEL_MIN_BLOCKS: usize = 64;
+/// Most runs one quantization is cut into.
+const MAX_RUNS: usize = 8;
+
+/// Replaces `v` with the blocks of `x` (`len` values each) by `quantize`, in runs that
+/// `par` may spread over threads.
+fn fill_vec<B: Send>(
+    x: &[f32],
+    len: usize,
+    v: &mut Vec<B>,
+    quantize: fn(&[f32], &mut [MaybeUninit<B>]),
+    par: ParallelFor,
+) {
+    let n = x.len() / len;
+    v.clear();
+    v.reserve(n);
+    let slots = &mut v.spare_capacity_mut()[..n];
+    let runs = if n < PARALLEL_MIN_BLOCKS {
+        1
+    } else {
+        (n / (PARALLEL_MIN_BLOCKS / 2)).clamp(2, MAX_RUNS)
+    };
+    if runs == 1 {
+        quantize(x, slots);
+    } else {
+        let per = n.div_ceil(runs);
+        let dst = SyncPtr::new(slots);
+        par(runs, &|r| {
+            let start = (r * per).min(n);
+            let end = ((r + 1) * per).min(n);
+            // SAFETY: runs cover disjoint slots of `slots`.
+            let out = unsafe { dst.slice(start, end - start) };
+            quantize(&x[start * len..end * len], out);
+        });
+    }
+    // SAFETY: every one of the first `n` slots was written above (a panicking task
+    // would have unwound through `par` before this point).
+    unsafe { v.set_len(n) };
 }
 
 /// Quantizes a block symmetrically: the largest magnitude maps to ±`levels`, each value

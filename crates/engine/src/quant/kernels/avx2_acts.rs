@@ -7,6 +7,7 @@
 //! features (see `avx2.rs`).
 
 use std::arch::x86_64::*;
+use std::mem::MaybeUninit;
 
 use super::avx2::hsum_epi32;
 use super::Quantizers;
@@ -34,21 +35,19 @@ pub(crate) static QUANTIZERS: Quantizers = Quantizers {
 macro_rules! fill_all {
     ($name:ident, $one:ident, $block:ty, $len:expr) => {
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $name(x: &[f32], out: &mut Vec<$block>) {
+        unsafe fn $name(x: &[f32], out: &mut [MaybeUninit<$block>]) {
             const AHEAD: usize = 4;
-            let n = x.len() / $len;
-            out.clear();
-            out.reserve(n);
-            let base = out.as_mut_ptr() as *const i8;
-            let bytes = n * std::mem::size_of::<$block>();
+            assert_eq!(x.len(), out.len() * $len);
+            let base = out.as_ptr() as *const i8;
+            let bytes = std::mem::size_of_val(out);
             let mut asked = 0;
-            for (i, c) in x.chunks_exact($len).enumerate() {
+            for (i, (slot, c)) in out.iter_mut().zip(x.chunks_exact($len)).enumerate() {
                 let upto = ((i + AHEAD + 1) * std::mem::size_of::<$block>()).min(bytes);
                 while asked < upto {
                     _mm_prefetch::<_MM_HINT_ET0>(base.add(asked));
                     asked += 64;
                 }
-                out.push($one(c));
+                slot.write($one(c));
             }
         }
     };

@@ -6,6 +6,7 @@
 //! [`KernelTable`]; a [`Backend`] is a reference to one table, chosen once, so calling
 //! through it costs one indirect call per weight row and nothing per block.
 
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 use super::acts::{Q16Block, Q8Block, Q8KBlock};
@@ -129,12 +130,13 @@ pub(crate) struct GroupKernels {
 
 /// Activation quantizers, one per partner format: a block of values in, a block out.
 pub(crate) struct Quantizers {
-    /// Each replaces the blocks in the vector with those of the activations (whole
-    /// blocks). Whole rows, not one block per call: the blocks are then built in place,
-    /// not returned and copied (which cost as much as quantizing them).
-    pub q8: fn(&[f32], &mut Vec<Q8Block>),
-    pub q16: fn(&[f32], &mut Vec<Q16Block>),
-    pub q8k: fn(&[f32], &mut Vec<Q8KBlock>),
+    /// Each writes the blocks of the activations (whole blocks, as many as the slots)
+    /// into the slots. Runs of blocks, not one block per call: the blocks are then
+    /// built in place, not returned and copied (which cost as much as quantizing them),
+    /// and runs can go to different threads.
+    pub q8: fn(&[f32], &mut [MaybeUninit<Q8Block>]),
+    pub q16: fn(&[f32], &mut [MaybeUninit<Q16Block>]),
+    pub q8k: fn(&[f32], &mut [MaybeUninit<Q8KBlock>]),
 }
 
 /// Every weight type's kernels, for one instruction set.
