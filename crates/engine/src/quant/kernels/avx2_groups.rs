@@ -84,13 +84,15 @@ unsafe fn nibble_words(x: *const u8, h: Option<*const u8>) -> [__m256i; 8] {
 const PREFETCH_BYTES: usize = 2048;
 
 /// Asks for the `len` bytes [`PREFETCH_BYTES`] after `p` (a block's worth of the
-/// weight stream, which may run past the group: prefetches never fault).
+/// weight stream, which may run past the group: prefetches never fault). Non-temporal:
+/// a weight is read once per step, and keeping it would push out the activations and
+/// KV rows that are read again within the step.
 #[inline(always)]
 unsafe fn prefetch_ahead(p: *const u8, len: usize) {
     let ahead = p.wrapping_add(PREFETCH_BYTES) as *const i8;
     let mut off = 0;
     while off < len {
-        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(off));
+        _mm_prefetch::<_MM_HINT_NTA>(ahead.wrapping_add(off));
         off += 64;
     }
 }
