@@ -188,36 +188,60 @@ impl QuantizedActs {
     }
 }
 
-/// Fills `out` with the `d` and `s` of every token's blocks of 32 (`ds(token, block)`,
-/// `per_tok` blocks per token) in the layout of [`QuantizedActs::tile_scales`].
-fn regroup_scales(
-    per_tok: usize,
+/// Writes `(d, s)` entries into a table laid out as [`QuantizedActs::tile_scales`],
+/// from any thread: entries are disjoint, one per (token, block of 32).
+struct ScaleTable {
+    ptr: SyncPtr<f32>,
+    len: usize,
     n_tokens: usize,
-    ds: impl Fn(usize, usize) -> (f32, f32),
-    out: &mut Vec<f32>,
-) {
-    out.clear();
-    let mut t = 0;
-    while t < n_tokens {
-        let n = tile_width(n_tokens - t);
-        for i in 0..per_tok {
-            out.extend((0..n).map(|k| ds(t + k, i).0));
-            out.extend((0..n).map(|k| ds(t + k, i).1));
-        }
-        t += n;
-    }
+    /// Blocks of 32 per token.
+    per_tok: usize,
 }
 
-/// [`regroup_scales`] for blocks of 32 stored token after token, `ds` reading a block's
-/// `(d, s)`.
-fn regroup_blocks<B>(
-    blocks: &[B],
-    ds: impl Fn(&B) -> (f32, f32),
-    per_tok: usize,
-    n_tokens: usize,
-    out: &mut Vec<f32>,
-) {
-    regroup_scales(per_tok, n_tokens, |t, i| ds(&blocks[t * per_tok + i]), out);
+impl ScaleTable {
+    /// Sizes `v` for `n_tokens` tokens of `per_tok` blocks of 32.
+    fn new(v: &mut Vec<f32>, n_tokens: usize, per_tok: usize) -> ScaleTable {
+        v.clear();
+        v.resize(2 * n_tokens * per_tok, 0.0);
+        ScaleTable {
+            ptr: SyncPtr::new(v),
+            len: v.len(),
+            n_tokens,
+            per_tok,
+        }
+    }
+
+    /// The first token and the width of the tile token `t` is swept in (the plan of
+    /// [`tile_width`]: the widest tiles from the start, then narrower ones).
+    fn tile_of(&self, t: usize) -> (usize, usize) {
+        assert!(t < self.n_tokens);
+        let widest = tile_width(usize::MAX);
+        let full = self.n_tokens / widest * widest;
+        if t < full {
+            return (t - t % widest, widest);
+        }
+        let mut t0 = full;
+        loop {
+            let n = tile_width(self.n_tokens - t0);
+            if t < t0 + n {
+                return (t0, n);
+            }
+            t0 += n;
+        }
+    }
+
+    /// Sets the entry of token `t`, block `i`.
+    fn set(&self, t: usize, i: usize, (d, s): (f32, f32)) {
+        let (t0, n) = self.tile_of(t);
+        let at = 2 * self.per_tok * t0 + 2 * n * i + (t - t0);
+        assert!(i < self.per_tok && at + n < self.len);
+        // SAFETY: in bounds (checked), and each (token, block) has its own two cells,
+        // written by the one run that quantized that block.
+        unsafe {
+            *self.ptr.0.add(at) = d;
+            *self.ptr.0.add(at + n) = s;
+        }
+    }
 }
 
 /// Quantizes `x` (`n_tokens` rows of `cols` values, row-major) into `out`, in the
@@ -340,37 +364,35 @@ fn fill(
             out.f32s.extend_from_slice(x);
         }
         ActFormat::Q8 => {
-            fill_vec(x, QK, &mut out.q8, quantize.q8, par);
-            let ds = |b: &Q8Block| (b.d, b.s);
-            regroup_blocks(&out.q8, ds, cols / QK, n_tokens, &mut out.tile_scales);
+            let table = ScaleTable::new(&mut out.tile_scales, n_tokens, cols / QK);
+            let per_tok = cols / QK;
+            let each = |g: usize, b: &Q8Block| table.set(g / per_tok, g % per_tok, (b.d, b.s));
+            fill_vec(x, QK, &mut out.q8, quantize.q8, par, &each);
         }
         ActFormat::Q16 => {
-            fill_vec(x, QK, &mut out.q16, quantize.q16, par);
-            let ds = |b: &Q16Block| (b.d, b.s);
-            regroup_blocks(&out.q16, ds, cols / QK, n_tokens, &mut out.tile_scales);
-            let narrow = |b: &Q16Block| {
+            let per_tok = cols / QK;
+            let table = ScaleTable::new(&mut out.tile_scales, n_tokens, per_tok);
+            let narrow = ScaleTable::new(&mut out.group_scales, n_tokens, per_tok);
+            let each = |g: usize, b: &Q16Block| {
+                let (t, i) = (g / per_tok, g % per_tok);
+                table.set(t, i, (b.d, b.s));
                 debug_assert!(b.wide || b.d8 != 0.0, "only wide blocks have a zero d8");
-                if b.wide {
-                    (0.0, b.s)
-                } else {
-                    (b.d8, b.s8)
-                }
+                narrow.set(t, i, if b.wide { (0.0, b.s) } else { (b.d8, b.s8) });
             };
-            regroup_blocks(&out.q16, narrow, cols / QK, n_tokens, &mut out.group_scales);
+            fill_vec(x, QK, &mut out.q16, quantize.q16, par, &each);
         }
         ActFormat::Q8K => {
-            fill_vec(x, QK_K, &mut out.q8k, quantize.q8k, par);
             // Per block of 32: the super-block's d, and d times the block's two bsums.
-            let (per_sb, q8k) = (cols / QK_K, &out.q8k);
-            let ds = |t, i: usize| {
-                let b: &Q8KBlock = &q8k[t * per_sb + i / 8];
-                let j = 2 * (i % 8);
-                (
-                    b.d,
-                    b.d * (b.bsums[j] as i32 + b.bsums[j + 1] as i32) as f32,
-                )
+            let per_sb = cols / QK_K;
+            let table = ScaleTable::new(&mut out.tile_scales, n_tokens, cols / QK);
+            let each = |g: usize, b: &Q8KBlock| {
+                let (t, sb) = (g / per_sb, g % per_sb);
+                for j in 0..8 {
+                    let sum = b.bsums[2 * j] as i32 + b.bsums[2 * j + 1] as i32;
+                    table.set(t, 8 * sb + j, (b.d, b.d * sum as f32));
+                }
             };
-            regroup_scales(cols / QK, n_tokens, ds, &mut out.tile_scales);
+            fill_vec(x, QK_K, &mut out.q8k, quantize.q8k, par, &each);
         }
     }
     Ok(())
@@ -409,12 +431,13 @@ const MAX_RUNS: usize = 8;
 
 /// Replaces `v` with the blocks of `x` (`len` values each) by `quantize`, in runs that
 /// `par` may spread over threads.
-fn fill_vec<B: Send>(
+fn fill_vec<B: Send + Sync>(
     x: &[f32],
     len: usize,
     v: &mut Vec<B>,
     quantize: fn(&[f32], &mut [MaybeUninit<B>]),
     par: ParallelFor,
+    each: &(dyn Fn(usize, &B) + Sync),
 ) {
     let n = x.len() / len;
     v.clear();
@@ -425,18 +448,23 @@ fn fill_vec<B: Send>(
     } else {
         (n / (PARALLEL_MIN_BLOCKS / 2)).clamp(2, MAX_RUNS)
     };
+    let per = n.div_ceil(runs);
+    let dst = SyncPtr::new(slots);
+    let run = |r: usize| {
+        let start = (r * per).min(n);
+        let end = ((r + 1) * per).min(n);
+        // SAFETY: runs cover disjoint slots of `slots`.
+        let out = unsafe { dst.slice(start, end - start) };
+        quantize(&x[start * len..end * len], out);
+        for (k, b) in out.iter().enumerate() {
+            // SAFETY: `quantize` wrote every slot of `out`.
+            each(start + k, unsafe { b.assume_init_ref() });
+        }
+    };
     if runs == 1 {
-        quantize(x, slots);
+        run(0);
     } else {
-        let per = n.div_ceil(runs);
-        let dst = SyncPtr::new(slots);
-        par(runs, &|r| {
-            let start = (r * per).min(n);
-            let end = ((r + 1) * per).min(n);
-            // SAFETY: runs cover disjoint slots of `slots`.
-            let out = unsafe { dst.slice(start, end - start) };
-            quantize(&x[start * len..end * len], out);
-        });
+        par(runs, &run);
     }
     // SAFETY: every one of the first `n` slots was written above (a panicking task
     // would have unwound through `par` before this point).
