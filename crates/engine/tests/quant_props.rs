@@ -430,14 +430,16 @@ proptest! {
             let x = if rows == 2 { &x[..] } else { &big[..] };
             let cols = 256;
             let mut want = QuantizedActs::new();
-            Backend::portable().quantize_acts(ty, x, rows, cols, &mut want).unwrap();
+            Backend::portable()
+                .quantize_acts(ty, x, rows, cols, &mut want, &serial)
+                .unwrap();
             for backend in Backend::available() {
                 let mut got = QuantizedActs::new();
-                backend.quantize_acts(ty, x, rows, cols, &mut got).unwrap();
+                backend.quantize_acts(ty, x, rows, cols, &mut got, &serial).unwrap();
                 prop_assert_eq!(bits(&got), bits(&want), "{:?} on {}", backend, ty);
                 let mut spread = QuantizedActs::new();
                 backend
-                    .quantize_acts_par(ty, x, rows, cols, &mut spread, &threads)
+                    .quantize_acts(ty, x, rows, cols, &mut spread, &threads)
                     .unwrap();
                 prop_assert_eq!(bits(&spread), bits(&want), "{:?} on {} spread", backend, ty);
                 prop_assert_eq!(spread.tile_scales(), want.tile_scales());

@@ -255,7 +255,7 @@ pub fn quantize_acts(
     cols: usize,
     out: &mut QuantizedActs,
 ) -> Result<(), QuantError> {
-    Backend::active().quantize_acts(weights_ty, x, n_tokens, cols, out)
+    Backend::active().quantize_acts(weights_ty, x, n_tokens, cols, out, &serial)
 }
 
 /// [`quantize_acts`] for the partner format `format` rather than a weight type's (see
@@ -285,32 +285,13 @@ pub fn quantize_acts_as_par(
         ActFormat::Q16 => GgmlType::Q4_1,
         ActFormat::Q8K => GgmlType::Q4_K,
     };
-    Backend::active().quantize_acts_par(ty, x, n_tokens, cols, out, par)
+    Backend::active().quantize_acts(ty, x, n_tokens, cols, out, par)
 }
 
 impl Backend {
-    /// [`quantize_acts`] with this backend's quantizers.
+    /// [`quantize_acts`] with this backend's quantizers, large inputs spread by `par`
+    /// ([`serial`] keeps everything on the calling thread).
     pub fn quantize_acts(
-        &self,
-        weights_ty: GgmlType,
-        x: &[f32],
-        n_tokens: usize,
-        cols: usize,
-        out: &mut QuantizedActs,
-    ) -> Result<(), QuantError> {
-        fill(
-            self.table.quantize,
-            weights_ty,
-            x,
-            n_tokens,
-            cols,
-            out,
-            &serial,
-        )
-    }
-
-    /// [`Backend::quantize_acts`], the quantization spread by `par` (large inputs only).
-    pub fn quantize_acts_par(
         &self,
         weights_ty: GgmlType,
         x: &[f32],
@@ -319,16 +300,21 @@ impl Backend {
         out: &mut QuantizedActs,
         par: ParallelFor,
     ) -> Result<(), QuantError> {
-        fill(self.table.quantize, weights_ty, x, n_tokens, cols, out, par)
+        fill(
+            self.table.quantize,
+            weights_ty,
+            (x, n_tokens, cols),
+            out,
+            par,
+        )
     }
 }
 
+/// Quantizes `x` (`n_tokens` rows of `cols` values) into `out`.
 fn fill(
     quantize: &Quantizers,
     weights_ty: GgmlType,
-    x: &[f32],
-    n_tokens: usize,
-    cols: usize,
+    (x, n_tokens, cols): (&[f32], usize, usize),
     out: &mut QuantizedActs,
     par: ParallelFor,
 ) -> Result<(), QuantError> {
