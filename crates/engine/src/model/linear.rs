@@ -220,10 +220,10 @@ pub(crate) struct Product<'a> {
 }
 
 /// Parts each thread's share of a matmul job is cut into. More parts even out threads
-/// that run at different speeds, but each part restarts a weight stream (and the
-/// prefetching along it): measured on 2 cores, 2 parts beat 4 by 4-10% at one token
-/// and 16 parts lost 5-10% at eight.
-const PARTS_PER_THREAD: usize = 2;
+/// that run at different speeds (a server's own threads take turns on the same cores);
+/// fewer keep the weight streams long. On 2 cores, 2 parts gained 4-10% at one token in
+/// `llamay bench` but lost under `llamay serve`, and 16 lost 5-10% at eight tokens.
+const PARTS_PER_THREAD: usize = 4;
 
 /// Runs several products of the same input in one pool job, rows split over threads:
 /// one synchronisation instead of one per matrix (decode steps are short).
