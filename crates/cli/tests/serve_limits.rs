@@ -50,7 +50,10 @@ fn a_request_past_its_timeout_is_stopped() {
     let (st, v) = post(
         &c,
         &s.url("/api/chat"),
+        // The schema cannot be met in fewer than about 2,000 tokens, so the model
+        // cannot end the answer (or sample its way to an end) within the second.
         &json!({"model": s.model, "stream": false, "messages": [{"role": "user", "content": "Tell a long story."}],
+            "format": {"type": "array", "minItems": 1000, "items": {"type": "integer"}},
             "options": {"num_predict": 4000}}),
     );
     assert_eq!(st, 504, "{v}");

@@ -58,6 +58,10 @@ pub struct Job {
     pub report: EnforcementReport,
     /// Where text and the outcome go; dropping the receiver cancels the job.
     pub events: UnboundedSender<GenEvent>,
+    /// Send text as it is decoded. Otherwise all of it goes in one event just before
+    /// the outcome: a waiting handler has nothing to do with pieces, and waking it for
+    /// each token takes the cores from the forward pass.
+    pub stream: bool,
     /// When the request reached the server (the timeout counts from here).
     pub arrived: Instant,
 }
@@ -149,6 +153,19 @@ struct Slot {
     joined: Instant,
     prompt_time: Duration,
     decode_start: Instant,
+    /// Text held back for a job that does not stream.
+    held: String,
+}
+
+impl Slot {
+    /// Sends `t` now, or holds it for the end (see [`Job::stream`]).
+    fn emit(job: &Job, held: &mut String, t: &str) {
+        if job.stream {
+            let _ = job.events.send(GenEvent::Text(t.to_string()));
+        } else {
+            held.push_str(t);
+        }
+    }
 }
 
 struct EngineLoop {
@@ -223,6 +240,7 @@ impl EngineLoop {
                 joined: now,
                 prompt_time: Duration::ZERO,
                 decode_start: now,
+                held: String::new(),
                 job,
             });
         }
@@ -330,10 +348,10 @@ impl EngineLoop {
         // independent: spread them over the forward pass's threads, still spinning
         // (threads spawned for each step cost more than greedy sampling itself).
         let stepped = par_map(self.lm.model.pool(), work, |(i, s, row)| {
-            let events = &s.job.events;
-            let r = s.decoder.step(tokenizer, row, &mut |t: &str| {
-                let _ = events.send(GenEvent::Text(t.to_string()));
-            });
+            let (job, held) = (&s.job, &mut s.held);
+            let r = s
+                .decoder
+                .step(tokenizer, row, &mut |t: &str| Slot::emit(job, held, t));
             match r {
                 Ok(Step::Continue(tokens)) => {
                     s.feed.clear();
@@ -361,10 +379,15 @@ impl EngineLoop {
                 return;
             }
         };
+        let mut s = s;
+        let (job, held) = (&s.job, &mut s.held);
+        let done = s
+            .decoder
+            .finish(finish, &mut |t: &str| Slot::emit(job, held, t));
         let events = s.job.events.clone();
-        let done = s.decoder.finish(finish, &mut |t: &str| {
-            let _ = events.send(GenEvent::Text(t.to_string()));
-        });
+        if !s.held.is_empty() {
+            let _ = events.send(GenEvent::Text(std::mem::take(&mut s.held)));
+        }
         self.stats
             .completion_tokens
             .fetch_add(done.tokens.len() as u64, Ordering::Relaxed);

@@ -64,6 +64,7 @@ pub async fn start(state: &AppState, req: GenRequest) -> Result<Started, ApiErro
         constraint,
         report,
         events: tx,
+        stream: req.stream,
         arrived,
     })?;
     Ok(Started {

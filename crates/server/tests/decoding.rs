@@ -240,6 +240,7 @@ fn the_scheduler_gives_each_request_what_generate_gives_it_alone() {
                 constraint: c.clone(),
                 report: EnforcementReport::default(),
                 events: tx,
+                stream: false,
                 arrived: Instant::now(),
             })
             .unwrap();
