@@ -442,8 +442,9 @@ proptest! {
                     .quantize_acts(ty, x, rows, cols, &mut spread, &threads)
                     .unwrap();
                 prop_assert_eq!(bits(&spread), bits(&want), "{:?} on {} spread", backend, ty);
-                prop_assert_eq!(spread.tile_scales(), want.tile_scales());
-                prop_assert_eq!(spread.group_scales(), want.group_scales());
+                let table_bits = |t: &[f32]| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                prop_assert_eq!(table_bits(spread.tile_scales()), table_bits(want.tile_scales()));
+                prop_assert_eq!(table_bits(spread.group_scales()), table_bits(want.group_scales()));
             }
         }
     }

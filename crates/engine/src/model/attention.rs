@@ -10,6 +10,7 @@ use crate::pool::{SyncPtr, ThreadPool};
 /// Queries processed by one task (prompts are split by head and by query block).
 const QUERY_BLOCK: usize = 32;
 /// How far ahead (in positions) attention asks for cache rows.
+#[cfg(target_arch = "x86_64")]
 const PREFETCH_ROWS: usize = 12;
 /// Most queries that share each key and value load on the AVX2 path. Tiles are as wide
 /// as the heads sharing a KV head when that is fewer (SmolLM2 has three), so a tile never
