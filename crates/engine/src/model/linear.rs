@@ -198,7 +198,8 @@ impl ActsCache {
         let slot = &mut self.slots[slot_of(w)?];
         if !slot.0 {
             let par = |n_tasks: usize, f: &(dyn Fn(usize) + Sync)| pool.run(n_tasks, f);
-            quant::quantize_acts_as_par(w.act, x, n, w.cols, &mut slot.1, &par)?;
+            let ty = w.info.ggml_type;
+            Backend::active().quantize_acts(ty, x, n, w.cols, &mut slot.1, &par)?;
             slot.0 = true;
         }
         Ok(())

@@ -267,25 +267,13 @@ pub fn quantize_acts_as(
     cols: usize,
     out: &mut QuantizedActs,
 ) -> Result<(), QuantError> {
-    quantize_acts_as_par(format, x, n_tokens, cols, out, &serial)
-}
-
-/// [`quantize_acts_as`], the quantization of large inputs spread by `par`.
-pub fn quantize_acts_as_par(
-    format: ActFormat,
-    x: &[f32],
-    n_tokens: usize,
-    cols: usize,
-    out: &mut QuantizedActs,
-    par: ParallelFor,
-) -> Result<(), QuantError> {
     let ty = match format {
         ActFormat::F32 => GgmlType::F32,
         ActFormat::Q8 => GgmlType::Q8_0,
         ActFormat::Q16 => GgmlType::Q4_1,
         ActFormat::Q8K => GgmlType::Q4_K,
     };
-    Backend::active().quantize_acts(ty, x, n_tokens, cols, out, par)
+    quantize_acts(ty, x, n_tokens, cols, out)
 }
 
 impl Backend {
