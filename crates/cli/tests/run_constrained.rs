@@ -205,11 +205,16 @@ fn the_seed_arithmetic_grammar_writes_equations_it_accepts() {
         "Compute 6 * 7 and show the equation.",
     );
     out.assert_ok();
-    // The grammar never has to end (more equations, trailing whitespace), so a small
-    // model would run past the limit (as in the seed); within it the output is closed
-    // into text the grammar accepts, whose first line is a whole equation.
-    assert_eq!(out.stop(), "grammar", "{}", out.summary());
-    assert_generated(&out, "24");
+    // The grammar never has to end (more equations, trailing whitespace): a model that
+    // runs to the limit (as in the seed) has its output closed there into text the
+    // grammar accepts ("grammar"); one that ends first may only end where the grammar
+    // accepts ("eog"). Either way the first line is a whole equation. Which of the two
+    // happens is the model's choice, and has changed with its arithmetic.
+    match out.stop() {
+        "grammar" => assert_generated(&out, "24"),
+        "eog" => {}
+        other => panic!("stop {other}: {}", out.summary()),
+    }
     assert!(grammar.accepts(out.stdout.as_bytes()), "{:?}", out.stdout);
     let first = &out.stdout[..=out.stdout.find('\n').unwrap()];
     assert!(grammar.accepts(first.as_bytes()), "{first:?}");

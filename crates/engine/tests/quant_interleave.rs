@@ -10,6 +10,9 @@ use llamay_engine::quant::interleave::{
 use llamay_engine::quant::*;
 use proptest::prelude::*;
 
+mod support;
+use support::acts::dequantized;
+
 const LEGACY: [GgmlType; 5] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
@@ -51,6 +54,21 @@ fn rows_of(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8], scales: &[f32])
         }
     }
     data
+}
+
+/// The minimum of every block of Q4_1/Q5_1 `data`; `None` for formats without one.
+fn block_mins(ty: GgmlType, data: &[u8]) -> Option<Vec<f64>> {
+    let at_min = |bb: usize| {
+        let mins = data
+            .chunks_exact(bb)
+            .map(|b| f16::from_le_bytes([b[2], b[3]]).to_f64());
+        Some(mins.collect())
+    };
+    match ty {
+        GgmlType::Q4_1 => at_min(20),
+        GgmlType::Q5_1 => at_min(24),
+        _ => None,
+    }
 }
 
 fn interleaved(ty: GgmlType, data: &[u8], rows: usize, cols: usize) -> Vec<u8> {
@@ -115,12 +133,17 @@ proptest! {
         let mut w = vec![0f32; cols];
         let mut want = vec![0f64; n_tokens * rows];
         let mut mag = vec![0f64; n_tokens * rows];
+        let mins = block_mins(ty, &data);
         for r in 0..rows {
             plain.row_to_f32(r, &mut w).unwrap();
             for t in 0..n_tokens {
                 let at = &a[t * cols..(t + 1) * cols];
                 want[t * rows + r] = w.iter().zip(at).map(|(&w, &a)| w as f64 * a).sum();
-                mag[t * rows + r] = w.iter().zip(at).map(|(&w, &a)| (w as f64 * a).abs()).sum();
+                // The kernels sum d·q·a and m·a apart: rounding scales with both terms.
+                mag[t * rows + r] = w.iter().zip(at).enumerate().map(|(i, (&w, &a))| {
+                    let m = mins.as_ref().map_or(0.0, |m| m[r * cols / 32 + i / 32]);
+                    ((w as f64 - m).abs() + m.abs()) * a.abs()
+                }).sum();
             }
         }
         let backends: Vec<Backend> =
@@ -152,34 +175,6 @@ proptest! {
             groups_m.row_to_f32(r, &mut q).unwrap();
             prop_assert_eq!(&p, &q);
         }
-    }
-}
-
-/// The activations as the kernels see them (d·q per block), token after token.
-fn dequantized(acts: &QuantizedActs) -> Vec<f64> {
-    match acts.format().unwrap() {
-        ActFormat::Q8 => acts
-            .q8_blocks()
-            .iter()
-            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
-            .collect(),
-        // Group kernels take a Q16 block's i8 form unless it is `wide`.
-        ActFormat::Q16 => acts
-            .q16_blocks()
-            .iter()
-            .flat_map(|b| {
-                (0..32).map(move |i| match b.wide {
-                    true => b.d as f64 * b.qs[i] as f64,
-                    false => b.d8 as f64 * b.q8[i] as f64,
-                })
-            })
-            .collect(),
-        ActFormat::Q8K => acts
-            .q8k_blocks()
-            .iter()
-            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
-            .collect(),
-        ActFormat::F32 => panic!("no group kernel takes f32 activations"),
     }
 }
 

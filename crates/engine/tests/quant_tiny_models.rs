@@ -9,6 +9,9 @@ use llamay_engine::gguf::{GgufFile, TensorInfo};
 use llamay_engine::quant::*;
 use llamay_testdata::ref_path;
 
+mod support;
+use support::acts::dequantized;
+
 fn open(name: &str) -> GgufFile {
     GgufFile::open(ref_path(&format!("tiny/{name}.gguf"))).expect("tiny model opens")
 }
@@ -129,7 +132,7 @@ fn matmul_on_llama_cpp_blocks() {
                 .collect();
             let mut acts = QuantizedActs::new();
             quantize_acts(t.ggml_type, &x, n_tokens, cols, &mut acts).unwrap();
-            let xq = dequantized_acts(&acts);
+            let xq = dequantized(&acts);
             for backend in Backend::available() {
                 let mut out = vec![0f32; n_tokens * rows];
                 backend.matmul_rows(&w, &acts, &mut out, 0..rows).unwrap();
@@ -154,25 +157,4 @@ fn matmul_on_llama_cpp_blocks() {
         }
     }
     assert!(checked >= 150, "only {checked} matrices");
-}
-
-fn dequantized_acts(acts: &QuantizedActs) -> Vec<f64> {
-    match acts.format().unwrap() {
-        ActFormat::F32 => acts.f32_values().iter().map(|&v| v as f64).collect(),
-        ActFormat::Q8 => acts
-            .q8_blocks()
-            .iter()
-            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
-            .collect(),
-        ActFormat::Q16 => acts
-            .q16_blocks()
-            .iter()
-            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
-            .collect(),
-        ActFormat::Q8K => acts
-            .q8k_blocks()
-            .iter()
-            .flat_map(|b| b.qs.iter().map(move |&q| b.d as f64 * q as f64))
-            .collect(),
-    }
 }

@@ -168,7 +168,7 @@ pub(crate) fn opt_vector(
 /// the same input (Q, K, V; gate and up) share one quantization per format.
 #[derive(Default)]
 pub(crate) struct ActsCache {
-    slots: [(bool, QuantizedActs); 4],
+    slots: [(bool, QuantizedActs); 3],
 }
 
 fn slot_of(w: &Weight) -> Result<usize, ModelError> {
@@ -176,7 +176,6 @@ fn slot_of(w: &Weight) -> Result<usize, ModelError> {
         ActFormat::F32 => 0,
         ActFormat::Q8 => 1,
         ActFormat::Q8K => 2,
-        ActFormat::Q16 => 3,
     })
 }
 

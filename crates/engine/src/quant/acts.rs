@@ -1,8 +1,9 @@
 //! Activation quantization: each activation row is converted once into the partner
 //! format of the weight type and then reused against every weight row.
 //!
-//! ggml stores the Q8_0/Q8_1 scales as f16; here they are f32 (a little more precise,
-//! and one block type serves both partners).
+//! Q8 blocks are ggml's Q8_0 and Q8_1 in one (quantized the way ggml does), with the
+//! step and the block sum kept as f32 where ggml rounds them to f16: measured against
+//! llama.cpp's logits, the rounding brought them no closer.
 
 use std::mem::MaybeUninit;
 
@@ -12,8 +13,9 @@ use super::layout::{QK, QK_K};
 use crate::ggml_type::GgmlType;
 use crate::pool::SyncPtr;
 
-/// A block of 32 activations quantized to i8: `x ≈ d * qs`, with `s = d * Σqs`.
-/// It is the partner of Q4_0/Q5_0/Q8_0 weights (as ggml's Q8_0).
+/// A block of 32 activations quantized to i8: `x ≈ d * qs`, with `s = d * Σqs`. It is
+/// the partner of Q4_0/Q5_0/Q8_0 weights (as ggml's Q8_0) and of Q4_1/Q5_1 weights,
+/// whose minimum pairs with `s` (as ggml's Q8_1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(C)]
 pub struct Q8Block {
@@ -23,44 +25,6 @@ pub struct Q8Block {
     /// `Σqs`: kernels that shift signed weights to unsigned take the shift back with
     /// it, in integers, so their sums stay exact.
     pub isum: i32,
-}
-
-/// A block of 32 activations quantized to i16: `x ≈ d * qs`, with `s = d * Σqs`: the
-/// partner of Q4_1/Q5_1 weights (where ggml uses Q8_1).
-///
-/// Why not i8 as ggml does: rows with outliers (SmolLM2 has activations in the
-/// thousands at some tokens) make an i8 step so coarse that the other values of the
-/// block round to 0 or ±1, and which way they round flips with the last bit of the
-/// layers before. That made whole prompts' logits wander by about a unit, against
-/// both llama.cpp and exact arithmetic. Sixteen bits cut that error 256-fold for the
-/// price of one more unpack per block; the integer dot products stay exact.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[repr(C)]
-pub struct Q16Block {
-    pub d: f32,
-    pub s: f32,
-    pub qs: [i16; QK],
-    /// The same quants split into bytes, `qs = 256·hi + lo`: u8×i8 dot-product
-    /// instructions (`vpdpbusd`) take them at twice the width of i16 pairs.
-    pub lo: [u8; QK],
-    pub hi: [i8; QK],
-    /// The block quantized to i8 as well (`x ≈ d8 · q8`, `s8 = d8 · Σq8`), and whether
-    /// that is too coarse (`wide`: outliers squeeze most values into a few steps; see
-    /// [`needs_i16`]). Kernels may take the i8 form of blocks that are not `wide`, at
-    /// half the cost: as llama.cpp does for every block.
-    pub q8: [i8; QK],
-    pub d8: f32,
-    pub s8: f32,
-    pub wide: bool,
-}
-
-/// Whether a block's i8 quants lose too much to stand in for its i16 ones: a quarter
-/// or more of them within two steps of zero. A block of ordinary values has a few
-/// percent there; a block with an outlier (SmolLM2's activations reach the thousands
-/// at some positions) has nearly all, and rounding those few steps one way or the
-/// other is what moves whole prompts' logits. Integer-exact, so every quantizer agrees.
-pub(crate) fn needs_i16(q8: &[i8; QK]) -> bool {
-    q8.iter().filter(|&&q| (-2..=2).contains(&q)).count() >= QK / 4
 }
 
 /// A super-block of 256 activations quantized to i8 (`x ≈ d * qs`) with the sums of
@@ -78,10 +42,8 @@ pub struct Q8KBlock {
 pub enum ActFormat {
     /// Plain f32 (for F32, F16 and BF16 weights).
     F32,
-    /// [`Q8Block`]s (for Q4_0, Q5_0, Q8_0 weights).
+    /// [`Q8Block`]s (for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights).
     Q8,
-    /// [`Q16Block`]s (for Q4_1, Q5_1 weights).
-    Q16,
     /// [`Q8KBlock`]s (for Q4_K, Q5_K, Q6_K weights).
     Q8K,
 }
@@ -92,8 +54,7 @@ impl ActFormat {
         use GgmlType::*;
         match ty {
             F32 | F16 | BF16 => Ok(ActFormat::F32),
-            Q4_0 | Q5_0 | Q8_0 => Ok(ActFormat::Q8),
-            Q4_1 | Q5_1 => Ok(ActFormat::Q16),
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 => Ok(ActFormat::Q8),
             Q4_K | Q5_K | Q6_K => Ok(ActFormat::Q8K),
             _ => Err(QuantError::UnsupportedType(ty)),
         }
@@ -103,7 +64,7 @@ impl ActFormat {
     pub fn block_elems(self) -> usize {
         match self {
             ActFormat::F32 => 1,
-            ActFormat::Q8 | ActFormat::Q16 => QK,
+            ActFormat::Q8 => QK,
             ActFormat::Q8K => QK_K,
         }
     }
@@ -119,11 +80,8 @@ pub struct QuantizedActs {
     pub(crate) cols: usize,
     pub(crate) f32s: Vec<f32>,
     pub(crate) q8: Vec<Q8Block>,
-    pub(crate) q16: Vec<Q16Block>,
     pub(crate) q8k: Vec<Q8KBlock>,
     pub(crate) tile_scales: Vec<f32>,
-    /// For Q16: [`QuantizedActs::group_scales`].
-    pub(crate) group_scales: Vec<f32>,
 }
 
 impl QuantizedActs {
@@ -152,11 +110,6 @@ impl QuantizedActs {
         &self.q8
     }
 
-    /// The Q16 blocks when the format is [`ActFormat::Q16`].
-    pub fn q16_blocks(&self) -> &[Q16Block] {
-        &self.q16
-    }
-
     /// The Q8_K blocks when the format is [`ActFormat::Q8K`].
     pub fn q8k_blocks(&self) -> &[Q8KBlock] {
         &self.q8k
@@ -175,16 +128,6 @@ impl QuantizedActs {
     /// A kernel then finds a tile's scales for one block in one load, not `N`.
     pub fn tile_scales(&self) -> &[f32] {
         &self.tile_scales
-    }
-
-    /// For Q16 activations, the table the group kernels take, laid out as
-    /// [`QuantizedActs::tile_scales`]: each block's i8 form's `(d8, s8)`, or for a
-    /// `wide` block `(0, s)` (its i8 form counts for nothing and its i16 product is
-    /// added apart; `s`, exact, still pairs with the weights' minimum). A zero `d`
-    /// marks exactly the wide blocks: `d8` is 0 only for a block of zeros, which is
-    /// wide. Empty for other formats.
-    pub fn group_scales(&self) -> &[f32] {
-        &self.group_scales
     }
 }
 
@@ -270,7 +213,6 @@ pub fn quantize_acts_as(
     let ty = match format {
         ActFormat::F32 => GgmlType::F32,
         ActFormat::Q8 => GgmlType::Q8_0,
-        ActFormat::Q16 => GgmlType::Q4_1,
         ActFormat::Q8K => GgmlType::Q4_K,
     };
     quantize_acts(ty, x, n_tokens, cols, out)
@@ -331,7 +273,6 @@ fn fill(
     out.format = Some(format);
     out.n_tokens = n_tokens;
     out.cols = cols;
-    out.group_scales.clear();
     match format {
         ActFormat::F32 => {
             out.f32s.clear();
@@ -342,18 +283,6 @@ fn fill(
             let per_tok = cols / QK;
             let each = |g: usize, b: &Q8Block| table.set(g / per_tok, g % per_tok, (b.d, b.s));
             fill_vec(x, QK, &mut out.q8, quantize.q8, par, &each);
-        }
-        ActFormat::Q16 => {
-            let per_tok = cols / QK;
-            let table = ScaleTable::new(&mut out.tile_scales, n_tokens, per_tok);
-            let narrow = ScaleTable::new(&mut out.group_scales, n_tokens, per_tok);
-            let each = |g: usize, b: &Q16Block| {
-                let (t, i) = (g / per_tok, g % per_tok);
-                table.set(t, i, (b.d, b.s));
-                debug_assert!(b.wide || b.d8 != 0.0, "only wide blocks have a zero d8");
-                narrow.set(t, i, if b.wide { (0.0, b.s) } else { (b.d8, b.s8) });
-            };
-            fill_vec(x, QK, &mut out.q16, quantize.q16, par, &each);
         }
         ActFormat::Q8K => {
             // Per block of 32: the super-block's d, and d times the block's two bsums.
@@ -375,7 +304,6 @@ fn fill(
 /// The reference quantizers, in plain Rust.
 pub(crate) static PORTABLE_QUANTIZERS: Quantizers = Quantizers {
     q8: |x, out| fill_blocks(x, QK, out, quantize_q8),
-    q16: |x, out| fill_blocks(x, QK, out, quantize_q16),
     q8k: |x, out| fill_blocks(x, QK_K, out, quantize_q8k),
 };
 
@@ -451,8 +379,7 @@ fn fill_vec<B: Send + Sync>(
 #[inline]
 fn quantize_symmetric(x: &[f32], levels: i32, mut put: impl FnMut(usize, i32)) -> (f32, i32) {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let d = amax / levels as f32;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let (d, id) = step(amax, levels);
     let mut sum = 0i32;
     for (i, v) in x.iter().enumerate() {
         let q = round_clamped(v * id, levels);
@@ -460,6 +387,14 @@ fn quantize_symmetric(x: &[f32], levels: i32, mut put: impl FnMut(usize, i32)) -
         sum += q;
     }
     (d, sum)
+}
+
+/// The step of a block whose largest magnitude is `amax`, and its reciprocal (0 for a
+/// block of zeros), which values are multiplied by to become quants.
+#[inline]
+pub(crate) fn step(amax: f32, levels: i32) -> (f32, f32) {
+    let d = amax / levels as f32;
+    (d, if d != 0.0 { 1.0 / d } else { 0.0 })
 }
 
 /// Rounds to the nearest integer, ties to even, by the 1.5·2^23 trick (exact for
@@ -470,23 +405,6 @@ fn quantize_symmetric(x: &[f32], levels: i32, mut put: impl FnMut(usize, i32)) -
 fn round_clamped(v: f32, levels: i32) -> i32 {
     const MAGIC: f32 = 12_582_912.0;
     (((v + MAGIC) - MAGIC) as i32).clamp(-levels, levels)
-}
-
-fn quantize_q16(x: &[f32]) -> Q16Block {
-    let mut qs = [0i16; QK];
-    let (d, sum) = quantize_symmetric(x, i16::MAX as i32, |i, q| qs[i] = q as i16);
-    let narrow = quantize_q8(x);
-    Q16Block {
-        d,
-        s: d * sum as f32,
-        qs,
-        lo: qs.map(|q| q as u8),
-        hi: qs.map(|q| (q >> 8) as i8),
-        q8: narrow.qs,
-        d8: narrow.d,
-        s8: narrow.s,
-        wide: needs_i16(&narrow.qs),
-    }
 }
 
 fn quantize_q8(x: &[f32]) -> Q8Block {

@@ -297,7 +297,6 @@ impl Backend {
         let per_tok = w.cols / format.block_elems();
         let k = self.table;
         let s = &acts.tile_scales[..];
-        let gs = &acts.group_scales[..];
         use GgmlType::*;
         if w.interleaved {
             let g = k.groups.ok_or(QuantError::UnsupportedType(w.ty))?;
@@ -307,9 +306,9 @@ impl Backend {
             }
             match w.ty {
                 Q4_0 => drive_groups(&g.q4_0, w, &acts.q8, s, per_tok, out),
-                Q4_1 => drive_groups(&g.q4_1, w, &acts.q16, gs, per_tok, out),
+                Q4_1 => drive_groups(&g.q4_1, w, &acts.q8, s, per_tok, out),
                 Q5_0 => drive_groups(&g.q5_0, w, &acts.q8, s, per_tok, out),
-                Q5_1 => drive_groups(&g.q5_1, w, &acts.q16, gs, per_tok, out),
+                Q5_1 => drive_groups(&g.q5_1, w, &acts.q8, s, per_tok, out),
                 Q8_0 => drive_groups(&g.q8_0, w, &acts.q8, s, per_tok, out),
                 Q4_K => drive_groups(&g.q4_k, w, &acts.q8k, s, per_tok, out),
                 Q6_K => drive_groups(&g.q6_k, w, &acts.q8k, s, per_tok, out),
@@ -322,9 +321,9 @@ impl Backend {
             F16 => drive(&k.f16, w, &acts.f32s, &[], per_tok, out),
             BF16 => drive(&k.bf16, w, &acts.f32s, &[], per_tok, out),
             Q4_0 => drive(&k.q4_0, w, &acts.q8, s, per_tok, out),
-            Q4_1 => drive(&k.q4_1, w, &acts.q16, s, per_tok, out),
+            Q4_1 => drive(&k.q4_1, w, &acts.q8, s, per_tok, out),
             Q5_0 => drive(&k.q5_0, w, &acts.q8, s, per_tok, out),
-            Q5_1 => drive(&k.q5_1, w, &acts.q16, s, per_tok, out),
+            Q5_1 => drive(&k.q5_1, w, &acts.q8, s, per_tok, out),
             Q8_0 => drive(&k.q8_0, w, &acts.q8, s, per_tok, out),
             Q4_K => drive(&k.q4_k, w, &acts.q8k, &[], per_tok, out),
             Q5_K => drive(&k.q5_k, w, &acts.q8k, &[], per_tok, out),

@@ -1,2 +1,3 @@
+pub mod acts;
 pub mod gguf_writer;
 pub mod reference;

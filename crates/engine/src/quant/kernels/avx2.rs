@@ -14,7 +14,7 @@ use super::{tiles, KernelSet, KernelTable};
 /// Whether this copy of the kernels may use AVX-512 VNNI dot products (the build script
 /// compiles a second copy of this file with the wider feature set and this set to true).
 pub(super) const VNNI: bool = false;
-use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
+use crate::quant::acts::{Q8Block, Q8KBlock};
 use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k};
 
 /// Wraps an AVX2 kernel in a safe function that can go into the table.
@@ -31,14 +31,14 @@ safe!(f32_rows, f32_rows_avx2, f32);
 safe!(f16_rows, f16_rows_avx2, f32);
 safe!(bf16_rows, bf16_rows_avx2, f32);
 safe!(q4_0, q4_0_avx2, Q8Block);
-safe!(q4_1, q4_1_avx2, Q16Block);
+safe!(q4_1, q4_1_avx2, Q8Block);
 safe!(q5_0, q5_0_avx2, Q8Block);
-safe!(q5_1, q5_1_avx2, Q16Block);
+safe!(q5_1, q5_1_avx2, Q8Block);
 safe!(q8_0, q8_0_avx2, Q8Block);
 safe!(q4_0_wide, wide::q4_0_wide, Q8Block);
-safe!(q4_1_wide, wide::q4_1_wide, Q16Block);
+safe!(q4_1_wide, wide::q4_1_wide, Q8Block);
 safe!(q5_0_wide, wide::q5_0_wide, Q8Block);
-safe!(q5_1_wide, wide::q5_1_wide, Q16Block);
+safe!(q5_1_wide, wide::q5_1_wide, Q8Block);
 safe!(q8_0_wide, wide::q8_0_wide, Q8Block);
 
 /// One-token and two-token tiles from the per-token kernel, wider tiles from the
@@ -268,35 +268,27 @@ unsafe fn signed_step<const N: usize>(
 }
 
 /// Adds one offset block (scale `d`, min `m`, unsigned quants `q`) times block `i` of
-/// every 16-bit activation row (scales `ad`, sums `as_`): the quants into `acc`, the
-/// min into `offs`. The quants are widened to i16 and multiplied pairwise with `madd`
-/// (|q·a| ≤ 31·32767, so pair sums fit an i32).
+/// every activation row (scales `ad`, sums `as_`): the quants into `acc`, the min into
+/// `offs`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn unsigned_step<const N: usize>(
     (d, m): (f32, f32),
     q: __m256i,
-    a: &[&[Q16Block]; N],
+    a: &[&[Q8Block]; N],
     i: usize,
     (ad, as_): (&[f32; N], &[f32; N]),
     acc: &mut [__m256; N],
     offs: &mut [f32; N],
 ) {
-    let lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(q));
-    let hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(q, 1));
     let dd = scale_products(d, ad);
     for t in 0..N {
         offs[t] += m * as_[t];
     }
     for t in 0..N {
-        let y = a[t].get_unchecked(i).qs.as_ptr() as *const u8;
-        let s = _mm256_madd_epi16(lo, load256(y));
-        let s = if VNNI {
-            _mm256_dpwssd_epi32(s, hi, load256(y.add(32)))
-        } else {
-            _mm256_add_epi32(s, _mm256_madd_epi16(hi, load256(y.add(32))))
-        };
+        let y = load256(a[t].get_unchecked(i).qs.as_ptr() as *const u8);
+        let s = dot_u8_i8(q, y);
         acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dd[t]), _mm256_cvtepi32_ps(s), acc[t]);
     }
 }
@@ -312,7 +304,7 @@ macro_rules! legacy_kernel {
         });
     };
     ($name:ident, $bb:expr, |$p:ident| $decode:expr, unsigned) => {
-        legacy_kernel!(@ $name, $bb, Q16Block, |$p, acc, offs, a, i, sc| {
+        legacy_kernel!(@ $name, $bb, Q8Block, |$p, acc, offs, a, i, sc| {
             let (d, m, q): (f32, f32, __m256i) = $decode;
             unsigned_step((d, m), q, &a, i, sc, acc, offs);
         });

@@ -11,17 +11,13 @@ use std::mem::MaybeUninit;
 
 use super::avx2::hsum_epi32;
 use super::Quantizers;
-use crate::quant::acts::{needs_i16, Q16Block, Q8Block, Q8KBlock};
+use crate::quant::acts::{step, Q8Block, Q8KBlock};
 use crate::quant::layout::{QK, QK_K};
 
 pub(crate) static QUANTIZERS: Quantizers = Quantizers {
     q8: |x, out| {
         // SAFETY: see the module docs.
         unsafe { q8_all(x, out) }
-    },
-    q16: |x, out| {
-        // SAFETY: see the module docs.
-        unsafe { q16_all(x, out) }
     },
     q8k: |x, out| {
         // SAFETY: see the module docs.
@@ -54,7 +50,6 @@ macro_rules! fill_all {
 }
 
 fill_all!(q8_all, q8_avx2, Q8Block, QK);
-fill_all!(q16_all, q16_avx2, Q16Block, QK);
 fill_all!(q8k_all, q8k_avx2, Q8KBlock, QK_K);
 
 /// The largest |x| (x a whole number of 8-lane groups). `max_ps` returns its second
@@ -71,13 +66,6 @@ unsafe fn abs_max(x: &[f32]) -> f32 {
     let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     let m = _mm_max_ss(m, _mm_movehdup_ps(m));
     _mm_cvtss_f32(m)
-}
-
-/// The block's step and its reciprocal, as the portable quantizer computes them.
-#[inline]
-fn step(amax: f32, levels: i32) -> (f32, f32) {
-    let d = amax / levels as f32;
-    (d, if d != 0.0 { 1.0 / d } else { 0.0 })
 }
 
 /// Eight values at `p` times `id`, rounded and clamped to ±`levels` as the portable
@@ -130,74 +118,6 @@ unsafe fn q8_avx2(x: &[f32]) -> Q8Block {
         qs,
         isum: lo + hi,
     }
-}
-
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q16_avx2(x: &[f32]) -> Q16Block {
-    assert_eq!(x.len(), QK);
-    let l = i16::MAX as i32;
-    let (d, id) = step(abs_max(x), l);
-    let id = _mm256_set1_ps(id);
-    let p = x.as_ptr();
-    let [a, b, c, e] = [0, 8, 16, 24].map(|k| round8(p.add(k), id, l as f32));
-    let mut qs = [0i16; QK];
-    // packs work within 128-bit halves; the qword permute restores element order.
-    for (k, (u, v)) in [(a, b), (c, e)].into_iter().enumerate() {
-        let packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(u, v), 0b11_01_10_00);
-        _mm256_storeu_si256(qs.as_mut_ptr().add(16 * k) as *mut __m256i, packed);
-    }
-    let (mut lo, mut hi) = ([0u8; QK], [0i8; QK]);
-    let low8 = _mm256_set1_epi32(0xFF);
-    let lows = [a, b, c, e].map(|v| _mm256_and_si256(v, low8));
-    let highs = [a, b, c, e].map(|v| _mm256_srai_epi32(v, 8));
-    // Both fit their byte type, so the saturating packs are exact.
-    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    let lo_bytes = _mm256_packus_epi16(
-        _mm256_packs_epi32(lows[0], lows[1]),
-        _mm256_packs_epi32(lows[2], lows[3]),
-    );
-    let hi_bytes = _mm256_packs_epi16(
-        _mm256_packs_epi32(highs[0], highs[1]),
-        _mm256_packs_epi32(highs[2], highs[3]),
-    );
-    _mm256_storeu_si256(
-        lo.as_mut_ptr() as *mut __m256i,
-        _mm256_permutevar8x32_epi32(lo_bytes, order),
-    );
-    _mm256_storeu_si256(
-        hi.as_mut_ptr() as *mut __m256i,
-        _mm256_permutevar8x32_epi32(hi_bytes, order),
-    );
-    let sum = hsum_epi32(_mm256_add_epi32(
-        _mm256_add_epi32(a, b),
-        _mm256_add_epi32(c, e),
-    ));
-    let narrow = q8_avx2(x);
-    Q16Block {
-        d,
-        s: d * sum as f32,
-        qs,
-        lo,
-        hi,
-        q8: narrow.qs,
-        d8: narrow.d,
-        s8: narrow.s,
-        wide: needs_i16_avx2(&narrow.qs),
-    }
-}
-
-/// [`needs_i16`] on 32 lanes at once.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn needs_i16_avx2(q8: &[i8; QK]) -> bool {
-    let v = _mm256_loadu_si256(q8.as_ptr() as *const __m256i);
-    // |q| <= 2 exactly when q + 2, as an unsigned byte, is at most 4.
-    let shifted = _mm256_add_epi8(v, _mm256_set1_epi8(2));
-    let small = _mm256_cmpeq_epi8(_mm256_min_epu8(shifted, _mm256_set1_epi8(4)), shifted);
-    let n = (_mm256_movemask_epi8(small) as u32).count_ones() as usize;
-    debug_assert_eq!(n >= QK / 4, needs_i16(q8));
-    n >= QK / 4
 }
 
 #[inline]

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 
 use super::avx2::{load256, VNNI};
 use super::{tiles, GroupKernels};
-use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
+use crate::quant::acts::{Q8Block, Q8KBlock};
 
 /// Wraps a kernel into a safe function for the table.
 macro_rules! safe {
@@ -27,9 +27,9 @@ macro_rules! safe {
 }
 
 safe!(q4_0, q4_0_groups, Q8Block);
-safe!(q4_1, q4_1_groups, Q16Block);
+safe!(q4_1, q4_1_groups, Q8Block);
 safe!(q5_0, q5_0_groups, Q8Block);
-safe!(q5_1, q5_1_groups, Q16Block);
+safe!(q5_1, q5_1_groups, Q8Block);
 safe!(q8_0, q8_0_groups, Q8Block);
 safe!(q4_k, q4_k_groups, Q8KBlock);
 safe!(q6_k, q6_k_groups, Q8KBlock);
@@ -152,38 +152,6 @@ unsafe fn dot_signed_words(w: &[__m256i; 8], y: *const i8) -> __m256i {
     s
 }
 
-/// Σ over the block of unsigned words × one token's i16 activations, per row, from
-/// the activations' byte halves: `Σ w·a = 256·Σ w·hi + Σ w·lo`. `hi` is signed and
-/// `lo` unsigned, and the words fit an i8, so both are u8×i8 products (with `lo` on
-/// the unsigned side): half the instructions of i16 pairs.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_words_i16(w: &[__m256i; 8], ab: &Q16Block) -> __m256i {
-    let (lo, hi) = (ab.lo.as_ptr(), ab.hi.as_ptr() as *const u8);
-    // Two chains per half keep the dot-product latency off the critical path.
-    let mut s_hi = [_mm256_setzero_si256(); 2];
-    let mut s_lo = [_mm256_setzero_si256(); 2];
-    for (k, &wk) in w.iter().enumerate() {
-        let h = broadcast_word(hi.add(4 * k));
-        let l = broadcast_word(lo.add(4 * k));
-        let c = k % 2;
-        if VNNI {
-            s_hi[c] = _mm256_dpbusd_epi32(s_hi[c], wk, h);
-            s_lo[c] = _mm256_dpbusd_epi32(s_lo[c], l, wk);
-        } else {
-            // Pair sums stay below 2·255·31: no saturation.
-            let ones = _mm256_set1_epi16(1);
-            let ph = _mm256_madd_epi16(_mm256_maddubs_epi16(wk, h), ones);
-            let pl = _mm256_madd_epi16(_mm256_maddubs_epi16(l, wk), ones);
-            s_hi[c] = _mm256_add_epi32(s_hi[c], ph);
-            s_lo[c] = _mm256_add_epi32(s_lo[c], pl);
-        }
-    }
-    let s_hi = _mm256_add_epi32(s_hi[0], s_hi[1]);
-    let s_lo = _mm256_add_epi32(s_lo[0], s_lo[1]);
-    _mm256_add_epi32(_mm256_slli_epi32(s_hi, 8), s_lo)
-}
-
 /// The integer sum of an activation block's quants, where kernels need it.
 trait QuantSum {
     fn quant_sum(&self) -> i32;
@@ -195,13 +163,7 @@ impl QuantSum for Q8Block {
     }
 }
 
-/// Q16 and Q8_K partners (Q4_1, Q5_1, Q4_K) have no offset to take back.
-impl QuantSum for Q16Block {
-    fn quant_sum(&self) -> i32 {
-        0
-    }
-}
-
+/// Q8_K partners (Q4_K) have no offset to take back.
 impl QuantSum for Q8KBlock {
     fn quant_sum(&self) -> i32 {
         0
@@ -214,16 +176,11 @@ impl QuantSum for Q8KBlock {
 /// block `$ab`, scaled by the tile table's `(d, s)`. The offset is taken back in
 /// integers (`Σ w·a − offset·Σ a`, with the block's `isum`), so block sums are exact;
 /// the minimum pairs with the block's `s`.
-///
-/// Q16 activations (`wide`): the main loop takes every block's i8 form, branch-free
-/// (so the token loop unrolls and its sums stay in registers), and the table gives
-/// `d = 0` for blocks whose i8 form is too coarse (see `QuantizedActs::group_scales`);
-/// those blocks then add their i16 product, `$wdot` giving it with its step.
 macro_rules! group_kernel {
-    ($name:ident, $bb:expr, $act:ty, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident| $dot:expr $(, wide |$ww:ident, $wab:ident| $wdot:expr)?) => {
-        group_kernel!($name, $bb, $act, units 1, offset $offset, |$g| $decode, |$w, $ab, _sub| $dot $(, wide |$ww, $wab| $wdot)?);
+    ($name:ident, $bb:expr, $act:ty, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident| $dot:expr) => {
+        group_kernel!($name, $bb, $act, units 1, offset $offset, |$g| $decode, |$w, $ab, _sub| $dot);
     };
-    ($name:ident, $bb:expr, $act:ty, units $units:expr, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident, $sub:ident| $dot:expr $(, wide |$ww:ident, $wab:ident| $wdot:expr)?) => {
+    ($name:ident, $bb:expr, $act:ty, units $units:expr, offset $offset:expr, |$g:ident| $decode:expr, |$w:ident, $ab:ident, $sub:ident| $dot:expr) => {
         #[target_feature(enable = "avx2,fma,f16c")]
         unsafe fn $name<const N: usize>(
             group: &[u8],
@@ -240,10 +197,6 @@ macro_rules! group_kernel {
             }
             assert_eq!(scales.len(), 2 * N * nb);
             let mut acc = [_mm256_setzero_ps(); N];
-            // The wide blocks' i16 products, apart so that `acc` is never indexed at
-            // run time.
-            #[allow(unused_mut)]
-            let mut wide_acc = [_mm256_setzero_ps(); N];
             for i in 0..nb {
                 let $g = group.as_ptr().add(i * GB);
                 if N >= 4 {
@@ -252,13 +205,6 @@ macro_rules! group_kernel {
                 let (d, m, $w): (__m256, Option<__m256>, _) = $decode;
                 let sp = scales.as_ptr().add(2 * N * i);
                 for t in 0..N {
-                    // Without VNNI each word's product takes three instructions and
-                    // their temporaries: a fully unrolled tile of a kernel with the wide
-                    // pass would not fit the 16 registers (Q4_1 measured 33% slower at
-                    // 8 tokens), so there the token index is kept opaque and the loop
-                    // stays a loop.
-                    let opaque = !VNNI && (false $(|| { let _ = stringify!($ww); true })?);
-                    let t = if opaque { std::hint::black_box(t) } else { t };
                     let $ab = a[t].get_unchecked(i / units);
                     let $sub: usize = i % units;
                     let mut s: __m256i = $dot;
@@ -272,22 +218,10 @@ macro_rules! group_kernel {
                         acc[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(*sp.add(N + t)), acc[t]);
                     }
                 }
-                $(
-                    let mut wide = (0..N).fold(0u32, |bits, t| bits | (((*sp.add(t) == 0.0) as u32) << t));
-                    while wide != 0 {
-                        let t = wide.trailing_zeros() as usize;
-                        wide &= wide - 1;
-                        let $ww = &$w;
-                        let $wab: &$act = a[t].get_unchecked(i);
-                        let (s, da): (__m256i, f32) = $wdot;
-                        let dd = _mm256_mul_ps(d, _mm256_set1_ps(da));
-                        wide_acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, wide_acc[t]);
-                    }
-                )?
             }
             let mut out = [[0f32; 8]; N];
             for t in 0..N {
-                _mm256_storeu_ps(out[t].as_mut_ptr(), _mm256_add_ps(acc[t], wide_acc[t]));
+                _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
             }
             out
         }
@@ -333,23 +267,21 @@ group_kernel!(
 group_kernel!(
     q4_1_groups,
     20,
-    Q16Block,
+    Q8Block,
     offset 0,
     |g| (f16x8(g), Some(f16x8(g.add(16))), nibble_words(g.add(32), None)),
-    |w, ab| dot_words::<N>(&w, ab.q8.as_ptr()),
-    wide |w, ab| (dot_words_i16(w, ab), ab.d)
+    |w, ab| dot_words::<N>(&w, ab.qs.as_ptr())
 );
 group_kernel!(
     q5_1_groups,
     24,
-    Q16Block,
+    Q8Block,
     offset 0,
     |g| {
         let w = nibble_words(g.add(64), Some(g.add(32)));
         (f16x8(g), Some(f16x8(g.add(16))), w)
     },
-    |w, ab| dot_words::<N>(&w, ab.q8.as_ptr()),
-    wide |w, ab| (dot_words_i16(w, ab), ab.d)
+    |w, ab| dot_words::<N>(&w, ab.qs.as_ptr())
 );
 // Q4_K converted at load: f32 scales and offsets per block of 32, nibbles as Q4_1's,
 // against Q8_K activations (as llama.cpp pairs them), read 32 quants at a time.

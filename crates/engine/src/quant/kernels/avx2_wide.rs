@@ -6,17 +6,17 @@
 //! per token and block; here that is one of each per block, for every token together.
 //!
 //! Signed formats are shifted to unsigned quants (`u = q + offset`, which `vpdpbusd`
-//! and `maddubs` need on their unsigned side) and the shift is taken back through the
-//! activation block sums: `Σ q·a = Σ u·a − offset·Σ a`, with `d·Σ a` being the block's
-//! `s`. Sums are exact integers until the final scaling, as in the other kernels; only
-//! the float rounding order differs from theirs.
+//! and `maddubs` need on their unsigned side) and the shift is taken back in integers
+//! through the activation block's quant sum: `Σ q·a = Σ u·a − offset·Σ a`. Sums are
+//! exact integers until the final scaling, as in the other kernels; only the float
+//! rounding order differs from theirs.
 //!
 //! Only reachable through the tables of `avx2.rs`, on CPUs with the features.
 
 use std::arch::x86_64::*;
 
 use super::avx2::{dot_u8_i8, f16_at, five_bit, load256, nibbles32, VNNI};
-use crate::quant::acts::{Q16Block, Q8Block};
+use crate::quant::acts::Q8Block;
 
 /// Eight (or four) tokens' 8-lane integer sums, each reduced to one lane: lane `t` of
 /// the result holds token `t`'s total (lanes past `N` are unspecified).
@@ -54,10 +54,10 @@ unsafe fn lanes<const N: usize>(p: *const f32) -> __m256 {
 }
 
 /// A wide kernel. `$decode` turns the block at `$p` into `(d, m, u)`: the block is
-/// `d·u + m` per weight (`m = −offset·d` for the signed formats); `$dot` is the 8-lane
-/// integer dot product of `$u` with the activation block `$ab`.
+/// `d·(u − $offset) + m` per weight; `$dot` is the 8-lane integer dot product of `$u`
+/// with the activation block `$ab`. The minimum `m` pairs with the blocks' `s`.
 macro_rules! wide_kernel {
-    ($name:ident, $bb:expr, $act:ty, |$p:ident| $decode:expr, |$u:ident, $ab:ident| $dot:expr) => {
+    ($name:ident, $bb:expr, $act:ty, offset $offset:expr, |$p:ident| $decode:expr, |$u:ident, $ab:ident| $dot:expr) => {
         #[target_feature(enable = "avx2,fma,f16c")]
         pub(super) unsafe fn $name<const N: usize>(
             w: &[u8],
@@ -78,6 +78,12 @@ macro_rules! wide_kernel {
                 for t in 0..N {
                     let $ab = a[t].get_unchecked(i);
                     s[t] = $dot;
+                    let offset: i32 = $offset;
+                    if offset != 0 {
+                        // One lane carries the shift: the lanes are summed next.
+                        let shift = _mm256_setr_epi32(offset * $ab.isum, 0, 0, 0, 0, 0, 0, 0);
+                        s[t] = _mm256_sub_epi32(s[t], shift);
+                    }
                 }
                 let sums = _mm256_cvtepi32_ps(reduce::<N>(&s));
                 let sp = scales.as_ptr().add(2 * N * i);
@@ -92,20 +98,6 @@ macro_rules! wide_kernel {
     };
 }
 
-/// Σ u·a over a 16-bit activation block, as 8 lanes (|u·a| ≤ 31·32767: pair sums fit).
-#[inline(always)]
-unsafe fn dot_u8_i16(u: __m256i, ab: &Q16Block) -> __m256i {
-    let lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(u));
-    let hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(u, 1));
-    let y = ab.qs.as_ptr() as *const u8;
-    let s = _mm256_madd_epi16(lo, load256(y));
-    if VNNI {
-        _mm256_dpwssd_epi32(s, hi, load256(y.add(32)))
-    } else {
-        _mm256_add_epi32(s, _mm256_madd_epi16(hi, load256(y.add(32))))
-    }
-}
-
 #[inline(always)]
 unsafe fn qs8(ab: &Q8Block) -> __m256i {
     load256(ab.qs.as_ptr() as *const u8)
@@ -115,20 +107,16 @@ wide_kernel!(
     q4_0_wide,
     18,
     Q8Block,
-    |p| {
-        let d = f16_at(p);
-        (d, -8.0 * d, nibbles32(p.add(2)))
-    },
+    offset 8,
+    |p| (f16_at(p), 0.0, nibbles32(p.add(2))),
     |u, ab| dot_u8_i8(u, qs8(ab))
 );
 wide_kernel!(
     q5_0_wide,
     22,
     Q8Block,
-    |p| {
-        let d = f16_at(p);
-        (d, -16.0 * d, five_bit(p.add(6), p.add(2)))
-    },
+    offset 16,
+    |p| (f16_at(p), 0.0, five_bit(p.add(6), p.add(2))),
     |u, ab| dot_u8_i8(u, qs8(ab))
 );
 // Without VNNI, `maddubs` would saturate on 255·127 pairs, so Q8_0 keeps its signs and
@@ -137,13 +125,13 @@ wide_kernel!(
     q8_0_wide,
     34,
     Q8Block,
+    offset if VNNI { 128 } else { 0 },
     |p| {
-        let d = f16_at(p);
         let q = load256(p.add(2));
         if VNNI {
-            (d, -128.0 * d, _mm256_xor_si256(q, _mm256_set1_epi8(-128)))
+            (f16_at(p), 0.0, _mm256_xor_si256(q, _mm256_set1_epi8(-128)))
         } else {
-            (d, 0.0, q)
+            (f16_at(p), 0.0, q)
         }
     },
     |u, ab| if VNNI {
@@ -155,14 +143,16 @@ wide_kernel!(
 wide_kernel!(
     q4_1_wide,
     20,
-    Q16Block,
+    Q8Block,
+    offset 0,
     |p| (f16_at(p), f16_at(p.add(2)), nibbles32(p.add(4))),
-    |u, ab| dot_u8_i16(u, ab)
+    |u, ab| dot_u8_i8(u, qs8(ab))
 );
 wide_kernel!(
     q5_1_wide,
     24,
-    Q16Block,
+    Q8Block,
+    offset 0,
     |p| (f16_at(p), f16_at(p.add(2)), five_bit(p.add(8), p.add(4))),
-    |u, ab| dot_u8_i16(u, ab)
+    |u, ab| dot_u8_i8(u, qs8(ab))
 );

@@ -9,7 +9,7 @@
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
-use super::acts::{Q16Block, Q8Block, Q8KBlock};
+use super::acts::{Q8Block, Q8KBlock};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -118,9 +118,9 @@ pub(crate) struct GroupTiles<A: 'static> {
 /// Group kernels for every interleavable format.
 pub(crate) struct GroupKernels {
     pub q4_0: GroupTiles<Q8Block>,
-    pub q4_1: GroupTiles<Q16Block>,
+    pub q4_1: GroupTiles<Q8Block>,
     pub q5_0: GroupTiles<Q8Block>,
-    pub q5_1: GroupTiles<Q16Block>,
+    pub q5_1: GroupTiles<Q8Block>,
     pub q8_0: GroupTiles<Q8Block>,
     /// Q4_K converted at load (see `quant::interleave`), against its Q8_K activations.
     pub q4_k: GroupTiles<Q8KBlock>,
@@ -135,7 +135,6 @@ pub(crate) struct Quantizers {
     /// built in place, not returned and copied (which cost as much as quantizing them),
     /// and runs can go to different threads.
     pub q8: fn(&[f32], &mut [MaybeUninit<Q8Block>]),
-    pub q16: fn(&[f32], &mut [MaybeUninit<Q16Block>]),
     pub q8k: fn(&[f32], &mut [MaybeUninit<Q8KBlock>]),
 }
 
@@ -149,9 +148,9 @@ pub(crate) struct KernelTable {
     pub f16: Tiles<f32>,
     pub bf16: Tiles<f32>,
     pub q4_0: Tiles<Q8Block>,
-    pub q4_1: Tiles<Q16Block>,
+    pub q4_1: Tiles<Q8Block>,
     pub q5_0: Tiles<Q8Block>,
-    pub q5_1: Tiles<Q16Block>,
+    pub q5_1: Tiles<Q8Block>,
     pub q8_0: Tiles<Q8Block>,
     pub q4_k: Tiles<Q8KBlock>,
     pub q5_k: Tiles<Q8KBlock>,

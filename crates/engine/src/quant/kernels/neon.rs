@@ -40,13 +40,6 @@ unsafe fn i8x16_dot(acc: int32x4_t, q: int8x16_t, a: int8x16_t) -> int32x4_t {
     vpadalq_s16(acc, pairs)
 }
 
-/// Σ q·a over 8 unsigned quants (≤ 63, as i16) and 8 i16 activations, into `acc`.
-#[inline(always)]
-unsafe fn i16x8_dot(acc: int32x4_t, q: int16x8_t, a: int16x8_t) -> int32x4_t {
-    let acc = vmlal_s16(acc, vget_low_s16(q), vget_low_s16(a));
-    vmlal_high_s16(acc, q, a)
-}
-
 impl IntDot for Neon {
     fn i8_i8(q: &[i8; QK], a: &[i8; QK]) -> i32 {
         // SAFETY: NEON is always present on aarch64; the loads read 32 bytes of each
@@ -65,28 +58,13 @@ impl IntDot for Neon {
     }
 
     fn u8_i8(q: &[u8; QK], a: &[i8; QK]) -> i32 {
-        // SAFETY: as above. The quants are 4- or 5-bit (Q4_K, Q5_K), so they are also
+        // SAFETY: as above. The quants are 4- or 5-bit (Q4_1, Q5_1, Q4_K, Q5_K), so they are also
         // valid i8s and the signed product applies.
         unsafe {
             let mut acc = vdupq_n_s32(0);
             for h in 0..2 {
                 let qv = vreinterpretq_s8_u8(vld1q_u8(q.as_ptr().add(16 * h)));
                 acc = i8x16_dot(acc, qv, vld1q_s8(a.as_ptr().add(16 * h)));
-            }
-            vaddvq_s32(acc)
-        }
-    }
-
-    fn u8_i16(q: &[u8; QK], a: &[i16; QK]) -> i32 {
-        // SAFETY: as above (32 u8 and 32 i16 read).
-        unsafe {
-            let mut acc = vdupq_n_s32(0);
-            for h in 0..2 {
-                let qv = vld1q_u8(q.as_ptr().add(16 * h));
-                let lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(qv)));
-                let hi = vreinterpretq_s16_u16(vmovl_high_u8(qv));
-                acc = i16x8_dot(acc, lo, vld1q_s16(a.as_ptr().add(16 * h)));
-                acc = i16x8_dot(acc, hi, vld1q_s16(a.as_ptr().add(16 * h + 8)));
             }
             vaddvq_s32(acc)
         }

@@ -4,7 +4,7 @@
 //! instruction set (NEON) reuses everything else and supplies only those.
 
 use super::{tiles, KernelSet, KernelTable};
-use crate::quant::acts::{Q16Block, Q8Block, Q8KBlock};
+use crate::quant::acts::{Q8Block, Q8KBlock};
 use crate::quant::layout::*;
 
 pub(crate) static TABLE: KernelTable = KernelTable {
@@ -28,7 +28,6 @@ pub(crate) static TABLE: KernelTable = KernelTable {
 pub(super) trait IntDot {
     fn i8_i8(q: &[i8; QK], a: &[i8; QK]) -> i32;
     fn u8_i8(q: &[u8; QK], a: &[i8; QK]) -> i32;
-    fn u8_i16(q: &[u8; QK], a: &[i16; QK]) -> i32;
     /// Q6_K's groups of 16.
     fn i8_i8_16(q: &[i8; 16], a: &[i8; 16]) -> i32;
 }
@@ -41,9 +40,6 @@ impl IntDot for Scalar {
         idot(q, a)
     }
     fn u8_i8(q: &[u8; QK], a: &[i8; QK]) -> i32 {
-        idot(q, a)
-    }
-    fn u8_i16(q: &[u8; QK], a: &[i16; QK]) -> i32 {
         idot(q, a)
     }
     fn i8_i8_16(q: &[i8; 16], a: &[i8; 16]) -> i32 {
@@ -134,11 +130,11 @@ fn symmetric<const N: usize, const BB: usize, D: IntDot>(
     acc
 }
 
-/// Legacy blocks with a minimum against Q16 activations: `Σ d_w·d_a·Σq·a + m_w·s_a`.
+/// Legacy blocks with a minimum against Q8 activations: `Σ d_w·d_a·Σq·a + m_w·s_a`.
 #[inline(always)]
 fn with_min<const N: usize, const BB: usize, D: IntDot>(
     w: &[u8],
-    a: [&[Q16Block]; N],
+    a: [&[Q8Block]; N],
     decode: impl Fn(&[u8]) -> (f32, f32, [u8; QK]),
 ) -> [f32; N] {
     let mut acc = [0f32; N];
@@ -146,7 +142,7 @@ fn with_min<const N: usize, const BB: usize, D: IntDot>(
         let (d, m, q) = decode(b);
         for t in 0..N {
             let ab = &a[t][i];
-            acc[t] += d * ab.d * D::u8_i16(&q, &ab.qs) as f32 + m * ab.s;
+            acc[t] += d * ab.d * D::u8_i8(&q, &ab.qs) as f32 + m * ab.s;
         }
     }
     acc
@@ -162,7 +158,7 @@ pub(super) fn q4_0<const N: usize, D: IntDot>(
 
 pub(super) fn q4_1<const N: usize, D: IntDot>(
     w: &[u8],
-    a: [&[Q16Block]; N],
+    a: [&[Q8Block]; N],
     _scales: &[f32],
 ) -> [f32; N] {
     with_min::<N, 20, D>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q4_1(b)))
@@ -178,7 +174,7 @@ pub(super) fn q5_0<const N: usize, D: IntDot>(
 
 pub(super) fn q5_1<const N: usize, D: IntDot>(
     w: &[u8],
-    a: [&[Q16Block]; N],
+    a: [&[Q8Block]; N],
     _scales: &[f32],
 ) -> [f32; N] {
     with_min::<N, 24, D>(w, a, |b| (f16_at(b, 0), f16_at(b, 2), unpack_q5_1(b)))
