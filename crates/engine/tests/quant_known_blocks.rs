@@ -287,3 +287,30 @@ fn embedding_row_lookup() {
     assert!(w.row_to_f32(3, &mut row).is_err());
     assert!(w.row_to_f32(0, &mut row[..32]).is_err());
 }
+
+#[test]
+fn tapered_views_shrink_and_cover_every_row_once() {
+    let (rows, n_tokens) = (8 * 100, 2);
+    let mut out = vec![0f32; n_tokens * rows];
+    for n in [1, 2, 5, 8] {
+        let view = OutView::new(&mut out, n_tokens, rows).unwrap();
+        let ranges: Vec<_> = view.split_tapered(n, 8).iter().map(|p| p.rows()).collect();
+        assert_eq!(ranges.len(), n);
+        assert_eq!(ranges[0].start, 0);
+        assert_eq!(ranges[n - 1].end, rows);
+        for (a, b) in ranges.iter().zip(&ranges[1..]) {
+            assert_eq!(a.end, b.start, "{ranges:?}");
+            assert!(a.len() >= b.len(), "sizes fall off: {ranges:?}");
+        }
+        assert!(ranges.iter().all(|r| r.start % 8 == 0), "{ranges:?}");
+    }
+    // 8 parts of 800 rows: cuts after 8, 15, 21, 26, 30, 33, 35 of 36 shares (at
+    // 177.8, 333.3, 466.7, 577.8, 666.7, 733.3, 777.8), rounded down to groups of 8.
+    let view = OutView::new(&mut out, n_tokens, rows).unwrap();
+    let sizes: Vec<_> = view
+        .split_tapered(8, 8)
+        .iter()
+        .map(|p| p.rows().len())
+        .collect();
+    assert_eq!(sizes, [176, 152, 136, 112, 88, 64, 48, 24]);
+}

@@ -246,11 +246,15 @@ pub(crate) fn matmul_many(
             .max(1);
         let align = if m.is_interleaved() { GROUP_ROWS } else { 1 };
         parts.extend(
-            view.split_aligned(n, align)
+            view.split_tapered(n, align)
                 .into_iter()
-                .map(|v| (m, a, Mutex::new(v))),
+                .map(|v| (v.rows().len(), (m, a, Mutex::new(v)))),
         );
     }
+    // Largest first: the threads take parts in order, so the last ones, which decide
+    // how long the first thread to run out waits for the other, are the smallest.
+    parts.sort_by_key(|(rows, _)| std::cmp::Reverse(*rows));
+    let parts: Vec<_> = parts.into_iter().map(|(_, p)| p).collect();
     let error = Mutex::new(None);
     pool.run(parts.len(), &|i| {
         let (m, a, v) = &parts[i];

@@ -239,12 +239,32 @@ impl<'a> OutView<'a> {
     /// [`OutView::split`] with every split point a multiple of `align` rows (for
     /// interleaved weights: whole groups of 8); some views may then be empty.
     pub fn split_aligned(self, n: usize, align: usize) -> Vec<OutView<'a>> {
-        let (n, align) = (n.max(1), align.max(1));
+        let n = n.max(1);
+        self.split_at_shares(n, align, |k| (k, n))
+    }
+
+    /// [`OutView::split_aligned`] into `n` views whose sizes fall off linearly, the
+    /// first about `n` times the last (view `k` takes `n - k` shares).
+    pub fn split_tapered(self, n: usize, align: usize) -> Vec<OutView<'a>> {
+        let n = n.max(1);
+        self.split_at_shares(n, align, |k| (k * n - k * (k - 1) / 2, n * (n + 1) / 2))
+    }
+
+    /// `n` views, split `k` (of `1..n`) at the fraction `shares(k)` (a numerator and a
+    /// denominator) of the rows, rounded down to a multiple of `align`.
+    fn split_at_shares(
+        self,
+        n: usize,
+        align: usize,
+        shares: impl Fn(usize) -> (usize, usize),
+    ) -> Vec<OutView<'a>> {
+        let align = align.max(1);
         let (start, len) = (self.rows.start, self.rows.len());
         let mut parts = Vec::with_capacity(n);
         let mut rest = self;
         for k in 1..n {
-            let at = (start + len * k / n) / align * align;
+            let (num, den) = shares(k);
+            let at = (start + len * num / den) / align * align;
             let at = at.clamp(rest.rows.start, rest.rows.end);
             let (part, tail) = rest.split_at(at).expect("split points lie inside the view");
             parts.push(part);
