@@ -3,6 +3,8 @@
 
 use std::cell::RefCell;
 
+#[cfg(target_arch = "x86_64")]
+use super::kv_rows::Elem;
 use super::kv_rows::{Row, Rows};
 use super::ops::{round_to_f16, softcap, softmax};
 use crate::pool::{SyncPtr, ThreadPool};
@@ -192,6 +194,26 @@ unsafe fn query_tile_avx2<const T: usize>(
     scores: &mut Vec<f32>,
     acc: &mut [f32],
 ) {
+    match (a.k_old, a.v_old) {
+        (Rows::F32(k), Rows::F32(v)) => query_tile_of(a, (k, v), tile, scores, acc),
+        (Rows::F16(k), Rows::F16(v)) => query_tile_of(a, (k, v), tile, scores, acc),
+        (Rows::F32(k), Rows::F16(v)) => query_tile_of(a, (k, v), tile, scores, acc),
+        (Rows::F16(k), Rows::F32(v)) => query_tile_of(a, (k, v), tile, scores, acc),
+    }
+}
+
+/// [`query_tile_avx2`] with the cache's element types known, so that rows are found by
+/// pointer arithmetic rather than by a dispatch per position: the cached positions
+/// (`lo..split`) first, then the batch's own (`split..=hi`).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
+    a: &AttnArgs,
+    (k_old, v_old): (&[K], &[V]),
+    tile: [(usize, usize); T],
+    scores: &mut Vec<f32>,
+    acc: &mut [f32],
+) {
     let (hk, hv) = (a.head_dim_k, a.head_dim_v);
     let (kw, vw) = (a.n_head_kv * hk, a.n_head_kv * hv);
     let qw = a.n_head * hk;
@@ -200,45 +222,54 @@ unsafe fn query_tile_avx2<const T: usize>(
     let lo = ranges.iter().map(|r| r.0).min().unwrap_or(0);
     let hi = ranges.iter().map(|r| r.1).max().unwrap_or(0);
     let span = hi + 1 - lo;
-    let q: [&[f32]; T] = tile.map(|(t, h)| &a.q[t * qw + h * hk..t * qw + (h + 1) * hk]);
-    let key = |j: usize| -> Row {
-        if j < a.start {
-            a.k_old.slice((j - a.old_start) * kw + kvh * hk, hk)
-        } else {
-            Row::F32(&a.k_new[(j - a.start) * kw + kvh * hk..][..hk])
-        }
-    };
-    let value = |j: usize| -> Row {
-        if j < a.start {
-            a.v_old.slice((j - a.old_start) * vw + kvh * hv, hv)
-        } else {
-            Row::F32(&a.v_new[(j - a.start) * vw + kvh * hv..][..hv])
-        }
-    };
+    let split = a.start.clamp(lo, hi + 1);
+    // Every row read below lies inside its slice.
+    assert!(lo >= a.old_start && a.start >= a.old_start);
+    assert!(split == lo || (split - a.old_start) * kw <= k_old.len());
+    assert!(split == lo || (split - a.old_start) * vw <= v_old.len());
+    assert!(
+        split > hi
+            || ((hi + 1 - a.start) * kw <= a.k_new.len()
+                && (hi + 1 - a.start) * vw <= a.v_new.len())
+    );
+    assert!(
+        a.n_head_kv > kvh
+            && tile
+                .iter()
+                .all(|&(t, h)| (t + 1) * qw <= a.q.len() && h < a.n_head)
+    );
+    let q: [*const f32; T] = tile.map(|(t, h)| a.q.as_ptr().add(t * qw + h * hk));
+    let k_old_at = |j: usize| k_old.as_ptr().add((j - a.old_start) * kw + kvh * hk);
+    let v_old_at = |j: usize| v_old.as_ptr().add((j - a.old_start) * vw + kvh * hv);
+    let k_new_at = |j: usize| a.k_new.as_ptr().add((j - a.start) * kw + kvh * hk);
     scores.clear();
     scores.resize(T * span, f32::NEG_INFINITY);
+    let mut record = |j: usize, s: [f32; T]| {
+        for r in 0..T {
+            if (ranges[r].0..=ranges[r].1).contains(&j) {
+                scores[r * span + j - lo] = match a.softcap {
+                    Some(cap) => cap * (s[r] / cap).tanh(),
+                    None => s[r],
+                };
+            }
+        }
+    };
     // The cache rows were last read a whole step ago and are out of every cache by now;
     // they sit a row of all KV heads apart, too far for the hardware prefetcher's taste,
     // so each key and value row is asked for PREFETCH_ROWS keys ahead.
     let prefetch = |j: usize| {
-        if j <= hi {
-            simd::prefetch_row::<{ simd::L1 }>(key(j));
-            simd::prefetch_row::<{ simd::L2 }>(value(j));
+        if j < split {
+            simd::prefetch_lines::<{ simd::L1 }>(k_old_at(j) as *const u8, hk * size_of::<K>());
+            simd::prefetch_lines::<{ simd::L2 }>(v_old_at(j) as *const u8, hv * size_of::<V>());
         }
     };
     (lo..lo + PREFETCH_ROWS).for_each(prefetch);
-    for j in lo..=hi {
+    for j in lo..split {
         prefetch(j + PREFETCH_ROWS);
-        let s = simd::dot_n(q, key(j));
-        for r in 0..T {
-            if (ranges[r].0..=ranges[r].1).contains(&j) {
-                let v = match a.softcap {
-                    Some(cap) => cap * (s[r] / cap).tanh(),
-                    None => s[r],
-                };
-                scores[r * span + j - lo] = v;
-            }
-        }
+        record(j, simd::dot_n(q, k_old_at(j), hk));
+    }
+    for j in split..=hi {
+        record(j, simd::dot_n(q, k_new_at(j), hk));
     }
     for r in 0..T {
         softmax(&mut scores[r * span..(r + 1) * span]);
@@ -246,7 +277,24 @@ unsafe fn query_tile_avx2<const T: usize>(
     if a.f16_probs {
         round_to_f16(scores);
     }
-    simd::weighted_sum_n::<T, _>(&mut acc[..T * hv], scores, lo..hi + 1, value);
+    let old = simd::RowRun {
+        first: if split > lo {
+            v_old_at(lo)
+        } else {
+            v_old.as_ptr()
+        },
+        stride: vw,
+        len: split - lo,
+    };
+    let new = simd::RowRun {
+        first: a
+            .v_new
+            .as_ptr()
+            .wrapping_add((split - a.start.min(split)) * vw + kvh * hv),
+        stride: vw,
+        len: hi + 1 - split,
+    };
+    simd::weighted_sum_n::<T, V>(&mut acc[..T * hv], scores, span, old, new);
 }
 
 /// Attention of query `t`, head `h`: the weighted sum of visible values into `acc`.
@@ -325,21 +373,16 @@ mod simd {
     pub const L1: i32 = _MM_HINT_T0;
     pub const L2: i32 = _MM_HINT_T1;
 
-    /// Asks for every cache line of `row` (`HINT` as `_mm_prefetch` takes it).
+    /// Asks for every cache line of the `bytes` bytes at `p` (`HINT` as `_mm_prefetch`
+    /// takes it).
     #[inline(always)]
-    pub unsafe fn prefetch_row<const HINT: i32>(row: Row) {
-        let (p, bytes) = match row {
-            Row::F32(v) => (v.as_ptr() as *const i8, std::mem::size_of_val(v)),
-            Row::F16(v) => (v.as_ptr() as *const i8, std::mem::size_of_val(v)),
-        };
-        let mut off = 0;
-        while off < bytes {
-            _mm_prefetch::<HINT>(p.add(off));
-            off += 64;
-        }
-        // The row's last line, when the row does not start on a line.
-        if bytes > 0 {
-            _mm_prefetch::<HINT>(p.add(bytes - 1));
+    pub unsafe fn prefetch_lines<const HINT: i32>(p: *const u8, bytes: usize) {
+        let first = p as usize & !63;
+        let last = (p as usize + bytes.max(1) - 1) & !63;
+        let mut line = first;
+        while line <= last {
+            _mm_prefetch::<HINT>(p.wrapping_add(line - p as usize) as *const i8);
+            line += 64;
         }
     }
 
@@ -380,98 +423,107 @@ mod simd {
         r
     }
 
-    /// Four dot products against one key, loading the key once. Requires AVX2, FMA
-    /// and F16C.
+    /// `T` dot products of `n` values against one key, loading the key once. Requires
+    /// AVX2, FMA and F16C, and `n` readable values at each pointer.
     #[inline(always)]
-    pub unsafe fn dot_n<const T: usize>(q: [&[f32]; T], k: Row) -> [f32; T] {
-        match k {
-            Row::F32(k) => dot_n_of(q, k),
-            Row::F16(k) => dot_n_of(q, k),
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn dot_n_of<E: Elem, const T: usize>(q: [&[f32]; T], k: &[E]) -> [f32; T] {
-        let n = k.len();
-        debug_assert!(q.iter().all(|q| q.len() == n));
-        let pk = k.as_ptr();
-        let pq = q.map(|q| q.as_ptr());
+    pub unsafe fn dot_n<E: Elem, const T: usize>(
+        q: [*const f32; T],
+        k: *const E,
+        n: usize,
+    ) -> [f32; T] {
         let mut s = [_mm256_setzero_ps(); T];
         let mut i = 0;
         while i + 8 <= n {
-            let kv = E::load8(pk.add(i));
+            let kv = E::load8(k.add(i));
             for r in 0..T {
-                s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(pq[r].add(i)), kv, s[r]);
+                s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r].add(i)), kv, s[r]);
             }
             i += 8;
         }
         let mut out = s.map(|v| hsum(v));
         while i < n {
             for r in 0..T {
-                out[r] += q[r][i] * k[i].to_f32();
+                out[r] += *q[r].add(i) * (*k.add(i)).to_f32();
             }
             i += 1;
         }
         out
     }
 
-    /// Eight values of `row` from `c` as lanes (`width` of them real, the rest 0).
-    #[inline(always)]
-    unsafe fn load_row8(row: Row, c: usize) -> __m256 {
-        match row {
-            Row::F32(v) => Elem::load8(v[c..c + 8].as_ptr()),
-            Row::F16(v) => Elem::load8(v[c..c + 8].as_ptr()),
-        }
+    /// `len` rows, `stride` elements apart from `first`.
+    #[derive(Clone, Copy)]
+    pub struct RowRun<E> {
+        pub first: *const E,
+        pub stride: usize,
+        pub len: usize,
     }
 
-    /// `acc[r] = Σ_j scores[r·span + j − lo] · value(j)` over `js` (`span` = its
-    /// length) for `T` rows stored one after the other in `acc`. The sums stay in
-    /// registers, 16 columns at a time, while every value row streams past: storing
-    /// them back after each row would cost more than the multiplications.
+    /// Eight values from `p` as lanes.
+    #[inline(always)]
+    unsafe fn load_at<E: Elem>(run: RowRun<E>, i: usize, c: usize) -> __m256 {
+        E::load8(run.first.add(i * run.stride + c))
+    }
+
+    /// `acc[r] = Σ_j scores[r·span + j] · value(j)` for `T` rows stored one after the
+    /// other in `acc`, the values being the rows of `old` then of `new` (`span` in all).
+    /// The sums stay in registers, 16 columns at a time, while every value row streams
+    /// past: storing them back after each row would cost more than the multiplications.
     /// Requires AVX2, FMA and F16C.
     #[inline(always)]
-    pub unsafe fn weighted_sum_n<'v, const T: usize, F: Fn(usize) -> Row<'v>>(
+    pub unsafe fn weighted_sum_n<const T: usize, V: Elem>(
         acc: &mut [f32],
         scores: &[f32],
-        js: std::ops::Range<usize>,
-        value: F,
+        span: usize,
+        old: RowRun<V>,
+        new: RowRun<f32>,
     ) {
         let n = acc.len() / T;
-        let span = js.len();
-        assert!(scores.len() >= T * span);
+        assert!(scores.len() >= T * span && old.len + new.len == span);
         let mut c = 0;
         while c < n {
             let width = if c + 16 <= n { 16 } else { 8.min(n - c) };
             if width < 8 {
                 for (r, row) in acc.chunks_exact_mut(n).enumerate() {
                     for (k, o) in row[c..].iter_mut().enumerate() {
-                        *o = js
-                            .clone()
-                            .map(|j| scores[r * span + j - js.start] * value(j).get(c + k))
-                            .sum();
+                        let p = |i: usize| scores[r * span + i];
+                        let from_old = (0..old.len)
+                            .map(|i| p(i) * (*old.first.add(i * old.stride + c + k)).to_f32());
+                        let from_new = (0..new.len)
+                            .map(|i| p(old.len + i) * *new.first.add(i * new.stride + c + k));
+                        *o = from_old.chain(from_new).sum();
                     }
                 }
                 break;
             }
             let mut sums = [[_mm256_setzero_ps(); 2]; T];
-            for (i, j) in js.clone().enumerate() {
-                let row = value(j);
-                let v0 = load_row8(row, c);
-                let v1 = if width == 16 {
-                    load_row8(row, c + 8)
-                } else {
-                    _mm256_setzero_ps()
-                };
+            let mut add = |i: usize, v0: __m256, v1: __m256| {
                 for (r, s) in sums.iter_mut().enumerate() {
                     let p = _mm256_set1_ps(*scores.get_unchecked(r * span + i));
                     s[0] = _mm256_fmadd_ps(p, v0, s[0]);
                     s[1] = _mm256_fmadd_ps(p, v1, s[1]);
                 }
+            };
+            let wide = width == 16;
+            for i in 0..old.len {
+                let v1 = if wide {
+                    load_at(old, i, c + 8)
+                } else {
+                    _mm256_setzero_ps()
+                };
+                add(i, load_at(old, i, c), v1);
+            }
+            for i in 0..new.len {
+                let v1 = if wide {
+                    load_at(new, i, c + 8)
+                } else {
+                    _mm256_setzero_ps()
+                };
+                add(old.len + i, load_at(new, i, c), v1);
             }
             for (r, s) in sums.iter().enumerate() {
                 let dst = acc[r * n + c..r * n + c + width].as_mut_ptr();
                 _mm256_storeu_ps(dst, s[0]);
-                if width == 16 {
+                if wide {
                     _mm256_storeu_ps(dst.add(8), s[1]);
                 }
             }
