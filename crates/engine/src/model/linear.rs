@@ -254,10 +254,9 @@ pub(crate) fn matmul_many(
     // Largest first: the threads take parts in order, so the last ones, which decide
     // how long the first thread to run out waits for the other, are the smallest.
     parts.sort_by_key(|(rows, _)| std::cmp::Reverse(*rows));
-    let parts: Vec<_> = parts.into_iter().map(|(_, p)| p).collect();
     let error = Mutex::new(None);
     pool.run(parts.len(), &|i| {
-        let (m, a, v) = &parts[i];
+        let (_, (m, a, v)) = &parts[i];
         let mut v = v.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = quant::matmul_view(m, a, &mut v) {
             *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);

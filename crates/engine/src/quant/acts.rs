@@ -1,9 +1,9 @@
 //! Activation quantization: each activation row is converted once into the partner
 //! format of the weight type and then reused against every weight row.
 //!
-//! Q8 blocks are ggml's Q8_0 and Q8_1 in one (quantized the way ggml does), with the
-//! step and the block sum kept as f32 where ggml rounds them to f16: measured against
-//! llama.cpp's logits, the rounding brought them no closer.
+//! Q8 blocks are ggml's Q8_0 and Q8_1 in one (quantized as ggml's reference quantizer
+//! does), with the step and the block sum kept as f32 where ggml rounds them to f16:
+//! measured against llama.cpp's logits, the rounding brought them no closer.
 
 use std::mem::MaybeUninit;
 
@@ -398,7 +398,7 @@ pub(crate) fn step(amax: f32, levels: i32) -> (f32, f32) {
 }
 
 /// Rounds to the nearest integer, ties to even, by the 1.5·2^23 trick (exact for
-/// |v| < 2^22; here |v| <= 32767), which vectorizes where `f32::round` would be a libm
+/// |v| < 2^22; here |v| <= 127), which vectorizes where `f32::round` would be a libm
 /// call on baseline x86-64. ggml's `roundf` differs only on exact .5 ties. A NaN input
 /// becomes 0.
 #[inline]

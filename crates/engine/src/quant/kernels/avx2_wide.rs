@@ -54,8 +54,9 @@ unsafe fn lanes<const N: usize>(p: *const f32) -> __m256 {
 }
 
 /// A wide kernel. `$decode` turns the block at `$p` into `(d, m, u)`: the block is
-/// `d·(u − $offset) + m` per weight; `$dot` is the 8-lane integer dot product of `$u`
-/// with the activation block `$ab`. The minimum `m` pairs with the blocks' `s`.
+/// `d·(u − $offset) + m` per weight (`m` is `None` for the symmetric formats); `$dot` is
+/// the 8-lane integer dot product of `$u` with the activation block `$ab`. The minimum
+/// pairs with the blocks' `s`.
 macro_rules! wide_kernel {
     ($name:ident, $bb:expr, $act:ty, offset $offset:expr, |$p:ident| $decode:expr, |$u:ident, $ab:ident| $dot:expr) => {
         #[target_feature(enable = "avx2,fma,f16c")]
@@ -73,7 +74,7 @@ macro_rules! wide_kernel {
             let mut offs = _mm256_setzero_ps();
             for i in 0..nb {
                 let $p = w.as_ptr().add(i * $bb);
-                let (d, m, $u): (f32, f32, __m256i) = $decode;
+                let (d, m, $u): (f32, Option<f32>, __m256i) = $decode;
                 let mut s = [_mm256_setzero_si256(); N];
                 for t in 0..N {
                     let $ab = a[t].get_unchecked(i);
@@ -89,7 +90,9 @@ macro_rules! wide_kernel {
                 let sp = scales.as_ptr().add(2 * N * i);
                 let dd = _mm256_mul_ps(_mm256_set1_ps(d), lanes::<N>(sp));
                 acc = _mm256_fmadd_ps(dd, sums, acc);
-                offs = _mm256_fmadd_ps(_mm256_set1_ps(m), lanes::<N>(sp.add(N)), offs);
+                if let Some(m) = m {
+                    offs = _mm256_fmadd_ps(_mm256_set1_ps(m), lanes::<N>(sp.add(N)), offs);
+                }
             }
             let mut v = [0f32; 8];
             _mm256_storeu_ps(v.as_mut_ptr(), _mm256_add_ps(acc, offs));
@@ -108,7 +111,7 @@ wide_kernel!(
     18,
     Q8Block,
     offset 8,
-    |p| (f16_at(p), 0.0, nibbles32(p.add(2))),
+    |p| (f16_at(p), None, nibbles32(p.add(2))),
     |u, ab| dot_u8_i8(u, qs8(ab))
 );
 wide_kernel!(
@@ -116,7 +119,7 @@ wide_kernel!(
     22,
     Q8Block,
     offset 16,
-    |p| (f16_at(p), 0.0, five_bit(p.add(6), p.add(2))),
+    |p| (f16_at(p), None, five_bit(p.add(6), p.add(2))),
     |u, ab| dot_u8_i8(u, qs8(ab))
 );
 // Without VNNI, `maddubs` would saturate on 255·127 pairs, so Q8_0 keeps its signs and
@@ -129,9 +132,9 @@ wide_kernel!(
     |p| {
         let q = load256(p.add(2));
         if VNNI {
-            (f16_at(p), 0.0, _mm256_xor_si256(q, _mm256_set1_epi8(-128)))
+            (f16_at(p), None, _mm256_xor_si256(q, _mm256_set1_epi8(-128)))
         } else {
-            (f16_at(p), 0.0, q)
+            (f16_at(p), None, q)
         }
     },
     |u, ab| if VNNI {
@@ -145,7 +148,7 @@ wide_kernel!(
     20,
     Q8Block,
     offset 0,
-    |p| (f16_at(p), f16_at(p.add(2)), nibbles32(p.add(4))),
+    |p| (f16_at(p), Some(f16_at(p.add(2))), nibbles32(p.add(4))),
     |u, ab| dot_u8_i8(u, qs8(ab))
 );
 wide_kernel!(
@@ -153,6 +156,6 @@ wide_kernel!(
     24,
     Q8Block,
     offset 0,
-    |p| (f16_at(p), f16_at(p.add(2)), five_bit(p.add(8), p.add(4))),
+    |p| (f16_at(p), Some(f16_at(p.add(2))), five_bit(p.add(8), p.add(4))),
     |u, ab| dot_u8_i8(u, qs8(ab))
 );
