@@ -4,10 +4,15 @@
 //! vCPUs in one L3 domain or in two; batched decode is about 30% slower in the second
 //! case, so benchmark scripts print it beside their figures.
 //!
-//! `cargo run --release -p llamay-engine --example core_latency`
+//! It also times the thread pool's own cost per job (`-- --pool`): a decode step is
+//! hundreds of jobs, each paying a few of those hand-overs.
+//!
+//! `cargo run --release -p llamay-engine --example core_latency [-- --pool]`
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+
+use llamay_engine::pool::ThreadPool;
 
 const TRIPS: u64 = 100_000;
 
@@ -35,8 +40,38 @@ fn round_trip_ns() -> f64 {
     })
 }
 
-fn main() {
-    let mut runs: Vec<f64> = (0..5).map(|_| round_trip_ns()).collect();
+/// Nanoseconds per pool job of `tasks` tasks, each `spins` dependent multiply-adds.
+fn pool_job_ns(pool: &ThreadPool, tasks: usize, spins: u64) -> f64 {
+    const JOBS: u32 = 20_000;
+    let t = Instant::now();
+    for _ in 0..JOBS {
+        pool.run(tasks, &|i| {
+            let mut x = i as u64;
+            for _ in 0..spins {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            std::hint::black_box(x);
+        });
+    }
+    t.elapsed().as_nanos() as f64 / JOBS as f64
+}
+
+fn median_of_5(f: impl Fn() -> f64) -> f64 {
+    let mut runs: Vec<f64> = (0..5).map(|_| f()).collect();
     runs.sort_by(f64::total_cmp);
-    println!("core-to-core round trip: {:.0} ns (median of 5)", runs[2]);
+    runs[2]
+}
+
+fn main() {
+    println!(
+        "core-to-core round trip: {:.0} ns (median of 5)",
+        median_of_5(round_trip_ns)
+    );
+    if std::env::args().any(|a| a == "--pool") {
+        let pool = ThreadPool::new(2);
+        for (tasks, spins) in [(2, 0), (16, 0), (16, 200)] {
+            let ns = median_of_5(|| pool_job_ns(&pool, tasks, spins));
+            println!("pool job of {tasks} tasks × {spins} multiply-adds: {ns:.0} ns");
+        }
+    }
 }

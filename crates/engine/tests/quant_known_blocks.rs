@@ -2,6 +2,7 @@
 //! output layout and error paths on small exact cases.
 
 use llamay_engine::ggml_type::GgmlType;
+use llamay_engine::quant::interleave::{interleave_rows, interleaved_row_bytes};
 use llamay_engine::quant::*;
 
 fn f16_bytes(v: f32) -> [u8; 2] {
@@ -313,4 +314,37 @@ fn tapered_views_shrink_and_cover_every_row_once() {
         .map(|p| p.rows().len())
         .collect();
     assert_eq!(sizes, [176, 152, 136, 112, 88, 64, 48, 24]);
+}
+
+#[test]
+fn adding_views_add_the_product_to_what_the_output_holds() {
+    // A residual connection is computed as `x += w·a`: both store paths (row by row,
+    // and the interleaved groups' 8 rows at a time), split across threads.
+    let (rows, n_tokens) = (48, 5);
+    let (data, x, want) = exact_q8_case(rows, n_tokens);
+    let mut packed = vec![0u8; rows * interleaved_row_bytes(GgmlType::Q8_0, 64).unwrap()];
+    interleave_rows(GgmlType::Q8_0, &data, 64, &mut packed).unwrap();
+    let mut layouts = vec![QMatrix::new(GgmlType::Q8_0, &data, rows, 64).unwrap()];
+    if Backend::active().interleaves(GgmlType::Q8_0) {
+        layouts.push(QMatrix::new_interleaved(GgmlType::Q8_0, &packed, rows, 64).unwrap());
+    }
+    let mut acts = QuantizedActs::new();
+    quantize_acts(GgmlType::Q8_0, &x, n_tokens, 64, &mut acts).unwrap();
+    let before: Vec<f32> = (0..n_tokens * rows)
+        .map(|i| (i % 13) as f32 - 6.0)
+        .collect();
+    for w in &layouts {
+        let mut out = before.clone();
+        let parts = OutView::adding_to(&mut out, n_tokens, rows)
+            .unwrap()
+            .split_aligned(3, 8);
+        std::thread::scope(|s| {
+            for mut part in parts {
+                let acts = &acts;
+                s.spawn(move || matmul_view(w, acts, &mut part).unwrap());
+            }
+        });
+        let expected: Vec<f32> = before.iter().zip(&want).map(|(b, p)| b + p).collect();
+        assert_eq!(out, expected, "interleaved: {}", w.is_interleaved());
+    }
 }

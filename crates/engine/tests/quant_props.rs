@@ -361,7 +361,7 @@ proptest! {
         x in prop::collection::vec(quantizer_input(), 512),
     ) {
         let bits = |acts: &QuantizedActs| -> Vec<u32> {
-            let mut v = Vec::new();
+            let mut v: Vec<u32> = acts.f32_values().iter().map(|x| x.to_bits()).collect();
             for b in acts.q8_blocks() {
                 v.extend([b.d.to_bits(), b.s.to_bits(), b.isum as u32]);
                 v.extend(b.qs.iter().map(|&q| q as u8 as u32));
@@ -385,7 +385,7 @@ proptest! {
         // 2 rows of 256 (too few blocks to spread), and the values 8 times over as 16
         // rows (128 blocks of 32, spread over several runs).
         let big: Vec<f32> = x.iter().cycle().take(8 * x.len()).copied().collect();
-        for (ty, rows) in [GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K]
+        for (ty, rows) in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K]
             .into_iter()
             .flat_map(|ty| [(ty, 2), (ty, 16)])
         {
@@ -406,6 +406,31 @@ proptest! {
                 prop_assert_eq!(bits(&spread), bits(&want), "{:?} on {} spread", backend, ty);
                 let table_bits = |t: &[f32]| t.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 prop_assert_eq!(table_bits(spread.tile_scales()), table_bits(want.tile_scales()));
+                // The same values computed on the way in, a range at a time, on one
+                // thread and spread: the same blocks, table and f32 values.
+                let asked = std::sync::Mutex::new(Vec::new());
+                let source = |start: usize, dst: &mut [f32]| {
+                    asked.lock().unwrap().push(start..start + dst.len());
+                    dst.copy_from_slice(&x[start..start + dst.len()]);
+                };
+                for (par, how) in [(&serial as ParallelFor, "serial"), (&threads, "spread")] {
+                    asked.lock().unwrap().clear();
+                    let mut computed = QuantizedActs::new();
+                    backend
+                        .quantize_computed(ty, &source, rows, cols, &mut computed, par)
+                        .unwrap();
+                    prop_assert_eq!(bits(&computed), bits(&want), "{:?} on {} computed {}", backend, ty, how);
+                    prop_assert_eq!(table_bits(computed.tile_scales()), table_bits(want.tile_scales()));
+                    // Every value was asked for exactly once.
+                    let mut ranges = asked.lock().unwrap().clone();
+                    ranges.sort_by_key(|r| r.start);
+                    let mut at = 0;
+                    for r in &ranges {
+                        prop_assert_eq!(r.start, at);
+                        at = r.end;
+                    }
+                    prop_assert_eq!(at, x.len());
+                }
             }
         }
     }

@@ -6,15 +6,15 @@
 
 use super::attention::{attend_batch, AttnArgs, AttnJob};
 use super::hparams::Activation;
-use super::linear::{matmul, matmul_many, ActsCache, Product};
+use super::linear::{matmul, matmul_many, ActsCache, Product, Weight};
 use super::ops::{
-    gelu_tanh_gate, rms_norm, rms_norm_inplace, round_to_f16, silu_gate, softcap, RopeTable,
+    gelu_tanh_gate, rms_norm, rms_norm_inplace, rms_scale, round_to_f16, silu_gate, softcap,
+    RopeTable,
 };
 use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 use crate::kv_cache::KvType;
-use crate::pool::SyncPtr;
 
 use std::sync::Mutex;
 
@@ -25,7 +25,6 @@ pub const MAX_STEP_TOKENS: usize = 512;
 #[derive(Default)]
 pub(super) struct Buffers {
     x: Vec<f32>,
-    xn: Vec<f32>,
     q: Vec<f32>,
     k: Vec<f32>,
     v: Vec<f32>,
@@ -42,9 +41,6 @@ pub(super) struct Buffers {
     /// The output projection's result, before it is split per item.
     logits: Vec<f32>,
 }
-
-/// The fewest gated activations worth handing to another thread.
-const GATE_CHUNK_MIN: usize = 2048;
 
 /// The largest step whose scratch buffers are kept for the next step: decode batches
 /// and short prompts.
@@ -249,7 +245,6 @@ impl Model {
         let mut b = self.scratch.take();
         b.acts.invalidate();
         b.x.resize(t * hp.n_embd, 0.0);
-        b.xn.resize(t * hp.n_embd, 0.0);
         b.q.resize(t * hp.q_width(), 0.0);
         b.k.resize(t * hp.k_width(), 0.0);
         b.v.resize(t * hp.v_width(), 0.0);
@@ -291,40 +286,41 @@ impl Model {
     ) -> Result<(), ModelError> {
         let hp = &self.hp;
         let (e, total) = (hp.n_embd, b.x.len() / hp.n_embd);
-        norm_rows(&b.x, &layer.attn_norm, hp.rms_eps, e, &mut b.xn);
         let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
+        let x = &b.x;
+        let normed = |start: usize, dst: &mut [f32]| {
+            norm_range(x, &layer.attn_norm, hp.rms_eps, e, start, dst)
+        };
+        b.acts.invalidate();
         match &layer.qkv {
             Qkv::Separate { q, k, v } => {
-                b.acts.invalidate();
                 for w in [q, k, v] {
-                    b.acts.prepare(&self.pool, w, &b.xn, total)?;
+                    b.acts.prepare_computed(&self.pool, w, &normed, total)?;
                 }
                 let products = vec![
                     Product {
                         w: q,
                         out: &mut b.q,
+                        add: false,
                     },
                     Product {
                         w: k,
                         out: &mut b.k,
+                        add: false,
                     },
                     Product {
                         w: v,
                         out: &mut b.v,
+                        add: false,
                     },
                 ];
                 matmul_many(&self.pool, &self.file, &b.acts, products)?;
             }
             Qkv::Fused(w) => {
-                matmul(
-                    &self.pool,
-                    &self.file,
-                    &mut b.acts,
-                    w,
-                    &b.xn,
-                    total,
-                    &mut b.qkv,
-                )?;
+                b.acts.prepare_computed(&self.pool, w, &normed, total)?;
+                let out = &mut b.qkv;
+                let product = Product { w, out, add: false };
+                matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
                 let row = qw + kw + vw;
                 for t in 0..total {
                     let r = &b.qkv[t * row..(t + 1) * row];
@@ -434,51 +430,79 @@ impl Model {
                 );
             }
         }
-        let wo = &layer.attn_out;
-        matmul(
-            &self.pool,
-            &self.file,
-            &mut b.acts,
-            wo,
-            &b.attn,
-            total,
-            &mut b.proj,
-        )?;
-        if let Some(w) = &layer.post_attn_norm {
-            b.proj
-                .chunks_exact_mut(e)
-                .for_each(|r| rms_norm_inplace(r, w, hp.rms_eps));
+        b.acts.invalidate();
+        b.acts
+            .prepare(&self.pool, &layer.attn_out, &b.attn, total)?;
+        self.add_projection(&layer.attn_out, layer.post_attn_norm.as_deref(), b)
+    }
+
+    /// `x += w·acts`, the product normed first when the architecture norms it
+    /// (Gemma's post-norms); otherwise the product is added as it is computed.
+    fn add_projection(
+        &self,
+        w: &Weight,
+        post_norm: Option<&[f32]>,
+        b: &mut Buffers,
+    ) -> Result<(), ModelError> {
+        let Some(norm) = post_norm else {
+            let product = Product {
+                w,
+                out: &mut b.x,
+                add: true,
+            };
+            return matmul_many(&self.pool, &self.file, &b.acts, vec![product]);
+        };
+        let out = &mut b.proj;
+        let product = Product { w, out, add: false };
+        matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
+        for (x, p) in
+            b.x.chunks_exact_mut(self.hp.n_embd)
+                .zip(b.proj.chunks_exact_mut(self.hp.n_embd))
+        {
+            rms_norm_inplace(p, norm, self.hp.rms_eps);
+            x.iter_mut().zip(&*p).for_each(|(x, p)| *x += p);
         }
-        add_into(&mut b.x, &b.proj);
         Ok(())
     }
 
     fn ffn_block(&self, layer: &Layer, total: usize, b: &mut Buffers) -> Result<(), ModelError> {
         let hp = &self.hp;
         let (e, ff) = (hp.n_embd, hp.n_ff);
-        norm_rows(&b.x, &layer.ffn_norm, hp.rms_eps, e, &mut b.xn);
+        let x = &b.x;
+        let normed = |start: usize, dst: &mut [f32]| {
+            norm_range(x, &layer.ffn_norm, hp.rms_eps, e, start, dst)
+        };
+        b.acts.invalidate();
         match &layer.gate_up {
             GateUp::Separate { gate: wg, up: wu } => {
-                b.acts.invalidate();
-                b.acts.prepare(&self.pool, wg, &b.xn, total)?;
-                b.acts.prepare(&self.pool, wu, &b.xn, total)?;
+                b.acts.prepare_computed(&self.pool, wg, &normed, total)?;
+                b.acts.prepare_computed(&self.pool, wu, &normed, total)?;
                 let products = vec![
                     Product {
                         w: wg,
                         out: &mut b.gate[..total * ff],
+                        add: false,
                     },
                     Product {
                         w: wu,
                         out: &mut b.up,
+                        add: false,
                     },
                 ];
                 matmul_many(&self.pool, &self.file, &b.acts, products)?;
             }
             GateUp::Fused(w) => {
+                b.acts.prepare_computed(&self.pool, w, &normed, total)?;
                 let both = &mut b.gate[..total * 2 * ff];
-                matmul(&self.pool, &self.file, &mut b.acts, w, &b.xn, total, both)?;
+                let product = Product {
+                    w,
+                    out: both,
+                    add: false,
+                };
+                matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
                 // Each output row is [gate | up]; split it into the two buffers. In
                 // ascending order, row t's gate moves down onto space no later row uses.
+                let both = &mut b.gate[..total * 2 * ff];
                 for t in 0..total {
                     b.up[t * ff..(t + 1) * ff]
                         .copy_from_slice(&both[(2 * t + 1) * ff..(2 * t + 2) * ff]);
@@ -486,45 +510,22 @@ impl Model {
                 }
             }
         }
-        let gate = &mut b.gate[..total * ff];
         let act = match hp.activation {
             Activation::Silu => silu_gate,
             Activation::GeluTanh => gelu_tanh_gate,
         };
-        // Transcendentals cost as much as a small matmul: spread them over the pool, in
-        // as many equal chunks as keep every thread busy to the end.
-        let n_chunks = gate
-            .len()
-            .div_ceil(GATE_CHUNK_MIN)
-            .clamp(1, 2 * self.pool.n_threads());
-        let chunk = gate.len().div_ceil(n_chunks);
-        let gate_ptr = SyncPtr::new(gate);
-        let up = &b.up;
-        self.pool.run(n_chunks, &|i| {
-            let start = (i * chunk).min(up.len());
-            let len = chunk.min(up.len() - start);
-            // SAFETY: chunks are disjoint and inside `gate` (as long as `up`).
-            let g = unsafe { gate_ptr.slice(start, len) };
-            act(g, &up[start..start + len]);
-        });
-        let gate = &mut b.gate[..total * ff];
-        let wd = &layer.down;
-        matmul(
-            &self.pool,
-            &self.file,
-            &mut b.acts,
-            wd,
-            gate,
-            total,
-            &mut b.proj,
-        )?;
-        if let Some(w) = &layer.post_ffn_norm {
-            b.proj
-                .chunks_exact_mut(e)
-                .for_each(|r| rms_norm_inplace(r, w, hp.rms_eps));
-        }
-        add_into(&mut b.x, &b.proj);
-        Ok(())
+        // The gated activation is computed as the down projection's input is
+        // quantized: its transcendentals are spread over the pool with the quantization,
+        // and each block is quantized while still in L1.
+        let (gate, up) = (&b.gate[..total * ff], &b.up[..total * ff]);
+        let gated = |start: usize, dst: &mut [f32]| {
+            dst.copy_from_slice(&gate[start..start + dst.len()]);
+            act(dst, &up[start..start + dst.len()]);
+        };
+        b.acts.invalidate();
+        b.acts
+            .prepare_computed(&self.pool, &layer.down, &gated, total)?;
+        self.add_projection(&layer.down, layer.post_ffn_norm.as_deref(), b)
     }
 
     fn logits(
@@ -591,9 +592,23 @@ impl Model {
     }
 }
 
-fn norm_rows(x: &[f32], w: &[f32], eps: f32, width: usize, out: &mut [f32]) {
-    for (src, dst) in x.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
-        rms_norm(src, w, eps, dst);
+/// Values `start..start + dst.len()` of the RMS-normed rows of `x` (rows of `width`)
+/// into `dst`, exactly as [`rms_norm`] gives them; a row cut by the range is still
+/// normed by its whole length.
+fn norm_range(x: &[f32], w: &[f32], eps: f32, width: usize, start: usize, dst: &mut [f32]) {
+    let mut at = start;
+    let mut dst = dst;
+    while !dst.is_empty() {
+        let (row, col) = (at / width, at % width);
+        let len = (width - col).min(dst.len());
+        let (head, rest) = dst.split_at_mut(len);
+        let src = &x[row * width..(row + 1) * width];
+        let scale = rms_scale(src, eps);
+        for ((o, &v), &g) in head.iter_mut().zip(&src[col..]).zip(&w[col..]) {
+            *o = v * scale * g;
+        }
+        at += len;
+        dst = rest;
     }
 }
 
@@ -601,8 +616,4 @@ fn add_bias(x: &mut [f32], bias: &[f32]) {
     for row in x.chunks_exact_mut(bias.len()) {
         row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
     }
-}
-
-fn add_into(x: &mut [f32], y: &[f32]) {
-    x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
 }

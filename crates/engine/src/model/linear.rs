@@ -7,7 +7,7 @@ use super::ModelError;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::pool::ThreadPool;
 use crate::quant::interleave::{interleave_rows, interleaved_row_bytes, GROUP_ROWS};
-use crate::quant::{self, ActFormat, Backend, OutView, QMatrix, QuantizedActs};
+use crate::quant::{self, ActFormat, ActSource, Backend, OutView, QMatrix, QuantizedActs};
 
 /// A 2-D weight kept in its GGUF encoding inside the file mapping, or, for formats the
 /// active kernels run faster interleaved, copied once into that layout (the file's
@@ -204,6 +204,25 @@ impl ActsCache {
         Ok(())
     }
 
+    /// [`ActsCache::prepare`] for activations that `source` computes as they are
+    /// quantized (`n` rows of `w.cols`), see [`Backend::quantize_computed`].
+    pub fn prepare_computed(
+        &mut self,
+        pool: &ThreadPool,
+        w: &Weight,
+        source: ActSource,
+        n: usize,
+    ) -> Result<(), ModelError> {
+        let slot = &mut self.slots[slot_of(w)?];
+        if !slot.0 {
+            let par = |n_tasks: usize, f: &(dyn Fn(usize) + Sync)| pool.run(n_tasks, f);
+            let ty = w.info.ggml_type;
+            Backend::active().quantize_computed(ty, source, n, w.cols, &mut slot.1, &par)?;
+            slot.0 = true;
+        }
+        Ok(())
+    }
+
     /// The activations prepared for `w`.
     pub fn get(&self, w: &Weight) -> Result<&QuantizedActs, ModelError> {
         let slot = &self.slots[slot_of(w)?];
@@ -213,10 +232,11 @@ impl ActsCache {
 }
 
 /// One product of a [`matmul_many`] call: weights, their input, and the output
-/// (`n_tokens × w.rows` values).
+/// (`n_tokens × w.rows` values), overwritten or, with `add`, added to.
 pub(crate) struct Product<'a> {
     pub w: &'a Weight,
     pub out: &'a mut [f32],
+    pub add: bool,
 }
 
 /// Parts each thread's share of a matmul job is cut into. More parts even out threads
@@ -239,7 +259,11 @@ pub(crate) fn matmul_many(
     for p in products {
         let m = p.w.matrix(file)?;
         let a = acts.get(p.w)?;
-        let view = OutView::new(p.out, a.n_tokens(), p.w.rows)?;
+        let view = if p.add {
+            OutView::adding_to(p.out, a.n_tokens(), p.w.rows)?
+        } else {
+            OutView::new(p.out, a.n_tokens(), p.w.rows)?
+        };
         let n = (target * p.w.rows)
             .div_ceil(total_rows)
             .min(p.w.rows.div_ceil(16))
@@ -280,5 +304,5 @@ pub(crate) fn matmul(
 ) -> Result<(), ModelError> {
     acts.invalidate();
     acts.prepare(pool, w, x, n)?;
-    matmul_many(pool, file, acts, vec![Product { w, out }])
+    matmul_many(pool, file, acts, vec![Product { w, out, add: false }])
 }

@@ -3,7 +3,7 @@
 use super::hparams::RopeStyle;
 
 /// `1 / sqrt(mean(x²) + eps)`, the sum taken in f64 so long rows lose nothing.
-fn rms_scale(x: &[f32], eps: f32) -> f32 {
+pub(crate) fn rms_scale(x: &[f32], eps: f32) -> f32 {
     let ss: f64 = x.iter().map(|&v| (v as f64) * (v as f64)).sum();
     (1.0 / ((ss / x.len() as f64) + eps as f64).sqrt()) as f32
 }

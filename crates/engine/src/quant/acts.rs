@@ -233,10 +233,55 @@ impl Backend {
         fill(
             self.table.quantize,
             weights_ty,
-            (x, n_tokens, cols),
+            (Input::Values(x), n_tokens, cols),
             out,
             par,
         )
+    }
+
+    /// [`Backend::quantize_acts`] of values that `source` computes block by block as
+    /// they are quantized (a norm, a gated activation): the work is spread with the
+    /// quantization, on the same threads, and the values never make a round trip
+    /// through a buffer of their own.
+    pub fn quantize_computed(
+        &self,
+        weights_ty: GgmlType,
+        source: ActSource,
+        n_tokens: usize,
+        cols: usize,
+        out: &mut QuantizedActs,
+        par: ParallelFor,
+    ) -> Result<(), QuantError> {
+        let total = n_tokens
+            .checked_mul(cols)
+            .ok_or(QuantError::ShapeOverflow {
+                rows: n_tokens,
+                cols,
+            })?;
+        fill(
+            self.table.quantize,
+            weights_ty,
+            (Input::Computed(total, source), n_tokens, cols),
+            out,
+            par,
+        )
+    }
+}
+
+/// Activations to quantize: values in memory, or computed on the way in.
+#[derive(Clone, Copy)]
+enum Input<'a> {
+    Values(&'a [f32]),
+    /// `(total values, source)`, see [`ActSource`].
+    Computed(usize, ActSource<'a>),
+}
+
+impl Input<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Input::Values(x) => x.len(),
+            Input::Computed(n, _) => *n,
+        }
     }
 }
 
@@ -244,7 +289,7 @@ impl Backend {
 fn fill(
     quantize: &Quantizers,
     weights_ty: GgmlType,
-    (x, n_tokens, cols): (&[f32], usize, usize),
+    (x, n_tokens, cols): (Input, usize, usize),
     out: &mut QuantizedActs,
     par: ParallelFor,
 ) -> Result<(), QuantError> {
@@ -276,7 +321,13 @@ fn fill(
     match format {
         ActFormat::F32 => {
             out.f32s.clear();
-            out.f32s.extend_from_slice(x);
+            match x {
+                Input::Values(x) => out.f32s.extend_from_slice(x),
+                Input::Computed(n, source) => {
+                    out.f32s.resize(n, 0.0);
+                    source(0, &mut out.f32s);
+                }
+            }
         }
         ActFormat::Q8 => {
             let table = ScaleTable::new(&mut out.tile_scales, n_tokens, cols / QK);
@@ -320,6 +371,12 @@ fn fill_blocks<B>(x: &[f32], len: usize, out: &mut [MaybeUninit<B>], one: impl F
 /// (a thread pool's `run`).
 pub type ParallelFor<'a> = &'a dyn Fn(usize, &(dyn Fn(usize) + Sync));
 
+/// Computes activations on demand: `source(start, dst)` writes values
+/// `start..start + dst.len()` of the activations (rows laid end to end) into `dst`.
+/// Calls may come from several threads at once, for disjoint ranges, in any order; a
+/// range may begin or end inside a row.
+pub type ActSource<'a> = &'a (dyn Fn(usize, &mut [f32]) + Sync);
+
 /// A [`ParallelFor`] that runs every task on the calling thread, in order.
 pub fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
     (0..n).for_each(f)
@@ -330,11 +387,14 @@ pub fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
 const PARALLEL_MIN_BLOCKS: usize = 64;
 /// Most runs one quantization is cut into.
 const MAX_RUNS: usize = 8;
+/// Values an [`ActSource`] is asked for at a time (a whole number of every format's
+/// blocks).
+const COMPUTED_CHUNK: usize = 1024;
 
 /// Replaces `v` with the blocks of `x` (`len` values each) by `quantize`, in runs that
 /// `par` may spread over threads.
 fn fill_vec<B: Send + Sync>(
-    x: &[f32],
+    x: Input,
     len: usize,
     v: &mut Vec<B>,
     quantize: fn(&[f32], &mut [MaybeUninit<B>]),
@@ -357,7 +417,20 @@ fn fill_vec<B: Send + Sync>(
         let end = ((r + 1) * per).min(n);
         // SAFETY: runs cover disjoint slots of `slots`.
         let out = unsafe { dst.slice(start, end - start) };
-        quantize(&x[start * len..end * len], out);
+        match x {
+            Input::Values(x) => quantize(&x[start * len..end * len], out),
+            Input::Computed(_, source) => {
+                // Computed a few KB at a time, so they are quantized from L1.
+                let mut buf = [0f32; COMPUTED_CHUNK];
+                let per = COMPUTED_CHUNK / len;
+                for (k, slots) in out.chunks_mut(per).enumerate() {
+                    let at = (start + k * per) * len;
+                    let vals = &mut buf[..slots.len() * len];
+                    source(at, vals);
+                    quantize(vals, slots);
+                }
+            }
+        }
         for (k, b) in out.iter().enumerate() {
             // SAFETY: `quantize` wrote every slot of `out`.
             each(start + k, unsafe { b.assume_init_ref() });

@@ -180,6 +180,9 @@ pub struct OutView<'a> {
     n_tokens: usize,
     stride: usize,
     rows: Range<usize>,
+    /// Results are added to the output's values (a residual connection) rather than
+    /// replacing them.
+    add: bool,
     _out: PhantomData<&'a mut [f32]>,
 }
 
@@ -209,7 +212,16 @@ impl<'a> OutView<'a> {
             n_tokens,
             stride: rows,
             rows: 0..rows,
+            add: false,
             _out: PhantomData,
+        })
+    }
+
+    /// [`OutView::new`] for a product added to what `out` holds: `out += w·x`.
+    pub fn adding_to(out: &'a mut [f32], n_tokens: usize, rows: usize) -> Result<Self, QuantError> {
+        Ok(OutView {
+            add: true,
+            ..OutView::new(out, n_tokens, rows)?
         })
     }
 
@@ -279,7 +291,12 @@ impl<'a> OutView<'a> {
     fn set8(&mut self, t: usize, r0: usize, v: &[f32; 8]) {
         assert!(t < self.n_tokens && self.rows.start <= r0 && r0 + 8 <= self.rows.end);
         // SAFETY: as in `set`, for each of the 8 cells.
-        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), self.ptr.add(t * self.stride + r0), 8) }
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(t * self.stride + r0), 8) };
+        if self.add {
+            dst.iter_mut().zip(v).for_each(|(o, v)| *o += v);
+        } else {
+            dst.copy_from_slice(v);
+        }
     }
 
     #[inline(always)]
@@ -287,7 +304,12 @@ impl<'a> OutView<'a> {
         assert!(t < self.n_tokens && self.rows.contains(&r));
         // SAFETY: t < n_tokens and r < stride, so the cell lies inside the borrowed
         // output; r is in this view's rows, which no other view holds.
-        unsafe { *self.ptr.add(t * self.stride + r) = v }
+        let cell = unsafe { &mut *self.ptr.add(t * self.stride + r) };
+        if self.add {
+            *cell += v;
+        } else {
+            *cell = v;
+        }
     }
 }
 

@@ -18,7 +18,7 @@ mod layout;
 mod matrix;
 
 pub use acts::{
-    quantize_acts, quantize_acts_as, serial, ActFormat, ParallelFor, Q8Block, Q8KBlock,
+    quantize_acts, quantize_acts_as, serial, ActFormat, ActSource, ParallelFor, Q8Block, Q8KBlock,
     QuantizedActs,
 };
 pub use dequant::dequantize_row;
