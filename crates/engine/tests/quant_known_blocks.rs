@@ -348,3 +348,25 @@ fn adding_views_add_the_product_to_what_the_output_holds() {
         assert_eq!(out, expected, "interleaved: {}", w.is_interleaved());
     }
 }
+
+#[test]
+#[should_panic(expected = "every activation written once")]
+fn an_acts_writer_with_a_region_left_unwritten_refuses_to_finish() {
+    let mut acts = QuantizedActs::new();
+    let writer = Backend::active()
+        .acts_writer(GgmlType::Q8_0, 2, 64, &mut acts)
+        .unwrap();
+    writer.put(0, 0, &[1.0; 64]);
+    writer.put(1, 32, &[1.0; 32]);
+    writer.finish();
+}
+
+#[test]
+#[should_panic(expected = "block boundaries")]
+fn an_acts_writer_refuses_a_region_off_block_boundaries() {
+    let mut acts = QuantizedActs::new();
+    let writer = Backend::active()
+        .acts_writer(GgmlType::Q8_0, 1, 64, &mut acts)
+        .unwrap();
+    writer.put(0, 16, &[1.0; 32]);
+}

@@ -6,7 +6,7 @@
 
 use super::attention::{attend_batch, AttnArgs, AttnJob};
 use super::hparams::Activation;
-use super::linear::{matmul, matmul_many, ActsCache, Product, Weight};
+use super::linear::{gated_product, matmul, matmul_many, ActsCache, Product, Weight};
 use super::ops::{
     gelu_tanh_gate, rms_norm, rms_norm_inplace, rms_scale, round_to_f16, silu_gate, softcap,
     RopeTable,
@@ -468,28 +468,40 @@ impl Model {
     fn ffn_block(&self, layer: &Layer, total: usize, b: &mut Buffers) -> Result<(), ModelError> {
         let hp = &self.hp;
         let (e, ff) = (hp.n_embd, hp.n_ff);
+        let act = match hp.activation {
+            Activation::Silu => silu_gate,
+            Activation::GeluTanh => gelu_tanh_gate,
+        };
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {
             norm_range(x, &layer.ffn_norm, hp.rms_eps, e, start, dst)
         };
         b.acts.invalidate();
-        match &layer.gate_up {
+        let gated_done = match &layer.gate_up {
             GateUp::Separate { gate: wg, up: wu } => {
                 b.acts.prepare_computed(&self.pool, wg, &normed, total)?;
                 b.acts.prepare_computed(&self.pool, wu, &normed, total)?;
-                let products = vec![
-                    Product {
-                        w: wg,
-                        out: &mut b.gate[..total * ff],
-                        add: false,
-                    },
-                    Product {
-                        w: wu,
-                        out: &mut b.up,
-                        add: false,
-                    },
-                ];
-                matmul_many(&self.pool, &self.file, &b.acts, products)?;
+                let (g, u) = (&mut b.gate[..total * ff], &mut b.up[..total * ff]);
+                let done = b.acts.produce(&layer.down, |acts, out| {
+                    let weights = (wg, wu, &layer.down);
+                    gated_product(&self.pool, &self.file, acts, weights, act, (g, u), out)
+                })?;
+                if !done {
+                    let products = vec![
+                        Product {
+                            w: wg,
+                            out: &mut b.gate[..total * ff],
+                            add: false,
+                        },
+                        Product {
+                            w: wu,
+                            out: &mut b.up[..total * ff],
+                            add: false,
+                        },
+                    ];
+                    matmul_many(&self.pool, &self.file, &b.acts, products)?;
+                }
+                done
             }
             GateUp::Fused(w) => {
                 b.acts.prepare_computed(&self.pool, w, &normed, total)?;
@@ -508,23 +520,22 @@ impl Model {
                         .copy_from_slice(&both[(2 * t + 1) * ff..(2 * t + 2) * ff]);
                     both.copy_within(2 * t * ff..(2 * t + 1) * ff, t * ff);
                 }
+                false
             }
+        };
+        if !gated_done {
+            // The gated activation computed as the down projection's input is quantized:
+            // its transcendentals are spread over the pool with the quantization, and
+            // each block is quantized while still in L1.
+            let (gate, up) = (&b.gate[..total * ff], &b.up[..total * ff]);
+            let gated = |start: usize, dst: &mut [f32]| {
+                dst.copy_from_slice(&gate[start..start + dst.len()]);
+                act(dst, &up[start..start + dst.len()]);
+            };
+            b.acts.invalidate();
+            b.acts
+                .prepare_computed(&self.pool, &layer.down, &gated, total)?;
         }
-        let act = match hp.activation {
-            Activation::Silu => silu_gate,
-            Activation::GeluTanh => gelu_tanh_gate,
-        };
-        // The gated activation is computed as the down projection's input is
-        // quantized: its transcendentals are spread over the pool with the quantization,
-        // and each block is quantized while still in L1.
-        let (gate, up) = (&b.gate[..total * ff], &b.up[..total * ff]);
-        let gated = |start: usize, dst: &mut [f32]| {
-            dst.copy_from_slice(&gate[start..start + dst.len()]);
-            act(dst, &up[start..start + dst.len()]);
-        };
-        b.acts.invalidate();
-        b.acts
-            .prepare_computed(&self.pool, &layer.down, &gated, total)?;
         self.add_projection(&layer.down, layer.post_ffn_norm.as_deref(), b)
     }
 

@@ -173,6 +173,22 @@ impl ScaleTable {
         }
     }
 
+    /// The entry of Q8 block `g` (counting all tokens' blocks in order).
+    fn record_q8(&self, g: usize, b: &Q8Block) {
+        self.set(g / self.per_tok, g % self.per_tok, (b.d, b.s));
+    }
+
+    /// The 8 entries of Q8_K super-block `g`: per block of 32, the super-block's `d`,
+    /// and `d` times the block's two `bsums`.
+    fn record_q8k(&self, g: usize, b: &Q8KBlock) {
+        let per_sb = self.per_tok / 8;
+        let (t, sb) = (g / per_sb, g % per_sb);
+        for j in 0..8 {
+            let sum = b.bsums[2 * j] as i32 + b.bsums[2 * j + 1] as i32;
+            self.set(t, 8 * sb + j, (b.d, b.d * sum as f32));
+        }
+    }
+
     /// Sets the entry of token `t`, block `i`.
     fn set(&self, t: usize, i: usize, (d, s): (f32, f32)) {
         let (t0, n) = self.tile_of(t);
@@ -331,25 +347,162 @@ fn fill(
         }
         ActFormat::Q8 => {
             let table = ScaleTable::new(&mut out.tile_scales, n_tokens, cols / QK);
-            let per_tok = cols / QK;
-            let each = |g: usize, b: &Q8Block| table.set(g / per_tok, g % per_tok, (b.d, b.s));
+            let each = |g: usize, b: &Q8Block| table.record_q8(g, b);
             fill_vec(x, QK, &mut out.q8, quantize.q8, par, &each);
         }
         ActFormat::Q8K => {
-            // Per block of 32: the super-block's d, and d times the block's two bsums.
-            let per_sb = cols / QK_K;
             let table = ScaleTable::new(&mut out.tile_scales, n_tokens, cols / QK);
-            let each = |g: usize, b: &Q8KBlock| {
-                let (t, sb) = (g / per_sb, g % per_sb);
-                for j in 0..8 {
-                    let sum = b.bsums[2 * j] as i32 + b.bsums[2 * j + 1] as i32;
-                    table.set(t, 8 * sb + j, (b.d, b.d * sum as f32));
-                }
-            };
+            let each = |g: usize, b: &Q8KBlock| table.record_q8k(g, b);
             fill_vec(x, QK_K, &mut out.q8k, quantize.q8k, par, &each);
         }
     }
     Ok(())
+}
+
+/// Fills a [`QuantizedActs`] a region at a time, from several threads at once: for
+/// producers that compute different columns of every row (the gated activation, in
+/// the tasks that computed its gate and up columns, so those values never leave the
+/// thread's cache). Made by [`Backend::acts_writer`]; [`ActsWriter::finish`] checks
+/// that every block was written.
+pub struct ActsWriter<'a> {
+    out: *mut QuantizedActs,
+    format: ActFormat,
+    n_tokens: usize,
+    cols: usize,
+    q8: SyncPtr<MaybeUninit<Q8Block>>,
+    q8k: SyncPtr<MaybeUninit<Q8KBlock>>,
+    f32s: SyncPtr<f32>,
+    table: ScaleTable,
+    quantize: &'static Quantizers,
+    /// Values written so far (whole blocks).
+    written: std::sync::atomic::AtomicUsize,
+    _out: std::marker::PhantomData<&'a mut QuantizedActs>,
+}
+
+// SAFETY: `put` writes through the pointers only the cells of its own region, and
+// callers give concurrent calls disjoint regions (checked to lie inside the buffers).
+unsafe impl Sync for ActsWriter<'_> {}
+
+impl Backend {
+    /// A writer that fills `out` with `n_tokens` rows of `cols` values quantized for
+    /// weights of type `weights_ty`, with this backend's quantizers.
+    pub fn acts_writer<'a>(
+        &self,
+        weights_ty: GgmlType,
+        n_tokens: usize,
+        cols: usize,
+        out: &'a mut QuantizedActs,
+    ) -> Result<ActsWriter<'a>, QuantError> {
+        let format = ActFormat::for_weights(weights_ty)?;
+        let block = format.block_elems();
+        if !cols.is_multiple_of(block) {
+            return Err(QuantError::NotBlockAligned {
+                ty: weights_ty,
+                cols,
+                block,
+            });
+        }
+        let total = n_tokens
+            .checked_mul(cols)
+            .ok_or(QuantError::ShapeOverflow {
+                rows: n_tokens,
+                cols,
+            })?;
+        out.format = Some(format);
+        out.n_tokens = n_tokens;
+        out.cols = cols;
+        out.f32s.clear();
+        out.q8.clear();
+        out.q8k.clear();
+        let (n8, n8k, nf) = match format {
+            ActFormat::F32 => (0, 0, total),
+            ActFormat::Q8 => (total / QK, 0, 0),
+            ActFormat::Q8K => (0, total / QK_K, 0),
+        };
+        out.q8.reserve(n8);
+        out.q8k.reserve(n8k);
+        out.f32s.resize(nf, 0.0);
+        let per_tok = if format == ActFormat::F32 {
+            0
+        } else {
+            cols / QK
+        };
+        let table = ScaleTable::new(&mut out.tile_scales, n_tokens, per_tok);
+        Ok(ActsWriter {
+            q8: SyncPtr::new(&mut out.q8.spare_capacity_mut()[..n8]),
+            q8k: SyncPtr::new(&mut out.q8k.spare_capacity_mut()[..n8k]),
+            f32s: SyncPtr::new(&mut out.f32s),
+            out,
+            format,
+            n_tokens,
+            cols,
+            table,
+            quantize: self.table.quantize,
+            written: std::sync::atomic::AtomicUsize::new(0),
+            _out: std::marker::PhantomData,
+        })
+    }
+}
+
+impl ActsWriter<'_> {
+    /// Writes `values`, columns `col0..col0 + values.len()` of row `t`, both ends on
+    /// block boundaries. Regions of concurrent calls must not overlap, and each
+    /// region must be written once.
+    pub fn put(&self, t: usize, col0: usize, values: &[f32]) {
+        let block = self.format.block_elems();
+        let len = values.len();
+        assert!(
+            t < self.n_tokens
+                && col0.is_multiple_of(block)
+                && len.is_multiple_of(block)
+                && col0 + len <= self.cols,
+            "region inside the activations, on block boundaries"
+        );
+        let first = (t * self.cols + col0) / block;
+        let n = len / block;
+        // SAFETY (all arms): the region lies inside the buffer (checked above), and
+        // callers give concurrent calls disjoint regions.
+        match self.format {
+            ActFormat::F32 => unsafe { self.f32s.slice(first, len) }.copy_from_slice(values),
+            ActFormat::Q8 => {
+                let slots = unsafe { self.q8.slice(first, n) };
+                (self.quantize.q8)(values, slots);
+                for (k, b) in slots.iter().enumerate() {
+                    // SAFETY: the quantizer wrote every slot.
+                    self.table
+                        .record_q8(first + k, unsafe { b.assume_init_ref() });
+                }
+            }
+            ActFormat::Q8K => {
+                let slots = unsafe { self.q8k.slice(first, n) };
+                (self.quantize.q8k)(values, slots);
+                for (k, b) in slots.iter().enumerate() {
+                    // SAFETY: as above.
+                    self.table
+                        .record_q8k(first + k, unsafe { b.assume_init_ref() });
+                }
+            }
+        }
+        self.written
+            .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Marks the activations complete. Panics unless every value was written once
+    /// (regions are whole blocks, so a count of values is a count of blocks).
+    pub fn finish(self) {
+        let written = self.written.load(std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the writer holds the only borrow of `out`.
+        let out = unsafe { &mut *self.out };
+        let total = out.n_tokens * out.cols;
+        assert_eq!(written, total, "every activation written once");
+        match self.format {
+            ActFormat::F32 => {}
+            // SAFETY: every slot was written (the counts cover all of them, and regions
+            // do not overlap).
+            ActFormat::Q8 => unsafe { out.q8.set_len(total / QK) },
+            ActFormat::Q8K => unsafe { out.q8k.set_len(total / QK_K) },
+        }
+    }
 }
 
 /// The reference quantizers, in plain Rust.

@@ -286,6 +286,19 @@ impl<'a> OutView<'a> {
         parts
     }
 
+    /// The cells of token `t` in this view's rows (side by side in the output).
+    pub fn token_mut(&mut self, t: usize) -> &mut [f32] {
+        assert!(t < self.n_tokens);
+        // SAFETY: the cells lie inside the borrowed output, in this view's rows, which
+        // no other view holds; `&mut self` keeps them from being written meanwhile.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.ptr.add(t * self.stride + self.rows.start),
+                self.rows.len(),
+            )
+        }
+    }
+
     /// Rows `r0..r0 + 8` of token `t`, which lie side by side in the output.
     #[inline(always)]
     fn set8(&mut self, t: usize, r0: usize, v: &[f32; 8]) {

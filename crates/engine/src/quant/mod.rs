@@ -18,8 +18,8 @@ mod layout;
 mod matrix;
 
 pub use acts::{
-    quantize_acts, quantize_acts_as, serial, ActFormat, ActSource, ParallelFor, Q8Block, Q8KBlock,
-    QuantizedActs,
+    quantize_acts, quantize_acts_as, serial, ActFormat, ActSource, ActsWriter, ParallelFor,
+    Q8Block, Q8KBlock, QuantizedActs,
 };
 pub use dequant::dequantize_row;
 pub use error::QuantError;
