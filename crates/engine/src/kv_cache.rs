@@ -71,6 +71,79 @@ impl Store {
     }
 }
 
+/// A store's elements by pointer, for [`KvWriter`].
+#[derive(Clone, Copy)]
+enum RawStore {
+    F32(*mut f32, usize),
+    F16(*mut f16, usize),
+}
+
+impl RawStore {
+    fn of(store: &mut Store) -> RawStore {
+        match store {
+            Store::F32(v) => RawStore::F32(v.as_mut_ptr(), v.len()),
+            Store::F16(v) => RawStore::F16(v.as_mut_ptr(), v.len()),
+        }
+    }
+
+    /// # Safety
+    /// No other thread reads or writes elements `at..at + src.len()` meanwhile, and
+    /// the store has not been resized since `of`.
+    unsafe fn write(self, at: usize, src: &[f32]) {
+        match self {
+            RawStore::F32(p, len) => {
+                assert!(at + src.len() <= len);
+                std::slice::from_raw_parts_mut(p.add(at), src.len()).copy_from_slice(src)
+            }
+            RawStore::F16(p, len) => {
+                assert!(at + src.len() <= len);
+                std::slice::from_raw_parts_mut(p.add(at), src.len()).convert_from_f32_slice(src)
+            }
+        }
+    }
+}
+
+/// Stores keys and values of a layer's new positions (see [`KvCache::writer`]). It
+/// borrows nothing: the cache must not be resized or dropped while it is used, and
+/// what it writes must not be read meanwhile (attention reads the cached positions,
+/// which it does not touch, and the batch's own rows from the step's buffers).
+pub(crate) struct KvWriter {
+    k: RawStore,
+    v: RawStore,
+    window: Option<usize>,
+    k_width: usize,
+    v_width: usize,
+    positions: std::ops::Range<usize>,
+}
+
+// SAFETY: writes go through `write`, whose callers keep concurrent writes disjoint.
+unsafe impl Send for KvWriter {}
+unsafe impl Sync for KvWriter {}
+
+impl KvWriter {
+    /// Stores `k` as the key columns from `k_col`, and `v` as the value columns from
+    /// `v_col`, of position `pos`.
+    ///
+    /// # Safety
+    /// The cache is still as [`KvCache::writer`] left it, and concurrent calls write
+    /// different positions or columns.
+    pub(crate) unsafe fn write(
+        &self,
+        pos: usize,
+        (k_col, k): (usize, &[f32]),
+        (v_col, v): (usize, &[f32]),
+    ) {
+        assert!(self.positions.contains(&pos));
+        assert!(k_col + k.len() <= self.k_width && v_col + v.len() <= self.v_width);
+        let slot = match self.window {
+            Some(w) => pos % w,
+            None => pos,
+        };
+        self.k.write(slot * self.k_width + k_col, k);
+        self.v.write(slot * self.v_width + v_col, v);
+    }
+}
+
 /// One layer's keys and values.
 #[derive(Clone, Debug)]
 struct LayerKv {
@@ -135,6 +208,27 @@ impl KvCache {
         l.v.grow_to((slot + 1) * vw);
         l.k.write(slot * kw, &k[..kw]);
         l.v.write(slot * vw, &v[..vw]);
+    }
+
+    /// Makes room for positions `range` of layer `il` and returns a writer that stores
+    /// their keys and values a column range at a time, from several threads (the
+    /// attention tasks, each its own KV head). A sliding layer's range must fit in the
+    /// window (its slots must be distinct).
+    pub(crate) fn writer(&mut self, il: usize, range: std::ops::Range<usize>) -> KvWriter {
+        let l = &mut self.layers[il];
+        assert!(l.window.is_none_or(|w| range.len() <= w));
+        let end_slot = range.clone().map(|p| l.slot(p) + 1).max().unwrap_or(0);
+        let (kw, vw) = (l.k_width, l.v_width);
+        l.k.grow_to(end_slot * kw);
+        l.v.grow_to(end_slot * vw);
+        KvWriter {
+            k: RawStore::of(&mut l.k),
+            v: RawStore::of(&mut l.v),
+            window: l.window,
+            k_width: kw,
+            v_width: vw,
+            positions: range,
+        }
     }
 
     /// Keys and values of positions `range` of layer `il` (row after row), read in

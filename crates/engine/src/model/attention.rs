@@ -62,13 +62,23 @@ thread_local! {
 #[cfg(test)]
 pub(crate) fn attend(pool: &ThreadPool, a: &AttnArgs, out: &mut [f32]) {
     assert_eq!(out.len(), a.n * a.n_head * a.head_dim_v);
-    attend_batch(pool, &[AttnJob { args: *a, row0: 0 }], out);
+    attend_batch(pool, &[AttnJob { args: *a, row0: 0 }], out, None);
 }
+
+/// Work on a task's results in the thread that computed them: `then(job, kvh, t, out)`
+/// for each token `t` of the task, `out` being that token's outputs of the heads that
+/// share KV head `kvh` (side by side in the output row).
+pub(crate) type TaskEpilogue<'a> = &'a (dyn Fn(usize, usize, usize, &[f32]) + Sync);
 
 /// The attention of every job in one pool run (one synchronisation per layer however
 /// many sequences decode together), split by sequence, head and query block. All jobs
 /// share the head layout; `out` holds `n_head·head_dim_v` values per batch row.
-pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32]) {
+pub(crate) fn attend_batch(
+    pool: &ThreadPool,
+    jobs: &[AttnJob],
+    out: &mut [f32],
+    then: Option<TaskEpilogue>,
+) {
     let Some(first) = jobs.first() else { return };
     let ow = first.args.n_head * first.args.head_dim_v;
     // A task is one KV head of one query block: the heads sharing that KV head (and
@@ -82,11 +92,11 @@ pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32])
     let out_ptr = SyncPtr::new(out);
     let wide = has_avx2();
     pool.run(total, &|mut task| {
-        let mut jobs = jobs.iter();
-        let job = loop {
-            let j = jobs.next().expect("task index below the total");
+        let mut jobs = jobs.iter().enumerate();
+        let (job_index, job) = loop {
+            let (i, j) = jobs.next().expect("task index below the total");
             if task < tasks_of(j) {
-                break j;
+                break (i, j);
             }
             task -= tasks_of(j);
         };
@@ -143,6 +153,13 @@ pub(crate) fn attend_batch(pool: &ThreadPool, jobs: &[AttnJob], out: &mut [f32])
                 i += rows;
             }
         });
+        if let Some(then) = then {
+            for t in tokens {
+                let at = (job.row0 + t) * ow + kvh * group * hv;
+                // SAFETY: the cells this task wrote above, read by it alone.
+                then(job_index, kvh, t, unsafe { out_ptr.slice(at, group * hv) });
+            }
+        }
     });
 }
 

@@ -5,16 +5,17 @@
 //! matrix-matrix products). Only attention is per sequence, against its own cache.
 
 use super::attention::{attend_batch, AttnArgs, AttnJob};
+use super::heads::HeadPrep;
 use super::hparams::Activation;
 use super::linear::{gated_product, matmul, matmul_many, ActsCache, Product, Weight};
 use super::ops::{
-    gelu_tanh_gate, rms_norm, rms_norm_inplace, rms_scale, round_to_f16, silu_gate, softcap,
-    RopeTable,
+    gelu_tanh_gate, rms_norm, rms_norm_inplace, rms_scale, silu_gate, softcap, RopeTable,
 };
 use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 use crate::kv_cache::KvType;
+use crate::quant::Backend;
 
 use std::sync::Mutex;
 
@@ -287,6 +288,18 @@ impl Model {
         let hp = &self.hp;
         let (e, total) = (hp.n_embd, b.x.len() / hp.n_embd);
         let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
+        let (hk, hv) = (hp.head_dim_k, hp.head_dim_v);
+        let round16: Vec<bool> = batch
+            .iter()
+            .zip(spans)
+            .flat_map(|(item, s)| std::iter::repeat_n(item.seq.kv.kv_type() == KvType::F16, s.n))
+            .collect();
+        let heads = HeadPrep {
+            hp,
+            layer,
+            rope,
+            round16: &round16,
+        };
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {
             norm_range(x, &layer.attn_norm, hp.rms_eps, e, start, dst)
@@ -297,60 +310,35 @@ impl Model {
                 for w in [q, k, v] {
                     b.acts.prepare_computed(&self.pool, w, &normed, total)?;
                 }
+                // Heads are finished by the threads that computed them.
+                let queries = |t, c0, q: &mut [f32]| heads.queries(t, c0, q);
+                let keys = |t, c0, k: &mut [f32]| heads.keys(t, c0, k);
+                let values = |t, c0, v: &mut [f32]| heads.values(t, c0, v);
                 let products = vec![
-                    Product {
-                        w: q,
-                        out: &mut b.q,
-                        add: false,
-                    },
-                    Product {
-                        w: k,
-                        out: &mut b.k,
-                        add: false,
-                    },
-                    Product {
-                        w: v,
-                        out: &mut b.v,
-                        add: false,
-                    },
+                    Product::new(q, &mut b.q).then(hk, &queries),
+                    Product::new(k, &mut b.k).then(hk, &keys),
+                    Product::new(v, &mut b.v).then(hv, &values),
                 ];
                 matmul_many(&self.pool, &self.file, &b.acts, products)?;
             }
             Qkv::Fused(w) => {
                 b.acts.prepare_computed(&self.pool, w, &normed, total)?;
                 let out = &mut b.qkv;
-                let product = Product { w, out, add: false };
+                let product = Product::new(w, out);
                 matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
                 let row = qw + kw + vw;
                 for t in 0..total {
                     let r = &b.qkv[t * row..(t + 1) * row];
-                    b.q[t * qw..(t + 1) * qw].copy_from_slice(&r[..qw]);
-                    b.k[t * kw..(t + 1) * kw].copy_from_slice(&r[qw..qw + kw]);
-                    b.v[t * vw..(t + 1) * vw].copy_from_slice(&r[qw + kw..]);
+                    let q = &mut b.q[t * qw..(t + 1) * qw];
+                    q.copy_from_slice(&r[..qw]);
+                    heads.queries(t, 0, q);
+                    let k = &mut b.k[t * kw..(t + 1) * kw];
+                    k.copy_from_slice(&r[qw..qw + kw]);
+                    heads.keys(t, 0, k);
+                    let v = &mut b.v[t * vw..(t + 1) * vw];
+                    v.copy_from_slice(&r[qw + kw..]);
+                    heads.values(t, 0, v);
                 }
-            }
-        }
-        if let Some([bq, bk, bv]) = &layer.qkv_bias {
-            add_bias(&mut b.q, bq);
-            add_bias(&mut b.k, bk);
-            add_bias(&mut b.v, bv);
-        }
-        let hk = hp.head_dim_k;
-        for t in 0..total {
-            let qrow = &mut b.q[t * qw..(t + 1) * qw];
-            for head in qrow.chunks_exact_mut(hk) {
-                if let Some(w) = &layer.q_norm {
-                    rms_norm_inplace(head, w, hp.rms_eps);
-                }
-                rope.apply(head, t, hp.rope_style);
-                head.iter_mut().for_each(|v| *v *= hp.attn_scale);
-            }
-            let krow = &mut b.k[t * kw..(t + 1) * kw];
-            for head in krow.chunks_exact_mut(hk) {
-                if let Some(w) = &layer.k_norm {
-                    rms_norm_inplace(head, w, hp.rms_eps);
-                }
-                rope.apply(head, t, hp.rope_style);
             }
         }
         let window = if hp.swa_layers[il] {
@@ -358,14 +346,17 @@ impl Model {
         } else {
             None
         };
-        let ow = hp.n_head * hp.head_dim_v;
-        let mut jobs = Vec::with_capacity(batch.len());
+        let ow = hp.n_head * hv;
         if b.k_old.len() < batch.len() {
             b.k_old.resize_with(batch.len(), Vec::new);
             b.v_old.resize_with(batch.len(), Vec::new);
         }
+        // Each attention task stores its KV head's new keys and values, unless a
+        // sliding layer's ring would reuse slots the step still reads.
+        let mut writers = Vec::with_capacity(batch.len());
+        let mut jobs = Vec::with_capacity(batch.len());
         for (((item, s), k_buf), v_buf) in batch
-            .iter()
+            .iter_mut()
             .zip(spans)
             .zip(b.k_old.iter_mut())
             .zip(b.v_old.iter_mut())
@@ -373,6 +364,9 @@ impl Model {
             if s.n == 0 {
                 continue;
             }
+            let positions = s.start_pos..s.start_pos + s.n;
+            let in_task = window.is_none() || s.n == 1;
+            writers.push(in_task.then(|| item.seq.kv.writer(il, positions)));
             // Cached positions this item's queries can still see.
             let old_start = match window {
                 Some(w) => s.start_pos.saturating_sub(w - 1),
@@ -383,20 +377,7 @@ impl Model {
                 .kv
                 .history(il, old_start..s.start_pos, k_buf, v_buf);
             let rows = s.row0..s.row0 + s.n;
-            let f16 = item.seq.kv.kv_type() == KvType::F16;
-            if f16 {
-                // An f16 cache rounds keys and values when they are stored; round the
-                // batch's own (and, as llama.cpp's K·Q in f16 does, the queries) too,
-                // so results do not depend on how a prompt is split into steps.
-                round_to_f16(&mut b.q[rows.start * qw..rows.end * qw]);
-                round_to_f16(&mut b.k[rows.start * kw..rows.end * kw]);
-                round_to_f16(&mut b.v[rows.start * vw..rows.end * vw]);
-            }
-            jobs.push((rows, old_start, s.start_pos, f16, k_old, v_old));
-        }
-        let jobs: Vec<AttnJob> = jobs
-            .into_iter()
-            .map(|(rows, old_start, start, f16, k_old, v_old)| AttnJob {
+            jobs.push(AttnJob {
                 row0: rows.start,
                 args: AttnArgs {
                     q: &b.q[rows.start * qw..rows.end * qw],
@@ -405,21 +386,61 @@ impl Model {
                     k_old,
                     v_old,
                     old_start,
-                    start,
+                    start: s.start_pos,
                     n: rows.len(),
                     n_head: hp.n_head,
                     n_head_kv: hp.n_head_kv,
                     head_dim_k: hk,
-                    head_dim_v: hp.head_dim_v,
+                    head_dim_v: hv,
                     window,
                     softcap: hp.attn_softcap,
-                    f16_probs: f16,
+                    f16_probs: round16[rows.start],
                 },
-            })
-            .collect();
-        attend_batch(&self.pool, &jobs, &mut b.attn[..total * ow]);
+            });
+        }
+        let wo = &layer.attn_out;
+        let group_cols = hp.n_head / hp.n_head_kv * hv;
+        let store = |j: usize, kvh: usize, t: usize| {
+            if let Some(w) = &writers[j] {
+                let job = &jobs[j];
+                let (k, v) = (job.args.k_new, job.args.v_new);
+                let k = (kvh * hk, &k[t * kw + kvh * hk..][..hk]);
+                let v = (kvh * hv, &v[t * vw + kvh * hv..][..hv]);
+                // SAFETY: the cache is as `writer` left it (nothing resizes it during
+                // the step), and each task writes its own KV head of its own tokens.
+                unsafe { w.write(job.args.start + t, k, v) };
+            }
+        };
+        // The output projection's input is quantized by the tasks too, when each
+        // task's columns are whole blocks of it.
+        let attn = &mut b.attn[..total * ow];
+        let quantized = b.acts.produce(wo, |_, out| {
+            if !group_cols.is_multiple_of(wo.act_format().block_elems()) {
+                return Ok(false);
+            }
+            let writer = Backend::active().acts_writer(wo.ggml_type(), total, ow, out)?;
+            let then = |j: usize, kvh: usize, t: usize, out: &[f32]| {
+                store(j, kvh, t);
+                writer.put(jobs[j].row0 + t, kvh * group_cols, out);
+            };
+            attend_batch(&self.pool, &jobs, attn, Some(&then));
+            writer.finish();
+            Ok(true)
+        })?;
+        if !quantized {
+            let then = |j: usize, kvh: usize, t: usize, _: &[f32]| store(j, kvh, t);
+            attend_batch(&self.pool, &jobs, &mut b.attn[..total * ow], Some(&then));
+        }
         drop(jobs);
-        for (item, s) in batch.iter_mut().zip(spans) {
+        let written_in_tasks = batch
+            .iter_mut()
+            .zip(spans)
+            .filter(|(_, s)| s.n > 0)
+            .zip(&writers);
+        for ((item, s), w) in written_in_tasks {
+            if w.is_some() {
+                continue;
+            }
             for t in 0..s.n {
                 let r = s.row0 + t;
                 item.seq.kv.write(
@@ -430,10 +451,11 @@ impl Model {
                 );
             }
         }
-        b.acts.invalidate();
-        b.acts
-            .prepare(&self.pool, &layer.attn_out, &b.attn, total)?;
-        self.add_projection(&layer.attn_out, layer.post_attn_norm.as_deref(), b)
+        if !quantized {
+            b.acts.invalidate();
+            b.acts.prepare(&self.pool, wo, &b.attn, total)?;
+        }
+        self.add_projection(wo, layer.post_attn_norm.as_deref(), b)
     }
 
     /// `x += w·acts`, the product normed first when the architecture norms it
@@ -445,15 +467,11 @@ impl Model {
         b: &mut Buffers,
     ) -> Result<(), ModelError> {
         let Some(norm) = post_norm else {
-            let product = Product {
-                w,
-                out: &mut b.x,
-                add: true,
-            };
+            let product = Product::adding(w, &mut b.x);
             return matmul_many(&self.pool, &self.file, &b.acts, vec![product]);
         };
         let out = &mut b.proj;
-        let product = Product { w, out, add: false };
+        let product = Product::new(w, out);
         matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
         for (x, p) in
             b.x.chunks_exact_mut(self.hp.n_embd)
@@ -488,16 +506,8 @@ impl Model {
                 })?;
                 if !done {
                     let products = vec![
-                        Product {
-                            w: wg,
-                            out: &mut b.gate[..total * ff],
-                            add: false,
-                        },
-                        Product {
-                            w: wu,
-                            out: &mut b.up[..total * ff],
-                            add: false,
-                        },
+                        Product::new(wg, &mut b.gate[..total * ff]),
+                        Product::new(wu, &mut b.up[..total * ff]),
                     ];
                     matmul_many(&self.pool, &self.file, &b.acts, products)?;
                 }
@@ -506,11 +516,7 @@ impl Model {
             GateUp::Fused(w) => {
                 b.acts.prepare_computed(&self.pool, w, &normed, total)?;
                 let both = &mut b.gate[..total * 2 * ff];
-                let product = Product {
-                    w,
-                    out: both,
-                    add: false,
-                };
+                let product = Product::new(w, both);
                 matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
                 // Each output row is [gate | up]; split it into the two buffers. In
                 // ascending order, row t's gate moves down onto space no later row uses.
@@ -620,11 +626,5 @@ fn norm_range(x: &[f32], w: &[f32], eps: f32, width: usize, start: usize, dst: &
         }
         at += len;
         dst = rest;
-    }
-}
-
-fn add_bias(x: &mut [f32], bias: &[f32]) {
-    for row in x.chunks_exact_mut(bias.len()) {
-        row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
     }
 }

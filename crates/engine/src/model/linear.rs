@@ -67,6 +67,16 @@ impl Weight {
         Ok(w)
     }
 
+    /// The activation format the kernels take for this weight.
+    pub fn act_format(&self) -> ActFormat {
+        self.act
+    }
+
+    /// The weight's GGUF type.
+    pub fn ggml_type(&self) -> crate::ggml_type::GgmlType {
+        self.info.ggml_type
+    }
+
     pub fn matrix<'a>(&'a self, file: &'a GgufFile) -> Result<QMatrix<'a>, ModelError> {
         let ty = self.info.ggml_type;
         Ok(match &self.packed {
@@ -253,12 +263,61 @@ impl ActsCache {
     }
 }
 
+/// Work on the output of one part of a product, in the thread that computed it:
+/// `f(t, r0, values)` gets token `t`'s values of rows `r0..r0 + values.len()`, for every
+/// token, once the part is done.
+pub(crate) type PartEpilogue<'a> = &'a (dyn Fn(usize, usize, &mut [f32]) + Sync);
+
 /// One product of a [`matmul_many`] call: weights, their input, and the output
 /// (`n_tokens × w.rows` values), overwritten or, with `add`, added to.
 pub(crate) struct Product<'a> {
-    pub w: &'a Weight,
-    pub out: &'a mut [f32],
-    pub add: bool,
+    w: &'a Weight,
+    out: &'a mut [f32],
+    add: bool,
+    /// Part boundaries fall on multiples of this many rows (for the epilogue).
+    align: usize,
+    then: Option<PartEpilogue<'a>>,
+}
+
+impl<'a> Product<'a> {
+    /// `out = w·x`.
+    pub fn new(w: &'a Weight, out: &'a mut [f32]) -> Self {
+        Product {
+            w,
+            out,
+            add: false,
+            align: 1,
+            then: None,
+        }
+    }
+
+    /// `out += w·x`.
+    pub fn adding(w: &'a Weight, out: &'a mut [f32]) -> Self {
+        Product {
+            add: true,
+            ..Product::new(w, out)
+        }
+    }
+
+    /// Runs `then` on every part's output, parts being whole multiples of `align`
+    /// rows (a head, say).
+    pub fn then(self, align: usize, then: PartEpilogue<'a>) -> Self {
+        Product {
+            align,
+            then: Some(then),
+            ..self
+        }
+    }
+}
+
+fn lcm(a: usize, b: usize) -> usize {
+    let gcd = |mut a: usize, mut b: usize| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    a / gcd(a, b) * b
 }
 
 /// Parts each thread's share of a matmul job is cut into. More parts even out threads
@@ -290,11 +349,22 @@ pub(crate) fn matmul_many(
             .div_ceil(total_rows)
             .min(p.w.rows.div_ceil(16))
             .max(1);
-        let align = if m.is_interleaved() { GROUP_ROWS } else { 1 };
+        let align = lcm(
+            if m.is_interleaved() { GROUP_ROWS } else { 1 },
+            p.align.max(1),
+        );
+        if !p.w.rows.is_multiple_of(align) {
+            return Err(ModelError::Invalid(format!(
+                "{} rows do not split into parts of {align}",
+                p.w.rows
+            )));
+        }
+        let n = n.min(p.w.rows / align);
         parts.extend(
             view.split_tapered(n, align)
                 .into_iter()
-                .map(|v| (v.rows().len(), (m, a, Mutex::new(v)))),
+                .filter(|v| !v.rows().is_empty())
+                .map(|v| (v.rows().len(), (m, a, p.then, Mutex::new(v)))),
         );
     }
     // Largest first: the threads take parts in order, so the last ones, which decide
@@ -302,10 +372,17 @@ pub(crate) fn matmul_many(
     parts.sort_by_key(|(rows, _)| std::cmp::Reverse(*rows));
     let error = Mutex::new(None);
     pool.run(parts.len(), &|i| {
-        let (_, (m, a, v)) = &parts[i];
+        let (_, (m, a, then, v)) = &parts[i];
         let mut v = v.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = quant::matmul_view(m, a, &mut v) {
             *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            return;
+        }
+        if let Some(then) = then {
+            let r0 = v.rows().start;
+            for t in 0..a.n_tokens() {
+                then(t, r0, v.token_mut(t));
+            }
         }
     });
     match error.into_inner().unwrap_or_else(|e| e.into_inner()) {
@@ -326,7 +403,7 @@ pub(crate) fn matmul(
 ) -> Result<(), ModelError> {
     acts.invalidate();
     acts.prepare(pool, w, x, n)?;
-    matmul_many(pool, file, acts, vec![Product { w, out, add: false }])
+    matmul_many(pool, file, acts, vec![Product::new(w, out)])
 }
 
 /// The gate and up products of the same input, their gated activation `act`, and its

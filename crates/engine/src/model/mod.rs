@@ -7,6 +7,7 @@
 mod arena;
 mod attention;
 mod forward;
+mod heads;
 pub mod hparams;
 mod info;
 pub(crate) mod kv_rows;

@@ -1,0 +1,71 @@
+//! Queries, keys and values made ready for attention: biases, per-head norms, RoPE, the
+//! query scale, and the rounding an f16 cache implies. It works on any whole heads of
+//! one token, so the threads that computed a product's rows can finish them before
+//! handing them on, or one thread can take whole rows.
+
+use super::hparams::HParams;
+use super::ops::{rms_norm_inplace, round_to_f16, RopeTable};
+use super::weights::Layer;
+
+/// One layer's preparation of the heads of one step.
+pub(super) struct HeadPrep<'a> {
+    pub hp: &'a HParams,
+    pub layer: &'a Layer,
+    pub rope: &'a RopeTable,
+    /// Per token of the step: its sequence has an f16 cache. An f16 cache rounds keys
+    /// and values when they are stored; the batch's own (and, as llama.cpp's K·Q in
+    /// f16 does, the queries) are rounded too, so results do not depend on how a
+    /// prompt is split into steps.
+    pub round16: &'a [bool],
+}
+
+impl HeadPrep<'_> {
+    /// Query columns `c0..c0 + q.len()` (whole heads) of token `t`.
+    pub fn queries(&self, t: usize, c0: usize, q: &mut [f32]) {
+        let (hp, hk) = (self.hp, self.hp.head_dim_k);
+        if let Some([bq, _, _]) = &self.layer.qkv_bias {
+            add(q, &bq[c0..]);
+        }
+        for head in q.chunks_exact_mut(hk) {
+            if let Some(w) = &self.layer.q_norm {
+                rms_norm_inplace(head, w, hp.rms_eps);
+            }
+            self.rope.apply(head, t, hp.rope_style);
+            head.iter_mut().for_each(|v| *v *= hp.attn_scale);
+        }
+        self.round(t, q);
+    }
+
+    /// Key columns `c0..c0 + k.len()` (whole heads) of token `t`.
+    pub fn keys(&self, t: usize, c0: usize, k: &mut [f32]) {
+        let (hp, hk) = (self.hp, self.hp.head_dim_k);
+        if let Some([_, bk, _]) = &self.layer.qkv_bias {
+            add(k, &bk[c0..]);
+        }
+        for head in k.chunks_exact_mut(hk) {
+            if let Some(w) = &self.layer.k_norm {
+                rms_norm_inplace(head, w, hp.rms_eps);
+            }
+            self.rope.apply(head, t, hp.rope_style);
+        }
+        self.round(t, k);
+    }
+
+    /// Value columns `c0..c0 + v.len()` of token `t`.
+    pub fn values(&self, t: usize, c0: usize, v: &mut [f32]) {
+        if let Some([_, _, bv]) = &self.layer.qkv_bias {
+            add(v, &bv[c0..]);
+        }
+        self.round(t, v);
+    }
+
+    fn round(&self, t: usize, x: &mut [f32]) {
+        if self.round16[t] {
+            round_to_f16(x);
+        }
+    }
+}
+
+fn add(x: &mut [f32], bias: &[f32]) {
+    x.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+}
