@@ -7,7 +7,7 @@
 use super::attention::{attend_batch, AttnArgs, AttnJob};
 use super::heads::HeadPrep;
 use super::hparams::Activation;
-use super::linear::{gated_product, matmul, matmul_many, ActsCache, Product, Weight};
+use super::linear::{gated_product, matmul_many, ActsCache, Product, Weight};
 use super::ops::{
     gelu_tanh_gate, rms_norm, rms_norm_inplace, rms_scale, silu_gate, softcap, RopeTable,
 };
@@ -15,7 +15,7 @@ use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 use crate::kv_cache::KvType;
-use crate::quant::Backend;
+use crate::quant::{Backend, OutView, RowTable};
 
 use std::sync::Mutex;
 
@@ -39,8 +39,8 @@ pub(super) struct Buffers {
     /// Per batch item: cached keys and values copied out when they cannot be read in place.
     k_old: Vec<Vec<f32>>,
     v_old: Vec<Vec<f32>>,
-    /// The output projection's result, before it is split per item.
-    logits: Vec<f32>,
+    /// The output projection's row pointers (see `OutView::over_rows`).
+    logit_rows: RowTable,
 }
 
 /// The largest step whose scratch buffers are kept for the next step: decode batches
@@ -84,16 +84,19 @@ impl Scratch {
             .push(b);
     }
 
-    /// A logits vector holding a copy of `rows`, in a recycled buffer when one is spare.
-    fn logits_from(&self, rows: &[f32]) -> Vec<f32> {
+    /// A logits vector of `len` values, recycled when one is spare (its values are
+    /// stale: the output projection overwrites them all).
+    fn logits_buffer(&self, len: usize) -> Vec<f32> {
+        if len == 0 {
+            return Vec::new();
+        }
         let spare = self
             .spare_logits
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop();
         let mut v = spare.unwrap_or_default();
-        v.clear();
-        v.extend_from_slice(rows);
+        v.resize(len, 0.0);
         v
     }
 
@@ -579,31 +582,43 @@ impl Model {
                 dst,
             );
         }
+        // Each item's logits are computed straight into the buffer handed back to
+        // the caller (a recycled one, already the right size when decoding): no copy.
+        let v = hp.n_vocab;
+        let mut data: Vec<Vec<f32>> = batch
+            .iter()
+            .zip(spans)
+            .map(|(item, s)| {
+                let n = match item.want_logits {
+                    LogitsWanted::None => 0,
+                    LogitsWanted::Last => s.n.min(1),
+                    LogitsWanted::All => s.n,
+                };
+                self.scratch.logits_buffer(n * v)
+            })
+            .collect();
+        let mut rows_of: Vec<&mut [f32]> = data
+            .iter_mut()
+            .flat_map(|d| d.chunks_exact_mut(v))
+            .collect();
         let w = self.weights.output();
-        let mut logits = std::mem::take(&mut b.logits);
-        logits.resize(rows.len() * hp.n_vocab, 0.0);
-        let n = rows.len();
-        let result = matmul(&self.pool, &self.file, &mut b.acts, w, &xl, n, &mut logits);
-        b.logits = logits;
-        result?;
-        let logits = &mut b.logits;
-        if let Some(cap) = hp.final_softcap {
-            softcap(logits, cap);
-        }
-        let mut at = 0;
-        for (item, s) in batch.iter().zip(spans) {
-            let n = match item.want_logits {
-                LogitsWanted::None => 0,
-                LogitsWanted::Last => s.n.min(1),
-                LogitsWanted::All => s.n,
-            };
+        b.acts.invalidate();
+        b.acts.prepare(&self.pool, w, &xl, rows.len())?;
+        let view = OutView::over_rows(&mut rows_of, v, &mut b.logit_rows)?;
+        matmul_many(
+            &self.pool,
+            &self.file,
+            &b.acts,
+            vec![Product::to_view(w, view)],
+        )?;
+        for d in &mut data {
+            if let Some(cap) = hp.final_softcap {
+                softcap(d, cap);
+            }
             out.push(ItemLogits {
-                n_vocab: hp.n_vocab,
-                data: self
-                    .scratch
-                    .logits_from(&logits[at * hp.n_vocab..(at + n) * hp.n_vocab]),
+                n_vocab: v,
+                data: std::mem::take(d),
             });
-            at += n;
         }
         Ok(out)
     }

@@ -272,16 +272,32 @@ pub(crate) type PartEpilogue<'a> = &'a (dyn Fn(usize, usize, &mut [f32]) + Sync)
 /// (`n_tokens × w.rows` values), overwritten or, with `add`, added to.
 pub(crate) struct Product<'a> {
     w: &'a Weight,
-    out: &'a mut [f32],
+    out: Out<'a>,
     add: bool,
     /// Part boundaries fall on multiples of this many rows (for the epilogue).
     align: usize,
     then: Option<PartEpilogue<'a>>,
 }
 
+/// Where a product's results go.
+enum Out<'a> {
+    /// `n_tokens × w.rows` values, token after token.
+    Slice(&'a mut [f32]),
+    View(OutView<'a>),
+}
+
 impl<'a> Product<'a> {
     /// `out = w·x`.
     pub fn new(w: &'a Weight, out: &'a mut [f32]) -> Self {
+        Product::into_view(w, Out::Slice(out))
+    }
+
+    /// `w·x` into an output view of any layout (see [`OutView::over_rows`]).
+    pub fn to_view(w: &'a Weight, out: OutView<'a>) -> Self {
+        Product::into_view(w, Out::View(out))
+    }
+
+    fn into_view(w: &'a Weight, out: Out<'a>) -> Self {
         Product {
             w,
             out,
@@ -340,10 +356,17 @@ pub(crate) fn matmul_many(
     for p in products {
         let m = p.w.matrix(file)?;
         let a = acts.get(p.w)?;
-        let view = if p.add {
-            OutView::adding_to(p.out, a.n_tokens(), p.w.rows)?
-        } else {
-            OutView::new(p.out, a.n_tokens(), p.w.rows)?
+        let view = match p.out {
+            Out::Slice(out) if p.add => OutView::adding_to(out, a.n_tokens(), p.w.rows)?,
+            Out::Slice(out) => OutView::new(out, a.n_tokens(), p.w.rows)?,
+            Out::View(view) if view.rows() == (0..p.w.rows) && view.n_tokens() == a.n_tokens() => {
+                view
+            }
+            Out::View(_) => {
+                return Err(ModelError::Invalid(
+                    "an output view of another shape than its product".into(),
+                ))
+            }
         };
         let n = (target * p.w.rows)
             .div_ceil(total_rows)
@@ -389,21 +412,6 @@ pub(crate) fn matmul_many(
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
-}
-
-/// `out[t, r] = Σ_c w[r, c] · x[t, c]` for one matrix, input `x` of `n` rows.
-pub(crate) fn matmul(
-    pool: &ThreadPool,
-    file: &GgufFile,
-    acts: &mut ActsCache,
-    w: &Weight,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
-) -> Result<(), ModelError> {
-    acts.invalidate();
-    acts.prepare(pool, w, x, n)?;
-    matmul_many(pool, file, acts, vec![Product::new(w, out)])
 }
 
 /// The gate and up products of the same input, their gated activation `act`, and its

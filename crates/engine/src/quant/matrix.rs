@@ -177,6 +177,9 @@ impl<'a> QMatrix<'a> {
 /// can be moved to its own thread, like `split_at_mut` for the columns of a matrix.
 pub struct OutView<'a> {
     ptr: *mut f32,
+    /// Each token's row, when rows lie in separate buffers ([`OutView::over_rows`]);
+    /// null when they lie `stride` apart from `ptr`.
+    row_at: *const *mut f32,
     n_tokens: usize,
     stride: usize,
     rows: Range<usize>,
@@ -185,6 +188,16 @@ pub struct OutView<'a> {
     add: bool,
     _out: PhantomData<&'a mut [f32]>,
 }
+
+/// Storage for the row addresses of an [`OutView::over_rows`] view, kept between
+/// views so that making one allocates nothing.
+#[derive(Debug, Default)]
+pub struct RowTable(Vec<*mut f32>);
+
+// SAFETY: the addresses are only followed by the view that borrows the table (and the
+// rows); between views they are stale and never read.
+unsafe impl Send for RowTable {}
+unsafe impl Sync for RowTable {}
 
 // SAFETY: a view only writes the (token, row) cells of its own row range, which no other
 // view of the same output covers (views are only made by `new` and `split_at`), and
@@ -209,6 +222,7 @@ impl<'a> OutView<'a> {
         }
         Ok(OutView {
             ptr: out.as_mut_ptr(),
+            row_at: std::ptr::null(),
             n_tokens,
             stride: rows,
             rows: 0..rows,
@@ -217,12 +231,60 @@ impl<'a> OutView<'a> {
         })
     }
 
+    /// A view of `rows` outputs per token whose tokens' rows lie in separate buffers
+    /// (one per token, each exactly `rows` long): results go straight where their
+    /// consumers want them. `table` (kept for reuse) holds the rows' addresses.
+    pub fn over_rows(
+        rows_of: &'a mut [&'a mut [f32]],
+        rows: usize,
+        table: &'a mut RowTable,
+    ) -> Result<Self, QuantError> {
+        let row_at = &mut table.0;
+        if let Some(bad) = rows_of.iter().find(|r| r.len() != rows) {
+            return Err(QuantError::LengthMismatch {
+                what: "output row",
+                expected: rows,
+                got: bad.len(),
+            });
+        }
+        row_at.clear();
+        row_at.extend(rows_of.iter_mut().map(|r| r.as_mut_ptr()));
+        Ok(OutView {
+            ptr: std::ptr::null_mut(),
+            row_at: row_at.as_ptr(),
+            n_tokens: rows_of.len(),
+            stride: rows,
+            rows: 0..rows,
+            add: false,
+            _out: PhantomData,
+        })
+    }
+
+    /// Where cell (token `t`, row `r`) lies; `t < n_tokens`, `r < stride`.
+    #[inline(always)]
+    fn cell(&self, t: usize, r: usize) -> *mut f32 {
+        // SAFETY: callers check the bounds; either layout keeps the cell inside the
+        // borrowed output.
+        unsafe {
+            if self.row_at.is_null() {
+                self.ptr.add(t * self.stride + r)
+            } else {
+                (*self.row_at.add(t)).add(r)
+            }
+        }
+    }
+
     /// [`OutView::new`] for a product added to what `out` holds: `out += w·x`.
     pub fn adding_to(out: &'a mut [f32], n_tokens: usize, rows: usize) -> Result<Self, QuantError> {
         Ok(OutView {
             add: true,
             ..OutView::new(out, n_tokens, rows)?
         })
+    }
+
+    /// The tokens this view covers.
+    pub fn n_tokens(&self) -> usize {
+        self.n_tokens
     }
 
     /// The weight rows this view covers.
@@ -291,12 +353,7 @@ impl<'a> OutView<'a> {
         assert!(t < self.n_tokens);
         // SAFETY: the cells lie inside the borrowed output, in this view's rows, which
         // no other view holds; `&mut self` keeps them from being written meanwhile.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.ptr.add(t * self.stride + self.rows.start),
-                self.rows.len(),
-            )
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.cell(t, self.rows.start), self.rows.len()) }
     }
 
     /// Rows `r0..r0 + 8` of token `t`, which lie side by side in the output.
@@ -304,7 +361,7 @@ impl<'a> OutView<'a> {
     fn set8(&mut self, t: usize, r0: usize, v: &[f32; 8]) {
         assert!(t < self.n_tokens && self.rows.start <= r0 && r0 + 8 <= self.rows.end);
         // SAFETY: as in `set`, for each of the 8 cells.
-        let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(t * self.stride + r0), 8) };
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.cell(t, r0), 8) };
         if self.add {
             dst.iter_mut().zip(v).for_each(|(o, v)| *o += v);
         } else {
@@ -317,7 +374,7 @@ impl<'a> OutView<'a> {
         assert!(t < self.n_tokens && self.rows.contains(&r));
         // SAFETY: t < n_tokens and r < stride, so the cell lies inside the borrowed
         // output; r is in this view's rows, which no other view holds.
-        let cell = unsafe { &mut *self.ptr.add(t * self.stride + r) };
+        let cell = unsafe { &mut *self.cell(t, r) };
         if self.add {
             *cell += v;
         } else {

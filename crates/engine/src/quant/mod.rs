@@ -24,4 +24,4 @@ pub use acts::{
 pub use dequant::dequantize_row;
 pub use error::QuantError;
 pub use kernels::{Backend, KernelSet};
-pub use matrix::{matmul_rows, matmul_view, OutView, QMatrix};
+pub use matrix::{matmul_rows, matmul_view, OutView, QMatrix, RowTable};
