@@ -134,11 +134,15 @@ impl ThreadPool {
     /// The caller works through the tasks itself; workers join if they wake in time.
     /// It never waits for a worker that has not started, so a descheduled worker on a
     /// busy machine costs nothing but its share of the work.
+    ///
+    /// Called from inside a task (of any pool), it runs every task on the calling
+    /// thread: the work was already split at a higher level (one forward step per
+    /// thread, say).
     pub fn run(&self, n_tasks: usize, f: &(dyn Fn(usize) + Sync)) {
         if n_tasks == 0 {
             return;
         }
-        if self.workers.is_empty() || n_tasks == 1 {
+        if self.workers.is_empty() || n_tasks == 1 || IN_TASK.get() {
             (0..n_tasks).for_each(f);
             return;
         }
@@ -188,6 +192,15 @@ impl ThreadPool {
 /// `me + n_threads`, ...; tasks come largest first, so each thread starts with a large
 /// one), then the others'.
 fn take_tasks(s: &Shared, f: &(dyn Fn(usize) + Sync), n_tasks: usize, me: usize) {
+    // Restores the flag even when a task panics (the pool survives panics).
+    struct InTask;
+    impl Drop for InTask {
+        fn drop(&mut self) {
+            IN_TASK.set(false);
+        }
+    }
+    IN_TASK.set(true);
+    let _in_task = InTask;
     let n_threads = s.claimed.len();
     for k in 0..n_threads {
         let slot = (me + k) % n_threads;
@@ -204,6 +217,11 @@ fn take_tasks(s: &Shared, f: &(dyn Fn(usize) + Sync), n_tasks: usize, me: usize)
             f(i);
         }
     }
+}
+
+thread_local! {
+    /// This thread is running a pool task.
+    static IN_TASK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Enters the open job, if there is one.
@@ -394,6 +412,35 @@ mod tests {
             2,
             "the parked worker took part again"
         );
+    }
+
+    #[test]
+    fn a_job_started_inside_a_task_runs_on_that_thread() {
+        let pool = ThreadPool::new(2);
+        let outer: Vec<Mutex<Vec<(usize, std::thread::ThreadId)>>> =
+            (0..2).map(|_| Mutex::new(Vec::new())).collect();
+        pool.run(2, &|i| {
+            let me = std::thread::current().id();
+            pool.run(5, &|j| {
+                outer[i]
+                    .lock()
+                    .unwrap()
+                    .push((j, std::thread::current().id()))
+            });
+            let inner = outer[i].lock().unwrap();
+            assert_eq!(
+                inner.iter().map(|p| p.0).collect::<Vec<_>>(),
+                [0, 1, 2, 3, 4]
+            );
+            assert!(inner.iter().all(|p| p.1 == me));
+        });
+        // Outside a task, jobs are spread again.
+        let count = AtomicUsize::new(0);
+        pool.run(3, &|_| {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(count.load(Ordering::Relaxed), 3);
+        assert!(!IN_TASK.get());
     }
 
     #[test]

@@ -515,3 +515,68 @@ fn recycled_logits_buffers_come_back_with_fresh_values() {
     assert_eq!(again[0].data.as_ptr(), recycled);
     assert_eq!(again[0].data, want_other);
 }
+
+#[test]
+fn a_step_split_by_sequences_gives_the_logits_of_one_split_by_rows() {
+    // Eight sequences (one idle) decoding together: run as one step per thread, each
+    // over its own sequences, every logit is the same bit for bit as in the step split
+    // by weight rows, however the batch is cut.
+    use llamay_engine::model::BatchSplit;
+    for stem in ["tiny-gemma3-Q4_K", "tiny-qwen2-Q8_0", "tiny-llama-F32"] {
+        let path = llamay_testdata::ref_path(&format!("tiny/{stem}.gguf"));
+        let models: Vec<_> = [BatchSplit::Rows, BatchSplit::Sequences]
+            .into_iter()
+            .map(|split| {
+                let opts = LoadOptions {
+                    n_threads: Some(2),
+                    kv_type: KvType::F16,
+                    batch_split: split,
+                    ..Default::default()
+                };
+                Model::load(&path, &opts).unwrap()
+            })
+            .collect();
+        let runs: Vec<Vec<Vec<u32>>> = models
+            .iter()
+            .map(|model| {
+                let mut seqs: Vec<_> = (0..8).map(|_| model.new_sequence()).collect();
+                let mut next: Vec<u32> = (0..8).map(|i| 3 + 5 * i).collect();
+                let mut bits = Vec::new();
+                for step in 0..6 {
+                    // Prompts of different lengths first, then one token each; the
+                    // fourth sequence sits the decode steps out.
+                    let prompts: Vec<Vec<u32>> = (0..8u32)
+                        .map(|i| match step {
+                            0 => (0..1 + i).map(|k| 2 + 7 * k + i).collect(),
+                            _ if i == 3 => Vec::new(),
+                            _ => vec![next[i as usize]],
+                        })
+                        .collect();
+                    let mut batch: Vec<BatchItem> = seqs
+                        .iter_mut()
+                        .zip(&prompts)
+                        .map(|(seq, tokens)| BatchItem {
+                            seq,
+                            tokens,
+                            want_logits: LogitsWanted::Last,
+                        })
+                        .collect();
+                    let out = model.forward(&mut batch).unwrap();
+                    for (i, o) in out.iter().enumerate() {
+                        if let Some(row) = o.last() {
+                            next[i] = argmax(row) as u32;
+                            bits.push(row.iter().map(|v| v.to_bits()).collect());
+                        } else {
+                            bits.push(Vec::new());
+                        }
+                    }
+                }
+                bits
+            })
+            .collect();
+        assert_eq!(runs[0].len(), runs[1].len());
+        for (k, (a, b)) in runs[0].iter().zip(&runs[1]).enumerate() {
+            assert!(a == b, "{stem}: logits of output {k} differ between splits");
+        }
+    }
+}

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use llamay_engine::kv_cache::KvType;
-use llamay_engine::model::{LoadOptions, Model};
+use llamay_engine::model::{BatchSplit, LoadOptions, Model};
 use llamay_engine::quant::Backend;
 
 use super::UsageError;
@@ -54,6 +54,10 @@ pub struct BenchArgs {
     /// KV cache type: f32 or f16.
     #[arg(long, default_value = "f32")]
     pub kv: String,
+    /// How batched steps use the threads: auto (measured as they run), rows (every
+    /// thread on every sequence) or sequences (one step per thread).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "rows", "sequences"])]
+    pub split: String,
     /// Print the figures as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -69,6 +73,11 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             n_threads: a.threads,
             n_ctx: Some(workload.ctx_needed()),
             kv_type,
+            batch_split: match a.split.as_str() {
+                "rows" => BatchSplit::Rows,
+                "sequences" => BatchSplit::Sequences,
+                _ => BatchSplit::Auto,
+            },
         },
     )
     .with_context(|| format!("cannot load model {}", a.model))?;

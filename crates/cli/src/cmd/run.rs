@@ -169,6 +169,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         n_threads: a.threads,
         n_ctx: a.ctx,
         kv_type,
+        ..LoadOptions::default()
     };
     let lm = LoadedModel::load(&path, &opts)
         .with_context(|| format!("cannot load {}", path.display()))?;

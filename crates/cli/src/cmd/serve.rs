@@ -99,6 +99,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             n_threads: a.threads,
             n_ctx: Some(n_ctx),
             kv_type,
+            ..LoadOptions::default()
         },
         scheduler: SchedulerConfig {
             max_active: a.parallel,

@@ -12,7 +12,7 @@ use super::ops::{
     gelu_tanh_gate, rms_norm, rms_norm_inplace, rms_scale, silu_gate, softcap, RopeTable,
 };
 use super::weights::{GateUp, Layer, Qkv};
-use super::{Model, ModelError};
+use super::{BatchSplit, Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 use crate::kv_cache::KvType;
 use crate::quant::{Backend, OutView, RowTable};
@@ -42,6 +42,14 @@ pub(super) struct Buffers {
     /// The output projection's row pointers (see `OutView::over_rows`).
     logit_rows: RowTable,
 }
+
+/// Sequences per thread from which a step runs as one step per thread (see
+/// `Model::step_spread`): fewer would leave the threads' matmuls with tiles too
+/// narrow to pay for streaming the weights once per thread.
+const SPREAD_MIN_SEQS_PER_THREAD: usize = 2;
+/// Most tokens of a step run as one step per thread: larger steps (prompts) are
+/// matrix products that split well by rows.
+const SPREAD_MAX_TOKENS: usize = 64;
 
 /// The largest step whose scratch buffers are kept for the next step: decode batches
 /// and short prompts.
@@ -128,7 +136,7 @@ impl Model {
         self.validate(batch)?;
         let total: usize = batch.iter().map(|i| i.tokens.len()).sum();
         if total <= MAX_STEP_TOKENS {
-            return self.step(batch);
+            return self.step_spread(batch, total);
         }
         let mut out = Vec::with_capacity(batch.len());
         for item in batch.iter_mut() {
@@ -181,6 +189,70 @@ impl Model {
             }
         }
         Ok(())
+    }
+
+    /// One step over validated inputs (`total` tokens). A step of enough sequences
+    /// of few tokens may instead run as one step per thread, each over its own
+    /// sequences, whichever is measured faster (see `model::split`): every thread
+    /// then streams all the weights, but no activation passes between threads and
+    /// none waits for another before the end. On the 2-core VM, SmolLM2's 8
+    /// sequences gained about 25% when its cores share no cache; Gemma 3's lost 20%.
+    fn step_spread(
+        &self,
+        batch: &mut [BatchItem],
+        total: usize,
+    ) -> Result<Vec<ItemLogits>, ModelError> {
+        let n = self.pool.n_threads();
+        let busy = batch.iter().filter(|i| !i.tokens.is_empty()).count();
+        if n < 2 || busy < SPREAD_MIN_SEQS_PER_THREAD * n || total > SPREAD_MAX_TOKENS {
+            return self.step(batch);
+        }
+        let how = self.split.choose(busy);
+        let start = std::time::Instant::now();
+        let out = match how {
+            BatchSplit::Sequences => self.step_per_thread(batch, total),
+            _ => self.step(batch),
+        };
+        self.split.record(busy, how, start.elapsed(), total);
+        out
+    }
+
+    /// [`Model::step`] as one step per thread, over contiguous groups of the batch.
+    fn step_per_thread(
+        &self,
+        batch: &mut [BatchItem],
+        total: usize,
+    ) -> Result<Vec<ItemLogits>, ModelError> {
+        let n = self.pool.n_threads();
+        // Contiguous groups of about equal token counts, so results keep their order.
+        let mut groups = Vec::with_capacity(n);
+        let mut rest = batch;
+        let mut done = 0;
+        for g in 1..n {
+            let target = total * g / n;
+            let mut cut = 0;
+            let mut sum = done;
+            while cut < rest.len() && sum + rest[cut].tokens.len() <= target {
+                sum += rest[cut].tokens.len();
+                cut += 1;
+            }
+            let (group, tail) = rest.split_at_mut(cut);
+            groups.push(Mutex::new((group, None)));
+            rest = tail;
+            done = sum;
+        }
+        groups.push(Mutex::new((rest, None)));
+        self.pool.run(groups.len(), &|g| {
+            let mut group = groups[g].lock().unwrap_or_else(|e| e.into_inner());
+            let (items, result) = &mut *group;
+            *result = Some(self.step(items));
+        });
+        let mut out = Vec::new();
+        for group in groups {
+            let (_, result) = group.into_inner().unwrap_or_else(|e| e.into_inner());
+            out.extend(result.expect("every group ran")?);
+        }
+        Ok(out)
     }
 
     /// One step over validated inputs.

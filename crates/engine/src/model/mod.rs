@@ -13,6 +13,7 @@ mod info;
 pub(crate) mod kv_rows;
 mod linear;
 mod ops;
+mod split;
 mod weights;
 
 use std::path::Path;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 pub use forward::MAX_STEP_TOKENS;
 pub use hparams::{Activation, Arch, HParams, RopeStyle};
 pub use info::ModelInfo;
+pub use split::BatchSplit;
 
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufError, GgufFile};
@@ -60,6 +62,9 @@ pub struct LoadOptions {
     pub n_ctx: Option<usize>,
     /// KV cache element type (default f32).
     pub kv_type: KvType,
+    /// How steps of many short sequences are split over the threads (default:
+    /// measured as they run).
+    pub batch_split: BatchSplit,
 }
 
 /// A loaded model: read-only and shareable between threads.
@@ -73,6 +78,7 @@ pub struct Model {
     id: usize,
     info: ModelInfo,
     scratch: forward::Scratch,
+    split: split::SplitChooser,
 }
 
 impl std::fmt::Debug for Model {
@@ -106,6 +112,7 @@ impl Model {
             id: NEXT_MODEL_ID.fetch_add(1, Ordering::Relaxed),
             info,
             scratch: Default::default(),
+            split: split::SplitChooser::new(opts.batch_split),
         }))
     }
 
