@@ -24,11 +24,18 @@ pub enum BatchSplit {
     Sequences,
 }
 
+/// Steps of a batch size that are not timed: the first decode steps after a batch's
+/// prompts run slow (fresh cache pages), and would count against whichever way ran
+/// them.
+const SETTLE: u64 = 2;
 /// Samples of each way before the faster one is chosen.
-const WARMUP: u32 = 3;
+const WARMUP: u32 = 4;
 /// One step in this many retries the way not chosen, so a change (the machine's, or
-/// the contexts' growth) is noticed.
+/// the contexts' growth) is noticed; one in `EXPLORE_RARELY` when it was more than
+/// `CLEARLY_SLOWER` slower, where each retry costs more and a change is less likely.
 const EXPLORE_EVERY: u64 = 16;
+const EXPLORE_RARELY: u64 = 64;
+const CLEARLY_SLOWER: f64 = 1.1;
 /// Latest samples kept per way; their median is the way's cost (a median, not a mean:
 /// a step that a page fault or an interrupt slowed must not decide alone).
 const KEPT: usize = 5;
@@ -59,6 +66,8 @@ impl Mean {
 struct Record {
     rows: Mean,
     sequences: Mean,
+    /// Steps chosen for, settling included.
+    seen: u64,
     steps: u64,
 }
 
@@ -85,6 +94,10 @@ impl SplitChooser {
         }
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         let r = records.entry(n_seqs).or_default();
+        r.seen += 1;
+        if r.seen <= SETTLE {
+            return BatchSplit::Rows;
+        }
         let (rows, seqs) = (r.rows, r.sequences);
         if rows.samples < WARMUP || seqs.samples < WARMUP {
             return if rows.samples <= seqs.samples {
@@ -94,8 +107,14 @@ impl SplitChooser {
             };
         }
         r.steps += 1;
-        let rows_faster = rows.cost() <= seqs.cost();
-        if rows_faster != r.steps.is_multiple_of(EXPLORE_EVERY) {
+        let (rows, seqs) = (rows.cost(), seqs.cost());
+        let rows_faster = rows <= seqs;
+        let every = if rows.max(seqs) > CLEARLY_SLOWER * rows.min(seqs) {
+            EXPLORE_RARELY
+        } else {
+            EXPLORE_EVERY
+        };
+        if rows_faster != r.steps.is_multiple_of(every) {
             BatchSplit::Rows
         } else {
             BatchSplit::Sequences
@@ -110,6 +129,9 @@ impl SplitChooser {
         let ns = elapsed.as_nanos() as f64 / tokens as f64;
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         let r = records.entry(n_seqs).or_default();
+        if r.seen <= SETTLE {
+            return;
+        }
         match how {
             BatchSplit::Rows => r.rows.add(ns),
             BatchSplit::Sequences => r.sequences.add(ns),
@@ -144,8 +166,10 @@ mod tests {
             BatchSplit::Rows => 1000,
             _ => 800,
         });
-        // The slower way: its warm-up, then one step in EXPLORE_EVERY.
-        let retries = WARMUP as usize..=WARMUP as usize + 1000 / EXPLORE_EVERY as usize;
+        // The slower way: its warm-up, then one step in EXPLORE_EVERY (and the
+        // settling steps, split by rows).
+        let retries =
+            WARMUP as usize..=(WARMUP + SETTLE as u32) as usize + 1000 / EXPLORE_EVERY as usize;
         assert!(retries.contains(&rows), "{rows} {seqs}");
         let (rows, seqs) = simulate(1000, |_, how| match how {
             BatchSplit::Rows => 700,
