@@ -11,6 +11,7 @@ mod heads;
 pub mod hparams;
 mod info;
 pub(crate) mod kv_rows;
+mod layer;
 mod linear;
 mod ops;
 mod split;
