@@ -106,6 +106,13 @@ impl Scratch {
     }
 }
 
+/// A step after its layers: its buffers, holding the final hidden states in `x`.
+pub(super) struct Hidden {
+    b: Buffers,
+    spans: Vec<Span>,
+    total: usize,
+}
+
 /// Where one batch item's rows sit in the stacked matrices.
 pub(super) struct Span {
     pub row0: usize,
@@ -181,6 +188,18 @@ impl Model {
 
     /// One step over validated inputs.
     pub(super) fn step(&self, batch: &mut [BatchItem]) -> Result<Vec<ItemLogits>, ModelError> {
+        let mut hidden = self.step_layers(batch)?;
+        let out = self.logits(&mut [(&*batch, hidden.as_mut())]);
+        self.give_back(hidden);
+        out
+    }
+
+    /// A step's embedding and layers (the sequences advance), leaving the final hidden
+    /// states in its buffers; `None` when no item has tokens.
+    pub(super) fn step_layers(
+        &self,
+        batch: &mut [BatchItem],
+    ) -> Result<Option<Hidden>, ModelError> {
         let hp = &self.hp;
         let mut spans = Vec::with_capacity(batch.len());
         let mut total = 0usize;
@@ -193,15 +212,8 @@ impl Model {
             total += item.tokens.len();
         }
         if total == 0 {
-            return Ok(batch
-                .iter()
-                .map(|_| ItemLogits {
-                    n_vocab: hp.n_vocab,
-                    data: Vec::new(),
-                })
-                .collect());
+            return Ok(None);
         }
-
         let mut b = self.buffers(total);
         self.embed(batch, &mut b.x)?;
         let positions: Vec<usize> = spans
@@ -229,9 +241,14 @@ impl Model {
         for (item, span) in batch.iter_mut().zip(&spans) {
             item.seq.n_past += span.n;
         }
-        let out = self.logits(batch, &spans, &mut b);
-        self.scratch.give_back(b, total);
-        out
+        Ok(Some(Hidden { b, spans, total }))
+    }
+
+    /// Returns a step's buffers for the next step.
+    pub(super) fn give_back(&self, hidden: Option<Hidden>) {
+        if let Some(h) = hidden {
+            self.scratch.give_back(h.b, h.total);
+        }
     }
 
     /// Scratch buffers for a step of `t` tokens: the ones a previous step left, grown
@@ -275,78 +292,74 @@ impl Model {
         Ok(())
     }
 
-    fn logits(
+    /// The logits each item asked for, from the final hidden states its step left:
+    /// `groups` are steps' items (in batch order) with their hidden states, projected
+    /// together, so the output layer is streamed once for all of them.
+    pub(super) fn logits(
         &self,
-        batch: &[BatchItem],
-        spans: &[Span],
-        b: &mut Buffers,
+        groups: &mut [(&[BatchItem], Option<&mut Hidden>)],
     ) -> Result<Vec<ItemLogits>, ModelError> {
         let hp = &self.hp;
-        let e = hp.n_embd;
-        let rows: Vec<usize> = batch
-            .iter()
-            .zip(spans)
-            .flat_map(|(item, s)| match item.want_logits {
-                LogitsWanted::None => 0..0,
-                LogitsWanted::Last => (s.row0 + s.n).saturating_sub(1).max(s.row0)..s.row0 + s.n,
-                LogitsWanted::All => s.row0..s.row0 + s.n,
-            })
-            .collect();
-        let mut out = Vec::with_capacity(batch.len());
-        if rows.is_empty() {
-            out.resize_with(batch.len(), || ItemLogits {
-                n_vocab: hp.n_vocab,
-                data: Vec::new(),
-            });
-            return Ok(out);
+        let (e, v) = (hp.n_embd, hp.n_vocab);
+        let wanted = |item: &BatchItem, s: &Span| match item.want_logits {
+            LogitsWanted::None => 0..0,
+            LogitsWanted::Last => (s.row0 + s.n).saturating_sub(1).max(s.row0)..s.row0 + s.n,
+            LogitsWanted::All => s.row0..s.row0 + s.n,
+        };
+        // The wanted rows, normed, in batch order.
+        let mut xl = Vec::new();
+        let mut n_rows = Vec::new();
+        for (items, hidden) in groups.iter() {
+            for (k, item) in items.iter().enumerate() {
+                let rows = match hidden {
+                    Some(h) => wanted(item, &h.spans[k]),
+                    None => 0..0,
+                };
+                n_rows.push(rows.len());
+                for r in rows {
+                    let h = hidden.as_ref().expect("rows come from a step's states");
+                    let at = xl.len();
+                    xl.resize(at + e, 0.0);
+                    let src = &h.b.x[r * e..(r + 1) * e];
+                    rms_norm(src, &self.weights.output_norm, hp.rms_eps, &mut xl[at..]);
+                }
+            }
         }
-        let mut xl = vec![0.0; rows.len() * e];
-        for (dst, &r) in xl.chunks_exact_mut(e).zip(&rows) {
-            rms_norm(
-                &b.x[r * e..(r + 1) * e],
-                &self.weights.output_norm,
-                hp.rms_eps,
-                dst,
-            );
-        }
+        let total: usize = n_rows.iter().sum();
         // Each item's logits are computed straight into the buffer handed back to
         // the caller (a recycled one, already the right size when decoding): no copy.
-        let v = hp.n_vocab;
-        let mut data: Vec<Vec<f32>> = batch
+        let mut data: Vec<Vec<f32>> = n_rows
             .iter()
-            .zip(spans)
-            .map(|(item, s)| {
-                let n = match item.want_logits {
-                    LogitsWanted::None => 0,
-                    LogitsWanted::Last => s.n.min(1),
-                    LogitsWanted::All => s.n,
-                };
-                self.scratch.logits_buffer(n * v)
-            })
+            .map(|&n| self.scratch.logits_buffer(n * v))
             .collect();
-        let mut rows_of: Vec<&mut [f32]> = data
-            .iter_mut()
-            .flat_map(|d| d.chunks_exact_mut(v))
-            .collect();
-        let w = self.weights.output();
-        b.acts.invalidate();
-        b.acts.prepare(&self.pool, w, &xl, rows.len())?;
-        let view = OutView::over_rows(&mut rows_of, v, &mut b.logit_rows)?;
-        matmul_many(
-            &self.pool,
-            &self.file,
-            &b.acts,
-            vec![Product::to_view(w, view)],
-        )?;
-        for d in &mut data {
-            if let Some(cap) = hp.final_softcap {
-                softcap(d, cap);
-            }
-            out.push(ItemLogits {
-                n_vocab: v,
-                data: std::mem::take(d),
-            });
+        if total > 0 {
+            let b = &mut groups
+                .iter_mut()
+                .find_map(|(_, h)| h.as_deref_mut())
+                .expect("rows come from a step's states")
+                .b;
+            let mut rows_of: Vec<&mut [f32]> = data
+                .iter_mut()
+                .flat_map(|d| d.chunks_exact_mut(v))
+                .collect();
+            let w = self.weights.output();
+            b.acts.invalidate();
+            b.acts.prepare(&self.pool, w, &xl, total)?;
+            let view = OutView::over_rows(&mut rows_of, v, &mut b.logit_rows)?;
+            let product = Product::to_view(w, view);
+            matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
         }
-        Ok(out)
+        Ok(data
+            .into_iter()
+            .map(|mut d| {
+                if let Some(cap) = hp.final_softcap {
+                    softcap(&mut d, cap);
+                }
+                ItemLogits {
+                    n_vocab: v,
+                    data: d,
+                }
+            })
+            .collect())
     }
 }
