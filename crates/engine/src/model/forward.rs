@@ -11,6 +11,7 @@ use super::ops::{rms_norm, softcap, RopeTable};
 use super::weights::Qkv;
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
+use crate::kv_cache::KvType;
 use crate::quant::{OutView, RowTable};
 
 use std::sync::Mutex;
@@ -232,10 +233,16 @@ impl Model {
             hp.rope_base_swa,
             hp.rope_freq_scale_swa,
         );
+        // Per token: its sequence has an f16 cache (see `HeadPrep::round16`).
+        let round16: Vec<bool> = batch
+            .iter()
+            .zip(&spans)
+            .flat_map(|(item, s)| std::iter::repeat_n(item.seq.kv.kv_type() == KvType::F16, s.n))
+            .collect();
         for (il, layer) in self.weights.layers.iter().enumerate() {
             let swa = hp.swa_layers[il];
             let rope = if swa { &rope_swa } else { &rope };
-            self.attention_block(il, layer, rope, batch, &spans, &mut b)?;
+            self.attention_block(il, layer, (rope, &round16), batch, &spans, &mut b)?;
             self.ffn_block(layer, total, &mut b)?;
         }
         for (item, span) in batch.iter_mut().zip(&spans) {

@@ -11,7 +11,6 @@ use super::ops::{gelu_tanh_gate, rms_norm_inplace, rms_scale, silu_gate, RopeTab
 use super::weights::{GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::BatchItem;
-use crate::kv_cache::KvType;
 use crate::quant::Backend;
 
 impl Model {
@@ -19,7 +18,7 @@ impl Model {
         &self,
         il: usize,
         layer: &Layer,
-        rope: &RopeTable,
+        (rope, round16): (&RopeTable, &[bool]),
         batch: &mut [BatchItem],
         spans: &[Span],
         b: &mut Buffers,
@@ -28,16 +27,11 @@ impl Model {
         let (e, total) = (hp.n_embd, b.x.len() / hp.n_embd);
         let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
         let (hk, hv) = (hp.head_dim_k, hp.head_dim_v);
-        let round16: Vec<bool> = batch
-            .iter()
-            .zip(spans)
-            .flat_map(|(item, s)| std::iter::repeat_n(item.seq.kv.kv_type() == KvType::F16, s.n))
-            .collect();
         let heads = HeadPrep {
             hp,
             layer,
             rope,
-            round16: &round16,
+            round16,
         };
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {
@@ -171,12 +165,14 @@ impl Model {
             attend_batch(&self.pool, &jobs, &mut b.attn[..total * ow], Some(&then));
         }
         drop(jobs);
-        let written_in_tasks = batch
+        // Items whose tasks could not store their rows (a sliding ring reusing slots the
+        // step read) store them now, after attention has read the cache.
+        let with_writers = batch
             .iter_mut()
             .zip(spans)
             .filter(|(_, s)| s.n > 0)
             .zip(&writers);
-        for ((item, s), w) in written_in_tasks {
+        for ((item, s), w) in with_writers {
             if w.is_some() {
                 continue;
             }

@@ -4,10 +4,13 @@ use std::sync::Mutex;
 
 use super::arena::{Arena, PackedBytes};
 use super::ModelError;
+use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::pool::ThreadPool;
 use crate::quant::interleave::{interleave_rows, interleaved_row_bytes, GROUP_ROWS};
-use crate::quant::{self, ActFormat, ActSource, Backend, OutView, QMatrix, QuantizedActs};
+use crate::quant::{
+    self, ActFormat, ActSource, Backend, OutView, ParallelFor, QMatrix, QuantError, QuantizedActs,
+};
 
 /// A 2-D weight kept in its GGUF encoding inside the file mapping, or, for formats the
 /// active kernels run faster interleaved, copied once into that layout (the file's
@@ -206,14 +209,9 @@ impl ActsCache {
         x: &[f32],
         n: usize,
     ) -> Result<(), ModelError> {
-        let slot = &mut self.slots[slot_of(w)?];
-        if !slot.0 {
-            let par = |n_tasks: usize, f: &(dyn Fn(usize) + Sync)| pool.run(n_tasks, f);
-            let ty = w.info.ggml_type;
-            Backend::active().quantize_acts(ty, x, n, w.cols, &mut slot.1, &par)?;
-            slot.0 = true;
-        }
-        Ok(())
+        self.fill_slot(pool, w, |b, ty, out, par| {
+            b.quantize_acts(ty, x, n, w.cols, out, par)
+        })
     }
 
     /// [`ActsCache::prepare`] for activations that `source` computes as they are
@@ -225,11 +223,28 @@ impl ActsCache {
         source: ActSource,
         n: usize,
     ) -> Result<(), ModelError> {
+        self.fill_slot(pool, w, |b, ty, out, par| {
+            b.quantize_computed(ty, source, n, w.cols, out, par)
+        })
+    }
+
+    /// Fills `w`'s slot with `quantize` (given the backend, `w`'s type, the slot and the
+    /// pool as a parallel loop) unless it holds this input already.
+    fn fill_slot(
+        &mut self,
+        pool: &ThreadPool,
+        w: &Weight,
+        quantize: impl FnOnce(
+            &Backend,
+            GgmlType,
+            &mut QuantizedActs,
+            ParallelFor,
+        ) -> Result<(), QuantError>,
+    ) -> Result<(), ModelError> {
         let slot = &mut self.slots[slot_of(w)?];
         if !slot.0 {
             let par = |n_tasks: usize, f: &(dyn Fn(usize) + Sync)| pool.run(n_tasks, f);
-            let ty = w.info.ggml_type;
-            Backend::active().quantize_computed(ty, source, n, w.cols, &mut slot.1, &par)?;
+            quantize(&Backend::active(), w.info.ggml_type, &mut slot.1, &par)?;
             slot.0 = true;
         }
         Ok(())

@@ -268,12 +268,7 @@ impl Backend {
         out: &mut QuantizedActs,
         par: ParallelFor,
     ) -> Result<(), QuantError> {
-        let total = n_tokens
-            .checked_mul(cols)
-            .ok_or(QuantError::ShapeOverflow {
-                rows: n_tokens,
-                cols,
-            })?;
+        let (_, total) = checked_shape(weights_ty, n_tokens, cols)?;
         fill(
             self.table.quantize,
             weights_ty,
@@ -301,14 +296,13 @@ impl Input<'_> {
     }
 }
 
-/// Quantizes `x` (`n_tokens` rows of `cols` values) into `out`.
-fn fill(
-    quantize: &Quantizers,
+/// The partner format of `weights_ty` and the number of values of `n_tokens` rows of
+/// `cols`, if `cols` is a whole number of that format's blocks.
+fn checked_shape(
     weights_ty: GgmlType,
-    (x, n_tokens, cols): (Input, usize, usize),
-    out: &mut QuantizedActs,
-    par: ParallelFor,
-) -> Result<(), QuantError> {
+    n_tokens: usize,
+    cols: usize,
+) -> Result<(ActFormat, usize), QuantError> {
     let format = ActFormat::for_weights(weights_ty)?;
     let block = format.block_elems();
     if !cols.is_multiple_of(block) {
@@ -324,6 +318,18 @@ fn fill(
             rows: n_tokens,
             cols,
         })?;
+    Ok((format, total))
+}
+
+/// Quantizes `x` (`n_tokens` rows of `cols` values) into `out`.
+fn fill(
+    quantize: &Quantizers,
+    weights_ty: GgmlType,
+    (x, n_tokens, cols): (Input, usize, usize),
+    out: &mut QuantizedActs,
+    par: ParallelFor,
+) -> Result<(), QuantError> {
+    let (format, total) = checked_shape(weights_ty, n_tokens, cols)?;
     if x.len() != total {
         return Err(QuantError::LengthMismatch {
             what: "activations",
@@ -393,21 +399,7 @@ impl Backend {
         cols: usize,
         out: &'a mut QuantizedActs,
     ) -> Result<ActsWriter<'a>, QuantError> {
-        let format = ActFormat::for_weights(weights_ty)?;
-        let block = format.block_elems();
-        if !cols.is_multiple_of(block) {
-            return Err(QuantError::NotBlockAligned {
-                ty: weights_ty,
-                cols,
-                block,
-            });
-        }
-        let total = n_tokens
-            .checked_mul(cols)
-            .ok_or(QuantError::ShapeOverflow {
-                rows: n_tokens,
-                cols,
-            })?;
+        let (format, total) = checked_shape(weights_ty, n_tokens, cols)?;
         out.format = Some(format);
         out.n_tokens = n_tokens;
         out.cols = cols;
