@@ -2,9 +2,23 @@
 
 use super::hparams::RopeStyle;
 
-/// `1 / sqrt(mean(x²) + eps)`, the sum taken in f64 so long rows lose nothing.
+/// `1 / sqrt(mean(x²) + eps)`, the sum taken in f64 so long rows lose nothing, in
+/// eight interleaved lanes: one running f64 sum cannot be reordered, so it would be
+/// a chain of dependent additions (a row of 576 cost more than quantizing it).
 pub(crate) fn rms_scale(x: &[f32], eps: f32) -> f32 {
-    let ss: f64 = x.iter().map(|&v| (v as f64) * (v as f64)).sum();
+    let mut lanes = [0f64; 8];
+    let mut chunks = x.chunks_exact(8);
+    for c in &mut chunks {
+        for (l, &v) in lanes.iter_mut().zip(c) {
+            *l += (v as f64) * (v as f64);
+        }
+    }
+    let tail: f64 = chunks
+        .remainder()
+        .iter()
+        .map(|&v| (v as f64) * (v as f64))
+        .sum();
+    let ss = lanes.iter().sum::<f64>() + tail;
     (1.0 / ((ss / x.len() as f64) + eps as f64).sqrt()) as f32
 }
 
@@ -140,7 +154,12 @@ pub fn softcap(x: &mut [f32], cap: f32) {
 pub fn exp_fast(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5·2^23: adding it rounds to an integer.
     let (x_in, x) = (x, x.clamp(-87.0, 88.0));
-    let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let shifted = x * std::f32::consts::LOG2_E + ROUND;
+    let n = shifted - ROUND;
+    // n as an integer, read from the low mantissa bits of `shifted` (1.5·2^23 + n):
+    // integer lanes that vectorize, where `n as i32` (a saturating cast) is done one
+    // lane at a time.
+    let n_int = shifted.to_bits() as i32 - ROUND.to_bits() as i32;
     let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
     let p = 1.987_569_1e-4;
     let p = p * r + 1.398_199_9e-3;
@@ -149,7 +168,7 @@ pub fn exp_fast(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 0.5;
     let e_r = p * r * r + r + 1.0;
-    let e = e_r * f32::from_bits(((n as i32 + 127) as u32) << 23);
+    let e = e_r * f32::from_bits(((n_int + 127) as u32) << 23);
     if x_in < -87.0 {
         0.0
     } else if x_in > 88.0 {
