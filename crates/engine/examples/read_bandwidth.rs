@@ -34,7 +34,11 @@ fn bandwidth(mb: usize, threads: usize, passes: usize) -> f64 {
     let sums: Vec<u64> = std::thread::scope(|s| {
         let handles: Vec<_> = buffers
             .iter()
-            .map(|b| s.spawn(move || (0..passes).fold(0u64, |a, _| a.wrapping_add(read_all(b)))))
+            .map(|b| {
+                // Hidden from the optimiser, so that every pass reads the buffer again.
+                let pass = move |_| read_all(std::hint::black_box(b));
+                s.spawn(move || (0..passes).map(pass).fold(0u64, u64::wrapping_add))
+            })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });

@@ -71,8 +71,9 @@ pub(crate) fn attend(pool: &ThreadPool, a: &AttnArgs, out: &mut [f32]) {
 pub(crate) type TaskEpilogue<'a> = &'a (dyn Fn(usize, usize, usize, &[f32]) + Sync);
 
 /// The attention of every job in one pool run (one synchronisation per layer however
-/// many sequences decode together), split by sequence, head and query block. All jobs
-/// share the head layout; `out` holds `n_head·head_dim_v` values per batch row.
+/// many sequences decode together), split by sequence, query block and (unless the batch
+/// has two sequences per thread) KV head. All jobs share the head layout; `out` holds
+/// `n_head·head_dim_v` values per batch row.
 pub(crate) fn attend_batch(
     pool: &ThreadPool,
     jobs: &[AttnJob],
@@ -113,19 +114,23 @@ pub(crate) fn attend_batch(
         let qb = task / per_block;
         let tokens = qb * QUERY_BLOCK..((qb + 1) * QUERY_BLOCK).min(a.n);
         let first_head = task % per_block * per_task;
+        let to = TaskOut {
+            out: out_ptr,
+            row0: job.row0,
+            then: then.map(|f| (f, job_index)),
+        };
         for kvh in first_head..first_head + per_task {
-            // The first head asks for the whole rows; the others find them in cache.
-            let fetch = if per_task > 1 && kvh == 0 {
+            // Whole rows are asked for once per position, by the task's first head; the
+            // other heads' own prefetches then find their lines in L2 (cheap), and
+            // still help when a long context has pushed the rows out again.
+            let fetch = if per_task > 1 && kvh == first_head {
                 Fetch::WholeRows
             } else {
                 Fetch::OwnHead
             };
-            let to = TaskOut {
-                out: out_ptr,
-                row0: job.row0,
-                then: then.map(|f| (f, job_index)),
-            };
-            one_kv_head(a, kvh, tokens.clone(), (fetch, wide), &to);
+            // SAFETY: the jobs' rows lie in `out` (asserted above) and are disjoint, and
+            // each (row, head) cell belongs to one task: its query block and KV head.
+            unsafe { one_kv_head(a, kvh, tokens.clone(), (fetch, wide), &to) };
         }
     });
 }
@@ -140,7 +145,11 @@ struct TaskOut<'a> {
 
 /// The task body of [`attend_batch`] for one KV head: the queries of `tokens` whose
 /// heads share KV head `kvh`, through the AVX2 tiles if `wide`.
-fn one_kv_head(
+///
+/// # Safety
+/// `to.out` holds the rows of the job from `to.row0` (each `n_head·head_dim_v` values),
+/// and no other thread reads or writes the cells of these tokens and heads meanwhile.
+unsafe fn one_kv_head(
     a: &AttnArgs,
     kvh: usize,
     tokens: std::ops::Range<usize>,
@@ -192,8 +201,7 @@ fn one_kv_head(
             };
             for r in 0..rows {
                 let (t, h) = query(i + r);
-                // SAFETY: each (row, head) cell of `out` is written by exactly one
-                // task, and jobs cover disjoint rows (checked above to be in bounds).
+                // SAFETY: this call's own cells (see the function's contract).
                 let dst = unsafe { out_ptr.slice((row0 + t) * ow + h * hv, hv) };
                 dst.copy_from_slice(&acc[r * hv..(r + 1) * hv]);
             }
@@ -336,7 +344,8 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
             return;
         }
         if fetch == Fetch::WholeRows {
-            let (k_row, v_row) = (k_old_at(j).sub(kvh * hk), v_old_at(j).sub(kvh * hv));
+            let k_row = k_old.as_ptr().add((j - a.old_start) * kw);
+            let v_row = v_old.as_ptr().add((j - a.old_start) * vw);
             simd::prefetch_lines::<{ simd::L2 }>(k_row as *const u8, kw * size_of::<K>());
             simd::prefetch_lines::<{ simd::L2 }>(v_row as *const u8, vw * size_of::<V>());
         } else {
@@ -726,18 +735,21 @@ mod tests {
             |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect() };
         let (n_head, n_head_kv, hd) = (9, 3, 16);
         let pool = ThreadPool::new(2);
-        // Five decoding sequences with different cached lengths, f16 caches.
-        let seqs: Vec<_> = (0..5)
-            .map(|i| {
+        // Four decoding sequences and one prompt of two query blocks (tokens 32.. are the
+        // second block's), with different cached lengths, f16 caches.
+        let seqs: Vec<_> = [1, 1, QUERY_BLOCK + 3, 1, 1]
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| {
                 let old = 7 + 5 * i;
                 let half = |x: Vec<f32>| -> Vec<half::f16> {
                     x.into_iter().map(half::f16::from_f32).collect()
                 };
                 (
-                    old,
-                    rand(n_head * hd),
-                    rand(n_head_kv * hd),
-                    rand(n_head_kv * hd),
+                    (old, n),
+                    rand(n * n_head * hd),
+                    rand(n * n_head_kv * hd),
+                    rand(n * n_head_kv * hd),
                     half(rand(old * n_head_kv * hd)),
                     half(rand(old * n_head_kv * hd)),
                 )
@@ -745,7 +757,7 @@ mod tests {
             .collect();
         let args: Vec<AttnArgs> = seqs
             .iter()
-            .map(|(old, q, k_new, v_new, k_old, v_old)| AttnArgs {
+            .map(|((old, n), q, k_new, v_new, k_old, v_old)| AttnArgs {
                 q,
                 k_new,
                 v_new,
@@ -753,7 +765,7 @@ mod tests {
                 v_old: Rows::F16(v_old),
                 old_start: 0,
                 start: *old,
-                n: 1,
+                n: *n,
                 n_head,
                 n_head_kv,
                 head_dim_k: hd,
@@ -764,32 +776,48 @@ mod tests {
             })
             .collect();
         let ow = n_head * hd;
+        let row0s: Vec<usize> = args
+            .iter()
+            .scan(0, |next, a| {
+                *next += a.n;
+                Some(*next - a.n)
+            })
+            .collect();
         let jobs: Vec<AttnJob> = args
             .iter()
-            .enumerate()
-            .map(|(i, &args)| AttnJob { args, row0: i })
+            .zip(&row0s)
+            .map(|(&args, &row0)| AttnJob { args, row0 })
             .collect();
+        // Two sequences per thread at least: the tasks take whole sequences.
+        assert!(jobs.len() >= 2 * pool.n_threads());
+        let rows = row0s.last().unwrap() + args.last().unwrap().n;
         let calls = std::sync::Mutex::new(Vec::new());
         let then = |j: usize, kvh: usize, t: usize, out: &[f32]| {
             calls.lock().unwrap().push((j, kvh, t, out.to_vec()));
         };
-        let mut together = vec![0.0; jobs.len() * ow];
+        let mut together = vec![0.0; rows * ow];
         attend_batch(&pool, &jobs, &mut together, Some(&then));
         for (i, a) in args.iter().enumerate() {
-            let mut alone = vec![0.0; ow];
+            let mut alone = vec![0.0; a.n * ow];
             attend(&pool, a, &mut alone);
-            assert_eq!(&together[i * ow..(i + 1) * ow], &alone[..], "sequence {i}");
+            let got = &together[row0s[i] * ow..(row0s[i] + a.n) * ow];
+            assert_eq!(got, &alone[..], "sequence {i}");
         }
         let mut calls = calls.into_inner().unwrap();
         calls.sort_by_key(|c| (c.0, c.1, c.2));
-        let want: Vec<_> = (0..jobs.len())
-            .flat_map(|j| (0..n_head_kv).map(move |kvh| (j, kvh, 0)))
+        let want: Vec<_> = args
+            .iter()
+            .enumerate()
+            .flat_map(|(j, a)| {
+                (0..n_head_kv).flat_map(move |kvh| (0..a.n).map(move |t| (j, kvh, t)))
+            })
             .collect();
         let got: Vec<_> = calls.iter().map(|c| (c.0, c.1, c.2)).collect();
         assert_eq!(got, want);
-        for (j, kvh, _, out) in &calls {
-            let group = (n_head / n_head_kv) * hd;
-            assert_eq!(&out[..], &together[j * ow + kvh * group..][..group]);
+        let group_cols = (n_head / n_head_kv) * hd;
+        for (j, kvh, t, out) in &calls {
+            let at = (row0s[*j] + t) * ow + kvh * group_cols;
+            assert_eq!(&out[..], &together[at..at + group_cols]);
         }
     }
 }
