@@ -244,8 +244,7 @@ impl KvCache {
         let l = &self.layers[il];
         let (kw, vw) = (l.k_width, l.v_width);
         let first = l.slot(range.start);
-        // Ring slots are contiguous when the range does not wrap around.
-        if range.is_empty() || l.slot(range.end - 1) == first + range.len() - 1 {
+        if self.reads_in_place(il, range.clone()) {
             let (ks, vs) = (
                 first * kw..(first + range.len()) * kw,
                 first * vw..(first + range.len()) * vw,
@@ -262,6 +261,13 @@ impl KvCache {
         }
         self.gather(il, range, k, v);
         (Rows::F32(k), Rows::F32(v))
+    }
+
+    /// Whether [`history`](Self::history) reads positions `range` of layer `il` in place:
+    /// their ring slots do not wrap around (otherwise they are copied out).
+    pub(crate) fn reads_in_place(&self, il: usize, range: std::ops::Range<usize>) -> bool {
+        let l = &self.layers[il];
+        range.is_empty() || l.slot(range.end - 1) == l.slot(range.start) + range.len() - 1
     }
 
     /// Copies the keys and values of positions `range` of layer `il` into `k` and `v`

@@ -3,6 +3,7 @@
 
 use std::cell::RefCell;
 
+use super::attention_keys::attend_by_keys;
 #[cfg(target_arch = "x86_64")]
 use super::kv_rows::Elem;
 use super::kv_rows::{Row, Rows};
@@ -13,7 +14,7 @@ use crate::pool::{SyncPtr, ThreadPool};
 const QUERY_BLOCK: usize = 32;
 /// How far ahead (in positions) attention asks for cache rows.
 #[cfg(target_arch = "x86_64")]
-const PREFETCH_ROWS: usize = 12;
+pub(super) const PREFETCH_ROWS: usize = 12;
 /// Most queries that share each key and value load on the AVX2 path. Tiles are as wide
 /// as the heads sharing a KV head when that is fewer (SmolLM2 has three), so a tile never
 /// computes a query twice.
@@ -42,6 +43,10 @@ pub(crate) struct AttnArgs<'a> {
     /// Round attention probabilities to f16 before weighting the values, as llama.cpp
     /// does with an f16 cache (used with f16 KV, so both engines round alike).
     pub f16_probs: bool,
+    /// The cached rows were copied out of a wrapped ring by the calling thread this
+    /// step: they sit in its cache alone, so handing them to other threads costs more
+    /// than it saves (see `attention_keys`).
+    pub cache_copied: bool,
 }
 
 /// One sequence's attention in a batch, and the row of the batch's output where its
@@ -81,6 +86,11 @@ pub(crate) fn attend_batch(
     then: Option<TaskEpilogue>,
 ) {
     let Some(first) = jobs.first() else { return };
+    if let [only] = jobs {
+        if attend_by_keys(pool, only, out, then) {
+            return;
+        }
+    }
     let ow = first.args.n_head * first.args.head_dim_v;
     // A task is one KV head of one query block: the heads sharing that KV head (and
     // the block's tokens) go through the tiles together, so each cached key and value
@@ -226,7 +236,7 @@ enum Fetch {
     WholeRows,
 }
 
-fn has_avx2() -> bool {
+pub(super) fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx2")
@@ -254,7 +264,7 @@ unsafe fn one_query_avx2(a: &AttnArgs, h: usize, t: usize, scores: &mut Vec<f32>
 
 /// Visible key positions `lo..=pos` of query `t`.
 #[inline(always)]
-fn visible(a: &AttnArgs, t: usize) -> (usize, usize) {
+pub(super) fn visible(a: &AttnArgs, t: usize) -> (usize, usize) {
     let pos = a.start + t;
     let lo = match a.window {
         Some(w) => (pos + 1).saturating_sub(w).max(a.old_start),
@@ -454,7 +464,7 @@ fn axpy(o: &mut [f32], p: f32, v: Row) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod simd {
+pub(super) mod simd {
     use std::arch::x86_64::*;
 
     use super::super::kv_rows::Elem;
@@ -554,8 +564,8 @@ mod simd {
         E::load8(run.first.add(i * run.stride + c))
     }
 
-    /// `acc[r] = Σ_j scores[r·span + j] · value(j)` for `T` rows stored one after the
-    /// other in `acc`, the values being the rows of `old` then of `new` (`span` in all).
+    /// `acc[r] = Σ_j scores[r·stride + j] · value(j)` for `T` rows stored one after the
+    /// other in `acc`, the values being the rows of `old` then of `new`.
     /// The sums stay in registers, 16 columns at a time, while every value row streams
     /// past: storing them back after each row would cost more than the multiplications.
     /// Requires AVX2, FMA and F16C.
@@ -563,19 +573,20 @@ mod simd {
     pub unsafe fn weighted_sum_n<const T: usize, V: Elem>(
         acc: &mut [f32],
         scores: &[f32],
-        span: usize,
+        stride: usize,
         old: RowRun<V>,
         new: RowRun<f32>,
     ) {
         let n = acc.len() / T;
-        assert!(scores.len() >= T * span && old.len + new.len == span);
+        let span = old.len + new.len;
+        assert!(span <= stride && scores.len() >= (T - 1) * stride + span);
         let mut c = 0;
         while c < n {
             let width = if c + 16 <= n { 16 } else { 8.min(n - c) };
             if width < 8 {
                 for (r, row) in acc.chunks_exact_mut(n).enumerate() {
                     for (k, o) in row[c..].iter_mut().enumerate() {
-                        let p = |i: usize| scores[r * span + i];
+                        let p = |i: usize| scores[r * stride + i];
                         let from_old = (0..old.len)
                             .map(|i| p(i) * (*old.first.add(i * old.stride + c + k)).to_f32());
                         let from_new = (0..new.len)
@@ -588,7 +599,7 @@ mod simd {
             let mut sums = [[_mm256_setzero_ps(); 2]; T];
             let mut add = |i: usize, v0: __m256, v1: __m256| {
                 for (r, s) in sums.iter_mut().enumerate() {
-                    let p = _mm256_set1_ps(*scores.get_unchecked(r * span + i));
+                    let p = _mm256_set1_ps(*scores.get_unchecked(r * stride + i));
                     s[0] = _mm256_fmadd_ps(p, v0, s[0]);
                     s[1] = _mm256_fmadd_ps(p, v1, s[1]);
                 }
@@ -704,6 +715,7 @@ mod tests {
                     window,
                     softcap,
                     f16_probs: false,
+                    cache_copied: false,
                 };
                 let mut out = vec![0.0; n * n_head * hv];
                 attend(&ThreadPool::new(2), &a, &mut out);
@@ -773,6 +785,7 @@ mod tests {
                 window: None,
                 softcap: None,
                 f16_probs: true,
+                cache_copied: false,
             })
             .collect();
         let ow = n_head * hd;

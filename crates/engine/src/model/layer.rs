@@ -105,10 +105,9 @@ impl Model {
                 Some(w) => s.start_pos.saturating_sub(w - 1),
                 None => 0,
             };
-            let (k_old, v_old) = item
-                .seq
-                .kv
-                .history(il, old_start..s.start_pos, k_buf, v_buf);
+            let cached = old_start..s.start_pos;
+            let cache_copied = !item.seq.kv.reads_in_place(il, cached.clone());
+            let (k_old, v_old) = item.seq.kv.history(il, cached, k_buf, v_buf);
             let rows = s.row0..s.row0 + s.n;
             jobs.push(AttnJob {
                 row0: rows.start,
@@ -128,6 +127,7 @@ impl Model {
                     window,
                     softcap: hp.attn_softcap,
                     f16_probs: round16[rows.start],
+                    cache_copied,
                 },
             });
         }
