@@ -63,6 +63,7 @@ impl Store {
         }
     }
 
+    #[cfg(test)]
     fn read(&self, at: usize, dst: &mut [f32]) {
         match self {
             Store::F32(v) => dst.copy_from_slice(&v[at..at + dst.len()]),
@@ -231,47 +232,39 @@ impl KvCache {
         }
     }
 
-    /// Keys and values of positions `range` of layer `il` (row after row), read in
-    /// place, f32 or f16 as stored, when their slots are contiguous (no copy on the
-    /// decode path); otherwise gathered into `k` and `v` as f32.
-    pub(crate) fn history<'a>(
-        &'a self,
+    /// Keys and values of positions `range` of layer `il`, read in place, f32 or f16 as
+    /// stored: row after row from `range.start`'s, with `None`; or, where a sliding
+    /// layer's ring has wrapped around, the whole ring, with `Some((row of range.start,
+    /// rows in the ring))` (see `AttnArgs::old_ring`). Nothing is copied.
+    pub(crate) fn history(
+        &self,
         il: usize,
         range: std::ops::Range<usize>,
-        k: &'a mut Vec<f32>,
-        v: &'a mut Vec<f32>,
-    ) -> (Rows<'a>, Rows<'a>) {
+    ) -> (Rows<'_>, Rows<'_>, Option<(usize, usize)>) {
         let l = &self.layers[il];
         let (kw, vw) = (l.k_width, l.v_width);
         let first = l.slot(range.start);
-        if self.reads_in_place(il, range.clone()) {
-            let (ks, vs) = (
-                first * kw..(first + range.len()) * kw,
-                first * vw..(first + range.len()) * vw,
-            );
-            match (&l.k, &l.v) {
-                (Store::F32(kd), Store::F32(vd)) => {
-                    return (Rows::F32(&kd[ks]), Rows::F32(&vd[vs]))
-                }
-                (Store::F16(kd), Store::F16(vd)) => {
-                    return (Rows::F16(&kd[ks]), Rows::F16(&vd[vs]))
-                }
-                _ => {}
-            }
+        let wraps = !range.is_empty() && l.slot(range.end - 1) != first + range.len() - 1;
+        let (rows, ring) = match l.window {
+            // A ring only wraps once every one of its slots has been written.
+            Some(w) if wraps => (0..w, Some((first, w))),
+            _ => (first..first + range.len(), None),
+        };
+        let (ks, vs) = (
+            rows.start * kw..rows.end * kw,
+            rows.start * vw..rows.end * vw,
+        );
+        match (&l.k, &l.v) {
+            (Store::F32(kd), Store::F32(vd)) => (Rows::F32(&kd[ks]), Rows::F32(&vd[vs]), ring),
+            (Store::F16(kd), Store::F16(vd)) => (Rows::F16(&kd[ks]), Rows::F16(&vd[vs]), ring),
+            _ => unreachable!("keys and values are stored alike"),
         }
-        self.gather(il, range, k, v);
-        (Rows::F32(k), Rows::F32(v))
-    }
-
-    /// Whether [`history`](Self::history) reads positions `range` of layer `il` in place:
-    /// their ring slots do not wrap around (otherwise they are copied out).
-    pub(crate) fn reads_in_place(&self, il: usize, range: std::ops::Range<usize>) -> bool {
-        let l = &self.layers[il];
-        range.is_empty() || l.slot(range.end - 1) == l.slot(range.start) + range.len() - 1
     }
 
     /// Copies the keys and values of positions `range` of layer `il` into `k` and `v`
-    /// (row after row, as f32). The positions must still be held.
+    /// (row after row, as f32): the tests' reference for `history`. The positions must
+    /// still be held.
+    #[cfg(test)]
     pub(crate) fn gather(
         &self,
         il: usize,
@@ -386,7 +379,7 @@ mod tests {
 
     /// In-place views and gathered copies give the same rows, wrapped ring or not.
     #[test]
-    fn history_matches_gather() {
+    fn history_reads_what_gather_copies() {
         for ty in [KvType::F32, KvType::F16] {
             let mut c = KvCache::new(ty, &[Some(4), None], 2, 1);
             for pos in 0..10 {
@@ -397,18 +390,26 @@ mod tests {
             for (il, range) in [(0, 6..10), (0, 8..10), (0, 9..9), (1, 0..10), (1, 3..7)] {
                 let (mut k, mut v) = (Vec::new(), Vec::new());
                 c.gather(il, range.clone(), &mut k, &mut v);
-                let (mut kb, mut vb) = (Vec::new(), Vec::new());
-                let (hk, hv) = c.history(il, range.clone(), &mut kb, &mut vb);
-                let f32s = |r: Rows| -> Vec<f32> {
-                    match r {
-                        Rows::F32(x) => x.to_vec(),
-                        Rows::F16(x) => x.iter().map(|h| h.to_f32()).collect(),
-                    }
+                let (hk, hv, ring) = c.history(il, range.clone());
+                // Row `i` of the range, through the ring where it wraps.
+                let row = |i: usize| ring.map_or(i, |(first, rows)| (first + i) % rows);
+                let rows_of = |r: Rows, width: usize| -> Vec<f32> {
+                    (0..range.len())
+                        .flat_map(|i| {
+                            (0..width).map(move |c| r.slice(row(i) * width + c, 1).get(0))
+                        })
+                        .collect()
                 };
                 assert_eq!(
-                    (f32s(hk), f32s(hv)),
+                    (rows_of(hk, 2), rows_of(hv, 1)),
                     (k.clone(), v.clone()),
                     "{ty:?} layer {il} {range:?}"
+                );
+                // 6..10 in a ring of 4 wraps (slots 2, 3, 0, 1); the others do not.
+                assert_eq!(
+                    ring.is_some(),
+                    (il, range.clone()) == (0, 6..10),
+                    "{range:?}"
                 );
             }
         }

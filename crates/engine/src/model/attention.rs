@@ -43,10 +43,52 @@ pub(crate) struct AttnArgs<'a> {
     /// Round attention probabilities to f16 before weighting the values, as llama.cpp
     /// does with an f16 cache (used with f16 KV, so both engines round alike).
     pub f16_probs: bool,
-    /// The cached rows were copied out of a wrapped ring by the calling thread this
-    /// step: they sit in its cache alone, so handing them to other threads costs more
-    /// than it saves (see `attention_keys`).
-    pub cache_copied: bool,
+    /// Where `old_start` is in `k_old` and `v_old`: `None`, their first row, the rest
+    /// following in order; `Some((first, rows))`, row `first` of a ring of `rows` (a
+    /// sliding layer's cache, read in place after it has wrapped around).
+    pub old_ring: Option<(usize, usize)>,
+}
+
+impl AttnArgs<'_> {
+    /// The row of `k_old` and `v_old` holding cached position `j`.
+    #[inline(always)]
+    pub(super) fn old_row(&self, j: usize) -> usize {
+        let i = j - self.old_start;
+        match self.old_ring {
+            None => i,
+            Some((first, rows)) if first + i >= rows => first + i - rows,
+            Some((first, _)) => first + i,
+        }
+    }
+
+    /// Cached positions `from..to` as at most two runs of consecutive rows, `(first row,
+    /// count)`: a ring's wrap-around splits them.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(super) fn old_runs(&self, from: usize, to: usize) -> [(usize, usize); 2] {
+        if from >= to {
+            return [(0, 0); 2];
+        }
+        let (first, n) = (self.old_row(from), to - from);
+        let before_wrap = match self.old_ring {
+            Some((_, rows)) => rows - first,
+            None => n,
+        };
+        if n <= before_wrap {
+            [(first, n), (0, 0)]
+        } else {
+            [(first, before_wrap), (0, n - before_wrap)]
+        }
+    }
+
+    /// Rows `k_old` and `v_old` must hold for cached positions up to `end`.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) fn old_rows_needed(&self, end: usize) -> usize {
+        match self.old_ring {
+            Some((_, rows)) => rows,
+            None => end.saturating_sub(self.old_start),
+        }
+    }
 }
 
 /// One sequence's attention in a batch, and the row of the batch's output where its
@@ -317,8 +359,8 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
     let split = a.start.clamp(lo, hi + 1);
     // Every row read below lies inside its slice.
     assert!(lo >= a.old_start && a.start >= a.old_start);
-    assert!(split == lo || (split - a.old_start) * kw <= k_old.len());
-    assert!(split == lo || (split - a.old_start) * vw <= v_old.len());
+    let old_rows = a.old_rows_needed(split);
+    assert!(split == lo || (old_rows * kw <= k_old.len() && old_rows * vw <= v_old.len()));
     assert!(
         split > hi
             || ((hi + 1 - a.start) * kw <= a.k_new.len()
@@ -331,8 +373,8 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
                 .all(|&(t, h)| (t + 1) * qw <= a.q.len() && h < a.n_head)
     );
     let q: [*const f32; T] = tile.map(|(t, h)| a.q.as_ptr().add(t * qw + h * hk));
-    let k_old_at = |j: usize| k_old.as_ptr().add((j - a.old_start) * kw + kvh * hk);
-    let v_old_at = |j: usize| v_old.as_ptr().add((j - a.old_start) * vw + kvh * hv);
+    let k_old_at = |j: usize| k_old.as_ptr().add(a.old_row(j) * kw + kvh * hk);
+    let v_old_at = |j: usize| v_old.as_ptr().add(a.old_row(j) * vw + kvh * hv);
     let k_new_at = |j: usize| a.k_new.as_ptr().add((j - a.start) * kw + kvh * hk);
     scores.clear();
     scores.resize(T * span, f32::NEG_INFINITY);
@@ -354,8 +396,8 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
             return;
         }
         if fetch == Fetch::WholeRows {
-            let k_row = k_old.as_ptr().add((j - a.old_start) * kw);
-            let v_row = v_old.as_ptr().add((j - a.old_start) * vw);
+            let k_row = k_old.as_ptr().add(a.old_row(j) * kw);
+            let v_row = v_old.as_ptr().add(a.old_row(j) * vw);
             simd::prefetch_lines::<{ simd::L2 }>(k_row as *const u8, kw * size_of::<K>());
             simd::prefetch_lines::<{ simd::L2 }>(v_row as *const u8, vw * size_of::<V>());
         } else {
@@ -377,15 +419,11 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
     if a.f16_probs {
         round_to_f16(scores);
     }
-    let old = simd::RowRun {
-        first: if split > lo {
-            v_old_at(lo)
-        } else {
-            v_old.as_ptr()
-        },
+    let old = a.old_runs(lo, split).map(|(row, len)| simd::RowRun {
+        first: v_old.as_ptr().wrapping_add(row * vw + kvh * hv),
         stride: vw,
-        len: split - lo,
-    };
+        len,
+    });
     let new = simd::RowRun {
         first: a
             .v_new
@@ -418,11 +456,10 @@ fn one_query(
     // Visible keys are first the cached run (positions lo..start), then the batch's own.
     let old = lo.min(a.start)..a.start;
     let new = lo.max(a.start)..pos + 1;
-    let old_rows = (old.start - a.old_start)..(old.end - a.old_start);
     let new_rows = (new.start - a.start)..(new.end - a.start);
     scores.clear();
-    for i in old_rows.clone() {
-        scores.push(dot(q, a.k_old.slice(i * kw + kvh * hk, hk)));
+    for j in old.clone() {
+        scores.push(dot(q, a.k_old.slice(a.old_row(j) * kw + kvh * hk, hk)));
     }
     for i in new_rows.clone() {
         scores.push(dot(q, Row::F32(&a.k_new[i * kw + kvh * hk..][..hk])));
@@ -436,11 +473,11 @@ fn one_query(
     }
     acc.fill(0.0);
     let mut p = scores.iter();
-    for i in old_rows {
+    for j in old {
         axpy(
             acc,
             *p.next().unwrap(),
-            a.v_old.slice(i * vw + kvh * hv, hv),
+            a.v_old.slice(a.old_row(j) * vw + kvh * hv, hv),
         );
     }
     for i in new_rows {
@@ -565,7 +602,7 @@ pub(super) mod simd {
     }
 
     /// `acc[r] = Σ_j scores[r·stride + j] · value(j)` for `T` rows stored one after the
-    /// other in `acc`, the values being the rows of `old` then of `new`.
+    /// other in `acc`, the values being the rows of `old[0]`, `old[1]`, then `new`.
     /// The sums stay in registers, 16 columns at a time, while every value row streams
     /// past: storing them back after each row would cost more than the multiplications.
     /// Requires AVX2, FMA and F16C.
@@ -574,11 +611,12 @@ pub(super) mod simd {
         acc: &mut [f32],
         scores: &[f32],
         stride: usize,
-        old: RowRun<V>,
+        old: [RowRun<V>; 2],
         new: RowRun<f32>,
     ) {
         let n = acc.len() / T;
-        let span = old.len + new.len;
+        let n_old = old[0].len + old[1].len;
+        let span = n_old + new.len;
         assert!(span <= stride && scores.len() >= (T - 1) * stride + span);
         let mut c = 0;
         while c < n {
@@ -587,10 +625,13 @@ pub(super) mod simd {
                 for (r, row) in acc.chunks_exact_mut(n).enumerate() {
                     for (k, o) in row[c..].iter_mut().enumerate() {
                         let p = |i: usize| scores[r * stride + i];
-                        let from_old = (0..old.len)
-                            .map(|i| p(i) * (*old.first.add(i * old.stride + c + k)).to_f32());
+                        let old_values = old.iter().flat_map(|run| {
+                            (0..run.len)
+                                .map(move |i| (*run.first.add(i * run.stride + c + k)).to_f32())
+                        });
+                        let from_old = old_values.enumerate().map(|(i, v)| p(i) * v);
                         let from_new = (0..new.len)
-                            .map(|i| p(old.len + i) * *new.first.add(i * new.stride + c + k));
+                            .map(|i| p(n_old + i) * *new.first.add(i * new.stride + c + k));
                         *o = from_old.chain(from_new).sum();
                     }
                 }
@@ -605,13 +646,17 @@ pub(super) mod simd {
                 }
             };
             let wide = width == 16;
-            for i in 0..old.len {
-                let v1 = if wide {
-                    load_at(old, i, c + 8)
-                } else {
-                    _mm256_setzero_ps()
-                };
-                add(i, load_at(old, i, c), v1);
+            let mut key = 0;
+            for run in old {
+                for i in 0..run.len {
+                    let v1 = if wide {
+                        load_at(run, i, c + 8)
+                    } else {
+                        _mm256_setzero_ps()
+                    };
+                    add(key, load_at(run, i, c), v1);
+                    key += 1;
+                }
             }
             for i in 0..new.len {
                 let v1 = if wide {
@@ -619,7 +664,7 @@ pub(super) mod simd {
                 } else {
                     _mm256_setzero_ps()
                 };
-                add(old.len + i, load_at(new, i, c), v1);
+                add(n_old + i, load_at(new, i, c), v1);
             }
             for (r, s) in sums.iter().enumerate() {
                 let dst = acc[r * n + c..r * n + c + width].as_mut_ptr();
@@ -715,7 +760,7 @@ mod tests {
                     window,
                     softcap,
                     f16_probs: false,
-                    cache_copied: false,
+                    old_ring: None,
                 };
                 let mut out = vec![0.0; n * n_head * hv];
                 attend(&ThreadPool::new(2), &a, &mut out);
@@ -785,7 +830,7 @@ mod tests {
                 window: None,
                 softcap: None,
                 f16_probs: true,
-                cache_copied: false,
+                old_ring: None,
             })
             .collect();
         let ow = n_head * hd;
@@ -831,6 +876,76 @@ mod tests {
         for (j, kvh, t, out) in &calls {
             let at = (row0s[*j] + t) * ow + kvh * group_cols;
             assert_eq!(&out[..], &together[at..at + group_cols]);
+        }
+    }
+
+    /// A sliding layer's ring read in place (rows rotated, `old_ring` saying where the
+    /// oldest is) gives the bits of the same rows in order: through the tiles, the
+    /// single-query path and, past 512 keys, the split by keys.
+    #[test]
+    fn a_wrapped_ring_read_in_place_gives_the_bits_of_its_rows_in_order() {
+        let mut rng = Rng::new(23);
+        let mut rand =
+            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect() };
+        let (n_head, n_head_kv, hd) = (6, 2, 16);
+        let kw = n_head_kv * hd;
+        for (rows, n, window) in [(40, 1, Some(41)), (40, 5, Some(41)), (600, 1, Some(601))] {
+            for first in [0, 7, rows - 1] {
+                let (k_old, v_old) = (rand(rows * kw), rand(rows * kw));
+                let rotate = |x: &[f32]| -> Vec<half::f16> {
+                    let mut ring = vec![half::f16::ZERO; x.len()];
+                    for i in 0..rows {
+                        let at = (first + i) % rows;
+                        for c in 0..kw {
+                            ring[at * kw + c] = half::f16::from_f32(x[i * kw + c]);
+                        }
+                    }
+                    ring
+                };
+                let half = |x: &[f32]| -> Vec<half::f16> {
+                    x.iter().map(|&v| half::f16::from_f32(v)).collect()
+                };
+                let (k_ring, v_ring) = (rotate(&k_old), rotate(&v_old));
+                let (k_line, v_line) = (half(&k_old), half(&v_old));
+                let (q, k_new, v_new) = (rand(n * n_head * hd), rand(n * kw), rand(n * kw));
+                let old_start = 1000;
+                let line = AttnArgs {
+                    q: &q,
+                    k_new: &k_new,
+                    v_new: &v_new,
+                    k_old: Rows::F16(&k_line),
+                    v_old: Rows::F16(&v_line),
+                    old_start,
+                    start: old_start + rows,
+                    n,
+                    n_head,
+                    n_head_kv,
+                    head_dim_k: hd,
+                    head_dim_v: hd,
+                    window,
+                    softcap: None,
+                    f16_probs: true,
+                    old_ring: None,
+                };
+                let ring = AttnArgs {
+                    k_old: Rows::F16(&k_ring),
+                    v_old: Rows::F16(&v_ring),
+                    old_ring: Some((first, rows)),
+                    ..line
+                };
+                for threads in [1, 2] {
+                    let pool = ThreadPool::new(threads);
+                    let (mut a, mut b) = (vec![0.0; n * n_head * hd], vec![0.0; n * n_head * hd]);
+                    attend(&pool, &line, &mut a);
+                    attend(&pool, &ring, &mut b);
+                    assert_eq!(a, b, "{rows} rows from {first}, n {n}, {threads} threads");
+                }
+                let mut scores = Vec::new();
+                let (mut a, mut b) = (vec![0.0; hd], vec![0.0; hd]);
+                one_query(&line, 4, n - 1, &mut scores, &mut a, dot, axpy);
+                one_query(&ring, 4, n - 1, &mut scores, &mut b, dot, axpy);
+                assert_eq!(a, b, "single query, {rows} rows from {first}, n {n}");
+            }
         }
     }
 }

@@ -20,10 +20,8 @@ use crate::pool::ThreadPool;
 const MIN_KEYS: usize = 512;
 
 /// Computes `job`, the step's only job, split by keys, if it is one decoding token with
-/// at least [`MIN_KEYS`] visible keys read in place from the cache, on a CPU with AVX2
-/// and a pool of two threads or more; returns whether it did. Rows a sliding layer's
-/// ring had to copy out stay with the thread that copied them: spread over two threads
-/// whose caches are far apart, reading them cost Gemma 3 half its decoding rate. Writes what [`attend_batch`] would (within rounding:
+/// at least [`MIN_KEYS`] visible keys, on a CPU with AVX2 and a pool of two threads or
+/// more; returns whether it did. Writes what [`attend_batch`] would (within rounding:
 /// the value sums are added in another order) and calls `then` once per KV head.
 ///
 /// [`attend_batch`]: super::attention::attend_batch
@@ -34,7 +32,7 @@ pub(crate) fn attend_by_keys(
     then: Option<TaskEpilogue>,
 ) -> bool {
     let a = &job.args;
-    if a.n != 1 || a.cache_copied || pool.n_threads() < 2 {
+    if a.n != 1 || pool.n_threads() < 2 {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
@@ -127,14 +125,14 @@ mod x86 {
         // Every row read below lies inside its slice.
         assert!(T * a.n_head_kv == n_head && a.q.len() >= n_head * hk);
         assert!(lo >= a.old_start && split >= a.start);
-        assert!((split - a.old_start) * kw <= k_old.len());
-        assert!((split - a.old_start) * vw <= v_old.len());
+        let old_rows = a.old_rows_needed(split);
+        assert!(old_rows * kw <= k_old.len() && old_rows * vw <= v_old.len());
         assert!((hi + 1 - split) * kw <= a.k_new.len() && (hi + 1 - split) * vw <= a.v_new.len());
         assert!((job.row0 + 1) * ow <= out.len());
         let n_chunks = span.div_ceil(CHUNK);
         let keys_of = |c: usize| lo + c * CHUNK..(lo + (c + 1) * CHUNK).min(hi + 1);
-        let k_old_row = |j: usize| k_old.as_ptr().add((j - a.old_start) * kw);
-        let v_old_row = |j: usize| v_old.as_ptr().add((j - a.old_start) * vw);
+        let k_old_row = |j: usize| k_old.as_ptr().add(a.old_row(j) * kw);
+        let v_old_row = |j: usize| v_old.as_ptr().add(a.old_row(j) * vw);
         SCRATCH.with(|scratch| {
             let (scores, partial) = &mut *scratch.borrow_mut();
             scores.resize(n_head * span, 0.0);
@@ -200,15 +198,13 @@ mod x86 {
                 let sums = unsafe { partial_ptr.slice(c * ow, ow) };
                 let own = keys.start.max(split)..keys.end;
                 for kvh in 0..a.n_head_kv {
-                    let old = simd::RowRun {
-                        first: if cached.is_empty() {
-                            v_old.as_ptr()
-                        } else {
-                            v_old_row(cached.start).add(kvh * hv)
-                        },
-                        stride: vw,
-                        len: cached.len(),
-                    };
+                    let old = a
+                        .old_runs(cached.start, cached.end)
+                        .map(|(row, len)| simd::RowRun {
+                            first: v_old.as_ptr().wrapping_add(row * vw + kvh * hv),
+                            stride: vw,
+                            len,
+                        });
                     let new = simd::RowRun {
                         first: a
                             .v_new
@@ -310,7 +306,7 @@ mod tests {
                     window,
                     softcap,
                     f16_probs: f16_cache,
-                    cache_copied: false,
+                    old_ring: None,
                 };
                 // Row 1 of a two-row output, so that `row0` is honoured.
                 let job = AttnJob { args, row0: 1 };
@@ -345,9 +341,9 @@ mod tests {
         }
     }
 
-    /// Short spans, prompts, copied rows and one-thread pools keep the tiles.
+    /// Short spans, prompts and one-thread pools keep the tiles.
     #[test]
-    fn short_spans_prompts_copied_rows_and_one_thread_are_not_split() {
+    fn short_spans_prompts_and_one_thread_are_not_split() {
         let mut rng = Rng::new(3);
         let (n_head, n_head_kv, hd) = (6, 2, 16);
         let c = case(&mut rng, 900, n_head, n_head_kv, hd);
@@ -367,7 +363,7 @@ mod tests {
             window: None,
             softcap: None,
             f16_probs: false,
-            cache_copied: false,
+            old_ring: None,
         };
         let (one, two) = (ThreadPool::new(1), ThreadPool::new(2));
         let mut out = vec![0.0; n_head * hd];
@@ -377,11 +373,6 @@ mod tests {
         assert!(!split(&two, args(MIN_KEYS - 2, 1)));
         assert!(split(&two, args(MIN_KEYS - 1, 1)));
         assert!(!split(&one, args(900, 1)));
-        let copied = AttnArgs {
-            cache_copied: true,
-            ..args(900, 1)
-        };
-        assert!(!split(&two, copied));
         // A prompt of one token's worth of queries but two rows of its own keys is n = 2.
         let q2 = [c.q.clone(), c.q.clone()].concat();
         let k2 = [c.k_new.clone(), c.k_new.clone()].concat();

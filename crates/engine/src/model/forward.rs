@@ -33,9 +33,6 @@ pub(super) struct Buffers {
     pub gate: Vec<f32>,
     pub up: Vec<f32>,
     pub acts: ActsCache,
-    /// Per batch item: cached keys and values copied out when they cannot be read in place.
-    pub k_old: Vec<Vec<f32>>,
-    pub v_old: Vec<Vec<f32>>,
     /// The output projection's row pointers (see `OutView::over_rows`).
     logit_rows: RowTable,
 }

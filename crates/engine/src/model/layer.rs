@@ -80,20 +80,11 @@ impl Model {
             None
         };
         let ow = hp.n_head * hv;
-        if b.k_old.len() < batch.len() {
-            b.k_old.resize_with(batch.len(), Vec::new);
-            b.v_old.resize_with(batch.len(), Vec::new);
-        }
         // Each attention task stores its KV head's new keys and values, unless a
         // sliding layer's ring would reuse slots the step still reads.
         let mut writers = Vec::with_capacity(batch.len());
         let mut jobs = Vec::with_capacity(batch.len());
-        for (((item, s), k_buf), v_buf) in batch
-            .iter_mut()
-            .zip(spans)
-            .zip(b.k_old.iter_mut())
-            .zip(b.v_old.iter_mut())
-        {
+        for (item, s) in batch.iter_mut().zip(spans) {
             if s.n == 0 {
                 continue;
             }
@@ -105,9 +96,7 @@ impl Model {
                 Some(w) => s.start_pos.saturating_sub(w - 1),
                 None => 0,
             };
-            let cached = old_start..s.start_pos;
-            let cache_copied = !item.seq.kv.reads_in_place(il, cached.clone());
-            let (k_old, v_old) = item.seq.kv.history(il, cached, k_buf, v_buf);
+            let (k_old, v_old, old_ring) = item.seq.kv.history(il, old_start..s.start_pos);
             let rows = s.row0..s.row0 + s.n;
             jobs.push(AttnJob {
                 row0: rows.start,
@@ -127,7 +116,7 @@ impl Model {
                     window,
                     softcap: hp.attn_softcap,
                     f16_probs: round16[rows.start],
-                    cache_copied,
+                    old_ring,
                 },
             });
         }
