@@ -710,13 +710,22 @@ mod tests {
     use crate::model::kv_rows::Rows;
     use crate::sampler::Rng;
 
+    /// `n` values uniform in [-1, 1).
+    fn uniform(rng: &mut Rng, n: usize) -> Vec<f32> {
+        (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect()
+    }
+
+    /// The values rounded to f16, as an f16 cache holds them.
+    fn halves(x: &[f32]) -> Vec<half::f16> {
+        x.iter().map(|&v| half::f16::from_f32(v)).collect()
+    }
+
     /// The AVX2 tile and single-query paths against the portable one, with cached and
     /// new keys, a window, a soft-cap and grouped heads.
     #[test]
     fn every_path_computes_the_same_attention() {
         let mut rng = Rng::new(5);
-        let mut rand =
-            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect() };
+        let mut rand = |n: usize| uniform(&mut rng, n);
         let (hk, hv) = (24, 28);
         let cases = [(None, None), (Some(5), Some(0.7)), (Some(40), None)];
         // A prompt-sized step and a decode step (one query per head); two, three and four
@@ -735,9 +744,7 @@ mod tests {
                     rand(n * n_head_kv * hv),
                 );
                 let (k_old, v_old) = (rand(old * n_head_kv * hk), rand(old * n_head_kv * hv));
-                let half = |x: &[f32]| -> Vec<half::f16> {
-                    x.iter().map(|&v| half::f16::from_f32(v)).collect()
-                };
+                let half = halves;
                 let (k_half, v_half) = (half(&k_old), half(&v_old));
                 let (k_rows, v_rows) = if f16_cache {
                     (Rows::F16(&k_half), Rows::F16(&v_half))
@@ -788,8 +795,7 @@ mod tests {
     #[test]
     fn tasks_of_whole_sequences_compute_what_tasks_of_one_head_do() {
         let mut rng = Rng::new(11);
-        let mut rand =
-            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect() };
+        let mut rand = |n: usize| uniform(&mut rng, n);
         let (n_head, n_head_kv, hd) = (9, 3, 16);
         let pool = ThreadPool::new(2);
         // Four decoding sequences and one prompt of two query blocks (tokens 32.. are the
@@ -799,9 +805,7 @@ mod tests {
             .enumerate()
             .map(|(i, n)| {
                 let old = 7 + 5 * i;
-                let half = |x: Vec<f32>| -> Vec<half::f16> {
-                    x.into_iter().map(half::f16::from_f32).collect()
-                };
+                let half = |x: Vec<f32>| halves(&x);
                 (
                     (old, n),
                     rand(n * n_head * hd),
@@ -885,8 +889,7 @@ mod tests {
     #[test]
     fn a_wrapped_ring_read_in_place_gives_the_bits_of_its_rows_in_order() {
         let mut rng = Rng::new(23);
-        let mut rand =
-            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect() };
+        let mut rand = |n: usize| uniform(&mut rng, n);
         let (n_head, n_head_kv, hd) = (6, 2, 16);
         let kw = n_head_kv * hd;
         for (rows, n, window) in [(40, 1, Some(41)), (40, 5, Some(41)), (600, 1, Some(601))] {
@@ -902,9 +905,7 @@ mod tests {
                     }
                     ring
                 };
-                let half = |x: &[f32]| -> Vec<half::f16> {
-                    x.iter().map(|&v| half::f16::from_f32(v)).collect()
-                };
+                let half = halves;
                 let (k_ring, v_ring) = (rotate(&k_old), rotate(&v_old));
                 let (k_line, v_line) = (half(&k_old), half(&v_old));
                 let (q, k_new, v_new) = (rand(n * n_head * hd), rand(n * kw), rand(n * kw));
