@@ -81,6 +81,38 @@ impl AttnArgs<'_> {
         }
     }
 
+    /// KV head `kvh`'s values of positions `keys`, for `simd::weighted_sum_n`: the cached
+    /// ones from `v_old` (the element type the cache stores) as at most two runs, then the
+    /// batch's own from `v_new`. The caller has checked that the rows lie in the slices.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(super) fn value_runs<V>(
+        &self,
+        v_old: &[V],
+        kvh: usize,
+        keys: std::ops::Range<usize>,
+    ) -> ([simd::RowRun<V>; 2], simd::RowRun<f32>) {
+        let vw = self.n_head_kv * self.head_dim_v;
+        let col = kvh * self.head_dim_v;
+        let own = keys.start.max(self.start)..keys.end;
+        let old = self
+            .old_runs(keys.start, keys.end.min(self.start))
+            .map(|(row, len)| simd::RowRun {
+                first: v_old.as_ptr().wrapping_add(row * vw + col),
+                stride: vw,
+                len,
+            });
+        let new = simd::RowRun {
+            first: self
+                .v_new
+                .as_ptr()
+                .wrapping_add((own.start - self.start) * vw + col),
+            stride: vw,
+            len: own.len(),
+        };
+        (old, new)
+    }
+
     /// Rows `k_old` and `v_old` must hold for cached positions up to `end`.
     #[cfg(target_arch = "x86_64")]
     pub(super) fn old_rows_needed(&self, end: usize) -> usize {
@@ -419,19 +451,7 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
     if a.f16_probs {
         round_to_f16(scores);
     }
-    let old = a.old_runs(lo, split).map(|(row, len)| simd::RowRun {
-        first: v_old.as_ptr().wrapping_add(row * vw + kvh * hv),
-        stride: vw,
-        len,
-    });
-    let new = simd::RowRun {
-        first: a
-            .v_new
-            .as_ptr()
-            .wrapping_add((split - a.start.min(split)) * vw + kvh * hv),
-        stride: vw,
-        len: hi + 1 - split,
-    };
+    let (old, new) = a.value_runs(v_old, kvh, lo..hi + 1);
     simd::weighted_sum_n::<T, V>(&mut acc[..T * hv], scores, span, old, new);
 }
 

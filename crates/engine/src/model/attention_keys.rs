@@ -196,23 +196,8 @@ mod x86 {
                 }
                 // SAFETY: chunk `c`'s slice, this task's alone.
                 let sums = unsafe { partial_ptr.slice(c * ow, ow) };
-                let own = keys.start.max(split)..keys.end;
                 for kvh in 0..a.n_head_kv {
-                    let old = a
-                        .old_runs(cached.start, cached.end)
-                        .map(|(row, len)| simd::RowRun {
-                            first: v_old.as_ptr().wrapping_add(row * vw + kvh * hv),
-                            stride: vw,
-                            len,
-                        });
-                    let new = simd::RowRun {
-                        first: a
-                            .v_new
-                            .as_ptr()
-                            .wrapping_add((own.start - split) * vw + kvh * hv),
-                        stride: vw,
-                        len: own.len(),
-                    };
+                    let (old, new) = a.value_runs(v_old, kvh, keys.clone());
                     let heads = &mut sums[kvh * T * hv..(kvh + 1) * T * hv];
                     let p = &probs[kvh * T * span + keys.start - lo..];
                     simd::weighted_sum_n::<T, V>(heads, p, span, old, new);
