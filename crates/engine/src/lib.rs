@@ -14,3 +14,15 @@ pub mod pool;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;
+
+// The engine's door: what the other crates use, named from the root.
+pub use batch::{BatchItem, ItemLogits, LogitsWanted};
+pub use ggml_type::GgmlType;
+pub use gguf::{GgufError, GgufFile, TensorInfo, Value};
+pub use info::ModelFacts;
+pub use kv_cache::{KvType, SeqState};
+pub use model::{BatchSplit, LoadOptions, Model, ModelError, MAX_STEP_TOKENS};
+pub use pool::ThreadPool;
+pub use quant::Backend;
+pub use sampler::{mask_allows, Rng, Sampler, SamplerConfig, StopConditions, StopReason};
+pub use tokenizer::{PreTokenizer, TokenAttr, Tokenizer, TokenizerError, TokenizerKind};
