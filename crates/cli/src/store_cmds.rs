@@ -414,9 +414,9 @@ fn gguf_file_type(store: &Store, name: &ModelName) -> Option<String> {
     facts.file_type
 }
 
-fn gguf_facts(path: &std::path::Path) -> Option<llamay_engine::info::ModelFacts> {
-    let f = llamay_engine::gguf::GgufFile::open(path).ok()?;
-    llamay_engine::info::ModelFacts::from_gguf(&f).ok()
+fn gguf_facts(path: &std::path::Path) -> Option<llamay_engine::ModelFacts> {
+    let f = llamay_engine::GgufFile::open(path).ok()?;
+    llamay_engine::ModelFacts::from_gguf(&f).ok()
 }
 
 /// The config an imported model gets, filled from its GGUF header the way Ollama

@@ -1,5 +1,5 @@
 //! Fifty constrained generations across the seed's schemas and the JSONSchemaBench
-//! corpus, with random seeds, in-process through `llamay_server::generate` (the loop
+//! corpus, with random seeds, in-process through `llamay_runtime::generate` (the loop
 //! `llamay run` uses) so the model loads once: every generation ends by the model or the
 //! grammar, never at the token limit (an unbounded array the model keeps filling is
 //! closed within the budget), and every document parses and validates.
@@ -7,11 +7,10 @@
 use std::sync::atomic::AtomicBool;
 
 use llamay_constrain::Constraint;
-use llamay_engine::model::LoadOptions;
-use llamay_engine::sampler::SamplerConfig;
-use llamay_server::chat::ChatMessage;
-use llamay_server::generate::{generate, Finish, GenerationParams};
-use llamay_server::loaded::LoadedModel;
+use llamay_engine::LoadOptions;
+use llamay_engine::SamplerConfig;
+use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::{generate, Finish, GenerationParams, LoadedModel};
 use llamay_testdata::{real_model, shared_dir, RealModel};
 use serde_json::Value;
 

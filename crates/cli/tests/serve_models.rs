@@ -120,3 +120,32 @@ fn ask_keep(c: &reqwest::blocking::Client, s: &Server, keep: &str) {
     );
     assert_eq!(st, 200, "{v}");
 }
+
+#[test]
+fn the_exact_model_argument_names_the_model_on_every_shape_and_a_404_lists_the_names() {
+    let s = Server::start(&[]);
+    let c = client();
+    let path = s.model_arg.as_str();
+    let openai =
+        json!({"model": path, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2});
+    let (st, v) = post(&c, &s.url("/v1/chat/completions"), &openai);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["model"], s.model.as_str());
+    let anthropic =
+        json!({"model": path, "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]});
+    let (st, v) = post(&c, &s.url("/v1/messages"), &anthropic);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(ask(&c, &s, path)["model"], s.model.as_str());
+
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!(st, 404, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("no-such-model") && msg.contains(&s.model) && msg.contains(path),
+        "{msg}"
+    );
+}

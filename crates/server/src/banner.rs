@@ -1,6 +1,6 @@
 //! What `llamay serve` prints when it starts: the seed's log line and route banner.
 
-use crate::models::ModelsConfig;
+use llamay_runtime::RegistryConfig;
 
 /// `5m0s`, `1h0m0s`, `30s`: Go's duration spelling, as the seed's log line has it.
 pub fn go_duration(d: std::time::Duration) -> String {
@@ -13,7 +13,7 @@ pub fn go_duration(d: std::time::Duration) -> String {
 }
 
 /// Facts about the serve model for the log line.
-pub struct ModelFacts<'a> {
+pub struct LogFacts<'a> {
     pub name: &'a str,
     pub arch: &'a str,
     pub params: u64,
@@ -23,7 +23,7 @@ pub struct ModelFacts<'a> {
 }
 
 /// `time=… level=INFO msg="llamay serving" addr=… model=… arch=… max-loaded=2 …`
-pub fn log_line(addr: &str, m: &ModelFacts, cfg: &ModelsConfig) -> String {
+pub fn log_line(addr: &str, m: &LogFacts, cfg: &RegistryConfig) -> String {
     let now = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f%:z");
     format!(
         "time={now} level=INFO msg=\"llamay serving\" addr={addr} model={} arch={} max-loaded={} keepalive={} params=\"{:.2} GB\" context={} threads={} kv={} lexicon=0",

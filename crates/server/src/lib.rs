@@ -1,26 +1,18 @@
-//! The HTTP server and the generation loop.
+//! llamay's HTTP server: the OpenAI, Anthropic and Ollama API shapes on one port.
 //!
-//! Each API shape (OpenAI, Anthropic, Ollama) lives in its own module and translates
-//! its requests into one internal request type ([`request::GenRequest`]); the
-//! per-step decoding logic that joins the engine's sampler to the constraint's masks
-//! is written once ([`generate::Decoder`]) and serves both `llamay run` and the
-//! server's batching scheduler.
+//! HTTP only. Each shape lives in its own folder under [`api`] and translates its
+//! wire format into the runtime's one request type
+//! ([`llamay_runtime::GenRequest`]); [`http`] holds what the routes share (state,
+//! body parsing, responses, errors in each API's shape); [`router`] joins the
+//! routes and guards every request; [`serve`] runs it all on a socket.
+#![forbid(unsafe_code)]
 
-pub mod anthropic;
-pub mod app;
+pub mod api;
 pub mod banner;
-pub mod chat;
-pub mod constraint_spec;
-pub mod error;
-pub mod generate;
-pub mod loaded;
-pub mod models;
-pub mod ollama;
-pub mod openai;
-pub mod params;
-pub mod request;
-pub mod scheduler;
-pub mod service;
-pub mod stats;
-pub mod stream;
-pub mod tools;
+pub mod http;
+mod ids;
+pub mod router;
+mod serve;
+
+pub use http::DEFAULT_BODY_LIMIT;
+pub use serve::{serve, ServeError, ServeOptions};

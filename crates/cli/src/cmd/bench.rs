@@ -13,10 +13,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use llamay_engine::kv_cache::KvType;
-use llamay_engine::model::{BatchSplit, LoadOptions, Model};
-use llamay_engine::quant::Backend;
+use llamay_engine::Backend;
+use llamay_engine::{BatchSplit, LoadOptions, Model};
 
+use super::load_args::LoadArgs;
 use super::UsageError;
 use measure::{Round, Workload, N_SHORT};
 use report::{BatchFigures, Report, Spread};
@@ -45,15 +45,11 @@ pub struct BenchArgs {
         default_value = "1,4,8"
     )]
     pub batch: Vec<usize>,
-    /// Threads for the forward pass (default: physical cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
     /// Repetitions of every measurement.
     #[arg(short = 'r', long = "reps", default_value_t = 3)]
     pub reps: usize,
-    /// KV cache type: f32 or f16.
-    #[arg(long, default_value = "f32")]
-    pub kv: String,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// How batched steps use the threads: auto (measured as they run), rows (every
     /// thread on every sequence) or sequences (one step per thread).
     #[arg(long, default_value = "auto", value_parser = ["auto", "rows", "sequences"])]
@@ -64,23 +60,11 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
-    let (workload, kv_type) = check(&a)?;
+    let (workload, opts) = check(&a)?;
     let path = model_path(&a.model)?;
     let t = Instant::now();
-    let model = Model::load(
-        &path,
-        &LoadOptions {
-            n_threads: a.threads,
-            n_ctx: Some(workload.ctx_needed()),
-            kv_type,
-            batch_split: match a.split.as_str() {
-                "rows" => BatchSplit::Rows,
-                "sequences" => BatchSplit::Sequences,
-                _ => BatchSplit::Auto,
-            },
-        },
-    )
-    .with_context(|| format!("cannot load model {}", a.model))?;
+    let model =
+        Model::load(&path, &opts).with_context(|| format!("cannot load model {}", a.model))?;
     let load_s = t.elapsed().as_secs_f64();
     if workload.ctx_needed() > model.n_ctx_train() {
         return Err(UsageError(format!(
@@ -107,8 +91,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Usage errors, decided before the model is loaded.
-fn check(a: &BenchArgs) -> Result<(Workload, KvType), UsageError> {
+/// Usage errors, decided before the model is loaded; the load options the
+/// workload needs (`-ctx`, when given, may only make the context larger).
+fn check(a: &BenchArgs) -> Result<(Workload, LoadOptions), UsageError> {
     let in_range = |flag: &str, v: usize, max: usize| {
         if (1..=max).contains(&v) {
             Ok(())
@@ -121,28 +106,32 @@ fn check(a: &BenchArgs) -> Result<(Workload, KvType), UsageError> {
     in_range("-p", a.n_prompt, MAX_TOKENS)?;
     in_range("-n", a.n_gen, MAX_TOKENS)?;
     in_range("-r", a.reps, MAX_REPS)?;
-    if let Some(t) = a.threads {
-        in_range("-threads", t, 1024)?;
-    }
     if a.batch.is_empty() {
         return Err(UsageError("-b needs at least one batch size".into()));
     }
     for &b in &a.batch {
         in_range("-b", b, MAX_BATCH)?;
     }
-    let kv_type = match a.kv.as_str() {
-        "f32" => KvType::F32,
-        "f16" => KvType::F16,
-        other => return Err(UsageError(format!("-kv must be f32 or f16, not {other:?}"))),
+    let workload = Workload {
+        n_prompt: a.n_prompt,
+        n_gen: a.n_gen,
+        batches: a.batch.clone(),
     };
-    Ok((
-        Workload {
-            n_prompt: a.n_prompt,
-            n_gen: a.n_gen,
-            batches: a.batch.clone(),
-        },
-        kv_type,
-    ))
+    let mut opts = a.load.options()?;
+    let needed = workload.ctx_needed();
+    if opts.n_ctx.is_some_and(|c| c < needed) {
+        return Err(UsageError(format!(
+            "-ctx {} is smaller than the {needed} positions this benchmark needs",
+            opts.n_ctx.unwrap_or(0)
+        )));
+    }
+    opts.n_ctx = Some(opts.n_ctx.unwrap_or(needed));
+    opts.batch_split = match a.split.as_str() {
+        "rows" => BatchSplit::Rows,
+        "sequences" => BatchSplit::Sequences,
+        _ => BatchSplit::Auto,
+    };
+    Ok((workload, opts))
 }
 
 /// A file as it is; anything else is looked up in the store (never pulled: a
@@ -185,7 +174,7 @@ fn summarise(
         file_size: info.file_size,
         threads: model.n_threads(),
         kernels: format!("{:?}", Backend::active().set()).to_lowercase(),
-        kv_type: a.kv.clone(),
+        kv_type: a.load.kv.clone(),
         reps: rounds.len(),
         load_s,
         n_prompt: w.n_prompt,

@@ -11,8 +11,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use llamay_constrain::{Constraint, Vocabulary};
-use llamay_engine::gguf::GgufFile;
-use llamay_engine::tokenizer::Tokenizer;
+use llamay_engine::GgufFile;
+use llamay_engine::Tokenizer;
 use serde_json::{json, Value};
 
 #[derive(Args)]

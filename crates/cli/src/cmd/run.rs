@@ -8,14 +8,13 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use llamay_constrain::Constraint;
-use llamay_engine::kv_cache::KvType;
-use llamay_engine::model::LoadOptions;
-use llamay_engine::sampler::SamplerConfig;
-use llamay_server::chat::ChatMessage;
-use llamay_server::generate::{generate, Finish, GenerationParams};
-use llamay_server::loaded::{LoadedModel, TemplateSource};
+use llamay_engine::SamplerConfig;
+use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::{
+    generate, ConstraintSpec, Finish, GenerationParams, LoadedModel, Surfaces, TemplateSource,
+};
 
+use super::load_args::LoadArgs;
 use super::UsageError;
 
 /// The small default model, as a store name.
@@ -61,15 +60,8 @@ pub struct RunArgs {
     /// Random seed (the same seed gives the same text).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Threads for the forward pass (default: physical cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Context size in tokens (default: the model's, at most 4096).
-    #[arg(long)]
-    pub ctx: Option<usize>,
-    /// KV cache type: f32 or f16.
-    #[arg(long, default_value = "f32")]
-    pub kv: String,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Print extra statistics lines.
     #[arg(long)]
     pub stats: bool,
@@ -78,29 +70,9 @@ pub struct RunArgs {
     pub no_fast_forward: bool,
 }
 
-/// What the output is constrained to, decided (and checked) before the model loads.
-enum Wanted {
-    None,
-    Json,
-    Schema(
-        Box<llamay_constrain::grammar::Grammar>,
-        llamay_constrain::schema::Report,
-    ),
-    Grammar(String),
-}
-
-impl Wanted {
-    fn label(&self) -> &'static str {
-        match self {
-            Wanted::None => "",
-            Wanted::Json => "json",
-            Wanted::Schema(..) => "schema",
-            Wanted::Grammar(_) => "grammar",
-        }
-    }
-}
-
-fn wanted(a: &RunArgs) -> anyhow::Result<Wanted> {
+/// What the output is constrained to, decided (and checked) before the model loads,
+/// by the same rules as every server route.
+fn constraint(a: &RunArgs) -> anyhow::Result<ConstraintSpec> {
     let chosen = [a.json, a.schema.is_some(), a.grammar_file.is_some()]
         .iter()
         .filter(|&&b| b)
@@ -111,22 +83,32 @@ fn wanted(a: &RunArgs) -> anyhow::Result<Wanted> {
         )
         .into());
     }
-    if let Some(path) = &a.schema {
-        let text = read_user_file(path, "schema")?;
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| UsageError(format!("{} is not valid JSON: {e}", path.display())))?;
-        let (g, report) =
-            llamay_constrain::schema::grammar(&value).map_err(|e| UsageError(e.to_string()))?;
-        return Ok(Wanted::Schema(Box::new(g), report));
+    let schema = match &a.schema {
+        Some(path) => {
+            let text = read_user_file(path, "schema")?;
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| UsageError(format!("{} is not valid JSON: {e}", path.display())))?;
+            Some(value)
+        }
+        None => None,
+    };
+    let grammar = match &a.grammar_file {
+        // The file's path names it in a parse error.
+        Some(path) => Some((path.display().to_string(), read_user_file(path, "grammar")?)),
+        None => None,
+    };
+    let mut surfaces = Surfaces::default();
+    if let Some(v) = &schema {
+        surfaces.schema("-schema", v);
     }
-    if let Some(path) = &a.grammar_file {
-        let text = read_user_file(path, "grammar")?;
-        // Checked now, so a bad grammar is refused before the model loads.
-        llamay_constrain::gbnf::parse_gbnf(&text)
-            .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
-        return Ok(Wanted::Grammar(text));
+    if let Some((path, text)) = &grammar {
+        surfaces.grammar = Some((path, text));
     }
-    Ok(if a.json { Wanted::Json } else { Wanted::None })
+    if a.json {
+        surfaces.json = Some("-json");
+    }
+    let asked = surfaces.resolve().map_err(|e| UsageError(e.message))?;
+    Ok(ConstraintSpec::decide(asked, None, None))
 }
 
 /// A file named on the command line: one that cannot be read is the caller's mistake.
@@ -157,30 +139,15 @@ fn resolve_model(m: &str) -> anyhow::Result<PathBuf> {
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
-    let wanted = wanted(&a)?;
-    let kv_type = match a.kv.as_str() {
-        "f32" => KvType::F32,
-        "f16" => KvType::F16,
-        other => return Err(UsageError(format!("-kv must be f32 or f16, not {other:?}")).into()),
-    };
+    let spec = constraint(&a)?;
+    let opts = a.load.options()?;
     let prompt = read_prompt(&a.prompt)?;
     let path = resolve_model(&a.model)?;
-    let opts = LoadOptions {
-        n_threads: a.threads,
-        n_ctx: a.ctx,
-        kv_type,
-        ..LoadOptions::default()
-    };
     let lm = LoadedModel::load(&path, &opts)
         .with_context(|| format!("cannot load {}", path.display()))?;
 
     let compile_start = Instant::now();
-    let constraint: Option<Constraint> = match &wanted {
-        Wanted::None => None,
-        Wanted::Json => Some(lm.constraints.any_json()?),
-        Wanted::Grammar(text) => Some(lm.constraints.gbnf(text)?),
-        Wanted::Schema(g, _) => Some(Constraint::from_grammar(g, lm.vocab.clone())?),
-    };
+    let (constraint, _) = spec.build(&lm).map_err(|e| anyhow::anyhow!(e.message))?;
     let compile_time = compile_start.elapsed();
 
     let tokens = if a.chat || a.system.is_some() {
@@ -222,7 +189,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let mut last_newline = true;
     // JSON may open with whitespace the model chose to write; stdout carries just the
     // document (and a newline), so `| jq .` and friends see nothing else.
-    let mut skip_leading_ws = matches!(wanted, Wanted::Json | Wanted::Schema(..));
+    let mut skip_leading_ws = matches!(spec, ConstraintSpec::Json | ConstraintSpec::Schema(_));
     let g = generate(
         &lm.model,
         &lm.tokenizer,
@@ -252,7 +219,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     writeln!(err)?;
     writeln!(err, "{}", g.stats.summary(g.finish.as_str()))?;
     if let Some(m) = &g.stats.mask {
-        writeln!(err, "{}", m.summary(wanted.label(), g.stats.decode_time))?;
+        writeln!(err, "{}", m.summary(spec.kind(), g.stats.decode_time))?;
     }
     if a.stats {
         let template = match lm.template_source {
@@ -265,7 +232,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             path.display(),
             lm.model.n_threads(),
             lm.model.n_ctx(),
-            a.kv,
+            a.load.kv,
         )?;
         writeln!(
             err,
@@ -274,7 +241,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             g.stats.forced_tokens,
             g.stats.fast_forwarded_tokens,
         )?;
-        if let Wanted::Schema(_, report) = &wanted {
+        if let Some(report) = spec.schema_report() {
             let report = report.to_string();
             if !report.is_empty() {
                 writeln!(err, "schema: {report}")?;

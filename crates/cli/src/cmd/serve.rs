@@ -1,19 +1,18 @@
 //! `llamay serve`: the HTTP server (OpenAI, Anthropic and Ollama routes).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use llamay_engine::kv_cache::KvType;
-use llamay_engine::model::LoadOptions;
-use llamay_server::app::{router, sweep_models, AppState, DEFAULT_BODY_LIMIT};
-use llamay_server::banner;
-use llamay_server::models::{ModelSpec, Models, ModelsConfig};
-use llamay_server::scheduler::SchedulerConfig;
-use llamay_server::stats::ServerStats;
+use llamay_engine::{GgufFile, ModelFacts};
+use llamay_runtime::{
+    checked_grammar, ModelSpec, Registry, RegistryConfig, Runtime, SchedulerConfig, Stats,
+};
+use llamay_server::{ServeOptions, DEFAULT_BODY_LIMIT};
 
+use super::load_args::LoadArgs;
 use super::run::DEFAULT_MODEL;
 use super::UsageError;
 
@@ -28,15 +27,8 @@ pub struct ServeArgs {
     /// A GBNF grammar applied to every request that brings no constraint of its own.
     #[arg(long = "grammar-file", value_name = "FILE")]
     pub grammar_file: Option<PathBuf>,
-    /// Threads for the forward pass (default: physical cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Context size per sequence in tokens (default: the model's, at most 4096).
-    #[arg(long)]
-    pub ctx: Option<usize>,
-    /// KV cache type: f32 or f16.
-    #[arg(long, default_value = "f32")]
-    pub kv: String,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Require this key on every request (also $LLAMAY_API_KEY).
     #[arg(long = "api-key")]
     pub api_key: Option<String>,
@@ -61,11 +53,7 @@ pub struct ServeArgs {
 const DEFAULT_CTX: usize = 4096;
 
 pub fn run(a: ServeArgs) -> anyhow::Result<()> {
-    let kv_type = match a.kv.as_str() {
-        "f32" => KvType::F32,
-        "f16" => KvType::F16,
-        other => return Err(UsageError(format!("-kv must be f32 or f16, not {other:?}")).into()),
-    };
+    let mut load = a.load.options()?;
     if a.parallel == 0 || a.max_loaded == 0 {
         return Err(UsageError("-parallel and -max-loaded must be at least 1".into()).into());
     }
@@ -73,9 +61,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .with_context(|| format!("cannot read grammar {}", p.display()))?;
-            llamay_constrain::gbnf::parse_gbnf(&text)
-                .map_err(|e| UsageError(format!("{}: {e}", p.display())))?;
-            Some(Arc::<str>::from(text))
+            Some(
+                checked_grammar(&p.display().to_string(), &text)
+                    .map_err(|e| UsageError(e.message))?,
+            )
         }
         None => None,
     };
@@ -87,20 +76,16 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         .map(Arc::<str>::from);
     let spec = resolve(&a.model)?;
     let store = llamay_store::Store::from_env().ok();
-    let n_ctx = a.ctx.unwrap_or_else(|| {
-        llamay_engine::gguf::GgufFile::open(&spec.path)
+    load.n_ctx = Some(a.load.ctx.unwrap_or_else(|| {
+        GgufFile::open(&spec.path)
             .ok()
-            .and_then(|f| llamay_engine::model::HParams::from_gguf(&f).ok())
-            .map(|hp| hp.n_ctx_train.min(DEFAULT_CTX))
+            .and_then(|f| ModelFacts::from_gguf(&f).ok())
+            .and_then(|m| m.context_length)
+            .map(|n| (n as usize).min(DEFAULT_CTX))
             .unwrap_or(DEFAULT_CTX)
-    });
-    let cfg = ModelsConfig {
-        load: LoadOptions {
-            n_threads: a.threads,
-            n_ctx: Some(n_ctx),
-            kv_type,
-            ..LoadOptions::default()
-        },
+    }));
+    let cfg = RegistryConfig {
+        load,
         scheduler: SchedulerConfig {
             max_active: a.parallel,
             max_queue: a.queue,
@@ -109,72 +94,30 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         max_loaded: a.max_loaded,
         keep_alive: Duration::from_secs(a.keep_alive),
     };
-    let stats = Arc::new(ServerStats::default());
-    let models = Arc::new(Models::new(
-        Some(spec.clone()),
-        store,
-        cfg.clone(),
-        stats.clone(),
-    ));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&a.addr)
-            .await
-            .with_context(|| format!("cannot listen on {}", a.addr))?;
-        let engine = models
-            .preload()
-            .await
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?
-            .context("no default model")?;
-        let info = engine.lm.model.info();
-        eprintln!(
-            "{}",
-            banner::log_line(
-                &a.addr,
-                &banner::ModelFacts {
-                    name: &spec.name,
-                    arch: &info.arch,
-                    params: info.parameter_count,
-                    context: engine.lm.model.n_ctx(),
-                    threads: engine.lm.model.n_threads(),
-                    kv: &a.kv,
-                },
-                &cfg,
-            )
-        );
-        println!("{}", banner::routes(&a.addr));
-        drop(engine);
-        tokio::spawn(sweep_models(models.clone()));
-        let app = router(AppState {
-            models,
-            stats,
+    let stats = Arc::new(Stats::default());
+    let runtime = Arc::new(Runtime {
+        registry: Arc::new(Registry::new(Some(spec), store, cfg, stats.clone())),
+        stats,
+        default_grammar,
+    });
+    llamay_server::serve(
+        runtime,
+        ServeOptions {
+            addr: a.addr,
             api_key,
-            default_grammar,
             body_limit: DEFAULT_BODY_LIMIT,
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .context("the server stopped")
-    })
+            kv_label: a.load.kv,
+        },
+    )
+    .map_err(Into::into)
 }
 
-/// The serve model: a file (named after its stem) or a store name (pulled if missing).
+/// The serve model: a file or a store name (pulled if missing). The exact string
+/// given names it on every route, beside its short name.
 fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
-    let p = PathBuf::from(m);
-    if p.is_file() {
-        let name = p
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| m.to_string());
-        return Ok(ModelSpec { name, path: p });
+    if Path::new(m).is_file() {
+        return Ok(ModelSpec::from_arg(m, PathBuf::from(m), None));
     }
     let r = crate::store_cmds::ensure_model(m, &Default::default())?;
-    let name = r.name.map(|n| n.short()).unwrap_or_else(|| m.to_string());
-    Ok(ModelSpec { name, path: r.gguf })
+    Ok(ModelSpec::from_arg(m, r.gguf, r.name.map(|n| n.short())))
 }

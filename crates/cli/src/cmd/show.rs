@@ -2,8 +2,8 @@
 
 use anyhow::Context;
 use clap::Args;
-use llamay_engine::gguf::GgufFile;
-use llamay_engine::info::ModelFacts;
+use llamay_engine::GgufFile;
+use llamay_engine::ModelFacts;
 
 #[derive(Args)]
 pub struct ShowArgs {

@@ -5,8 +5,8 @@ use std::io::{Read, Write};
 
 use anyhow::Context;
 use clap::Args;
-use llamay_engine::gguf::GgufFile;
-use llamay_engine::tokenizer::Tokenizer;
+use llamay_engine::GgufFile;
+use llamay_engine::Tokenizer;
 
 #[derive(Args)]
 pub struct TokenizeArgs {

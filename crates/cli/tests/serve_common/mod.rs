@@ -15,6 +15,8 @@ use serde_json::Value;
 pub struct Server {
     pub base: String,
     pub model: String,
+    /// What `-m` was given: the model file's path.
+    pub model_arg: String,
     child: Child,
     _store: TempDir,
 }
@@ -101,6 +103,7 @@ impl Server {
         Server {
             base,
             model: name,
+            model_arg: model.to_string_lossy().into_owned(),
             child,
             _store: TempDir(store),
         }

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use llamay_constrain::Vocabulary;
-use llamay_engine::gguf::GgufFile;
-use llamay_engine::tokenizer::Tokenizer;
+use llamay_engine::GgufFile;
+use llamay_engine::Tokenizer;
 use llamay_testdata::RealModel;
 use std::sync::Arc;
 

@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
-use llamay_engine::batch::{BatchItem, LogitsWanted};
-use llamay_engine::kv_cache::SeqState;
-use llamay_engine::model::Model;
+use llamay_engine::Model;
+use llamay_engine::SeqState;
+use llamay_engine::{BatchItem, LogitsWanted};
 
 /// Prompt length before a decode, as bench.py's `--n-short`.
 pub const N_SHORT: usize = 16;
@@ -146,7 +146,7 @@ fn decode_together(model: &Model, prompts: &[&[u32]], n: usize) -> Result<Decode
 }
 
 /// Each item's highest-logit id (the first of equals).
-fn greedy(logits: &[llamay_engine::batch::ItemLogits]) -> Result<Vec<u32>> {
+fn greedy(logits: &[llamay_engine::ItemLogits]) -> Result<Vec<u32>> {
     logits
         .iter()
         .map(|l| {

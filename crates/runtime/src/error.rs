@@ -1,0 +1,78 @@
+//! A refused or failed request, in terms every API shape has words for. The server
+//! gives each kind its HTTP status; `llamay run` prints the message.
+
+/// What went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request itself is wrong (a 400).
+    InvalidRequest,
+    /// No such model.
+    NotFound,
+    /// Too much work queued or loaded; retrying later can succeed.
+    Overloaded,
+    /// The request ran past its deadline.
+    Timeout,
+    /// llamay failed.
+    Internal,
+}
+
+/// A request the runtime refused or could not finish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// A schema the constraint cannot honour (the seed's refusal shape).
+    pub refusal: bool,
+    /// Seconds after which a retry may succeed.
+    pub retry_after: Option<u64>,
+}
+
+impl Error {
+    fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+            refusal: false,
+            retry_after: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Error {
+        Self::new(ErrorKind::InvalidRequest, message)
+    }
+
+    /// A schema refused by the constraint compiler, before any inference.
+    pub fn refusal(message: impl Into<String>) -> Error {
+        Error {
+            refusal: true,
+            ..Self::bad_request(message)
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Error {
+        Self::new(ErrorKind::NotFound, message)
+    }
+
+    pub fn overloaded(message: impl Into<String>) -> Error {
+        Error {
+            retry_after: Some(1),
+            ..Self::new(ErrorKind::Overloaded, message)
+        }
+    }
+
+    pub fn timeout(message: impl Into<String>) -> Error {
+        Self::new(ErrorKind::Timeout, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Error {
+        Self::new(ErrorKind::Internal, message)
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,339 @@
+//! One sequence's per-step decoding logic: mask, sample, commit to the constraint,
+//! watch for stop conditions, release text. It owns no model state, so the
+//! single-sequence loop (`generate`) and the server's batching scheduler drive the
+//! same code; they differ only in how they obtain the logits.
+//!
+//! Budget-aware closing: a constrained sequence keeps the constraint's distance to
+//! acceptance (the fewest bytes that complete the output) within the tokens it has left.
+//! Counting one token per byte is conservative (a token is at least one byte, and the
+//! closing mask's tokens each shorten the distance by their full length), so while the
+//! distance fits the budget the output can always be finished, and it is: a sampled token
+//! after which the distance would no longer fit is refused and the sampler asked again
+//! (sampling from the mask minus the refused tokens); when the distance takes the whole
+//! budget, or after a few refusals, the step samples from the closing mask (only tokens on
+//! a shortest completion). The model keeps its freedom until the budget is tight, and an
+//! output that could be finished within `max_tokens` is.
+
+use llamay_constrain::{Constraint, Matcher, MatcherStats, TokenMask};
+use llamay_engine::Tokenizer;
+use llamay_engine::{Sampler, StopConditions, StopReason};
+
+use super::{forced, Finish, GenerateError, GenerationParams, Utf8Assembler};
+
+/// Sampled tokens refused for overrunning the budget before a step falls back to the
+/// closing mask (each refusal costs a sampling pass over the logits).
+const MAX_BUDGET_REFUSALS: usize = 8;
+
+/// What to do after one decoding step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Feed these tokens (the sampled one, then any fast-forwarded) to the model and
+    /// call [`Decoder::step`] with the logits after the last.
+    Continue(Vec<u32>),
+    /// Generation is over.
+    Done(Finish),
+}
+
+/// The decoding state of one sequence.
+pub struct Decoder {
+    sampler: Sampler,
+    stop: StopConditions,
+    matcher: Option<Matcher>,
+    mask: TokenMask,
+    text: Utf8Assembler,
+    history: Vec<u32>,
+    tokens: Vec<u32>,
+    forced: usize,
+    fast_forwarded: usize,
+    fast_forward: bool,
+    /// Time spent looking for forced bytes (constraint work, reported as mask time).
+    fast_forward_time: std::time::Duration,
+    /// Tokens that may still be sampled (the limit, bounded by context room).
+    remaining: usize,
+    /// Index of the stop string that ended generation.
+    stop_index: Option<usize>,
+}
+
+/// What a finished [`Decoder`] leaves behind.
+pub struct Decoded {
+    pub text: Vec<u8>,
+    /// Generated token ids, EOG excluded.
+    pub tokens: Vec<u32>,
+    /// Tokens taken without sampling because the constraint allowed only one.
+    pub forced: usize,
+    /// Of those, the ones found as forced bytes and fed in one forward pass.
+    pub fast_forwarded: usize,
+    pub mask: Option<MatcherStats>,
+    /// Index (in the request's list) of the stop string that matched.
+    pub stop_index: Option<usize>,
+}
+
+impl Decoder {
+    /// A decoder for a sequence whose prompt is `prompt`, in a context of `n_ctx`
+    /// positions, over a vocabulary of `n_vocab` tokens.
+    pub fn new(
+        tokenizer: &Tokenizer,
+        n_vocab: usize,
+        n_ctx: usize,
+        prompt: &[u32],
+        params: &GenerationParams,
+        constraint: Option<&Constraint>,
+    ) -> Decoder {
+        Decoder {
+            sampler: Sampler::new(params.sampler.clone()),
+            stop: StopConditions::new(tokenizer.eog_ids().iter().copied().collect(), &params.stop),
+            matcher: constraint.map(Constraint::matcher),
+            mask: TokenMask::new(n_vocab),
+            text: Utf8Assembler::default(),
+            history: prompt.to_vec(),
+            tokens: Vec::new(),
+            forced: 0,
+            fast_forwarded: 0,
+            fast_forward: params.fast_forward,
+            fast_forward_time: std::time::Duration::ZERO,
+            remaining: params.max_tokens.min(n_ctx.saturating_sub(prompt.len())),
+            stop_index: None,
+        }
+    }
+
+    /// Chooses the next token from `logits` (the distribution after the last token
+    /// fed). Text that became final goes to `on_text`.
+    pub fn step(
+        &mut self,
+        tokenizer: &Tokenizer,
+        logits: &[f32],
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Step, GenerateError> {
+        if self.matcher.as_mut().is_some_and(Matcher::is_finished) {
+            return Ok(Step::Done(Finish::Grammar));
+        }
+        if self.remaining == 0 {
+            return Ok(Step::Done(self.out_of_budget()));
+        }
+        let token = match self.matcher.as_mut() {
+            None => self
+                .sampler
+                .sample(logits, &self.history, None)
+                .ok_or(GenerateError::DeadEnd)?,
+            Some(m) => {
+                let (token, forced) = choose_within_budget(
+                    m,
+                    &mut self.sampler,
+                    &mut self.mask,
+                    logits,
+                    &self.history,
+                    self.remaining,
+                )?;
+                self.forced += usize::from(forced);
+                token
+            }
+        };
+        self.remaining -= 1;
+        let mut feed = vec![token];
+        if let Some(m) = self.matcher.as_mut() {
+            m.commit(token)?;
+            if self.fast_forward {
+                // The output's tail is all the tokenizer check looks at.
+                let mut so_far = self.tokens[self.tokens.len().saturating_sub(8)..].to_vec();
+                so_far.push(token);
+                let t = std::time::Instant::now();
+                let run = forced::fast_forward(tokenizer, m, &so_far, self.remaining);
+                self.fast_forward_time += t.elapsed();
+                self.forced += run.len();
+                self.fast_forwarded += run.len();
+                self.remaining -= run.len();
+                feed.extend(run);
+            }
+        }
+        for &t in &feed {
+            self.history.push(t);
+            let out = self.stop.push(t, tokenizer.token_bytes(t));
+            emit(&mut self.text, &out.emit, on_text);
+            match out.stop {
+                Some(StopReason::Eog(_)) => return Ok(Step::Done(Finish::Eog)),
+                Some(StopReason::String(i)) => {
+                    self.stop_index = Some(i);
+                    self.tokens.push(t);
+                    return Ok(Step::Done(Finish::Stop));
+                }
+                None => self.tokens.push(t),
+            }
+        }
+        if self.matcher.as_mut().is_some_and(Matcher::is_finished) {
+            return Ok(Step::Done(Finish::Grammar));
+        }
+        if self.remaining == 0 {
+            return Ok(Step::Done(self.out_of_budget()));
+        }
+        Ok(Step::Continue(feed))
+    }
+
+    /// How a sequence that used its whole budget ends: by the grammar if its output is
+    /// complete (budget-aware closing saw to it), else at the length limit.
+    fn out_of_budget(&self) -> Finish {
+        match &self.matcher {
+            Some(m) if m.is_accepting() => Finish::Grammar,
+            _ => Finish::Length,
+        }
+    }
+
+    /// Ends decoding: releases held-back text (unless a stop string matched) and
+    /// returns the result.
+    pub fn finish(mut self, finish: Finish, on_text: &mut dyn FnMut(&str)) -> Decoded {
+        if finish != Finish::Stop {
+            let rest = self.stop.flush();
+            emit(&mut self.text, &rest, on_text);
+        }
+        if let Some(rest) = self.text.finish() {
+            on_text(&rest);
+        }
+        Decoded {
+            text: self.text.into_bytes(),
+            tokens: self.tokens,
+            forced: self.forced,
+            fast_forwarded: self.fast_forwarded,
+            // Looking for forced bytes is constraint work too: it counts as mask time.
+            mask: self.matcher.as_ref().map(|m| {
+                let mut s = m.stats();
+                s.mask_time += self.fast_forward_time;
+                s
+            }),
+            stop_index: self.stop_index,
+        }
+    }
+
+    /// Tokens generated so far.
+    pub fn generated(&self) -> usize {
+        self.tokens.len()
+    }
+}
+
+fn emit(text: &mut Utf8Assembler, bytes: &[u8], on_text: &mut dyn FnMut(&str)) {
+    if let Some(s) = text.push(bytes) {
+        on_text(&s);
+    }
+}
+
+/// Chooses a constrained token that keeps the output closable within `remaining`
+/// tokens (this one included; see the module docs), and whether it was forced (the
+/// only one allowed, so not sampled).
+fn choose_within_budget(
+    m: &mut Matcher,
+    sampler: &mut Sampler,
+    mask: &mut TokenMask,
+    logits: &[f32],
+    history: &[u32],
+    remaining: usize,
+) -> Result<(u32, bool), GenerateError> {
+    let distance = m.min_bytes_to_accept();
+    // The distance takes the whole budget: every token must close by a shortest way.
+    let tight = distance.is_some_and(|d| d >= remaining);
+    if tight {
+        m.closing_mask(mask);
+    } else {
+        m.mask(mask);
+    }
+    if let Some(t) = single_allowed(mask) {
+        return Ok((t, true));
+    }
+    let sample = |sampler: &mut Sampler, mask: &TokenMask| {
+        sampler
+            .sample(logits, history, Some(mask.words()))
+            .ok_or(GenerateError::DeadEnd)
+    };
+    if tight || distance.is_none() {
+        return Ok((sample(sampler, mask)?, false));
+    }
+    for _ in 0..MAX_BUDGET_REFUSALS {
+        let t = sample(sampler, mask)?;
+        // What follows `t` must fit in the tokens left after it.
+        if m.min_bytes_after(t).is_some_and(|d| d < remaining) {
+            return Ok((t, false));
+        }
+        mask.disallow(t);
+        if mask.count() == 0 {
+            break;
+        }
+    }
+    // The closing mask's tokens shorten the distance, which fits: they all fit.
+    m.closing_mask(mask);
+    Ok((sample(sampler, mask)?, false))
+}
+
+/// The only allowed token, if exactly one is.
+fn single_allowed(mask: &TokenMask) -> Option<u32> {
+    let mut it = mask.allowed();
+    let first = it.next()?;
+    it.next().is_none().then_some(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llamay_constrain::Vocabulary;
+    use llamay_engine::SamplerConfig;
+    use std::sync::Arc;
+
+    /// A model that always wants more array items: `1` and `,` far ahead of `]`.
+    fn eager_logits(vocab: &Vocabulary) -> Vec<f32> {
+        (0..vocab.len() as u32)
+            .map(|t| match vocab.token_bytes(t) {
+                Some(b"1") | Some(b",") => 10.0,
+                Some(b", ") | Some(b"1,") => 9.0,
+                Some(b"[") => 5.0,
+                Some(b"]") => -5.0,
+                _ => -10.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_eager_array_is_closed_within_every_budget() {
+        let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        toks.extend([", ", "1,", "[1", "]]"].map(|s| s.as_bytes().to_vec()));
+        toks.push(b"</s>".to_vec());
+        let eog = toks.len() as u32 - 1;
+        let vocab = Arc::new(Vocabulary::new(toks, &[eog], &[]));
+        let schema = serde_json::json!({"type": "array", "items": {"type": "integer"}});
+        let (g, _) = llamay_constrain::schema::grammar(&schema).unwrap();
+        let c = Constraint::from_grammar(&g, vocab.clone()).unwrap();
+        let logits = eager_logits(&vocab);
+        for budget in 2..40 {
+            let mut m = c.matcher();
+            let mut sampler = Sampler::new(SamplerConfig::greedy());
+            let mut mask = TokenMask::new(vocab.len());
+            let mut text = Vec::new();
+            let mut used = 0;
+            while used < budget && !m.is_finished() {
+                let (t, _) = choose_within_budget(
+                    &mut m,
+                    &mut sampler,
+                    &mut mask,
+                    &logits,
+                    &[],
+                    budget - used,
+                )
+                .unwrap();
+                m.commit(t).unwrap();
+                used += 1;
+                if t == eog {
+                    break;
+                }
+                text.extend_from_slice(vocab.token_bytes(t).unwrap());
+            }
+            assert!(
+                m.is_accepting() || m.is_finished(),
+                "budget {budget}: {text:?}"
+            );
+            let doc: serde_json::Value = serde_json::from_slice(&text).unwrap_or_else(|e| {
+                panic!("budget {budget}: {e}: {:?}", String::from_utf8_lossy(&text))
+            });
+            // The model's eagerness filled the budget rather than closing early.
+            let items = doc.as_array().unwrap().len();
+            assert!(
+                budget < 6 || items >= (budget - 3) / 3,
+                "budget {budget}: {doc}"
+            );
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The generation loop: prompt → forward passes → (mask) → sample → text.
+//!
+//! Written once and shared by `llamay run` and `llamay serve`. It is where the engine
+//! and the constraint meet: the constraint's matcher fills a plain token bitset, and
+//! the engine's sampler only ever sees that bitset.
+
+mod decoder;
+mod forced;
+mod stats;
+mod utf8;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use llamay_constrain::Constraint;
+use llamay_engine::SamplerConfig;
+use llamay_engine::Tokenizer;
+use llamay_engine::{BatchItem, ItemLogits, LogitsWanted};
+use llamay_engine::{Model, ModelError};
+
+pub use decoder::{Decoded, Decoder, Step};
+pub use stats::{format_duration, GenerationStats};
+pub use utf8::Utf8Assembler;
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// The model wrote an end-of-generation token.
+    Eog,
+    /// The token limit was reached.
+    Length,
+    /// The constraint accepted and allows nothing more.
+    Grammar,
+    /// A stop string was written.
+    Stop,
+    /// The caller cancelled (Ctrl-C, a client that went away).
+    Cancelled,
+}
+
+impl Finish {
+    /// The word the `run` statistics line uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finish::Eog => "eog",
+            Finish::Length => "length",
+            Finish::Grammar => "grammar",
+            Finish::Stop => "stop",
+            Finish::Cancelled => "cancelled",
+        }
+    }
+
+    /// The two-word reason OpenAI (`finish_reason`) and Ollama (`done_reason`) both
+    /// use: `length` at the token limit, `stop` for every other ending.
+    pub fn stop_or_length(self) -> &'static str {
+        match self {
+            Finish::Length => "length",
+            Finish::Eog | Finish::Grammar | Finish::Stop | Finish::Cancelled => "stop",
+        }
+    }
+}
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct GenerationParams {
+    pub max_tokens: usize,
+    pub sampler: SamplerConfig,
+    pub stop: Vec<String>,
+    /// Take the tokens of forced bytes without sampling (see `forced`).
+    pub fast_forward: bool,
+}
+
+impl Default for GenerationParams {
+    fn default() -> Self {
+        GenerationParams {
+            max_tokens: 256,
+            sampler: SamplerConfig::default(),
+            stop: Vec::new(),
+            fast_forward: true,
+        }
+    }
+}
+
+/// A finished generation.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    /// The output text (never ends inside a UTF-8 character unless the model wrote
+    /// invalid bytes).
+    pub text: Vec<u8>,
+    /// The generated token ids, EOG excluded.
+    pub tokens: Vec<u32>,
+    pub finish: Finish,
+    pub stats: GenerationStats,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error("the prompt has {prompt} tokens, but the context holds {ctx}")]
+    PromptTooLong { prompt: usize, ctx: usize },
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(
+        "the constraint allows no token here (this is a bug in llamay: please report the grammar)"
+    )]
+    DeadEnd,
+    #[error("the constraint refused a token it had allowed: {0}")]
+    Constraint(#[from] llamay_constrain::Error),
+}
+
+/// Runs one generation on one sequence. `on_text` receives the output as it becomes
+/// final (whole UTF-8 characters, stop strings held back until they are ruled out).
+pub fn generate(
+    model: &Model,
+    tokenizer: &Tokenizer,
+    prompt: &[u32],
+    params: &GenerationParams,
+    constraint: Option<&Constraint>,
+    cancel: &AtomicBool,
+    on_text: &mut dyn FnMut(&str),
+) -> Result<Generation, GenerateError> {
+    check_prompt(prompt, model.n_ctx())?;
+    let mut seq = model.new_sequence();
+    let t0 = Instant::now();
+    let mut logits = step(model, &mut seq, prompt)?;
+    let prompt_time = t0.elapsed();
+
+    let mut decoder = Decoder::new(
+        tokenizer,
+        model.n_vocab(),
+        model.n_ctx(),
+        prompt,
+        params,
+        constraint,
+    );
+    let decode_start = Instant::now();
+    let finish = loop {
+        if cancel.load(Ordering::Relaxed) {
+            break Finish::Cancelled;
+        }
+        match decoder.step(tokenizer, logits.last().unwrap_or(&[]), on_text)? {
+            Step::Done(f) => break f,
+            Step::Continue(feed) => {
+                let next = step(model, &mut seq, &feed)?;
+                model.recycle_logits([std::mem::replace(&mut logits, next)]);
+            }
+        }
+    };
+    let done = decoder.finish(finish, on_text);
+    let stats = GenerationStats {
+        prompt_tokens: prompt.len(),
+        prompt_time,
+        generated_tokens: done.tokens.len(),
+        decode_time: decode_start.elapsed(),
+        forced_tokens: done.forced,
+        fast_forwarded_tokens: done.fast_forwarded,
+        mask: done.mask,
+    };
+    Ok(Generation {
+        text: done.text,
+        tokens: done.tokens,
+        finish,
+        stats,
+    })
+}
+
+/// Refuses prompts no sequence can take (empty, or filling the whole context).
+pub fn check_prompt(prompt: &[u32], n_ctx: usize) -> Result<(), GenerateError> {
+    if prompt.is_empty() {
+        return Err(GenerateError::EmptyPrompt);
+    }
+    if prompt.len() >= n_ctx {
+        return Err(GenerateError::PromptTooLong {
+            prompt: prompt.len(),
+            ctx: n_ctx,
+        });
+    }
+    Ok(())
+}
+
+/// Feeds tokens and returns the next-token logits (one row).
+fn step(
+    model: &Model,
+    seq: &mut llamay_engine::SeqState,
+    tokens: &[u32],
+) -> Result<ItemLogits, GenerateError> {
+    let mut batch = [BatchItem {
+        seq,
+        tokens,
+        want_logits: LogitsWanted::Last,
+    }];
+    let out = model.forward(&mut batch)?;
+    Ok(out.into_iter().next().unwrap_or(ItemLogits {
+        n_vocab: model.n_vocab(),
+        data: Vec::new(),
+    }))
+}

@@ -1,0 +1,39 @@
+//! llamay's runtime: everything between the engine and an API shape, and nothing of
+//! HTTP.
+//!
+//! Loaded models and their registry (names, keep-alive, max-loaded), chat templates,
+//! the one internal request type ([`GenRequest`]), sampling settings, the output
+//! constraint ([`ConstraintSpec`], decided in one place), tool calls, the per-step
+//! decoder that joins the engine's sampler to the constraint's masks, and the
+//! batched scheduler. `llamay run` drives [`generate`] directly; the server drives
+//! [`Runtime::start`], which queues a request on its model's scheduler.
+#![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
+
+pub mod chat;
+mod constraint;
+mod error;
+pub mod generate;
+mod ids;
+mod loaded;
+mod params;
+mod registry;
+mod request;
+mod scheduler;
+mod service;
+mod stats;
+pub mod tools;
+
+pub use constraint::{
+    checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, Surfaces,
+};
+pub use error::{Error, ErrorKind};
+pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
+pub use ids::{call_id, fresh_seed, short_id};
+pub use loaded::{LoadError, LoadedModel, TemplateSource};
+pub use params::{Sampling, DEFAULT_MAX_TOKENS};
+pub use registry::{same_name, Instance, ModelSpec, Registry, RegistryConfig, MAX_LISTED_NAMES};
+pub use request::{GenEvent, GenRequest, Outcome, Prompt};
+pub use scheduler::{Counts, Job, Scheduler, SchedulerConfig};
+pub use service::{collect, Runtime, Started};
+pub use stats::Stats;

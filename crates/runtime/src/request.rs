@@ -1,0 +1,80 @@
+//! The one internal request every API shape translates into, and the events a
+//! generation sends back. No API module sees another's wire format: they meet here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llamay_constrain::MatcherStats;
+
+use crate::chat::ChatMessage;
+use crate::constraint::{ConstraintSpec, EnforcementReport};
+use crate::generate::{Finish, GenerationParams};
+use crate::tools::{ToolCall, ToolSet};
+
+/// What the model is given.
+#[derive(Clone, Debug)]
+pub enum Prompt {
+    /// A conversation, rendered with the model's chat template.
+    Chat(Vec<ChatMessage>),
+    /// Text fed as it is (with the BOS the model wants).
+    Raw(String),
+}
+
+/// One generation request, whatever API it came from.
+#[derive(Clone, Debug)]
+pub struct GenRequest {
+    /// The model name as the client wrote it (empty: the server's default model).
+    pub model: String,
+    pub prompt: Prompt,
+    pub params: GenerationParams,
+    pub constraint: ConstraintSpec,
+    pub stream: bool,
+    /// How long the model stays loaded after this request (Ollama's `keep_alive`).
+    pub keep_alive: Option<Duration>,
+    /// The tools offered (`None`: none, or `tool_choice: "none"`).
+    pub tools: Option<Arc<ToolSet>>,
+}
+
+/// What a generation sends back, in order: any number of `Text`, then one `Done` or
+/// one `Error`.
+#[derive(Clone, Debug)]
+pub enum GenEvent {
+    Text(String),
+    Done(Box<Outcome>),
+    Error(crate::error::Error),
+}
+
+/// How a generation ended and what it cost.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub finish: Finish,
+    /// Which stop string matched, when `finish` is `Stop`.
+    pub stop_sequence: Option<String>,
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub prompt_time: Duration,
+    pub decode_time: Duration,
+    /// Time from the request's arrival to its first decoding step (queue, load).
+    pub queue_time: Duration,
+    pub mask: Option<MatcherStats>,
+    pub report: EnforcementReport,
+    /// The calls the model made (filled in when tools were offered).
+    pub tool_calls: Vec<ToolCall>,
+}
+
+impl Outcome {
+    /// The `llamay` object every response carries next to its usage: what the
+    /// constraint was, what it did not enforce, and what it cost.
+    pub fn llamay_json(&self) -> serde_json::Value {
+        let mask = self.mask.as_ref();
+        serde_json::json!({
+            "constraint": self.report.kind,
+            "not_enforced": self.report.not_enforced,
+            "compile_ms": (self.report.compile_time.as_secs_f64() * 1e6).round() / 1e3,
+            "mask_us_per_token": mask.map(|m| (m.mean_mask_us() * 10.0).round() / 10.0),
+            "mask_steps": mask.map(|m| m.steps),
+            "mask_cache_hits": mask.map(|m| m.cache_hits),
+            "finish": self.finish.as_str(),
+        })
+    }
+}

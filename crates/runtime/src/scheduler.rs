@@ -1,0 +1,444 @@
+//! Continuous batching: one engine thread per loaded model decodes every active
+//! request together.
+//!
+//! Each step builds one [`BatchItem`] per active sequence (a chunk of its prompt
+//! while it is joining, else its last token), calls `Model::forward` once, and hands
+//! each sequence's logits to its own [`Decoder`] (the same per-step logic `llamay
+//! run` uses). Requests join and leave between steps; a request whose client went
+//! away (its event receiver was dropped) or whose deadline passed is dropped before
+//! the next step, which frees its slot.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use llamay_constrain::Constraint;
+use llamay_engine::SeqState;
+use llamay_engine::ThreadPool;
+use llamay_engine::MAX_STEP_TOKENS;
+use llamay_engine::{BatchItem, LogitsWanted};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::constraint::EnforcementReport;
+use crate::error::Error;
+use crate::generate::{Decoder, Finish, GenerationParams, Step};
+use crate::loaded::LoadedModel;
+use crate::request::{GenEvent, Outcome};
+use crate::stats::Stats;
+
+/// How much work one model's engine takes on.
+#[derive(Clone, Copy, Debug)]
+pub struct SchedulerConfig {
+    /// Sequences decoded together.
+    pub max_active: usize,
+    /// Requests waiting for a slot; beyond this, new requests get a 503.
+    pub max_queue: usize,
+    /// Longest a request may take from arrival to its last token.
+    pub timeout: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            max_active: 8,
+            max_queue: 64,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A request ready for the engine: tokens, settings and where to send events.
+pub struct Job {
+    pub prompt: Vec<u32>,
+    pub params: GenerationParams,
+    pub constraint: Option<Constraint>,
+    /// Echoed back in the outcome.
+    pub report: EnforcementReport,
+    /// Where text and the outcome go; dropping the receiver cancels the job.
+    pub events: UnboundedSender<GenEvent>,
+    /// Send text as it is decoded. Otherwise all of it goes in one event just before
+    /// the outcome: a waiting handler has nothing to do with pieces, and waking it for
+    /// each token takes the cores from the forward pass.
+    pub stream: bool,
+    /// When the request reached the server (the timeout counts from here).
+    pub arrived: Instant,
+}
+
+/// The handle to one model's engine thread. Dropping it lets the thread finish its
+/// active requests and exit.
+pub struct Scheduler {
+    tx: mpsc::Sender<Job>,
+    counts: Arc<Counts>,
+    cfg: SchedulerConfig,
+}
+
+/// Requests waiting and running, shared with the engine thread.
+#[derive(Default)]
+pub struct Counts {
+    pub waiting: AtomicUsize,
+    pub active: AtomicUsize,
+    /// Set when the engine thread has ended (after an unload, or a panic).
+    pub stopped: std::sync::atomic::AtomicBool,
+}
+
+/// Marks the engine stopped however its thread ends, unwinding included.
+struct StopGuard(Arc<Counts>);
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        self.0.stopped.store(true, Ordering::SeqCst);
+        self.0.active.store(0, Ordering::SeqCst);
+    }
+}
+
+impl Scheduler {
+    /// Starts the engine thread for `lm`.
+    pub fn start(lm: Arc<LoadedModel>, cfg: SchedulerConfig, stats: Arc<Stats>) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let counts = Arc::new(Counts::default());
+        let engine = EngineLoop {
+            lm,
+            cfg,
+            stats,
+            counts: counts.clone(),
+            rx,
+            waiting: VecDeque::new(),
+            active: Vec::new(),
+        };
+        std::thread::Builder::new()
+            .name("llamay-engine".into())
+            .spawn(move || engine.run())
+            .expect("spawning the engine thread");
+        Scheduler { tx, counts, cfg }
+    }
+
+    /// Queues a job, or refuses it with a 503 when the queue is full.
+    pub fn submit(&self, job: Job) -> Result<(), Error> {
+        let waiting = self.counts.waiting.fetch_add(1, Ordering::SeqCst);
+        if waiting >= self.cfg.max_queue {
+            self.counts.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(Error::overloaded(format!(
+                "the server is busy ({waiting} requests waiting); retry shortly"
+            )));
+        }
+        self.tx.send(job).map_err(|_| {
+            self.counts.waiting.fetch_sub(1, Ordering::SeqCst);
+            Error::overloaded("the model is unloading; retry shortly")
+        })
+    }
+
+    /// Requests waiting and running now.
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// Whether the engine thread still runs (a bug that panics it ends it; the
+    /// model registry then loads the model afresh).
+    pub fn is_alive(&self) -> bool {
+        !self.counts.stopped.load(Ordering::SeqCst)
+    }
+}
+
+/// One sequence being decoded.
+struct Slot {
+    job: Job,
+    seq: SeqState,
+    decoder: Decoder,
+    /// Tokens to feed: the prompt while joining, then the last sampled token.
+    feed: Vec<u32>,
+    fed: usize,
+    prefilling: bool,
+    joined: Instant,
+    prompt_time: Duration,
+    decode_start: Instant,
+    /// Text held back for a job that does not stream.
+    held: String,
+}
+
+impl Slot {
+    /// Sends `t` now, or holds it for the end (see [`Job::stream`]).
+    fn emit(job: &Job, held: &mut String, t: &str) {
+        if job.stream {
+            let _ = job.events.send(GenEvent::Text(t.to_string()));
+        } else {
+            held.push_str(t);
+        }
+    }
+}
+
+struct EngineLoop {
+    lm: Arc<LoadedModel>,
+    cfg: SchedulerConfig,
+    stats: Arc<Stats>,
+    counts: Arc<Counts>,
+    rx: mpsc::Receiver<Job>,
+    waiting: VecDeque<Job>,
+    active: Vec<Slot>,
+}
+
+impl EngineLoop {
+    fn run(mut self) {
+        let _guard = StopGuard(self.counts.clone());
+        let mut open = true;
+        while open || !self.active.is_empty() || !self.waiting.is_empty() {
+            if open && self.active.is_empty() && self.waiting.is_empty() {
+                match self.rx.recv_timeout(Duration::from_millis(500)) {
+                    Ok(job) => self.waiting.push_back(job),
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            loop {
+                match self.rx.try_recv() {
+                    Ok(job) => self.waiting.push_back(job),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
+            }
+            self.admit();
+            self.drop_gone();
+            if !self.active.is_empty() {
+                self.step();
+            }
+            self.counts
+                .active
+                .store(self.active.len(), Ordering::SeqCst);
+        }
+    }
+
+    fn admit(&mut self) {
+        while self.active.len() < self.cfg.max_active {
+            let Some(job) = self.waiting.pop_front() else {
+                break;
+            };
+            self.counts.waiting.fetch_sub(1, Ordering::SeqCst);
+            if job.events.is_closed() {
+                self.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let model = &self.lm.model;
+            let decoder = Decoder::new(
+                &self.lm.tokenizer,
+                model.n_vocab(),
+                model.n_ctx(),
+                &job.prompt,
+                &job.params,
+                job.constraint.as_ref(),
+            );
+            let now = Instant::now();
+            self.active.push(Slot {
+                seq: model.new_sequence(),
+                decoder,
+                feed: job.prompt.clone(),
+                fed: 0,
+                prefilling: true,
+                joined: now,
+                prompt_time: Duration::ZERO,
+                decode_start: now,
+                held: String::new(),
+                job,
+            });
+        }
+    }
+
+    /// Frees the slots of clients that went away and of requests past their time.
+    fn drop_gone(&mut self) {
+        let timeout = self.cfg.timeout;
+        let stats = &self.stats;
+        self.active.retain(|s| {
+            if s.job.events.is_closed() {
+                stats.cancelled.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            if s.job.arrived.elapsed() > timeout {
+                let _ = s.job.events.send(GenEvent::Error(Error::timeout(format!(
+                    "the request took longer than {}s and was stopped",
+                    timeout.as_secs()
+                ))));
+                stats.timed_out.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            true
+        });
+    }
+
+    /// One forward pass over every active sequence, then one sampling step for each
+    /// sequence whose logits came back.
+    fn step(&mut self) {
+        // Decoding sequences take one token each; joining ones share what is left of
+        // the step budget, so a long prompt never stalls the others' next token.
+        let mut budget =
+            MAX_STEP_TOKENS.saturating_sub(self.active.iter().filter(|s| !s.prefilling).count());
+        let mut takes = Vec::with_capacity(self.active.len());
+        for s in &self.active {
+            let left = s.feed.len() - s.fed;
+            let take = if s.prefilling {
+                let t = left.min(budget);
+                budget -= t;
+                t
+            } else {
+                left
+            };
+            takes.push(take);
+        }
+        let mut items: Vec<BatchItem> = Vec::new();
+        let mut index: Vec<usize> = Vec::new();
+        for (i, (s, &take)) in self.active.iter_mut().zip(&takes).enumerate() {
+            if take == 0 {
+                continue;
+            }
+            let end = s.fed + take;
+            items.push(BatchItem {
+                seq: &mut s.seq,
+                tokens: &s.feed[s.fed..end],
+                want_logits: if end == s.feed.len() {
+                    LogitsWanted::Last
+                } else {
+                    LogitsWanted::None
+                },
+            });
+            index.push(i);
+        }
+        let n_tokens: usize = items.iter().map(|it| it.tokens.len()).sum();
+        let result = self.lm.model.forward(&mut items);
+        drop(items);
+        self.stats.record_step(index.len(), n_tokens);
+        let logits = match result {
+            Ok(l) => l,
+            Err(e) => {
+                let msg = format!("the forward pass failed: {e}");
+                for &i in index.iter().rev() {
+                    let s = self.active.remove(i);
+                    let _ = s
+                        .job
+                        .events
+                        .send(GenEvent::Error(Error::internal(msg.clone())));
+                }
+                return;
+            }
+        };
+        // Sequences whose logits came back take a step (sample, mask, stop checks).
+        let mut work: Vec<(usize, &mut Slot, &[f32])> = Vec::new();
+        let mut results = index.iter().zip(&logits).peekable();
+        for (i, s) in self.active.iter_mut().enumerate() {
+            let Some((_, l)) = results.next_if(|(&j, _)| j == i) else {
+                continue;
+            };
+            s.fed += takes[i];
+            let Some(row) = l.last() else {
+                continue; // a prompt chunk that is not the last
+            };
+            if s.prefilling {
+                s.prefilling = false;
+                s.prompt_time = s.joined.elapsed();
+                s.decode_start = Instant::now();
+                self.stats
+                    .prompt_tokens
+                    .fetch_add(s.feed.len() as u64, Ordering::Relaxed);
+            }
+            work.push((i, s, row));
+        }
+        let tokenizer = &*self.lm.tokenizer;
+        // Sampling (a sort over the vocabulary) and masks are per sequence and
+        // independent: spread them over the forward pass's threads, still spinning
+        // (threads spawned for each step cost more than greedy sampling itself).
+        let stepped = par_map(self.lm.model.pool(), work, |(i, s, row)| {
+            let (job, held) = (&s.job, &mut s.held);
+            let r = s
+                .decoder
+                .step(tokenizer, row, &mut |t: &str| Slot::emit(job, held, t));
+            match r {
+                Ok(Step::Continue(tokens)) => {
+                    s.feed.clear();
+                    s.feed.extend(tokens);
+                    s.fed = 0;
+                    None
+                }
+                Ok(Step::Done(f)) => Some((i, Ok(f))),
+                Err(e) => Some((i, Err(e.to_string()))),
+            }
+        });
+        self.lm.model.recycle_logits(logits);
+        let done: Vec<(usize, Result<Finish, String>)> = stepped.into_iter().flatten().collect();
+        for (i, r) in done.into_iter().rev() {
+            let s = self.active.remove(i);
+            self.finish(s, r);
+        }
+    }
+
+    fn finish(&self, s: Slot, r: Result<Finish, String>) {
+        let finish = match r {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = s.job.events.send(GenEvent::Error(Error::internal(e)));
+                return;
+            }
+        };
+        let mut s = s;
+        let (job, held) = (&s.job, &mut s.held);
+        let done = s
+            .decoder
+            .finish(finish, &mut |t: &str| Slot::emit(job, held, t));
+        let events = s.job.events.clone();
+        if !s.held.is_empty() {
+            let _ = events.send(GenEvent::Text(std::mem::take(&mut s.held)));
+        }
+        self.stats
+            .completion_tokens
+            .fetch_add(done.tokens.len() as u64, Ordering::Relaxed);
+        if let Some(m) = &done.mask {
+            self.stats.add_mask(m);
+        }
+        self.stats.completed.fetch_add(1, Ordering::Relaxed);
+        let stop_sequence = done
+            .stop_index
+            .and_then(|i| s.job.params.stop.get(i).cloned());
+        let outcome = Outcome {
+            finish,
+            stop_sequence,
+            prompt_tokens: s.job.prompt.len(),
+            completion_tokens: done.tokens.len(),
+            prompt_time: s.prompt_time,
+            decode_time: s.decode_start.elapsed(),
+            queue_time: s.joined.saturating_duration_since(s.job.arrived),
+            mask: done.mask,
+            report: s.job.report.clone(),
+            tool_calls: Vec::new(),
+        };
+        let _ = events.send(GenEvent::Done(Box::new(outcome)));
+    }
+}
+
+/// Maps `items` in order, spread over the model's thread pool.
+fn par_map<T: Send, R: Send>(
+    pool: &ThreadPool,
+    items: Vec<T>,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    if pool.n_threads() <= 1 || items.len() <= 1 {
+        return items.into_iter().map(f).collect();
+    }
+    // One cell per item: a task takes its input out and leaves its result.
+    let cells: Vec<Mutex<(Option<T>, Option<R>)>> = items
+        .into_iter()
+        .map(|t| Mutex::new((Some(t), None)))
+        .collect();
+    pool.run(cells.len(), &|i| {
+        let mut cell = cells[i].lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = cell.0.take() {
+            cell.1 = Some(f(t));
+        }
+    });
+    cells
+        .into_iter()
+        .map(|c| {
+            let (_, r) = c.into_inner().unwrap_or_else(|e| e.into_inner());
+            r.expect("every task ran (the pool re-raises a task's panic)")
+        })
+        .collect()
+}

@@ -1,0 +1,223 @@
+//! Tool calls (SPEC §7), written once for the three API shapes.
+//!
+//! Each route translates its own `tools` / `tool_choice` into a [`ToolSet`]
+//! (or none, for `tool_choice: "none"`), and its history (earlier calls, tool
+//! results) into [`ChatMessage`](crate::chat::ChatMessage)s. From there:
+//! - [`prompt`]: the tools and the history go to the model through its own chat
+//!   template when that template renders `tools`, and as Hermes-style text
+//!   (`<tool_call>` / `<tool_response>`) otherwise;
+//! - [`grammar`]: a forced choice (`required`, `any`, a named tool) becomes a grammar
+//!   that can only write Hermes calls whose arguments match the tool's schema;
+//! - [`parse`]: calls are read back out of what the model wrote (the same text the
+//!   grammar emits), calls to tools not offered are dropped;
+//! - [`hold`]: with tools offered, a generation's text is held back until it is
+//!   whole, so a call never leaks into `content` and streams carry it in one piece.
+
+pub(crate) mod grammar;
+pub(crate) mod hold;
+pub(crate) mod parse;
+pub(crate) mod prompt;
+
+use std::sync::Arc;
+
+use llamay_constrain::schema::{compile, CompiledSchema as SchemaTree};
+use serde_json::Value;
+
+use crate::constraint::CompiledSchema;
+use crate::error::Error;
+
+/// Most tools one request may offer.
+pub const MAX_TOOLS: usize = 128;
+/// Longest tool name, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// One function the caller offers.
+#[derive(Debug)]
+pub struct ToolDef {
+    pub name: String,
+    pub description: Option<String>,
+    /// The parameters schema as the caller sent it (an empty object schema if none).
+    pub parameters: Value,
+    /// The schema compiled through the keyword table (refusals already answered).
+    pub schema: SchemaTree,
+}
+
+impl ToolDef {
+    /// Checks the name and compiles the parameters schema; a refused keyword is the
+    /// same 400 a response schema gets, naming the tool.
+    pub fn new(
+        name: &str,
+        description: Option<String>,
+        parameters: Option<Value>,
+    ) -> Result<ToolDef, Error> {
+        if name.is_empty() || name.len() > MAX_NAME_BYTES {
+            return Err(Error::bad_request(format!(
+                "a tool name must be 1 to {MAX_NAME_BYTES} bytes, not {:?}",
+                name.chars().take(MAX_NAME_BYTES + 1).collect::<String>()
+            )));
+        }
+        let parameters = match parameters {
+            None | Some(Value::Null) => serde_json::json!({"type": "object", "properties": {}}),
+            Some(v @ Value::Object(_)) => v,
+            Some(other) => {
+                return Err(Error::bad_request(format!(
+                    "tool {name}: parameters must be a JSON Schema object, not {other}"
+                )))
+            }
+        };
+        // Arguments are an object: a schema that names no type is read as one.
+        let mut as_object = parameters.clone();
+        match as_object.get("type") {
+            None => {
+                as_object["type"] = Value::String("object".into());
+            }
+            Some(Value::String(t)) if t == "object" => {}
+            Some(other) => {
+                return Err(Error::bad_request(format!(
+                    "tool {name}: parameters must describe an object, not type {other}"
+                )))
+            }
+        }
+        let schema =
+            compile(&as_object).map_err(|e| Error::refusal(format!("tool {name}: {e}")))?;
+        Ok(ToolDef {
+            name: name.to_string(),
+            description,
+            parameters,
+            schema,
+        })
+    }
+
+    /// The definition in OpenAI's `tools` shape, which chat templates and the Hermes
+    /// prompt both describe tools with.
+    pub fn as_openai(&self) -> Value {
+        let mut f = serde_json::json!({"name": self.name, "parameters": self.parameters});
+        if let Some(d) = &self.description {
+            f["description"] = Value::String(d.clone());
+        }
+        serde_json::json!({"type": "function", "function": f})
+    }
+}
+
+/// What the caller asked the model to do with the tools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// Described to the model; calls read from what it writes.
+    Auto,
+    /// Not offered at all.
+    None,
+    /// One or more calls, constrained.
+    Required,
+    /// Calls to this tool only, constrained.
+    Named(String),
+}
+
+/// The tools offered to one generation.
+#[derive(Debug)]
+pub struct ToolSet {
+    pub tools: Vec<ToolDef>,
+    pub choice: ToolChoice,
+    /// More than one call allowed (`parallel_tool_calls`, not `disable_parallel_tool_use`).
+    pub parallel: bool,
+    /// The call grammar when the choice forces a call.
+    forced: Option<Arc<CompiledSchema>>,
+}
+
+impl ToolSet {
+    /// The set a request offers, or `None` when it offers nothing (no tools, or
+    /// `tool_choice: "none"`). A named choice must name an offered tool; names are
+    /// unique; the call grammar of a forced choice is compiled here, before any model
+    /// work.
+    pub fn new(
+        tools: Vec<ToolDef>,
+        choice: ToolChoice,
+        parallel: bool,
+    ) -> Result<Option<Arc<ToolSet>>, Error> {
+        if tools.len() > MAX_TOOLS {
+            return Err(Error::bad_request(format!(
+                "{} tools were offered; the limit is {MAX_TOOLS}",
+                tools.len()
+            )));
+        }
+        for (i, t) in tools.iter().enumerate() {
+            if tools[..i].iter().any(|o| o.name == t.name) {
+                return Err(Error::bad_request(format!(
+                    "tool {} is offered twice",
+                    t.name
+                )));
+            }
+        }
+        if let ToolChoice::Named(n) = &choice {
+            if !tools.iter().any(|t| &t.name == n) {
+                return Err(Error::bad_request(format!(
+                    "tool_choice names {n:?}, which is not among the tools offered"
+                )));
+            }
+        } else if tools.is_empty() && choice == ToolChoice::Required {
+            return Err(Error::bad_request(
+                "tool_choice requires a call but no tools were offered",
+            ));
+        }
+        if tools.is_empty() || choice == ToolChoice::None {
+            return Ok(None);
+        }
+        let mut set = ToolSet {
+            tools,
+            choice,
+            parallel,
+            forced: None,
+        };
+        if set.is_forced() {
+            set.forced = Some(Arc::new(grammar::compile(&set)?));
+        }
+        Ok(Some(Arc::new(set)))
+    }
+
+    /// Whether the output must be calls.
+    pub fn is_forced(&self) -> bool {
+        matches!(self.choice, ToolChoice::Required | ToolChoice::Named(_))
+    }
+
+    /// The call grammar of a forced choice (it replaces any other constraint).
+    pub fn forced_constraint(&self) -> Option<Arc<CompiledSchema>> {
+        self.forced.clone()
+    }
+
+    /// The tool called `name`, if offered.
+    pub fn get(&self, name: &str) -> Option<&ToolDef> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The tools the model may call under this choice.
+    pub fn callable(&self) -> impl Iterator<Item = &ToolDef> {
+        self.tools.iter().filter(|t| match &self.choice {
+            ToolChoice::Named(n) => &t.name == n,
+            _ => true,
+        })
+    }
+}
+
+/// A call the model made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    /// `call_` + 12 hex digits.
+    pub id: String,
+    pub name: String,
+    /// The arguments object.
+    pub arguments: Value,
+}
+
+impl ToolCall {
+    /// The arguments as compact JSON text (OpenAI's `arguments` string).
+    pub fn arguments_text(&self) -> String {
+        self.arguments.to_string()
+    }
+}
+
+/// Hosted tool types are refused by name: llamay runs nothing on the caller's behalf.
+pub fn hosted_tool(kind: &str) -> Error {
+    Error::bad_request(format!(
+        "tool type {kind:?} is a hosted tool, which llamay does not run: llamay runs \
+         nothing on the caller's behalf; offer client tools (functions) instead"
+    ))
+}

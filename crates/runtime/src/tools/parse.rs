@@ -1,0 +1,163 @@
+//! Reading calls back out of what the model wrote.
+//!
+//! A call is a `<tool_call>` … `</tool_call>` block holding
+//! `{"name": …, "arguments": {…}}` (`parameters` is read as well, and arguments
+//! written as a JSON string holding an object). Every block is taken out of the
+//! text, whether or not it held a call the caller can use: a call to a tool not
+//! offered is dropped, never left in `content`. A block cut off by the token
+//! limit is dropped too.
+
+use serde_json::Value;
+
+use super::{ToolCall, ToolSet};
+use crate::ids::call_id;
+
+const OPEN_TAG: &str = "<tool_call>";
+const CLOSE_TAG: &str = "</tool_call>";
+
+/// What a generation's text holds.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Parsed {
+    /// The text outside calls; `None` when there is none (or only whitespace
+    /// around calls).
+    pub content: Option<String>,
+    pub calls: Vec<ToolCall>,
+}
+
+/// Splits `text` into content and the calls to tools `set` offers. Under a forced
+/// choice everything the model wrote belongs to calls, so there is no content;
+/// without parallel calls only the first call counts.
+pub(crate) fn parse(text: &str, set: &ToolSet) -> Parsed {
+    let mut p = parse_text(text, set);
+    if set.is_forced() {
+        p.content = None;
+    }
+    if !set.parallel {
+        p.calls.truncate(1);
+    }
+    p
+}
+
+fn parse_text(text: &str, set: &ToolSet) -> Parsed {
+    let mut content = String::new();
+    let mut calls = Vec::new();
+    let mut blocks = 0;
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN_TAG) {
+        blocks += 1;
+        content.push_str(&rest[..start]);
+        let body = &rest[start + OPEN_TAG.len()..];
+        let (inner, after) = match body.find(CLOSE_TAG) {
+            Some(end) => (&body[..end], &body[end + CLOSE_TAG.len()..]),
+            None => (body, ""),
+        };
+        if let Some(c) = read_call(inner, set) {
+            calls.push(c);
+        }
+        rest = after;
+    }
+    // A tag cut off by the token limit is the start of a call, not text.
+    let cut = (1..OPEN_TAG.len())
+        .rev()
+        .find(|&n| rest.ends_with(&OPEN_TAG[..n]))
+        .unwrap_or(0);
+    content.push_str(&rest[..rest.len() - cut]);
+    let blocks = blocks + usize::from(cut > 0);
+    let content = if blocks == 0 {
+        (!content.is_empty()).then_some(content)
+    } else {
+        let t = content.trim();
+        (!t.is_empty()).then(|| t.to_string())
+    };
+    Parsed { content, calls }
+}
+
+fn read_call(inner: &str, set: &ToolSet) -> Option<ToolCall> {
+    let v: Value = serde_json::Deserializer::from_str(inner.trim_start())
+        .into_iter::<Value>()
+        .next()?
+        .ok()?;
+    let name = v.get("name")?.as_str()?;
+    set.get(name)?;
+    let arguments = match v.get("arguments").or_else(|| v.get("parameters")) {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(a @ Value::Object(_)) => a.clone(),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s).ok()? {
+            a @ Value::Object(_) => a,
+            _ => return None,
+        },
+        Some(_) => return None,
+    };
+    Some(ToolCall {
+        id: call_id(),
+        name: name.to_string(),
+        arguments,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::{ToolChoice, ToolDef};
+    use super::*;
+
+    fn set() -> std::sync::Arc<ToolSet> {
+        set_with(true)
+    }
+
+    fn set_with(parallel: bool) -> std::sync::Arc<ToolSet> {
+        let t = ToolDef::new("get_weather", None, None).unwrap();
+        ToolSet::new(vec![t], ToolChoice::Auto, parallel)
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn without_parallel_calls_only_the_first_counts() {
+        let call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>";
+        let two = format!("{call}\n{call}");
+        assert_eq!(parse(&two, &set_with(true)).calls.len(), 2);
+        assert_eq!(parse(&two, &set_with(false)).calls.len(), 1);
+    }
+
+    #[test]
+    fn calls_come_out_and_content_keeps_the_rest() {
+        let s = set();
+        let p = parse(
+            "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Lyon\\\"}\"}\n</tool_call>",
+            &s,
+        );
+        assert_eq!(p.content.as_deref(), Some("Let me check."));
+        assert_eq!(p.calls.len(), 2);
+        assert_eq!(p.calls[0].arguments, json!({"city": "Paris"}));
+        assert_eq!(p.calls[1].arguments, json!({"city": "Lyon"}));
+        assert_ne!(p.calls[0].id, p.calls[1].id);
+        for c in &p.calls {
+            assert!(c.id.starts_with("call_") && c.id.len() == 17, "{}", c.id);
+            assert!(c.id[5..].bytes().all(|b| b.is_ascii_hexdigit()));
+        }
+    }
+
+    #[test]
+    fn unknown_tools_broken_and_cut_blocks_never_reach_content() {
+        let s = set();
+        let p = parse(
+            "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>",
+            &s,
+        );
+        assert_eq!(p, Parsed::default());
+        let p = parse("<tool_call>\n{\"name\": \"get_wea", &s);
+        assert_eq!(p, Parsed::default());
+        let p = parse("Let me see. <tool", &s);
+        assert_eq!(p.content.as_deref(), Some("Let me see."));
+        let p = parse("a < b", &s);
+        assert_eq!(p.content.as_deref(), Some("a < b"));
+        let p = parse("<tool_call>not json</tool_call> ok", &s);
+        assert_eq!(p.content.as_deref(), Some("ok"));
+        assert!(p.calls.is_empty());
+        let p = parse("  plain text  ", &s);
+        assert_eq!(p.content.as_deref(), Some("  plain text  "));
+        assert_eq!(parse("", &s), Parsed::default());
+    }
+}

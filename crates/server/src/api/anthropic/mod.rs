@@ -1,0 +1,450 @@
+//! The Anthropic shape: `POST /v1/messages`, with its SSE event sequence
+//! (`message_start`, `content_block_start`, `content_block_delta`…,
+//! `content_block_stop`, `message_delta`, `message_stop`).
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::http::error::{ApiError, ErrorKind, ErrorShape};
+use crate::http::stream::{self, Frames};
+use crate::http::{json_response, parse_body, stream_response, AppState};
+use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::chat::{ToolCallFunction, ToolCallMessage};
+use llamay_runtime::tools::{hosted_tool, ToolChoice, ToolDef, ToolSet};
+use llamay_runtime::Finish;
+use llamay_runtime::Sampling;
+use llamay_runtime::Surfaces;
+use llamay_runtime::{collect, Started};
+use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
+
+/// The Anthropic route.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/v1/messages", post(messages))
+}
+
+/// Anthropic's error body: `{"type":"error","error":{"type":…,"message":…}}`.
+pub fn error_body(e: &ApiError) -> Value {
+    let kind = match e.kind {
+        ErrorKind::InvalidRequest => "invalid_request_error",
+        ErrorKind::Authentication => "authentication_error",
+        ErrorKind::NotFound => "not_found_error",
+        ErrorKind::TooLarge => "request_too_large",
+        ErrorKind::Overloaded => "overloaded_error",
+        ErrorKind::Timeout | ErrorKind::Internal => "api_error",
+    };
+    json!({"type": "error", "error": {"type": kind, "message": e.message}})
+}
+
+fn fail(e: impl Into<ApiError>) -> Response {
+    e.into().into_response_as(ErrorShape(error_body))
+}
+
+/// `stop_reason`: `tool_use` when the model made calls.
+fn stop_reason_of(o: &Outcome) -> &'static str {
+    if o.tool_calls.is_empty() {
+        stop_reason(o.finish)
+    } else {
+        "tool_use"
+    }
+}
+
+fn stop_reason(f: Finish) -> &'static str {
+    match f {
+        Finish::Length => "max_tokens",
+        Finish::Stop => "stop_sequence",
+        Finish::Eog | Finish::Grammar | Finish::Cancelled => "end_turn",
+    }
+}
+
+#[derive(Deserialize)]
+struct MessagesRequest {
+    #[serde(default)]
+    model: String,
+    messages: Vec<Message>,
+    system: Option<Content>,
+    max_tokens: i64,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    top_k: Option<i64>,
+    stop_sequences: Option<Vec<String>>,
+    stream: Option<bool>,
+    tools: Option<Vec<Tool>>,
+    tool_choice: Option<AnthropicToolChoice>,
+    llamay_schema: Option<Value>,
+    llamay_format: Option<String>,
+    llamay_grammar: Option<String>,
+    grammar: Option<String>,
+    output_config: Option<OutputConfig>,
+    seed: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct OutputConfig {
+    format: Option<OutputFormat>,
+}
+
+#[derive(Deserialize)]
+struct OutputFormat {
+    #[serde(rename = "type")]
+    kind: String,
+    schema: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: String,
+    content: Content,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+    /// `tool_use`: the call's id, tool and arguments.
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Value>,
+    /// `tool_result`: the call answered and what the tool returned.
+    tool_use_id: Option<String>,
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+struct Tool {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    name: Option<String>,
+    description: Option<String>,
+    input_schema: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct AnthropicToolChoice {
+    #[serde(rename = "type")]
+    kind: String,
+    name: Option<String>,
+    disable_parallel_tool_use: Option<bool>,
+}
+
+/// Client tools only: a typed tool other than `custom` is one of Anthropic's
+/// server tools (web search, code execution, computer use, bash, text editor…).
+fn tool_set(
+    tools: Option<Vec<Tool>>,
+    choice: Option<AnthropicToolChoice>,
+) -> Result<Option<std::sync::Arc<ToolSet>>, ApiError> {
+    let defs = tools
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| match t.kind.as_deref() {
+            None | Some("custom") => {
+                let name = t
+                    .name
+                    .ok_or_else(|| llamay_runtime::Error::bad_request("a tool needs a name"))?;
+                ToolDef::new(&name, t.description, t.input_schema)
+            }
+            Some(kind) => Err(hosted_tool(kind)),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let parallel = !choice
+        .as_ref()
+        .and_then(|c| c.disable_parallel_tool_use)
+        .unwrap_or(false);
+    let choice = match choice {
+        None => ToolChoice::Auto,
+        Some(c) => match (c.kind.as_str(), c.name) {
+            ("auto", _) => ToolChoice::Auto,
+            ("any", _) => ToolChoice::Required,
+            ("none", _) => ToolChoice::None,
+            ("tool", Some(n)) => ToolChoice::Named(n),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "tool_choice must be {\"type\": \"auto\" | \"any\" | \"none\"} or \
+                     {\"type\": \"tool\", \"name\": …}",
+                ))
+            }
+        },
+    };
+    Ok(ToolSet::new(defs, choice, parallel)?)
+}
+
+fn text_of(c: Content) -> Result<String, ApiError> {
+    match c {
+        Content::Text(t) => Ok(t),
+        Content::Blocks(blocks) => {
+            let mut out = String::new();
+            for b in blocks {
+                match (b.kind.as_str(), b.text) {
+                    ("text", Some(t)) => out.push_str(&t),
+                    (kind, _) => {
+                        return Err(ApiError::bad_request(format!(
+                            "content blocks of type {kind:?} are not supported; send text"
+                        )))
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// One Anthropic message as chat turns: `tool_result` blocks become `tool` turns
+/// (before the user's text, as Anthropic orders them), `tool_use` blocks become
+/// the assistant turn's calls.
+fn push_turns(chat: &mut Vec<ChatMessage>, role: &str, content: Content) -> Result<(), ApiError> {
+    let blocks = match content {
+        Content::Text(t) => {
+            chat.push(ChatMessage::new(role, &t));
+            return Ok(());
+        }
+        Content::Blocks(b) => b,
+    };
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for b in blocks {
+        match (role, b.kind.as_str()) {
+            (_, "text") => text.push_str(b.text.as_deref().unwrap_or_default()),
+            ("assistant", "tool_use") => calls.push(ToolCallMessage {
+                id: b.id.unwrap_or_default(),
+                kind: "function".into(),
+                function: ToolCallFunction {
+                    name: b
+                        .name
+                        .ok_or_else(|| ApiError::bad_request("a tool_use block needs a name"))?,
+                    arguments: b.input.unwrap_or_else(|| json!({})),
+                },
+            }),
+            ("user", "tool_result") => chat.push(ChatMessage {
+                role: "tool".into(),
+                content: Some(match b.content {
+                    Some(c) => text_of(c)?,
+                    None => String::new(),
+                }),
+                tool_call_id: b.tool_use_id,
+                ..ChatMessage::default()
+            }),
+            (_, kind) => {
+                return Err(ApiError::bad_request(format!(
+                    "content blocks of type {kind:?} are not supported in a {role} message"
+                )))
+            }
+        }
+    }
+    if !text.is_empty() || !calls.is_empty() || role == "assistant" {
+        chat.push(ChatMessage {
+            role: role.into(),
+            content: Some(text),
+            tool_calls: calls,
+            ..ChatMessage::default()
+        });
+    }
+    Ok(())
+}
+
+async fn messages(State(st): State<AppState>, body: Bytes) -> Response {
+    match messages_inner(&st, &body).await {
+        Ok(r) => r,
+        Err(e) => fail(e),
+    }
+}
+
+async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
+    let r: MessagesRequest = parse_body(body)?;
+    let tools = tool_set(r.tools, r.tool_choice)?;
+    if r.max_tokens < 1 {
+        return Err(ApiError::bad_request("max_tokens must be at least 1"));
+    }
+    let mut s = Surfaces::default();
+    if let Some(v) = &r.llamay_schema {
+        s.schema("llamay_schema", v);
+    }
+    if let Some(f) = r.output_config.as_ref().and_then(|o| o.format.as_ref()) {
+        match (f.kind.as_str(), &f.schema) {
+            ("json_schema", Some(v)) => s.schema("output_config.format", v),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "output_config.format must be {\"type\":\"json_schema\",\"schema\":{…}}",
+                ))
+            }
+        }
+    }
+    s.llamay_format(r.llamay_format.as_ref())?;
+    s.grammar_fields(r.llamay_grammar.as_ref(), r.grammar.as_ref());
+    let constraint = s.resolve()?;
+    if r.messages.is_empty() {
+        return Err(ApiError::bad_request("messages must not be empty"));
+    }
+    let mut chat = Vec::new();
+    if let Some(sys) = r.system {
+        chat.push(ChatMessage::new("system", &text_of(sys)?));
+    }
+    for m in r.messages {
+        if m.role != "user" && m.role != "assistant" {
+            return Err(ApiError::bad_request(format!(
+                "message role {:?} must be user or assistant",
+                m.role
+            )));
+        }
+        push_turns(&mut chat, &m.role, m.content)?;
+    }
+    let params = Sampling {
+        temperature: r.temperature,
+        top_p: r.top_p,
+        top_k: r.top_k,
+        seed: r.seed,
+        max_tokens: Some(r.max_tokens),
+        stop: r.stop_sequences.unwrap_or_default(),
+        ..Sampling::default()
+    }
+    .into_params()?;
+    let stream = r.stream.unwrap_or(false);
+    let with_tools = tools.is_some();
+    let started = st
+        .runtime
+        .start(GenRequest {
+            model: r.model,
+            prompt: Prompt::Chat(chat),
+            params,
+            constraint,
+            stream,
+            keep_alive: None,
+            tools,
+        })
+        .await?;
+    let id = crate::ids::response_id("msg_");
+    if stream {
+        return Ok(stream_messages(started, id, with_tools));
+    }
+    let model = started.model.clone();
+    let (text, o) = collect(started.events).await?;
+    let mut content = Vec::new();
+    if !text.is_empty() || o.tool_calls.is_empty() {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    content.extend(o.tool_calls.iter().map(tool_use_block));
+    Ok(json_response(
+        StatusCode::OK,
+        json!({
+            "id": id,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop_reason_of(&o),
+            "stop_sequence": o.stop_sequence,
+            "usage": usage(&o),
+            "llamay": o.llamay_json(),
+        }),
+    ))
+}
+
+fn tool_use_block(c: &llamay_runtime::tools::ToolCall) -> Value {
+    json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
+}
+
+fn usage(o: &Outcome) -> Value {
+    json!({"input_tokens": o.prompt_tokens, "output_tokens": o.completion_tokens})
+}
+
+/// Anthropic's event sequence. Without tools the text block opens at once and
+/// text streams into it; with tools the (held) text arrives whole and each call
+/// follows as its own `tool_use` block with one `input_json_delta`.
+fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
+    let mut head = vec![stream::sse(
+        Some("message_start"),
+        &json!({"type": "message_start", "message": {
+            "id": id, "type": "message", "role": "assistant", "model": started.model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": started.prompt_tokens, "output_tokens": 0},
+        }}),
+    )];
+    if !with_tools {
+        head.push(text_block_start(0));
+    }
+    head.push(stream::sse(Some("ping"), &json!({"type": "ping"})));
+    let mut text_open = !with_tools;
+    let body = stream::body(started.events, head, move |ev| match ev {
+        GenEvent::Text(t) => {
+            let mut bytes = Vec::new();
+            if !text_open {
+                bytes.push(text_block_start(0));
+                text_open = true;
+            }
+            bytes.push(stream::sse(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}),
+            ));
+            Frames { bytes, end: false }
+        }
+        GenEvent::Done(o) => {
+            let mut bytes = Vec::new();
+            if !text_open && o.tool_calls.is_empty() {
+                bytes.push(text_block_start(0));
+                text_open = true;
+            }
+            let mut index = 0;
+            if text_open {
+                bytes.push(block_stop(0));
+                index = 1;
+            }
+            for c in &o.tool_calls {
+                bytes.push(stream::sse(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}}),
+                ));
+                bytes.push(stream::sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": c.arguments_text()}}),
+                ));
+                bytes.push(block_stop(index));
+                index += 1;
+            }
+            bytes.push(stream::sse(
+                Some("message_delta"),
+                &json!({"type": "message_delta",
+                    "delta": {"stop_reason": stop_reason_of(&o), "stop_sequence": o.stop_sequence},
+                    "usage": {"output_tokens": o.completion_tokens},
+                    "llamay": o.llamay_json()}),
+            ));
+            bytes.push(stream::sse(
+                Some("message_stop"),
+                &json!({"type": "message_stop"}),
+            ));
+            Frames { bytes, end: true }
+        }
+        GenEvent::Error(e) => Frames {
+            bytes: vec![stream::sse(Some("error"), &error_body(&e.into()))],
+            end: true,
+        },
+    });
+    stream_response("text/event-stream", body)
+}
+
+fn text_block_start(index: usize) -> Bytes {
+    stream::sse(
+        Some("content_block_start"),
+        &json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+    )
+}
+
+fn block_stop(index: usize) -> Bytes {
+    stream::sse(
+        Some("content_block_stop"),
+        &json!({"type": "content_block_stop", "index": index}),
+    )
+}

@@ -1,0 +1,8 @@
+//! One folder per API shape, each translating its wire format to the runtime's
+//! request type and back; what two shapes spell alike is written once here.
+
+pub mod anthropic;
+pub mod ollama;
+pub mod openai;
+pub(crate) mod sampling;
+pub(crate) mod tool_wire;

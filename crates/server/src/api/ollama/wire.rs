@@ -1,0 +1,25 @@
+//! What both halves of the Ollama shape write alike: its error body and its times.
+
+use std::time::SystemTime;
+
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use crate::http::error::{ApiError, ErrorShape};
+
+/// Ollama's error body: `{"error":"…"}`.
+pub fn error_body(e: &ApiError) -> Value {
+    json!({"error": e.message})
+}
+
+pub(super) fn fail(e: impl Into<ApiError>) -> Response {
+    e.into().into_response_as(ErrorShape(error_body))
+}
+
+pub(super) fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now())
+}
+
+pub(super) fn rfc3339(t: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}

@@ -1,0 +1,532 @@
+//! The OpenAI shape: `POST /v1/chat/completions`, `POST /v1/completions`,
+//! `GET /v1/models`. Requests become [`GenRequest`]s; events come back as OpenAI's
+//! JSON or its SSE chunks (`data: {…}` … `data: [DONE]`).
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::api::sampling::{sampling_from, StopField};
+use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
+use crate::http::error::{ApiError, ErrorKind, ErrorShape};
+use crate::http::stream::{self, Frames};
+use crate::http::{json_response, parse_body, stream_response, AppState};
+use crate::ids::unix_secs;
+use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::tools::{ToolCall, ToolSet};
+use llamay_runtime::Surfaces;
+use llamay_runtime::{collect, Started};
+use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
+
+/// The OpenAI routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+}
+
+/// OpenAI's error body. Schema refusals use the seed's `"type":"Bad Request"`.
+pub fn error_body(e: &ApiError) -> Value {
+    let kind = if e.refusal {
+        "Bad Request"
+    } else {
+        match e.kind {
+            ErrorKind::InvalidRequest | ErrorKind::TooLarge => "invalid_request_error",
+            ErrorKind::Authentication => "authentication_error",
+            ErrorKind::NotFound => "not_found_error",
+            ErrorKind::Overloaded => "server_overloaded",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Internal => "server_error",
+        }
+    };
+    let code = match e.kind {
+        ErrorKind::NotFound if e.message.starts_with("model") => json!("model_not_found"),
+        _ => Value::Null,
+    };
+    json!({"error": {"message": e.message, "type": kind, "param": null, "code": code}})
+}
+
+fn fail(e: impl Into<ApiError>) -> Response {
+    e.into().into_response_as(ErrorShape(error_body))
+}
+
+/// `finish_reason` in OpenAI's words: `tool_calls` when the model made calls.
+fn chat_finish_reason(o: &Outcome) -> &'static str {
+    if o.tool_calls.is_empty() {
+        o.finish.stop_or_length()
+    } else {
+        "tool_calls"
+    }
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    #[serde(default)]
+    model: String,
+    messages: Vec<Message>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    top_k: Option<i64>,
+    min_p: Option<f64>,
+    repeat_penalty: Option<f64>,
+    frequency_penalty: Option<f64>,
+    presence_penalty: Option<f64>,
+    seed: Option<i64>,
+    max_tokens: Option<i64>,
+    max_completion_tokens: Option<i64>,
+    stop: Option<StopField>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    n: Option<i64>,
+    tools: Option<Value>,
+    tool_choice: Option<Value>,
+    parallel_tool_calls: Option<bool>,
+    #[serde(flatten)]
+    constraint: ConstraintFields,
+}
+
+/// The structured-output surfaces of the OpenAI routes.
+#[derive(Deserialize, Default)]
+struct ConstraintFields {
+    response_format: Option<ResponseFormat>,
+    llamay_schema: Option<Value>,
+    llamay_format: Option<String>,
+    llamay_grammar: Option<String>,
+    grammar: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ResponseFormat {
+    #[serde(rename = "type")]
+    kind: String,
+    json_schema: Option<JsonSchemaFormat>,
+}
+
+#[derive(Deserialize)]
+struct JsonSchemaFormat {
+    schema: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+}
+
+impl StreamOptions {
+    /// Whether a stream ends with a usage chunk (off unless asked for).
+    fn include_usage(o: Option<StreamOptions>) -> bool {
+        o.and_then(|o| o.include_usage).unwrap_or(false)
+    }
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: String,
+    content: Option<Content>,
+    name: Option<String>,
+    tool_call_id: Option<String>,
+    tool_calls: Option<Vec<HistoryCall>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Deserialize)]
+struct ContentPart {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+impl ConstraintFields {
+    fn surfaces(&self) -> Result<Surfaces<'_>, ApiError> {
+        let mut s = Surfaces::default();
+        if let Some(v) = &self.llamay_schema {
+            s.schema("llamay_schema", v);
+        }
+        s.llamay_format(self.llamay_format.as_ref())?;
+        match &self.response_format {
+            None => {}
+            Some(rf) => match rf.kind.as_str() {
+                "text" => {}
+                "json_object" => s.json = s.json.or(Some("response_format")),
+                "json_schema" => match rf.json_schema.as_ref().and_then(|j| j.schema.as_ref()) {
+                    Some(v) => s.schema("response_format", v),
+                    None => {
+                        return Err(ApiError::bad_request(
+                            "response_format json_schema needs json_schema.schema",
+                        ))
+                    }
+                },
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                    "response_format type {other:?} is not one of text, json_object, json_schema"
+                )))
+                }
+            },
+        }
+        s.grammar_fields(self.llamay_grammar.as_ref(), self.grammar.as_ref());
+        Ok(s)
+    }
+}
+
+fn message_text(content: Option<Content>) -> Result<Option<String>, ApiError> {
+    Ok(match content {
+        None => None,
+        Some(Content::Text(t)) => Some(t),
+        Some(Content::Parts(parts)) => {
+            let mut out = String::new();
+            for p in parts {
+                match (p.kind.as_str(), p.text) {
+                    ("text", Some(t)) => out.push_str(&t),
+                    (kind, _) => {
+                        return Err(ApiError::bad_request(format!(
+                            "content parts of type {kind:?} are not supported; send text"
+                        )))
+                    }
+                }
+            }
+            Some(out)
+        }
+    })
+}
+
+fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
+    if messages.is_empty() {
+        return Err(ApiError::bad_request("messages must not be empty"));
+    }
+    messages
+        .into_iter()
+        .map(|m| {
+            let role = match m.role.as_str() {
+                "developer" => "system".to_string(),
+                "system" | "user" | "assistant" | "tool" => m.role.clone(),
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                    "message role {other:?} is not one of system, developer, user, assistant, tool"
+                )))
+                }
+            };
+            Ok(ChatMessage {
+                role,
+                content: message_text(m.content)?,
+                name: m.name,
+                tool_call_id: m.tool_call_id,
+                tool_calls: m
+                    .tool_calls
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(HistoryCall::into_message)
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+fn refuse_n(n: Option<i64>) -> Result<(), ApiError> {
+    if n.is_some_and(|n| n != 1) {
+        return Err(ApiError::bad_request(
+            "n must be 1: llamay returns one choice",
+        ));
+    }
+    Ok(())
+}
+
+async fn chat_completions(State(st): State<AppState>, body: Bytes) -> Response {
+    chat_inner(&st, &body).await.unwrap_or_else(fail)
+}
+
+async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
+    let r: ChatRequest = parse_body(body)?;
+    refuse_n(r.n)?;
+    let constraint = r.constraint.surfaces()?.resolve()?;
+    let tools = ToolSet::new(
+        function_tools(r.tools.as_ref())?,
+        openai_choice(r.tool_choice.as_ref())?,
+        r.parallel_tool_calls.unwrap_or(true),
+    )?;
+    let params = sampling_from!(
+        r,
+        max_tokens: r.max_completion_tokens.or(r.max_tokens),
+        stop: r.stop.map(StopField::into_vec).unwrap_or_default(),
+    )
+    .into_params()?;
+    let stream = r.stream.unwrap_or(false);
+    let include_usage = StreamOptions::include_usage(r.stream_options);
+    let req = GenRequest {
+        model: r.model,
+        prompt: Prompt::Chat(chat_messages(r.messages)?),
+        params,
+        constraint,
+        stream,
+        keep_alive: None,
+        tools,
+    };
+    let started = st.runtime.start(req).await?;
+    let id = crate::ids::response_id("chatcmpl-");
+    if stream {
+        return Ok(stream_chat(started, id, include_usage));
+    }
+    let model = started.model.clone();
+    let created = unix_secs(started.created);
+    let (text, outcome) = collect(started.events).await?;
+    let mut message = json!({"role": "assistant", "content": text, "refusal": null});
+    if !outcome.tool_calls.is_empty() {
+        if text.is_empty() {
+            message["content"] = Value::Null;
+        }
+        message["tool_calls"] = tool_calls_json(&outcome.tool_calls);
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        json!({
+            "id": id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "system_fingerprint": "llamay",
+            "choices": [{
+                "index": 0,
+                "message": message,
+                "logprobs": null,
+                "finish_reason": chat_finish_reason(&outcome),
+            }],
+            "usage": usage(&outcome),
+            "llamay": outcome.llamay_json(),
+        }),
+    ))
+}
+
+/// Calls in OpenAI's shape, arguments as a JSON string.
+fn tool_calls_json(calls: &[ToolCall]) -> Value {
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({"index": i, "id": c.id, "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_text()}})
+        })
+        .collect()
+}
+
+fn usage(o: &Outcome) -> Value {
+    json!({
+        "prompt_tokens": o.prompt_tokens,
+        "completion_tokens": o.completion_tokens,
+        "total_tokens": o.prompt_tokens + o.completion_tokens,
+    })
+}
+
+fn stream_chat(started: Started, id: String, include_usage: bool) -> Response {
+    let model = started.model.clone();
+    let created = unix_secs(started.created);
+    let chunk = move |choices: Value| {
+        json!({
+            "id": id, "object": "chat.completion.chunk", "created": created,
+            "model": model, "system_fingerprint": "llamay", "choices": choices,
+        })
+    };
+    let head = vec![stream::sse(
+        None,
+        &chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]),
+        ),
+    )];
+    let body = stream::body(started.events, head, move |ev| match ev {
+        GenEvent::Text(t) => Frames {
+            bytes: vec![stream::sse(
+                None,
+                &chunk(
+                    json!([{"index": 0, "delta": {"content": t}, "logprobs": null, "finish_reason": null}]),
+                ),
+            )],
+            end: false,
+        },
+        GenEvent::Done(o) => {
+            let mut bytes = Vec::new();
+            if !o.tool_calls.is_empty() {
+                // The calls go out whole, in one delta.
+                bytes.push(stream::sse(
+                    None,
+                    &chunk(
+                        json!([{"index": 0, "delta": {"tool_calls": tool_calls_json(&o.tool_calls)}, "logprobs": null, "finish_reason": null}]),
+                    ),
+                ));
+            }
+            let mut last = chunk(
+                json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": chat_finish_reason(&o)}]),
+            );
+            if include_usage {
+                bytes.push(stream::sse(None, &last));
+                last = chunk(json!([]));
+                last["usage"] = usage(&o);
+            }
+            last["llamay"] = o.llamay_json();
+            bytes.push(stream::sse(None, &last));
+            bytes.push(Bytes::from_static(b"data: [DONE]\n\n"));
+            Frames { bytes, end: true }
+        }
+        GenEvent::Error(e) => Frames {
+            bytes: vec![stream::sse(None, &error_body(&e.into()))],
+            end: true,
+        },
+    });
+    stream_response("text/event-stream", body)
+}
+
+#[derive(Deserialize)]
+struct CompletionRequest {
+    #[serde(default)]
+    model: String,
+    prompt: PromptField,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    top_k: Option<i64>,
+    min_p: Option<f64>,
+    repeat_penalty: Option<f64>,
+    frequency_penalty: Option<f64>,
+    presence_penalty: Option<f64>,
+    seed: Option<i64>,
+    max_tokens: Option<i64>,
+    stop: Option<StopField>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    n: Option<i64>,
+    tools: Option<Value>,
+    #[serde(flatten)]
+    constraint: ConstraintFields,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PromptField {
+    One(String),
+    Many(Vec<String>),
+}
+
+async fn completions(State(st): State<AppState>, body: Bytes) -> Response {
+    completions_inner(&st, &body).await.unwrap_or_else(fail)
+}
+
+async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
+    let r: CompletionRequest = parse_body(body)?;
+    refuse_n(r.n)?;
+    if r.tools
+        .as_ref()
+        .is_some_and(|t| !(t.is_null() || t.as_array().is_some_and(Vec::is_empty)))
+    {
+        return Err(ApiError::bad_request(
+            "tools are offered on /v1/chat/completions, not on /v1/completions",
+        ));
+    }
+    let prompt = match r.prompt {
+        PromptField::One(s) => s,
+        PromptField::Many(mut v) if v.len() == 1 => v.remove(0),
+        PromptField::Many(_) => {
+            return Err(ApiError::bad_request(
+                "prompt must be one string (batches of prompts are not supported)",
+            ))
+        }
+    };
+    let constraint = r.constraint.surfaces()?.resolve()?;
+    let params = sampling_from!(
+        r,
+        // The legacy route's default limit is OpenAI's: 16 tokens.
+        max_tokens: Some(r.max_tokens.unwrap_or(16)),
+        stop: r.stop.map(StopField::into_vec).unwrap_or_default(),
+    )
+    .into_params()?;
+    let stream = r.stream.unwrap_or(false);
+    let include_usage = StreamOptions::include_usage(r.stream_options);
+    let started = st
+        .runtime
+        .start(GenRequest {
+            model: r.model,
+            prompt: Prompt::Raw(prompt),
+            params,
+            constraint,
+            stream,
+            keep_alive: None,
+            tools: None,
+        })
+        .await?;
+    let id = crate::ids::response_id("cmpl-");
+    let model = started.model.clone();
+    let created = unix_secs(started.created);
+    let chunk = move |choices: Value| json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": choices});
+    if stream {
+        let body = stream::body(started.events, Vec::new(), move |ev| match ev {
+            GenEvent::Text(t) => Frames {
+                bytes: vec![stream::sse(
+                    None,
+                    &chunk(
+                        json!([{"index": 0, "text": t, "logprobs": null, "finish_reason": null}]),
+                    ),
+                )],
+                end: false,
+            },
+            GenEvent::Done(o) => {
+                let mut last = chunk(
+                    json!([{"index": 0, "text": "", "logprobs": null, "finish_reason": o.finish.stop_or_length()}]),
+                );
+                if include_usage {
+                    last["usage"] = usage(&o);
+                }
+                last["llamay"] = o.llamay_json();
+                Frames {
+                    bytes: vec![
+                        stream::sse(None, &last),
+                        Bytes::from_static(b"data: [DONE]\n\n"),
+                    ],
+                    end: true,
+                }
+            }
+            GenEvent::Error(e) => Frames {
+                bytes: vec![stream::sse(None, &error_body(&e.into()))],
+                end: true,
+            },
+        });
+        return Ok(stream_response("text/event-stream", body));
+    }
+    let (text, outcome) = collect(started.events).await?;
+    let mut v = chunk(
+        json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": outcome.finish.stop_or_length()}]),
+    );
+    v["usage"] = usage(&outcome);
+    v["llamay"] = outcome.llamay_json();
+    Ok(json_response(StatusCode::OK, v))
+}
+
+async fn models(State(st): State<AppState>) -> Response {
+    let mut data: Vec<Value> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    if let Some(d) = st.runtime.registry.default_model() {
+        seen.insert(d.name.clone());
+        let created = std::fs::metadata(&d.path)
+            .and_then(|m| m.modified())
+            .map(unix_secs)
+            .unwrap_or(0);
+        data.push(
+            json!({"id": d.name, "object": "model", "created": created, "owned_by": "llamay"}),
+        );
+    }
+    if let Some(store) = st.runtime.registry.store() {
+        for e in store.list().unwrap_or_default() {
+            let name = e.name.short();
+            if seen.insert(name.clone()) {
+                data.push(json!({"id": name, "object": "model", "created": unix_secs(e.modified), "owned_by": "llamay"}));
+            }
+        }
+    }
+    json_response(StatusCode::OK, json!({"object": "list", "data": data}))
+}

@@ -1,0 +1,132 @@
+//! Errors as the server sees them: a status, a kind and a message. Each API shape
+//! renders them in its own error body (see [`ErrorShape`]). The runtime's errors
+//! arrive through `From`, which gives each of its kinds its HTTP status.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+/// What went wrong, in the terms the API shapes have words for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidRequest,
+    Authentication,
+    NotFound,
+    TooLarge,
+    Overloaded,
+    Timeout,
+    Internal,
+}
+
+/// An error answer.
+#[derive(Clone, Debug)]
+pub struct ApiError {
+    pub status: u16,
+    pub kind: ErrorKind,
+    pub message: String,
+    /// A schema the constraint cannot honour (the seed's refusal shape).
+    pub refusal: bool,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: u16, kind: ErrorKind, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+            refusal: false,
+            retry_after: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        Self::new(400, ErrorKind::InvalidRequest, message)
+    }
+
+    /// A schema refused by the constraint compiler (400, before any inference).
+    pub fn refusal(message: impl Into<String>) -> ApiError {
+        ApiError {
+            refusal: true,
+            ..Self::bad_request(message)
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        Self::new(404, ErrorKind::NotFound, message)
+    }
+
+    pub fn unauthorized() -> ApiError {
+        Self::new(
+            401,
+            ErrorKind::Authentication,
+            "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)",
+        )
+    }
+
+    pub fn too_large(limit: usize) -> ApiError {
+        Self::new(
+            413,
+            ErrorKind::TooLarge,
+            format!("the request body is larger than {limit} bytes"),
+        )
+    }
+
+    pub fn overloaded(message: impl Into<String>) -> ApiError {
+        ApiError {
+            retry_after: Some(1),
+            ..Self::new(503, ErrorKind::Overloaded, message)
+        }
+    }
+
+    pub fn timeout(message: impl Into<String>) -> ApiError {
+        Self::new(504, ErrorKind::Timeout, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        Self::new(500, ErrorKind::Internal, message)
+    }
+
+    /// Renders the error in `shape`.
+    pub fn into_response_as(self, shape: ErrorShape) -> Response {
+        let body = shape.body(&self);
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut r = (status, axum::Json(body)).into_response();
+        if let Some(s) = self.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        r
+    }
+}
+
+impl From<llamay_runtime::Error> for ApiError {
+    fn from(e: llamay_runtime::Error) -> ApiError {
+        use llamay_runtime::ErrorKind as K;
+        let (status, kind) = match e.kind {
+            K::InvalidRequest => (400, ErrorKind::InvalidRequest),
+            K::NotFound => (404, ErrorKind::NotFound),
+            K::Overloaded => (503, ErrorKind::Overloaded),
+            K::Timeout => (504, ErrorKind::Timeout),
+            K::Internal => (500, ErrorKind::Internal),
+        };
+        ApiError {
+            status,
+            kind,
+            message: e.message,
+            refusal: e.refusal,
+            retry_after: e.retry_after,
+        }
+    }
+}
+
+/// An API shape's error body. Each API module owns its function; the router picks
+/// one by path for errors raised before a handler runs (auth, body size).
+#[derive(Clone, Copy, Debug)]
+pub struct ErrorShape(pub fn(&ApiError) -> serde_json::Value);
+
+impl ErrorShape {
+    pub fn body(self, e: &ApiError) -> serde_json::Value {
+        (self.0)(e)
+    }
+}

@@ -1,0 +1,54 @@
+//! What every route shares: the state handlers see, reading a JSON body, writing a
+//! JSON or streamed response, and errors in each API's shape.
+
+pub mod error;
+pub mod stream;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use llamay_runtime::Runtime;
+
+use error::ApiError;
+
+/// Largest request body accepted (413 above).
+pub const DEFAULT_BODY_LIMIT: usize = 8 << 20;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The models, their schedulers and the counters.
+    pub runtime: Arc<Runtime>,
+    /// When set, every route wants `Authorization: Bearer KEY` or `x-api-key: KEY`.
+    pub api_key: Option<Arc<str>>,
+    pub body_limit: usize,
+}
+
+/// A JSON response with a status.
+pub fn json_response(status: StatusCode, v: serde_json::Value) -> Response {
+    (status, Json(v)).into_response()
+}
+
+/// A streamed response with a content type.
+pub fn stream_response(content_type: &'static str, body: Body) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, content_type)
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(body)
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// Parses a JSON request body into `T`; malformed JSON and wrong types are 400s.
+pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "the request body is empty; send a JSON object",
+        ));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not a valid request: {e}")))
+}
