@@ -292,21 +292,3 @@ pub(super) async fn version() -> Response {
         json!({"version": env!("CARGO_PKG_VERSION")}),
     )
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keep_alive_reads_numbers_and_go_durations() {
-        let d = |v: Value| parse_keep_alive(&v).map(|d| d.as_secs_f64());
-        assert_eq!(d(json!("5m")).unwrap(), 300.0);
-        assert_eq!(d(json!("1h30m")).unwrap(), 5400.0);
-        assert_eq!(d(json!(10)).unwrap(), 10.0);
-        assert_eq!(d(json!("0")).unwrap(), 0.0);
-        assert!(d(json!("-1")).unwrap() > 1e9);
-        assert!(d(json!("5x")).is_err());
-        assert!(d(json!("5")).is_ok());
-        assert!(d(json!([1])).is_err());
-    }
-}
