@@ -40,3 +40,4 @@ macro_rules! sampling_from {
     };
 }
 pub(crate) use sampling_from;
+
