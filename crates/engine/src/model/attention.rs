@@ -4,10 +4,10 @@
 use std::cell::RefCell;
 
 use super::attention_keys::attend_by_keys;
-#[cfg(target_arch = "x86_64")]
-use super::kv_rows::Elem;
-use super::kv_rows::{Row, Rows};
 use super::ops::{round_to_f16, softcap, softmax};
+#[cfg(target_arch = "x86_64")]
+use crate::kv_cache::rows::Elem;
+use crate::kv_cache::rows::{Row, Rows};
 use crate::pool::{SyncPtr, ThreadPool};
 
 /// Queries processed by one task (prompts are split by head and by query block).
@@ -524,8 +524,8 @@ fn axpy(o: &mut [f32], p: f32, v: Row) {
 pub(super) mod simd {
     use std::arch::x86_64::*;
 
-    use super::super::kv_rows::Elem;
     use super::Row;
+    use crate::kv_cache::rows::Elem;
 
     pub const L1: i32 = _MM_HINT_T0;
     pub const L2: i32 = _MM_HINT_T1;
@@ -727,7 +727,7 @@ pub(super) mod simd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kv_rows::Rows;
+    use crate::kv_cache::rows::Rows;
     use crate::sampler::Rng;
 
     /// `n` values uniform in [-1, 1).

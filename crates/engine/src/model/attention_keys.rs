@@ -51,9 +51,9 @@ mod x86 {
     use std::cell::RefCell;
 
     use super::super::attention::{has_avx2, simd, visible, AttnJob, TaskEpilogue, PREFETCH_ROWS};
-    use super::super::kv_rows::{Elem, Rows};
     use super::super::ops::{round_to_f16, softmax};
     use super::MIN_KEYS;
+    use crate::kv_cache::rows::{Elem, Rows};
     use crate::pool::{SyncPtr, ThreadPool};
 
     /// Keys per task: enough tasks to balance two threads from 512 keys on, few enough
@@ -221,8 +221,8 @@ mod x86 {
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::super::attention::{attend_batch, AttnArgs};
-    use super::super::kv_rows::Rows;
     use super::*;
+    use crate::kv_cache::rows::Rows;
     use crate::sampler::Rng;
 
     /// A decoding token with `old` cached positions: queries, its own key and value, and

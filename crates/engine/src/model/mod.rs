@@ -11,7 +11,6 @@ mod forward;
 mod heads;
 pub mod hparams;
 mod info;
-pub(crate) mod kv_rows;
 mod layer;
 mod linear;
 mod ops;

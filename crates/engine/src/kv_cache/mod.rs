@@ -5,10 +5,12 @@
 //! layers keep only the last `window` positions in a ring buffer. Storage is f32 by
 //! default or f16 to halve the memory (as llama.cpp does by default).
 
+pub(crate) mod rows;
+
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use crate::model::kv_rows::Rows;
+use rows::Rows;
 
 /// Element type of the cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
