@@ -6,7 +6,6 @@
 
 mod arena;
 mod attention;
-mod attention_keys;
 mod forward;
 mod heads;
 pub mod hparams;
