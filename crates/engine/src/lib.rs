@@ -5,9 +5,9 @@
 //! nothing of constraints: the sampler takes a plain allowed-token bitset.
 
 pub mod batch;
+pub mod facts;
 pub mod ggml_type;
 pub mod gguf;
-pub mod info;
 pub mod kv_cache;
 pub mod model;
 pub mod pool;
@@ -17,9 +17,9 @@ pub mod tokenizer;
 
 // The engine's door: what the other crates use, named from the root.
 pub use batch::{BatchItem, ItemLogits, LogitsWanted};
+pub use facts::ModelFacts;
 pub use ggml_type::GgmlType;
 pub use gguf::{GgufError, GgufFile, TensorInfo, Value};
-pub use info::ModelFacts;
 pub use kv_cache::{KvType, SeqState};
 pub use model::{BatchSplit, LoadOptions, Model, ModelError, MAX_STEP_TOKENS};
 pub use pool::ThreadPool;

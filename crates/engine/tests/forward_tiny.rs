@@ -334,27 +334,31 @@ fn bad_inputs_are_errors_and_leave_the_sequence_unchanged() {
 }
 
 #[test]
-fn model_info_summarises_the_file() {
+fn model_facts_summarise_the_file() {
     let model = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q4_K.gguf"));
-    let info = model.info();
-    assert_eq!(info.arch, "gemma3");
-    assert_eq!(info.name.as_deref(), Some("tiny-random-gemma3"));
-    assert_eq!(info.file_type.as_deref(), Some("Q4_K_S"));
+    let facts = model.facts();
+    assert_eq!(facts.architecture, "gemma3");
+    assert_eq!(facts.name.as_deref(), Some("tiny-random-gemma3"));
+    assert_eq!(facts.file_type.as_deref(), Some("Q4_K_S"));
     assert_eq!(
-        (info.context_length, info.embedding_length, info.block_count),
-        (512, 256, 4)
+        (
+            facts.context_length,
+            facts.embedding_length,
+            facts.block_count
+        ),
+        (Some(512), Some(256), Some(4))
     );
     assert_eq!(
-        (info.head_count, info.head_count_kv, info.vocab_size),
-        (4, 2, 512)
+        (facts.head_count, facts.head_count_kv, facts.vocab_size),
+        (Some(4), Some(2), 512)
     );
     // Embedding 256×512 + 4 layers × (q 256², k and v 256×128 each, o 256², gate, up and
     // down 256×512 each, norms 4×256 + 2×64) + output norm 256.
     let per_layer = 2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 4 * 256 + 2 * 64;
-    assert_eq!(
-        info.parameter_count,
-        (256 * 512 + 4 * per_layer + 256) as u64
-    );
+    assert_eq!(facts.parameters, (256 * 512 + 4 * per_layer + 256) as u64);
+    // The file states every figure, so its header alone says the same.
+    let header = llamay_engine::ModelFacts::from_gguf(model.gguf()).unwrap();
+    assert_eq!(facts, &header);
     let hp = model.hparams();
     assert_eq!(hp.swa_layers, vec![true; 4]);
     assert_eq!(
