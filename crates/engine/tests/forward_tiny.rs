@@ -2,9 +2,7 @@
 //! (shared/ref/logits, README §6 table A) and, for the float-weight files whose
 //! activations stay f32, against the float64 reference (shared/ref/exact, table C).
 
-use llamay_engine::batch::{BatchItem, LogitsWanted};
-use llamay_engine::kv_cache::KvType;
-use llamay_engine::model::{LoadOptions, Model};
+use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
 
 mod support;
@@ -359,19 +357,13 @@ fn model_facts_summarise_the_file() {
     // The file states every figure, so its header alone says the same.
     let header = llamay_engine::ModelFacts::from_gguf(model.gguf()).unwrap();
     assert_eq!(facts, &header);
-    let hp = model.hparams();
-    assert_eq!(hp.swa_layers, vec![true; 4]);
-    assert_eq!(
-        (hp.sliding_window, hp.rope_base_swa, hp.rope_base),
-        (Some(16), 10_000.0, 1e6)
-    );
     assert_eq!(model.n_vocab(), 512);
     assert_eq!(model.n_ctx_train(), 512);
 }
 
 #[test]
 fn long_inputs_are_chunked_with_the_same_result() {
-    use llamay_engine::model::MAX_STEP_TOKENS;
+    use llamay_engine::MAX_STEP_TOKENS;
     let model = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf"));
     let n = MAX_STEP_TOKENS + 88;
     let tokens: Vec<u32> = (0..n).map(|i| ((i * 131 + 7) % 506) as u32).collect();
@@ -409,7 +401,7 @@ fn long_inputs_are_chunked_with_the_same_result() {
 #[test]
 fn truncated_sequences_continue_like_fresh_ones() {
     let tokens: Vec<u32> = (0..30).map(|i| (i * 37 % 500) as u32).collect();
-    let last_logits = |model: &Model, seq: &mut llamay_engine::kv_cache::SeqState, t: &[u32]| {
+    let last_logits = |model: &Model, seq: &mut llamay_engine::SeqState, t: &[u32]| {
         let out = model
             .forward(&mut [BatchItem {
                 seq,
@@ -455,7 +447,7 @@ fn truncated_sequences_continue_like_fresh_ones() {
 fn models_are_shared_between_threads() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Model>();
-    send_sync::<llamay_engine::kv_cache::SeqState>();
+    send_sync::<llamay_engine::SeqState>();
     let model = load(&llamay_testdata::ref_path("tiny/tiny-qwen2-Q5_0.gguf"));
     let tokens: Vec<u32> = (0..20).map(|i| (i * 13 % 500) as u32).collect();
     let run = |m: &Model| {
@@ -525,7 +517,7 @@ fn a_step_split_by_sequences_gives_the_logits_of_one_split_by_rows() {
     // Eight sequences (one idle) decoding together: run as one step per thread, each
     // over its own sequences, every logit is the same as in the step split by weight
     // rows, however the batch is cut.
-    use llamay_engine::model::BatchSplit;
+    use llamay_engine::BatchSplit;
     for stem in ["tiny-gemma3-Q4_K", "tiny-qwen2-Q8_0", "tiny-llama-F32"] {
         let path = llamay_testdata::ref_path(&format!("tiny/{stem}.gguf"));
         let models: Vec<_> = [BatchSplit::Rows, BatchSplit::Sequences]

@@ -8,7 +8,7 @@ mod arena;
 mod attention;
 mod forward;
 mod heads;
-pub mod hparams;
+mod hparams;
 mod layer;
 mod linear;
 mod ops;
@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub use forward::MAX_STEP_TOKENS;
-pub use hparams::{Activation, Arch, HParams, RopeStyle};
 pub use split::BatchSplit;
 
 use crate::facts::ModelFacts;
@@ -29,6 +28,7 @@ use crate::gguf::{GgufError, GgufFile};
 use crate::kv_cache::{KvCache, KvType, SeqState};
 use crate::pool::{physical_cores, ThreadPool};
 use crate::quant::QuantError;
+use hparams::HParams;
 use weights::Weights;
 
 /// Why a model could not be loaded or run.
@@ -113,14 +113,6 @@ impl Model {
             scratch: Default::default(),
             split: split::SplitChooser::new(opts.batch_split),
         }))
-    }
-
-    pub fn hparams(&self) -> &HParams {
-        &self.hp
-    }
-
-    pub fn arch(&self) -> Arch {
-        self.hp.arch
     }
 
     pub fn n_vocab(&self) -> usize {

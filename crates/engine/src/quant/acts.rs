@@ -344,7 +344,11 @@ fn fill(
 /// the tasks that computed its gate and up columns, so those values never leave the
 /// thread's cache). Made by [`Backend::acts_writer`]; [`ActsWriter::finish`] checks
 /// that every block was written.
-pub struct ActsWriter<'a> {
+///
+/// Crate-private: [`ActsWriter::put`] trusts its callers to give concurrent calls
+/// disjoint regions, and overlapping ones would race, so only the engine's own code
+/// (the gated activation and the attention output) may hold one.
+pub(crate) struct ActsWriter<'a> {
     out: *mut QuantizedActs,
     format: ActFormat,
     n_tokens: usize,
@@ -366,7 +370,7 @@ unsafe impl Sync for ActsWriter<'_> {}
 impl Backend {
     /// A writer that fills `out` with `n_tokens` rows of `cols` values quantized for
     /// weights of type `weights_ty`, with this backend's quantizers.
-    pub fn acts_writer<'a>(
+    pub(crate) fn acts_writer<'a>(
         &self,
         weights_ty: GgmlType,
         n_tokens: usize,
@@ -414,7 +418,7 @@ impl ActsWriter<'_> {
     /// Writes `values`, columns `col0..col0 + values.len()` of row `t`, both ends on
     /// block boundaries. Regions of concurrent calls must not overlap, and each
     /// region must be written once.
-    pub fn put(&self, t: usize, col0: usize, values: &[f32]) {
+    pub(crate) fn put(&self, t: usize, col0: usize, values: &[f32]) {
         let block = self.format.block_elems();
         let len = values.len();
         assert!(
@@ -455,7 +459,7 @@ impl ActsWriter<'_> {
 
     /// Marks the activations complete. Panics unless every value was written once
     /// (regions are whole blocks, so a count of values is a count of blocks).
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         let written = self.written.load(std::sync::atomic::Ordering::Relaxed);
         // SAFETY: the writer holds the only borrow of `out`.
         let out = unsafe { &mut *self.out };
@@ -548,4 +552,100 @@ fn fill_vec<B: Send + Sync>(
     // SAFETY: every one of the first `n` slots was written above (a panicking task
     // would have unwound through `par` before this point).
     unsafe { v.set_len(n) };
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Every value and block field of `acts`, and its scale table, as bits.
+    fn bits(acts: &QuantizedActs) -> Vec<u32> {
+        let mut v: Vec<u32> = acts.f32s.iter().map(|x| x.to_bits()).collect();
+        for b in &acts.q8 {
+            v.extend([b.d.to_bits(), b.s.to_bits(), b.isum as u32]);
+            v.extend(b.qs.iter().map(|&q| q as u8 as u32));
+        }
+        for b in &acts.q8k {
+            v.push(b.d.to_bits());
+            v.extend(b.qs.iter().map(|&q| q as u8 as u32));
+            v.extend(b.bsums.iter().map(|&s| s as u16 as u32));
+        }
+        v.extend(acts.tile_scales.iter().map(|x| x.to_bits()));
+        v
+    }
+
+    /// Mostly ordinary values, some rounding ties, any bit pattern (NaN, infinities,
+    /// subnormals) and zeros.
+    fn value() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            6 => -1000.0f32..1000.0,
+            2 => (-64i32..64).prop_map(|k| k as f32 + 0.5),
+            1 => any::<u32>().prop_map(f32::from_bits),
+            1 => Just(0.0f32),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// Written a block-wide column of every row at a time, one thread per column and
+        /// the last columns first (as the gated activation is), activations get the
+        /// blocks and scale table that quantizing them whole gives, on every backend.
+        #[test]
+        fn a_writer_gives_the_bits_of_quantizing_whole(x in prop::collection::vec(value(), 512)) {
+            // 2 rows of 256, and the values 8 times over as 16 rows.
+            let big: Vec<f32> = x.iter().cycle().take(8 * x.len()).copied().collect();
+            let cols = 256;
+            for (ty, rows) in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K]
+                .into_iter()
+                .flat_map(|ty| [(ty, 2), (ty, 16)])
+            {
+                let x = if rows == 2 { &x[..] } else { &big[..] };
+                let mut want = QuantizedActs::new();
+                Backend::portable()
+                    .quantize_acts(ty, x, rows, cols, &mut want, &serial)
+                    .unwrap();
+                let block = if ty == GgmlType::Q4_K { QK_K } else { QK };
+                for backend in Backend::available() {
+                    let mut written = QuantizedActs::new();
+                    let writer = backend.acts_writer(ty, rows, cols, &mut written).unwrap();
+                    std::thread::scope(|s| {
+                        for c0 in (0..cols).step_by(block).rev() {
+                            let writer = &writer;
+                            s.spawn(move || {
+                                for t in 0..rows {
+                                    writer.put(t, c0, &x[t * cols + c0..][..block]);
+                                }
+                            });
+                        }
+                    });
+                    writer.finish();
+                    prop_assert_eq!(bits(&written), bits(&want), "{:?} on {}", backend, ty);
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "every activation written once")]
+    fn a_writer_with_a_region_left_unwritten_refuses_to_finish() {
+        let mut acts = QuantizedActs::new();
+        let writer = Backend::active()
+            .acts_writer(GgmlType::Q8_0, 2, 64, &mut acts)
+            .unwrap();
+        writer.put(0, 0, &[1.0; 64]);
+        writer.put(1, 32, &[1.0; 32]);
+        writer.finish();
+    }
+
+    #[test]
+    #[should_panic(expected = "block boundaries")]
+    fn a_writer_refuses_a_region_off_block_boundaries() {
+        let mut acts = QuantizedActs::new();
+        let writer = Backend::active()
+            .acts_writer(GgmlType::Q8_0, 1, 64, &mut acts)
+            .unwrap();
+        writer.put(0, 16, &[1.0; 32]);
+    }
 }

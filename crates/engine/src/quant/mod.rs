@@ -13,15 +13,14 @@ mod act_blocks;
 mod acts;
 mod dequant;
 mod error;
-pub mod interleave;
+pub(crate) mod interleave;
 mod kernels;
 mod layout;
 mod matrix;
 
 pub use act_blocks::{Q8Block, Q8KBlock};
 pub use acts::{
-    quantize_acts, quantize_acts_as, serial, ActFormat, ActSource, ActsWriter, ParallelFor,
-    QuantizedActs,
+    quantize_acts, quantize_acts_as, serial, ActFormat, ActSource, ParallelFor, QuantizedActs,
 };
 pub use dequant::dequantize_row;
 pub use error::QuantError;

@@ -8,13 +8,13 @@ use crate::kv_cache::rows::{Elem, Row};
 /// How far ahead (in positions) attention asks for cache rows.
 pub(super) const PREFETCH_ROWS: usize = 12;
 
-pub const L1: i32 = _MM_HINT_T0;
-pub const L2: i32 = _MM_HINT_T1;
+pub(super) const L1: i32 = _MM_HINT_T0;
+pub(super) const L2: i32 = _MM_HINT_T1;
 
 /// Asks for every cache line of the `bytes` bytes at `p` (`HINT` as `_mm_prefetch`
 /// takes it).
 #[inline(always)]
-pub unsafe fn prefetch_lines<const HINT: i32>(p: *const u8, bytes: usize) {
+pub(super) unsafe fn prefetch_lines<const HINT: i32>(p: *const u8, bytes: usize) {
     let first = p as usize & !63;
     let last = (p as usize + bytes.max(1) - 1) & !63;
     let mut line = first;
@@ -34,7 +34,7 @@ unsafe fn hsum(s: __m256) -> f32 {
 
 /// Requires AVX2, FMA and F16C.
 #[inline(always)]
-pub unsafe fn dot(a: &[f32], b: Row) -> f32 {
+pub(super) unsafe fn dot(a: &[f32], b: Row) -> f32 {
     match b {
         Row::F32(b) => dot_of(a, b),
         Row::F16(b) => dot_of(a, b),
@@ -64,7 +64,7 @@ unsafe fn dot_of<E: Elem>(a: &[f32], b: &[E]) -> f32 {
 /// `T` dot products of `n` values against one key, loading the key once. Requires
 /// AVX2, FMA and F16C, and `n` readable values at each pointer.
 #[inline(always)]
-pub unsafe fn dot_n<E: Elem, const T: usize>(
+pub(super) unsafe fn dot_n<E: Elem, const T: usize>(
     q: [*const f32; T],
     k: *const E,
     n: usize,
@@ -90,7 +90,7 @@ pub unsafe fn dot_n<E: Elem, const T: usize>(
 
 /// `len` rows, `stride` elements apart from `first`.
 #[derive(Clone, Copy)]
-pub struct RowRun<E> {
+pub(super) struct RowRun<E> {
     pub first: *const E,
     pub stride: usize,
     pub len: usize,
@@ -108,7 +108,7 @@ unsafe fn load_at<E: Elem>(run: RowRun<E>, i: usize, c: usize) -> __m256 {
 /// past: storing them back after each row would cost more than the multiplications.
 /// Requires AVX2, FMA and F16C.
 #[inline(always)]
-pub unsafe fn weighted_sum_n<const T: usize, V: Elem>(
+pub(super) unsafe fn weighted_sum_n<const T: usize, V: Elem>(
     acc: &mut [f32],
     scores: &[f32],
     stride: usize,
@@ -179,7 +179,7 @@ pub unsafe fn weighted_sum_n<const T: usize, V: Elem>(
 
 /// `o += p · v`. Requires AVX2, FMA and F16C.
 #[inline(always)]
-pub unsafe fn axpy(o: &mut [f32], p: f32, v: Row) {
+pub(super) unsafe fn axpy(o: &mut [f32], p: f32, v: Row) {
     match v {
         Row::F32(v) => axpy_of(o, p, v),
         Row::F16(v) => axpy_of(o, p, v),
