@@ -263,9 +263,9 @@ impl Backend {
         })
     }
 
-    /// Whether weights of type `ty` run faster interleaved on this backend (see
-    /// [`crate::quant::interleave`]); [`QMatrix`](crate::quant::QMatrix)s made with
-    /// `new_interleaved` then run here.
+    /// Whether weights of type `ty` run faster interleaved on this backend (in groups
+    /// of 8 rows, see `quant::interleave`); `QMatrix`s made with `new_interleaved` then
+    /// run here.
     pub fn interleaves(&self, ty: crate::ggml_type::GgmlType) -> bool {
         self.table.groups.is_some() && crate::quant::interleave::interleavable(ty)
     }
