@@ -7,8 +7,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use llamay_engine::batch::{BatchItem, LogitsWanted};
-use llamay_engine::model::{LoadOptions, Model};
+use llamay_engine::{BatchItem, LoadOptions, LogitsWanted, Model};
 use llamay_testdata::RealModel;
 
 const PROMPT: usize = 512;

@@ -5,9 +5,10 @@
 //! the memory a decode step streams.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use llamay_engine::ggml_type::GgmlType;
-use llamay_engine::quant::interleave::{interleave_rows, interleaved_row_bytes};
-use llamay_engine::quant::*;
+use llamay_engine::internals::{
+    interleave_rows, interleaved_row_bytes, quantize_acts, quantize_acts_as, QMatrix, QuantizedActs,
+};
+use llamay_engine::{Backend, GgmlType};
 
 const ROWS: usize = 576;
 const COLS: usize = 1536;

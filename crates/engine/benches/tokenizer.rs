@@ -4,8 +4,7 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use llamay_engine::gguf::GgufFile;
-use llamay_engine::tokenizer::Tokenizer;
+use llamay_engine::{GgufFile, Tokenizer};
 use llamay_testdata::{real_model, ref_path, RealModel};
 
 /// About 1 MB of English: the reference corpus's prose and long documents, repeated

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use llamay_engine::pool::ThreadPool;
+use llamay_engine::ThreadPool;
 
 const TRIPS: u64 = 100_000;
 

@@ -4,8 +4,8 @@
 //!
 //! `cargo run --release -p llamay-engine --example matmul_cpu_time`
 
-use llamay_engine::ggml_type::GgmlType;
-use llamay_engine::quant::*;
+use llamay_engine::internals::{quantize_acts, QMatrix, QuantizedActs};
+use llamay_engine::{Backend, GgmlType};
 
 fn cpu_ns() -> u64 {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").expect("Linux schedstat");

@@ -3,26 +3,54 @@
 //! GGUF files, tokenizers rebuilt from their metadata, tensors and quantized kernels,
 //! model architectures, the KV cache, sampling and batched forward steps. It knows
 //! nothing of constraints: the sampler takes a plain allowed-token bitset.
+//!
+//! Other crates use the names re-exported here, at the root; the modules are the
+//! engine's own.
 
-pub mod batch;
-pub mod ggml_type;
-pub mod gguf;
-pub mod info;
-pub mod kv_cache;
-pub mod model;
-pub mod pool;
-pub mod quant;
-pub mod sampler;
-pub mod tokenizer;
+// Every `pub` item is reachable from outside (unreachable_pub), and every type that a
+// public signature shows can be named there (unnameable_types): the door is all there
+// is, and it is whole.
+#![warn(unreachable_pub, unnameable_types)]
+
+mod batch;
+mod facts;
+mod ggml_type;
+mod gguf;
+mod kv_cache;
+mod model;
+mod pool;
+mod quant;
+mod sampler;
+mod tokenizer;
 
 // The engine's door: what the other crates use, named from the root.
 pub use batch::{BatchItem, ItemLogits, LogitsWanted};
+pub use facts::ModelFacts;
 pub use ggml_type::GgmlType;
-pub use gguf::{GgufError, GgufFile, TensorInfo, Value};
-pub use info::ModelFacts;
+pub use gguf::{
+    ArrayIter, ArrayValue, GgufError, GgufFile, StrIter, TensorInfo, Value, ValueType, What,
+};
 pub use kv_cache::{KvType, SeqState};
 pub use model::{BatchSplit, LoadOptions, Model, ModelError, MAX_STEP_TOKENS};
 pub use pool::ThreadPool;
-pub use quant::Backend;
-pub use sampler::{mask_allows, Rng, Sampler, SamplerConfig, StopConditions, StopReason};
-pub use tokenizer::{PreTokenizer, TokenAttr, Tokenizer, TokenizerError, TokenizerKind};
+pub use quant::{Backend, KernelSet, QuantError};
+pub use sampler::{mask_allows, Rng, Sampler, SamplerConfig, StopConditions, StopReason, StopStep};
+pub use tokenizer::{
+    PreTokenizer, SpecialIds, StreamDecoder, TokenAttr, TokenType, Tokenizer, TokenizerError,
+    TokenizerKind,
+};
+
+/// The quantized kernels and their buffers, for the engine's own integration tests,
+/// benchmarks and examples, which drive them directly. Not the API: other crates use
+/// the root names, and what is here may change with any commit.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::quant::interleave::{
+        deinterleave_row, interleavable, interleave_rows, interleaved_row_bytes,
+    };
+    pub use crate::quant::{
+        dequantize_row, matmul_rows, matmul_view, quantize_acts, quantize_acts_as, serial,
+        ActFormat, ActSource, OutView, ParallelFor, Q8Block, Q8KBlock, QMatrix, QuantizedActs,
+        RowTable,
+    };
+}

@@ -306,7 +306,7 @@ impl Drop for ThreadPool {
 }
 
 /// The number of physical cores, falling back to the logical count.
-pub fn physical_cores() -> usize {
+pub(crate) fn physical_cores() -> usize {
     let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
     linux_physical_cores().unwrap_or(logical).clamp(1, logical)
 }

@@ -3,8 +3,7 @@
 
 mod support;
 
-use llamay_engine::gguf::{GgufError, GgufFile};
-use llamay_engine::model::{LoadOptions, Model, ModelError};
+use llamay_engine::{GgufError, GgufFile, LoadOptions, Model, ModelError};
 use support::gguf_writer::{Gguf, Tensor, V};
 
 fn hparams(arch: &'static str) -> Vec<(&'static str, V)> {

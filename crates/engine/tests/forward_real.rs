@@ -1,8 +1,7 @@
 //! The two real test models against llama.cpp's logits (shared/ref/logits, README §6
 //! table B): every recorded prompt position and every teacher-forced greedy step.
 
-use llamay_engine::batch::{BatchItem, LogitsWanted};
-use llamay_engine::model::{LoadOptions, Model};
+use llamay_engine::{BatchItem, LoadOptions, LogitsWanted, Model};
 use llamay_testdata::RealModel;
 use serde_json::Value;
 

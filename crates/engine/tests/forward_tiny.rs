@@ -2,9 +2,7 @@
 //! (shared/ref/logits, README §6 table A) and, for the float-weight files whose
 //! activations stay f32, against the float64 reference (shared/ref/exact, table C).
 
-use llamay_engine::batch::{BatchItem, LogitsWanted};
-use llamay_engine::kv_cache::KvType;
-use llamay_engine::model::{LoadOptions, Model};
+use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
 
 mod support;
@@ -334,40 +332,38 @@ fn bad_inputs_are_errors_and_leave_the_sequence_unchanged() {
 }
 
 #[test]
-fn model_info_summarises_the_file() {
+fn model_facts_summarise_the_file() {
     let model = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q4_K.gguf"));
-    let info = model.info();
-    assert_eq!(info.arch, "gemma3");
-    assert_eq!(info.name.as_deref(), Some("tiny-random-gemma3"));
-    assert_eq!(info.file_type.as_deref(), Some("Q4_K_S"));
+    let facts = model.facts();
+    assert_eq!(facts.architecture, "gemma3");
+    assert_eq!(facts.name.as_deref(), Some("tiny-random-gemma3"));
+    assert_eq!(facts.file_type.as_deref(), Some("Q4_K_S"));
     assert_eq!(
-        (info.context_length, info.embedding_length, info.block_count),
-        (512, 256, 4)
+        (
+            facts.context_length,
+            facts.embedding_length,
+            facts.block_count
+        ),
+        (Some(512), Some(256), Some(4))
     );
     assert_eq!(
-        (info.head_count, info.head_count_kv, info.vocab_size),
-        (4, 2, 512)
+        (facts.head_count, facts.head_count_kv, facts.vocab_size),
+        (Some(4), Some(2), 512)
     );
     // Embedding 256×512 + 4 layers × (q 256², k and v 256×128 each, o 256², gate, up and
     // down 256×512 each, norms 4×256 + 2×64) + output norm 256.
     let per_layer = 2 * 256 * 256 + 2 * 256 * 128 + 3 * 256 * 512 + 4 * 256 + 2 * 64;
-    assert_eq!(
-        info.parameter_count,
-        (256 * 512 + 4 * per_layer + 256) as u64
-    );
-    let hp = model.hparams();
-    assert_eq!(hp.swa_layers, vec![true; 4]);
-    assert_eq!(
-        (hp.sliding_window, hp.rope_base_swa, hp.rope_base),
-        (Some(16), 10_000.0, 1e6)
-    );
+    assert_eq!(facts.parameters, (256 * 512 + 4 * per_layer + 256) as u64);
+    // The file states every figure, so its header alone says the same.
+    let header = llamay_engine::ModelFacts::from_gguf(model.gguf()).unwrap();
+    assert_eq!(facts, &header);
     assert_eq!(model.n_vocab(), 512);
     assert_eq!(model.n_ctx_train(), 512);
 }
 
 #[test]
 fn long_inputs_are_chunked_with_the_same_result() {
-    use llamay_engine::model::MAX_STEP_TOKENS;
+    use llamay_engine::MAX_STEP_TOKENS;
     let model = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf"));
     let n = MAX_STEP_TOKENS + 88;
     let tokens: Vec<u32> = (0..n).map(|i| ((i * 131 + 7) % 506) as u32).collect();
@@ -405,7 +401,7 @@ fn long_inputs_are_chunked_with_the_same_result() {
 #[test]
 fn truncated_sequences_continue_like_fresh_ones() {
     let tokens: Vec<u32> = (0..30).map(|i| (i * 37 % 500) as u32).collect();
-    let last_logits = |model: &Model, seq: &mut llamay_engine::kv_cache::SeqState, t: &[u32]| {
+    let last_logits = |model: &Model, seq: &mut llamay_engine::SeqState, t: &[u32]| {
         let out = model
             .forward(&mut [BatchItem {
                 seq,
@@ -451,7 +447,7 @@ fn truncated_sequences_continue_like_fresh_ones() {
 fn models_are_shared_between_threads() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Model>();
-    send_sync::<llamay_engine::kv_cache::SeqState>();
+    send_sync::<llamay_engine::SeqState>();
     let model = load(&llamay_testdata::ref_path("tiny/tiny-qwen2-Q5_0.gguf"));
     let tokens: Vec<u32> = (0..20).map(|i| (i * 13 % 500) as u32).collect();
     let run = |m: &Model| {
@@ -521,7 +517,7 @@ fn a_step_split_by_sequences_gives_the_logits_of_one_split_by_rows() {
     // Eight sequences (one idle) decoding together: run as one step per thread, each
     // over its own sequences, every logit is the same as in the step split by weight
     // rows, however the batch is cut.
-    use llamay_engine::model::BatchSplit;
+    use llamay_engine::BatchSplit;
     for stem in ["tiny-gemma3-Q4_K", "tiny-qwen2-Q8_0", "tiny-llama-F32"] {
         let path = llamay_testdata::ref_path(&format!("tiny/{stem}.gguf"));
         let models: Vec<_> = [BatchSplit::Rows, BatchSplit::Sequences]

@@ -2,7 +2,7 @@
 
 mod support;
 
-use llamay_engine::gguf::{GgufError, GgufFile, What};
+use llamay_engine::{GgufError, GgufFile, What};
 use support::gguf_writer::{str_elems, Gguf, Tensor, V};
 
 fn open(g: &Gguf) -> Result<GgufFile, GgufError> {
@@ -300,7 +300,7 @@ fn nested_arrays_decode_and_deep_nesting_is_refused() {
     let rows: Vec<Vec<i64>> = f
         .array_items(outer)
         .map(|v| match v {
-            llamay_engine::gguf::Value::Array(a) => f
+            llamay_engine::Value::Array(a) => f
                 .array_items(&a)
                 .map(|x| x.as_i128().unwrap() as i64)
                 .collect(),

@@ -3,8 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use llamay_engine::ggml_type::GgmlType;
-use llamay_engine::gguf::{GgufFile, Value};
+use llamay_engine::{GgmlType, GgufFile, Value};
 use llamay_testdata::{real_model, tiny_models, RealModel};
 
 fn type_histogram(f: &GgufFile) -> BTreeMap<String, usize> {

@@ -7,7 +7,7 @@
 
 mod support;
 
-use llamay_engine::gguf::GgufFile;
+use llamay_engine::GgufFile;
 use llamay_testdata::tiny_models;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -105,7 +105,7 @@ fn mutated_files_never_panic() {
                     prop_assert_eq!(f.tensor_data(t).len() as u64, t.size);
                 }
                 for (_, v) in f.metadata() {
-                    if let llamay_engine::gguf::Value::Array(a) = v {
+                    if let llamay_engine::Value::Array(a) = v {
                         prop_assert!(f.array_items(a).count() as u64 == a.len);
                     }
                 }

@@ -1,7 +1,7 @@
 //! `LLAMAY_KERNELS=portable` selects the portable kernels (own process: the choice is
 //! made once per process).
 
-use llamay_engine::quant::{Backend, KernelSet};
+use llamay_engine::{Backend, KernelSet};
 
 #[test]
 fn env_var_forces_portable_kernels() {

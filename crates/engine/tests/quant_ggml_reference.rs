@@ -7,8 +7,8 @@
 //! `h = Σ_k (k + 1) · th_k` over the 2-D tensors in table order, all mod 2^64. Any
 //! changed bit of any value changes the fingerprint.
 
-use llamay_engine::gguf::GgufFile;
-use llamay_engine::quant::dequantize_row;
+use llamay_engine::internals::dequantize_row;
+use llamay_engine::GgufFile;
 use llamay_testdata::ref_path;
 
 const GGUF_PY_FINGERPRINTS: [(&str, usize, u64); 12] = [

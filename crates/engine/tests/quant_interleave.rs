@@ -3,11 +3,11 @@
 //! from interleaved weights as the row-by-row kernels do from the GGUF rows.
 
 use half::f16;
-use llamay_engine::ggml_type::GgmlType;
-use llamay_engine::quant::interleave::{
-    deinterleave_row, interleavable, interleave_rows, interleaved_row_bytes,
+use llamay_engine::internals::{
+    deinterleave_row, interleavable, interleave_rows, interleaved_row_bytes, quantize_acts,
+    quantize_acts_as, QMatrix, QuantizedActs,
 };
-use llamay_engine::quant::*;
+use llamay_engine::{Backend, GgmlType};
 use proptest::prelude::*;
 
 mod support;

@@ -1,9 +1,11 @@
 //! Hand-built blocks of every supported type with known values, plus the matmul's
 //! output layout and error paths on small exact cases.
 
-use llamay_engine::ggml_type::GgmlType;
-use llamay_engine::quant::interleave::{interleave_rows, interleaved_row_bytes};
-use llamay_engine::quant::*;
+use llamay_engine::internals::{
+    dequantize_row, interleave_rows, interleaved_row_bytes, matmul_rows, matmul_view,
+    quantize_acts, OutView, QMatrix, QuantizedActs,
+};
+use llamay_engine::{Backend, GgmlType, QuantError};
 
 fn f16_bytes(v: f32) -> [u8; 2] {
     half::f16::from_f32(v).to_bits().to_le_bytes()
@@ -347,26 +349,4 @@ fn adding_views_add_the_product_to_what_the_output_holds() {
         let expected: Vec<f32> = before.iter().zip(&want).map(|(b, p)| b + p).collect();
         assert_eq!(out, expected, "interleaved: {}", w.is_interleaved());
     }
-}
-
-#[test]
-#[should_panic(expected = "every activation written once")]
-fn an_acts_writer_with_a_region_left_unwritten_refuses_to_finish() {
-    let mut acts = QuantizedActs::new();
-    let writer = Backend::active()
-        .acts_writer(GgmlType::Q8_0, 2, 64, &mut acts)
-        .unwrap();
-    writer.put(0, 0, &[1.0; 64]);
-    writer.put(1, 32, &[1.0; 32]);
-    writer.finish();
-}
-
-#[test]
-#[should_panic(expected = "block boundaries")]
-fn an_acts_writer_refuses_a_region_off_block_boundaries() {
-    let mut acts = QuantizedActs::new();
-    let writer = Backend::active()
-        .acts_writer(GgmlType::Q8_0, 1, 64, &mut acts)
-        .unwrap();
-    writer.put(0, 16, &[1.0; 32]);
 }

@@ -6,8 +6,10 @@
 //!   agree with each other within float rounding.
 
 use half::f16;
-use llamay_engine::ggml_type::GgmlType;
-use llamay_engine::quant::*;
+use llamay_engine::internals::{
+    dequantize_row, quantize_acts, serial, ActFormat, ParallelFor, QMatrix, QuantizedActs,
+};
+use llamay_engine::{Backend, GgmlType, KernelSet};
 use proptest::prelude::*;
 
 mod support;
@@ -431,24 +433,6 @@ proptest! {
                     }
                     prop_assert_eq!(at, x.len());
                 }
-                // Written a column range of every row at a time, from several threads
-                // (as the gated activation is): the same blocks and table again.
-                let mut written = QuantizedActs::new();
-                let block = if ty == GgmlType::Q4_K { 256 } else { 32 };
-                let writer = backend.acts_writer(ty, rows, cols, &mut written).unwrap();
-                std::thread::scope(|s| {
-                    for c0 in (0..cols).step_by(block).rev() {
-                        let (writer, x) = (&writer, &x);
-                        s.spawn(move || {
-                            for t in 0..rows {
-                                writer.put(t, c0, &x[t * cols + c0..t * cols + c0 + block]);
-                            }
-                        });
-                    }
-                });
-                writer.finish();
-                prop_assert_eq!(bits(&written), bits(&want), "{:?} on {} written", backend, ty);
-                prop_assert_eq!(table_bits(written.tile_scales()), table_bits(want.tile_scales()));
             }
         }
     }

@@ -4,9 +4,8 @@
 //! Q5_0 0.043, Q5_1 0.038), and a
 //! misread layout must not. Also checks the matmul kernels on llama.cpp-made blocks.
 
-use llamay_engine::ggml_type::GgmlType;
-use llamay_engine::gguf::{GgufFile, TensorInfo};
-use llamay_engine::quant::*;
+use llamay_engine::internals::{dequantize_row, quantize_acts, QMatrix, QuantizedActs};
+use llamay_engine::{Backend, GgmlType, GgufFile, TensorInfo};
 use llamay_testdata::ref_path;
 
 mod support;

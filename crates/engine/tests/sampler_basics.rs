@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use llamay_engine::sampler::{mask_allows, Sampler, SamplerConfig, StopConditions, StopReason};
+use llamay_engine::{mask_allows, Sampler, SamplerConfig, StopConditions, StopReason};
 
 fn cfg(temperature: f32, top_k: usize, top_p: f32, min_p: f32) -> SamplerConfig {
     SamplerConfig {
@@ -227,7 +227,7 @@ fn stop_strings_match_across_token_boundaries_and_hold_back_prefixes() {
 /// sorting the whole vocabulary and cutting (llama.cpp's order) would draw.
 #[test]
 fn partial_sorting_draws_what_a_full_sort_would() {
-    let mut rng = llamay_engine::sampler::Rng::new(11);
+    let mut rng = llamay_engine::Rng::new(11);
     for case in 0..300 {
         let vocab = [50, 1_000, 20_000][case % 3];
         let spread = [0.5f64, 3.0, 12.0][(case / 3) % 3];
@@ -248,7 +248,7 @@ fn partial_sorting_draws_what_a_full_sort_would() {
         let got: Vec<u32> = (0..5)
             .map(|_| fast.sample(&logits, &[], None).unwrap())
             .collect();
-        let mut draw = llamay_engine::sampler::Rng::new(seed);
+        let mut draw = llamay_engine::Rng::new(seed);
         let want: Vec<u32> = (0..5)
             .map(|_| full_sort_reference(&logits, &c, draw.next_f64()))
             .collect();

@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use llamay_engine::gguf::GgufFile;
-use llamay_engine::tokenizer::{TokenAttr, Tokenizer};
+use llamay_engine::{GgufFile, TokenAttr, Tokenizer};
 use llamay_testdata::{real_model, ref_path, RealModel};
 use serde_json::Value;
 

@@ -3,8 +3,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use llamay_engine::gguf::GgufFile;
-use llamay_engine::tokenizer::{PreTokenizer, Tokenizer, TokenizerKind};
+use llamay_engine::{GgufFile, PreTokenizer, Tokenizer, TokenizerKind};
 use llamay_testdata::{real_model, ref_path, RealModel};
 use proptest::prelude::*;
 use serde_json::Value;

@@ -9,19 +9,19 @@ pub(crate) struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    pub fn new(buf: &'a [u8], pos: usize) -> Self {
+    pub(super) fn new(buf: &'a [u8], pos: usize) -> Self {
         Cursor { buf, pos }
     }
 
-    pub fn pos(&self) -> usize {
+    pub(super) fn pos(&self) -> usize {
         self.pos
     }
 
-    pub fn remaining(&self) -> u64 {
+    pub(super) fn remaining(&self) -> u64 {
         (self.buf.len() - self.pos) as u64
     }
 
-    pub fn bytes(&mut self, n: u64, what: What) -> Result<&'a [u8], GgufError> {
+    pub(super) fn bytes(&mut self, n: u64, what: What) -> Result<&'a [u8], GgufError> {
         if n > self.remaining() {
             return Err(GgufError::Truncated {
                 what,
@@ -36,23 +36,23 @@ impl<'a> Cursor<'a> {
         Ok(s)
     }
 
-    pub fn array<const N: usize>(&mut self, what: What) -> Result<[u8; N], GgufError> {
+    pub(super) fn array<const N: usize>(&mut self, what: What) -> Result<[u8; N], GgufError> {
         let s = self.bytes(N as u64, what)?;
         let mut a = [0u8; N];
         a.copy_from_slice(s);
         Ok(a)
     }
 
-    pub fn u32(&mut self, what: What) -> Result<u32, GgufError> {
+    pub(super) fn u32(&mut self, what: What) -> Result<u32, GgufError> {
         Ok(u32::from_le_bytes(self.array(what)?))
     }
 
-    pub fn u64(&mut self, what: What) -> Result<u64, GgufError> {
+    pub(super) fn u64(&mut self, what: What) -> Result<u64, GgufError> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 
     /// A GGUF string: u64 length then bytes (not necessarily valid UTF-8).
-    pub fn string(&mut self, what: What) -> Result<&'a [u8], GgufError> {
+    pub(super) fn string(&mut self, what: What) -> Result<&'a [u8], GgufError> {
         let n = self.u64(what)?;
         self.bytes(n, what)
     }

@@ -14,4 +14,4 @@ mod value;
 
 pub use error::{GgufError, What};
 pub use file::{GgufFile, TensorInfo};
-pub use value::{ArrayIter, ArrayValue, StrIter, Value, ValueType, MAX_ARRAY_DEPTH};
+pub use value::{ArrayIter, ArrayValue, StrIter, Value, ValueType};

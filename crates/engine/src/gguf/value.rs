@@ -7,7 +7,7 @@ use super::error::{GgufError, What};
 
 /// How deep arrays may nest. GGUF allows nesting; real files use one level. The limit
 /// keeps validation's recursion bounded on hostile input.
-pub const MAX_ARRAY_DEPTH: usize = 8;
+const MAX_ARRAY_DEPTH: usize = 8;
 
 /// A metadata value type, as numbered by GGUF.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

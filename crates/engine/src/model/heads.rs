@@ -21,7 +21,7 @@ pub(super) struct HeadPrep<'a> {
 
 impl HeadPrep<'_> {
     /// Query columns `c0..c0 + q.len()` (whole heads) of token `t`.
-    pub fn queries(&self, t: usize, c0: usize, q: &mut [f32]) {
+    pub(super) fn queries(&self, t: usize, c0: usize, q: &mut [f32]) {
         let (hp, hk) = (self.hp, self.hp.head_dim_k);
         if let Some([bq, _, _]) = &self.layer.qkv_bias {
             add(q, &bq[c0..]);
@@ -37,7 +37,7 @@ impl HeadPrep<'_> {
     }
 
     /// Key columns `c0..c0 + k.len()` (whole heads) of token `t`.
-    pub fn keys(&self, t: usize, c0: usize, k: &mut [f32]) {
+    pub(super) fn keys(&self, t: usize, c0: usize, k: &mut [f32]) {
         let (hp, hk) = (self.hp, self.hp.head_dim_k);
         if let Some([_, bk, _]) = &self.layer.qkv_bias {
             add(k, &bk[c0..]);
@@ -52,7 +52,7 @@ impl HeadPrep<'_> {
     }
 
     /// Value columns `c0..c0 + v.len()` of token `t`.
-    pub fn values(&self, t: usize, c0: usize, v: &mut [f32]) {
+    pub(super) fn values(&self, t: usize, c0: usize, v: &mut [f32]) {
         if let Some([_, _, bv]) = &self.layer.qkv_bias {
             add(v, &bv[c0..]);
         }

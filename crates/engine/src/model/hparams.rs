@@ -5,7 +5,7 @@ use crate::gguf::GgufFile;
 
 /// The architectures the engine runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
+pub(super) enum Arch {
     Llama,
     Qwen2,
     Qwen3,
@@ -16,7 +16,7 @@ pub enum Arch {
 
 impl Arch {
     /// The architecture named by `general.architecture`.
-    pub fn from_name(name: &str) -> Option<Arch> {
+    pub(super) fn from_name(name: &str) -> Option<Arch> {
         Some(match name {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
@@ -28,18 +28,6 @@ impl Arch {
         })
     }
 
-    /// The GGUF name of the architecture.
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-            Arch::Qwen3 => "qwen3",
-            Arch::Gemma2 => "gemma2",
-            Arch::Gemma3 => "gemma3",
-            Arch::Phi3 => "phi3",
-        }
-    }
-
     fn is_gemma(self) -> bool {
         matches!(self, Arch::Gemma2 | Arch::Gemma3)
     }
@@ -47,7 +35,7 @@ impl Arch {
 
 /// How RoPE pairs up the dimensions of a head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RopeStyle {
+pub(super) enum RopeStyle {
     /// Adjacent pairs (2i, 2i+1): llama's GGUF layout, whose Q/K rows the converter permuted.
     Normal,
     /// Halves (i, i + d/2): GPT-NeoX layout.
@@ -56,14 +44,14 @@ pub enum RopeStyle {
 
 /// The feed-forward gate activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Activation {
+pub(super) enum Activation {
     Silu,
     GeluTanh,
 }
 
 /// Everything the forward pass needs to know about a model's shape.
 #[derive(Clone, Debug, PartialEq)]
-pub struct HParams {
+pub(super) struct HParams {
     pub arch: Arch,
     pub n_layer: usize,
     pub n_embd: usize,
@@ -103,7 +91,7 @@ const MAX_DIM: u32 = 1 << 24;
 
 impl HParams {
     /// Reads the hyper-parameters of `file`, failing with the missing or bad key.
-    pub fn from_gguf(file: &GgufFile) -> Result<HParams, ModelError> {
+    pub(super) fn from_gguf(file: &GgufFile) -> Result<HParams, ModelError> {
         let arch_name = file.architecture()?;
         let arch = Arch::from_name(arch_name)
             .ok_or_else(|| ModelError::UnsupportedArch(arch_name.to_string()))?;
@@ -226,17 +214,17 @@ impl HParams {
     }
 
     /// Width of all query heads together.
-    pub fn q_width(&self) -> usize {
+    pub(super) fn q_width(&self) -> usize {
         self.n_head * self.head_dim_k
     }
 
     /// Width of all key heads together.
-    pub fn k_width(&self) -> usize {
+    pub(super) fn k_width(&self) -> usize {
         self.n_head_kv * self.head_dim_k
     }
 
     /// Width of all value heads together.
-    pub fn v_width(&self) -> usize {
+    pub(super) fn v_width(&self) -> usize {
         self.n_head_kv * self.head_dim_v
     }
 }
@@ -248,4 +236,23 @@ fn dim(key: &str, v: u32) -> Result<usize, ModelError> {
         )));
     }
     Ok(v as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gemma 3's defaults: every layer of the tiny model slides (a pattern of 6, four
+    /// layers), with the sliding layers' own RoPE base.
+    #[test]
+    fn gemma3_sliding_layers_and_their_rope_base() {
+        let path = llamay_testdata::ref_path("tiny/tiny-gemma3-Q4_K.gguf");
+        let hp = HParams::from_gguf(&GgufFile::open(path).unwrap()).unwrap();
+        assert_eq!(hp.arch, Arch::Gemma3);
+        assert_eq!(hp.swa_layers, vec![true; 4]);
+        assert_eq!(
+            (hp.sliding_window, hp.rope_base_swa, hp.rope_base),
+            (Some(16), 10_000.0, 1e6)
+        );
+    }
 }

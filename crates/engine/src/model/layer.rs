@@ -276,7 +276,7 @@ impl Model {
 }
 
 /// Values `start..start + dst.len()` of the RMS-normed rows of `x` (rows of `width`)
-/// into `dst`, exactly as [`rms_norm`] gives them; a row cut by the range is still
+/// into `dst`, exactly as [`rms_norm`](super::ops::rms_norm) gives them; a row cut by the range is still
 /// normed by its whole length.
 fn norm_range(x: &[f32], w: &[f32], eps: f32, width: usize, start: usize, dst: &mut [f32]) {
     let mut at = start;

@@ -31,7 +31,7 @@ impl Weight {
     /// Loads `name`, checking that it is `[cols, rows]` and computable.
     /// Loads `name`, checking that it is `[cols, rows]` and computable; an
     /// interleaved copy goes into `arena`.
-    pub fn load(
+    pub(super) fn load(
         file: &GgufFile,
         arena: &Arena,
         name: &str,
@@ -71,16 +71,16 @@ impl Weight {
     }
 
     /// The activation format the kernels take for this weight.
-    pub fn act_format(&self) -> ActFormat {
+    pub(super) fn act_format(&self) -> ActFormat {
         self.act
     }
 
     /// The weight's GGUF type.
-    pub fn ggml_type(&self) -> crate::ggml_type::GgmlType {
+    pub(super) fn ggml_type(&self) -> crate::ggml_type::GgmlType {
         self.info.ggml_type
     }
 
-    pub fn matrix<'a>(&'a self, file: &'a GgufFile) -> Result<QMatrix<'a>, ModelError> {
+    pub(super) fn matrix<'a>(&'a self, file: &'a GgufFile) -> Result<QMatrix<'a>, ModelError> {
         let ty = self.info.ggml_type;
         Ok(match &self.packed {
             Some(p) => QMatrix::new_interleaved(ty, p, self.rows, self.cols)?,
@@ -89,7 +89,12 @@ impl Weight {
     }
 
     /// Row `i` as f32 (an embedding lookup).
-    pub fn row_f32(&self, file: &GgufFile, i: usize, dst: &mut [f32]) -> Result<(), ModelError> {
+    pub(super) fn row_f32(
+        &self,
+        file: &GgufFile,
+        i: usize,
+        dst: &mut [f32],
+    ) -> Result<(), ModelError> {
         Ok(self.matrix(file)?.row_to_f32(i, dst)?)
     }
 }
@@ -196,13 +201,13 @@ fn slot_of(w: &Weight) -> Result<usize, ModelError> {
 
 impl ActsCache {
     /// Forgets the held activations (the input changed).
-    pub fn invalidate(&mut self) {
+    pub(super) fn invalidate(&mut self) {
         self.slots.iter_mut().for_each(|s| s.0 = false);
     }
 
     /// Makes the activations `x` (`n` rows) available in the format `w` needs; large
     /// inputs are quantized on all of `pool`'s threads (the others would only wait).
-    pub fn prepare(
+    pub(super) fn prepare(
         &mut self,
         pool: &ThreadPool,
         w: &Weight,
@@ -216,7 +221,7 @@ impl ActsCache {
 
     /// [`ActsCache::prepare`] for activations that `source` computes as they are
     /// quantized (`n` rows of `w.cols`), see [`Backend::quantize_computed`].
-    pub fn prepare_computed(
+    pub(super) fn prepare_computed(
         &mut self,
         pool: &ThreadPool,
         w: &Weight,
@@ -253,7 +258,7 @@ impl ActsCache {
     /// Activations for `w` that `fill` writes into spare storage while reading the
     /// activations held now (`fill` returns whether it wrote them). Afterwards they are
     /// the only ones held.
-    pub fn produce(
+    pub(super) fn produce(
         &mut self,
         w: &Weight,
         fill: impl FnOnce(&Self, &mut QuantizedActs) -> Result<bool, ModelError>,
@@ -271,7 +276,7 @@ impl ActsCache {
     }
 
     /// The activations prepared for `w`.
-    pub fn get(&self, w: &Weight) -> Result<&QuantizedActs, ModelError> {
+    pub(super) fn get(&self, w: &Weight) -> Result<&QuantizedActs, ModelError> {
         let slot = &self.slots[slot_of(w)?];
         assert!(slot.0, "activations prepared before use");
         Ok(&slot.1)
@@ -303,12 +308,12 @@ enum Out<'a> {
 
 impl<'a> Product<'a> {
     /// `out = w·x`.
-    pub fn new(w: &'a Weight, out: &'a mut [f32]) -> Self {
+    pub(super) fn new(w: &'a Weight, out: &'a mut [f32]) -> Self {
         Product::into_view(w, Out::Slice(out))
     }
 
     /// `w·x` into an output view of any layout (see [`OutView::over_rows`]).
-    pub fn to_view(w: &'a Weight, out: OutView<'a>) -> Self {
+    pub(super) fn to_view(w: &'a Weight, out: OutView<'a>) -> Self {
         Product::into_view(w, Out::View(out))
     }
 
@@ -323,7 +328,7 @@ impl<'a> Product<'a> {
     }
 
     /// `out += w·x`.
-    pub fn adding(w: &'a Weight, out: &'a mut [f32]) -> Self {
+    pub(super) fn adding(w: &'a Weight, out: &'a mut [f32]) -> Self {
         Product {
             add: true,
             ..Product::new(w, out)
@@ -332,7 +337,7 @@ impl<'a> Product<'a> {
 
     /// Runs `then` on every part's output, parts being whole multiples of `align`
     /// rows (a head, say).
-    pub fn then(self, align: usize, then: PartEpilogue<'a>) -> Self {
+    pub(super) fn then(self, align: usize, then: PartEpilogue<'a>) -> Self {
         Product {
             align,
             then: Some(then),

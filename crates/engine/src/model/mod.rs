@@ -6,12 +6,9 @@
 
 mod arena;
 mod attention;
-mod attention_keys;
 mod forward;
 mod heads;
-pub mod hparams;
-mod info;
-pub(crate) mod kv_rows;
+mod hparams;
 mod layer;
 mod linear;
 mod ops;
@@ -23,15 +20,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub use forward::MAX_STEP_TOKENS;
-pub use hparams::{Activation, Arch, HParams, RopeStyle};
-pub use info::ModelInfo;
 pub use split::BatchSplit;
 
+use crate::facts::ModelFacts;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufError, GgufFile};
 use crate::kv_cache::{KvCache, KvType, SeqState};
 use crate::pool::{physical_cores, ThreadPool};
 use crate::quant::QuantError;
+use hparams::HParams;
 use weights::Weights;
 
 /// Why a model could not be loaded or run.
@@ -78,14 +75,14 @@ pub struct Model {
     n_ctx: usize,
     kv_type: KvType,
     id: usize,
-    info: ModelInfo,
+    facts: ModelFacts,
     scratch: forward::Scratch,
     split: split::SplitChooser,
 }
 
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Model").field("info", &self.info).finish()
+        f.debug_struct("Model").field("facts", &self.facts).finish()
     }
 }
 
@@ -101,7 +98,7 @@ impl Model {
     pub fn from_gguf(file: GgufFile, opts: &LoadOptions) -> Result<Arc<Model>, ModelError> {
         let hp = HParams::from_gguf(&file)?;
         let weights = Weights::load(&file, &hp)?;
-        let info = ModelInfo::new(&file, &hp)?;
+        let facts = loaded_facts(&file, &hp)?;
         let n_threads = opts.n_threads.unwrap_or_else(physical_cores).max(1);
         let n_ctx = opts.n_ctx.unwrap_or(hp.n_ctx_train).max(1);
         Ok(Arc::new(Model {
@@ -112,18 +109,10 @@ impl Model {
             n_ctx,
             kv_type: opts.kv_type,
             id: NEXT_MODEL_ID.fetch_add(1, Ordering::Relaxed),
-            info,
+            facts,
             scratch: Default::default(),
             split: split::SplitChooser::new(opts.batch_split),
         }))
-    }
-
-    pub fn hparams(&self) -> &HParams {
-        &self.hp
-    }
-
-    pub fn arch(&self) -> Arch {
-        self.hp.arch
     }
 
     pub fn n_vocab(&self) -> usize {
@@ -149,9 +138,9 @@ impl Model {
         &self.pool
     }
 
-    /// A summary for `llamay show`.
-    pub fn info(&self) -> &ModelInfo {
-        &self.info
+    /// What the model is (`llamay show`, the server's model listings).
+    pub fn facts(&self) -> &ModelFacts {
+        &self.facts
     }
 
     /// The underlying file (tokenizer metadata, chat template).
@@ -179,4 +168,18 @@ impl Model {
             model_id: self.id,
         }
     }
+}
+
+/// The facts of `file`, loaded with hyper-parameters `hp`: the shape figures as the
+/// engine resolved them, not only as the file states them.
+fn loaded_facts(file: &GgufFile, hp: &HParams) -> Result<ModelFacts, GgufError> {
+    Ok(ModelFacts {
+        context_length: Some(hp.n_ctx_train as u64),
+        embedding_length: Some(hp.n_embd as u64),
+        block_count: Some(hp.n_layer as u64),
+        head_count: Some(hp.n_head as u64),
+        head_count_kv: Some(hp.n_head_kv as u64),
+        vocab_size: hp.n_vocab as u64,
+        ..ModelFacts::from_gguf(file)?
+    })
 }

@@ -23,7 +23,7 @@ pub(crate) fn rms_scale(x: &[f32], eps: f32) -> f32 {
 }
 
 /// `out = x / rms(x) · w`.
-pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+pub(super) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let scale = rms_scale(x, eps);
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
         *o = v * scale * g;
@@ -31,7 +31,7 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 }
 
 /// [`rms_norm`] in place.
-pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
+pub(super) fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
     let scale = rms_scale(x, eps);
     for (v, &g) in x.iter_mut().zip(w) {
         *v *= scale * g;
@@ -39,7 +39,7 @@ pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
 }
 
 /// Cosines and sines of the RoPE angles for a run of positions.
-pub struct RopeTable {
+pub(super) struct RopeTable {
     half: usize,
     /// `[pos_index][i]` interleaved as (cos, sin).
     cs: Vec<(f32, f32)>,
@@ -47,7 +47,12 @@ pub struct RopeTable {
 
 impl RopeTable {
     /// Angles `pos * scale * base^(-2i/dims)` for `i < dims/2` and each position.
-    pub fn new(positions: impl Iterator<Item = usize>, dims: usize, base: f32, scale: f32) -> Self {
+    pub(super) fn new(
+        positions: impl Iterator<Item = usize>,
+        dims: usize,
+        base: f32,
+        scale: f32,
+    ) -> Self {
         let half = dims / 2;
         let inv: Vec<f64> = (0..half)
             .map(|i| (base as f64).powf(-2.0 * i as f64 / dims as f64))
@@ -64,7 +69,7 @@ impl RopeTable {
     }
 
     /// Rotates one head (`x.len()` >= dims) for the `idx`-th position of the table.
-    pub fn apply(&self, x: &mut [f32], idx: usize, style: RopeStyle) {
+    pub(super) fn apply(&self, x: &mut [f32], idx: usize, style: RopeStyle) {
         let cs = &self.cs[idx * self.half..(idx + 1) * self.half];
         match style {
             RopeStyle::Normal => {
@@ -89,7 +94,7 @@ impl RopeTable {
 /// In-place softmax. Inlined so that callers compiled for wider vectors (attention)
 /// get the exponentials 8 at a time.
 #[inline(always)]
-pub fn softmax(x: &mut [f32]) {
+pub(super) fn softmax(x: &mut [f32]) {
     let max = lanes8(x, f32::NEG_INFINITY, f32::max);
     x.iter_mut().for_each(|v| *v = exp_fast(*v - max));
     let inv = 1.0 / lanes8(x, 0.0, |a, b| a + b);
@@ -114,7 +119,7 @@ fn lanes8(x: &[f32], init: f32, f: impl Fn(f32, f32) -> f32 + Copy) -> f32 {
 /// Rounds every value to the nearest f16 (ties to even), as storing it in an f16 cache
 /// would: 8 at a time with F16C where the CPU has it (the same rounding, so the same
 /// bits), one by one through `half` otherwise.
-pub fn round_to_f16(x: &mut [f32]) {
+pub(super) fn round_to_f16(x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx") && std::is_x86_feature_detected!("f16c") {
         // SAFETY: both features were just detected.
@@ -140,7 +145,7 @@ unsafe fn round_to_f16_f16c(x: &mut [f32]) {
 }
 
 /// `cap * tanh(x / cap)`.
-pub fn softcap(x: &mut [f32], cap: f32) {
+pub(super) fn softcap(x: &mut [f32], cap: f32) {
     let inv = 1.0 / cap;
     x.iter_mut().for_each(|v| *v = cap * (*v * inv).tanh());
 }
@@ -151,7 +156,7 @@ pub fn softcap(x: &mut [f32], cap: f32) {
 /// 2^n · e^r with n = round(x·log2 e), r = x − n·ln 2 (ln 2 in two parts), and e^r
 /// from its degree-7 polynomial.
 #[inline(always)]
-pub fn exp_fast(x: f32) -> f32 {
+pub(super) fn exp_fast(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5·2^23: adding it rounds to an integer.
     let (x_in, x) = (x, x.clamp(-87.0, 88.0));
     let shifted = x * std::f32::consts::LOG2_E + ROUND;
@@ -178,7 +183,7 @@ pub fn exp_fast(x: f32) -> f32 {
     }
 }
 
-pub fn silu(x: f32) -> f32 {
+pub(super) fn silu(x: f32) -> f32 {
     x / (1.0 + exp_fast(-x))
 }
 
@@ -186,7 +191,7 @@ pub fn silu(x: f32) -> f32 {
 ///
 /// `0.5·x·(1 + tanh(u))` = `x · (1 - 1/(e^{2u} + 1))`: one `exp` instead of a `tanh`
 /// (which costs an `expm1` and more); saturates correctly for large |u|.
-pub fn gelu_tanh(x: f32) -> f32 {
+pub(super) fn gelu_tanh(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     let u = SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x);
     x * (1.0 - 1.0 / (exp_fast(2.0 * u) + 1.0))
@@ -197,7 +202,7 @@ pub fn gelu_tanh(x: f32) -> f32 {
 /// it. No FMA contraction either way, so both give the same bits.
 macro_rules! gated {
     ($name:ident, $act:ident) => {
-        pub fn $name(gate: &mut [f32], up: &[f32]) {
+        pub(super) fn $name(gate: &mut [f32], up: &[f32]) {
             #[inline(always)]
             fn body(gate: &mut [f32], up: &[f32]) {
                 for (g, &u) in gate.iter_mut().zip(up) {

@@ -84,7 +84,7 @@ pub(super) struct SplitChooser {
 }
 
 impl SplitChooser {
-    pub fn new(policy: BatchSplit) -> Self {
+    pub(super) fn new(policy: BatchSplit) -> Self {
         SplitChooser {
             policy,
             records: Mutex::default(),
@@ -92,7 +92,7 @@ impl SplitChooser {
     }
 
     /// The split for a step of `n_seqs` sequences (both splits possible).
-    pub fn choose(&self, n_seqs: usize) -> BatchSplit {
+    pub(super) fn choose(&self, n_seqs: usize) -> BatchSplit {
         if self.policy != BatchSplit::Auto {
             return self.policy;
         }
@@ -126,7 +126,7 @@ impl SplitChooser {
     }
 
     /// A step of `n_seqs` sequences and `tokens` tokens took `elapsed`, split as `how`.
-    pub fn record(&self, n_seqs: usize, how: BatchSplit, elapsed: Duration, tokens: usize) {
+    pub(super) fn record(&self, n_seqs: usize, how: BatchSplit, elapsed: Duration, tokens: usize) {
         if self.policy != BatchSplit::Auto || tokens == 0 {
             return;
         }

@@ -46,7 +46,7 @@ pub(crate) struct Weights {
 }
 
 impl Weights {
-    pub fn load(file: &GgufFile, hp: &HParams) -> Result<Weights, ModelError> {
+    pub(super) fn load(file: &GgufFile, hp: &HParams) -> Result<Weights, ModelError> {
         let e = hp.n_embd;
         // Room for every interleaved copy the file's tensors may need (an overestimate
         // only reserves address space).
@@ -74,7 +74,7 @@ impl Weights {
     }
 
     /// The matrix producing logits.
-    pub fn output(&self) -> &Weight {
+    pub(super) fn output(&self) -> &Weight {
         self.output.as_ref().unwrap_or(&self.token_embd)
     }
 }

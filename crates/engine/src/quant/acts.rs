@@ -1,41 +1,15 @@
 //! Activation quantization: each activation row is converted once into the partner
-//! format of the weight type and then reused against every weight row.
-//!
-//! Q8 blocks are ggml's Q8_0 and Q8_1 in one (quantized as ggml's reference quantizer
-//! does), with the step and the block sum kept as f32 where ggml rounds them to f16:
-//! measured against llama.cpp's logits, the rounding brought them no closer.
+//! format of the weight type and then reused against every weight row. The blocks
+//! themselves are in [`super::act_blocks`].
 
 use std::mem::MaybeUninit;
 
+use super::act_blocks::{Q8Block, Q8KBlock, Quantizers};
 use super::error::QuantError;
-use super::kernels::{tile_width, Backend, Quantizers};
+use super::kernels::{tile_width, Backend};
 use super::layout::{QK, QK_K};
 use crate::ggml_type::GgmlType;
 use crate::pool::SyncPtr;
-
-/// A block of 32 activations quantized to i8: `x ≈ d * qs`, with `s = d * Σqs`. It is
-/// the partner of Q4_0/Q5_0/Q8_0 weights (as ggml's Q8_0) and of Q4_1/Q5_1 weights,
-/// whose minimum pairs with `s` (as ggml's Q8_1).
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[repr(C)]
-pub struct Q8Block {
-    pub d: f32,
-    pub s: f32,
-    pub qs: [i8; QK],
-    /// `Σqs`: kernels that shift signed weights to unsigned take the shift back with
-    /// it, in integers, so their sums stay exact.
-    pub isum: i32,
-}
-
-/// A super-block of 256 activations quantized to i8 (`x ≈ d * qs`) with the sums of
-/// each 16 quants, the partner of the K-quants (ggml's Q8_K).
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[repr(C)]
-pub struct Q8KBlock {
-    pub d: f32,
-    pub qs: [i8; QK_K],
-    pub bsums: [i16; 16],
-}
 
 /// Which partner format a [`QuantizedActs`] holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -370,7 +344,11 @@ fn fill(
 /// the tasks that computed its gate and up columns, so those values never leave the
 /// thread's cache). Made by [`Backend::acts_writer`]; [`ActsWriter::finish`] checks
 /// that every block was written.
-pub struct ActsWriter<'a> {
+///
+/// Crate-private: [`ActsWriter::put`] trusts its callers to give concurrent calls
+/// disjoint regions, and overlapping ones would race, so only the engine's own code
+/// (the gated activation and the attention output) may hold one.
+pub(crate) struct ActsWriter<'a> {
     out: *mut QuantizedActs,
     format: ActFormat,
     n_tokens: usize,
@@ -392,7 +370,7 @@ unsafe impl Sync for ActsWriter<'_> {}
 impl Backend {
     /// A writer that fills `out` with `n_tokens` rows of `cols` values quantized for
     /// weights of type `weights_ty`, with this backend's quantizers.
-    pub fn acts_writer<'a>(
+    pub(crate) fn acts_writer<'a>(
         &self,
         weights_ty: GgmlType,
         n_tokens: usize,
@@ -440,7 +418,7 @@ impl ActsWriter<'_> {
     /// Writes `values`, columns `col0..col0 + values.len()` of row `t`, both ends on
     /// block boundaries. Regions of concurrent calls must not overlap, and each
     /// region must be written once.
-    pub fn put(&self, t: usize, col0: usize, values: &[f32]) {
+    pub(crate) fn put(&self, t: usize, col0: usize, values: &[f32]) {
         let block = self.format.block_elems();
         let len = values.len();
         assert!(
@@ -481,7 +459,7 @@ impl ActsWriter<'_> {
 
     /// Marks the activations complete. Panics unless every value was written once
     /// (regions are whole blocks, so a count of values is a count of blocks).
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         let written = self.written.load(std::sync::atomic::Ordering::Relaxed);
         // SAFETY: the writer holds the only borrow of `out`.
         let out = unsafe { &mut *self.out };
@@ -494,21 +472,6 @@ impl ActsWriter<'_> {
             ActFormat::Q8 => unsafe { out.q8.set_len(total / QK) },
             ActFormat::Q8K => unsafe { out.q8k.set_len(total / QK_K) },
         }
-    }
-}
-
-/// The reference quantizers, in plain Rust.
-pub(crate) static PORTABLE_QUANTIZERS: Quantizers = Quantizers {
-    q8: |x, out| fill_blocks(x, QK, out, quantize_q8),
-    q8k: |x, out| fill_blocks(x, QK_K, out, quantize_q8k),
-};
-
-/// The blocks of `x` (`len` values each) by `one`, into `out`'s slots.
-#[inline(always)]
-fn fill_blocks<B>(x: &[f32], len: usize, out: &mut [MaybeUninit<B>], one: impl Fn(&[f32]) -> B) {
-    assert_eq!(x.len(), out.len() * len);
-    for (slot, c) in out.iter_mut().zip(x.chunks_exact(len)) {
-        slot.write(one(c));
     }
 }
 
@@ -591,57 +554,98 @@ fn fill_vec<B: Send + Sync>(
     unsafe { v.set_len(n) };
 }
 
-/// Quantizes a block symmetrically: the largest magnitude maps to ±`levels`, each value
-/// to the nearest integer step, handed to `put` with its index. Returns the step `d`
-/// and the sum of the quants.
-#[inline]
-fn quantize_symmetric(x: &[f32], levels: i32, mut put: impl FnMut(usize, i32)) -> (f32, i32) {
-    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let (d, id) = step(amax, levels);
-    let mut sum = 0i32;
-    for (i, v) in x.iter().enumerate() {
-        let q = round_clamped(v * id, levels);
-        put(i, q);
-        sum += q;
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Every value and block field of `acts`, and its scale table, as bits.
+    fn bits(acts: &QuantizedActs) -> Vec<u32> {
+        let mut v: Vec<u32> = acts.f32s.iter().map(|x| x.to_bits()).collect();
+        for b in &acts.q8 {
+            v.extend([b.d.to_bits(), b.s.to_bits(), b.isum as u32]);
+            v.extend(b.qs.iter().map(|&q| q as u8 as u32));
+        }
+        for b in &acts.q8k {
+            v.push(b.d.to_bits());
+            v.extend(b.qs.iter().map(|&q| q as u8 as u32));
+            v.extend(b.bsums.iter().map(|&s| s as u16 as u32));
+        }
+        v.extend(acts.tile_scales.iter().map(|x| x.to_bits()));
+        v
     }
-    (d, sum)
-}
 
-/// The step of a block whose largest magnitude is `amax`, and its reciprocal (0 for a
-/// block of zeros), which values are multiplied by to become quants.
-#[inline]
-pub(crate) fn step(amax: f32, levels: i32) -> (f32, f32) {
-    let d = amax / levels as f32;
-    (d, if d != 0.0 { 1.0 / d } else { 0.0 })
-}
-
-/// Rounds to the nearest integer, ties to even, by the 1.5·2^23 trick (exact for
-/// |v| < 2^22; here |v| <= 127), which vectorizes where `f32::round` would be a libm
-/// call on baseline x86-64. ggml's `roundf` differs only on exact .5 ties. A NaN input
-/// becomes 0.
-#[inline]
-fn round_clamped(v: f32, levels: i32) -> i32 {
-    const MAGIC: f32 = 12_582_912.0;
-    (((v + MAGIC) - MAGIC) as i32).clamp(-levels, levels)
-}
-
-fn quantize_q8(x: &[f32]) -> Q8Block {
-    let mut qs = [0i8; QK];
-    let (d, sum) = quantize_symmetric(x, i8::MAX as i32, |i, q| qs[i] = q as i8);
-    Q8Block {
-        d,
-        s: d * sum as f32,
-        qs,
-        isum: sum,
+    /// Mostly ordinary values, some rounding ties, any bit pattern (NaN, infinities,
+    /// subnormals) and zeros.
+    fn value() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            6 => -1000.0f32..1000.0,
+            2 => (-64i32..64).prop_map(|k| k as f32 + 0.5),
+            1 => any::<u32>().prop_map(f32::from_bits),
+            1 => Just(0.0f32),
+        ]
     }
-}
 
-fn quantize_q8k(x: &[f32]) -> Q8KBlock {
-    let mut qs = [0i8; QK_K];
-    let (d, _) = quantize_symmetric(x, i8::MAX as i32, |i, q| qs[i] = q as i8);
-    let mut bsums = [0i16; 16];
-    for (s, g) in bsums.iter_mut().zip(qs.chunks_exact(16)) {
-        *s = g.iter().map(|&q| q as i16).sum();
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// Written a block-wide column of every row at a time, one thread per column and
+        /// the last columns first (as the gated activation is), activations get the
+        /// blocks and scale table that quantizing them whole gives, on every backend.
+        #[test]
+        fn a_writer_gives_the_bits_of_quantizing_whole(x in prop::collection::vec(value(), 512)) {
+            // 2 rows of 256, and the values 8 times over as 16 rows.
+            let big: Vec<f32> = x.iter().cycle().take(8 * x.len()).copied().collect();
+            let cols = 256;
+            for (ty, rows) in [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K]
+                .into_iter()
+                .flat_map(|ty| [(ty, 2), (ty, 16)])
+            {
+                let x = if rows == 2 { &x[..] } else { &big[..] };
+                let mut want = QuantizedActs::new();
+                Backend::portable()
+                    .quantize_acts(ty, x, rows, cols, &mut want, &serial)
+                    .unwrap();
+                let block = if ty == GgmlType::Q4_K { QK_K } else { QK };
+                for backend in Backend::available() {
+                    let mut written = QuantizedActs::new();
+                    let writer = backend.acts_writer(ty, rows, cols, &mut written).unwrap();
+                    std::thread::scope(|s| {
+                        for c0 in (0..cols).step_by(block).rev() {
+                            let writer = &writer;
+                            s.spawn(move || {
+                                for t in 0..rows {
+                                    writer.put(t, c0, &x[t * cols + c0..][..block]);
+                                }
+                            });
+                        }
+                    });
+                    writer.finish();
+                    prop_assert_eq!(bits(&written), bits(&want), "{:?} on {}", backend, ty);
+                }
+            }
+        }
     }
-    Q8KBlock { d, qs, bsums }
+
+    #[test]
+    #[should_panic(expected = "every activation written once")]
+    fn a_writer_with_a_region_left_unwritten_refuses_to_finish() {
+        let mut acts = QuantizedActs::new();
+        let writer = Backend::active()
+            .acts_writer(GgmlType::Q8_0, 2, 64, &mut acts)
+            .unwrap();
+        writer.put(0, 0, &[1.0; 64]);
+        writer.put(1, 32, &[1.0; 32]);
+        writer.finish();
+    }
+
+    #[test]
+    #[should_panic(expected = "block boundaries")]
+    fn a_writer_refuses_a_region_off_block_boundaries() {
+        let mut acts = QuantizedActs::new();
+        let writer = Backend::active()
+            .acts_writer(GgmlType::Q8_0, 1, 64, &mut acts)
+            .unwrap();
+        writer.put(0, 16, &[1.0; 32]);
+    }
 }

@@ -14,25 +14,25 @@
 use half::{bf16, f16};
 
 /// Elements per legacy block (Q4_0 .. Q8_0).
-pub const QK: usize = 32;
+pub(super) const QK: usize = 32;
 /// Elements per K-quant super-block.
-pub const QK_K: usize = 256;
+pub(super) const QK_K: usize = 256;
 
 /// Reads the little-endian f16 at `b[at..at + 2]` as f32.
 #[inline(always)]
-pub fn f16_at(b: &[u8], at: usize) -> f32 {
+pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
 }
 
 /// Reads the little-endian bf16 at `b[at..at + 2]` as f32.
 #[inline(always)]
-pub fn bf16_at(b: &[u8], at: usize) -> f32 {
+pub(super) fn bf16_at(b: &[u8], at: usize) -> f32 {
     bf16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
 }
 
 /// Reads the little-endian f32 at `b[at..at + 4]`.
 #[inline(always)]
-pub fn f32_at(b: &[u8], at: usize) -> f32 {
+pub(super) fn f32_at(b: &[u8], at: usize) -> f32 {
     f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
@@ -41,7 +41,7 @@ pub fn f32_at(b: &[u8], at: usize) -> f32 {
 /// and 4..8 (mins); sub-blocks 4..8 split theirs between a nibble of bytes 8..12 and the
 /// top 2 bits of bytes 0..8.
 #[inline(always)]
-pub fn k4_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+pub(super) fn k4_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
     let mut sc = [0u8; 8];
     let mut mn = [0u8; 8];
     for j in 0..4 {
@@ -56,30 +56,30 @@ pub fn k4_scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
 }
 
 /// Byte offsets inside a Q4_K block.
-pub mod q4_k {
-    pub const D: usize = 0;
-    pub const DMIN: usize = 2;
-    pub const SCALES: usize = 4;
-    pub const QS: usize = 16;
+pub(super) mod q4_k {
+    pub(crate) const D: usize = 0;
+    pub(crate) const DMIN: usize = 2;
+    pub(crate) const SCALES: usize = 4;
+    pub(crate) const QS: usize = 16;
 }
 
 /// Byte offsets inside a Q5_K block (d, dmin and scales sit where Q4_K's do).
-pub mod q5_k {
-    pub const QH: usize = 16;
-    pub const QS: usize = 48;
+pub(super) mod q5_k {
+    pub(crate) const QH: usize = 16;
+    pub(crate) const QS: usize = 48;
 }
 
 /// Byte offsets inside a Q6_K block.
-pub mod q6_k {
-    pub const QL: usize = 0;
-    pub const QH: usize = 128;
-    pub const SCALES: usize = 192;
-    pub const D: usize = 208;
+pub(super) mod q6_k {
+    pub(crate) const QL: usize = 0;
+    pub(crate) const QH: usize = 128;
+    pub(crate) const SCALES: usize = 192;
+    pub(crate) const D: usize = 208;
 }
 
 /// The 32 quants of a Q4_0 block, centred (-8..=7), in element order.
 #[inline(always)]
-pub fn unpack_q4_0(b: &[u8]) -> [i8; QK] {
+pub(super) fn unpack_q4_0(b: &[u8]) -> [i8; QK] {
     let qs = &b[2..18];
     let mut q = [0i8; QK];
     for j in 0..16 {
@@ -91,7 +91,7 @@ pub fn unpack_q4_0(b: &[u8]) -> [i8; QK] {
 
 /// The 32 quants of a Q4_1 block (0..=15), in element order.
 #[inline(always)]
-pub fn unpack_q4_1(b: &[u8]) -> [u8; QK] {
+pub(super) fn unpack_q4_1(b: &[u8]) -> [u8; QK] {
     let qs = &b[4..20];
     let mut q = [0u8; QK];
     for j in 0..16 {
@@ -116,21 +116,21 @@ fn five_bit(qs: &[u8], qh: u32) -> [u8; QK] {
 
 /// The 32 quants of a Q5_0 block, centred (-16..=15), in element order.
 #[inline(always)]
-pub fn unpack_q5_0(b: &[u8]) -> [i8; QK] {
+pub(super) fn unpack_q5_0(b: &[u8]) -> [i8; QK] {
     let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
     five_bit(&b[6..22], qh).map(|v| v as i8 - 16)
 }
 
 /// The 32 quants of a Q5_1 block (0..=31), in element order.
 #[inline(always)]
-pub fn unpack_q5_1(b: &[u8]) -> [u8; QK] {
+pub(super) fn unpack_q5_1(b: &[u8]) -> [u8; QK] {
     let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
     five_bit(&b[8..24], qh)
 }
 
 /// The 32 quants of a Q8_0 block.
 #[inline(always)]
-pub fn unpack_q8_0(b: &[u8]) -> [i8; QK] {
+pub(super) fn unpack_q8_0(b: &[u8]) -> [i8; QK] {
     let mut q = [0i8; QK];
     for (d, s) in q.iter_mut().zip(&b[2..34]) {
         *d = *s as i8;
@@ -141,7 +141,7 @@ pub fn unpack_q8_0(b: &[u8]) -> [i8; QK] {
 /// The 256 quants of a Q4_K block (0..=15), in element order: each 64-element chunk c
 /// takes the low nibbles of qs\[32c..32c+32\] then their high nibbles.
 #[inline(always)]
-pub fn unpack_q4_k(b: &[u8]) -> [u8; QK_K] {
+pub(super) fn unpack_q4_k(b: &[u8]) -> [u8; QK_K] {
     let qs = &b[q4_k::QS..q4_k::QS + 128];
     let mut q = [0u8; QK_K];
     for c in 0..4 {
@@ -157,7 +157,7 @@ pub fn unpack_q4_k(b: &[u8]) -> [u8; QK_K] {
 /// The 256 quants of a Q5_K block (0..=31): Q4_K's nibbles plus a fifth bit, taken for
 /// sub-block s (32 elements) from bit s of qh\[l\].
 #[inline(always)]
-pub fn unpack_q5_k(b: &[u8]) -> [u8; QK_K] {
+pub(super) fn unpack_q5_k(b: &[u8]) -> [u8; QK_K] {
     let qs = &b[q5_k::QS..q5_k::QS + 128];
     let qh = &b[q5_k::QH..q5_k::QH + 32];
     let mut q = [0u8; QK_K];
@@ -177,7 +177,7 @@ pub fn unpack_q5_k(b: &[u8]) -> [u8; QK_K] {
 /// ql\[64n..64n+64\] (low nibbles, then high nibbles) and qh\[32n..32n+32\] (2 bits per
 /// 32-element quarter).
 #[inline(always)]
-pub fn unpack_q6_k(b: &[u8]) -> [i8; QK_K] {
+pub(super) fn unpack_q6_k(b: &[u8]) -> [i8; QK_K] {
     let mut q = [0i8; QK_K];
     for n in 0..2 {
         let ql = &b[q6_k::QL + 64 * n..q6_k::QL + 64 * n + 64];
@@ -196,7 +196,7 @@ pub fn unpack_q6_k(b: &[u8]) -> [i8; QK_K] {
 
 /// The 16 signed scales of a Q6_K block (one per 16 elements).
 #[inline(always)]
-pub fn q6_k_scales(b: &[u8]) -> [i8; 16] {
+pub(super) fn q6_k_scales(b: &[u8]) -> [i8; 16] {
     let mut s = [0i8; 16];
     for (d, v) in s.iter_mut().zip(&b[q6_k::SCALES..q6_k::SCALES + 16]) {
         *d = *v as i8;

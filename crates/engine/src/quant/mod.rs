@@ -9,17 +9,18 @@
 //!
 //! Supported weight types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K.
 
+mod act_blocks;
 mod acts;
 mod dequant;
 mod error;
-pub mod interleave;
+pub(crate) mod interleave;
 mod kernels;
 mod layout;
 mod matrix;
 
+pub use act_blocks::{Q8Block, Q8KBlock};
 pub use acts::{
-    quantize_acts, quantize_acts_as, serial, ActFormat, ActSource, ActsWriter, ParallelFor,
-    Q8Block, Q8KBlock, QuantizedActs,
+    quantize_acts, quantize_acts_as, serial, ActFormat, ActSource, ParallelFor, QuantizedActs,
 };
 pub use dequant::dequantize_row;
 pub use error::QuantError;

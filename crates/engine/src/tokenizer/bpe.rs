@@ -16,7 +16,7 @@ const NONE: u32 = u32::MAX;
 
 /// Ranked merges and the ids of single bytes.
 #[derive(Debug)]
-pub struct BpeModel {
+pub(super) struct BpeModel {
     /// `(left id << 32 | right id)` -> `(rank, merged id)`.
     merges: FxHashMap<u64, (u32, u32)>,
     byte_ids: [u32; 256],
@@ -37,7 +37,7 @@ type Queue = BinaryHeap<Reverse<(u32, u32, u32, u32, u32)>>;
 
 /// Reusable buffers for [`BpeModel::encode_word`].
 #[derive(Default)]
-pub struct BpeScratch {
+pub(super) struct BpeScratch {
     syms: Vec<Sym>,
     heap: Queue,
 }
@@ -45,7 +45,7 @@ pub struct BpeScratch {
 impl BpeModel {
     /// `merges` holds `(left id, right id, merged id)` in rank order; `byte_ids` the ids
     /// of the token spelling each single byte (`None` if there is none).
-    pub fn new(
+    pub(super) fn new(
         merges: &[(u32, u32, u32)],
         byte_ids: [Option<u32>; 256],
         ignore_merges: bool,
@@ -63,7 +63,7 @@ impl BpeModel {
 
     /// Appends the ids of `word` (raw bytes) to `out`. `by_bytes` finds a token by its
     /// raw bytes.
-    pub fn encode_word(
+    pub(super) fn encode_word(
         &self,
         word: &[u8],
         by_bytes: &StrTable,

@@ -103,71 +103,22 @@ fn invalid(msg: impl Into<String>) -> TokenizerError {
     TokenizerError::Invalid(msg.into())
 }
 
+/// The full name of metadata key `tokenizer.ggml.<k>`.
+fn key(k: &str) -> String {
+    format!("{KEY}{k}")
+}
+
 impl Tokenizer {
     /// Rebuilds the tokenizer described by a GGUF file's `tokenizer.ggml.*` metadata.
+    /// The phases follow llama.cpp's loader, in its order: each may change the token
+    /// attributes the later ones read.
     pub fn from_gguf(f: &GgufFile) -> Result<Tokenizer, TokenizerError> {
-        let key = |k: &str| format!("{KEY}{k}");
-        let model = f.get_str(&key("model"))?;
-        let pre_name = f.opt_str(&key("pre"))?.unwrap_or("");
-        let kind = match model {
-            "llama" => TokenizerKind::Spm,
-            "gpt2" => TokenizerKind::Bpe {
-                pre: PreTokenizer::from_name(pre_name)
-                    .ok_or_else(|| TokenizerError::UnsupportedPre(pre_name.into()))?,
-            },
-            other => return Err(TokenizerError::UnsupportedModel(other.into())),
-        };
-
-        // Token texts.
-        let tokens = f.array_strings(&key("tokens"))?;
-        let n = tokens.size_hint().0;
-        if n == 0 || n > MAX_TOKENS {
-            return Err(invalid(format!("vocabulary of {n} tokens")));
-        }
-        let mut texts = StrTable::with_capacity(n, 8 * n);
-        for (i, t) in tokens.enumerate() {
-            if t.is_empty() {
-                // llama.cpp names empty tokens so that they stay distinct.
-                texts.push(format!("[EMPTY_{i}]").as_bytes());
-            } else {
-                texts.push(t);
-            }
-        }
-        if texts.len() != n {
-            return Err(invalid("token list shorter than its count"));
-        }
-        if let Some((a, b)) = texts.build_index(|_| true) {
-            return Err(invalid(format!("duplicate token text at ids {a} and {b}")));
-        }
-
-        let scores = match f.get(&key("scores")) {
-            None => vec![0.0; n],
-            Some(_) => {
-                let mut s = f.array_f32(&key("scores"))?;
-                if s.len() < n {
-                    return Err(invalid("fewer scores than tokens"));
-                }
-                s.truncate(n);
-                s
-            }
-        };
-        let types: Vec<TokenType> = match f.get(&key("token_type")) {
-            None => vec![TokenType::Normal; n],
-            Some(_) => {
-                let t = f.array_i64(&key("token_type"))?;
-                if t.len() < n {
-                    return Err(invalid("fewer token types than tokens"));
-                }
-                t[..n].iter().map(|&v| TokenType::from_i64(v)).collect()
-            }
-        };
+        let (kind, pre_name) = read_kind(f)?;
+        let texts = read_texts(f)?;
+        let n = texts.len();
+        let scores = read_scores(f, n)?;
+        let types = read_types(f, n)?;
         let mut attrs: Vec<TokenAttr> = types.iter().map(|&t| TokenAttr::from_type(t)).collect();
-
-        // Flags, with llama.cpp's per-family defaults.
-        let (mut add_bos, mut add_eos) = match kind {
-            TokenizerKind::Spm => (true, false),
-            TokenizerKind::Bpe { pre } => (pre == PreTokenizer::Llama3, false),
-        };
         let add_space_prefix = f
             .opt_bool(&key("add_space_prefix"))?
             .unwrap_or(kind == TokenizerKind::Spm);
@@ -175,188 +126,24 @@ impl Tokenizer {
             TokenizerKind::Spm => false,
             TokenizerKind::Bpe { .. } => PreTokenizer::clean_spaces(pre_name),
         };
-
-        // Special ids: family defaults, then the file's keys.
-        let in_vocab = |id: u32| ((id as usize) < n).then_some(id);
-        let mut sp = SpecialIds::default();
-        match kind {
-            TokenizerKind::Spm => {
-                sp.bos = in_vocab(1);
-                sp.eos = in_vocab(2);
-                sp.unk = in_vocab(0);
-            }
-            TokenizerKind::Bpe { .. } => {
-                sp.bos = in_vocab(11);
-                sp.eos = in_vocab(11);
-            }
-        }
-        {
-            type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
-            let slots: [(&str, Slot); 17] = [
-                ("bos_token_id", |s| &mut s.bos),
-                ("eos_token_id", |s| &mut s.eos),
-                ("eot_token_id", |s| &mut s.eot),
-                ("eom_token_id", |s| &mut s.eom),
-                ("unknown_token_id", |s| &mut s.unk),
-                ("seperator_token_id", |s| &mut s.sep),
-                ("padding_token_id", |s| &mut s.pad),
-                ("mask_token_id", |s| &mut s.mask),
-                ("fim_pre_token_id", |s| &mut s.fim_pre),
-                ("fim_suf_token_id", |s| &mut s.fim_suf),
-                ("fim_mid_token_id", |s| &mut s.fim_mid),
-                ("fim_pad_token_id", |s| &mut s.fim_pad),
-                ("fim_rep_token_id", |s| &mut s.fim_rep),
-                ("fim_sep_token_id", |s| &mut s.fim_sep),
-                ("prefix_token_id", |s| &mut s.fim_pre),
-                ("suffix_token_id", |s| &mut s.fim_suf),
-                ("middle_token_id", |s| &mut s.fim_mid),
-            ];
-            for (k, slot) in slots {
-                // An out-of-range id in the file keeps the default, as in llama.cpp.
-                if let Some(id) = f.opt_u32(&key(k))?.and_then(in_vocab) {
-                    *slot(&mut sp) = Some(id);
-                }
-            }
-        }
-        if let Some(b) = f.opt_bool(&key("add_bos_token"))? {
-            add_bos = b;
-        }
-        if let Some(b) = f.opt_bool(&key("add_eos_token"))? {
-            add_eos = b;
-        }
-        if add_bos && sp.bos.is_none() {
-            return Err(invalid("add_bos_token is true, but there is no BOS token"));
-        }
-        if add_eos && sp.eos.is_none() {
-            return Err(invalid("add_eos_token is true, but there is no EOS token"));
-        }
-
-        // Special tokens llama.cpp finds by their text. Where several candidates
-        // exist it takes whichever its hash map yields first; the lowest id is taken
-        // here (this matches llama.cpp on SmolLM2, Gemma 3 and the tiny models).
-        let find_first =
-            |cands: &[&str]| cands.iter().filter_map(|t| texts.find(t.as_bytes())).min();
-        let control = TokenAttr::CONTROL;
-        for (slot, cands) in [
-            (&mut sp.eot, EOT_TEXTS),
-            (&mut sp.eom, EOM_TEXTS),
-            (&mut sp.fim_pre, FIM_PRE_TEXTS),
-            (&mut sp.fim_suf, FIM_SUF_TEXTS),
-            (&mut sp.fim_mid, FIM_MID_TEXTS),
-            (&mut sp.fim_pad, FIM_PAD_TEXTS),
-            (&mut sp.fim_rep, FIM_REP_TEXTS),
-            (&mut sp.fim_sep, FIM_SEP_TEXTS),
-        ] {
-            if slot.is_none() {
-                if let Some(id) = find_first(cands) {
-                    *slot = Some(id);
-                    attrs[id as usize] = attrs[id as usize] | control;
-                }
-            }
-        }
-        // Control tokens named "unused" are unused.
-        for (id, a) in attrs.iter_mut().enumerate() {
-            if a.any(control) && memchr_find(texts.get(id as u32), b"unused") {
-                *a = *a | TokenAttr::UNUSED;
-            }
-        }
-
-        // End of generation.
-        let mut eog: Vec<u32> = [sp.fim_pad, sp.fim_rep, sp.fim_sep]
-            .into_iter()
-            .flatten()
-            .collect();
-        for t in EOG_TEXTS {
-            if let Some(id) = texts.find(t.as_bytes()) {
-                eog.push(id);
-                attrs[id as usize] = attrs[id as usize] | control;
-            }
-        }
-        // gpt-oss renders these.
-        for t in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
-            if let Some(id) = texts.find(t.as_bytes()) {
-                attrs[id as usize] = TokenAttr::USER_DEFINED;
-            }
-        }
-        eog.extend([sp.eos, sp.eot, sp.eom].into_iter().flatten());
-        eog.sort_unstable();
-        eog.dedup();
-        let eog_text = |id: &u32| texts.get(*id);
-        let has = |eog: &[u32], t: &str| eog.iter().any(|id| eog_text(id) == t.as_bytes());
-        // o200k_harmony and solar-open: "<|end|>" is not the end of generation.
-        let has_call = has(&eog, "<|call|>") || has(&eog, "<|calls|>");
-        if has_call && (has(&eog, "<|return|>") || has(&eog, "<|flush|>")) {
-            if let Some(pos) = eog.iter().position(|id| eog_text(id) == b"<|end|>") {
-                attrs[eog[pos] as usize] = TokenAttr::USER_DEFINED;
-                eog.remove(pos);
-            }
-        }
-        // gemma4 and paddleocr: "</s>" is not the end of generation.
-        if has(&eog, "<|tool_response>") {
-            if let Some(pos) = eog.iter().position(|id| eog_text(id) == b"</s>") {
-                attrs[eog[pos] as usize] = TokenAttr::NORMAL;
-                eog.remove(pos);
-            }
-        }
-
+        let mut sp = read_special_ids(f, kind, n)?;
+        let (add_bos, add_eos) = read_add_special(f, kind, &sp)?;
+        find_specials_by_text(&texts, &mut sp, &mut attrs);
+        let eog = end_of_generation(&texts, &sp, &mut attrs);
         // Each token's bytes (llama.cpp's piece cache, built before the strip flags).
         let pieces = build_pieces(kind, &texts, &attrs)?;
-
-        // BPE: tokens by raw bytes, merges, single-byte ids.
-        let mut by_bytes = StrTable::default();
-        let mut bpe = None;
-        let mut byte_ids = [None; 256];
-        match kind {
+        let (by_bytes, bpe, byte_ids) = match kind {
             TokenizerKind::Bpe { pre } => {
-                let mut ok = vec![true; n];
-                by_bytes = StrTable::with_capacity(n, texts.total_bytes());
-                for id in 0..n as u32 {
-                    by_bytes.push_with(|buf| {
-                        let mark = buf.len();
-                        if !gpt2_decode(texts.get(id), buf) {
-                            buf.truncate(mark);
-                            ok[id as usize] = false;
-                        }
-                    });
-                }
-                by_bytes.build_index(|id| ok[id as usize]);
-                let mut byte_tok = [None; 256];
-                for (b, slot) in byte_tok.iter_mut().enumerate() {
-                    *slot = by_bytes.find(&[b as u8]);
-                }
-                let merges = read_merges(f, &texts)?;
-                bpe = Some(BpeModel::new(&merges, byte_tok, pre.ignore_merges()));
+                let (by_bytes, bpe) = bpe_tables(f, pre, &texts)?;
+                (by_bytes, Some(bpe), [None; 256])
             }
-            TokenizerKind::Spm => {
-                for (b, slot) in byte_ids.iter_mut().enumerate() {
-                    let hex = format!("<0x{b:02X}>");
-                    *slot = texts
-                        .find(hex.as_bytes())
-                        .or_else(|| texts.find(&[b as u8]));
-                }
-            }
-        }
-
+            TokenizerKind::Spm => (StrTable::default(), None, spm_byte_ids(&texts)),
+        };
         let barriers = match kind {
             TokenizerKind::Spm => spm::Barriers::new(&texts),
             TokenizerKind::Bpe { .. } => spm::Barriers::default(),
         };
-
-        // Special tokens, longest text first.
-        let mut specials: Vec<u32> = (0..n as u32)
-            .filter(|&id| {
-                attrs[id as usize]
-                    .any(TokenAttr::CONTROL | TokenAttr::USER_DEFINED | TokenAttr::UNKNOWN)
-            })
-            .collect();
-        specials.sort_by_key(|&id| std::cmp::Reverse(texts.get(id).len()));
-        apply_strip_flags(f, pre_name, &texts, &specials, &mut attrs)?;
-        let matcher = SpecialMatcher::new(
-            specials
-                .iter()
-                .map(|&id| (id, attrs[id as usize], texts.get(id).to_vec()))
-                .collect(),
-        );
+        let matcher = special_matcher(f, pre_name, &texts, &mut attrs)?;
 
         let mut tok = Tokenizer {
             kind,
@@ -394,6 +181,286 @@ impl Tokenizer {
             }
         }
     }
+}
+
+/// The tokenizer family (`tokenizer.ggml.model`) and the pre-tokenizer's name
+/// (`tokenizer.ggml.pre`, empty if absent).
+fn read_kind(f: &GgufFile) -> Result<(TokenizerKind, &str), TokenizerError> {
+    let model = f.get_str(&key("model"))?;
+    let pre_name = f.opt_str(&key("pre"))?.unwrap_or("");
+    let kind = match model {
+        "llama" => TokenizerKind::Spm,
+        "gpt2" => TokenizerKind::Bpe {
+            pre: PreTokenizer::from_name(pre_name)
+                .ok_or_else(|| TokenizerError::UnsupportedPre(pre_name.into()))?,
+        },
+        other => return Err(TokenizerError::UnsupportedModel(other.into())),
+    };
+    Ok((kind, pre_name))
+}
+
+/// The token texts, indexed by text; refuses an empty or oversized vocabulary and
+/// duplicate texts.
+fn read_texts(f: &GgufFile) -> Result<StrTable, TokenizerError> {
+    let tokens = f.array_strings(&key("tokens"))?;
+    let n = tokens.size_hint().0;
+    if n == 0 || n > MAX_TOKENS {
+        return Err(invalid(format!("vocabulary of {n} tokens")));
+    }
+    let mut texts = StrTable::with_capacity(n, 8 * n);
+    for (i, t) in tokens.enumerate() {
+        if t.is_empty() {
+            // llama.cpp names empty tokens so that they stay distinct.
+            texts.push(format!("[EMPTY_{i}]").as_bytes());
+        } else {
+            texts.push(t);
+        }
+    }
+    if texts.len() != n {
+        return Err(invalid("token list shorter than its count"));
+    }
+    if let Some((a, b)) = texts.build_index(|_| true) {
+        return Err(invalid(format!("duplicate token text at ids {a} and {b}")));
+    }
+    Ok(texts)
+}
+
+/// The `n` tokens' scores (all 0 if the file has none).
+fn read_scores(f: &GgufFile, n: usize) -> Result<Vec<f32>, TokenizerError> {
+    if f.get(&key("scores")).is_none() {
+        return Ok(vec![0.0; n]);
+    }
+    let mut s = f.array_f32(&key("scores"))?;
+    if s.len() < n {
+        return Err(invalid("fewer scores than tokens"));
+    }
+    s.truncate(n);
+    Ok(s)
+}
+
+/// The `n` tokens' types (all normal if the file has none).
+fn read_types(f: &GgufFile, n: usize) -> Result<Vec<TokenType>, TokenizerError> {
+    if f.get(&key("token_type")).is_none() {
+        return Ok(vec![TokenType::Normal; n]);
+    }
+    let t = f.array_i64(&key("token_type"))?;
+    if t.len() < n {
+        return Err(invalid("fewer token types than tokens"));
+    }
+    Ok(t[..n].iter().map(|&v| TokenType::from_i64(v)).collect())
+}
+
+/// Special ids: the family's defaults, then the file's keys (of `n` tokens).
+fn read_special_ids(
+    f: &GgufFile,
+    kind: TokenizerKind,
+    n: usize,
+) -> Result<SpecialIds, TokenizerError> {
+    let in_vocab = |id: u32| ((id as usize) < n).then_some(id);
+    let mut sp = SpecialIds::default();
+    match kind {
+        TokenizerKind::Spm => {
+            sp.bos = in_vocab(1);
+            sp.eos = in_vocab(2);
+            sp.unk = in_vocab(0);
+        }
+        TokenizerKind::Bpe { .. } => {
+            sp.bos = in_vocab(11);
+            sp.eos = in_vocab(11);
+        }
+    }
+    type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
+    let slots: [(&str, Slot); 17] = [
+        ("bos_token_id", |s| &mut s.bos),
+        ("eos_token_id", |s| &mut s.eos),
+        ("eot_token_id", |s| &mut s.eot),
+        ("eom_token_id", |s| &mut s.eom),
+        ("unknown_token_id", |s| &mut s.unk),
+        ("seperator_token_id", |s| &mut s.sep),
+        ("padding_token_id", |s| &mut s.pad),
+        ("mask_token_id", |s| &mut s.mask),
+        ("fim_pre_token_id", |s| &mut s.fim_pre),
+        ("fim_suf_token_id", |s| &mut s.fim_suf),
+        ("fim_mid_token_id", |s| &mut s.fim_mid),
+        ("fim_pad_token_id", |s| &mut s.fim_pad),
+        ("fim_rep_token_id", |s| &mut s.fim_rep),
+        ("fim_sep_token_id", |s| &mut s.fim_sep),
+        ("prefix_token_id", |s| &mut s.fim_pre),
+        ("suffix_token_id", |s| &mut s.fim_suf),
+        ("middle_token_id", |s| &mut s.fim_mid),
+    ];
+    for (k, slot) in slots {
+        // An out-of-range id in the file keeps the default, as in llama.cpp.
+        if let Some(id) = f.opt_u32(&key(k))?.and_then(in_vocab) {
+            *slot(&mut sp) = Some(id);
+        }
+    }
+    Ok(sp)
+}
+
+/// Whether encoding adds BOS and EOS: llama.cpp's per-family defaults, then the
+/// file's keys; refused where the token to add does not exist.
+fn read_add_special(
+    f: &GgufFile,
+    kind: TokenizerKind,
+    sp: &SpecialIds,
+) -> Result<(bool, bool), TokenizerError> {
+    let (mut add_bos, mut add_eos) = match kind {
+        TokenizerKind::Spm => (true, false),
+        TokenizerKind::Bpe { pre } => (pre == PreTokenizer::Llama3, false),
+    };
+    if let Some(b) = f.opt_bool(&key("add_bos_token"))? {
+        add_bos = b;
+    }
+    if let Some(b) = f.opt_bool(&key("add_eos_token"))? {
+        add_eos = b;
+    }
+    if add_bos && sp.bos.is_none() {
+        return Err(invalid("add_bos_token is true, but there is no BOS token"));
+    }
+    if add_eos && sp.eos.is_none() {
+        return Err(invalid("add_eos_token is true, but there is no EOS token"));
+    }
+    Ok((add_bos, add_eos))
+}
+
+/// Special tokens llama.cpp finds by their text where the file names none (made
+/// CONTROL), and control tokens named "unused" marked UNUSED.
+fn find_specials_by_text(texts: &StrTable, sp: &mut SpecialIds, attrs: &mut [TokenAttr]) {
+    // Where several candidates exist llama.cpp takes whichever its hash map yields
+    // first; the lowest id is taken here (this matches llama.cpp on SmolLM2, Gemma 3
+    // and the tiny models).
+    let find_first = |cands: &[&str]| cands.iter().filter_map(|t| texts.find(t.as_bytes())).min();
+    let control = TokenAttr::CONTROL;
+    for (slot, cands) in [
+        (&mut sp.eot, EOT_TEXTS),
+        (&mut sp.eom, EOM_TEXTS),
+        (&mut sp.fim_pre, FIM_PRE_TEXTS),
+        (&mut sp.fim_suf, FIM_SUF_TEXTS),
+        (&mut sp.fim_mid, FIM_MID_TEXTS),
+        (&mut sp.fim_pad, FIM_PAD_TEXTS),
+        (&mut sp.fim_rep, FIM_REP_TEXTS),
+        (&mut sp.fim_sep, FIM_SEP_TEXTS),
+    ] {
+        if slot.is_none() {
+            if let Some(id) = find_first(cands) {
+                *slot = Some(id);
+                attrs[id as usize] = attrs[id as usize] | control;
+            }
+        }
+    }
+    for (id, a) in attrs.iter_mut().enumerate() {
+        if a.any(control) && memchr_find(texts.get(id as u32), b"unused") {
+            *a = *a | TokenAttr::UNUSED;
+        }
+    }
+}
+
+/// The end-of-generation ids, sorted, with llama.cpp's adjustments to the attributes
+/// of the tokens it finds by text.
+fn end_of_generation(texts: &StrTable, sp: &SpecialIds, attrs: &mut [TokenAttr]) -> Vec<u32> {
+    let control = TokenAttr::CONTROL;
+    let mut eog: Vec<u32> = [sp.fim_pad, sp.fim_rep, sp.fim_sep]
+        .into_iter()
+        .flatten()
+        .collect();
+    for t in EOG_TEXTS {
+        if let Some(id) = texts.find(t.as_bytes()) {
+            eog.push(id);
+            attrs[id as usize] = attrs[id as usize] | control;
+        }
+    }
+    // gpt-oss renders these.
+    for t in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
+        if let Some(id) = texts.find(t.as_bytes()) {
+            attrs[id as usize] = TokenAttr::USER_DEFINED;
+        }
+    }
+    eog.extend([sp.eos, sp.eot, sp.eom].into_iter().flatten());
+    eog.sort_unstable();
+    eog.dedup();
+    let eog_text = |id: &u32| texts.get(*id);
+    let has = |eog: &[u32], t: &str| eog.iter().any(|id| eog_text(id) == t.as_bytes());
+    // o200k_harmony and solar-open: "<|end|>" is not the end of generation.
+    let has_call = has(&eog, "<|call|>") || has(&eog, "<|calls|>");
+    if has_call && (has(&eog, "<|return|>") || has(&eog, "<|flush|>")) {
+        if let Some(pos) = eog.iter().position(|id| eog_text(id) == b"<|end|>") {
+            attrs[eog[pos] as usize] = TokenAttr::USER_DEFINED;
+            eog.remove(pos);
+        }
+    }
+    // gemma4 and paddleocr: "</s>" is not the end of generation.
+    if has(&eog, "<|tool_response>") {
+        if let Some(pos) = eog.iter().position(|id| eog_text(id) == b"</s>") {
+            attrs[eog[pos] as usize] = TokenAttr::NORMAL;
+            eog.remove(pos);
+        }
+    }
+    eog
+}
+
+/// BPE: the tokens by their raw bytes (GPT-2 spelling decoded) and the merges.
+fn bpe_tables(
+    f: &GgufFile,
+    pre: PreTokenizer,
+    texts: &StrTable,
+) -> Result<(StrTable, BpeModel), TokenizerError> {
+    let n = texts.len();
+    let mut ok = vec![true; n];
+    let mut by_bytes = StrTable::with_capacity(n, texts.total_bytes());
+    for id in 0..n as u32 {
+        by_bytes.push_with(|buf| {
+            let mark = buf.len();
+            if !gpt2_decode(texts.get(id), buf) {
+                buf.truncate(mark);
+                ok[id as usize] = false;
+            }
+        });
+    }
+    by_bytes.build_index(|id| ok[id as usize]);
+    let mut byte_tok = [None; 256];
+    for (b, slot) in byte_tok.iter_mut().enumerate() {
+        *slot = by_bytes.find(&[b as u8]);
+    }
+    let merges = read_merges(f, texts)?;
+    let bpe = BpeModel::new(&merges, byte_tok, pre.ignore_merges());
+    Ok((by_bytes, bpe))
+}
+
+/// SPM byte fallback: the token of each byte (`<0xNN>`, else the byte itself).
+fn spm_byte_ids(texts: &StrTable) -> [Option<u32>; 256] {
+    let mut byte_ids = [None; 256];
+    for (b, slot) in byte_ids.iter_mut().enumerate() {
+        let hex = format!("<0x{b:02X}>");
+        *slot = texts
+            .find(hex.as_bytes())
+            .or_else(|| texts.find(&[b as u8]));
+    }
+    byte_ids
+}
+
+/// The matcher of the special tokens in text, longest first, after llama.cpp's strip
+/// flags are set on their attributes.
+fn special_matcher(
+    f: &GgufFile,
+    pre_name: &str,
+    texts: &StrTable,
+    attrs: &mut [TokenAttr],
+) -> Result<SpecialMatcher, TokenizerError> {
+    let mut specials: Vec<u32> = (0..texts.len() as u32)
+        .filter(|&id| {
+            attrs[id as usize]
+                .any(TokenAttr::CONTROL | TokenAttr::USER_DEFINED | TokenAttr::UNKNOWN)
+        })
+        .collect();
+    specials.sort_by_key(|&id| std::cmp::Reverse(texts.get(id).len()));
+    apply_strip_flags(f, pre_name, texts, &specials, attrs)?;
+    Ok(SpecialMatcher::new(
+        specials
+            .iter()
+            .map(|&id| (id, attrs[id as usize], texts.get(id).to_vec()))
+            .collect(),
+    ))
 }
 
 /// Whether `hay` contains `needle`.
@@ -486,7 +553,7 @@ fn llama_decode_text(text: &[u8], out: &mut Vec<u8>, cpts: &mut Vec<u32>) {
 /// parts or result are not tokens can never fire on token ids and is left out.
 fn read_merges(f: &GgufFile, texts: &StrTable) -> Result<Vec<(u32, u32, u32)>, TokenizerError> {
     let merges = f
-        .array_strings(&format!("{KEY}merges"))
+        .array_strings(&key("merges"))
         .map_err(|_| invalid("a BPE vocabulary needs tokenizer.ggml.merges"))?;
     let mut out = Vec::with_capacity(merges.size_hint().0.min(1 << 22));
     let mut joined = Vec::new();

@@ -14,7 +14,7 @@ use super::attr::TokenAttr;
 
 /// A piece of partitioned text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fragment {
+pub(super) enum Fragment {
     /// Bytes `[start, end)` of the input, to be tokenized normally.
     Text(usize, usize),
     /// A special token matched in the text.
@@ -23,7 +23,7 @@ pub enum Fragment {
 
 /// The special tokens of a vocabulary, in llama.cpp's matching order.
 #[derive(Debug)]
-pub struct SpecialMatcher {
+pub(super) struct SpecialMatcher {
     ac: Option<AhoCorasick>,
     /// Per pattern (= priority): token id, attributes and text.
     tokens: Vec<(u32, TokenAttr, Vec<u8>)>,
@@ -33,7 +33,7 @@ const SKIP_UNLESS_PARSING: TokenAttr = TokenAttr(TokenAttr::CONTROL.0 | TokenAtt
 
 impl SpecialMatcher {
     /// `tokens` in priority order (longest text first): id, attributes, text.
-    pub fn new(tokens: Vec<(u32, TokenAttr, Vec<u8>)>) -> SpecialMatcher {
+    pub(super) fn new(tokens: Vec<(u32, TokenAttr, Vec<u8>)>) -> SpecialMatcher {
         let ac = if tokens.is_empty() {
             None
         } else {
@@ -45,7 +45,7 @@ impl SpecialMatcher {
 
     /// Partitions `text`. CONTROL and UNKNOWN tokens are matched only when
     /// `parse_special`; USER_DEFINED ones always.
-    pub fn partition(&self, text: &[u8], parse_special: bool, out: &mut Vec<Fragment>) {
+    pub(super) fn partition(&self, text: &[u8], parse_special: bool, out: &mut Vec<Fragment>) {
         out.clear();
         if text.is_empty() {
             return;

@@ -60,7 +60,7 @@ impl Ord for Bigram {
 
 /// Reusable buffers for [`encode`].
 #[derive(Default)]
-pub struct SpmScratch {
+pub(super) struct SpmScratch {
     syms: Vec<Sym>,
     heap: BinaryHeap<Bigram>,
     score: Vec<f32>,
@@ -72,7 +72,7 @@ pub struct SpmScratch {
 /// merge can ever cross, so the text on either side can be merged on its own with
 /// exactly the same result; that keeps the merge queue small on long texts.
 #[derive(Debug, Default)]
-pub struct Barriers {
+pub(super) struct Barriers {
     inner_pairs: FxHashSet<u64>,
 }
 
@@ -101,7 +101,7 @@ fn chars(t: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 impl Barriers {
-    pub fn new(table: &StrTable) -> Barriers {
+    pub(super) fn new(table: &StrTable) -> Barriers {
         let mut inner_pairs = FxHashSet::default();
         for id in 0..table.len() as u32 {
             let mut prev: Option<&[u8]> = None;
@@ -121,7 +121,7 @@ const CHUNK: usize = 32;
 
 /// Appends the ids of `text` (spaces already escaped as U+2581) to `out`.
 /// `byte_ids[b]` is the token for byte `b` (`<0xNN>`, else the byte itself), if any.
-pub fn encode(
+pub(super) fn encode(
     text: &[u8],
     table: &StrTable,
     scores: &[f32],

@@ -9,7 +9,7 @@ const EMPTY: u32 = u32::MAX;
 
 /// Strings by id, with optional exact lookup of a string's id.
 #[derive(Debug, Default)]
-pub struct StrTable {
+pub(super) struct StrTable {
     arena: Vec<u8>,
     offs: Vec<u32>,
     slots: Vec<u32>,
@@ -23,7 +23,7 @@ fn hash(s: &[u8]) -> u64 {
 }
 
 impl StrTable {
-    pub fn with_capacity(n: usize, bytes: usize) -> StrTable {
+    pub(super) fn with_capacity(n: usize, bytes: usize) -> StrTable {
         let mut offs = Vec::with_capacity(n + 1);
         offs.push(0);
         StrTable {
@@ -34,34 +34,34 @@ impl StrTable {
     }
 
     /// Appends the next string (its id is the number of strings before it).
-    pub fn push(&mut self, s: &[u8]) {
+    pub(super) fn push(&mut self, s: &[u8]) {
         self.arena.extend_from_slice(s);
         self.offs.push(self.arena.len() as u32);
     }
 
     /// Appends the next string, built in place by `f`.
-    pub fn push_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
+    pub(super) fn push_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
         f(&mut self.arena);
         self.offs.push(self.arena.len() as u32);
     }
 
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.offs.len() - 1
     }
 
-    pub fn total_bytes(&self) -> usize {
+    pub(super) fn total_bytes(&self) -> usize {
         self.arena.len()
     }
 
     #[inline]
-    pub fn get(&self, id: u32) -> &[u8] {
+    pub(super) fn get(&self, id: u32) -> &[u8] {
         let i = id as usize;
         &self.arena[self.offs[i] as usize..self.offs[i + 1] as usize]
     }
 
     /// Indexes the strings for which `include(id)` holds. When two included strings are
     /// equal, the first keeps the slot and the pair is returned.
-    pub fn build_index(&mut self, include: impl Fn(u32) -> bool) -> Option<(u32, u32)> {
+    pub(super) fn build_index(&mut self, include: impl Fn(u32) -> bool) -> Option<(u32, u32)> {
         let cap = (self.len() * 2).next_power_of_two().max(16);
         let mut slots = vec![EMPTY; cap];
         let mask = cap - 1;
@@ -91,7 +91,7 @@ impl StrTable {
 
     /// The id of an indexed string equal to `s`.
     #[inline]
-    pub fn find(&self, s: &[u8]) -> Option<u32> {
+    pub(super) fn find(&self, s: &[u8]) -> Option<u32> {
         if self.slots.is_empty() {
             return None;
         }

@@ -4,13 +4,13 @@
 use std::sync::OnceLock;
 
 /// `\p{L}`.
-pub const LETTER: u8 = 1;
+pub(super) const LETTER: u8 = 1;
 /// `\p{N}`.
-pub const NUMBER: u8 = 2;
+pub(super) const NUMBER: u8 = 2;
 /// `\p{P}`.
-pub const PUNCT: u8 = 4;
+pub(super) const PUNCT: u8 = 4;
 /// Unicode `White_Space` (what Python's `regex` `\s` matches; llama.cpp's table).
-pub const SPACE: u8 = 8;
+pub(super) const SPACE: u8 = 8;
 
 /// One past the largest code point.
 const N_CPTS: usize = 0x11_0000;
@@ -55,20 +55,20 @@ fn class_ranges(class: &str) -> Vec<(u32, u32)> {
 
 /// A flags lookup bound to the table, to keep the `OnceLock` check out of hot loops.
 #[derive(Clone, Copy)]
-pub struct Flags(&'static [u8]);
+pub(super) struct Flags(&'static [u8]);
 
 impl Flags {
-    pub fn get() -> Flags {
+    pub(super) fn get() -> Flags {
         Flags(table())
     }
 
     #[inline]
-    pub fn of(self, cpt: u32) -> u8 {
+    pub(super) fn of(self, cpt: u32) -> u8 {
         self.0.get(cpt as usize).copied().unwrap_or(0)
     }
 }
 
-pub const REPLACEMENT: u32 = 0xFFFD;
+pub(super) const REPLACEMENT: u32 = 0xFFFD;
 
 /// Decodes like llama.cpp's `unicode_cpts_from_utf8`: structurally valid sequences are
 /// taken as they are (overlong forms and surrogates included, unchecked), and a byte
@@ -77,7 +77,7 @@ pub const REPLACEMENT: u32 = 0xFFFD;
 /// One deliberate difference: a 4-byte sequence above U+10FFFF (`f4 90 80 80`) makes
 /// llama.cpp abort later, when it re-encodes the code point; here its lead byte is
 /// treated as invalid instead (so it becomes U+FFFD and each continuation byte does too).
-pub fn decode_lax(bytes: &[u8], out: &mut Vec<u32>) {
+pub(super) fn decode_lax(bytes: &[u8], out: &mut Vec<u32>) {
     out.clear();
     out.reserve(bytes.len());
     let n = bytes.len();
@@ -114,7 +114,7 @@ pub fn decode_lax(bytes: &[u8], out: &mut Vec<u32>) {
 
 /// Encodes a code point like llama.cpp's `unicode_cpt_to_utf8` (surrogates included).
 #[inline]
-pub fn encode_lax(cpt: u32, out: &mut Vec<u8>) {
+pub(super) fn encode_lax(cpt: u32, out: &mut Vec<u8>) {
     match cpt {
         0..=0x7F => out.push(cpt as u8),
         0x80..=0x7FF => {
@@ -136,7 +136,7 @@ pub fn encode_lax(cpt: u32, out: &mut Vec<u8>) {
 
 /// The length llama.cpp assigns to a UTF-8 sequence from its first byte alone.
 #[inline]
-pub fn utf8_len(lead: u8) -> usize {
+pub(super) fn utf8_len(lead: u8) -> usize {
     match lead >> 4 {
         0xC | 0xD => 2,
         0xE => 3,
@@ -147,7 +147,7 @@ pub fn utf8_len(lead: u8) -> usize {
 
 /// GPT-2's byte -> character table: printable Latin-1 bytes stand for themselves, the
 /// other 68 bytes take U+0100.. in byte order.
-pub fn gpt2_byte_to_char() -> [u32; 256] {
+pub(super) fn gpt2_byte_to_char() -> [u32; 256] {
     let mut map = [0u32; 256];
     let mut next = 256;
     for (b, m) in map.iter_mut().enumerate() {
@@ -163,7 +163,7 @@ pub fn gpt2_byte_to_char() -> [u32; 256] {
 }
 
 /// The inverse of [`gpt2_byte_to_char`]: `None` for characters no byte maps to.
-pub fn gpt2_char_to_byte(c: u32) -> Option<u8> {
+pub(super) fn gpt2_char_to_byte(c: u32) -> Option<u8> {
     static INV: OnceLock<[i16; 324]> = OnceLock::new();
     let inv = INV.get_or_init(|| {
         let mut inv = [-1i16; 324];

@@ -3,7 +3,7 @@
 // Each test binary that includes `support` uses its own part of it.
 #![allow(dead_code)]
 
-use llamay_engine::quant::{ActFormat, QuantizedActs};
+use llamay_engine::internals::{ActFormat, QuantizedActs};
 
 /// Every activation as the kernels see it (`d·q` per block), token after token.
 pub fn dequantized(acts: &QuantizedActs) -> Vec<f64> {

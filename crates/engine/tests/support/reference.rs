@@ -3,9 +3,7 @@
 // Each test binary that includes `support` uses its own part of it.
 #![allow(dead_code)]
 
-use llamay_engine::batch::{BatchItem, LogitsWanted};
-use llamay_engine::kv_cache::SeqState;
-use llamay_engine::model::Model;
+use llamay_engine::{BatchItem, LogitsWanted, Model, SeqState};
 use serde_json::Value;
 
 /// `[[id, logit], …]` as `(id, logit)` pairs.

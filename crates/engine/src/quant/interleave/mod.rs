@@ -55,7 +55,7 @@ use super::error::QuantError;
 use crate::ggml_type::GgmlType;
 
 /// Rows per interleaved group.
-pub const GROUP_ROWS: usize = 8;
+pub(crate) const GROUP_ROWS: usize = 8;
 
 /// Where the fields of one interleaved block of 8 rows lie, and how big it is.
 #[derive(Clone, Copy, Debug)]
@@ -185,7 +185,7 @@ pub fn interleave_rows(
 }
 
 /// Row `r` (0..8) of the interleaved group `group` (8 rows of `cols` elements) as f32.
-pub fn group_row_to_f32(
+pub(crate) fn group_row_to_f32(
     ty: GgmlType,
     group: &[u8],
     r: usize,

@@ -14,7 +14,7 @@ use super::{tiles, KernelSet, KernelTable};
 /// Whether this copy of the kernels may use AVX-512 VNNI dot products (the build script
 /// compiles a second copy of this file with the wider feature set and this set to true).
 pub(super) const VNNI: bool = false;
-use crate::quant::acts::{Q8Block, Q8KBlock};
+use crate::quant::act_blocks::{Q8Block, Q8KBlock};
 use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k};
 
 /// Wraps an AVX2 kernel in a safe function that can go into the table.

@@ -1,5 +1,5 @@
 //! AVX2 activation quantization: the same arithmetic as the portable quantizers in
-//! `quant::acts`, eight lanes at a time, so the results are bit for bit the same (the
+//! `quant::act_blocks`, eight lanes at a time, so the results are bit for bit the same (the
 //! backend-equality tests check it). It runs on the calling thread between matmuls,
 //! where every other thread waits, so its speed is on the critical path.
 //!
@@ -10,8 +10,7 @@ use std::arch::x86_64::*;
 use std::mem::MaybeUninit;
 
 use super::avx2::hsum_epi32;
-use super::Quantizers;
-use crate::quant::acts::{step, Q8Block, Q8KBlock};
+use crate::quant::act_blocks::{step, Q8Block, Q8KBlock, Quantizers};
 use crate::quant::layout::{QK, QK_K};
 
 pub(crate) static QUANTIZERS: Quantizers = Quantizers {

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 
 use super::avx2::{load256, VNNI};
 use super::{tiles, GroupKernels};
-use crate::quant::acts::{Q8Block, Q8KBlock};
+use crate::quant::act_blocks::{Q8Block, Q8KBlock};
 
 /// Wraps a kernel into a safe function for the table.
 macro_rules! safe {

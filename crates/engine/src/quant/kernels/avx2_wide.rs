@@ -16,7 +16,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2::{dot_u8_i8, f16_at, five_bit, load256, nibbles32, VNNI};
-use crate::quant::acts::Q8Block;
+use crate::quant::act_blocks::Q8Block;
 
 /// Eight (or four) tokens' 8-lane integer sums, each reduced to one lane: lane `t` of
 /// the result holds token `t`'s total (lanes past `N` are unspecified).

@@ -6,10 +6,9 @@
 //! [`KernelTable`]; a [`Backend`] is a reference to one table, chosen once, so calling
 //! through it costs one indirect call per weight row and nothing per block.
 
-use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
-use super::acts::{Q8Block, Q8KBlock};
+use super::act_blocks::{Q8Block, Q8KBlock, Quantizers};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -126,16 +125,6 @@ pub(crate) struct GroupKernels {
     pub q4_k: GroupTiles<Q8KBlock>,
     /// Q6_K converted at load, against its Q8_K activations.
     pub q6_k: GroupTiles<Q8KBlock>,
-}
-
-/// Activation quantizers, one per partner format: a block of values in, a block out.
-pub(crate) struct Quantizers {
-    /// Each writes the blocks of the activations (whole blocks, as many as the slots)
-    /// into the slots. Runs of blocks, not one block per call: the blocks are then
-    /// built in place, not returned and copied (which cost as much as quantizing them),
-    /// and runs can go to different threads.
-    pub q8: fn(&[f32], &mut [MaybeUninit<Q8Block>]),
-    pub q8k: fn(&[f32], &mut [MaybeUninit<Q8KBlock>]),
 }
 
 /// Every weight type's kernels, for one instruction set.
@@ -274,9 +263,9 @@ impl Backend {
         })
     }
 
-    /// Whether weights of type `ty` run faster interleaved on this backend (see
-    /// [`crate::quant::interleave`]); [`QMatrix`](crate::quant::QMatrix)s made with
-    /// `new_interleaved` then run here.
+    /// Whether weights of type `ty` run faster interleaved on this backend (in groups
+    /// of 8 rows, see `quant::interleave`); `QMatrix`s made with `new_interleaved` then
+    /// run here.
     pub fn interleaves(&self, ty: crate::ggml_type::GgmlType) -> bool {
         self.table.groups.is_some() && crate::quant::interleave::interleavable(ty)
     }

@@ -13,7 +13,7 @@ use crate::quant::layout::QK;
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Neon,
-    quantize: &crate::quant::acts::PORTABLE_QUANTIZERS,
+    quantize: &crate::quant::act_blocks::PORTABLE_QUANTIZERS,
     groups: None,
     f32: tiles!(f32_rows),
     f16: tiles!(f16_rows),

@@ -4,12 +4,12 @@
 //! instruction set (NEON) reuses everything else and supplies only those.
 
 use super::{tiles, KernelSet, KernelTable};
-use crate::quant::acts::{Q8Block, Q8KBlock};
+use crate::quant::act_blocks::{Q8Block, Q8KBlock};
 use crate::quant::layout::*;
 
 pub(crate) static TABLE: KernelTable = KernelTable {
     set: KernelSet::Portable,
-    quantize: &crate::quant::acts::PORTABLE_QUANTIZERS,
+    quantize: &crate::quant::act_blocks::PORTABLE_QUANTIZERS,
     groups: None,
     f32: tiles!(f32_rows),
     f16: tiles!(f16_rows),

@@ -1,10 +1,14 @@
-//! What a GGUF model file is, in the terms a user asks about (`llamay show`).
+//! What a GGUF model is, in the terms a user asks about (`llamay show`, the server's
+//! model listings): of a file, or of a loaded [`Model`](crate::Model).
 
 use std::collections::BTreeMap;
 
 use crate::gguf::{GgufError, GgufFile};
 
-/// A model file's facts, read from its metadata and tensor table only (no weights).
+/// A model's facts. [`ModelFacts::from_gguf`] reads them from a file's metadata and
+/// tensor table only (no weights), figures the file leaves out being `None`; a loaded
+/// model's ([`Model::facts`](crate::Model::facts)) have every shape figure, as the
+/// engine resolved it (llama.cpp's defaults filled in).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelFacts {
     pub architecture: String,
@@ -30,6 +34,7 @@ pub struct ModelFacts {
 }
 
 impl ModelFacts {
+    /// The facts of `f`, from its header alone.
     pub fn from_gguf(f: &GgufFile) -> Result<ModelFacts, GgufError> {
         let arch = f.architecture()?.to_string();
         let arch_u64 = |suffix: &str| f.opt_u64(&format!("{arch}.{suffix}"));
@@ -66,7 +71,7 @@ impl ModelFacts {
 }
 
 /// llama.cpp's names for `general.file_type` (its `llama_ftype` numbering).
-pub fn file_type_name(id: u64) -> String {
+fn file_type_name(id: u64) -> String {
     let name = match id {
         0 => "F32",
         1 => "F16",

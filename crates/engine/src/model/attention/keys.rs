@@ -1,6 +1,6 @@
 //! The attention of one long decoding sequence, split by keys.
 //!
-//! With one sequence, the tasks of [`attend_batch`] are its KV heads. SmolLM2 has three,
+//! With one sequence, the tasks of the tiles ([`attend_tiles`]) are its KV heads. SmolLM2 has three,
 //! so on two threads one thread does two while the other waits, and at a few thousand
 //! positions reading the cache is most of a decoding step. Here the keys are cut into
 //! chunks instead, and the work runs in three pool jobs:
@@ -10,9 +10,9 @@
 //! 3. each chunk's share of the value sums, added up afterwards in chunk order (so the
 //!    result does not depend on which thread ran what).
 //!
-//! [`attend_batch`]: super::attention::attend_batch
+//! [`attend_tiles`]: super::tiles::attend_tiles
 
-use super::attention::{AttnJob, TaskEpilogue};
+use super::args::{AttnJob, TaskEpilogue};
 use crate::pool::ThreadPool;
 
 /// Fewest visible keys for which the split pays for its two extra pool jobs.
@@ -21,10 +21,10 @@ const MIN_KEYS: usize = 512;
 
 /// Computes `job`, the step's only job, split by keys, if it is one decoding token with
 /// at least [`MIN_KEYS`] visible keys, on a CPU with AVX2 and a pool of two threads or
-/// more; returns whether it did. Writes what [`attend_batch`] would (within rounding:
+/// more; returns whether it did. Writes what the tiles ([`attend_tiles`]) would (within rounding:
 /// the value sums are added in another order) and calls `then` once per KV head.
 ///
-/// [`attend_batch`]: super::attention::attend_batch
+/// [`attend_tiles`]: super::tiles::attend_tiles
 pub(crate) fn attend_by_keys(
     pool: &ThreadPool,
     job: &AttnJob,
@@ -50,10 +50,12 @@ pub(crate) fn attend_by_keys(
 mod x86 {
     use std::cell::RefCell;
 
-    use super::super::attention::{has_avx2, simd, visible, AttnJob, TaskEpilogue, PREFETCH_ROWS};
-    use super::super::kv_rows::{Elem, Rows};
-    use super::super::ops::{round_to_f16, softmax};
+    use super::super::args::{visible, AttnJob, TaskEpilogue};
+    use super::super::simd::{self, PREFETCH_ROWS};
+    use super::super::tiles::has_avx2;
     use super::MIN_KEYS;
+    use crate::kv_cache::rows::{Elem, Rows};
+    use crate::model::ops::{round_to_f16, softmax};
     use crate::pool::{SyncPtr, ThreadPool};
 
     /// Keys per task: enough tasks to balance two threads from 512 keys on, few enough
@@ -220,9 +222,9 @@ mod x86 {
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
-    use super::super::attention::{attend_batch, AttnArgs};
-    use super::super::kv_rows::Rows;
+    use super::super::{attend_batch, AttnArgs};
     use super::*;
+    use crate::kv_cache::rows::Rows;
     use crate::sampler::Rng;
 
     /// A decoding token with `old` cached positions: queries, its own key and value, and

@@ -5,10 +5,12 @@
 //! layers keep only the last `window` positions in a ring buffer. Storage is f32 by
 //! default or f16 to halve the memory (as llama.cpp does by default).
 
+pub(crate) mod rows;
+
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use crate::model::kv_rows::Rows;
+use rows::Rows;
 
 /// Element type of the cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -167,14 +169,19 @@ impl LayerKv {
 
 /// The cache of one sequence: all layers, and how many positions are filled.
 #[derive(Clone, Debug)]
-pub struct KvCache {
+pub(crate) struct KvCache {
     layers: Vec<LayerKv>,
     ty: KvType,
 }
 
 impl KvCache {
     /// An empty cache. `windows[il]` is the sliding window of layer `il`, if any.
-    pub fn new(ty: KvType, windows: &[Option<usize>], k_width: usize, v_width: usize) -> KvCache {
+    pub(crate) fn new(
+        ty: KvType,
+        windows: &[Option<usize>],
+        k_width: usize,
+        v_width: usize,
+    ) -> KvCache {
         let layers = windows
             .iter()
             .map(|&window| LayerKv {
@@ -188,12 +195,12 @@ impl KvCache {
         KvCache { layers, ty }
     }
 
-    pub fn kv_type(&self) -> KvType {
+    pub(crate) fn kv_type(&self) -> KvType {
         self.ty
     }
 
     /// Drops every stored position (keeps the allocations).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         for l in &mut self.layers {
             l.k.clear();
             l.v.clear();
@@ -293,7 +300,7 @@ impl KvCache {
     }
 
     /// Bytes holding stored keys and values.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         let el = match self.ty {
             KvType::F32 => 4,
             KvType::F16 => 2,

@@ -21,7 +21,7 @@ pub(crate) enum Row<'a> {
 impl<'a> Rows<'a> {
     /// Values `start..start + len`.
     #[inline(always)]
-    pub fn slice(self, start: usize, len: usize) -> Row<'a> {
+    pub(crate) fn slice(self, start: usize, len: usize) -> Row<'a> {
         match self {
             Rows::F32(v) => Row::F32(&v[start..start + len]),
             Rows::F16(v) => Row::F16(&v[start..start + len]),
@@ -32,7 +32,7 @@ impl<'a> Rows<'a> {
 impl Row<'_> {
     /// Value `i` as f32.
     #[inline(always)]
-    pub fn get(self, i: usize) -> f32 {
+    pub(crate) fn get(self, i: usize) -> f32 {
         match self {
             Row::F32(v) => v[i],
             Row::F16(v) => v[i].to_f32(),
