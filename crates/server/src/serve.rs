@@ -59,15 +59,15 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
             .map_err(ServeError::Preload)?
             .ok_or(ServeError::NoDefaultModel)?;
         let model = &instance.lm.model;
-        let facts = model.info();
+        let facts = model.facts();
         eprintln!(
             "{}",
             banner::log_line(
                 &opts.addr,
                 &banner::LogFacts {
                     name: &instance.spec.name,
-                    arch: &facts.arch,
-                    params: facts.parameter_count,
+                    arch: &facts.architecture,
+                    params: facts.parameters,
                     context: model.n_ctx(),
                     threads: model.n_threads(),
                     kv: &opts.kv_label,

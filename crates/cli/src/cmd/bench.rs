@@ -164,12 +164,12 @@ fn summarise(
             per_seq,
         });
     }
-    let info = model.info();
+    let info = model.facts();
     Ok(Report {
         model: a.model.clone(),
         name: info.name.clone(),
-        arch: info.arch.clone(),
-        parameters: info.parameter_count,
+        arch: info.architecture.clone(),
+        parameters: info.parameters,
         file_type: info.file_type.clone(),
         file_size: info.file_size,
         threads: model.n_threads(),

@@ -40,4 +40,3 @@ macro_rules! sampling_from {
     };
 }
 pub(crate) use sampling_from;
-

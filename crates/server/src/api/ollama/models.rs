@@ -66,7 +66,7 @@ pub(super) async fn tags(State(st): State<AppState>) -> Response {
                 .loaded()
                 .into_iter()
                 .find(|e| e.spec.path == d.path);
-            let info = loaded.as_ref().map(|e| e.lm.model.info().clone());
+            let info = loaded.as_ref().map(|e| e.lm.model.facts().clone());
             models.insert(
                 0,
                 json!({
@@ -74,7 +74,7 @@ pub(super) async fn tags(State(st): State<AppState>) -> Response {
                     "modified_at": meta.as_ref().and_then(|m| m.modified().ok()).map(rfc3339).unwrap_or_default(),
                     "size": meta.map(|m| m.len()).unwrap_or(0),
                     "digest": "",
-                    "details": details(info.as_ref().map(|i| i.arch.as_str()), info.as_ref().and_then(|i| i.file_type.as_deref()), info.as_ref().map(|i| i.parameter_count)),
+                    "details": details(info.as_ref().map(|i| i.architecture.as_str()), info.as_ref().and_then(|i| i.file_type.as_deref()), info.as_ref().map(|i| i.parameters)),
                 }),
             );
         }
@@ -113,18 +113,18 @@ pub(super) async fn show(State(st): State<AppState>, body: Bytes) -> Response {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
-    let info = engine.lm.model.info();
-    let arch = info.arch.as_str();
+    let info = engine.lm.model.facts();
+    let arch = info.architecture.as_str();
     json_response(
         StatusCode::OK,
         json!({
             "modelfile": format!("FROM {}\n", engine.spec.name),
             "parameters": "",
             "template": "",
-            "details": details(Some(arch), info.file_type.as_deref(), Some(info.parameter_count)),
+            "details": details(Some(arch), info.file_type.as_deref(), Some(info.parameters)),
             "model_info": {
                 "general.architecture": arch,
-                "general.parameter_count": info.parameter_count,
+                "general.parameters": info.parameters,
                 format!("{arch}.context_length"): info.context_length,
                 format!("{arch}.embedding_length"): info.embedding_length,
                 format!("{arch}.block_count"): info.block_count,
@@ -268,12 +268,12 @@ pub(super) async fn ps(State(st): State<AppState>) -> Response {
         .loaded()
         .iter()
         .map(|e| {
-            let info = e.lm.model.info();
+            let info = e.lm.model.facts();
             let c = e.scheduler.counts();
             json!({
                 "name": e.spec.name, "model": e.spec.name,
                 "size": e.size, "size_vram": 0, "digest": "",
-                "details": details(Some(&info.arch), info.file_type.as_deref(), Some(info.parameter_count)),
+                "details": details(Some(&info.architecture), info.file_type.as_deref(), Some(info.parameters)),
                 "expires_at": rfc3339(e.expires_at()),
                 "context_length": e.lm.model.n_ctx(),
                 "llamay": {
