@@ -1,4 +1,5 @@
 //! The `llamay` command: argument parsing and terminal output only.
+#![forbid(unsafe_code)]
 
 mod args;
 mod cmd;

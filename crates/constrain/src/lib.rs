@@ -26,6 +26,7 @@
 //! for t in [0, 2, 3, 4, 1] { m.commit(t).unwrap(); }
 //! assert!(m.is_accepting() && m.is_finished());
 //! ```
+#![forbid(unsafe_code)]
 
 mod automaton;
 mod constraint;

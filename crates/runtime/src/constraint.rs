@@ -19,7 +19,6 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::loaded::LoadedModel;
-use crate::tools::ToolSet;
 
 /// Largest grammar text accepted in a request.
 const MAX_GRAMMAR_BYTES: usize = 256 << 10;
@@ -166,15 +165,16 @@ fn schema_spec(field: &str, schema: &Value) -> Result<ConstraintSpec, Error> {
 }
 
 impl ConstraintSpec {
-    /// The constraint a generation runs under: a forced tool call replaces whatever
-    /// the request asked for, and a request that asked for nothing gets the server's
-    /// default grammar (`serve -grammar-file`), if it has one.
+    /// The constraint a generation runs under: a forced tool call (the call grammar
+    /// of `tool_choice: required` or a named tool) replaces whatever the request asked
+    /// for, and a request that asked for nothing gets the server's default grammar
+    /// (`serve -grammar-file`), if it has one.
     pub fn decide(
         asked: ConstraintSpec,
-        tools: Option<&ToolSet>,
+        forced_call: Option<Arc<CompiledSchema>>,
         default_grammar: Option<&Arc<str>>,
     ) -> ConstraintSpec {
-        if let Some(call) = tools.and_then(ToolSet::forced_constraint) {
+        if let Some(call) = forced_call {
             return ConstraintSpec::Tools(call);
         }
         match (asked, default_grammar) {
@@ -303,16 +303,25 @@ mod tests {
             "none"
         );
         let tool = crate::tools::ToolDef::new("f", None, None).unwrap();
-        let forced = ToolSet::new(vec![tool], crate::tools::ToolChoice::Required, false)
-            .unwrap()
-            .unwrap();
-        let spec = ConstraintSpec::decide(ConstraintSpec::Json, Some(&forced), Some(&default));
+        let forced =
+            crate::tools::ToolSet::new(vec![tool], crate::tools::ToolChoice::Required, false)
+                .unwrap()
+                .unwrap();
+        let spec = ConstraintSpec::decide(
+            ConstraintSpec::Json,
+            forced.forced_constraint(),
+            Some(&default),
+        );
         assert_eq!(spec.kind(), "tools");
         let tool = crate::tools::ToolDef::new("f", None, None).unwrap();
-        let auto = ToolSet::new(vec![tool], crate::tools::ToolChoice::Auto, false)
+        let auto = crate::tools::ToolSet::new(vec![tool], crate::tools::ToolChoice::Auto, false)
             .unwrap()
             .unwrap();
-        let spec = ConstraintSpec::decide(ConstraintSpec::None, Some(&auto), Some(&default));
+        let spec = ConstraintSpec::decide(
+            ConstraintSpec::None,
+            auto.forced_constraint(),
+            Some(&default),
+        );
         assert_eq!(spec.kind(), "grammar");
     }
 }

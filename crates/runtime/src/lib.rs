@@ -14,6 +14,7 @@ pub mod chat;
 mod constraint;
 mod error;
 pub mod generate;
+mod hold;
 mod ids;
 mod loaded;
 mod params;

@@ -10,11 +10,11 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use crate::constraint::ConstraintSpec;
 use crate::error::Error;
 use crate::generate::check_prompt;
+use crate::hold::hold;
 use crate::registry::Registry;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::scheduler::Job;
 use crate::stats::Stats;
-use crate::tools::hold::hold;
 use crate::tools::prompt;
 
 /// The models being served, their counters, and the server-wide defaults: what
@@ -43,7 +43,7 @@ impl Runtime {
         let instance = self.registry.get(&req.model, req.keep_alive).await?;
         let spec = ConstraintSpec::decide(
             req.constraint,
-            req.tools.as_deref(),
+            req.tools.as_ref().and_then(|t| t.forced_constraint()),
             self.default_grammar.as_ref(),
         );
         let lm = instance.lm.clone();

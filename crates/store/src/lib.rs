@@ -7,6 +7,7 @@
 //!   read-write, an Ollama store behind it is read-only.
 //! - [`pull()`], [`pull_url`], [`ensure`] (async) and [`blocking`]: resumable,
 //!   parallel, sha256-verified downloads reporting [`PullEvent`]s to a [`Progress`].
+#![forbid(unsafe_code)]
 
 mod digest;
 mod download;

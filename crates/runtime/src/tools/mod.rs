@@ -10,12 +10,12 @@
 //!   that can only write Hermes calls whose arguments match the tool's schema;
 //! - [`parse`]: calls are read back out of what the model wrote (the same text the
 //!   grammar emits), calls to tools not offered are dropped;
-//! - [`hold`]: with tools offered, a generation's text is held back until it is
-//!   whole, so a call never leaks into `content` and streams carry it in one piece.
+//! - `crate::hold` (beside the request plumbing, since it forwards events): with
+//!   tools offered, a generation's text is held back until it is whole, so a call
+//!   never leaks into `content` and streams carry it in one piece.
 
 pub(crate) mod grammar;
-pub(crate) mod hold;
-pub(crate) mod parse;
+mod parse;
 pub(crate) mod prompt;
 
 use std::sync::Arc;
@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use crate::constraint::CompiledSchema;
 use crate::error::Error;
+pub(crate) use parse::parse;
 
 /// Most tools one request may offer.
 pub const MAX_TOOLS: usize = 128;

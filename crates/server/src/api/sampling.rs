@@ -19,24 +19,81 @@ impl StopField {
     }
 }
 
-/// Builds a [`Sampling`] from a request (or options) struct that spells the shared
-/// knobs OpenAI's way (`temperature` … `seed`, as in OpenAI and Ollama alike); the
-/// token limit and stops differ per API, so the caller passes them. A macro because
-/// the sources are unrelated wire structs that only share field names.
-macro_rules! sampling_from {
-    ($r:expr, max_tokens: $max:expr, stop: $stop:expr $(,)?) => {
-        llamay_runtime::Sampling {
-            temperature: $r.temperature,
-            top_p: $r.top_p,
-            top_k: $r.top_k,
-            min_p: $r.min_p,
-            repeat_penalty: $r.repeat_penalty,
-            frequency_penalty: $r.frequency_penalty,
-            presence_penalty: $r.presence_penalty,
-            seed: $r.seed,
-            max_tokens: $max,
-            stop: $stop,
+/// Declares a wire struct with the sampling knobs that OpenAI and Ollama spell alike
+/// (`temperature` … `seed`) appended to its own fields, once for every such struct,
+/// and gives it `sampling(max_tokens, stop)`: the token limit and the stops differ per
+/// route, so the caller passes them. Not `#[serde(flatten)]`: a flattened struct is
+/// read from a buffered copy, and serde_json then reports a bad value at the end of
+/// the object instead of at the field's own line and column.
+macro_rules! with_sampling_knobs {
+    (
+        $(#[$meta:meta])*
+        struct $name:ident {
+            $($(#[$field_meta:meta])* $field:ident: $ty:ty,)*
+        }
+    ) => {
+        $(#[$meta])*
+        struct $name {
+            $($(#[$field_meta])* $field: $ty,)*
+            temperature: Option<f64>,
+            top_p: Option<f64>,
+            top_k: Option<i64>,
+            min_p: Option<f64>,
+            repeat_penalty: Option<f64>,
+            frequency_penalty: Option<f64>,
+            presence_penalty: Option<f64>,
+            seed: Option<i64>,
+        }
+
+        impl $name {
+            fn sampling(&self, max_tokens: Option<i64>, stop: Vec<String>) -> llamay_runtime::Sampling {
+                llamay_runtime::Sampling {
+                    temperature: self.temperature,
+                    top_p: self.top_p,
+                    top_k: self.top_k,
+                    min_p: self.min_p,
+                    repeat_penalty: self.repeat_penalty,
+                    frequency_penalty: self.frequency_penalty,
+                    presence_penalty: self.presence_penalty,
+                    seed: self.seed,
+                    max_tokens,
+                    stop,
+                }
+            }
         }
     };
 }
-pub(crate) use sampling_from;
+pub(crate) use with_sampling_knobs;
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::StopField;
+
+    with_sampling_knobs! {
+        #[derive(Deserialize, Debug)]
+        struct Probe {
+            model: String,
+            stop: Option<StopField>,
+        }
+    }
+
+    #[test]
+    fn the_knobs_are_read_and_a_bad_one_is_reported_at_its_own_line() {
+        let r: Probe =
+            serde_json::from_str(r#"{"model": "m", "temperature": 0.5, "seed": 3, "stop": "x"}"#)
+                .unwrap();
+        let stop = r.stop.clone().map(StopField::into_vec).unwrap_or_default();
+        let s = r.sampling(Some(9), stop);
+        assert_eq!(r.model, "m");
+        assert_eq!(
+            (s.temperature, s.seed, s.max_tokens),
+            (Some(0.5), Some(3), Some(9))
+        );
+        assert_eq!(s.stop, ["x"]);
+        let e = serde_json::from_str::<Probe>("{\n\"temperature\": \"hot\",\n\"model\": \"m\"\n}")
+            .unwrap_err();
+        assert_eq!((e.line(), e.column()), (2, 20), "{e}");
+    }
+}

@@ -10,7 +10,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::sampling::{sampling_from, StopField};
+use crate::api::sampling::{with_sampling_knobs, StopField};
 use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
 use crate::http::error::ApiError;
 use crate::http::stream::{self, Frames};
@@ -24,30 +24,25 @@ use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
 
 use super::wire::{error_body, fail, now_rfc3339};
 
-#[derive(Deserialize, Default)]
-struct Options {
-    temperature: Option<f64>,
-    top_p: Option<f64>,
-    top_k: Option<i64>,
-    min_p: Option<f64>,
-    repeat_penalty: Option<f64>,
-    frequency_penalty: Option<f64>,
-    presence_penalty: Option<f64>,
-    seed: Option<i64>,
-    num_predict: Option<i64>,
-    stop: Option<StopField>,
-    /// llamay's extension (Ollama has no `tool_choice`; its SDK passes `options`
-    /// through): OpenAI's values.
-    tool_choice: Option<Value>,
+with_sampling_knobs! {
+    #[derive(Deserialize, Default)]
+    struct Options {
+        num_predict: Option<i64>,
+        stop: Option<StopField>,
+        /// llamay's extension (Ollama has no `tool_choice`; its SDK passes `options`
+        /// through): OpenAI's values.
+        tool_choice: Option<Value>,
+    }
 }
 
 impl Options {
-    fn sampling(self) -> Sampling {
-        sampling_from!(
-            self,
-            max_tokens: self.num_predict,
-            stop: self.stop.map(StopField::into_vec).unwrap_or_default(),
-        )
+    fn knobs(self) -> Sampling {
+        let stop = self
+            .stop
+            .clone()
+            .map(StopField::into_vec)
+            .unwrap_or_default();
+        self.sampling(self.num_predict, stop)
     }
 }
 
@@ -318,7 +313,7 @@ async fn run_inner(
     let constraint = c.surfaces()?.resolve()?;
     let keep_alive = c.keep_alive()?;
     let stream = c.stream.unwrap_or(true);
-    let params = c.options.unwrap_or_default().sampling().into_params()?;
+    let params = c.options.unwrap_or_default().knobs().into_params()?;
     let started = st
         .runtime
         .start(GenRequest {

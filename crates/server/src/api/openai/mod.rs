@@ -11,7 +11,7 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::sampling::{sampling_from, StopField};
+use crate::api::sampling::{with_sampling_knobs, StopField};
 use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
 use crate::http::error::{ApiError, ErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
@@ -65,30 +65,24 @@ fn chat_finish_reason(o: &Outcome) -> &'static str {
     }
 }
 
-#[derive(Deserialize)]
-struct ChatRequest {
-    #[serde(default)]
-    model: String,
-    messages: Vec<Message>,
-    temperature: Option<f64>,
-    top_p: Option<f64>,
-    top_k: Option<i64>,
-    min_p: Option<f64>,
-    repeat_penalty: Option<f64>,
-    frequency_penalty: Option<f64>,
-    presence_penalty: Option<f64>,
-    seed: Option<i64>,
-    max_tokens: Option<i64>,
-    max_completion_tokens: Option<i64>,
-    stop: Option<StopField>,
-    stream: Option<bool>,
-    stream_options: Option<StreamOptions>,
-    n: Option<i64>,
-    tools: Option<Value>,
-    tool_choice: Option<Value>,
-    parallel_tool_calls: Option<bool>,
-    #[serde(flatten)]
-    constraint: ConstraintFields,
+with_sampling_knobs! {
+    #[derive(Deserialize)]
+    struct ChatRequest {
+        #[serde(default)]
+        model: String,
+        messages: Vec<Message>,
+        max_tokens: Option<i64>,
+        max_completion_tokens: Option<i64>,
+        stop: Option<StopField>,
+        stream: Option<bool>,
+        stream_options: Option<StreamOptions>,
+        n: Option<i64>,
+        tools: Option<Value>,
+        tool_choice: Option<Value>,
+        parallel_tool_calls: Option<bool>,
+        #[serde(flatten)]
+        constraint: ConstraintFields,
+    }
 }
 
 /// The structured-output surfaces of the OpenAI routes.
@@ -255,12 +249,10 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
         openai_choice(r.tool_choice.as_ref())?,
         r.parallel_tool_calls.unwrap_or(true),
     )?;
-    let params = sampling_from!(
-        r,
-        max_tokens: r.max_completion_tokens.or(r.max_tokens),
-        stop: r.stop.map(StopField::into_vec).unwrap_or_default(),
-    )
-    .into_params()?;
+    let stop = r.stop.clone().map(StopField::into_vec).unwrap_or_default();
+    let params = r
+        .sampling(r.max_completion_tokens.or(r.max_tokens), stop)
+        .into_params()?;
     let stream = r.stream.unwrap_or(false);
     let include_usage = StreamOptions::include_usage(r.stream_options);
     let req = GenRequest {
@@ -384,27 +376,21 @@ fn stream_chat(started: Started, id: String, include_usage: bool) -> Response {
     stream_response("text/event-stream", body)
 }
 
-#[derive(Deserialize)]
-struct CompletionRequest {
-    #[serde(default)]
-    model: String,
-    prompt: PromptField,
-    temperature: Option<f64>,
-    top_p: Option<f64>,
-    top_k: Option<i64>,
-    min_p: Option<f64>,
-    repeat_penalty: Option<f64>,
-    frequency_penalty: Option<f64>,
-    presence_penalty: Option<f64>,
-    seed: Option<i64>,
-    max_tokens: Option<i64>,
-    stop: Option<StopField>,
-    stream: Option<bool>,
-    stream_options: Option<StreamOptions>,
-    n: Option<i64>,
-    tools: Option<Value>,
-    #[serde(flatten)]
-    constraint: ConstraintFields,
+with_sampling_knobs! {
+    #[derive(Deserialize)]
+    struct CompletionRequest {
+        #[serde(default)]
+        model: String,
+        prompt: PromptField,
+        max_tokens: Option<i64>,
+        stop: Option<StopField>,
+        stream: Option<bool>,
+        stream_options: Option<StreamOptions>,
+        n: Option<i64>,
+        tools: Option<Value>,
+        #[serde(flatten)]
+        constraint: ConstraintFields,
+    }
 }
 
 #[derive(Deserialize)]
@@ -429,6 +415,11 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
             "tools are offered on /v1/chat/completions, not on /v1/completions",
         ));
     }
+    let stop = r.stop.clone().map(StopField::into_vec).unwrap_or_default();
+    // The legacy route's default limit is OpenAI's: 16 tokens.
+    let params = r
+        .sampling(Some(r.max_tokens.unwrap_or(16)), stop)
+        .into_params()?;
     let prompt = match r.prompt {
         PromptField::One(s) => s,
         PromptField::Many(mut v) if v.len() == 1 => v.remove(0),
@@ -439,13 +430,6 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
         }
     };
     let constraint = r.constraint.surfaces()?.resolve()?;
-    let params = sampling_from!(
-        r,
-        // The legacy route's default limit is OpenAI's: 16 tokens.
-        max_tokens: Some(r.max_tokens.unwrap_or(16)),
-        stop: r.stop.map(StopField::into_vec).unwrap_or_default(),
-    )
-    .into_params()?;
     let stream = r.stream.unwrap_or(false);
     let include_usage = StreamOptions::include_usage(r.stream_options);
     let started = st

@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use super::parse::parse;
-use super::ToolSet;
 use crate::request::GenEvent;
+use crate::tools::{parse, ToolSet};
 
 /// Events in, held events out. A client that goes away closes the returned
 /// receiver; the task then drops `events`, which the engine sees at its next step.
