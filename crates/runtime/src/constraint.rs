@@ -59,39 +59,42 @@ pub struct EnforcementReport {
     pub compile_time: Duration,
 }
 
-/// Where a surface was found: the API module names it in messages.
-#[derive(Default)]
-pub struct Surfaces<'a> {
+/// What a request asked its output to be, by the field it used (the API shape names
+/// it in messages). It owns what it holds, so resolving it (parsing a grammar,
+/// compiling a schema: milliseconds to seconds for a large one) can run off the async
+/// runtime's threads ([`Surfaces::resolve_blocking`]).
+#[derive(Clone, Debug, Default)]
+pub struct Surfaces {
     /// A JSON Schema from the request (`llamay_schema` first, then the API's own).
-    pub schemas: Vec<(&'a str, &'a Value)>,
+    pub schemas: Vec<(&'static str, Value)>,
     /// `json` was asked for (`json_object`, `format: "json"`, `llamay_format`).
-    pub json: Option<&'a str>,
+    pub json: Option<&'static str>,
     /// GBNF text (`llamay_grammar` / `grammar`).
-    pub grammar: Option<(&'a str, &'a str)>,
+    pub grammar: Option<(&'static str, String)>,
 }
 
-impl<'a> Surfaces<'a> {
+/// Constraints resolved at once; more wait their turn, so a burst of huge grammars
+/// cannot take every core from decoding.
+static RESOLVING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+impl Surfaces {
     /// Adds a schema; earlier ones win (so add `llamay_schema` first).
-    pub fn schema(&mut self, field: &'a str, v: &'a Value) {
-        self.schemas.push((field, v));
+    pub fn schema(&mut self, field: &'static str, v: &Value) {
+        self.schemas.push((field, v.clone()));
     }
 
     /// Takes the GBNF fields every API shape accepts: `llamay_grammar` wins over
     /// `grammar`.
-    pub fn grammar_fields(
-        &mut self,
-        llamay_grammar: Option<&'a String>,
-        grammar: Option<&'a String>,
-    ) {
+    pub fn grammar_fields(&mut self, llamay_grammar: Option<&String>, grammar: Option<&String>) {
         self.grammar = match (llamay_grammar, grammar) {
-            (Some(g), _) => Some(("llamay_grammar", g.as_str())),
-            (None, Some(g)) => Some(("grammar", g.as_str())),
+            (Some(g), _) => Some(("llamay_grammar", g.clone())),
+            (None, Some(g)) => Some(("grammar", g.clone())),
             (None, None) => None,
         };
     }
 
     /// Takes `llamay_format`, whose only value is `"json"`.
-    pub fn llamay_format(&mut self, format: Option<&'a String>) -> Result<(), Error> {
+    pub fn llamay_format(&mut self, format: Option<&String>) -> Result<(), Error> {
         if let Some(f) = format {
             if f != "json" {
                 return Err(Error::bad_request(format!(
@@ -103,10 +106,24 @@ impl<'a> Surfaces<'a> {
         Ok(())
     }
 
+    /// [`Self::resolve`] on a blocking thread, at most two at once.
+    pub async fn resolve_blocking(self) -> Result<ConstraintSpec, Error> {
+        if self.grammar.is_none() && self.schemas.is_empty() {
+            return self.resolve();
+        }
+        let _turn = RESOLVING
+            .acquire()
+            .await
+            .map_err(|_| Error::internal("the constraint compiler is closed"))?;
+        tokio::task::spawn_blocking(move || self.resolve())
+            .await
+            .map_err(|e| Error::internal(format!("compiling the constraint failed: {e}")))?
+    }
+
     /// Decides the constraint: a grammar together with a schema or JSON is refused,
     /// a schema is compiled (or refused with the compiler's message).
     pub fn resolve(self) -> Result<ConstraintSpec, Error> {
-        if let Some((field, text)) = self.grammar {
+        if let Some((field, text)) = &self.grammar {
             if let Some((other, _)) = self.schemas.first() {
                 return Err(Error::bad_request(format!(
                     "{field} and {other} were both given: send a grammar or a schema, not both"
@@ -282,10 +299,10 @@ mod tests {
         let a = json!({"type": "integer"});
         let mut s = Surfaces::default();
         s.schema("response_format", &a);
-        s.grammar = Some(("grammar", "root ::= \"x\""));
+        s.grammar = Some(("grammar", "root ::= \"x\"".into()));
         assert_eq!(s.resolve().unwrap_err().kind, ErrorKind::InvalidRequest);
         let s = Surfaces {
-            grammar: Some(("llamay_grammar", "root ::= root \"x\"")),
+            grammar: Some(("llamay_grammar", "root ::= root \"x\"".into())),
             ..Surfaces::default()
         };
         assert_eq!(s.resolve().unwrap_err().kind, ErrorKind::InvalidRequest);

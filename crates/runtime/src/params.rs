@@ -24,7 +24,7 @@ pub struct Sampling {
     pub frequency_penalty: Option<f64>,
     pub presence_penalty: Option<f64>,
     pub seed: Option<i64>,
-    /// `None`: the default; a negative value: as many as the context allows.
+    /// `None`: the default. The context bounds it further.
     pub max_tokens: Option<i64>,
     pub stop: Vec<String>,
 }
@@ -64,9 +64,12 @@ impl Sampling {
         }
         let max_tokens = match self.max_tokens {
             None => DEFAULT_MAX_TOKENS,
-            Some(n) if n < 0 => usize::MAX,
-            Some(0) => return Err(Error::bad_request("the token limit must be at least 1")),
-            Some(n) => n as usize,
+            Some(n) if n < 1 => {
+                return Err(Error::bad_request(format!(
+                    "the token limit must be at least 1, not {n}"
+                )))
+            }
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
         };
         let stop: Vec<String> = self.stop.into_iter().filter(|s| !s.is_empty()).collect();
         if stop.len() > MAX_STOPS {
@@ -130,6 +133,10 @@ mod tests {
             },
             Sampling {
                 max_tokens: Some(0),
+                ..Sampling::default()
+            },
+            Sampling {
+                max_tokens: Some(-1),
                 ..Sampling::default()
             },
             Sampling {

@@ -261,7 +261,12 @@ impl Registry {
         let instance = Arc::new(Instance {
             size: std::fs::metadata(&spec.path).map(|m| m.len()).unwrap_or(0),
             spec: spec.clone(),
-            scheduler: Scheduler::start(lm.clone(), self.cfg.scheduler, self.stats.clone()),
+            scheduler: Scheduler::start(
+                &spec.name,
+                lm.clone(),
+                self.cfg.scheduler,
+                self.stats.clone(),
+            ),
             lm,
             loaded_at: SystemTime::now(),
             use_state: Mutex::new(UseState {
@@ -295,6 +300,19 @@ impl Registry {
             }
             !e.expired()
         });
+    }
+
+    /// Ends every request on every loaded model as cancelled, and refuses new ones
+    /// (see [`Scheduler::cancel_all`]).
+    pub fn cancel_all(&self) {
+        for i in self.lock().iter() {
+            i.scheduler.cancel_all();
+        }
+    }
+
+    /// Whether any loaded model has a request running or waiting.
+    pub fn any_busy(&self) -> bool {
+        self.lock().iter().any(|i| i.busy())
     }
 
     /// Unloads `name` if it is loaded and idle.

@@ -81,6 +81,8 @@ pub struct Counts {
     pub active: AtomicUsize,
     /// Set when the engine thread has ended (after an unload, or a panic).
     pub stopped: std::sync::atomic::AtomicBool,
+    /// Set when the server is shutting down: every request ends now, as cancelled.
+    pub cancelling: std::sync::atomic::AtomicBool,
 }
 
 /// Marks the engine stopped however its thread ends, unwinding included.
@@ -94,11 +96,17 @@ impl Drop for StopGuard {
 }
 
 impl Scheduler {
-    /// Starts the engine thread for `lm`.
-    pub fn start(lm: Arc<LoadedModel>, cfg: SchedulerConfig, stats: Arc<Stats>) -> Self {
+    /// Starts the engine thread for `lm`; `name` is the model's name in messages.
+    pub fn start(
+        name: &str,
+        lm: Arc<LoadedModel>,
+        cfg: SchedulerConfig,
+        stats: Arc<Stats>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel();
         let counts = Arc::new(Counts::default());
         let engine = EngineLoop {
+            name: name.to_string(),
             lm,
             cfg,
             stats,
@@ -116,6 +124,9 @@ impl Scheduler {
 
     /// Queues a job, or refuses it with a 503 when the queue is full.
     pub fn submit(&self, job: Job) -> Result<(), Error> {
+        if self.counts.cancelling.load(Ordering::SeqCst) {
+            return Err(Error::overloaded("the server is shutting down"));
+        }
         let waiting = self.counts.waiting.fetch_add(1, Ordering::SeqCst);
         if waiting >= self.cfg.max_queue {
             self.counts.waiting.fetch_sub(1, Ordering::SeqCst);
@@ -127,6 +138,12 @@ impl Scheduler {
             self.counts.waiting.fetch_sub(1, Ordering::SeqCst);
             Error::overloaded("the model is unloading; retry shortly")
         })
+    }
+
+    /// Ends every request, running or waiting, as cancelled (each gets its final
+    /// event), and refuses new ones: the end of a shutdown's drain.
+    pub fn cancel_all(&self) {
+        self.counts.cancelling.store(true, Ordering::SeqCst);
     }
 
     /// Requests waiting and running now.
@@ -169,6 +186,7 @@ impl Slot {
 }
 
 struct EngineLoop {
+    name: String,
     lm: Arc<LoadedModel>,
     cfg: SchedulerConfig,
     stats: Arc<Stats>,
@@ -199,6 +217,9 @@ impl EngineLoop {
                         break;
                     }
                 }
+            }
+            if self.counts.cancelling.load(Ordering::SeqCst) {
+                self.cancel_everything();
             }
             self.admit();
             self.drop_gone();
@@ -243,6 +264,21 @@ impl EngineLoop {
                 held: String::new(),
                 job,
             });
+        }
+    }
+
+    /// A shutdown's drain is over: running requests end as cancelled with what they
+    /// wrote so far, waiting ones with a refusal.
+    fn cancel_everything(&mut self) {
+        for job in self.waiting.drain(..) {
+            self.counts.waiting.fetch_sub(1, Ordering::SeqCst);
+            let _ = job.events.send(GenEvent::Error(Error::overloaded(
+                "the server is shutting down",
+            )));
+        }
+        for s in std::mem::take(&mut self.active) {
+            self.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+            self.finish(s, Ok(Finish::Cancelled));
         }
     }
 
@@ -311,7 +347,7 @@ impl EngineLoop {
         let logits = match result {
             Ok(l) => l,
             Err(e) => {
-                let msg = format!("the forward pass failed: {e}");
+                let msg = format!("model {}: the forward pass failed: {e}", self.name);
                 for &i in index.iter().rev() {
                     let s = self.active.remove(i);
                     let _ = s
@@ -375,6 +411,7 @@ impl EngineLoop {
         let finish = match r {
             Ok(f) => f,
             Err(e) => {
+                let e = format!("model {}: {e}", self.name);
                 let _ = s.job.events.send(GenEvent::Error(Error::internal(e)));
                 return;
             }

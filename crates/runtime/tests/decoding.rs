@@ -234,7 +234,12 @@ fn the_scheduler_gives_each_request_what_generate_gives_it_alone() {
     let sequential = t0.elapsed();
 
     let stats = Arc::new(Stats::default());
-    let sched = Scheduler::start(lm.clone(), SchedulerConfig::default(), stats.clone());
+    let sched = Scheduler::start(
+        "smollm2",
+        lm.clone(),
+        SchedulerConfig::default(),
+        stats.clone(),
+    );
     let t0 = Instant::now();
     let mut receivers = Vec::new();
     for (ids, c) in &jobs {

@@ -9,10 +9,12 @@
 
 pub mod api;
 pub mod banner;
+pub mod boundary;
 pub mod http;
 mod ids;
 pub mod router;
 mod serve;
 
+pub use boundary::Boundary;
 pub use http::DEFAULT_BODY_LIMIT;
-pub use serve::{serve, ServeError, ServeOptions};
+pub use serve::{check_exposure, serve, ServeError, ServeOptions};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::header;
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -56,6 +56,46 @@ pub fn shape_for(path: &str) -> ErrorShape {
 async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let shape = shape_for(req.uri().path());
     st.runtime.stats.requests.fetch_add(1, Ordering::Relaxed);
+    if let Err(e) = st.boundary.check(req.method(), req.uri(), req.headers()) {
+        st.runtime.stats.errors.fetch_add(1, Ordering::Relaxed);
+        return e.into_response_as(shape);
+    }
+    // From here on the origin, if any, is allowed: a browser may read the answer.
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    if req.method() == Method::OPTIONS && origin.is_some() {
+        return with_cors(StatusCode::NO_CONTENT.into_response(), origin, true);
+    }
+    let resp = checked(&st, shape, req, next).await;
+    with_cors(resp, origin, false)
+}
+
+/// Lets an allowed page read the answer (and, for a preflight, send its request).
+fn with_cors(mut resp: Response, origin: Option<HeaderValue>, preflight: bool) -> Response {
+    let Some(origin) = origin else {
+        return resp;
+    };
+    let h = resp.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    h.insert(header::VARY, HeaderValue::from_static("Origin"));
+    if preflight {
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("authorization, content-type, x-api-key, anthropic-version"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        );
+    }
+    resp
+}
+
+/// The key, the declared size, then the handler, with errors in the path's shape.
+async fn checked(st: &AppState, shape: ErrorShape, req: Request, next: Next) -> Response {
     if let Some(key) = &st.api_key {
         if !authorized(req.headers(), key) {
             st.runtime.stats.errors.fetch_add(1, Ordering::Relaxed);

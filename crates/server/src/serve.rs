@@ -1,11 +1,13 @@
 //! `llamay serve` on a socket: the async runtime, the listener, the router, the
-//! idle-model sweeper, and a graceful stop on Ctrl-C.
+//! idle-model sweeper, and a graceful stop on SIGTERM or Ctrl-C.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use llamay_runtime::Runtime;
 
 use crate::banner;
+use crate::boundary::Boundary;
 use crate::http::AppState;
 use crate::router::{router, sweep_models};
 
@@ -17,6 +19,15 @@ pub struct ServeOptions {
     pub body_limit: usize,
     /// The KV cache type's name, for the log line.
     pub kv_label: String,
+    /// `-allow-origin`, `-allow-host`.
+    pub allowed_origins: Vec<String>,
+    pub allowed_hosts: Vec<String>,
+    /// `-insecure-no-key`: listen beyond loopback without a key (model management
+    /// stays refused).
+    pub insecure_no_key: bool,
+    /// How long in-flight generations may run on after a stop signal before they
+    /// are ended as cancelled.
+    pub drain_timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +40,11 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{0} is beyond loopback: anyone who can reach it could use it. Give -api-key KEY \
+         (or $LLAMAY_API_KEY), or -insecure-no-key to serve it without one"
+    )]
+    NoKey(String),
     #[error("{0}")]
     Preload(llamay_runtime::Error),
     #[error("no default model")]
@@ -37,11 +53,30 @@ pub enum ServeError {
     Stopped(#[source] std::io::Error),
 }
 
+/// Extra time, after the drain, for cancelled streams to send their final events.
+const FINAL_EVENTS_GRACE: Duration = Duration::from_secs(5);
+
 /// Loads the serve model, prints the log line and the routes, then answers requests
-/// until Ctrl-C.
+/// until SIGTERM or Ctrl-C; then stops accepting, lets in-flight generations finish
+/// for up to the drain timeout, ends the rest as cancelled, and returns.
 pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError> {
+    check_exposure(&opts.addr, opts.api_key.is_some(), opts.insecure_no_key)?;
+    let host = crate::boundary::split_host(&opts.addr).to_string();
+    let beyond_loopback = crate::boundary::beyond_loopback(&host);
+    let boundary = Arc::new(Boundary {
+        allowed_origins: opts.allowed_origins.clone(),
+        allowed_hosts: opts.allowed_hosts.clone(),
+        bound_host: host,
+        beyond_loopback,
+        has_key: opts.api_key.is_some(),
+    });
+    // Handlers only parse, queue and stream; the engine has its own threads. Two
+    // workers keep the cores for the forward pass, except on bigger machines.
+    let workers = std::thread::available_parallelism()
+        .map(|n| (n.get() / 4).clamp(2, 8))
+        .unwrap_or(2);
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
@@ -77,17 +112,74 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
         );
         println!("{}", banner::routes(&opts.addr));
         drop(instance);
-        tokio::spawn(sweep_models(registry));
+        tokio::spawn(sweep_models(registry.clone()));
         let app = router(AppState {
             runtime,
             api_key: opts.api_key,
             body_limit: opts.body_limit,
+            boundary,
         });
+        let drain = opts.drain_timeout;
+        let stopping = async move {
+            let signal = stop_signal().await;
+            eprintln!(
+                "llamay: {signal}: no new connections; in-flight generations have {}s to finish",
+                drain.as_secs()
+            );
+            // Runs beside the graceful shutdown, which waits for open connections.
+            tokio::spawn(async move {
+                let t0 = tokio::time::Instant::now();
+                while registry.any_busy() && t0.elapsed() < drain {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                if registry.any_busy() {
+                    eprintln!("llamay: drain timeout: ending the remaining generations");
+                    registry.cancel_all();
+                }
+                tokio::time::sleep(FINAL_EVENTS_GRACE).await;
+                // Connections still open now hold no generation of ours (idle
+                // keep-alives, a client that reads nothing): stop anyway.
+                eprintln!("llamay: stopped with connections still open");
+                std::process::exit(0);
+            });
+        };
         axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
+            .with_graceful_shutdown(stopping)
             .await
             .map_err(ServeError::Stopped)
     })
+}
+
+/// Refuses to listen beyond loopback without a key, unless told to (so `serve` can
+/// say so before it loads anything).
+pub fn check_exposure(addr: &str, has_key: bool, insecure_no_key: bool) -> Result<(), ServeError> {
+    let host = crate::boundary::split_host(addr);
+    if crate::boundary::beyond_loopback(host) && !has_key && !insecure_no_key {
+        return Err(ServeError::NoKey(addr.to_string()));
+    }
+    Ok(())
+}
+
+/// Waits for SIGTERM (how systemd, Docker and Kubernetes stop a service) or Ctrl-C,
+/// and says which came.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }

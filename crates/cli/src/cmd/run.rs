@@ -93,16 +93,15 @@ fn constraint(a: &RunArgs) -> anyhow::Result<ConstraintSpec> {
         None => None,
     };
     let grammar = match &a.grammar_file {
-        // The file's path names it in a parse error.
-        Some(path) => Some((path.display().to_string(), read_user_file(path, "grammar")?)),
+        Some(path) => Some(read_user_file(path, "grammar")?),
         None => None,
     };
     let mut surfaces = Surfaces::default();
     if let Some(v) = &schema {
         surfaces.schema("-schema", v);
     }
-    if let Some((path, text)) = &grammar {
-        surfaces.grammar = Some((path, text));
+    if let Some(text) = grammar {
+        surfaces.grammar = Some(("-grammar-file", text));
     }
     if a.json {
         surfaces.json = Some("-json");

@@ -47,6 +47,18 @@ pub struct ServeArgs {
     /// Seconds a request may take before it is stopped.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
+    /// Browser origins allowed besides loopback ones (`https://app.example`; `*`: any).
+    #[arg(long = "allow-origin", value_delimiter = ',', value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// Host names allowed besides loopback names and the listening address (`*`: any).
+    #[arg(long = "allow-host", value_delimiter = ',', value_name = "HOST")]
+    pub allow_host: Vec<String>,
+    /// Listen beyond loopback without an API key (model management stays refused).
+    #[arg(long = "insecure-no-key")]
+    pub insecure_no_key: bool,
+    /// Seconds in-flight generations may run on after SIGTERM or Ctrl-C.
+    #[arg(long = "drain-timeout", default_value_t = 30)]
+    pub drain_timeout: u64,
 }
 
 /// Default context per sequence: each concurrent request holds its own KV cache.
@@ -74,6 +86,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         .or_else(|| std::env::var("LLAMAY_API_KEY").ok())
         .filter(|k| !k.is_empty())
         .map(Arc::<str>::from);
+    llamay_server::check_exposure(&a.addr, api_key.is_some(), a.insecure_no_key)
+        .map_err(|e| UsageError(e.to_string()))?;
     let spec = resolve(&a.model)?;
     let store = llamay_store::Store::from_env().ok();
     load.n_ctx = Some(a.load.ctx.unwrap_or_else(|| {
@@ -107,6 +121,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             api_key,
             body_limit: DEFAULT_BODY_LIMIT,
             kv_label: a.load.kv,
+            allowed_origins: a.allow_origin,
+            allowed_hosts: a.allow_host,
+            insecure_no_key: a.insecure_no_key,
+            drain_timeout: Duration::from_secs(a.drain_timeout),
         },
     )
     .map_err(Into::into)

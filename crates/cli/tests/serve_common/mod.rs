@@ -38,6 +38,12 @@ impl Server {
     /// Starts a server whose store first gets the test model imported under each
     /// of `names`.
     pub fn start_with(extra: &[&str], names: &[&str]) -> Server {
+        Self::start_model(&real_model(RealModel::SmolLM2), extra, names)
+    }
+
+    /// Like [`Server::start_with`], serving the GGUF file `model`.
+    pub fn start_model(model: &std::path::Path, extra: &[&str], names: &[&str]) -> Server {
+        let model = model.to_path_buf();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -46,7 +52,6 @@ impl Server {
         let store =
             std::env::temp_dir().join(format!("llamay-serve-test-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&store).unwrap();
-        let model = real_model(RealModel::SmolLM2);
         for name in names {
             let st = Command::new(env!("CARGO_BIN_EXE_llamay"))
                 .arg("import")
@@ -107,6 +112,24 @@ impl Server {
             child,
             _store: TempDir(store),
         }
+    }
+
+    /// Sends SIGTERM and waits up to `limit` for the process to end: its exit
+    /// status (`None`: still running at the limit) and how long it took.
+    pub fn terminate(&mut self, limit: Duration) -> (Option<std::process::ExitStatus>, Duration) {
+        let st = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill -TERM failed");
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (Some(status), t0.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (None, t0.elapsed())
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -12,6 +12,16 @@ pub enum TemplateError {
     Render(String),
 }
 
+/// Template instructions one rendering may run. A chat template comes from the model
+/// file, which anyone can publish: one that loops (`range(3000)` three deep) must end
+/// with an error in well under a second instead of pinning a core past its request's
+/// timeout and its client's disconnect. Real templates, long conversations with tools
+/// included, use a few thousand per message.
+pub(crate) const TEMPLATE_FUEL: u64 = 20_000_000;
+
+/// Largest rendered prompt, in bytes: far past any context, short of exhausting memory.
+pub(crate) const MAX_RENDERED_BYTES: usize = 16 << 20;
+
 /// A compiled chat template. Compiling once and rendering per request keeps the
 /// per-request cost to the rendering itself.
 pub struct ChatTemplate {
@@ -42,6 +52,7 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
+        env.set_fuel(Some(TEMPLATE_FUEL));
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_template_owned("chat", source.to_string())
@@ -75,8 +86,44 @@ impl ChatTemplate {
             eos_token => opts.eos_token,
             tools => opts.tools.map(Value::from_serialize),
         };
-        tmpl.render(ctx)
-            .map_err(|e| TemplateError::Render(describe(&e)))
+        let mut out = Capped {
+            bytes: Vec::new(),
+            limit: MAX_RENDERED_BYTES,
+            overflowed: false,
+        };
+        match tmpl.render_captured_to(ctx, &mut out) {
+            Ok(_) => String::from_utf8(out.bytes)
+                .map_err(|_| TemplateError::Render("the template wrote invalid UTF-8".into())),
+            Err(_) if out.overflowed => Err(TemplateError::Render(format!(
+                "the template wrote more than {MAX_RENDERED_BYTES} bytes"
+            ))),
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(TemplateError::Render(format!(
+                "the template ran more than {TEMPLATE_FUEL} instructions (does it loop?)"
+            ))),
+            Err(e) => Err(TemplateError::Render(describe(&e))),
+        }
+    }
+}
+
+/// A buffer that refuses to grow past `limit`.
+struct Capped {
+    bytes: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > self.limit {
+            self.overflowed = true;
+            return Err(std::io::Error::other("rendered prompt too large"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -114,7 +114,7 @@ impl Decoder {
             None => self
                 .sampler
                 .sample(logits, &self.history, None)
-                .ok_or(GenerateError::DeadEnd)?,
+                .ok_or_else(|| nothing_sampled(logits))?,
             Some(m) => {
                 let (token, forced) = choose_within_budget(
                     m,
@@ -184,9 +184,7 @@ impl Decoder {
             let rest = self.stop.flush();
             emit(&mut self.text, &rest, on_text);
         }
-        if let Some(rest) = self.text.finish() {
-            on_text(&rest);
-        }
+        self.text.finish();
         Decoded {
             text: self.text.into_bytes(),
             tokens: self.tokens,
@@ -205,6 +203,15 @@ impl Decoder {
     /// Tokens generated so far.
     pub fn generated(&self) -> usize {
         self.tokens.len()
+    }
+}
+
+/// Why the sampler found no token: the model's logits, or else the constraint.
+fn nothing_sampled(logits: &[f32]) -> GenerateError {
+    if logits.iter().any(|l| !l.is_finite()) {
+        GenerateError::NonFiniteLogits
+    } else {
+        GenerateError::DeadEnd
     }
 }
 
@@ -239,7 +246,7 @@ fn choose_within_budget(
     let sample = |sampler: &mut Sampler, mask: &TokenMask| {
         sampler
             .sample(logits, history, Some(mask.words()))
-            .ok_or(GenerateError::DeadEnd)
+            .ok_or_else(|| nothing_sampled(logits))
     };
     if tight || distance.is_none() {
         return Ok((sample(sampler, mask)?, false));

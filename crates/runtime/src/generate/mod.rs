@@ -104,6 +104,11 @@ pub enum GenerateError {
         "the constraint allows no token here (this is a bug in llamay: please report the grammar)"
     )]
     DeadEnd,
+    #[error(
+        "the model produced non-finite logits (NaN or infinity), so no token could be \
+         chosen: a fault in the model file or the engine, not in the constraint"
+    )]
+    NonFiniteLogits,
     #[error("the constraint refused a token it had allowed: {0}")]
     Constraint(#[from] llamay_constrain::Error),
 }

@@ -1,6 +1,8 @@
 /// Collects output bytes and releases them as whole UTF-8 characters, so a stream
 /// never splits a character across two writes. Bytes that can never become valid
-/// UTF-8 are released as U+FFFD rather than held forever.
+/// UTF-8 are released as U+FFFD rather than held forever; a character still
+/// unfinished when the generation ends (a token limit cut it) is dropped, so the
+/// output stops before it instead of ending in U+FFFD.
 #[derive(Default, Debug)]
 pub struct Utf8Assembler {
     pending: Vec<u8>,
@@ -40,17 +42,16 @@ impl Utf8Assembler {
         (!out.is_empty()).then_some(out)
     }
 
-    /// Releases whatever is left (an unfinished character becomes U+FFFD).
-    pub fn finish(&mut self) -> Option<String> {
-        if self.pending.is_empty() {
-            return None;
-        }
-        let s = String::from_utf8_lossy(&self.pending).into_owned();
+    /// Ends the text: the bytes of an unfinished last character are dropped, here
+    /// and from [`Self::into_bytes`]. Returns how many were dropped.
+    pub fn finish(&mut self) -> usize {
+        let cut = self.pending.len();
+        self.all.truncate(self.all.len() - cut);
         self.pending.clear();
-        Some(s)
+        cut
     }
 
-    /// Every byte pushed, as pushed.
+    /// Every byte released, as pushed (invalid ones included).
     pub fn into_bytes(self) -> Vec<u8> {
         self.all
     }
@@ -70,7 +71,7 @@ mod tests {
         let emoji = "🦙".as_bytes();
         assert_eq!(a.push(&emoji[..3]), None);
         assert_eq!(a.push(&emoji[3..]), Some("🦙".into()));
-        assert_eq!(a.finish(), None);
+        assert_eq!(a.finish(), 0);
     }
 
     #[test]
@@ -78,7 +79,8 @@ mod tests {
         let mut a = Utf8Assembler::default();
         assert_eq!(a.push(b"x\xffy"), Some("x\u{FFFD}y".into()));
         assert_eq!(a.push(b"\xe2\x82"), None);
-        assert_eq!(a.finish(), Some("\u{FFFD}".into()));
-        assert_eq!(a.into_bytes(), b"x\xffy\xe2\x82");
+        // A character cut by the end is dropped, not replaced.
+        assert_eq!(a.finish(), 2);
+        assert_eq!(a.into_bytes(), b"x\xffy");
     }
 }

@@ -10,6 +10,8 @@ use axum::response::{IntoResponse, Response};
 pub enum ErrorKind {
     InvalidRequest,
     Authentication,
+    /// Refused by the browser and network boundary.
+    Forbidden,
     NotFound,
     TooLarge,
     Overloaded,
@@ -61,6 +63,18 @@ impl ApiError {
             401,
             ErrorKind::Authentication,
             "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)",
+        )
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        Self::new(403, ErrorKind::Forbidden, message)
+    }
+
+    pub fn unsupported_media_type() -> ApiError {
+        Self::new(
+            415,
+            ErrorKind::InvalidRequest,
+            "the request body must be JSON, sent with Content-Type: application/json",
         )
     }
 

@@ -12,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use llamay_runtime::Runtime;
 
+use crate::boundary::Boundary;
+
 use error::ApiError;
 
 /// Largest request body accepted (413 above).
@@ -25,6 +27,8 @@ pub struct AppState {
     /// When set, every route wants `Authorization: Bearer KEY` or `x-api-key: KEY`.
     pub api_key: Option<Arc<str>>,
     pub body_limit: usize,
+    /// Which origins, hosts and body types may reach the handlers.
+    pub boundary: Arc<Boundary>,
 }
 
 /// A JSON response with a status.

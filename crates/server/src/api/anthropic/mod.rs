@@ -33,6 +33,7 @@ pub fn error_body(e: &ApiError) -> Value {
     let kind = match e.kind {
         ErrorKind::InvalidRequest => "invalid_request_error",
         ErrorKind::Authentication => "authentication_error",
+        ErrorKind::Forbidden => "permission_error",
         ErrorKind::NotFound => "not_found_error",
         ErrorKind::TooLarge => "request_too_large",
         ErrorKind::Overloaded => "overloaded_error",
@@ -283,7 +284,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     }
     s.llamay_format(r.llamay_format.as_ref())?;
     s.grammar_fields(r.llamay_grammar.as_ref(), r.grammar.as_ref());
-    let constraint = s.resolve()?;
+    let constraint = s.resolve_blocking().await?;
     if r.messages.is_empty() {
         return Err(ApiError::bad_request("messages must not be empty"));
     }

@@ -42,7 +42,13 @@ impl Options {
             .clone()
             .map(StopField::into_vec)
             .unwrap_or_default();
-        self.sampling(self.num_predict, stop)
+        // Ollama's `num_predict`: -1 is no limit, -2 fills the context; both are as
+        // many as the context allows.
+        let limit = match self.num_predict {
+            Some(-1 | -2) => Some(i64::MAX),
+            n => n,
+        };
+        self.sampling(limit, stop)
     }
 }
 
@@ -88,7 +94,7 @@ struct Common {
 }
 
 impl Common {
-    fn surfaces(&self) -> Result<Surfaces<'_>, ApiError> {
+    fn surfaces(&self) -> Result<Surfaces, ApiError> {
         let mut s = Surfaces::default();
         match &self.format {
             None | Some(Value::Null) => {}
@@ -310,7 +316,7 @@ async fn run_inner(
     route: Route,
     tools: Option<std::sync::Arc<ToolSet>>,
 ) -> Result<Response, ApiError> {
-    let constraint = c.surfaces()?.resolve()?;
+    let constraint = c.surfaces()?.resolve_blocking().await?;
     let keep_alive = c.keep_alive()?;
     let stream = c.stream.unwrap_or(true);
     let params = c.options.unwrap_or_default().knobs().into_params()?;

@@ -39,6 +39,7 @@ pub fn error_body(e: &ApiError) -> Value {
         match e.kind {
             ErrorKind::InvalidRequest | ErrorKind::TooLarge => "invalid_request_error",
             ErrorKind::Authentication => "authentication_error",
+            ErrorKind::Forbidden => "permission_error",
             ErrorKind::NotFound => "not_found_error",
             ErrorKind::Overloaded => "server_overloaded",
             ErrorKind::Timeout => "timeout",
@@ -143,7 +144,7 @@ struct ContentPart {
 }
 
 impl ConstraintFields {
-    fn surfaces(&self) -> Result<Surfaces<'_>, ApiError> {
+    fn surfaces(&self) -> Result<Surfaces, ApiError> {
         let mut s = Surfaces::default();
         if let Some(v) = &self.llamay_schema {
             s.schema("llamay_schema", v);
@@ -243,7 +244,7 @@ async fn chat_completions(State(st): State<AppState>, body: Bytes) -> Response {
 async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let r: ChatRequest = parse_body(body)?;
     refuse_n(r.n)?;
-    let constraint = r.constraint.surfaces()?.resolve()?;
+    let constraint = r.constraint.surfaces()?.resolve_blocking().await?;
     let tools = ToolSet::new(
         function_tools(r.tools.as_ref())?,
         openai_choice(r.tool_choice.as_ref())?,
@@ -429,7 +430,7 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
             ))
         }
     };
-    let constraint = r.constraint.surfaces()?.resolve()?;
+    let constraint = r.constraint.surfaces()?.resolve_blocking().await?;
     let stream = r.stream.unwrap_or(false);
     let include_usage = StreamOptions::include_usage(r.stream_options);
     let started = st

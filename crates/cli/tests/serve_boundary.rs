@@ -1,0 +1,133 @@
+//! No web page can drive the server: a foreign `Origin`, a foreign `Host` (DNS
+//! rebinding) or a body not declared JSON is refused before any handler runs, so a
+//! pull a page asks for never reaches the network. The SDKs' requests (no `Origin`,
+//! a loopback `Host`, JSON) still pass.
+
+mod serve_common;
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use serve_common::{client, Server};
+
+/// What a page could send, and the status each must get.
+fn attacks(model: &str, pull_url: &str) -> Vec<(&'static str, &'static str, Value)> {
+    vec![
+        (
+            "POST",
+            "/api/pull",
+            json!({"model": pull_url, "insecure": true}),
+        ),
+        (
+            "POST",
+            "/api/copy",
+            json!({"source": model, "destination": "stolen:1"}),
+        ),
+        ("DELETE", "/api/delete", json!({"model": model})),
+        (
+            "POST",
+            "/v1/chat/completions",
+            json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}),
+        ),
+    ]
+}
+
+#[test]
+fn pages_and_rebound_names_are_refused_and_nothing_is_fetched() {
+    let s = Server::start(&[]);
+    let c = client();
+    // A registry a page would like the server to fetch from: it must see nothing.
+    let trap = TcpListener::bind("127.0.0.1:0").unwrap();
+    trap.set_nonblocking(true).unwrap();
+    let pull_url = format!("http://{}/evil.gguf", trap.local_addr().unwrap());
+    let port = s.base.rsplit(':').next().unwrap().to_string();
+    for (method, path, body) in attacks(&s.model, &pull_url) {
+        let send = |headers: &[(&str, String)], content_type: &str| {
+            let mut r = c
+                .request(method.parse().unwrap(), s.url(path))
+                .header("content-type", content_type)
+                .body(body.to_string());
+            for (k, v) in headers {
+                r = r.header(*k, v);
+            }
+            let r = r.send().unwrap();
+            let status = r.status().as_u16();
+            let v: Value = r.json().unwrap_or(Value::Null);
+            (status, v)
+        };
+        let (st, v) = send(
+            &[("origin", "https://evil.example".into())],
+            "application/json",
+        );
+        assert_eq!(st, 403, "{method} {path} from a foreign origin: {v}");
+        assert!(v.to_string().contains("origin"), "{v}");
+        let (st, v) = send(
+            &[("host", format!("evil.example:{port}"))],
+            "application/json",
+        );
+        assert_eq!(st, 403, "{method} {path} for a foreign host: {v}");
+        let (st, v) = send(&[], "text/plain");
+        assert_eq!(st, 415, "{method} {path} as text/plain: {v}");
+        let (st, _) = send(&[], "application/x-www-form-urlencoded");
+        assert_eq!(st, 415, "{method} {path} as a form");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        trap.accept().is_err(),
+        "a refused pull still connected to the registry"
+    );
+    // The model is still there, under its name only.
+    let tags: Value = c.get(s.url("/api/tags")).send().unwrap().json().unwrap();
+    assert!(!tags.to_string().contains("stolen"), "{tags}");
+    let (st, v) = serve_common::post(
+        &c,
+        &s.url("/v1/chat/completions"),
+        &json!({"model": s.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}),
+    );
+    assert_eq!(st, 200, "{v}");
+}
+
+#[test]
+fn a_loopback_page_is_answered_with_cors_and_an_allowed_origin_too() {
+    let s = Server::start(&["-allow-origin", "https://app.example"]);
+    let c = client();
+    for origin in ["http://localhost:5173", "https://app.example"] {
+        let r = c
+            .get(s.url("/api/tags"))
+            .header("origin", origin)
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{origin}");
+        assert_eq!(r.headers()["access-control-allow-origin"], origin);
+        let pre = c
+            .request(reqwest::Method::OPTIONS, s.url("/v1/chat/completions"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .send()
+            .unwrap();
+        assert_eq!(pre.status().as_u16(), 204, "{origin}");
+        assert!(pre.headers().contains_key("access-control-allow-headers"));
+    }
+    let r = c
+        .get(s.url("/api/tags"))
+        .header("origin", "https://other.example")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+}
+
+#[test]
+fn beyond_loopback_the_server_wants_a_key() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llamay"))
+        .args(["serve", "-m", "/nonexistent.gguf", "-addr", "0.0.0.0:0"])
+        .env_remove("LLAMAY_API_KEY")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("-api-key") && err.contains("-insecure-no-key"),
+        "{err}"
+    );
+}
