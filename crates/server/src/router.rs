@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
+use axum::body::Body;
 use llamay_runtime::Registry;
 
 use crate::api::{anthropic, ollama, openai};
@@ -94,6 +95,9 @@ fn with_cors(mut resp: Response, origin: Option<HeaderValue>, preflight: bool) -
     resp
 }
 
+/// Longest a client may take to send a request's body.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The key, the declared size, then the handler, with errors in the path's shape.
 async fn checked(st: &AppState, shape: ErrorShape, req: Request, next: Next) -> Response {
     if let Some(key) = &st.api_key {
@@ -111,6 +115,28 @@ async fn checked(st: &AppState, shape: ErrorShape, req: Request, next: Next) -> 
         st.runtime.stats.errors.fetch_add(1, Ordering::Relaxed);
         return ApiError::too_large(st.body_limit).into_response_as(shape);
     }
+    // The whole body, in time: a client that trickles it holds no handler.
+    let (parts, body) = req.into_parts();
+    let bytes =
+        match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, st.body_limit)).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                st.runtime.stats.errors.fetch_add(1, Ordering::Relaxed);
+                let too_long = std::error::Error::source(&e)
+                    .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+                let err = if too_long {
+                    ApiError::too_large(st.body_limit)
+                } else {
+                    ApiError::bad_request(format!("the request body could not be read: {e}"))
+                };
+                return err.into_response_as(shape);
+            }
+            Err(_) => {
+                st.runtime.stats.errors.fetch_add(1, Ordering::Relaxed);
+                return ApiError::body_timeout(BODY_TIMEOUT).into_response_as(shape);
+            }
+        };
+    let req = Request::from_parts(parts, Body::from(bytes));
     let resp = next.run(req).await;
     let status = resp.status();
     if status.is_client_error() || status.is_server_error() {

@@ -49,8 +49,6 @@ pub enum ServeError {
     Preload(llamay_runtime::Error),
     #[error("no default model")]
     NoDefaultModel,
-    #[error("the server stopped: {0}")]
-    Stopped(#[source] std::io::Error),
 }
 
 /// Extra time, after the drain, for cancelled streams to send their final events.
@@ -143,10 +141,8 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
                 std::process::exit(0);
             });
         };
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stopping)
-            .await
-            .map_err(ServeError::Stopped)
+        crate::listen::serve(listener, app, stopping).await;
+        Ok(())
     })
 }
 

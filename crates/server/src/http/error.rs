@@ -36,7 +36,7 @@ impl ApiError {
         ApiError {
             status,
             kind,
-            message: message.into(),
+            message: capped(message.into()),
             refusal: false,
             retry_after: None,
         }
@@ -97,6 +97,18 @@ impl ApiError {
         Self::new(504, ErrorKind::Timeout, message)
     }
 
+    /// The body did not arrive within `limit` (408).
+    pub fn body_timeout(limit: std::time::Duration) -> ApiError {
+        Self::new(
+            408,
+            ErrorKind::Timeout,
+            format!(
+                "the request body did not arrive within {}s",
+                limit.as_secs()
+            ),
+        )
+    }
+
     pub fn internal(message: impl Into<String>) -> ApiError {
         Self::new(500, ErrorKind::Internal, message)
     }
@@ -127,11 +139,27 @@ impl From<llamay_runtime::Error> for ApiError {
         ApiError {
             status,
             kind,
-            message: e.message,
+            message: capped(e.message),
             refusal: e.refusal,
             retry_after: e.retry_after,
         }
     }
+}
+
+/// Longest message an error carries: enough for any explanation, while a message
+/// that quotes the input (serde's "invalid type: string …") never echoes megabytes.
+pub const MAX_MESSAGE_BYTES: usize = 600;
+
+fn capped(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str("… (cut)");
+    }
+    message
 }
 
 /// An API shape's error body. Each API module owns its function; the router picks
@@ -142,5 +170,19 @@ pub struct ErrorShape(pub fn(&ApiError) -> serde_json::Value);
 impl ErrorShape {
     pub fn body(self, e: &ApiError) -> serde_json::Value {
         (self.0)(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        let e = ApiError::bad_request("é".repeat(1000));
+        assert!(e.message.len() <= MAX_MESSAGE_BYTES + "… (cut)".len());
+        assert!(e.message.ends_with("… (cut)"));
+        let short = ApiError::from(llamay_runtime::Error::bad_request("short"));
+        assert_eq!(short.message, "short");
     }
 }
