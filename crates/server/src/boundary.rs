@@ -75,7 +75,7 @@ impl Boundary {
                 )));
             }
         }
-        if has_body(method, headers) && !is_json(headers) {
+        if has_body(headers) && !is_json(headers) {
             return Err(ApiError::unsupported_media_type());
         }
         if changes_state(uri.path()) && self.beyond_loopback && !self.has_key {
@@ -136,19 +136,14 @@ fn is_loopback_name(host: &str) -> bool {
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-fn has_body(method: &Method, headers: &HeaderMap) -> bool {
+fn has_body(headers: &HeaderMap) -> bool {
+    // HTTP/1.1 has a body exactly when it declares a length or a transfer coding; a
+    // browser's fetch always declares one.
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    match declared {
-        Some(n) => n > 0,
-        // A chunked body, or a method that normally carries one.
-        None => {
-            headers.contains_key(header::TRANSFER_ENCODING)
-                || matches!(*method, Method::POST | Method::PUT | Method::PATCH)
-        }
-    }
+    declared.is_some_and(|n| n > 0) || headers.contains_key(header::TRANSFER_ENCODING)
 }
 
 /// `application/json`, or any `+json` type, with or without parameters.
