@@ -75,14 +75,16 @@ fn refused_keywords_get_the_seeds_400_on_every_shape_before_inference() {
                 assert_eq!(v["error"]["type"], "invalid_request_error");
                 v["error"]["message"].as_str()
             } else {
-                assert_eq!(v["error"]["type"], "Bad Request");
-                assert!(v["error"]["param"].is_null() && v["error"]["code"].is_null());
+                assert_eq!(v["error"]["type"], "invalid_request_error");
+                assert_eq!(v["error"]["code"], "unsupported_schema");
+                assert!(v["error"]["param"].is_string(), "{v}");
                 v["error"]["message"].as_str()
             };
             assert!(message.unwrap().contains(&needle), "{path}: {v}");
         }
     }
-    // The seed's exact body for its example.
+    // The seed's message for its example, in the shape OpenAI's clients read
+    // (`invalid_request_error`, not the seed's "Bad Request"), naming the field.
     let (status, v) = post(
         &c,
         &s.url("/v1/chat/completions"),
@@ -92,7 +94,7 @@ fn refused_keywords_get_the_seeds_400_on_every_shape_before_inference() {
     assert_eq!(status, 400);
     assert_eq!(
         v,
-        json!({"error": {"message": "properties.a uses \"not\", which llamay's constraint cannot honour; send a schema without it rather than one that is silently not enforced", "type": "Bad Request", "param": null, "code": null}})
+        json!({"error": {"message": "properties.a uses \"not\", which llamay's constraint cannot honour; send a schema without it rather than one that is silently not enforced", "type": "invalid_request_error", "param": "llamay_schema", "code": "unsupported_schema"}})
     );
     // Nothing was decoded for any of them.
     let stats: Value = c.get(s.url("/v1/stats")).send().unwrap().json().unwrap();

@@ -140,11 +140,16 @@ fn a_connection_that_never_finishes_its_headers_is_closed() {
     let mut conn = std::net::TcpStream::connect(&addr).unwrap();
     conn.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         .unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let t0 = std::time::Instant::now();
     let mut buf = Vec::new();
     // Closed by the server (EOF, possibly after a 408), not by our read timeout.
     let r = conn.read_to_end(&mut buf);
-    assert!(r.is_ok(), "the connection was still open after {:?}: {r:?}", t0.elapsed());
+    assert!(
+        r.is_ok(),
+        "the connection was still open after {:?}: {r:?}",
+        t0.elapsed()
+    );
     assert!(t0.elapsed() < Duration::from_secs(25), "{:?}", t0.elapsed());
 }

@@ -171,8 +171,8 @@ fn schema_spec(field: &str, schema: &Value) -> Result<ConstraintSpec, Error> {
         )));
     }
     let t0 = Instant::now();
-    let (grammar, report) =
-        llamay_constrain::schema::grammar(schema).map_err(|e| Error::refusal(e.to_string()))?;
+    let (grammar, report) = llamay_constrain::schema::grammar(schema)
+        .map_err(|e| Error::refusal(e.to_string()).at(field))?;
     Ok(ConstraintSpec::Schema(Arc::new(CompiledSchema {
         key: schema.to_string(),
         grammar,

@@ -25,6 +25,8 @@ pub struct Error {
     pub refusal: bool,
     /// Seconds after which a retry may succeed.
     pub retry_after: Option<u64>,
+    /// The request field at fault, as the API shape spells it (OpenAI's `param`).
+    pub param: Option<String>,
 }
 
 impl Error {
@@ -34,7 +36,14 @@ impl Error {
             message: message.into(),
             refusal: false,
             retry_after: None,
+            param: None,
         }
+    }
+
+    /// Names the request field at fault.
+    pub fn at(mut self, field: &str) -> Error {
+        self.param = Some(field.to_string());
+        self
     }
 
     pub fn bad_request(message: impl Into<String>) -> Error {

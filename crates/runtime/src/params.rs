@@ -97,9 +97,7 @@ fn ranged(name: &str, v: f64, lo: f64, hi: f64) -> Result<f64, Error> {
     if v.is_finite() && (lo..=hi).contains(&v) {
         Ok(v)
     } else {
-        Err(Error::bad_request(format!(
-            "{name} must be between {lo} and {hi}, not {v}"
-        )))
+        Err(Error::bad_request(format!("{name} must be between {lo} and {hi}, not {v}")).at(name))
     }
 }
 

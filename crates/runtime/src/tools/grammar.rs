@@ -47,7 +47,7 @@ pub(crate) fn compile(set: &ToolSet) -> Result<CompiledSchema, Error> {
     let mut key_tools = Vec::new();
     for t in set.callable() {
         let args = lower_into(&mut b, &t.schema)
-            .map_err(|e| Error::refusal(format!("tool {}: {e}", t.name)))?;
+            .map_err(|e| Error::refusal(format!("tool {}: {e}", t.name)).at("tools"))?;
         alts.push(vec![Symbol::lit(head(&t.name)), args]);
         report
             .entries

@@ -79,8 +79,8 @@ impl ToolDef {
                 )))
             }
         }
-        let schema =
-            compile(&as_object).map_err(|e| Error::refusal(format!("tool {name}: {e}")))?;
+        let schema = compile(&as_object)
+            .map_err(|e| Error::refusal(format!("tool {name}: {e}")).at("tools"))?;
         Ok(ToolDef {
             name: name.to_string(),
             description,

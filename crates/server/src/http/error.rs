@@ -29,6 +29,8 @@ pub struct ApiError {
     pub refusal: bool,
     /// Seconds for a `Retry-After` header.
     pub retry_after: Option<u64>,
+    /// The request field at fault (OpenAI's `param`).
+    pub param: Option<String>,
 }
 
 impl ApiError {
@@ -39,6 +41,7 @@ impl ApiError {
             message: capped(message.into()),
             refusal: false,
             retry_after: None,
+            param: None,
         }
     }
 
@@ -142,6 +145,7 @@ impl From<llamay_runtime::Error> for ApiError {
             message: capped(e.message),
             refusal: e.refusal,
             retry_after: e.retry_after,
+            param: e.param,
         }
     }
 }

@@ -31,26 +31,25 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/models", get(models))
 }
 
-/// OpenAI's error body. Schema refusals use the seed's `"type":"Bad Request"`.
+/// OpenAI's error body. A refused schema is an `invalid_request_error` like any other
+/// bad request (what OpenAI's clients branch on), with `param` naming the field that
+/// carried it and `code` saying why.
 pub fn error_body(e: &ApiError) -> Value {
-    let kind = if e.refusal {
-        "Bad Request"
-    } else {
-        match e.kind {
-            ErrorKind::InvalidRequest | ErrorKind::TooLarge => "invalid_request_error",
-            ErrorKind::Authentication => "authentication_error",
-            ErrorKind::Forbidden => "permission_error",
-            ErrorKind::NotFound => "not_found_error",
-            ErrorKind::Overloaded => "server_overloaded",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Internal => "server_error",
-        }
+    let kind = match e.kind {
+        ErrorKind::InvalidRequest | ErrorKind::TooLarge => "invalid_request_error",
+        ErrorKind::Authentication => "authentication_error",
+        ErrorKind::Forbidden => "permission_error",
+        ErrorKind::NotFound => "not_found_error",
+        ErrorKind::Overloaded => "server_overloaded",
+        ErrorKind::Timeout => "timeout",
+        ErrorKind::Internal => "server_error",
     };
     let code = match e.kind {
         ErrorKind::NotFound if e.message.starts_with("model") => json!("model_not_found"),
+        _ if e.refusal => json!("unsupported_schema"),
         _ => Value::Null,
     };
-    json!({"error": {"message": e.message, "type": kind, "param": null, "code": code}})
+    json!({"error": {"message": e.message, "type": kind, "param": e.param, "code": code}})
 }
 
 fn fail(e: impl Into<ApiError>) -> Response {
