@@ -1,5 +1,5 @@
 //! [`Constraint`]: a compiled grammar bound to a vocabulary, shareable across threads and
-//! requests; and [`ConstraintCache`], so the same grammar text compiles once.
+//! requests.
 
 use crate::automaton::distance::Distances;
 use crate::automaton::jsonstr::StringProg;
@@ -8,6 +8,7 @@ use crate::automaton::program::Program;
 use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
 use crate::grammar::{json, ByteDfa, Grammar, GrammarBuilder, Symbol};
+use crate::heap::{self, Seen};
 use crate::matcher::{Matcher, DEFAULT_MASK_LIMIT};
 use crate::vocab::Vocabulary;
 use rustc_hash::FxHashMap;
@@ -33,6 +34,8 @@ impl Default for Limits {
 
 pub(crate) struct Inner {
     pub program: Program,
+    /// The program's heap bytes, measured once (it never changes).
+    program_bytes: usize,
     pub vocab: Arc<Vocabulary>,
     pub limits: Limits,
     /// Stack-free string masks by (string id, string state), shared by all matchers.
@@ -59,6 +62,7 @@ const LOCAL_MASK_LIMIT: usize = 256;
 impl Inner {
     fn new(program: Program, vocab: Arc<Vocabulary>, limits: Limits) -> Self {
         Inner {
+            program_bytes: program.heap_bytes(&mut Seen::default()),
             program,
             vocab,
             limits,
@@ -66,6 +70,19 @@ impl Inner {
             memos: Mutex::new(FxHashMap::default()),
             distances: OnceLock::new(),
         }
+    }
+
+    /// Heap bytes kept alive now: the program, and the string masks, step memos and
+    /// distances matchers have filled in since (see [`crate::heap`] for what is counted).
+    fn heap_bytes(&self) -> usize {
+        let mut seen = Seen::default();
+        let local = self.local.heap_bytes(|m| m.heap_bytes(&mut seen));
+        let memos = {
+            let memos = self.memos.lock().unwrap_or_else(|e| e.into_inner());
+            heap::map(&memos) + memos.values().map(StepMemo::heap_bytes).sum::<usize>()
+        };
+        let distances = self.distances.get().map_or(0, Distances::heap_bytes);
+        std::mem::size_of::<Inner>() + self.program_bytes + local + memos + distances
     }
 
     /// The program's shortest-completion costs.
@@ -208,7 +225,7 @@ impl Constraint {
         Matcher::new(self.clone())
     }
 
-    /// Whether both handles share one compiled constraint (e.g. from a [`ConstraintCache`]).
+    /// Whether both handles share one compiled constraint (e.g. from a [`ConstraintCache`](crate::ConstraintCache)).
     pub fn ptr_eq(&self, other: &Constraint) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
@@ -217,74 +234,12 @@ impl Constraint {
     pub fn vocab(&self) -> &Arc<Vocabulary> {
         &self.inner.vocab
     }
-}
 
-/// Compiled constraints by content, for one vocabulary: the same grammar text compiles
-/// once. Cleared when it reaches its capacity.
-pub struct ConstraintCache {
-    vocab: Arc<Vocabulary>,
-    capacity: usize,
-    map: Mutex<FxHashMap<(String, String), Constraint>>,
-}
-
-impl ConstraintCache {
-    /// An empty cache holding up to `capacity` constraints.
-    pub fn new(vocab: Arc<Vocabulary>, capacity: usize) -> Self {
-        ConstraintCache {
-            vocab,
-            capacity: capacity.max(1),
-            map: Mutex::new(FxHashMap::default()),
-        }
-    }
-
-    /// The constraint cached under (`kind`, `text`), or the result of `build` (cached if
-    /// it succeeds). Front-ends outside this crate (JSON Schema) use their own `kind`.
-    /// Compilation runs outside the lock.
-    pub fn get_or_build(
-        &self,
-        kind: &str,
-        text: &str,
-        build: impl FnOnce(Arc<Vocabulary>) -> Result<Constraint>,
-    ) -> Result<Constraint> {
-        let key = (kind.to_string(), text.to_string());
-        if let Some(c) = self.lock().get(&key) {
-            return Ok(c.clone());
-        }
-        let c = build(self.vocab.clone())?;
-        let mut map = self.lock();
-        if map.len() >= self.capacity {
-            map.clear();
-        }
-        Ok(map.entry(key).or_insert(c).clone())
-    }
-
-    /// A GBNF grammar, compiled once.
-    pub fn gbnf(&self, text: &str) -> Result<Constraint> {
-        self.get_or_build("gbnf", text, |v| Constraint::from_gbnf(text, v))
-    }
-
-    /// Any JSON value, compiled once.
-    pub fn any_json(&self) -> Result<Constraint> {
-        self.get_or_build("any-json", "", Constraint::any_json)
-    }
-
-    /// A whole-output regex, compiled once.
-    pub fn regex(&self, pattern: &str) -> Result<Constraint> {
-        self.get_or_build("regex", pattern, |v| Constraint::from_regex(pattern, v))
-    }
-
-    /// Constraints currently cached.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<(String, String), Constraint>> {
-        // A panic while holding the lock cannot leave the map inconsistent.
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    /// An estimate of the heap bytes this constraint keeps alive: its compiled program
+    /// (nodes, DFAs, string tables) plus what its matchers have cached on it so far
+    /// (stack-free string masks, step memos, distances). It grows as decoding fills
+    /// those caches, each of which is bounded. The vocabulary is not counted.
+    pub fn heap_bytes(&self) -> usize {
+        self.inner.heap_bytes()
     }
 }

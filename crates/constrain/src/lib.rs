@@ -29,17 +29,20 @@
 #![forbid(unsafe_code)]
 
 mod automaton;
+mod cache;
 mod constraint;
 pub mod error;
 pub mod gbnf;
 pub mod grammar;
+mod heap;
 mod matcher;
 mod pool;
 pub mod schema;
 mod stats;
 mod vocab;
 
-pub use constraint::{Constraint, ConstraintCache, Limits};
+pub use cache::ConstraintCache;
+pub use constraint::{Constraint, Limits};
 pub use error::{Error, Result};
 pub use matcher::{Matcher, DEFAULT_MASK_LIMIT, MAX_ROLLBACK};
 pub use stats::MatcherStats;

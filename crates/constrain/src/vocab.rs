@@ -239,6 +239,11 @@ impl TokenMask {
         self.n
     }
 
+    /// Heap bytes of the bitset.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        crate::heap::vec(&self.words)
+    }
+
     /// Whether the mask covers no tokens.
     pub fn is_empty(&self) -> bool {
         self.n == 0

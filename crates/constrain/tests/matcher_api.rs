@@ -170,7 +170,7 @@ fn constraints_are_shared_across_threads_and_cached_by_content() {
     assert_send_sync::<Constraint>();
     assert_send_sync::<ConstraintCache>();
     let (vocab, eog, special) = synthetic_vocab(&[]);
-    let cache = ConstraintCache::new(vocab, 8);
+    let cache = ConstraintCache::new(vocab, 64 << 20);
     let g = "root ::= \"a\"+ \"b\"";
     let c1 = cache.gbnf(g).unwrap();
     let c2 = cache.gbnf(g).unwrap();

@@ -48,6 +48,15 @@ pub(crate) struct Distances {
 }
 
 impl Distances {
+    /// Heap bytes of the cost tables.
+    pub fn heap_bytes(&self) -> usize {
+        use crate::heap::vec;
+        vec(&self.node)
+            + vec(&self.dfa)
+            + self.dfa.iter().map(vec).sum::<usize>()
+            + vec(&self.open_string)
+    }
+
     pub fn compute(p: &Program) -> Distances {
         let mut d = Distances {
             node: vec![FAR; p.nodes.len()],

@@ -27,6 +27,15 @@ pub(crate) struct StringProg {
     trie: Vec<(FxHashMap<u8, u32>, bool)>,
 }
 
+/// A shared DFA's bytes, counted the first time it is met.
+pub(crate) fn dfa_bytes(d: &Arc<ByteDfa>, seen: &mut crate::heap::Seen) -> usize {
+    if seen.first(Arc::as_ptr(d)) {
+        std::mem::size_of::<ByteDfa>() + d.heap_bytes()
+    } else {
+        0
+    }
+}
+
 /// Result of feeding one byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StrStep {
@@ -89,6 +98,13 @@ fn hex_val(b: u8) -> Option<u32> {
 }
 
 impl StringProg {
+    /// Heap bytes of the exclusion trie and, the first time it is met, the pattern.
+    pub(crate) fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
+        use crate::heap::{map, vec};
+        let trie = vec(&self.trie) + self.trie.iter().map(|(m, _)| map(m)).sum::<usize>();
+        trie + self.dfa.as_ref().map_or(0, |d| dfa_bytes(d, seen))
+    }
+
     pub fn new(spec: &JsonString) -> Self {
         let mut trie: Vec<(FxHashMap<u8, u32>, bool)> = vec![(FxHashMap::default(), false)];
         for v in &spec.exclude {

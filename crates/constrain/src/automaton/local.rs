@@ -36,6 +36,17 @@ pub(crate) struct Remaining {
 }
 
 impl LocalMask {
+    /// Heap bytes: the closing nodes, and the inside mask the first time it is met
+    /// (it may be shared with a profile on the vocabulary; counted in full then).
+    pub fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
+        let inside = if seen.first(Arc::as_ptr(&self.inside)) {
+            std::mem::size_of::<TokenMask>() + self.inside.heap_bytes()
+        } else {
+            0
+        };
+        crate::heap::vec(&self.closing) + inside
+    }
+
     /// Walks the trie through the string automaton alone (see [`walk_string`]).
     /// `memo` must belong to `prog` (same string, same bounds). Each first-byte subtree
     /// is walked once per string state after that byte and kept in the memo: a pattern's
@@ -271,6 +282,17 @@ const MEMO_LIMIT: usize = 512;
 const SUBTREE_LIMIT: usize = 1 << 20;
 
 impl StepMemo {
+    /// Heap bytes of the memo: states, transitions and subtrees.
+    pub fn heap_bytes(&self) -> usize {
+        use crate::heap::{map, slice, vec};
+        let subtrees: usize = self
+            .subtrees
+            .values()
+            .map(|s| std::mem::size_of::<Subtree>() + slice(&s.inside) + slice(&s.closing))
+            .sum();
+        vec(&self.auxes) + map(&self.ids) + vec(&self.table) + map(&self.subtrees) + subtrees
+    }
+
     /// Empties the memo if it is full.
     fn make_room(&mut self) {
         if self.auxes.len() > MEMO_LIMIT || self.subtree_ids > SUBTREE_LIMIT {
@@ -370,6 +392,16 @@ impl<K: Hash + Eq, V> SharedCache<K, V> {
             map: Mutex::new(FxHashMap::default()),
             limit,
         }
+    }
+
+    /// Heap bytes of the table plus `value_bytes` of each value.
+    pub fn heap_bytes(&self, mut value_bytes: impl FnMut(&V) -> usize) -> usize {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let values: usize = map
+            .values()
+            .map(|v| std::mem::size_of::<V>() + value_bytes(v))
+            .sum();
+        crate::heap::map(&map) + values
     }
 
     pub fn get_or_compute(&self, key: K, compute: impl FnOnce() -> V) -> Arc<V> {

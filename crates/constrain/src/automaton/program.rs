@@ -100,6 +100,42 @@ fn too_large() -> Error {
 }
 
 impl Program {
+    /// Heap bytes of the program: nodes, split targets, DFAs, string and unordered
+    /// tables (each shared DFA once, through `seen`).
+    pub fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
+        use super::jsonstr::dfa_bytes;
+        use crate::heap::{slice, vec};
+        let splits: usize = self
+            .nodes
+            .iter()
+            .map(|n| match n {
+                Node::Split(targets) => slice(targets),
+                _ => 0,
+            })
+            .sum();
+        let dfas: usize = self.dfas.iter().map(|d| dfa_bytes(d, seen)).sum();
+        let strings: usize = self.strings.iter().map(|s| s.heap_bytes(seen)).sum();
+        let unordered: usize = self.unordered.iter().map(|u| vec(&u.members)).sum();
+        let mut specs = 0;
+        for s in &self.string_specs {
+            if seen.first(Arc::as_ptr(s)) {
+                let excluded = vec(&s.exclude) + s.exclude.iter().map(vec).sum::<usize>();
+                let pattern = s.pattern.as_ref().map_or(0, |d| dfa_bytes(d, seen));
+                specs += std::mem::size_of::<JsonString>() + excluded + pattern;
+            }
+        }
+        vec(&self.nodes)
+            + splits
+            + vec(&self.dfas)
+            + dfas
+            + vec(&self.strings)
+            + strings
+            + vec(&self.unordered)
+            + unordered
+            + vec(&self.string_specs)
+            + specs
+    }
+
     /// Lowers a validated grammar.
     pub fn compile(g: &Grammar) -> Result<Program> {
         let mut p = Program {

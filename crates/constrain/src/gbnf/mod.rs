@@ -10,6 +10,7 @@
 //! token terminals (`<think>`, `<[1000]>`), repetition bounds above 4096, undefined or
 //! twice-defined rules, unterminated strings and classes, bad escapes.
 
+mod lines;
 mod parser;
 
 pub use parser::parse_gbnf;

@@ -1,5 +1,6 @@
 //! Recursive-descent parser for GBNF text.
 
+use super::lines::LineIndex;
 use crate::error::{Error, Result};
 use crate::grammar::{CharClass, Grammar, GrammarBuilder, RuleId, Symbol, MAX_REPEAT};
 use rustc_hash::FxHashMap;
@@ -12,6 +13,7 @@ pub fn parse_gbnf(text: &str) -> Result<Grammar> {
     let mut p = Parser {
         src: text.as_bytes(),
         text,
+        lines: LineIndex::new(text),
         pos: 0,
         b: GrammarBuilder::new(),
         refs: FxHashMap::default(),
@@ -23,6 +25,8 @@ pub fn parse_gbnf(text: &str) -> Result<Grammar> {
 struct Parser<'a> {
     src: &'a [u8],
     text: &'a str,
+    /// Line and column of any offset, so errors and rule origins cost no rescan.
+    lines: LineIndex<'a>,
     pos: usize,
     b: GrammarBuilder,
     /// First place each rule name was referenced, for "undefined rule" errors.
@@ -35,15 +39,8 @@ fn is_name_byte(c: u8) -> bool {
 }
 
 impl Parser<'_> {
-    fn line_col(&self, pos: usize) -> (u32, u32) {
-        let before = &self.text[..pos.min(self.text.len())];
-        let line = before.matches('\n').count() as u32 + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
-        (line, col)
-    }
-
     fn err<T>(&self, pos: usize, msg: impl Into<String>) -> Result<T> {
-        let (l, c) = self.line_col(pos);
+        let (l, c) = self.lines.line_col(pos);
         Err(Error::grammar_at(msg, l, c))
     }
 
@@ -101,7 +98,7 @@ impl Parser<'_> {
             }
             let alts = self.alternatives(false)?;
             self.b.define(id, alts);
-            let (l, c) = self.line_col(start);
+            let (l, c) = self.lines.line_col(start);
             self.b.set_origin(id, l, c);
             match self.peek() {
                 None | Some(b'\n' | b'\r') => {}

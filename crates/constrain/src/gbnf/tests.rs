@@ -129,3 +129,59 @@ fn nested_repetitions_are_refused_before_being_built() {
     assert!(t0.elapsed().as_millis() < 500);
     assert!(crate::Constraint::from_gbnf("root ::= [a-z]{4096}", vocab).is_ok());
 }
+
+/// `n` rules, one per line, each offering a literal or the next rule; CRLF line ends,
+/// multi-byte characters and comments, so line and column counting is exercised.
+fn chain_grammar(n: usize) -> String {
+    let mut g = String::from("root ::= r0\n");
+    for i in 0..n {
+        let next = if i + 1 < n {
+            format!(" r{}", i + 1)
+        } else {
+            String::new()
+        };
+        g += &format!("r{i} ::= \"é{i}\"{next} | \"😀\" # ü\r\n");
+    }
+    g
+}
+
+#[test]
+fn fourteen_thousand_rules_parse_with_their_origins() {
+    let n = 14_000;
+    let text = chain_grammar(n);
+    let g = parse_gbnf(&text).unwrap();
+    assert_eq!(g.rules().len(), n + 1);
+    for (i, rule) in g.rules().iter().enumerate() {
+        // `root` is rule 0 on line 1 (declared when first referenced, `r0` is rule 1).
+        let want = if rule.name == "root" {
+            1
+        } else {
+            rule.name[1..].parse::<u32>().unwrap() + 2
+        };
+        assert_eq!(rule.origin, Some((want, 1)), "rule {i} `{}`", rule.name);
+    }
+    // An error after all of it is placed on its line, columns counted in characters.
+    let bad = format!("{text}  ü ::= \"x\"");
+    let msg = parse_gbnf(&bad).unwrap_err().to_string();
+    assert!(
+        msg.starts_with(&format!("{}:3: expected a rule name", n + 2)),
+        "{msg}"
+    );
+    let bad = format!("{text}ok ::= \"x\" ü");
+    let msg = parse_gbnf(&bad).unwrap_err().to_string();
+    assert!(
+        msg.starts_with(&format!("{}:12: expected end of line", n + 2)),
+        "{msg}"
+    );
+    let vocab = std::sync::Arc::new(crate::Vocabulary::new(
+        (0..=255u8).map(|b| vec![b]).collect(),
+        &[],
+        &[],
+    ));
+    let c = crate::Constraint::from_grammar(&g, vocab).unwrap();
+    let mut m = c.matcher();
+    for b in "é0é1😀".bytes() {
+        m.commit(u32::from(b)).unwrap();
+    }
+    assert!(m.is_accepting());
+}

@@ -1,6 +1,7 @@
 //! [`GrammarBuilder`]: assembles rules and validates them into a [`Grammar`].
 
 use super::display::render_seq;
+use super::fixpoint::{least_fixpoint, Shape};
 use super::ir::*;
 use crate::error::{Error, Result};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -216,19 +217,17 @@ fn check_symbol(g: &Grammar, rule: &Rule, s: &Symbol) -> Result<()> {
 
 /// Whether each rule can match the empty string (least fixpoint).
 pub(crate) fn nullable_rules(g: &Grammar) -> Vec<bool> {
-    let mut nullable = vec![false; g.rules.len()];
-    loop {
-        let mut changed = false;
-        for (i, r) in g.rules.iter().enumerate() {
-            if !nullable[i] && r.alts.iter().any(|a| seq_nullable(a, &nullable)) {
-                nullable[i] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            return nullable;
-        }
-    }
+    least_fixpoint(g, |s| match s {
+        Symbol::Literal(b) => Shape::Const(b.is_empty()),
+        Symbol::Bytes(_) | Symbol::Class(_) | Symbol::JsonString(_) => Shape::Const(false),
+        Symbol::Rule(r) => Shape::Rule(*r),
+        Symbol::Group(alts) => Shape::Any(alts),
+        Symbol::Repeat { min: 0, .. } => Shape::Const(true),
+        Symbol::Repeat { inner, .. } => Shape::Same(inner),
+        Symbol::Unordered(u) => Shape::Const(!u.members.iter().any(|m| m.required)),
+        Symbol::Ws => Shape::Const(true),
+        Symbol::Regex(d) => Shape::Const(d.is_accepting(d.start())),
+    })
 }
 
 pub(crate) fn seq_nullable(seq: &[Symbol], nullable: &[bool]) -> bool {
@@ -251,35 +250,7 @@ pub(crate) fn sym_nullable(s: &Symbol, nullable: &[bool]) -> bool {
 /// Refuses rules that can never finish (`a ::= "x" a`): a parse that enters one could
 /// never end, so the automaton would offer tokens leading to a dead end.
 fn check_productive(g: &Grammar) -> Result<()> {
-    fn seq(v: &[Symbol], p: &[bool]) -> bool {
-        v.iter().all(|s| sym(s, p))
-    }
-    fn sym(s: &Symbol, p: &[bool]) -> bool {
-        match s {
-            Symbol::Rule(r) => p[r.0 as usize],
-            Symbol::Group(alts) => alts.iter().any(|a| seq(a, p)),
-            Symbol::Repeat { inner, min, .. } => *min == 0 || sym(inner, p),
-            Symbol::Unordered(u) => {
-                let required: Vec<_> = u.members.iter().filter(|m| m.required).collect();
-                required.iter().all(|m| seq(&m.value, p))
-                    && (required.len() < 2 || seq(&u.separator, p))
-            }
-            _ => true,
-        }
-    }
-    let mut productive = vec![false; g.rules.len()];
-    loop {
-        let mut changed = false;
-        for (i, r) in g.rules.iter().enumerate() {
-            if !productive[i] && r.alts.iter().any(|a| seq(a, &productive)) {
-                productive[i] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
+    let productive = productive_rules(g);
     match g.rules.iter().zip(&productive).find(|(_, &p)| !p) {
         None => Ok(()),
         Some((r, _)) => Err(err_at(
@@ -287,6 +258,30 @@ fn check_productive(g: &Grammar) -> Result<()> {
             format!("rule `{}` can never finish: every alternative needs `{}` (or another unfinishable rule) again; give it an alternative that ends", r.name, r.name),
         )),
     }
+}
+
+/// Whether each rule can finish, i.e. match some finite text (least fixpoint).
+pub(crate) fn productive_rules(g: &Grammar) -> Vec<bool> {
+    least_fixpoint(g, |s| match s {
+        Symbol::Rule(r) => Shape::Rule(*r),
+        Symbol::Group(alts) => Shape::Any(alts),
+        Symbol::Repeat { min: 0, .. } => Shape::Const(true),
+        Symbol::Repeat { inner, .. } => Shape::Same(inner),
+        Symbol::Unordered(u) => {
+            let mut all: Vec<&[Symbol]> = u
+                .members
+                .iter()
+                .filter(|m| m.required)
+                .map(|m| m.value.as_slice())
+                .collect();
+            // Two required members or more need a separator between them.
+            if all.len() >= 2 {
+                all.push(&u.separator);
+            }
+            Shape::All(all)
+        }
+        _ => Shape::Const(true),
+    })
 }
 
 /// Rules that may be entered before any byte is consumed in `seq`.

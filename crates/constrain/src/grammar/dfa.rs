@@ -49,6 +49,16 @@ impl PartialEq for Universal {
 impl Eq for Universal {}
 
 impl ByteDfa {
+    /// Heap bytes of the tables (see [`crate::heap`]).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use crate::heap::vec;
+        self.pattern.capacity()
+            + vec(&self.trans)
+            + vec(&self.accept)
+            + vec(&self.min_chars_to_accept)
+            + self.universal.0.get().map_or(0, vec)
+    }
+
     /// Compiles `pattern` with the default state limit.
     pub fn new(pattern: &str) -> Result<Self> {
         Self::with_limit(pattern, DEFAULT_DFA_STATE_LIMIT)

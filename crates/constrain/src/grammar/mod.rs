@@ -58,6 +58,7 @@ mod builder;
 mod charclass;
 mod dfa;
 mod display;
+mod fixpoint;
 mod ir;
 pub mod json;
 
