@@ -11,8 +11,9 @@ use llamay_engine::{LoadOptions, Model};
 
 use crate::chat::{Builtin, ChatMessage, ChatTemplate, RenderOptions};
 
-/// Compiled constraints kept per model (the vocabulary decides the masks).
-const CONSTRAINT_CACHE: usize = 64;
+/// Bytes of compiled constraints kept per model unless told otherwise (the
+/// vocabulary decides the masks, so each model has its own cache).
+pub const DEFAULT_CONSTRAINT_CACHE_BYTES: usize = 256 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -50,6 +51,15 @@ pub struct LoadedModel {
 
 impl LoadedModel {
     pub fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedModel, LoadError> {
+        Self::load_with_cache(path, opts, DEFAULT_CONSTRAINT_CACHE_BYTES)
+    }
+
+    /// [`Self::load`], keeping at most `cache_bytes` of compiled constraints.
+    pub fn load_with_cache(
+        path: &Path,
+        opts: &LoadOptions,
+        cache_bytes: usize,
+    ) -> Result<LoadedModel, LoadError> {
         let file = GgufFile::open(path).map_err(|source| LoadError::Open {
             path: path.display().to_string(),
             source,
@@ -69,7 +79,7 @@ impl LoadedModel {
             &tokenizer.control_ids(),
         ));
         Ok(LoadedModel {
-            constraints: ConstraintCache::new(vocab.clone(), CONSTRAINT_CACHE),
+            constraints: ConstraintCache::new(vocab.clone(), cache_bytes),
             model,
             tokenizer: Arc::new(tokenizer),
             vocab,

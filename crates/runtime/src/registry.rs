@@ -123,6 +123,8 @@ pub struct RegistryConfig {
     pub max_loaded: usize,
     /// How long an idle model stays loaded unless a request says otherwise.
     pub keep_alive: Duration,
+    /// Bytes of compiled constraints each loaded model keeps.
+    pub constraint_cache_bytes: usize,
 }
 
 impl Default for RegistryConfig {
@@ -132,6 +134,7 @@ impl Default for RegistryConfig {
             scheduler: SchedulerConfig::default(),
             max_loaded: 2,
             keep_alive: Duration::from_secs(300),
+            constraint_cache_bytes: crate::loaded::DEFAULT_CONSTRAINT_CACHE_BYTES,
         }
     }
 }
@@ -253,10 +256,12 @@ impl Registry {
         self.make_room()?;
         let opts = self.cfg.load.clone();
         let path = spec.path.clone();
-        let lm = tokio::task::spawn_blocking(move || LoadedModel::load(&path, &opts))
-            .await
-            .map_err(|e| Error::internal(format!("loading the model failed: {e}")))?
-            .map_err(|e| Error::bad_request(format!("cannot load {}: {e}", spec.name)))?;
+        let cache = self.cfg.constraint_cache_bytes;
+        let lm =
+            tokio::task::spawn_blocking(move || LoadedModel::load_with_cache(&path, &opts, cache))
+                .await
+                .map_err(|e| Error::internal(format!("loading the model failed: {e}")))?
+                .map_err(|e| Error::bad_request(format!("cannot load {}: {e}", spec.name)))?;
         let lm = Arc::new(lm);
         let instance = Arc::new(Instance {
             size: std::fs::metadata(&spec.path).map(|m| m.len()).unwrap_or(0),

@@ -230,6 +230,7 @@ async fn stats(State(st): State<AppState>) -> Response {
                 "active": a,
                 "queued": w,
                 "constraints_cached": e.lm.constraints.len(),
+                "constraint_cache_bytes": e.lm.constraints.bytes(),
                 "expires_at": chrono::DateTime::<chrono::Utc>::from(e.expires_at()).to_rfc3339(),
             })
         })
@@ -252,6 +253,7 @@ async fn stats(State(st): State<AppState>) -> Response {
         "max_queue_per_model": cfg.scheduler.max_queue,
         "max_loaded": cfg.max_loaded,
         "keep_alive_s": cfg.keep_alive.as_secs(),
+        "constraint_cache_bytes_per_model": cfg.constraint_cache_bytes,
     });
     Json(v).into_response()
 }

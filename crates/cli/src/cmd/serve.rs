@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// Listen beyond loopback without an API key (model management stays refused).
     #[arg(long = "insecure-no-key")]
     pub insecure_no_key: bool,
+    /// Megabytes of compiled constraints each loaded model keeps (least recently
+    /// used evicted first).
+    #[arg(long = "constraint-cache-mb", default_value_t = 256)]
+    pub constraint_cache_mb: usize,
     /// Seconds in-flight generations may run on after SIGTERM or Ctrl-C.
     #[arg(long = "drain-timeout", default_value_t = 30)]
     pub drain_timeout: u64,
@@ -107,6 +111,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         },
         max_loaded: a.max_loaded,
         keep_alive: Duration::from_secs(a.keep_alive),
+        constraint_cache_bytes: a.constraint_cache_mb.saturating_mul(1 << 20),
     };
     let stats = Arc::new(Stats::default());
     let runtime = Arc::new(Runtime {

@@ -132,6 +132,10 @@ impl Server {
         (None, t0.elapsed())
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
