@@ -12,17 +12,55 @@
 //! of its own, on its own line: task `i` belongs to thread `i mod n_threads`, and a
 //! thread steals from the others only once its own are gone. Fields written by
 //! different threads sit on different lines.
+//!
+//! Built with `--cfg loom`, the pool synchronises through the loom model checker's
+//! types instead (see `sync`), and `tests/pool_loom.rs` checks it under the
+//! interleavings loom explores (`scripts/test-loom`).
+// Under loom the poll limits are 0 (see `SPIN_POLLS`).
+#![cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))]
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
+use std::cell::Cell;
+
+use sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use sync::thread::{self, JoinHandle};
+use sync::{hint, Arc, Condvar, Mutex};
+
+/// What the pool synchronises with: the standard library's types, or under `cfg(loom)`
+/// loom's models of them, which it can pause, interleave and check. Re-exports only, so
+/// the normal build is the same code.
+mod sync {
+    #[cfg(not(loom))]
+    pub(super) use std::{
+        hint,
+        sync::{atomic, Arc, Condvar, Mutex},
+        thread,
+    };
+
+    #[cfg(loom)]
+    pub(super) use loom::{
+        hint,
+        sync::{atomic, Arc, Condvar, Mutex},
+        thread,
+    };
+}
 
 /// Polls an idle worker (or the waiting caller) spins before it starts yielding its
 /// time slice: a few microseconds, the gap between two matmuls of one step.
+#[cfg(not(loom))]
 const SPIN_POLLS: u32 = 2_000;
 /// Yields an idle worker makes before it parks. Yielding, not spinning, keeps a busy
 /// machine (more runnable threads than cores) from starving the thread doing the work.
+#[cfg(not(loom))]
 const YIELD_POLLS: u32 = 2_000;
+/// Under loom an idle worker parks at once. Loom takes a poll for a yield to its
+/// scheduler, after which the worker's loads must see another thread's progress: with
+/// polls, a worker in a loom model only parks once everything it could miss has happened,
+/// and lost wake-ups (a shutdown stored outside the lock, say) go unseen. The caller's
+/// wait for the workers still yields: it must, for loom to run them.
+#[cfg(loom)]
+const SPIN_POLLS: u32 = 0;
+#[cfg(loom)]
+const YIELD_POLLS: u32 = 0;
 
 /// Keeps a value on cache lines of its own (128 bytes: adjacent-line prefetchers pull
 /// lines in pairs).
@@ -110,7 +148,7 @@ impl ThreadPool {
         let workers = (1..n_threads)
             .map(|i| {
                 let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
+                thread::Builder::new()
                     .name(format!("llamay-worker-{i}"))
                     .spawn(move || worker_loop(&shared, i))
                     .expect("spawning a worker thread")
@@ -142,7 +180,7 @@ impl ThreadPool {
         if n_tasks == 0 {
             return;
         }
-        if self.workers.is_empty() || n_tasks == 1 || IN_TASK.get() {
+        if self.workers.is_empty() || n_tasks == 1 || IN_TASK.with(Cell::get) {
             (0..n_tasks).for_each(f);
             return;
         }
@@ -174,9 +212,9 @@ impl ThreadPool {
         while s.state.load(Ordering::SeqCst) != 0 {
             if polls < SPIN_POLLS {
                 polls += 1;
-                std::hint::spin_loop();
+                hint::spin_loop();
             } else {
-                std::thread::yield_now();
+                thread::yield_now();
             }
         }
         s.announce
@@ -196,10 +234,10 @@ fn take_tasks(s: &Shared, f: &(dyn Fn(usize) + Sync), n_tasks: usize, me: usize)
     struct InTask;
     impl Drop for InTask {
         fn drop(&mut self) {
-            IN_TASK.set(false);
+            IN_TASK.with(|t| t.set(false));
         }
     }
-    IN_TASK.set(true);
+    IN_TASK.with(|t| t.set(true));
     let _in_task = InTask;
     let n_threads = s.claimed.len();
     for k in 0..n_threads {
@@ -219,9 +257,16 @@ fn take_tasks(s: &Shared, f: &(dyn Fn(usize) + Sync), n_tasks: usize, me: usize)
     }
 }
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     /// This thread is running a pool task.
-    static IN_TASK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static IN_TASK: Cell<bool> = const { Cell::new(false) };
+}
+// A loom model's threads are its own: each has its own copy (and loom's macro takes no
+// `const` block).
+#[cfg(loom)]
+loom::thread_local! {
+    static IN_TASK: Cell<bool> = Cell::new(false);
 }
 
 /// Enters the open job, if there is one.
@@ -250,10 +295,10 @@ fn worker_loop(s: &Shared, me: usize) {
         while generation.load(Ordering::SeqCst) == seen && !s.shutdown.load(Ordering::SeqCst) {
             if polls < SPIN_POLLS {
                 polls += 1;
-                std::hint::spin_loop();
+                hint::spin_loop();
             } else if polls < SPIN_POLLS + YIELD_POLLS {
                 polls += 1;
-                std::thread::yield_now();
+                thread::yield_now();
             } else {
                 let guard = s.park.lock().unwrap_or_else(|e| e.into_inner());
                 s.sleepers.fetch_add(1, Ordering::SeqCst);
@@ -351,7 +396,8 @@ impl<T> SyncPtr<T> {
     }
 }
 
-#[cfg(test)]
+// Under `cfg(loom)` the pool's types are loom's, which work only inside a loom model.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
