@@ -17,6 +17,10 @@ pub struct ServeOptions {
     pub body_limit: usize,
     /// The KV cache type's name, for the log line.
     pub kv_label: String,
+    /// `/api/pull` may reach loopback, link-local and private addresses.
+    pub allow_private_pulls: bool,
+    /// `/api/pull` may use plain http and unverified certificates.
+    pub insecure_pulls: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +86,8 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
             runtime,
             api_key: opts.api_key,
             body_limit: opts.body_limit,
+            allow_private_pulls: opts.allow_private_pulls,
+            insecure_pulls: opts.insecure_pulls,
         });
         axum::serve(listener, app)
             .with_graceful_shutdown(async {

@@ -47,6 +47,12 @@ pub struct ServeArgs {
     /// Seconds a request may take before it is stopped.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
+    /// Let /api/pull reach loopback, link-local and private addresses.
+    #[arg(long = "allow-private-pulls")]
+    pub allow_private_pulls: bool,
+    /// Let /api/pull use plain http and unverified TLS certificates.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// Default context per sequence: each concurrent request holds its own KV cache.
@@ -107,6 +113,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             api_key,
             body_limit: DEFAULT_BODY_LIMIT,
             kv_label: a.load.kv,
+            allow_private_pulls: a.allow_private_pulls,
+            insecure_pulls: a.insecure,
         },
     )
     .map_err(Into::into)

@@ -25,6 +25,10 @@ pub struct AppState {
     /// When set, every route wants `Authorization: Bearer KEY` or `x-api-key: KEY`.
     pub api_key: Option<Arc<str>>,
     pub body_limit: usize,
+    /// `/api/pull` may reach loopback, link-local and private addresses.
+    pub allow_private_pulls: bool,
+    /// `/api/pull` may use plain http and unverified certificates.
+    pub insecure_pulls: bool,
 }
 
 /// A JSON response with a status.
