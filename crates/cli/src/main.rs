@@ -41,6 +41,8 @@ enum Command {
     Rm(store_cmds::RmArgs),
     /// Add a local .gguf file to the store.
     Import(store_cmds::ImportArgs),
+    /// Delete the blobs no model uses (and what interrupted pulls left).
+    Prune(store_cmds::PruneArgs),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Command::Cp(a) => store_cmds::run_cp(&a),
         Command::Rm(a) => store_cmds::run_rm(&a),
         Command::Import(a) => store_cmds::run_import(&a),
+        Command::Prune(a) => store_cmds::run_prune(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
-//! The model-store commands: `llamay pull | list | cp | rm | import`, the store
-//! half of `show`, and `ensure_model` for `run`/`serve` (pull a missing model).
+//! The model-store commands: `llamay pull | list | cp | rm | import | prune`, the
+//! store half of `show`, and `ensure_model` for `run`/`serve` (pull a missing
+//! model). Pulls typed here may reach private addresses: the user named them.
 //!
 //! Wiring in `main.rs` (done by the integrator):
 //!
@@ -69,6 +70,7 @@ impl RegistryArgs {
         PullOptions {
             registry: self.registry.clone(),
             insecure: self.insecure,
+            allow_private: true,
             ..PullOptions::default()
         }
     }
@@ -81,6 +83,9 @@ pub struct PullArgs {
     pub model: String,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    /// Let a URL pull replace a different model already stored under its name
+    #[arg(long)]
+    pub replace: bool,
 }
 
 /// `llamay list`
@@ -101,6 +106,10 @@ pub struct RmArgs {
     pub names: Vec<String>,
 }
 
+/// `llamay prune`
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PruneArgs {}
+
 /// `llamay import FILE.gguf [NAME]`
 #[derive(clap::Args, Debug, Clone)]
 pub struct ImportArgs {
@@ -119,7 +128,10 @@ pub fn open_store() -> Result<Store> {
 pub fn run_pull(args: &PullArgs) -> Result<()> {
     let store = open_store()?;
     let progress = TermProgress::new();
-    let opts = args.registry.options();
+    let opts = PullOptions {
+        replace: args.replace,
+        ..args.registry.options()
+    };
     let report = match ModelRef::parse(&args.model)? {
         ModelRef::Url(url) => blocking::pull_url(&store, &url, &opts, &progress)?,
         ModelRef::Name(name) => blocking::pull(&store, &name, &opts, &progress)?,
@@ -193,7 +205,33 @@ pub fn run_rm(args: &RmArgs) -> Result<()> {
             report.deleted_blobs.len(),
             report.kept_blobs.len()
         );
+        if !report.deferred_blobs.is_empty() {
+            println!(
+                "  {} unused blob(s) kept while a pull writes to the store; `llamay prune` frees them later",
+                report.deferred_blobs.len()
+            );
+        }
     }
+    Ok(())
+}
+
+/// `llamay prune`: deletes the blobs no model uses and what interrupted pulls
+/// left, after the pulls in progress finish.
+pub fn run_prune(_args: &PruneArgs) -> Result<()> {
+    let store = open_store()?;
+    let report = match store.try_prune()? {
+        Some(r) => r,
+        None => {
+            eprintln!("waiting for the pulls in progress to finish...");
+            store.prune()?
+        }
+    };
+    println!(
+        "pruned {} unused blob(s) and {} leftover file(s), {} freed",
+        report.deleted_blobs.len(),
+        report.deleted_files.len(),
+        format_size(report.freed_bytes)
+    );
     Ok(())
 }
 

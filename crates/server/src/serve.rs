@@ -28,6 +28,10 @@ pub struct ServeOptions {
     /// How long in-flight generations may run on after a stop signal before they
     /// are ended as cancelled.
     pub drain_timeout: Duration,
+    /// `/api/pull` may reach loopback, link-local and private addresses.
+    pub allow_private_pulls: bool,
+    /// `/api/pull` may use plain http and unverified certificates.
+    pub insecure_pulls: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +120,8 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
             api_key: opts.api_key,
             body_limit: opts.body_limit,
             boundary,
+            allow_private_pulls: opts.allow_private_pulls,
+            insecure_pulls: opts.insecure_pulls,
         });
         let drain = opts.drain_timeout;
         let stopping = async move {

@@ -27,6 +27,23 @@ pub enum StoreError {
     /// A downloaded blob whose sha256 differs from its digest.
     #[error("blob {expected} failed verification: its sha256 is {actual}")]
     DigestMismatch { expected: String, actual: String },
+    /// A URL pull onto a name the store already has (for another model), without
+    /// `replace`.
+    #[error(
+        "model '{0}' already exists; a URL pull does not replace it unless asked to (`replace`)"
+    )]
+    Exists(String),
+    /// A pull the caller may not make: its address is loopback, link-local or
+    /// private and private pulls are not allowed.
+    #[error("refusing to pull from {host}: {reason} (private pulls are off; `llamay serve -allow-private-pulls` allows them)")]
+    PrivateAddress { host: String, reason: String },
+    /// A server whose sizes disagree with the size declared for the download.
+    #[error("{url}: declared {declared} bytes, but {found}")]
+    SizeMismatch {
+        url: String,
+        declared: u64,
+        found: String,
+    },
     /// A manifest or config that does not parse.
     #[error("bad manifest {path}: {reason}")]
     BadManifest { path: String, reason: String },

@@ -1,6 +1,7 @@
 //! File-system disciplines the store relies on: atomic writes (temp file + rename,
-//! so a reader never sees half a file), link-or-copy, and an exclusive lock file
-//! that is removed when released without racing a waiter.
+//! so a reader never sees half a file), atomic create-if-absent, link-or-copy, an
+//! exclusive lock file that is removed when released without racing a waiter, and
+//! the store's own shared/exclusive lock.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -35,6 +36,37 @@ pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     if res.is_err() {
         let _ = fs::remove_file(&tmp);
     }
+    res.at(path)
+}
+
+/// Writes `bytes` to `path` only if nothing is there yet, atomically: a temp file
+/// is hard-linked to `path`, which fails when `path` exists. Returns false (and
+/// writes nothing) when it does.
+pub(crate) fn atomic_create(path: &Path, bytes: &[u8]) -> Result<bool> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).at(dir)?;
+    }
+    let tmp = temp_beside(path);
+    let res = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        match fs::hard_link(&tmp, path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            // A file system without hard links: exclusive creation still refuses an
+            // existing file, though a reader could see the new one half-written.
+            Err(_) => match OpenOptions::new().write(true).create_new(true).open(path) {
+                Ok(mut f) => f
+                    .write_all(bytes)
+                    .and_then(|()| f.sync_all())
+                    .map(|()| true),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(e),
+            },
+        }
+    })();
+    let _ = fs::remove_file(&tmp);
     res.at(path)
 }
 
@@ -114,6 +146,50 @@ fn still_named_by(_file: &File, path: &Path) -> bool {
     path.exists()
 }
 
+/// The store-wide lock: whoever adds blobs and then a manifest that uses them
+/// (pull, copy, import) holds it shared for the whole time, and collecting unused
+/// blobs holds it exclusive, so a blob a pull has fetched (but no manifest uses
+/// yet) is never taken for garbage. The lock file stays in place.
+pub(crate) struct StoreLock {
+    _file: File,
+}
+
+impl StoreLock {
+    fn open(path: &Path) -> Result<File> {
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).at(dir)?;
+        }
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+            .at(path)
+    }
+
+    /// Blocks until no collection is running, then holds writers off collection.
+    pub(crate) fn shared(path: &Path) -> Result<StoreLock> {
+        let file = Self::open(path)?;
+        FileExt::lock_shared(&file).at(path)?;
+        Ok(StoreLock { _file: file })
+    }
+
+    /// Blocks until no writer holds the store.
+    pub(crate) fn exclusive(path: &Path) -> Result<StoreLock> {
+        let file = Self::open(path)?;
+        FileExt::lock_exclusive(&file).at(path)?;
+        Ok(StoreLock { _file: file })
+    }
+
+    /// The exclusive lock if nobody holds the store now, else `None`.
+    pub(crate) fn try_exclusive(path: &Path) -> Result<Option<StoreLock>> {
+        let file = Self::open(path)?;
+        let got = FileExt::try_lock_exclusive(&file).at(path)?;
+        Ok(got.then_some(StoreLock { _file: file }))
+    }
+}
+
 /// Removes empty folders from `dir` up to (not including) `stop`.
 pub(crate) fn prune_empty_dirs(mut dir: &Path, stop: &Path) {
     while dir.starts_with(stop) && dir != stop {
@@ -158,5 +234,30 @@ mod tests {
         }
         assert_eq!(max_seen.load(Ordering::SeqCst), 1);
         assert!(!lock.exists());
+    }
+
+    #[test]
+    fn store_lock_shared_holders_keep_collection_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.lock");
+        let a = StoreLock::shared(&path).unwrap();
+        let b = StoreLock::shared(&path).unwrap();
+        assert!(StoreLock::try_exclusive(&path).unwrap().is_none());
+        drop(a);
+        assert!(StoreLock::try_exclusive(&path).unwrap().is_none());
+        drop(b);
+        let x = StoreLock::try_exclusive(&path).unwrap().expect("free now");
+        assert!(StoreLock::try_exclusive(&path).unwrap().is_none());
+        drop(x);
+    }
+
+    #[test]
+    fn atomic_create_never_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a").join("m");
+        assert!(atomic_create(&path, b"first").unwrap());
+        assert!(!atomic_create(&path, b"second").unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"first");
+        assert_eq!(fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
     }
 }

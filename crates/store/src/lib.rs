@@ -3,24 +3,29 @@
 //! as it is), and pulls from an Ollama-protocol registry or a direct GGUF URL.
 //!
 //! - [`ModelName`] / [`ModelRef`]: `[host/][namespace/]model[:tag]`, `.gguf` paths, URLs.
-//! - [`Store`]: list, resolve, show, copy, remove, import; llamay's store is
-//!   read-write, an Ollama store behind it is read-only.
+//! - [`Store`]: list, resolve, show, copy, remove, import, prune; llamay's store
+//!   is read-write, an Ollama store behind it is read-only.
 //! - [`pull()`], [`pull_url`], [`ensure`] (async) and [`blocking`]: resumable,
-//!   parallel, sha256-verified downloads reporting [`PullEvent`]s to a [`Progress`].
+//!   parallel, sha256-verified downloads reporting [`PullEvent`]s to a [`Progress`];
+//!   private addresses only when [`PullOptions::allow_private`] says so.
 #![forbid(unsafe_code)]
 
 mod digest;
 mod download;
 mod error;
 mod fsutil;
+mod gc;
 mod manifest;
 mod name;
+mod outbound;
 mod progress;
 mod pull;
 mod store;
+mod url_pull;
 
 pub use digest::Digest;
 pub use error::{Result, StoreError};
+pub use gc::PruneReport;
 pub use manifest::{
     Layer, Manifest, ModelConfig, RootFs, MEDIA_ADAPTER, MEDIA_CONFIG, MEDIA_LICENSE,
     MEDIA_MANIFEST, MEDIA_MESSAGES, MEDIA_MODEL, MEDIA_PARAMS, MEDIA_PROJECTOR, MEDIA_SYSTEM,
@@ -28,7 +33,8 @@ pub use manifest::{
 };
 pub use name::{url_file_name, ModelName, ModelRef, DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG};
 pub use progress::{NoProgress, Progress, PullEvent};
-pub use pull::{blocking, ensure, pull, pull_url, url_model_name, PullOptions, PullReport};
+pub use pull::{blocking, ensure, pull, PullOptions, PullReport};
 pub use store::{
     check_gguf_magic, BlobFacts, ListEntry, ModelFacts, RemoveReport, ResolvedModel, Source, Store,
 };
+pub use url_pull::{pull_url, url_model_name};

@@ -90,6 +90,17 @@ impl Manifest {
         std::iter::once(&self.config).chain(self.layers.iter())
     }
 
+    /// The digests of every blob, each once.
+    pub fn digests(&self) -> Vec<Digest> {
+        let mut out: Vec<Digest> = Vec::new();
+        for l in self.blobs() {
+            if !out.contains(&l.digest) {
+                out.push(l.digest.clone());
+            }
+        }
+        out
+    }
+
     /// The first layer of a media type.
     pub fn layer(&self, media_type: &str) -> Option<&Layer> {
         self.layers.iter().find(|l| l.media_type == media_type)

@@ -1,33 +1,36 @@
-//! Pulling: Ollama's registry protocol (manifest, then sha256-addressed blobs)
-//! and direct `.gguf` URLs, both resumable and verified.
+//! Pulling: Ollama's registry protocol (manifest, then sha256-addressed blobs),
+//! resumable and verified; direct `.gguf` URLs are in `url_pull`.
 //!
-//! Concurrency discipline: a blob is downloaded only while holding the lock file
-//! `blobs/sha256-<hex>.lock`; whoever gets the lock second finds the finished blob
-//! and skips it. Blobs enter `blobs/` by rename after their sha256 checked out,
-//! manifests by atomic rename after all their blobs are in, so two pulls of one
-//! model (threads or processes) both succeed with one copy on disk.
+//! Concurrency discipline: a pull holds the store lock shared from its first blob
+//! to its manifest, so collecting unused blobs never takes one it has fetched. A
+//! blob is downloaded only while holding the lock file `blobs/sha256-<hex>.lock`;
+//! whoever gets the lock second finds the finished blob and skips it. Blobs enter
+//! `blobs/` by rename after their sha256 checked out (a blob already there is
+//! hashed again before it counts), manifests by atomic rename after all their blobs
+//! are in, so two pulls of one model (threads or processes) both succeed with one
+//! copy on disk.
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_LENGTH};
+use reqwest::header::ACCEPT;
 use reqwest::StatusCode;
 
 use crate::digest::Digest;
 use crate::download::{one_line, Transfer};
 use crate::error::{IoContext, Result, StoreError};
-use crate::fsutil::{link_or_copy, FileLock};
-use crate::manifest::{
-    Layer, Manifest, ModelConfig, MAX_MANIFEST_BYTES, MEDIA_MANIFEST, MEDIA_MODEL,
-};
-use crate::name::{url_file_name, ModelName, ModelRef};
+use crate::fsutil::{link_or_copy, FileLock, StoreLock};
+use crate::manifest::{Layer, Manifest, MAX_MANIFEST_BYTES, MEDIA_MANIFEST, MEDIA_MODEL};
+use crate::name::{ModelName, ModelRef};
+use crate::outbound::{self, find_refused, PublicOnly};
 use crate::progress::{Progress, PullEvent};
-use crate::store::{check_gguf_magic, ResolvedModel, Store};
+use crate::store::{ResolvedModel, Store};
+use crate::url_pull::{pull_url, url_model_name};
 
 /// Blobs larger than this are refused (a manifest's sizes are untrusted).
-const MAX_BLOB_BYTES: u64 = 1 << 40;
+pub(crate) const MAX_BLOB_BYTES: u64 = 1 << 40;
 /// Progress events for one blob are at least this far apart (except the last).
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
@@ -49,6 +52,12 @@ pub struct PullOptions {
     pub connect_timeout: Duration,
     /// A connection silent for this long counts as failed.
     pub read_timeout: Duration,
+    /// Allow loopback, link-local and private addresses (after DNS, and across
+    /// redirects). Off by default: the CLI's own pulls turn it on (the user typed
+    /// the address), a server's only when its operator said so.
+    pub allow_private: bool,
+    /// Let a URL pull replace a different model already stored under its name.
+    pub replace: bool,
 }
 
 impl Default for PullOptions {
@@ -61,6 +70,8 @@ impl Default for PullOptions {
             retries: 3,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
+            allow_private: false,
+            replace: false,
         }
     }
 }
@@ -83,27 +94,38 @@ impl PullOptions {
         base.trim_end_matches('/').to_string()
     }
 
-    fn client(&self) -> Result<reqwest::Client> {
-        reqwest::Client::builder()
+    pub(crate) fn client(&self) -> Result<reqwest::Client> {
+        let mut builder = reqwest::Client::builder()
             .user_agent(concat!("llamay/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(self.connect_timeout)
             .read_timeout(self.read_timeout)
             .https_only(!self.insecure)
             .danger_accept_invalid_certs(self.insecure)
+            .redirect(outbound::redirect_policy(self.insecure, self.allow_private));
+        if !self.allow_private {
+            builder = builder.dns_resolver(Arc::new(PublicOnly));
+        }
+        builder
             .build()
             .map_err(|e| StoreError::Other(format!("cannot set up HTTP: {}", one_line(&e))))
     }
 
-    fn check_scheme(&self, url: &str) -> Result<()> {
-        if url.starts_with("https://") || (self.insecure && url.starts_with("http://")) {
-            Ok(())
-        } else if url.starts_with("http://") {
-            Err(StoreError::Other(format!(
-                "{url} is plain http; pass --insecure to allow it"
-            )))
-        } else {
-            Err(StoreError::Other(format!("{url} is not an http(s) URL")))
+    /// The scheme `insecure` allows, and (unless `allow_private`) no literal
+    /// non-public IP: checked before anything is sent.
+    pub(crate) fn check_target(&self, url: &str) -> Result<()> {
+        if !(url.starts_with("https://") || (self.insecure && url.starts_with("http://"))) {
+            return Err(if url.starts_with("http://") {
+                StoreError::Other(format!("{url} is plain http; pass --insecure to allow it"))
+            } else {
+                StoreError::Other(format!("{url} is not an http(s) URL"))
+            });
         }
+        if !self.allow_private {
+            let parsed = reqwest::Url::parse(url)
+                .map_err(|e| StoreError::Other(format!("{url} is not a valid URL: {e}")))?;
+            outbound::check_literal(&parsed)?;
+        }
+        Ok(())
     }
 }
 
@@ -119,10 +141,12 @@ pub struct PullReport {
     pub blobs_present: usize,
 }
 
-/// Maps a request failure to a one-line error: unreachable (connect or timeout)
-/// or a registry error.
-fn net_error(e: reqwest::Error, name: &str, registry: &str) -> StoreError {
-    if e.is_connect() || e.is_timeout() {
+/// Maps a request failure to a one-line error: a refused address, unreachable
+/// (connect or timeout) or a registry error.
+pub(crate) fn net_error(e: reqwest::Error, name: &str, registry: &str) -> StoreError {
+    if let Some(r) = find_refused(&e) {
+        r.into()
+    } else if e.is_connect() || e.is_timeout() {
         StoreError::Unreachable {
             name: name.to_string(),
             registry: registry.to_string(),
@@ -144,15 +168,29 @@ fn root_cause(e: &dyn std::error::Error) -> String {
 }
 
 /// Pulls `name` from its registry into `store`: manifest, then every blob not
-/// already present (verified), then the manifest is written.
+/// already present (verified), then the manifest is written; the blobs only the
+/// manifest it replaced used are collected.
 pub async fn pull(
     store: &Store,
     name: &ModelName,
     opts: &PullOptions,
     progress: &dyn Progress,
 ) -> Result<PullReport> {
+    let (report, replaced) = pull_held(store, name, opts, progress).await?;
+    // After the store lock is released: collection needs it exclusive.
+    store.collect_unused(&replaced);
+    Ok(report)
+}
+
+/// [`pull`] under the store lock; also returns the blobs of the manifest it replaced.
+async fn pull_held(
+    store: &Store,
+    name: &ModelName,
+    opts: &PullOptions,
+    progress: &dyn Progress,
+) -> Result<(PullReport, Vec<Digest>)> {
     let base = opts.registry_base(name);
-    opts.check_scheme(&base)?;
+    opts.check_target(&base)?;
     let client = opts.client()?;
     progress.on_event(PullEvent::Status("pulling manifest".into()));
     let manifest_url = format!("{base}/v2/{}/manifests/{}", name.repository(), name.tag);
@@ -209,6 +247,7 @@ pub async fn pull(
             blobs.push(l);
         }
     }
+    let _writing = hold_store(store).await?;
     let mut present = 0;
     for layer in &blobs {
         let url = format!("{base}/v2/{}/blobs/{}", name.repository(), layer.digest);
@@ -217,14 +256,27 @@ pub async fn pull(
         }
     }
     progress.on_event(PullEvent::Status("writing manifest".into()));
+    let replaced = store
+        .own_manifest(name)
+        .map(|m| m.digests())
+        .unwrap_or_default();
     store.write_manifest_bytes(name, &bytes)?;
     progress.on_event(PullEvent::Status("success".into()));
-    Ok(PullReport {
+    let report = PullReport {
         name: name.clone(),
         manifest_digest: Digest::of_bytes(&bytes),
         blobs: blobs.len(),
         blobs_present: present,
-    })
+    };
+    Ok((report, replaced))
+}
+
+/// Takes the store lock shared, off the async threads (a collection may be running).
+pub(crate) async fn hold_store(store: &Store) -> Result<StoreLock> {
+    let path = store.lock_path();
+    tokio::task::spawn_blocking(move || StoreLock::shared(&path))
+        .await
+        .map_err(|e| StoreError::Other(format!("lock task failed: {e}")))?
 }
 
 /// Reads a response body, refusing more than `max` bytes.
@@ -249,14 +301,22 @@ async fn read_limited(resp: reqwest::Response, max: usize) -> Result<Vec<u8>> {
 }
 
 /// Calls `progress` with throttled byte counts.
-struct Throttle<'a> {
+pub(crate) struct Throttle<'a> {
     last: Mutex<Option<Instant>>,
     emit: &'a (dyn Fn(u64) + Sync),
     total: u64,
 }
 
-impl Throttle<'_> {
-    fn bytes(&self, completed: u64) {
+impl<'a> Throttle<'a> {
+    pub(crate) fn new(emit: &'a (dyn Fn(u64) + Sync), total: u64) -> Throttle<'a> {
+        Throttle {
+            last: Mutex::new(None),
+            emit,
+            total,
+        }
+    }
+
+    pub(crate) fn bytes(&self, completed: u64) {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let due = last.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY);
         if due || completed == self.total {
@@ -267,14 +327,15 @@ impl Throttle<'_> {
 }
 
 /// Takes the blob's lock off the async threads (waiting may take a whole download).
-async fn lock_blob(path: &Path) -> Result<FileLock> {
+pub(crate) async fn lock_blob(path: &Path) -> Result<FileLock> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || FileLock::acquire(&path))
         .await
         .map_err(|e| StoreError::Other(format!("lock task failed: {e}")))?
 }
 
-/// Makes sure one blob is in the store. Returns true if this call downloaded it.
+/// Makes sure one blob is in the store, verified. Returns true if this call
+/// downloaded it.
 async fn fetch_blob(
     store: &Store,
     client: &reqwest::Client,
@@ -291,23 +352,25 @@ async fn fetch_blob(
             completed,
         })
     };
-    if store.has_blob(layer) {
-        emit(layer.size);
-        return Ok(false);
-    }
     let final_path = store.blob_path(digest);
     let with_suffix = |s: &str| final_path.with_file_name(format!("{}{s}", digest.file_name()));
+    // Under the lock: another pull may be finishing it.
     let _lock = lock_blob(&with_suffix(".lock")).await?;
-    // Another pull may have finished it while we waited for the lock.
     if store.has_blob(layer) {
-        emit(layer.size);
-        return Ok(false);
+        // The right size is not the right contents: hash before it counts.
+        if hash_file(&final_path).await? == *digest {
+            emit(layer.size);
+            return Ok(false);
+        }
+        std::fs::remove_file(&final_path).at(&final_path)?;
     }
-    // Ollama verified its blobs when it pulled them: link instead of downloading.
+    // A blob in the Ollama store (verified here too): link instead of downloading.
     if let Some(theirs) = store.ollama_blob(layer) {
-        link_or_copy(&theirs, &final_path)?;
-        emit(layer.size);
-        return Ok(false);
+        if hash_file(&theirs).await? == *digest {
+            link_or_copy(&theirs, &final_path)?;
+            emit(layer.size);
+            return Ok(false);
+        }
     }
     let transfer = Transfer {
         client,
@@ -319,18 +382,13 @@ async fn fetch_blob(
         parallel: opts.parallel,
         retries: opts.retries,
     };
-    let throttle = Throttle {
-        last: Mutex::new(None),
-        emit: &emit,
-        total: layer.size,
-    };
+    let throttle = Throttle::new(&emit, layer.size);
     transfer.run(&|n| throttle.bytes(n)).await?;
     progress.on_event(PullEvent::Status("verifying sha256 digest".into()));
     let actual = hash_file(&transfer.data).await?;
     if &actual != digest {
         // A corrupt blob cannot be resumed into a good one: drop it entirely.
-        let _ = std::fs::remove_file(&transfer.data);
-        let _ = std::fs::remove_file(&transfer.state);
+        transfer.discard();
         return Err(StoreError::DigestMismatch {
             expected: digest.to_string(),
             actual: actual.to_string(),
@@ -341,129 +399,11 @@ async fn fetch_blob(
     Ok(true)
 }
 
-async fn hash_file(path: &Path) -> Result<Digest> {
+pub(crate) async fn hash_file(path: &Path) -> Result<Digest> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || Digest::of_file(&path))
         .await
         .map_err(|e| StoreError::Other(format!("hash task failed: {e}")))?
-}
-
-/// The store name a URL pull gives its file: the file name without `.gguf`.
-pub fn url_model_name(url: &str) -> Result<ModelName> {
-    let file = url_file_name(url)?;
-    ModelName::from_file_stem(&file[..file.len() - ".gguf".len()])
-}
-
-/// Pulls a `.gguf` file by URL (following redirects, resumable), names it after
-/// the file and writes a manifest so it lists like a registry model.
-pub async fn pull_url(
-    store: &Store,
-    url: &str,
-    opts: &PullOptions,
-    progress: &dyn Progress,
-) -> Result<PullReport> {
-    let name = url_model_name(url)?;
-    let file_name = url_file_name(url)?;
-    opts.check_scheme(url)?;
-    let client = opts.client()?;
-    let host = url.split('/').nth(2).unwrap_or(url).to_string();
-    let resp = client
-        .head(url)
-        .send()
-        .await
-        .map_err(|e| net_error(e, url, &host))?;
-    if !resp.status().is_success() {
-        return Err(StoreError::Registry(format!(
-            "HEAD {url}: HTTP {}",
-            resp.status()
-        )));
-    }
-    // `content_length()` reports the (empty) body of a HEAD; the header has the size.
-    let total = resp
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        .filter(|&n| n <= MAX_BLOB_BYTES)
-        .ok_or_else(|| StoreError::Registry(format!("{url} did not state a usable file size")))?;
-    let key = Digest::of_bytes(url.as_bytes());
-    let stem = store.blobs_dir().join(format!("url-{}", &key.hex()[..32]));
-    let with_suffix = |s: &str| stem.with_file_name(format!("url-{}{s}", &key.hex()[..32]));
-    let _lock = lock_blob(&with_suffix(".lock")).await?;
-    let emit = |completed| {
-        progress.on_event(PullEvent::File {
-            file_name: file_name.clone(),
-            total,
-            completed,
-        })
-    };
-    // Already pulled (perhaps by a concurrent pull we waited for): nothing to do.
-    if let Some(done) = already_pulled(store, &name, total) {
-        emit(total);
-        progress.on_event(PullEvent::Status("success".into()));
-        return Ok(done);
-    }
-    let transfer = Transfer {
-        client: &client,
-        url: url.to_string(),
-        data: with_suffix(".partial"),
-        state: with_suffix(".partial.json"),
-        total,
-        chunk_size: opts.chunk_size,
-        parallel: opts.parallel,
-        retries: opts.retries,
-    };
-    let throttle = Throttle {
-        last: Mutex::new(None),
-        emit: &emit,
-        total,
-    };
-    transfer.run(&|n| throttle.bytes(n)).await?;
-    progress.on_event(PullEvent::Status("verifying sha256 digest".into()));
-    let discard = || {
-        let _ = std::fs::remove_file(&transfer.data);
-        let _ = std::fs::remove_file(&transfer.state);
-    };
-    if let Err(e) = check_gguf_magic(&transfer.data) {
-        discard();
-        return Err(e);
-    }
-    let digest = hash_file(&transfer.data).await?;
-    let layer = Layer {
-        media_type: MEDIA_MODEL.to_string(),
-        digest: digest.clone(),
-        size: total,
-        from: None,
-    };
-    if store.has_blob(&layer) {
-        discard();
-    } else {
-        let final_path = store.blob_path(&digest);
-        std::fs::rename(&transfer.data, &final_path).at(&final_path)?;
-        let _ = std::fs::remove_file(&transfer.state);
-    }
-    progress.on_event(PullEvent::Status("writing manifest".into()));
-    store.write_model_manifest(&name, layer, &ModelConfig::default())?;
-    progress.on_event(PullEvent::Status("success".into()));
-    let manifest_digest = Digest::of_file(&store.manifest_path(&name))?;
-    Ok(PullReport {
-        name,
-        manifest_digest,
-        blobs: 2,
-        blobs_present: 0,
-    })
-}
-
-/// The report for a URL model already in llamay's store with a GGUF of `size`.
-fn already_pulled(store: &Store, name: &ModelName, size: u64) -> Option<PullReport> {
-    let bytes = std::fs::read(store.manifest_path(name)).ok()?;
-    let manifest = Manifest::parse(&bytes).ok()?;
-    let layer = manifest.layer(MEDIA_MODEL)?;
-    (layer.size == size && store.has_blob(layer)).then(|| PullReport {
-        name: name.clone(),
-        manifest_digest: Digest::of_bytes(&bytes),
-        blobs: manifest.blobs().count(),
-        blobs_present: manifest.blobs().count(),
-    })
 }
 
 /// Resolves a model, pulling it first when it is a name (or URL) not in the store.

@@ -3,7 +3,9 @@
 //! Layout (Ollama's): `manifests/<host>/<namespace>/<model>/<tag>` holds the raw
 //! manifest JSON, `blobs/sha256-<hex>` the content-addressed blobs. Blobs are only
 //! ever renamed into place once complete and verified, and manifests are written
-//! after their blobs, so a manifest present means a model usable.
+//! after their blobs, so a manifest present means a model usable. `store.lock`
+//! keeps collection (see `gc`) away from writers between their blobs and their
+//! manifest; `urls/` records what each URL pull gave.
 
 use std::collections::HashSet;
 use std::fs;
@@ -13,7 +15,7 @@ use std::time::SystemTime;
 
 use crate::digest::Digest;
 use crate::error::{IoContext, Result, StoreError};
-use crate::fsutil::{atomic_write, link_or_copy, prune_empty_dirs};
+use crate::fsutil::{atomic_write, link_or_copy, prune_empty_dirs, StoreLock};
 use crate::manifest::{
     Layer, Manifest, ModelConfig, RootFs, MAX_TEXT_LAYER_BYTES, MEDIA_CONFIG, MEDIA_MODEL,
     MEDIA_PARAMS, MEDIA_SYSTEM, MEDIA_TEMPLATE,
@@ -114,6 +116,9 @@ pub struct RemoveReport {
     pub deleted_blobs: Vec<Digest>,
     /// Blobs kept because another manifest still uses them.
     pub kept_blobs: Vec<Digest>,
+    /// Blobs no manifest uses any more, left for `prune` because a pull (or copy,
+    /// import) was writing to the store.
+    pub deferred_blobs: Vec<Digest>,
 }
 
 /// A manifest found in one of the stores.
@@ -179,6 +184,27 @@ impl Store {
     /// Where llamay's store keeps (or would keep) a blob.
     pub fn blob_path(&self, digest: &Digest) -> PathBuf {
         self.blobs_dir().join(digest.file_name())
+    }
+
+    /// The records of URL pulls.
+    pub(crate) fn urls_dir(&self) -> PathBuf {
+        self.root.join("urls")
+    }
+
+    /// The store lock's file.
+    pub(crate) fn lock_path(&self) -> PathBuf {
+        self.root.join("store.lock")
+    }
+
+    /// Holds collection off while blobs are added ahead of their manifest.
+    pub(crate) fn hold_for_writing(&self) -> Result<StoreLock> {
+        StoreLock::shared(&self.lock_path())
+    }
+
+    /// The manifest of `name` in llamay's own store, if it is there and parses.
+    pub(crate) fn own_manifest(&self, name: &ModelName) -> Option<Manifest> {
+        let bytes = fs::read(self.manifest_path(name)).ok()?;
+        Manifest::parse(&bytes).ok()
     }
 
     /// Where llamay's store keeps (or would keep) a name's manifest.
@@ -255,7 +281,7 @@ impl Store {
     pub fn resolve(&self, model: &str) -> Result<ResolvedModel> {
         match ModelRef::parse(model)? {
             ModelRef::File(path) => resolve_file(&path),
-            ModelRef::Url(url) => self.resolve_name(&crate::pull::url_model_name(&url)?),
+            ModelRef::Url(url) => self.resolve_name(&crate::url_pull::url_model_name(&url)?),
             ModelRef::Name(name) => self.resolve_name(&name),
         }
     }
@@ -378,8 +404,10 @@ impl Store {
 
     /// Copies `src` to the name `dst` in llamay's store. A model from the Ollama
     /// store has its blobs linked (or copied) into llamay's store first, so the copy
-    /// does not depend on the Ollama store staying as it is.
+    /// does not depend on the Ollama store staying as it is. The blobs only a
+    /// replaced `dst` used are collected.
     pub fn copy(&self, src: &ModelName, dst: &ModelName) -> Result<()> {
+        let writing = self.hold_for_writing()?;
         let found = self.find_required(src)?;
         for layer in found.manifest.blobs() {
             if self.has_blob(layer) {
@@ -394,11 +422,16 @@ impl Store {
             })?;
             link_or_copy(&from, &self.blob_path(&layer.digest))?;
         }
-        atomic_write(&self.manifest_path(dst), &found.bytes)
+        let replaced = self.own_manifest(dst).map(|m| m.digests());
+        atomic_write(&self.manifest_path(dst), &found.bytes)?;
+        drop(writing);
+        self.collect_unused(&replaced.unwrap_or_default());
+        Ok(())
     }
 
     /// Removes `name` from llamay's store, and the blobs no other manifest of
-    /// llamay's store uses. Never touches the Ollama store.
+    /// llamay's store uses (unless a pull is writing to the store: then they are
+    /// left for `prune`). Never touches the Ollama store.
     pub fn remove(&self, name: &ModelName) -> Result<RemoveReport> {
         let path = self.manifest_path(name);
         let bytes = match fs::read(&path) {
@@ -419,32 +452,28 @@ impl Store {
         if let Some(dir) = path.parent() {
             prune_empty_dirs(dir, &self.root.join("manifests"));
         }
-        let in_use = self.digests_in_use()?;
-        let mut report = RemoveReport::default();
-        for d in digests {
-            if in_use.contains(&d) {
-                report.kept_blobs.push(d);
-                continue;
-            }
-            let blob = self.blob_path(&d);
-            match fs::remove_file(&blob) {
-                Ok(()) => report.deleted_blobs.push(d),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e).at(blob),
-            }
-        }
-        Ok(report)
+        let c = self.collect(&digests)?;
+        Ok(RemoveReport {
+            deleted_blobs: c.deleted,
+            kept_blobs: c.kept,
+            deferred_blobs: c.deferred,
+        })
     }
 
-    /// Every blob digest the manifests of llamay's store refer to.
-    fn digests_in_use(&self) -> Result<HashSet<Digest>> {
+    /// Every blob digest the manifests of llamay's store refer to. A manifest that
+    /// does not parse still keeps every digest its text names: collection errs on
+    /// the side of keeping.
+    pub(crate) fn digests_in_use(&self) -> Result<HashSet<Digest>> {
         let mut set = HashSet::new();
         for (_, path) in manifest_files(&self.root.join("manifests"))? {
-            if let Ok(m) = fs::read(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|b| Manifest::parse(&b))
-            {
-                set.extend(m.blobs().map(|l| l.digest.clone()));
+            let bytes = match fs::read(&path) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e).at(path),
+            };
+            match Manifest::parse(&bytes) {
+                Ok(m) => set.extend(m.digests()),
+                Err(_) => set.extend(digests_named_in(&bytes)),
             }
         }
         Ok(set)
@@ -456,6 +485,7 @@ impl Store {
     /// format, rootfs and layer digest are set here.
     pub fn import(&self, file: &Path, name: &ModelName, config: &ModelConfig) -> Result<Digest> {
         check_gguf_magic(file)?;
+        let writing = self.hold_for_writing()?;
         let digest = Digest::of_file(file)?;
         let size = fs::metadata(file).at(file)?.len();
         let layer = Layer {
@@ -467,18 +497,21 @@ impl Store {
         if !self.has_blob(&layer) {
             link_or_copy(file, &self.blob_path(&digest))?;
         }
-        self.write_model_manifest(name, layer, config)?;
+        let replaced = self.own_manifest(name).map(|m| m.digests());
+        let bytes = self.model_manifest_bytes(layer, config)?;
+        atomic_write(&self.manifest_path(name), &bytes)?;
+        drop(writing);
+        self.collect_unused(&replaced.unwrap_or_default());
         Ok(digest)
     }
 
-    /// Writes a config blob and a manifest for a single GGUF layer already in
-    /// `blobs/` (used by import and URL pulls).
-    pub(crate) fn write_model_manifest(
+    /// Writes the config blob for a single GGUF layer already in `blobs/` and
+    /// returns the manifest to write for it (import and URL pulls).
+    pub(crate) fn model_manifest_bytes(
         &self,
-        name: &ModelName,
         layer: Layer,
         config: &ModelConfig,
-    ) -> Result<()> {
+    ) -> Result<Vec<u8>> {
         let mut config = config.clone();
         config
             .model_format
@@ -489,8 +522,7 @@ impl Store {
         });
         let config_bytes = serde_json::to_vec(&config).expect("a config always serialises");
         let config_layer = self.write_blob(&config_bytes, MEDIA_CONFIG)?;
-        let manifest = Manifest::new(config_layer, vec![layer]);
-        atomic_write(&self.manifest_path(name), &manifest.to_bytes())
+        Ok(Manifest::new(config_layer, vec![layer]).to_bytes())
     }
 
     /// Stores a small blob given in memory.
@@ -512,6 +544,15 @@ impl Store {
     pub(crate) fn write_manifest_bytes(&self, name: &ModelName, bytes: &[u8]) -> Result<()> {
         atomic_write(&self.manifest_path(name), bytes)
     }
+}
+
+/// Every `sha256:<64 hex>` a text names (for a manifest that does not parse).
+fn digests_named_in(bytes: &[u8]) -> Vec<Digest> {
+    let text = String::from_utf8_lossy(bytes);
+    text.match_indices("sha256:")
+        .filter_map(|(i, _)| text.get(i..i + 7 + 64))
+        .filter_map(|s| Digest::parse(s).ok())
+        .collect()
 }
 
 /// A `.gguf` path as a resolved model, after checking it is a readable GGUF.

@@ -417,6 +417,7 @@ fn child_process_pull() {
     let mut opts = llamay_store::PullOptions {
         registry: Some(registry),
         insecure: true,
+        allow_private: true,
         ..Default::default()
     };
     opts.chunk_size = 256 << 10;

@@ -63,6 +63,12 @@ pub struct ServeArgs {
     /// Seconds in-flight generations may run on after SIGTERM or Ctrl-C.
     #[arg(long = "drain-timeout", default_value_t = 30)]
     pub drain_timeout: u64,
+    /// Let /api/pull reach loopback, link-local and private addresses.
+    #[arg(long = "allow-private-pulls")]
+    pub allow_private_pulls: bool,
+    /// Let /api/pull use plain http and unverified TLS certificates.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// Default context per sequence: each concurrent request holds its own KV cache.
@@ -130,6 +136,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             allowed_hosts: a.allow_host,
             insecure_no_key: a.insecure_no_key,
             drain_timeout: Duration::from_secs(a.drain_timeout),
+            allow_private_pulls: a.allow_private_pulls,
+            insecure_pulls: a.insecure,
         },
     )
     .map_err(Into::into)

@@ -29,6 +29,10 @@ pub struct AppState {
     pub body_limit: usize,
     /// Which origins, hosts and body types may reach the handlers.
     pub boundary: Arc<Boundary>,
+    /// `/api/pull` may reach loopback, link-local and private addresses.
+    pub allow_private_pulls: bool,
+    /// `/api/pull` may use plain http and unverified certificates.
+    pub insecure_pulls: bool,
 }
 
 /// A JSON response with a status.

@@ -56,6 +56,12 @@ pub struct Inner {
     pub seen: Vec<Seen>,
     /// body bytes sent per digest
     pub served: HashMap<String, u64>,
+    /// key -> a size to claim instead of the real one: a whole-body answer (and a
+    /// HEAD) says `Content-Length: <claim>`, a range answer states the real size
+    /// in `Content-Range`
+    pub claimed_size: HashMap<String, u64>,
+    /// key -> (bytes, gate): after this many body bytes, wait until the gate opens
+    pub hold: HashMap<String, (u64, tokio::sync::watch::Receiver<bool>)>,
 }
 
 /// A running test registry.
@@ -98,6 +104,7 @@ impl Registry {
     }
 
     /// Pull options aimed at this registry, with small chunks and short timeouts.
+    /// It is on loopback, so private pulls are allowed.
     pub fn options(&self) -> PullOptions {
         PullOptions {
             registry: Some(self.base()),
@@ -107,6 +114,8 @@ impl Registry {
             retries: 0,
             connect_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(10),
+            allow_private: true,
+            replace: false,
         }
     }
 
@@ -126,6 +135,18 @@ impl Registry {
 
     pub fn seen(&self) -> Vec<Seen> {
         self.inner.lock().unwrap().seen.clone()
+    }
+
+    /// Stops every answer for `key` after `bytes` body bytes until the returned
+    /// gate is opened (`send(true)`).
+    pub fn hold_after(&self, key: &str, bytes: u64) -> tokio::sync::watch::Sender<bool> {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        self.inner
+            .lock()
+            .unwrap()
+            .hold
+            .insert(key.to_string(), (bytes, rx));
+        tx
     }
 
     pub fn served(&self, digest: &Digest) -> u64 {
@@ -314,6 +335,10 @@ fn serve_ranged(
     delay: Option<Duration>,
 ) -> Response {
     let total = bytes.len() as u64;
+    let (claimed, hold) = {
+        let g = st.lock().unwrap();
+        (g.claimed_size.get(&key).copied(), g.hold.get(&key).cloned())
+    };
     let range = headers
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
@@ -335,11 +360,23 @@ fn serve_ranged(
     let body_bytes = Bytes::from(bytes).slice(start as usize..end as usize);
     let len = body_bytes.len() as u64;
     let limit = drop_after.map_or(len, |n| n.min(len));
-    let stream = async_stream(st, key, body_bytes, limit, drop_after.is_some(), delay);
+    let stream = async_stream(
+        st,
+        key,
+        body_bytes,
+        limit,
+        drop_after.is_some(),
+        delay,
+        hold,
+    );
     let mut resp = Response::new(Body::from_stream(stream));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_LENGTH, len.into());
+    let stated = match claimed {
+        Some(c) if status == StatusCode::OK => c,
+        _ => len,
+    };
+    h.insert(header::CONTENT_LENGTH, stated.into());
     h.insert(header::ACCEPT_RANGES, "bytes".parse().unwrap());
     if status == StatusCode::PARTIAL_CONTENT {
         h.insert(
@@ -353,7 +390,7 @@ fn serve_ranged(
 }
 
 /// The body as 64 KiB pieces; after `limit` bytes, an error if `fail` (hyper then
-/// drops the connection mid-body).
+/// drops the connection mid-body); after `hold`'s bytes, a wait for its gate.
 fn async_stream(
     st: Arc<Mutex<Inner>>,
     key: String,
@@ -361,10 +398,17 @@ fn async_stream(
     limit: u64,
     fail: bool,
     delay: Option<Duration>,
+    hold: Option<(u64, tokio::sync::watch::Receiver<bool>)>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
     futures_util::stream::unfold(0u64, move |sent| {
         let (st, key, body) = (st.clone(), key.clone(), body.clone());
+        let hold = hold.clone();
         async move {
+            if let Some((after, mut gate)) = hold.clone() {
+                if sent >= after {
+                    let _ = gate.wait_for(|open| *open).await;
+                }
+            }
             if sent >= limit {
                 if fail && sent < body.len() as u64 {
                     // Let the bytes already sent leave the socket before the drop.
@@ -379,7 +423,12 @@ fn async_stream(
             if let Some(d) = delay {
                 tokio::time::sleep(d).await;
             }
-            let n = (64u64 << 10).min(limit - sent);
+            let mut n = (64u64 << 10).min(limit - sent);
+            if let Some((after, gate)) = &hold {
+                if sent < *after && !*gate.borrow() {
+                    n = n.min(after - sent);
+                }
+            }
             let piece = body.slice(sent as usize..(sent + n) as usize);
             *st.lock().unwrap().served.entry(key).or_default() += n;
             Some((Ok(piece), sent + n))

@@ -1,5 +1,10 @@
 //! The Ollama model-management routes: `/api/tags`, `/api/show`, `/api/pull`,
 //! `/api/copy`, `/api/delete`, `/api/ps`, `/api/version`.
+//!
+//! `/api/pull` runs on the server's terms, not the request's: plain http only with
+//! `-insecure` (a body's `"insecure"` is ignored), private addresses only with
+//! `-allow-private-pulls`, a URL pull onto a name holding another model only with
+//! `"replace": true` (else 409), and the pull stops when its client leaves.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -86,8 +91,10 @@ pub(super) async fn tags(State(st): State<AppState>) -> Response {
 struct NameRequest {
     model: Option<String>,
     name: Option<String>,
-    insecure: Option<bool>,
     stream: Option<bool>,
+    /// Pull only: a URL pull may replace a different model stored under its name.
+    /// (`insecure` is not read: the server's `-insecure` flag decides.)
+    replace: Option<bool>,
 }
 
 impl NameRequest {
@@ -154,6 +161,51 @@ fn parse_name(s: &str) -> Result<ModelName, ApiError> {
     ModelName::parse(s).map_err(store_error)
 }
 
+/// A pull's failure as an HTTP error: 409 for a name that holds another model,
+/// 403 for a refused address, 404 for an unknown model, else 400.
+fn pull_error(e: StoreError) -> ApiError {
+    let status = match &e {
+        StoreError::Exists(_) => 409,
+        StoreError::PrivateAddress { .. } => 403,
+        StoreError::NotFound(_) | StoreError::NotInRegistry { .. } => {
+            return ApiError::not_found(e.to_string())
+        }
+        _ => 400,
+    };
+    ApiError {
+        status,
+        ..ApiError::bad_request(e.to_string())
+    }
+}
+
+/// What the pull task tells the handler: progress, then how it ended.
+enum PullMsg {
+    Event(Value),
+    Done(Result<(), StoreError>),
+}
+
+impl PullMsg {
+    /// The NDJSON line.
+    fn to_json(&self) -> Value {
+        match self {
+            PullMsg::Event(v) => v.clone(),
+            PullMsg::Done(Ok(())) => json!({"status": "success"}),
+            PullMsg::Done(Err(e)) => json!({"error": e.to_string()}),
+        }
+    }
+}
+
+/// Stops the pull task when dropped. The handler's future (`stream: false`) or the
+/// response body (streaming) is dropped when the client goes away, and the pull
+/// with it: its locks are released and its partial download kept for a resume.
+struct CancelOnDrop(tokio::task::AbortHandle);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 pub(super) async fn pull(State(st): State<AppState>, body: Bytes) -> Response {
     let r: NameRequest = match parse_body(&body) {
         Ok(r) => r,
@@ -176,14 +228,16 @@ pub(super) async fn pull(State(st): State<AppState>, body: Bytes) -> Response {
         Err(e) => return fail(store_error(e)),
     };
     let opts = PullOptions {
-        insecure: r.insecure.unwrap_or(false),
+        insecure: st.insecure_pulls,
+        allow_private: st.allow_private_pulls,
+        replace: r.replace.unwrap_or(false),
         ..PullOptions::default()
     };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PullMsg>();
     let progress_tx = tx.clone();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let progress = move |ev: PullEvent| {
-            let _ = progress_tx.send(ev.to_ollama_json());
+            let _ = progress_tx.send(PullMsg::Event(ev.to_ollama_json()));
         };
         let result = match &target {
             ModelRef::Url(url) => llamay_store::pull_url(&store, url, &opts, &progress)
@@ -194,26 +248,42 @@ pub(super) async fn pull(State(st): State<AppState>, body: Bytes) -> Response {
                 .map(|_| ()),
             ModelRef::File(_) => Ok(()),
         };
-        let last = match result {
-            Ok(()) => json!({"status": "success"}),
-            Err(e) => json!({"error": e.to_string()}),
-        };
-        let _ = tx.send(last);
+        let _ = tx.send(PullMsg::Done(result));
     });
+    let cancel = CancelOnDrop(task.abort_handle());
+    // A pull that fails before its first event (a clash, a refused address) still
+    // gets its own status, streaming or not.
+    let first = match rx.recv().await {
+        Some(PullMsg::Done(Err(e))) => return fail(pull_error(e)),
+        Some(m) => m,
+        None => return fail(ApiError::internal("the pull ended without a result")),
+    };
     if r.stream.unwrap_or(true) {
-        let s = futures_util::stream::unfold(rx, |mut rx| async move {
-            let v = rx.recv().await?;
-            Some((Ok::<_, std::io::Error>(stream::ndjson(&v)), rx))
-        });
+        let s = futures_util::stream::unfold(
+            (Some(first), rx, cancel),
+            |(next, mut rx, cancel)| async move {
+                let msg = match next {
+                    Some(m) => m,
+                    None => rx.recv().await?,
+                };
+                let line = stream::ndjson(&msg.to_json());
+                Some((Ok::<_, std::io::Error>(line), (None, rx, cancel)))
+            },
+        );
         return stream_response("application/x-ndjson", axum::body::Body::from_stream(s));
     }
-    let mut last = json!({"error": "the pull ended without a result"});
-    while let Some(v) = rx.recv().await {
-        last = v;
+    let mut last = first;
+    while !matches!(last, PullMsg::Done(_)) {
+        match rx.recv().await {
+            Some(m) => last = m,
+            None => break,
+        }
     }
-    match last.get("error").and_then(Value::as_str) {
-        Some(e) => fail(ApiError::bad_request(e)),
-        None => json_response(StatusCode::OK, last),
+    drop(cancel);
+    match last {
+        PullMsg::Done(Ok(())) => json_response(StatusCode::OK, last.to_json()),
+        PullMsg::Done(Err(e)) => fail(pull_error(e)),
+        PullMsg::Event(_) => fail(ApiError::internal("the pull ended without a result")),
     }
 }
 
