@@ -247,7 +247,7 @@ fn closing_masks_finish_corpus_schemas_within_the_distance() {
         let Ok(c) = Constraint::from_grammar(&g, vocab.clone()) else {
             continue;
         };
-        let validator = corpus::judged(&report, &case.schema)
+        let validator = corpus::judged(&report)
             .then(|| {
                 jsonschema::options()
                     .should_validate_formats(false)

@@ -374,13 +374,25 @@ fn any_of_with_siblings_merged() {
 }
 
 #[test]
-fn one_of_as_any_of() {
-    // Exclusivity is not enforced: 5 matches both alternatives and is accepted.
-    fits(
+fn one_of_exclusive_where_told_apart_else_reported() {
+    // Overlapping branches are enforced as `anyOf` (5 matches both and is accepted),
+    // and the report says exclusivity is not enforced.
+    let c = fits(
         json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}),
         &[json!(5), json!(-3), json!(0.5)],
         &[json!(-0.5), json!("5")],
     );
+    assert_eq!(
+        c.report.to_string(),
+        "oneOf exclusivity at the schema: not enforced"
+    );
+    // Every integer beside every number: no integer is valid, fractions are.
+    let c = fits(
+        json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
+        &[json!(0.5), json!(-3.25)],
+        &[json!(5), json!(-3), json!("5")],
+    );
+    assert!(c.report.is_fully_enforced());
 }
 
 #[test]

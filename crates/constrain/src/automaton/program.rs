@@ -9,6 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::grammar::{ByteDfa, ByteSet, Grammar, JsonString, Symbol, Unordered};
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// A position in the program.
@@ -89,8 +90,25 @@ pub(crate) struct Program {
     pub unordered: Vec<UnorderedProg>,
     /// The spec of each entry of `strings`, to share one entry between equal specs.
     string_specs: Vec<Arc<JsonString>>,
+    /// Entries of `string_specs` by a digest of the spec, so finding an equal one is
+    /// not a scan of them all (a schema may hold tens of thousands of strings). Kept
+    /// while lowering only.
+    string_index: FxHashMap<StringDigest, Vec<u32>>,
     pub ws_budget: u32,
     pub uses_ws: bool,
+}
+
+/// What a string spec is looked up by: everything but the pattern's automaton, for
+/// which its source stands (equal digests are then compared in full).
+type StringDigest = (u32, Option<u32>, Vec<Vec<u8>>, Option<String>);
+
+fn digest(spec: &JsonString) -> StringDigest {
+    (
+        spec.min_chars,
+        spec.max_chars,
+        spec.exclude.clone(),
+        spec.pattern.as_ref().map(|d| d.pattern().to_string()),
+    )
 }
 
 fn too_large() -> Error {
@@ -145,6 +163,7 @@ impl Program {
             strings: Vec::new(),
             unordered: Vec::new(),
             string_specs: Vec::new(),
+            string_index: FxHashMap::default(),
             ws_budget: g.ws_budget(),
             uses_ws: g.uses_ws(),
         };
@@ -172,6 +191,8 @@ impl Program {
             p.nodes[entry as usize] = Node::Split(alts.into());
         }
         p.root = entries[g.root().0 as usize];
+        // Only lowering looks strings up.
+        p.string_index = FxHashMap::default();
         Ok(p)
     }
 
@@ -277,13 +298,15 @@ impl Program {
 
     fn lower_string(&mut self, spec: &Arc<JsonString>, next: Pos) -> Result<Pos> {
         // Equal specs share an entry, so they share stack-free masks too.
-        let id = match self
-            .string_specs
-            .iter()
-            .position(|s| Arc::ptr_eq(s, spec) || **s == **spec)
-        {
-            Some(i) => i,
+        let same = self.string_index.entry(digest(spec)).or_default();
+        let specs = &self.string_specs;
+        let id = match same.iter().find(|&&i| {
+            let s = &specs[i as usize];
+            Arc::ptr_eq(s, spec) || **s == **spec
+        }) {
+            Some(&i) => i as usize,
             None => {
+                same.push(self.strings.len() as u32);
                 self.strings.push(super::jsonstr::StringProg::new(spec));
                 self.string_specs.push(spec.clone());
                 self.strings.len() - 1
@@ -342,5 +365,31 @@ impl Program {
             base,
         });
         Ok(base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::GrammarBuilder;
+
+    #[test]
+    fn equal_string_specs_share_one_entry() {
+        // 3,000 strings of 30 distinct specs (bounds, exclusions, patterns), each spec
+        // built afresh (so equal by value, not by pointer).
+        let spec = |i: usize| {
+            let mut s = JsonString::excluding([format!("k{}", i % 3).as_bytes()]);
+            s.min_chars = (i % 5) as u32;
+            if i.is_multiple_of(2) {
+                s.pattern = Some(Arc::new(ByteDfa::new("[a-c]+").unwrap()));
+            }
+            Symbol::json_string(s)
+        };
+        let mut b = GrammarBuilder::new();
+        let alts = (0..3000).map(|i| vec![spec(i % 30)]).collect();
+        let root = b.rule("root", alts);
+        let p = Program::compile(&b.build(root).unwrap()).unwrap();
+        assert_eq!((p.strings.len(), p.string_specs.len()), (30, 30));
+        assert!(p.string_index.is_empty());
     }
 }

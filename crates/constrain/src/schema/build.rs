@@ -9,7 +9,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::error::{location_of, Report, SchemaError};
+use super::error::{location_of, NotEnforced, Report, SchemaError, ONE_OF_EXCLUSIVITY};
+use super::exclusive;
 use super::facets::{Conj, Facets, MAX_ALTERNATIVES};
 use super::node::{CompiledSchema, Def, DefId, Node};
 use super::shape;
@@ -242,7 +243,9 @@ impl<'a> Compiler<'a> {
     }
 
     /// Expands `anyOf`/`oneOf` lists (siblings merged into each alternative) and
-    /// appends the satisfiable alternatives' shapes to `out`.
+    /// appends the satisfiable alternatives' shapes to `out`. A `oneOf`'s branches are
+    /// compiled apart, made exclusive where [`exclusive::settle`] can, and its
+    /// exclusivity reported as not enforced where not.
     fn alternatives(&mut self, mut facets: Facets, out: &mut Vec<Node>) -> Result<(), SchemaError> {
         let Some(list) = (!facets.any_of.is_empty()).then(|| facets.any_of.remove(0)) else {
             if let Some(n) = shape::finish(self, facets)? {
@@ -252,13 +255,24 @@ impl<'a> Compiler<'a> {
         };
         let mark = self.unsat.len();
         let before = out.len();
-        for alt in list {
+        let one_of = list.one_of_at.is_some();
+        // Per branch: its shapes, and (for a `oneOf`) its facets as written.
+        let mut branches: Vec<(Vec<Node>, Option<Facets>)> = Vec::new();
+        let mut count = 0;
+        for alt in list.branches {
+            let mut shapes = Vec::new();
+            let written;
             if facets.is_trivial() {
                 // Nothing to merge: compile the alternative on its own (memoized, so a
                 // recursive `$ref` alternative becomes a reference).
                 if let Some(n) = self.node(&alt)? {
-                    out.push(n);
+                    shapes.push(n);
                 }
+                written = if one_of {
+                    Some(self.gather(&alt)?)
+                } else {
+                    None
+                };
             } else {
                 self.expansions += 1;
                 if self.expansions > MAX_EXPANSIONS {
@@ -280,20 +294,107 @@ impl<'a> Compiler<'a> {
                     self.note_unsat("type", &merged.location, why);
                     continue;
                 }
-                self.alternatives(merged, out)?;
+                written = one_of.then(|| merged.clone());
+                self.alternatives(merged, &mut shapes)?;
             }
-            if out.len() > MAX_ALTERNATIVES {
+            count += shapes.len();
+            if before + count > MAX_ALTERNATIVES {
                 return Err(SchemaError::invalid(
                     "anyOf",
                     &facets.location,
                     format!("expands to more than {MAX_ALTERNATIVES} alternatives once combined"),
                 ));
             }
+            branches.push((shapes, written));
         }
+        let shapes: Vec<Vec<Node>> = match &list.one_of_at {
+            Some(at) => {
+                let mut facts = self.branch_facts(branches)?;
+                let defs = &self.defs;
+                let resolve = |id: DefId| defs[id].as_ref().and_then(|(_, n)| n.as_ref());
+                if !exclusive::settle(&mut facts, &resolve) {
+                    self.report
+                        .add(ONE_OF_EXCLUSIVITY, at, NotEnforced::Ignored);
+                }
+                facts.into_iter().map(|b| b.shapes).collect()
+            }
+            None => branches.into_iter().map(|(s, _)| s).collect(),
+        };
+        out.extend(shapes.into_iter().flatten());
         if out.len() > before {
             self.unsat.truncate(mark);
         }
         Ok(())
+    }
+
+    /// What each `oneOf` branch says as written, for [`exclusive::settle`]: its
+    /// types and values, its required keys and their values, and what it allows
+    /// under the keys any branch requires.
+    fn branch_facts(
+        &mut self,
+        branches: Vec<(Vec<Node>, Option<Facets>)>,
+    ) -> Result<Vec<exclusive::Branch>, SchemaError> {
+        use super::facets::{Additional, Types};
+        use exclusive::Allowed;
+        let mut out = Vec::with_capacity(branches.len());
+        let mut facets = Vec::with_capacity(branches.len());
+        for (shapes, written) in branches {
+            let f = written.expect("a oneOf branch keeps its facets");
+            let shapes = shapes
+                .into_iter()
+                .flat_map(|n| match n {
+                    Node::Union(v) => v,
+                    other => vec![other],
+                })
+                .collect();
+            let mut types = f.types.unwrap_or(Types::ALL);
+            if let Some(values) = &f.enumeration {
+                types = types.and(values.iter().fold(Types::NONE, |t, v| t.or(Types::of(v))));
+            }
+            let mut tags = Vec::new();
+            for key in &f.required {
+                if let Some((_, conj)) = f.properties.iter().find(|(n, _)| n == key) {
+                    if let Some(values) = self.gather(conj)?.enumeration {
+                        tags.push((key.clone(), values));
+                    }
+                }
+            }
+            out.push(exclusive::Branch {
+                shapes,
+                types,
+                values: f.enumeration.clone(),
+                required: f.required.clone(),
+                tags,
+                under: Vec::new(),
+            });
+            facets.push(f);
+        }
+        let mut keys: Vec<String> = out
+            .iter()
+            .flat_map(|b| b.required.iter().cloned())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        for (b, f) in out.iter_mut().zip(&facets) {
+            for key in &keys {
+                let values = match f.properties.iter().find(|(n, _)| n == key) {
+                    Some((_, conj)) => self.gather(conj)?.enumeration,
+                    None => match &f.additional {
+                        // Only `additionalProperties: false` forbids a key in JSON
+                        // Schema (llamay's default closing does not count here).
+                        Additional::Closed => {
+                            b.under.push((key.clone(), Allowed::Absent));
+                            continue;
+                        }
+                        Additional::Schema(conj) => self.gather(conj)?.enumeration,
+                        Additional::Unspecified => None,
+                    },
+                };
+                let allowed = values.map_or(Allowed::Anything, Allowed::Values);
+                b.under.push((key.clone(), allowed));
+            }
+        }
+        Ok(out)
     }
 
     /// Keeps only the definitions that are referenced, renumbered.

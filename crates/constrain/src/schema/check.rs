@@ -105,6 +105,9 @@ impl CompiledSchema {
                 if s.max_fraction_digits.is_some_and(|k| d.scale() > k) {
                     return other("number has too many fraction digits");
                 }
+                if s.non_integral && d.is_integer() {
+                    return other("number is whole");
+                }
                 Ok(())
             }
             (Node::String(s), Value::String(text)) => {

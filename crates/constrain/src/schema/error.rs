@@ -65,10 +65,15 @@ pub enum NotEnforced {
     Unknown,
 }
 
+/// The [`ReportEntry::keyword`] of a `oneOf` whose branches the constraint cannot keep
+/// apart: each document fits one branch or more, "exactly one" is not enforced.
+pub const ONE_OF_EXCLUSIVITY: &str = "oneOf exclusivity";
+
 /// One keyword that was not enforced, and where.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReportEntry {
-    /// The keyword as written.
+    /// The keyword as written; for a `oneOf` enforced only as `anyOf`,
+    /// [`ONE_OF_EXCLUSIVITY`] (kind [`NotEnforced::Ignored`]).
     pub keyword: String,
     /// Dotted location of the schema holding it (see [`SchemaError`]).
     pub location: String,
@@ -108,18 +113,26 @@ impl Report {
     }
 }
 
+/// `keyword at location: what` (`format at properties.day: not enforced`).
+impl fmt::Display for ReportEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            NotEnforced::Ignored => "not enforced",
+            NotEnforced::OverLimit => "above 4096, not enforced",
+            NotEnforced::Unknown => "unknown keyword, ignored",
+        };
+        write!(f, "{} at {}: {what}", self.keyword, self.location)
+    }
+}
+
+/// The entries, `; `-separated.
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, e) in self.entries.iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            let what = match e.kind {
-                NotEnforced::Ignored => "not enforced",
-                NotEnforced::OverLimit => "above 4096, not enforced",
-                NotEnforced::Unknown => "unknown keyword, ignored",
-            };
-            write!(f, "{} at {}: {what}", e.keyword, e.location)?;
+            write!(f, "{e}")?;
         }
         Ok(())
     }

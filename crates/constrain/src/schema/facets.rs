@@ -116,9 +116,18 @@ pub struct Facets {
     pub required: Vec<String>,
     pub additional: Additional,
     /// Each entry is one `anyOf`/`oneOf` list; all must hold (one member of each).
-    pub any_of: Vec<Vec<Conj>>,
+    pub any_of: Vec<Alternatives>,
     /// Location of the first schema merged in, for messages.
     pub location: String,
+}
+
+/// One `anyOf` or `oneOf` list.
+#[derive(Clone, Debug)]
+pub struct Alternatives {
+    pub branches: Vec<Conj>,
+    /// For a `oneOf`, the location of the schema holding it: its branches must also
+    /// exclude one another, which the builder checks (and reports where it cannot).
+    pub one_of_at: Option<String>,
 }
 
 /// What reading one schema object yields besides its facets.
@@ -421,11 +430,12 @@ impl Facets {
                     ));
                 }
                 let base = here(key);
-                self.any_of.push(
-                    (0..members.len())
+                self.any_of.push(Alternatives {
+                    branches: (0..members.len())
                         .map(|i| vec![child_pointer(&base, &i.to_string())])
                         .collect(),
-                );
+                    one_of_at: (key == "oneOf").then(|| at.to_string()),
+                });
             }
             _ => unreachable!("keyword table and reader disagree on {key}"),
         }

@@ -11,7 +11,9 @@
 //! - **Integers**: digits only (no fraction, no exponent, no leading zeros, no `-0`),
 //!   bounds exact via digit-range patterns; a step other than 1 is a product of
 //!   the range automaton with the remainder modulo the step.
-//! - **Numbers**: unbounded and stepless, any JSON number; otherwise written without
+//! - **Numbers**: unbounded and stepless, any JSON number; not whole (a `oneOf`
+//!   branch beside every integer), at most 15 significant digits, the last fraction
+//!   digit not zero, no exponent; otherwise written without
 //!   an exponent, at most 15 significant digits when there is a fraction, at most
 //!   `max_fraction_digits` after the point (trailing zeros beyond that allowed:
 //!   `4.50`, `25.0`), bounds exact (each fraction length is a scaled integer range).
@@ -395,6 +397,9 @@ fn stepped(b: &mut GrammarBuilder, pattern: &str, k: u128) -> Result<Symbol, Sch
 }
 
 fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
+    if spec.non_integral {
+        return regex("oneOf", &non_integral_pattern());
+    }
     if spec.is_unconstrained() {
         return Ok(Symbol::seq(json::number_symbols()));
     }
@@ -449,6 +454,23 @@ fn number(spec: &NumberSpec) -> Result<Symbol, SchemaError> {
         ));
     }
     regex("minimum", &format!("(?:{})", groups.join("|")))
+}
+
+/// Numbers that are not whole, written without exponent and with at most
+/// [`MAX_SIGNIFICANT`] digits (so an `f64` reader, which most validators are, keeps
+/// them apart from integers): `f` fraction digits, the last one not zero, after an
+/// integer part of at most `15 - f` digits.
+fn non_integral_pattern() -> String {
+    let alts: Vec<String> = (1..=MAX_SIGNIFICANT)
+        .map(|f| {
+            let int = match MAX_SIGNIFICANT - f {
+                0 => "0".to_string(),
+                more => format!("(?:0|[1-9][0-9]{{0,{}}})", more - 1),
+            };
+            format!("{int}\\.[0-9]{{{}}}[1-9]", f - 1)
+        })
+        .collect();
+    format!("-?(?:{})", alts.join("|"))
 }
 
 /// A bound scaled by `10^k` to the integer bound on the scaled value: `None` for no

@@ -34,6 +34,11 @@
 //!   is declared); an object left open (`additionalProperties` true or a schema,
 //!   or no `properties` at all) gets the key as a property of the additional shape.
 //! - **`$ref` with siblings** is merged with them (2019-09 semantics), like `allOf`.
+//! - **`oneOf`** accepts what its branches accept; "exactly one" is enforced where
+//!   the branches can be told apart (by type, by `enum`/`const` values, by a required
+//!   key's values or absence: the tagged union; every integer beside every number
+//!   leaves the non-integral numbers), and reported as
+//!   [`ONE_OF_EXCLUSIVITY`] where not (see `exclusive.rs`).
 //! - **Unknown keys** are ignored and reported with [`NotEnforced::Unknown`]; keys
 //!   starting with `x-` are vendor annotations and ignored silently. Other drafts'
 //!   validation keywords (`dependencies`, `dependentSchemas`, `unevaluated*`,
@@ -68,10 +73,11 @@ pub mod node;
 pub mod pattern;
 
 mod build;
+mod exclusive;
 mod facets;
 mod shape;
 
-pub use error::{NotEnforced, Report, ReportEntry, SchemaError};
+pub use error::{NotEnforced, Report, ReportEntry, SchemaError, ONE_OF_EXCLUSIVITY};
 pub use node::{
     ArraySpec, Bound, CompiledSchema, Def, DefId, IntegerSpec, Node, NumberSpec, ObjectSpec,
     Property, StringSpec,

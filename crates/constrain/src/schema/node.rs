@@ -81,7 +81,7 @@ pub struct Bound {
 
 /// A number (integers included). Unbounded and without step, any JSON number;
 /// otherwise written without exponent (see the lowering).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NumberSpec {
     /// Lower bound.
     pub min: Option<Bound>,
@@ -89,12 +89,18 @@ pub struct NumberSpec {
     pub max: Option<Bound>,
     /// At most this many digits after the point (`multipleOf: 0.01` gives 2).
     pub max_fraction_digits: Option<u32>,
+    /// Whole numbers excluded (a `oneOf` branch beside one that takes every integer);
+    /// only set on a number that is otherwise unconstrained.
+    pub non_integral: bool,
 }
 
 impl NumberSpec {
     /// True when nothing but "a JSON number" is required.
     pub fn is_unconstrained(&self) -> bool {
-        self.min.is_none() && self.max.is_none() && self.max_fraction_digits.is_none()
+        self.min.is_none()
+            && self.max.is_none()
+            && self.max_fraction_digits.is_none()
+            && !self.non_integral
     }
 }
 

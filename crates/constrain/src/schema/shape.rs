@@ -247,6 +247,7 @@ fn number(c: &mut Compiler, f: &Facets, types: Types) -> Result<Option<Node>, Sc
         min: f.min,
         max: f.max,
         max_fraction_digits,
+        non_integral: false,
     })))
 }
 

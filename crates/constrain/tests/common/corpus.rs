@@ -82,14 +82,13 @@ pub fn mentions(v: &Value, key: &str) -> bool {
 
 /// Whether every keyword of the schema is enforced, so a validator's verdict must match
 /// the matcher's: nothing reported but unknown keys (they mean nothing to a validator
-/// either), and no `oneOf` (enforced as `anyOf`: its exclusivity is not).
-pub fn judged(report: &llamay_constrain::schema::Report, schema: &Value) -> bool {
+/// either). A `oneOf` whose exclusivity is not enforced is reported.
+pub fn judged(report: &llamay_constrain::schema::Report) -> bool {
     use llamay_constrain::schema::NotEnforced;
     report
         .entries
         .iter()
         .all(|e| e.kind == NotEnforced::Unknown)
-        && !mentions(schema, "oneOf")
 }
 
 /// Whether an environment variable asks for the whole corpus rather than the CI sample.
