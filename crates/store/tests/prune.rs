@@ -6,12 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{files_in, tiny, Registry, TestModel};
-use llamay_store::{blocking, Digest, ModelConfig, ModelName, NoProgress, Store};
-
-fn name(s: &str) -> ModelName {
-    ModelName::parse(s).unwrap()
-}
+use common::{files_in, fresh_store, name, tiny, Registry, TestModel};
+use llamay_store::{blocking, Digest, ModelConfig, NoProgress, Store};
 
 /// Waits (a minute at most) until `cond` holds.
 fn wait_until(what: &str, cond: impl Fn() -> bool) {
@@ -25,12 +21,6 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
 /// Bytes of a file (0 if it is not there).
 fn len(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
-}
-
-fn fresh_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::new(dir.path().join("models"), None);
-    (dir, store)
 }
 
 /// Every blob of `name`'s manifest is in the store and hashes right.

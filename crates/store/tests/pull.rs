@@ -4,18 +4,8 @@ mod common;
 
 use std::sync::{Arc, Barrier, Mutex};
 
-use common::{files_in, tiny, Registry, TestModel, PARAMS, SYSTEM, TEMPLATE};
-use llamay_store::{blocking, Digest, ModelName, NoProgress, PullEvent, Store, StoreError};
-
-fn name(s: &str) -> ModelName {
-    ModelName::parse(s).unwrap()
-}
-
-fn fresh_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::new(dir.path().join("models"), None);
-    (dir, store)
-}
+use common::{files_in, fresh_store, name, tiny, Registry, TestModel, PARAMS, SYSTEM, TEMPLATE};
+use llamay_store::{blocking, Digest, NoProgress, PullEvent, Store, StoreError};
 
 /// Files in `blobs/` that are not finished blobs.
 fn leftovers(store: &Store) -> Vec<String> {

@@ -4,20 +4,8 @@
 
 mod common;
 
-use common::{files_in, tiny, Registry, TestModel};
-use llamay_store::{
-    blocking, Digest, ModelConfig, ModelName, NoProgress, PullOptions, Store, StoreError,
-};
-
-fn name(s: &str) -> ModelName {
-    ModelName::parse(s).unwrap()
-}
-
-fn fresh_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::new(dir.path().join("models"), None);
-    (dir, store)
-}
+use common::{files_in, fresh_store, name, tiny, Registry, TestModel};
+use llamay_store::{blocking, Digest, ModelConfig, NoProgress, PullOptions, StoreError};
 
 /// Flips one byte of a file, keeping its size.
 fn damage(path: &std::path::Path) {

@@ -3,12 +3,8 @@
 
 mod common;
 
-use common::{files_in, tiny, TestModel, TEMPLATE};
-use llamay_store::{Digest, ModelConfig, ModelName, Source, Store, StoreError};
-
-fn name(s: &str) -> ModelName {
-    ModelName::parse(s).unwrap()
-}
+use common::{files_in, name, tiny, TestModel, TEMPLATE};
+use llamay_store::{Digest, ModelConfig, Source, Store, StoreError};
 
 /// A llamay store plus an Ollama store holding `smol:latest` and `user/other:v1`.
 struct Fixture {

@@ -435,3 +435,14 @@ fn async_stream(
         }
     })
 }
+
+pub fn name(s: &str) -> llamay_store::ModelName {
+    llamay_store::ModelName::parse(s).unwrap()
+}
+
+/// An empty store in a temporary folder (removed with the guard).
+pub fn fresh_store() -> (tempfile::TempDir, llamay_store::Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = llamay_store::Store::new(dir.path().join("models"), None);
+    (dir, store)
+}
