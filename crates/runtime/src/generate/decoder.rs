@@ -343,4 +343,25 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn no_token_from_non_finite_logits_blames_the_model_not_the_constraint() {
+        assert!(matches!(
+            nothing_sampled(&[0.0, f32::NAN, 1.0]),
+            GenerateError::NonFiniteLogits
+        ));
+        assert!(matches!(
+            nothing_sampled(&[0.0, f32::INFINITY]),
+            GenerateError::NonFiniteLogits
+        ));
+        assert!(matches!(
+            nothing_sampled(&[0.0, 1.0]),
+            GenerateError::DeadEnd
+        ));
+        let nan = GenerateError::NonFiniteLogits.to_string();
+        assert!(
+            nan.contains("non-finite") && !nan.contains("grammar"),
+            "{nan}"
+        );
+    }
 }
