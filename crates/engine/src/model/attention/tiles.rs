@@ -7,9 +7,9 @@ use std::cell::RefCell;
 use super::args::{visible, AttnArgs, AttnJob, TaskEpilogue};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{self, PREFETCH_ROWS};
+use crate::kv_cache::rows::Row;
 #[cfg(target_arch = "x86_64")]
-use crate::kv_cache::rows::Elem;
-use crate::kv_cache::rows::{Row, Rows};
+use crate::kv_cache::rows::{Elem, Rows};
 use crate::model::ops::{round_to_f16, softcap, softmax};
 use crate::pool::{SyncPtr, ThreadPool};
 
