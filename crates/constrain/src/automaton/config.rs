@@ -76,29 +76,38 @@ impl Stacks {
         id
     }
 
+    /// Frames held, the empty and placeholder stacks included.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
     pub fn frame(&self, id: u32) -> Frame {
         self.frames[id as usize]
     }
 
-    /// The frames of a stack, innermost first.
-    pub fn unwind(&self, mut id: u32) -> Vec<(Pos, u64)> {
-        let mut v = Vec::new();
-        while id != EMPTY_STACK && id != EXIT_STACK {
-            let f = self.frames[id as usize];
-            v.push((f.ret, f.aux));
-            id = f.parent;
+    /// Copies stack `id` into `to`, returning its id there. `moved` maps the ids
+    /// already copied (seed it with the empty and placeholder stacks), so stacks that
+    /// share frames are copied once: the cost is the frames not copied yet, not the
+    /// stack's depth again for every item that stands on it.
+    pub fn copy_into(&self, id: u32, to: &mut Stacks, moved: &mut FxHashMap<u32, u32>) -> u32 {
+        let mut chain = Vec::new();
+        let mut at = id;
+        let mut base = loop {
+            match moved.get(&at) {
+                Some(&new) => break new,
+                None => {
+                    chain.push(at);
+                    at = self.frames[at as usize].parent;
+                }
+            }
+        };
+        for &old in chain.iter().rev() {
+            let f = self.frames[old as usize];
+            base = to.push(Frame { parent: base, ..f });
+            moved.insert(old, base);
         }
-        v
-    }
-
-    /// Rebuilds a stack from [`unwind`](Self::unwind) output.
-    pub fn rebuild(&mut self, frames: &[(Pos, u64)]) -> u32 {
-        frames
-            .iter()
-            .rev()
-            .fold(EMPTY_STACK, |parent, &(ret, aux)| {
-                self.push(Frame { ret, aux, parent })
-            })
+        base
     }
 }
 

@@ -1,7 +1,7 @@
 //! The per-matcher state table: configurations interned as small integers, with their
 //! byte transitions cached lazily (cheap, numerous), separately from masks.
 
-use super::config::{closure, step, Frame, Item, Stacks, ACCEPT, EXIT, EXIT_STACK};
+use super::config::{closure, step, Frame, Item, Stacks, ACCEPT, EMPTY_STACK, EXIT, EXIT_STACK};
 use super::program::{Node, Program};
 use crate::grammar::ByteSet;
 use rustc_hash::FxHashMap;
@@ -19,6 +19,12 @@ const WS_FLAG: u32 = 1 << 31;
 
 /// Default state-table capacity.
 pub const DEFAULT_STATE_LIMIT: usize = 4096;
+
+/// Parse items the table's configurations may hold in all before it is cleared (about
+/// 32 MB with the interning map's copy). A few thousand states of a handful of items
+/// each stay far below; a highly ambiguous grammar, whose configurations grow by
+/// thousands of items, would otherwise fill the state limit with gigabytes.
+pub const ITEM_LIMIT: usize = 1 << 20;
 
 /// Interned configurations and their transitions.
 pub(crate) struct StateTable {
@@ -43,6 +49,8 @@ pub(crate) struct StateTable {
     firsts: Vec<Option<ByteSet>>,
     stride: usize,
     stacks: Stacks,
+    /// Items in `configs`, in all.
+    items: usize,
     pub limit: usize,
     pub peak: usize,
     pub clears: u64,
@@ -54,9 +62,6 @@ struct SparseSlots {
     slots: [u16; PROMOTE_AFTER],
     len: usize,
 }
-
-/// An item with its stack spelled out as frames (innermost first), to survive a clear.
-type ExportedItem = (Item, Vec<(u32, u64)>);
 
 /// Outcome of a cached transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +84,7 @@ impl StateTable {
             firsts: Vec::new(),
             stride: if p.uses_ws { 512 } else { 256 },
             stacks: Stacks::new(),
+            items: 0,
             limit,
             peak: 0,
             clears: 0,
@@ -130,6 +136,7 @@ impl StateTable {
         self.accepting
             .push(kernel.iter().any(|it| it.pos == ACCEPT));
         self.exits.push(kernel.iter().any(|it| it.pos == EXIT));
+        self.items += kernel.len();
         self.ids.insert(kernel.clone(), id);
         self.configs.push(kernel);
         self.row_of.push(NO_ROW);
@@ -259,24 +266,19 @@ impl StateTable {
         self.intern(next) | if ws_used { WS_FLAG } else { 0 }
     }
 
-    /// Whether the table has reached its limit and should be cleared before the next step.
+    /// Whether the table has reached its limit (of states, or of items in all) and
+    /// should be cleared before the next step.
     pub fn is_full(&self) -> bool {
-        self.configs.len() >= self.limit
+        self.configs.len() >= self.limit || self.items >= ITEM_LIMIT
     }
 
     /// Empties the table, keeping only the given states (renumbered; the new ids are
-    /// returned in the same order). Stacks are rebuilt from scratch so they do not leak.
+    /// returned in the same order). Stacks are copied into a fresh table, so frames no
+    /// kept state stands on do not leak.
     pub fn clear_keeping(&mut self, keep: &[u32]) -> Vec<u32> {
-        let exported: Vec<Vec<ExportedItem>> = keep
-            .iter()
-            .map(|&s| {
-                self.configs[s as usize]
-                    .iter()
-                    .map(|it| (*it, self.stacks.unwind(it.stack)))
-                    .collect()
-            })
-            .collect();
-        self.configs.clear();
+        let old_stacks = std::mem::replace(&mut self.stacks, Stacks::new());
+        let old_configs = std::mem::take(&mut self.configs);
+        self.items = 0;
         self.ids.clear();
         self.accepting.clear();
         self.exits.clear();
@@ -285,16 +287,16 @@ impl StateTable {
         self.sparse.clear();
         self.sparse_slots.clear();
         self.firsts.clear();
-        self.stacks = Stacks::new();
         self.clears += 1;
-        exported
-            .into_iter()
-            .map(|items| {
-                let mut kernel: Vec<Item> = items
-                    .into_iter()
-                    .map(|(it, frames)| Item {
-                        stack: self.stacks.rebuild(&frames),
-                        ..it
+        let mut moved: FxHashMap<u32, u32> =
+            FxHashMap::from_iter([(EMPTY_STACK, EMPTY_STACK), (EXIT_STACK, EXIT_STACK)]);
+        keep.iter()
+            .map(|&s| {
+                let mut kernel: Vec<Item> = old_configs[s as usize]
+                    .iter()
+                    .map(|it| Item {
+                        stack: old_stacks.copy_into(it.stack, &mut self.stacks, &mut moved),
+                        ..*it
                     })
                     .collect();
                 kernel.sort_unstable();
@@ -326,4 +328,98 @@ fn first_bytes(p: &Program, items: &[Item]) -> ByteSet {
         }
     }
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::{GrammarBuilder, Symbol};
+
+    fn table() -> StateTable {
+        let mut b = GrammarBuilder::new();
+        let root = b.rule("root", vec![vec![Symbol::lit("a")]]);
+        StateTable::new(&Program::compile(&b.build(root).unwrap()).unwrap(), 4096)
+    }
+
+    /// The frames of a stack, innermost first.
+    fn frames(stacks: &Stacks, mut id: u32) -> Vec<Frame> {
+        let mut out = Vec::new();
+        while id != EMPTY_STACK && id != EXIT_STACK {
+            let f = stacks.frame(id);
+            out.push(f);
+            id = f.parent;
+        }
+        out
+    }
+
+    #[test]
+    fn the_table_is_full_at_its_item_budget_before_its_state_limit() {
+        let mut t = table();
+        let config = |n: u32| {
+            (0..1000).map(move |i| Item {
+                pos: n * 1000 + i,
+                stack: 0,
+                aux: 0,
+            })
+        };
+        let mut n = 0;
+        while !t.is_full() {
+            t.intern(config(n).collect());
+            n += 1;
+        }
+        assert_eq!(n as usize, ITEM_LIMIT.div_ceil(1000));
+        assert!(t.configs.len() < t.limit);
+        t.clear_keeping(&[]);
+        assert!(!t.is_full());
+    }
+
+    #[test]
+    fn a_clear_copies_shared_stacks_once_and_keeps_their_frames() {
+        // One chain of 2,000 frames; item i stands on the stack of depth i, so spelling
+        // every item's stack out would be two million frames.
+        let mut t = table();
+        let mut stack = EMPTY_STACK;
+        let mut items = Vec::new();
+        for i in 0..2000 {
+            stack = t.stacks.push(Frame {
+                ret: i,
+                aux: u64::from(i % 7),
+                parent: stack,
+            });
+            items.push(Item {
+                pos: i,
+                stack,
+                aux: 0,
+            });
+        }
+        // Frames no kept state stands on are dropped.
+        t.stacks.push(Frame {
+            ret: 9,
+            aux: 9,
+            parent: EMPTY_STACK,
+        });
+        let s = t.intern(items.clone());
+        let before: Vec<Vec<(u32, u64)>> = items
+            .iter()
+            .map(|it| {
+                frames(&t.stacks, it.stack)
+                    .iter()
+                    .map(|f| (f.ret, f.aux))
+                    .collect()
+            })
+            .collect();
+        let ids = t.clear_keeping(&[s]);
+        assert_eq!(t.stacks.len(), 2 + 2000);
+        let after: Vec<Vec<(u32, u64)>> = t
+            .config(ids[0])
+            .iter()
+            .map(|it| {
+                frames(&t.stacks, it.stack)
+                    .iter()
+                    .map(|f| (f.ret, f.aux))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(after, before);
+    }
 }

@@ -22,7 +22,9 @@
 
 use serde_json::Value;
 
-use super::facets::{json_equal, Types};
+use super::build::Compiler;
+use super::error::SchemaError;
+use super::facets::{json_equal, Additional, Facets, Types};
 use super::node::{DefId, IntegerSpec, Node, NumberSpec};
 
 /// Finds the body of a definition; `None` for one still being compiled.
@@ -55,6 +57,76 @@ pub(crate) enum Allowed {
     Values(Vec<Value>),
     /// Not known to be narrower than any value.
     Anything,
+}
+
+impl Compiler<'_> {
+    /// What each `oneOf` branch says as written, for [`settle`]: its
+    /// types and values, its required keys and their values, and what it allows
+    /// under the keys any branch requires.
+    pub(crate) fn branch_facts(
+        &mut self,
+        branches: Vec<(Vec<Node>, Option<Facets>)>,
+    ) -> Result<Vec<Branch>, SchemaError> {
+        let mut out = Vec::with_capacity(branches.len());
+        let mut facets = Vec::with_capacity(branches.len());
+        for (shapes, written) in branches {
+            let f = written.expect("a oneOf branch keeps its facets");
+            let shapes = shapes
+                .into_iter()
+                .flat_map(|n| match n {
+                    Node::Union(v) => v,
+                    other => vec![other],
+                })
+                .collect();
+            let mut types = f.types.unwrap_or(Types::ALL);
+            if let Some(values) = &f.enumeration {
+                types = types.and(values.iter().fold(Types::NONE, |t, v| t.or(Types::of(v))));
+            }
+            let mut tags = Vec::new();
+            for key in &f.required {
+                if let Some((_, conj)) = f.properties.iter().find(|(n, _)| n == key) {
+                    if let Some(values) = self.gather(conj)?.enumeration {
+                        tags.push((key.clone(), values));
+                    }
+                }
+            }
+            out.push(Branch {
+                shapes,
+                types,
+                values: f.enumeration.clone(),
+                required: f.required.clone(),
+                tags,
+                under: Vec::new(),
+            });
+            facets.push(f);
+        }
+        let mut keys: Vec<String> = out
+            .iter()
+            .flat_map(|b| b.required.iter().cloned())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        for (b, f) in out.iter_mut().zip(&facets) {
+            for key in &keys {
+                let values = match f.properties.iter().find(|(n, _)| n == key) {
+                    Some((_, conj)) => self.gather(conj)?.enumeration,
+                    None => match &f.additional {
+                        // Only `additionalProperties: false` forbids a key in JSON
+                        // Schema (llamay's default closing does not count here).
+                        Additional::Closed => {
+                            b.under.push((key.clone(), Allowed::Absent));
+                            continue;
+                        }
+                        Additional::Schema(conj) => self.gather(conj)?.enumeration,
+                        Additional::Unspecified => None,
+                    },
+                };
+                let allowed = values.map_or(Allowed::Anything, Allowed::Values);
+                b.under.push((key.clone(), allowed));
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// A change that removes the integer/number overlap.
