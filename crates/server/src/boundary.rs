@@ -14,8 +14,6 @@ use std::net::IpAddr;
 
 use axum::http::{header, HeaderMap, Method, Uri};
 
-use crate::http::error::ApiError;
-
 /// The boundary's settings, from `serve`'s flags.
 #[derive(Clone, Debug, Default)]
 pub struct Boundary {
@@ -33,6 +31,16 @@ pub struct Boundary {
     pub has_key: bool,
 }
 
+/// Why a request was stopped at the boundary (the router answers it in the shape
+/// of the API the path belongs to).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// 403, with the reason.
+    Forbidden(String),
+    /// 415: the body is not declared JSON.
+    NotJson,
+}
+
 /// Routes that change the model store.
 const STATE_CHANGING: [&str; 4] = ["/api/pull", "/api/copy", "/api/delete", "/api/create"];
 
@@ -45,7 +53,7 @@ pub fn changes_state(path: &str) -> bool {
 impl Boundary {
     /// Checks one request's origin, host, body type and, for model management beyond
     /// loopback, that a key guards it. The key itself is checked by the router.
-    pub fn check(&self, method: &Method, uri: &Uri, headers: &HeaderMap) -> Result<(), ApiError> {
+    pub fn check(&self, method: &Method, uri: &Uri, headers: &HeaderMap) -> Result<(), Refusal> {
         // Health probes (orchestrators send the pod's address as `Host`) read nothing.
         if uri.path() == "/health" && *method == Method::GET {
             return Ok(());
@@ -53,7 +61,7 @@ impl Boundary {
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("");
             if !self.origin_allowed(origin) {
-                return Err(ApiError::forbidden(format!(
+                return Err(Refusal::Forbidden(format!(
                     "requests from origin {} are refused: only loopback origins and those \
                      given to -allow-origin may use this server",
                     quote(origin)
@@ -68,7 +76,7 @@ impl Boundary {
         });
         if let Some(host) = host {
             if !self.host_allowed(&host) {
-                return Err(ApiError::forbidden(format!(
+                return Err(Refusal::Forbidden(format!(
                     "requests for host {} are refused: only loopback names, the address the \
                      server listens on and names given to -allow-host are served",
                     quote(&host)
@@ -76,11 +84,11 @@ impl Boundary {
             }
         }
         if has_body(headers) && !is_json(headers) {
-            return Err(ApiError::unsupported_media_type());
+            return Err(Refusal::NotJson);
         }
         if changes_state(uri.path()) && self.beyond_loopback && !self.has_key {
-            return Err(ApiError::forbidden(
-                "model management needs -api-key when the server listens beyond loopback",
+            return Err(Refusal::Forbidden(
+                "model management needs -api-key when the server listens beyond loopback".into(),
             ));
         }
         Ok(())
@@ -196,7 +204,11 @@ mod tests {
 
     fn status(b: &Boundary, m: Method, path: &str, h: &HeaderMap) -> u16 {
         let uri: Uri = path.parse().unwrap();
-        b.check(&m, &uri, h).err().map(|e| e.status).unwrap_or(200)
+        match b.check(&m, &uri, h) {
+            Ok(()) => 200,
+            Err(Refusal::Forbidden(_)) => 403,
+            Err(Refusal::NotJson) => 415,
+        }
     }
 
     #[test]

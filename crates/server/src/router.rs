@@ -17,6 +17,7 @@ use axum::body::Body;
 use llamay_runtime::Registry;
 
 use crate::api::{anthropic, ollama, openai};
+use crate::boundary::Refusal;
 use crate::http::error::{ApiError, ErrorShape};
 use crate::http::AppState;
 
@@ -57,8 +58,12 @@ pub fn shape_for(path: &str) -> ErrorShape {
 async fn guard(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let shape = shape_for(req.uri().path());
     st.runtime.stats.requests.fetch_add(1, Ordering::Relaxed);
-    if let Err(e) = st.boundary.check(req.method(), req.uri(), req.headers()) {
+    if let Err(refusal) = st.boundary.check(req.method(), req.uri(), req.headers()) {
         st.runtime.stats.errors.fetch_add(1, Ordering::Relaxed);
+        let e = match refusal {
+            Refusal::Forbidden(why) => ApiError::forbidden(why),
+            Refusal::NotJson => ApiError::unsupported_media_type(),
+        };
         return e.into_response_as(shape);
     }
     // From here on the origin, if any, is allowed: a browser may read the answer.

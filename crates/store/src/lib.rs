@@ -12,6 +12,7 @@
 
 mod digest;
 mod download;
+mod ensure;
 mod error;
 mod fsutil;
 mod gc;
@@ -24,6 +25,7 @@ mod store;
 mod url_pull;
 
 pub use digest::Digest;
+pub use ensure::{blocking, ensure};
 pub use error::{Result, StoreError};
 pub use gc::PruneReport;
 pub use manifest::{
@@ -31,10 +33,13 @@ pub use manifest::{
     MEDIA_MANIFEST, MEDIA_MESSAGES, MEDIA_MODEL, MEDIA_PARAMS, MEDIA_PROJECTOR, MEDIA_SYSTEM,
     MEDIA_TEMPLATE,
 };
-pub use name::{url_file_name, ModelName, ModelRef, DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG};
+pub use name::{
+    url_file_name, url_model_name, ModelName, ModelRef, DEFAULT_HOST, DEFAULT_NAMESPACE,
+    DEFAULT_TAG,
+};
 pub use progress::{NoProgress, Progress, PullEvent};
-pub use pull::{blocking, ensure, pull, PullOptions, PullReport};
+pub use pull::{pull, PullOptions, PullReport};
 pub use store::{
     check_gguf_magic, BlobFacts, ListEntry, ModelFacts, RemoveReport, ResolvedModel, Source, Store,
 };
-pub use url_pull::{pull_url, url_model_name};
+pub use url_pull::pull_url;

@@ -260,6 +260,12 @@ pub fn url_file_name(url: &str) -> Result<String> {
     Ok(file.to_string())
 }
 
+/// The store name a URL pull gives its file: the file name without `.gguf`.
+pub fn url_model_name(url: &str) -> Result<ModelName> {
+    let file = url_file_name(url)?;
+    ModelName::from_file_stem(&file[..file.len() - ".gguf".len()])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

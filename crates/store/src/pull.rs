@@ -23,11 +23,10 @@ use crate::download::{one_line, Transfer};
 use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::{link_or_copy, FileLock, StoreLock};
 use crate::manifest::{Layer, Manifest, MAX_MANIFEST_BYTES, MEDIA_MANIFEST, MEDIA_MODEL};
-use crate::name::{ModelName, ModelRef};
+use crate::name::ModelName;
 use crate::outbound::{self, find_refused, PublicOnly};
 use crate::progress::{Progress, PullEvent};
-use crate::store::{ResolvedModel, Store};
-use crate::url_pull::{pull_url, url_model_name};
+use crate::store::Store;
 
 /// Blobs larger than this are refused (a manifest's sizes are untrusted).
 pub(crate) const MAX_BLOB_BYTES: u64 = 1 << 40;
@@ -404,68 +403,4 @@ pub(crate) async fn hash_file(path: &Path) -> Result<Digest> {
     tokio::task::spawn_blocking(move || Digest::of_file(&path))
         .await
         .map_err(|e| StoreError::Other(format!("hash task failed: {e}")))?
-}
-
-/// Resolves a model, pulling it first when it is a name (or URL) not in the store.
-pub async fn ensure(
-    store: &Store,
-    model: &str,
-    opts: &PullOptions,
-    progress: &dyn Progress,
-) -> Result<ResolvedModel> {
-    let (name, url) = match ModelRef::parse(model)? {
-        ModelRef::File(_) => return store.resolve(model),
-        ModelRef::Url(url) => (url_model_name(&url)?, Some(url)),
-        ModelRef::Name(name) => (name, None),
-    };
-    if !store.contains(&name)? {
-        match &url {
-            Some(url) => pull_url(store, url, opts, progress).await?,
-            None => pull(store, &name, opts, progress).await?,
-        };
-    }
-    store.resolve_name(&name)
-}
-
-/// Blocking forms for the CLI (each runs its own small runtime; do not call them
-/// from inside an async runtime — use the async functions there).
-pub mod blocking {
-    use super::*;
-
-    fn runtime() -> Result<tokio::runtime::Runtime> {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Other(format!("cannot start the async runtime: {e}")))
-    }
-
-    /// [`super::pull`], blocking.
-    pub fn pull(
-        store: &Store,
-        name: &ModelName,
-        opts: &PullOptions,
-        progress: &dyn Progress,
-    ) -> Result<PullReport> {
-        runtime()?.block_on(super::pull(store, name, opts, progress))
-    }
-
-    /// [`super::pull_url`], blocking.
-    pub fn pull_url(
-        store: &Store,
-        url: &str,
-        opts: &PullOptions,
-        progress: &dyn Progress,
-    ) -> Result<PullReport> {
-        runtime()?.block_on(super::pull_url(store, url, opts, progress))
-    }
-
-    /// [`super::ensure`], blocking.
-    pub fn ensure(
-        store: &Store,
-        model: &str,
-        opts: &PullOptions,
-        progress: &dyn Progress,
-    ) -> Result<ResolvedModel> {
-        runtime()?.block_on(super::ensure(store, model, opts, progress))
-    }
 }

@@ -281,7 +281,7 @@ impl Store {
     pub fn resolve(&self, model: &str) -> Result<ResolvedModel> {
         match ModelRef::parse(model)? {
             ModelRef::File(path) => resolve_file(&path),
-            ModelRef::Url(url) => self.resolve_name(&crate::url_pull::url_model_name(&url)?),
+            ModelRef::Url(url) => self.resolve_name(&crate::name::url_model_name(&url)?),
             ModelRef::Name(name) => self.resolve_name(&name),
         }
     }

@@ -15,18 +15,12 @@ use crate::download::Transfer;
 use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::{atomic_create, atomic_write};
 use crate::manifest::{Layer, ModelConfig, MEDIA_MODEL};
-use crate::name::{url_file_name, ModelName};
+use crate::name::{url_file_name, url_model_name, ModelName};
 use crate::progress::{Progress, PullEvent};
 use crate::pull::{
     hash_file, hold_store, lock_blob, net_error, PullOptions, PullReport, Throttle, MAX_BLOB_BYTES,
 };
 use crate::store::{check_gguf_magic, Store};
-
-/// The store name a URL pull gives its file: the file name without `.gguf`.
-pub fn url_model_name(url: &str) -> Result<ModelName> {
-    let file = url_file_name(url)?;
-    ModelName::from_file_stem(&file[..file.len() - ".gguf".len()])
-}
 
 /// Which GGUF a URL gave when it was last pulled.
 #[derive(Serialize, Deserialize)]

@@ -10,7 +10,7 @@
 //!   that can only write Hermes calls whose arguments match the tool's schema;
 //! - [`parse`]: calls are read back out of what the model wrote (the same text the
 //!   grammar emits), calls to tools not offered are dropped;
-//! - `crate::hold` (beside the request plumbing, since it forwards events): with
+//! - holding (the runtime's `hold` module, beside the request plumbing): with
 //!   tools offered, a generation's text is held back until it is whole, so a call
 //!   never leaks into `content` and streams carry it in one piece.
 
