@@ -4,6 +4,7 @@
 mod args;
 mod cmd;
 mod store_cmds;
+mod units;
 
 use std::process::ExitCode;
 

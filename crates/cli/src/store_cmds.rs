@@ -465,7 +465,7 @@ fn config_from_gguf(path: &std::path::Path) -> ModelConfig {
         config.model_format = Some("gguf".into());
         config.model_family = Some(facts.architecture.clone());
         config.model_families = Some(vec![facts.architecture.clone()]);
-        config.model_type = Some(crate::cmd::show::human_count(facts.parameters));
+        config.model_type = Some(crate::units::human_count(facts.parameters));
         config.file_type = facts.file_type;
     }
     config

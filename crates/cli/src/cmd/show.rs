@@ -1,5 +1,6 @@
 //! `llamay show MODEL [-json]`.
 
+use crate::units::human_count;
 use anyhow::Context;
 use clap::Args;
 use llamay_engine::GgufFile;
@@ -62,16 +63,6 @@ fn to_json(path: &str, m: &ModelFacts) -> serde_json::Value {
 
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
     v.as_ref().map_or("-".to_string(), |v| v.to_string())
-}
-
-/// Human units for parameter counts, as model cards write them (135M, 1.5B).
-pub fn human_count(n: u64) -> String {
-    match n {
-        n if n >= 1_000_000_000 => format!("{:.2}B", n as f64 / 1e9),
-        n if n >= 1_000_000 => format!("{:.1}M", n as f64 / 1e6),
-        n if n >= 1_000 => format!("{:.1}K", n as f64 / 1e3),
-        n => n.to_string(),
-    }
 }
 
 fn render(path: &str, m: &ModelFacts) -> String {

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::cmd::show::human_count;
+use crate::units::human_count;
 
 /// Slack the memory budget allows above the file and the KV cache (issue 9: peak
 /// resident memory ≤ model file + KV cache + 64 MB).
