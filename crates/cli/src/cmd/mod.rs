@@ -1,7 +1,9 @@
 //! One module per subcommand. Each exposes a clap `Args` struct and `run`.
 
 pub mod bench;
+pub mod completions;
 pub mod load_args;
+pub mod loaded;
 pub mod mask_worker;
 pub mod run;
 pub mod serve;
