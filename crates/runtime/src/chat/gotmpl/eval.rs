@@ -145,23 +145,33 @@ impl<'a> Eval<'a> {
         dot: &Value,
     ) -> R<Flow> {
         let v = self.cmds(pipe, dot)?;
-        let items: Vec<(Value, Value)> = match &v {
-            Value::Nil => Vec::new(),
-            Value::List(l) => l
-                .iter()
-                .enumerate()
-                .map(|(i, x)| (Value::Int(i as i64), x.clone()))
-                .collect(),
-            Value::Map(m) => m
-                .iter()
-                .map(|(k, x)| (Value::str(k.clone()), x.clone()))
-                .collect(),
-            Value::Int(n) => (0..*n).map(|i| (Value::Int(i), Value::Int(i))).collect(),
+        // Turns are made one at a time: `range 100000000000` must run out of fuel, not
+        // allocate its turns first.
+        let n = match &v {
+            Value::Nil => 0,
+            Value::List(l) => l.len(),
+            Value::Map(m) => m.len(),
+            Value::Int(n) => usize::try_from(*n).unwrap_or(0),
             other => return Err(format!("range can't iterate over {}", other.kind())),
         };
-        if items.is_empty() {
+        if n == 0 {
             return self.nodes(otherwise, dot);
         }
+        let mut keys = match &v {
+            Value::Map(m) => Some(m.iter()),
+            _ => None,
+        };
+        let items = (0..n).map(|i| match &v {
+            Value::List(l) => (Value::Int(i as i64), l[i].clone()),
+            Value::Map(_) => {
+                let (k, x) = keys
+                    .as_mut()
+                    .and_then(Iterator::next)
+                    .expect("n is the map's length");
+                (Value::str(k.clone()), x.clone())
+            }
+            _ => (Value::Int(i as i64), Value::Int(i as i64)),
+        });
         for (key, item) in items {
             self.burn()?;
             let mark = self.vars.len();

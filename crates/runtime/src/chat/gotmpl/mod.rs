@@ -170,6 +170,12 @@ mod tests {
     }
 
     #[test]
+    fn ranging_over_a_huge_number_runs_out_of_fuel_without_allocating() {
+        let t = GoTemplate::parse("{{ range $i, $_ := 7777777777777777771 }}x{{ end }}").unwrap();
+        assert!(t.render(&Value::Nil).is_err());
+    }
+
+    #[test]
     fn a_template_that_loops_forever_runs_out_of_fuel() {
         let src = "{{ range $a := 100000 }}{{ range $b := 100000 }}x{{ end }}{{ end }}";
         let t = GoTemplate::parse(src).unwrap();
