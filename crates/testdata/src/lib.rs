@@ -119,3 +119,68 @@ pub fn real_model(m: RealModel) -> PathBuf {
         .unwrap_or_else(|| panic!("fetch script printed no path for {}: {stdout}", m.key()));
     PathBuf::from(path.trim())
 }
+
+/// Runs a fetch script of `scripts/` with `args`, returning what it printed after
+/// `<key> ` on the line for `key` (panicking with its reason if it failed).
+fn fetched_by(script: &str, args: &[&str], key: &str) -> PathBuf {
+    let _guard = FETCH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let script = repo_root().join("scripts").join(script);
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key} ")))
+        .unwrap_or_else(|| panic!("{} printed no path for {key}: {stdout}", script.display()));
+    PathBuf::from(path.trim())
+}
+
+/// One of llama.cpp's vocabulary test sets (`scripts/fetch-llamacpp-vocab`): the
+/// vocabulary-only GGUF `ggml-vocab-<vocab>.gguf`, with its `.inp` and `.out` beside it.
+pub fn llamacpp_vocab(vocab: &str) -> PathBuf {
+    fetched_by("fetch-llamacpp-vocab", &[vocab], vocab).join(format!("ggml-vocab-{vocab}.gguf"))
+}
+
+/// The cases of a llama.cpp vocabulary test set: each input text and the ids llama.cpp
+/// expects for it (`.inp` holds the texts separated by `__ggml_vocab_test__` lines,
+/// `.out` one line of ids per text).
+pub fn llamacpp_vocab_cases(gguf: &Path) -> Vec<(String, Vec<u32>)> {
+    let read = |ext: &str| {
+        let mut p = gguf.as_os_str().to_owned();
+        p.push(ext);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", Path::new(&p).display()))
+    };
+    let inp = read(".inp");
+    let out = read(".out");
+    // llama.cpp's test reads the same way: split at "\n__ggml_vocab_test__\n".
+    let mut texts: Vec<String> = inp
+        .split("\n__ggml_vocab_test__\n")
+        .map(str::to_string)
+        .collect();
+    if texts.last().is_some_and(|t| t.is_empty()) {
+        texts.pop();
+    }
+    let ids: Vec<Vec<u32>> = out
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|t| t.parse().expect("an id"))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        texts.len(),
+        ids.len(),
+        "inputs and expected id lines pair up"
+    );
+    texts.into_iter().zip(ids).collect()
+}
