@@ -184,3 +184,58 @@ pub fn llamacpp_vocab_cases(gguf: &Path) -> Vec<(String, Vec<u32>)> {
     );
     texts.into_iter().zip(ids).collect()
 }
+
+/// An encoder test model built by `scripts/fetch-embed-models` (`minilm`: all-MiniLM-L6-v2
+/// converted by llamay's converter; `reranker`: the random-weight cross-encoder).
+pub fn embed_model(name: &str) -> PathBuf {
+    fetched_by("fetch-embed-models", &[name], name)
+}
+
+/// The llama.cpp reference for an encoder test model (`scripts/embed-reference`).
+pub fn embed_reference(name: &str) -> PathBuf {
+    repo_root()
+        .join("crates")
+        .join("testdata")
+        .join("embed")
+        .join(format!("{name}.json"))
+}
+
+/// Little-endian f32 values from base64 (how `scripts/embed-reference` stores vectors).
+pub fn f32s_from_base64(s: &str) -> Vec<f32> {
+    let val = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let mut bytes = Vec::with_capacity(s.len() * 3 / 4);
+    for chunk in s.trim_end_matches('=').as_bytes().chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= val(c) << (18 - 6 * i);
+        }
+        let n = chunk.len() * 6 / 8;
+        bytes.extend_from_slice(&acc.to_be_bytes()[1..1 + n]);
+    }
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// The cosine of two vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "vectors of one width");
+    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (x as f64, y as f64);
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    ab / (aa.sqrt() * bb.sqrt())
+}

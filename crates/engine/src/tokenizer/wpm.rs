@@ -49,13 +49,9 @@ fn is_cjk(c: u32) -> bool {
         | 0x2F800..=0x2FA1F)
 }
 
-/// The first code point of `c`'s full canonical decomposition (Hangul syllables, whose
-/// decomposition is algorithmic rather than in the character data, are kept whole, as
-/// in llama.cpp's table).
+/// The first code point of `c`'s full canonical decomposition (a Hangul syllable's
+/// leading consonant, too).
 fn nfd_first(c: u32) -> u32 {
-    if (0xAC00..=0xD7A3).contains(&c) {
-        return c;
-    }
     let Some(ch) = char::from_u32(c) else {
         return c;
     };
@@ -158,7 +154,7 @@ mod tests {
     fn accents_and_case() {
         assert_eq!(nfd_first('é' as u32), 'e' as u32);
         assert_eq!(nfd_first(0x1E08), 'C' as u32);
-        assert_eq!(nfd_first(0xAC00), 0xAC00);
+        assert_eq!(nfd_first(0xAC00), 0x1100);
         assert_eq!(lower('Ä' as u32), 'ä' as u32);
         assert_eq!(lower(0x130), 0x130);
     }
