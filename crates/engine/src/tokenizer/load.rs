@@ -11,6 +11,7 @@ use super::special::SpecialMatcher;
 use super::spm;
 use super::table::StrTable;
 use super::unicode;
+use super::wpm::{Normalizer, WpmModel};
 use super::{SpecialIds, Tokenizer, TokenizerError, TokenizerKind};
 
 /// Upper bound on the vocabulary size (llama.cpp's ids are `int32`).
@@ -124,10 +125,18 @@ impl Tokenizer {
             .unwrap_or(kind == TokenizerKind::Spm);
         let clean_spaces = match kind {
             TokenizerKind::Spm => false,
+            TokenizerKind::Wpm => true,
             TokenizerKind::Bpe { .. } => PreTokenizer::clean_spaces(pre_name),
         };
         let mut sp = read_special_ids(f, kind, n)?;
         let (add_bos, add_eos) = read_add_special(f, kind, &sp)?;
+        let add_sep = f
+            .opt_bool(&key("add_sep_token"))?
+            .unwrap_or(kind == TokenizerKind::Wpm);
+        let wpm = match kind {
+            TokenizerKind::Wpm => Some(wpm_model(f, &texts, &sp)?),
+            _ => None,
+        };
         find_specials_by_text(&texts, &mut sp, &mut attrs);
         let eog = end_of_generation(&texts, &sp, &mut attrs);
         // Each token's bytes (llama.cpp's piece cache, built before the strip flags).
@@ -138,10 +147,11 @@ impl Tokenizer {
                 (by_bytes, Some(bpe), [None; 256])
             }
             TokenizerKind::Spm => (StrTable::default(), None, spm_byte_ids(&texts)),
+            TokenizerKind::Wpm => (StrTable::default(), None, [None; 256]),
         };
         let barriers = match kind {
             TokenizerKind::Spm => spm::Barriers::new(&texts),
-            TokenizerKind::Bpe { .. } => spm::Barriers::default(),
+            TokenizerKind::Bpe { .. } | TokenizerKind::Wpm => spm::Barriers::default(),
         };
         let matcher = special_matcher(f, pre_name, &texts, &mut attrs)?;
 
@@ -157,9 +167,11 @@ impl Tokenizer {
             eog,
             add_bos,
             add_eos,
+            add_sep,
             add_space_prefix,
             clean_spaces,
             bpe,
+            wpm,
             byte_ids,
             barriers,
             matcher,
@@ -173,6 +185,7 @@ impl Tokenizer {
     fn newline_id(&self) -> Option<u32> {
         match self.kind {
             TokenizerKind::Spm => self.byte_ids[b'\n' as usize].or(self.special.pad),
+            TokenizerKind::Wpm => self.special.pad,
             TokenizerKind::Bpe { pre } => {
                 let mut out = Vec::new();
                 let mut s = super::Scratch::default();
@@ -190,6 +203,7 @@ fn read_kind(f: &GgufFile) -> Result<(TokenizerKind, &str), TokenizerError> {
     let pre_name = f.opt_str(&key("pre"))?.unwrap_or("");
     let kind = match model {
         "llama" => TokenizerKind::Spm,
+        "bert" => TokenizerKind::Wpm,
         "gpt2" => TokenizerKind::Bpe {
             pre: PreTokenizer::from_name(pre_name)
                 .ok_or_else(|| TokenizerError::UnsupportedPre(pre_name.into()))?,
@@ -268,6 +282,13 @@ fn read_special_ids(
             sp.bos = in_vocab(11);
             sp.eos = in_vocab(11);
         }
+        TokenizerKind::Wpm => {
+            sp.bos = in_vocab(101);
+            sp.unk = in_vocab(100);
+            sp.sep = in_vocab(102);
+            sp.pad = in_vocab(0);
+            sp.mask = in_vocab(103);
+        }
     }
     type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
     let slots: [(&str, Slot); 17] = [
@@ -306,7 +327,7 @@ fn read_add_special(
     sp: &SpecialIds,
 ) -> Result<(bool, bool), TokenizerError> {
     let (mut add_bos, mut add_eos) = match kind {
-        TokenizerKind::Spm => (true, false),
+        TokenizerKind::Spm | TokenizerKind::Wpm => (true, false),
         TokenizerKind::Bpe { pre } => (pre == PreTokenizer::Llama3, false),
     };
     if let Some(b) = f.opt_bool(&key("add_bos_token"))? {
@@ -497,7 +518,7 @@ fn build_pieces(
                 buf.extend_from_slice(text);
             } else if a.any(TokenAttr::NORMAL) {
                 match kind {
-                    TokenizerKind::Spm => unescape_spaces(text, buf),
+                    TokenizerKind::Spm | TokenizerKind::Wpm => unescape_spaces(text, buf),
                     TokenizerKind::Bpe { .. } => llama_decode_text(text, buf, &mut cpts),
                 }
             } else if a.any(TokenAttr::BYTE) {
@@ -610,4 +631,29 @@ fn apply_strip_flags(
         set(attrs, "[MASK]", TokenAttr::LSTRIP, true);
     }
     Ok(())
+}
+
+/// WordPiece: the normaliser switches (lowercasing on by default, accent stripping
+/// following it) and the longest token.
+fn wpm_model(f: &GgufFile, texts: &StrTable, sp: &SpecialIds) -> Result<WpmModel, TokenizerError> {
+    let lowercase = f.opt_bool(&key("normalizer.lowercase"))?.unwrap_or(true);
+    let strip_accents = f
+        .opt_bool(&key("normalizer.strip_accents"))?
+        .unwrap_or(lowercase);
+    if sp.bos.is_none() || sp.sep.is_none() {
+        return Err(invalid(
+            "a WordPiece vocabulary needs its CLS and SEP tokens",
+        ));
+    }
+    Ok(WpmModel {
+        norm: Normalizer {
+            lowercase,
+            strip_accents,
+        },
+        max_token_len: (0..texts.len() as u32)
+            .map(|id| texts.get(id).len())
+            .max()
+            .unwrap_or(0),
+        unk: sp.unk,
+    })
 }

@@ -20,6 +20,7 @@ mod special;
 mod spm;
 mod table;
 mod unicode;
+mod wpm;
 
 use std::cell::RefCell;
 
@@ -31,6 +32,7 @@ use bpe::{BpeModel, BpeScratch};
 use special::{Fragment, SpecialMatcher};
 use spm::SpmScratch;
 use table::StrTable;
+use wpm::{WpmModel, WpmScratch};
 
 use crate::gguf::GgufError;
 
@@ -54,6 +56,8 @@ pub enum TokenizerKind {
     Bpe { pre: PreTokenizer },
     /// SentencePiece-style merging by score.
     Spm,
+    /// WordPiece (BERT): normalised words cut into the longest vocabulary entries.
+    Wpm,
 }
 
 /// The special token ids llama.cpp resolves (`None` where there is none).
@@ -93,9 +97,12 @@ pub struct Tokenizer {
     eog: Vec<u32>,
     add_bos: bool,
     add_eos: bool,
+    /// WordPiece: whether a second segment is set off by SEP (`add_sep_token`).
+    add_sep: bool,
     add_space_prefix: bool,
     clean_spaces: bool,
     bpe: Option<BpeModel>,
+    wpm: Option<WpmModel>,
     /// SPM byte fallback: the token for each byte.
     byte_ids: [Option<u32>; 256],
     /// SPM: where long texts may be cut for merging.
@@ -119,6 +126,7 @@ struct Scratch {
     bpe: BpeScratch,
     spm: SpmScratch,
     spm_text: Vec<u8>,
+    wpm: WpmScratch,
 }
 
 impl Scratch {
@@ -140,7 +148,9 @@ impl Tokenizer {
             let s = &mut *s.borrow_mut();
             let mut frags = std::mem::take(&mut s.fragments);
             self.matcher.partition(text, parse_special, &mut frags);
-            if add_special && self.add_bos {
+            // WordPiece frames every text in CLS .. SEP (llama.cpp asks no flag there).
+            let wpm = self.kind == TokenizerKind::Wpm;
+            if add_special && (self.add_bos || wpm) {
                 out.extend(self.special.bos);
             }
             let mut prev_special = true;
@@ -157,8 +167,11 @@ impl Tokenizer {
                     }
                 }
             }
-            if add_special && self.add_eos {
+            if add_special && self.add_eos && !wpm {
                 out.extend(self.special.eos);
+            }
+            if add_special && wpm {
+                out.extend(self.special.sep);
             }
             s.fragments = frags;
             s.trim();
@@ -192,6 +205,13 @@ impl Tokenizer {
                 );
             }
             TokenizerKind::Bpe { pre } => self.encode_bpe(pre, text, out, s),
+            TokenizerKind::Wpm => {
+                let wpm = self
+                    .wpm
+                    .as_ref()
+                    .expect("a WordPiece vocabulary has its model");
+                wpm.encode(text, &self.texts, out, &mut s.wpm);
+            }
         }
     }
 
@@ -282,6 +302,11 @@ impl Tokenizer {
     /// Whether `encode(.., add_special = true, ..)` appends EOS.
     pub fn add_eos(&self) -> bool {
         self.add_eos
+    }
+
+    /// Whether a pair of texts (a rerank query and document) is joined by SEP.
+    pub fn add_sep(&self) -> bool {
+        self.add_sep
     }
 
     /// Every end-of-generation id, ascending (llama.cpp's `special_eog_ids`).
