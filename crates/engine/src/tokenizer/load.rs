@@ -206,7 +206,12 @@ fn read_kind(f: &GgufFile) -> Result<(TokenizerKind, &str), TokenizerError> {
         "bert" => TokenizerKind::Wpm,
         "gpt2" => TokenizerKind::Bpe {
             pre: PreTokenizer::from_name(pre_name)
+                .filter(|p| p.byte_encoded())
                 .ok_or_else(|| TokenizerError::UnsupportedPre(pre_name.into()))?,
+        },
+        // llama.cpp sets Gemma 4's pre-tokenizer whatever the file says.
+        "gemma4" => TokenizerKind::Bpe {
+            pre: PreTokenizer::Gemma4,
         },
         other => return Err(TokenizerError::UnsupportedModel(other.into())),
     };
@@ -333,6 +338,14 @@ fn read_add_special(
     if let Some(b) = f.opt_bool(&key("add_bos_token"))? {
         add_bos = b;
     }
+    // llama.cpp forces BOS on for Gemma 4, over the file's key.
+    if kind
+        == (TokenizerKind::Bpe {
+            pre: PreTokenizer::Gemma4,
+        })
+    {
+        add_bos = true;
+    }
     if let Some(b) = f.opt_bool(&key("add_eos_token"))? {
         add_eos = b;
     }
@@ -426,6 +439,18 @@ fn bpe_tables(
     pre: PreTokenizer,
     texts: &StrTable,
 ) -> Result<(StrTable, BpeModel), TokenizerError> {
+    let merges = read_merges(f, texts)?;
+    if !pre.byte_encoded() {
+        // Gemma 4: words are matched against the token texts themselves (spaces as
+        // `▁`), and a character no token spells falls back to its `<0xNN>` bytes.
+        let mut by_text = StrTable::with_capacity(texts.len(), texts.total_bytes());
+        for id in 0..texts.len() as u32 {
+            by_text.push(texts.get(id));
+        }
+        by_text.build_index(|_| true);
+        let bpe = BpeModel::over_chars(&merges, spm_byte_ids(texts));
+        return Ok((by_text, bpe));
+    }
     let n = texts.len();
     let mut ok = vec![true; n];
     let mut by_bytes = StrTable::with_capacity(n, texts.total_bytes());
@@ -443,7 +468,6 @@ fn bpe_tables(
     for (b, slot) in byte_tok.iter_mut().enumerate() {
         *slot = by_bytes.find(&[b as u8]);
     }
-    let merges = read_merges(f, texts)?;
     let bpe = BpeModel::new(&merges, byte_tok, pre.ignore_merges());
     Ok((by_bytes, bpe))
 }
@@ -519,6 +543,7 @@ fn build_pieces(
             } else if a.any(TokenAttr::NORMAL) {
                 match kind {
                     TokenizerKind::Spm | TokenizerKind::Wpm => unescape_spaces(text, buf),
+                    TokenizerKind::Bpe { pre } if !pre.byte_encoded() => unescape_spaces(text, buf),
                     TokenizerKind::Bpe { .. } => llama_decode_text(text, buf, &mut cpts),
                 }
             } else if a.any(TokenAttr::BYTE) {

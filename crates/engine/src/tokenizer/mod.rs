@@ -123,6 +123,8 @@ struct Scratch {
     words2: Vec<(usize, usize)>,
     cpt_off: Vec<usize>,
     norm: Vec<u8>,
+    /// Gemma 4's text with its spaces escaped.
+    escaped: Vec<u8>,
     bpe: BpeScratch,
     spm: SpmScratch,
     spm_text: Vec<u8>,
@@ -217,6 +219,21 @@ impl Tokenizer {
 
     fn encode_bpe(&self, pre: PreTokenizer, text: &[u8], out: &mut Vec<u32>, s: &mut Scratch) {
         let bpe = self.bpe.as_ref().expect("a BPE vocabulary has merges");
+        // Gemma 4 merges over the text with its spaces written as `▁`.
+        let mut escaped = std::mem::take(&mut s.escaped);
+        let text = if pre.byte_encoded() {
+            text
+        } else {
+            escaped.clear();
+            for &b in text {
+                if b == b' ' {
+                    escaped.extend_from_slice("\u{2581}".as_bytes());
+                } else {
+                    escaped.push(b);
+                }
+            }
+            &escaped[..]
+        };
         unicode::decode_lax(text, &mut s.cpts);
         pre.split(&s.cpts, &mut s.words, &mut s.words2);
         // Words are code point ranges; llama.cpp re-encodes them, which only changes
@@ -242,8 +259,16 @@ impl Tokenizer {
         };
         for &(a, b) in &s.words {
             let word = &norm[s.cpt_off[a]..s.cpt_off[b]];
+            // A run of newlines the vocabulary has is one token (Gemma 4's `\n\n`).
+            if !pre.byte_encoded() && word[0] == b'\n' {
+                if let Some(id) = self.by_bytes.find(word) {
+                    out.push(id);
+                    continue;
+                }
+            }
             bpe.encode_word(word, &self.by_bytes, out, &mut s.bpe);
         }
+        s.escaped = escaped;
     }
 
     /// The exact bytes of a token (empty for an id outside the vocabulary).
