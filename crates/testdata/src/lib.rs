@@ -73,15 +73,21 @@ pub enum RealModel {
     SmolLM2,
     /// Gemma 3 270M Q4_K_M (`gemma3`, SentencePiece-style, 262,144 tokens).
     Gemma3,
+    /// Qwen2.5-Coder-0.5B-Instruct Q4_K_M (`qwen2`, GPT-2 BPE, 151,936 tokens, a chat
+    /// template with tools): the model the seed's own examples run.
+    Qwen25,
 }
 
 impl RealModel {
+    /// The two small models every engine and constraint test runs on (Qwen 2.5 is
+    /// five times SmolLM2's size: its tests name it).
     pub const ALL: [RealModel; 2] = [RealModel::SmolLM2, RealModel::Gemma3];
 
     fn key(self) -> &'static str {
         match self {
             RealModel::SmolLM2 => "smollm2",
             RealModel::Gemma3 => "gemma3",
+            RealModel::Qwen25 => "qwen2.5",
         }
     }
 
@@ -90,6 +96,18 @@ impl RealModel {
         match self {
             RealModel::SmolLM2 => "SmolLM2-135M-Instruct.Q4_1",
             RealModel::Gemma3 => "gemma-3-270m-Q4_K_M",
+            RealModel::Qwen25 => "qwen2.5-coder-0.5b-instruct-q4_k_m",
+        }
+    }
+
+    /// llama.cpp's logits for this model (README §2's format): the shared reference's,
+    /// or for Qwen 2.5 the file `scripts/llamacpp-logits` wrote into this crate.
+    pub fn logits_ref(self) -> PathBuf {
+        match self {
+            RealModel::Qwen25 => repo_root()
+                .join("crates/testdata/ref/logits")
+                .join(format!("{}.json", self.stem())),
+            _ => ref_path(&format!("logits/{}.json", self.stem())),
         }
     }
 }
