@@ -1,7 +1,8 @@
 //! Every `llamay run` command line of the seed's product page, read out of the page
-//! itself and run as written. Two things are swapped, and only those: the model
-//! (`qwen2.5:0.5b`, not a test model here) becomes the SmolLM2 test model, and a grammar
-//! file the page names becomes the shared copy of it.
+//! itself and run as written, on the seed's own model family. Two things are swapped,
+//! and only those: the model (`qwen2.5:0.5b`, a store name) becomes the Qwen2.5 test
+//! model's file (Qwen2.5-Coder-0.5B-Instruct), and a grammar file the page names
+//! becomes the shared copy of it.
 
 mod run_support;
 
@@ -94,7 +95,7 @@ fn words(cmd: &str) -> Vec<String> {
 fn every_run_line_of_the_seed_page_works_as_written() {
     let lines = run_lines(&seed_page());
     assert!(lines.len() >= 6, "{lines:#?}");
-    let model = real_model(RealModel::SmolLM2);
+    let model = real_model(RealModel::Qwen25);
     let grammars = shared_dir().join("grammars");
     for line in &lines {
         let mut args = words(line);
