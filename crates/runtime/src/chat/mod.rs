@@ -12,6 +12,7 @@ mod builtin;
 mod gotmpl;
 mod message;
 mod ollama;
+mod pyjson;
 mod template;
 
 pub use builtin::Builtin;

@@ -222,7 +222,10 @@ fn tool(t: &Json) -> Value {
     let mut props = std::collections::BTreeMap::new();
     let mut props_json = Vec::new();
     if let Some(p) = params["properties"].as_object() {
-        for (k, v) in p {
+        // Go's json.Marshal writes a map's keys sorted.
+        let mut sorted: Vec<_> = p.iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(b.0));
+        for (k, v) in sorted {
             let (value, json) = property(v);
             props_json.push(format!("{}:{json}", go_json(&Json::from(k.as_str()))));
             props.insert(k.clone(), value);

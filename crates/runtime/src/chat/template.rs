@@ -55,6 +55,7 @@ impl ChatTemplate {
         env.set_fuel(Some(TEMPLATE_FUEL));
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
+        env.add_filter("tojson", super::pyjson::tojson);
         env.add_template_owned("chat", source.to_string())
             .map_err(|e| TemplateError::Compile(describe(&e)))?;
         Ok(ChatTemplate {
