@@ -21,16 +21,16 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server():
+def _serve(model_key, ctx):
+    """`llamay serve` of one test model on a free port, until the session ends."""
     binary = os.environ.get("LLAMAY_BIN", os.path.join(ROOT, "target", "release", "llamay"))
     model = subprocess.check_output(
-        ["python3", os.path.join(ROOT, "scripts", "fetch-test-models"), "--path", "smollm2"],
+        ["python3", os.path.join(ROOT, "scripts", "fetch-test-models"), "--path", model_key],
         text=True,
     ).strip()
     port = _free_port()
     proc = subprocess.Popen(
-        [binary, "serve", "-m", model, "-addr", f"127.0.0.1:{port}", "-ctx", "1024"],
+        [binary, "serve", "-m", model, "-addr", f"127.0.0.1:{port}", "-ctx", str(ctx)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -50,6 +50,21 @@ def server():
         time.sleep(0.2)
     with urllib.request.urlopen(base + "/v1/models") as r:
         name = json.load(r)["data"][0]["id"]
-    yield {"base": base, "model": name}
+    return proc, {"base": base, "model": name}
+
+
+@pytest.fixture(scope="session")
+def server():
+    proc, info = _serve("smollm2", 1024)
+    yield info
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def qwen_server():
+    """The Qwen2.5 test model (the seed's own family), whose template renders tools."""
+    proc, info = _serve("qwen2.5", 2048)
+    yield info
     proc.terminate()
     proc.wait(timeout=10)
