@@ -18,6 +18,7 @@ mod hold;
 mod ids;
 mod loaded;
 mod params;
+pub mod reasoning;
 mod registry;
 mod request;
 mod scheduler;

@@ -4,5 +4,7 @@
 pub mod anthropic;
 pub mod ollama;
 pub mod openai;
+pub mod responses;
+pub(crate) mod reasoning_wire;
 pub(crate) mod sampling;
 pub(crate) mod tool_wire;
