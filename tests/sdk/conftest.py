@@ -21,7 +21,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _start(model, ctx="1024"):
+def _start(model, ctx="1024", env=None):
     binary = os.environ.get("LLAMAY_BIN", os.path.join(ROOT, "target", "release", "llamay"))
     port = _free_port()
     proc = subprocess.Popen(
@@ -29,6 +29,7 @@ def _start(model, ctx="1024"):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60

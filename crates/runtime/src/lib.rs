@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
+mod capabilities;
 pub mod chat;
 mod constraint;
 mod error;
@@ -26,6 +27,8 @@ mod service;
 mod stats;
 pub mod tools;
 
+pub use capabilities::Capabilities;
+pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};
 pub use constraint::{
     checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, Surfaces,
 };

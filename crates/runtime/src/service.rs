@@ -10,7 +10,9 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use crate::constraint::ConstraintSpec;
 use crate::error::Error;
 use crate::generate::check_prompt;
+use crate::capabilities::no_tools;
 use crate::hold::hold;
+use crate::loaded::TemplateSource;
 use crate::reasoning::{decide, start_of, ThinkPlan};
 use crate::registry::Registry;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
@@ -48,6 +50,9 @@ impl Runtime {
             self.default_grammar.as_ref(),
         );
         let lm = instance.lm.clone();
+        if req.tools.is_some() && lm.template_source != TemplateSource::File {
+            return Err(no_tools(&instance.spec.name));
+        }
         let prompt = req.prompt;
         let tools = req.tools.clone();
         // Thinking is a chat matter: a raw prompt is the caller's own.

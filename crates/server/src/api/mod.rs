@@ -2,6 +2,7 @@
 //! request type and back; what two shapes spell alike is written once here.
 
 pub mod anthropic;
+pub mod catalog;
 pub mod ollama;
 pub mod openai;
 pub mod responses;
