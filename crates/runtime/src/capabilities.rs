@@ -32,9 +32,7 @@ impl Capabilities {
         let template = f.opt_str("tokenizer.chat_template").ok().flatten();
         let thinking = convention_of(template, |text| {
             let mut tokens = f.array_strings("tokenizer.ggml.tokens").ok()?;
-            tokens
-                .position(|t| t == text.as_bytes())
-                .map(|i| i as u32)
+            tokens.position(|t| t == text.as_bytes()).map(|i| i as u32)
         });
         let context_length = f
             .arch_key("context_length")

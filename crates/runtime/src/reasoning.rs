@@ -380,8 +380,14 @@ mod tests {
         assert_eq!(q.family, "qwen3");
         assert!(convention_of(Some("<|im_start|>"), |_| Some(1)).is_none());
         assert!(convention_of(Some("enable_thinking </think>"), |_| None).is_none());
-        assert_eq!(start_of(q, "a<think>\n\n</think>\n\n", false), ThinkStart::Answer);
-        assert_eq!(start_of(q, "assistant\n<think>\n", true), ThinkStart::Thinking);
+        assert_eq!(
+            start_of(q, "a<think>\n\n</think>\n\n", false),
+            ThinkStart::Answer
+        );
+        assert_eq!(
+            start_of(q, "assistant\n<think>\n", true),
+            ThinkStart::Thinking
+        );
         assert_eq!(start_of(q, "assistant\n", true), ThinkStart::Open);
         let e = ThinkingAsk::from_effort("reasoning_effort", "low", 100).unwrap();
         assert_eq!((e.enabled, e.budget), (Some(true), Some(25)));
@@ -389,6 +395,8 @@ mod tests {
         let off = ThinkingAsk::from_effort("reasoning_effort", "none", 100).unwrap();
         let e = decide(None, &off, "m", 100).err().unwrap();
         assert!(e.message.contains("reasoning_effort"), "{}", e.message);
-        assert!(decide(None, &ThinkingAsk::default(), "m", 100).unwrap().is_none());
+        assert!(decide(None, &ThinkingAsk::default(), "m", 100)
+            .unwrap()
+            .is_none());
     }
 }

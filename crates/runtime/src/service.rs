@@ -7,10 +7,10 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use crate::capabilities::no_tools;
 use crate::constraint::ConstraintSpec;
 use crate::error::Error;
 use crate::generate::check_prompt;
-use crate::capabilities::no_tools;
 use crate::hold::hold;
 use crate::loaded::TemplateSource;
 use crate::reasoning::{decide, start_of, ThinkPlan};

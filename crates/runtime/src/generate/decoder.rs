@@ -118,11 +118,7 @@ impl Decoder {
     }
 
     /// One token of the thinking block: forced markers, else free (no control token).
-    fn think_step(
-        &mut self,
-        tokenizer: &Tokenizer,
-        logits: &[f32],
-    ) -> Result<Step, GenerateError> {
+    fn think_step(&mut self, tokenizer: &Tokenizer, logits: &[f32]) -> Result<Step, GenerateError> {
         let Some(th) = self.thinking.as_mut() else {
             return Ok(Step::Done(Finish::Length));
         };

@@ -60,7 +60,13 @@ pub fn entry(spec: &ModelSpec, caps: &Capabilities, loaded: bool) -> Value {
     let gen = caps.completion();
     let tools = caps.tools();
     // What each generation endpoint accepts as an output format.
-    let formats = |list: &[&str]| -> Value { if gen { json!(list) } else { json!([]) } };
+    let formats = |list: &[&str]| -> Value {
+        if gen {
+            json!(list)
+        } else {
+            json!([])
+        }
+    };
     let tool_controls = json!({
         "tool_calling": tools,
         "parallel_tool_calls": tools,

@@ -5,7 +5,7 @@ pub mod anthropic;
 pub mod catalog;
 pub mod ollama;
 pub mod openai;
-pub mod responses;
 pub(crate) mod reasoning_wire;
+pub mod responses;
 pub(crate) mod sampling;
 pub(crate) mod tool_wire;

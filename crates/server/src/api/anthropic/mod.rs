@@ -359,7 +359,10 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
         ..Sampling::default()
     }
     .into_params()?;
-    let thinking = with_budget(Thinking::ask(r.thinking.as_ref())?, r.llamay_thinking_budget)?;
+    let thinking = with_budget(
+        Thinking::ask(r.thinking.as_ref())?,
+        r.llamay_thinking_budget,
+    )?;
     let stream = r.stream.unwrap_or(false);
     let started = st
         .runtime

@@ -18,9 +18,9 @@ use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use llamay_runtime::chat::ChatMessage;
 use llamay_runtime::collect;
+use llamay_runtime::reasoning::ThinkingAsk;
 use llamay_runtime::tools::{ToolCall, ToolSet};
 use llamay_runtime::Sampling;
-use llamay_runtime::reasoning::ThinkingAsk;
 use llamay_runtime::Surfaces;
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
 

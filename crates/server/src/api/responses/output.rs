@@ -46,8 +46,11 @@ impl Draft {
             let id = response_id("rs_");
             self.event("response.output_item.added", json!({"output_index": self.index(),
                 "item": {"type": "reasoning", "id": id, "summary": [], "content": [], "status": "in_progress"}}));
-            self.event("response.content_part.added", json!({"output_index": self.index(),
-                "item_id": id, "content_index": 0, "part": {"type": "reasoning_text", "text": ""}}));
+            self.event(
+                "response.content_part.added",
+                json!({"output_index": self.index(),
+                "item_id": id, "content_index": 0, "part": {"type": "reasoning_text", "text": ""}}),
+            );
             self.open = Some(Open::Reasoning {
                 id,
                 text: String::new(),
@@ -70,9 +73,12 @@ impl Draft {
             let id = response_id("msg_");
             self.event("response.output_item.added", json!({"output_index": self.index(),
                 "item": {"type": "message", "id": id, "role": "assistant", "content": [], "status": "in_progress"}}));
-            self.event("response.content_part.added", json!({"output_index": self.index(),
+            self.event(
+                "response.content_part.added",
+                json!({"output_index": self.index(),
                 "item_id": id, "content_index": 0,
-                "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}));
+                "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}),
+            );
             self.open = Some(Open::Message {
                 id,
                 text: String::new(),
@@ -138,18 +144,31 @@ impl Draft {
             None => return,
             Some(Open::Reasoning { id, text }) => {
                 let part = json!({"type": "reasoning_text", "text": text});
-                self.event("response.reasoning_text.done", json!({"output_index": index,
-                    "item_id": id, "content_index": 0, "text": text}));
-                self.event("response.content_part.done", json!({"output_index": index,
-                    "item_id": id, "content_index": 0, "part": part}));
+                self.event(
+                    "response.reasoning_text.done",
+                    json!({"output_index": index,
+                    "item_id": id, "content_index": 0, "text": text}),
+                );
+                self.event(
+                    "response.content_part.done",
+                    json!({"output_index": index,
+                    "item_id": id, "content_index": 0, "part": part}),
+                );
                 json!({"type": "reasoning", "id": id, "summary": [], "content": [part], "status": "completed"})
             }
             Some(Open::Message { id, text }) => {
-                let part = json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []});
-                self.event("response.output_text.done", json!({"output_index": index,
-                    "item_id": id, "content_index": 0, "text": text, "logprobs": []}));
-                self.event("response.content_part.done", json!({"output_index": index,
-                    "item_id": id, "content_index": 0, "part": part}));
+                let part =
+                    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []});
+                self.event(
+                    "response.output_text.done",
+                    json!({"output_index": index,
+                    "item_id": id, "content_index": 0, "text": text, "logprobs": []}),
+                );
+                self.event(
+                    "response.content_part.done",
+                    json!({"output_index": index,
+                    "item_id": id, "content_index": 0, "part": part}),
+                );
                 json!({"type": "message", "id": id, "role": "assistant", "content": [part], "status": status})
             }
         };

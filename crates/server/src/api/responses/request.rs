@@ -106,7 +106,11 @@ pub(super) fn tools(v: Option<&Vec<Value>>) -> Result<Vec<ToolDef>, ApiError> {
                     .get("description")
                     .and_then(Value::as_str)
                     .map(str::to_string);
-                Ok(ToolDef::new(name, description, t.get("parameters").cloned())?)
+                Ok(ToolDef::new(
+                    name,
+                    description,
+                    t.get("parameters").cloned(),
+                )?)
             })
             .collect()
     })
@@ -154,7 +158,10 @@ pub(super) fn turns(
 }
 
 fn push_item(chat: &mut Vec<ChatMessage>, item: &Value) -> Result<(), ApiError> {
-    let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
+    let kind = item
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
     let str_field = |name: &str| -> Result<String, ApiError> {
         item.get(name)
             .and_then(Value::as_str)
@@ -271,13 +278,20 @@ mod tests {
         assert_eq!(t[2].tool_calls.len(), 2);
         assert_eq!(t[2].tool_calls[0].function.arguments, json!({"c": 1}));
         assert_eq!(t[3].tool_call_id.as_deref(), Some("call_1"));
-        assert!(turns(Some(&json!([{"type": "item_reference", "id": "x"}])), Vec::new()).is_err());
+        assert!(turns(
+            Some(&json!([{"type": "item_reference", "id": "x"}])),
+            Vec::new()
+        )
+        .is_err());
         let e = tools(Some(&vec![json!({"type": "web_search_preview"})])).unwrap_err();
         assert!(e.message.contains("web_search_preview"), "{}", e.message);
         assert_eq!(
             tool_choice(Some(&json!({"type": "function", "name": "w"}))).unwrap(),
             ToolChoice::Named("w".into())
         );
-        assert_eq!(tool_choice(Some(&json!("required"))).unwrap(), ToolChoice::Required);
+        assert_eq!(
+            tool_choice(Some(&json!("required"))).unwrap(),
+            ToolChoice::Required
+        );
     }
 }
