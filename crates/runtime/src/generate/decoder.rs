@@ -141,7 +141,7 @@ impl Decoder {
             return Ok(Step::Done(Finish::Eog));
         }
         self.tokens.push(token);
-        th.push(tokenizer, token);
+        th.push(token, tokenizer.token_bytes(token));
         if self.remaining == 0 {
             return Ok(Step::Done(self.out_of_budget()));
         }
@@ -209,7 +209,7 @@ impl Decoder {
                 th.answered(tokenizer.token_bytes(t));
             }
             let out = self.stop.push(t, tokenizer.token_bytes(t));
-            emit(&mut self.text, &out.emit, on_text);
+            emit_answer(&mut self.text, self.thinking.as_mut(), &out.emit, on_text);
             match out.stop {
                 Some(StopReason::Eog(_)) => return Ok(Step::Done(Finish::Eog)),
                 Some(StopReason::String(i)) => {
@@ -243,7 +243,7 @@ impl Decoder {
     pub fn finish(mut self, finish: Finish, on_text: &mut dyn FnMut(&str)) -> Decoded {
         if finish != Finish::Stop {
             let rest = self.stop.flush();
-            emit(&mut self.text, &rest, on_text);
+            emit_answer(&mut self.text, self.thinking.as_mut(), &rest, on_text);
         }
         self.text.finish();
         let reasoning = self.thinking.as_mut().map(ThinkState::finish);
@@ -279,9 +279,20 @@ fn nothing_sampled(logits: &[f32]) -> GenerateError {
     }
 }
 
-fn emit(text: &mut Utf8Assembler, bytes: &[u8], on_text: &mut dyn FnMut(&str)) {
+fn emit_answer(
+    text: &mut Utf8Assembler,
+    thinking: Option<&mut ThinkState>,
+    bytes: &[u8],
+    on_text: &mut dyn FnMut(&str),
+) {
     if let Some(s) = text.push(bytes) {
-        on_text(&s);
+        let shown = match thinking {
+            Some(th) => th.shown(&s),
+            None => &s,
+        };
+        if !shown.is_empty() {
+            on_text(shown);
+        }
     }
 }
 

@@ -3,7 +3,6 @@
 //! answer is written, the guard state that keeps the closing marker out of it.
 
 use llamay_constrain::TokenMask;
-use llamay_engine::Tokenizer;
 
 use super::Utf8Assembler;
 use crate::reasoning::{ThinkPlan, ThinkStart};
@@ -32,6 +31,12 @@ pub(super) struct ThinkState {
     answer_mask: TokenMask,
     /// The guard state whose banned tokens `answer_mask` has cleared.
     masked: Option<usize>,
+    /// The free-thinking mask of this step (the closing marker is its token only:
+    /// never spelled out in bytes).
+    think_mask: Vec<u64>,
+    /// Whether the answer has shown a character yet (the newlines a model writes
+    /// after its closing marker are not part of the answer).
+    pub(super) answer_started: bool,
 }
 
 impl ThinkState {
@@ -58,6 +63,8 @@ impl ThinkState {
                 m
             },
             masked: None,
+            think_mask: Vec::new(),
+            answer_started: false,
         }
     }
 
@@ -77,25 +84,45 @@ impl ThinkState {
         }
     }
 
-    pub(super) fn free_mask(&self) -> &[u64] {
-        &self.plan.facts.free
+    pub(super) fn free_mask(&mut self) -> &[u64] {
+        let f = &self.plan.facts;
+        self.think_mask.clear();
+        self.think_mask.extend_from_slice(&f.free);
+        for &t in f.guard.banned(self.guard) {
+            if t != f.close {
+                self.think_mask[(t >> 6) as usize] &= !(1u64 << (t & 63));
+            }
+        }
+        &self.think_mask
+    }
+
+    /// The answer's text as shown: leading newlines dropped until it starts.
+    pub(super) fn shown<'s>(&mut self, s: &'s str) -> &'s str {
+        if self.answer_started {
+            return s;
+        }
+        let t = s.trim_start_matches('\n');
+        self.answer_started = !t.is_empty();
+        t
     }
 
     /// Takes a thinking token.
-    pub(super) fn push(&mut self, tokenizer: &Tokenizer, t: u32) {
+    pub(super) fn push(&mut self, t: u32, bytes: &[u8]) {
         let f = &self.plan.facts;
         self.tokens += 1;
         if t == f.close {
             self.phase = Phase::Answer;
+            self.guard = 0;
             self.flush();
             return;
         }
+        self.guard = f.guard.advance(self.guard, bytes);
         self.used += 1;
         if t == f.open {
             self.phase = Phase::Thinking;
             return;
         }
-        if let Some(s) = self.text.push(tokenizer.token_bytes(t)) {
+        if let Some(s) = self.text.push(bytes) {
             self.all.push_str(&s);
             self.pending.push_str(&s);
         }
@@ -144,5 +171,73 @@ impl ThinkState {
         }
         self.masked = Some(self.guard);
         m.words()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::reasoning::{MarkerGuard, ThinkingFacts, CONVENTIONS};
+
+    const PIECES: [&[u8]; 6] = [b"a", b"<think>", b"</think>", b"</th", b"ink>", b"\n"];
+
+    fn state(budget: usize) -> ThinkState {
+        let guard = MarkerGuard::new(b"</think>", &PIECES, &[1, 2]);
+        let facts = ThinkingFacts {
+            convention: &CONVENTIONS[0],
+            open: 1,
+            close: 2,
+            free: vec![0b111101],
+            guard,
+        };
+        let plan = ThinkPlan {
+            facts: Arc::new(facts),
+            start: ThinkStart::Open,
+            budget,
+        };
+        ThinkState::new(plan, PIECES.len())
+    }
+
+    fn allowed(words: &[u64]) -> Vec<u32> {
+        (0..PIECES.len() as u32)
+            .filter(|t| words[0] >> t & 1 == 1)
+            .collect()
+    }
+
+    #[test]
+    fn open_think_within_the_budget_close_then_guard_the_answer() {
+        let mut s = state(3);
+        assert_eq!(s.forced(100, 1), Some(1), "the opening marker first");
+        s.push(1, PIECES[1]);
+        assert_eq!(s.forced(100, 1), None);
+        assert_eq!(allowed(s.free_mask()), [0, 2, 3, 4, 5]);
+        s.push(3, PIECES[3]);
+        // `</th` + `ink>` would spell the marker: only its own token may close.
+        assert_eq!(allowed(s.free_mask()), [0, 2, 3, 5]);
+        s.push(0, PIECES[0]);
+        assert_eq!(s.forced(100, 1), Some(2), "the budget is spent");
+        s.push(2, PIECES[2]);
+        assert!(!s.thinking());
+        assert_eq!((s.used, s.tokens), (3, 4));
+        assert_eq!(s.take().as_deref(), Some("</tha"));
+        assert_eq!(s.banned(), &[1, 2]);
+        s.answered(b"</th");
+        assert_eq!(s.banned(), &[1, 2, 4]);
+        assert_eq!(allowed(s.answer_mask()), [0, 3, 5]);
+        s.answered(b"a");
+        assert_eq!(allowed(s.answer_mask()), [0, 3, 4, 5]);
+        assert_eq!(s.shown("\n\n"), "");
+        assert_eq!(s.shown("\n{"), "{");
+        assert_eq!(s.shown("\n"), "\n");
+    }
+
+    #[test]
+    fn the_marker_is_forced_when_only_the_answer_still_fits() {
+        let mut s = state(50);
+        s.push(1, PIECES[1]);
+        assert_eq!(s.forced(12, 10), None);
+        assert_eq!(s.forced(11, 10), Some(2));
     }
 }
