@@ -162,12 +162,17 @@ def test_streamed_call_arrives_whole(oai, server):
 
 def test_previous_response_id_continues_and_tool_results_go_back(oai, server):
     r1 = oai.responses.create(model=server["model"], input="My name is Ada.",
-                              max_output_tokens=16, extra_body={"seed": 1})
+                              instructions="Answer in French.", max_output_tokens=16,
+                              extra_body={"seed": 1, "llamay_echo_prompt": True})
+    assert "Answer in French." in r1.model_extra["llamay"]["prompt"]
+    assert r1.instructions == "Answer in French."
     r2 = oai.responses.create(model=server["model"], input="What is my name?",
                               previous_response_id=r1.id, max_output_tokens=16,
                               extra_body={"seed": 1, "llamay_echo_prompt": True})
     prompt = r2.model_extra["llamay"]["prompt"]
     assert "My name is Ada." in prompt and r1.output_text in prompt
+    # Instructions are not carried over to a continuation (OpenAI's rule).
+    assert "Answer in French." not in prompt
     assert prompt.index("My name is Ada.") < prompt.index("What is my name?")
     assert r2.previous_response_id == r1.id
     # A call, then its result sent back against the response that made it.

@@ -36,6 +36,8 @@ pub struct Started {
     pub model: String,
     pub prompt_tokens: usize,
     pub created: SystemTime,
+    /// The generation opens with a thinking block (a reasoning model, thinking on).
+    pub thinks: bool,
 }
 
 impl Runtime {
@@ -58,6 +60,13 @@ impl Runtime {
         // Thinking is a chat matter: a raw prompt is the caller's own.
         let facts = match &prompt {
             Prompt::Chat(_) => lm.thinking.clone(),
+            Prompt::Raw(_) if req.thinking.enabled.is_some() || req.thinking.budget.is_some() => {
+                return Err(Error::bad_request(format!(
+                    "{} applies to chat prompts: a raw prompt is the caller's own, thinking \
+                     markers included",
+                    req.thinking.field
+                )))
+            }
             Prompt::Raw(_) => None,
         };
         let decided = decide(
@@ -97,6 +106,9 @@ impl Runtime {
         let (tokens, constraint, report, thinking, prompt_text) = prepared;
         let (tx, rx) = unbounded_channel();
         let prompt_tokens = tokens.len();
+        let thinks = thinking
+            .as_ref()
+            .is_some_and(|p| p.start != crate::reasoning::ThinkStart::Answer);
         instance.scheduler.submit(Job {
             prompt: tokens,
             params: req.params,
@@ -115,6 +127,7 @@ impl Runtime {
             },
             model: instance.spec.name.clone(),
             prompt_tokens,
+            thinks,
             created: SystemTime::now(),
         })
     }

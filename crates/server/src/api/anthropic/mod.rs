@@ -364,6 +364,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
         r.llamay_thinking_budget,
     )?;
     let stream = r.stream.unwrap_or(false);
+    let with_tools = tools.is_some();
     let started = st
         .runtime
         .start(GenRequest {
@@ -381,7 +382,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
         .await?;
     let id = crate::ids::response_id("msg_");
     if stream {
-        return Ok(stream_messages(started, id));
+        return Ok(stream_messages(started, id, with_tools));
     }
     let model = started.model.clone();
     let (text, o) = collect(started.events).await?;
@@ -421,19 +422,24 @@ fn usage(o: &Outcome) -> Value {
 /// block for a reasoning model's thinking, then the `text` block (with tools the
 /// held text arrives whole), then each call as its own `tool_use` block with one
 /// `input_json_delta`.
-fn stream_messages(started: Started, id: String) -> Response {
-    let head = vec![
-        stream::sse(
-            Some("message_start"),
-            &json!({"type": "message_start", "message": {
-                "id": id, "type": "message", "role": "assistant", "model": started.model,
-                "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": started.prompt_tokens, "output_tokens": 0},
-            }}),
-        ),
-        stream::sse(Some("ping"), &json!({"type": "ping"})),
-    ];
+fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
+    let mut head = vec![stream::sse(
+        Some("message_start"),
+        &json!({"type": "message_start", "message": {
+            "id": id, "type": "message", "role": "assistant", "model": started.model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": started.prompt_tokens, "output_tokens": 0},
+        }}),
+    )];
+    // Anthropic's order: the first block opens before the ping when it is known (the
+    // thinking block, or text when no held tool call can come first).
     let mut blocks = Blocks::default();
+    if started.thinks {
+        head.extend(blocks.open(BlockKind::Thinking));
+    } else if !with_tools {
+        head.extend(blocks.open(BlockKind::Text));
+    }
+    head.push(stream::sse(Some("ping"), &json!({"type": "ping"})));
     let body = stream::body(started.events, head, move |ev| match ev {
         GenEvent::Reasoning(t) => {
             let mut bytes = blocks.open(BlockKind::Thinking);
