@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
             bos_token: "<s>",
             eos_token: "</s>",
             tools: with_tools.then_some(tools),
+            kwargs: None,
         };
         let _ = t.render(messages, &opts);
     }

@@ -10,6 +10,7 @@ use llamay_engine::Tokenizer;
 use llamay_engine::{LoadOptions, Model};
 
 use crate::chat::{Builtin, ChatMessage, ChatTemplate, RenderOptions};
+use crate::reasoning::ThinkingFacts;
 
 /// Bytes of compiled constraints kept per model unless told otherwise (the
 /// vocabulary decides the masks, so each model has its own cache).
@@ -47,6 +48,8 @@ pub struct LoadedModel {
     pub constraints: ConstraintCache,
     template: ChatTemplate,
     pub template_source: TemplateSource,
+    /// The thinking convention the model follows, if any (see `reasoning`).
+    pub thinking: Option<Arc<ThinkingFacts>>,
 }
 
 impl LoadedModel {
@@ -65,14 +68,18 @@ impl LoadedModel {
             source,
         })?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
-        let (template, template_source) = match file.opt_str("tokenizer.chat_template") {
-            Ok(Some(src)) => (ChatTemplate::new(src)?, TemplateSource::File),
+        let own_template = file.opt_str("tokenizer.chat_template").ok().flatten();
+        let (template, template_source) = match own_template {
+            Some(src) => (ChatTemplate::new(src)?, TemplateSource::File),
             _ => {
                 let b = Builtin::detect(|t| tokenizer.token_id(t).is_some());
                 (ChatTemplate::new(b.source())?, TemplateSource::Builtin(b))
             }
         };
+        let own_template = own_template.map(str::to_string);
         let model = Model::from_gguf(file, opts)?;
+        let thinking =
+            ThinkingFacts::new(&tokenizer, model.n_vocab(), own_template.as_deref()).map(Arc::new);
         let vocab = Arc::new(Vocabulary::new(
             tokenizer.vocab_bytes(),
             tokenizer.eog_ids(),
@@ -85,6 +92,7 @@ impl LoadedModel {
             vocab,
             template,
             template_source,
+            thinking,
         })
     }
 
@@ -106,6 +114,17 @@ impl LoadedModel {
         messages: &[ChatMessage],
         tools: Option<&serde_json::Value>,
     ) -> Result<Vec<u32>, crate::chat::TemplateError> {
+        self.render_chat(messages, tools, None).map(|(ids, _)| ids)
+    }
+
+    /// [`Self::encode_chat`] with extra template variables (`chat_template_kwargs`,
+    /// `enable_thinking`), returning the rendered text too.
+    pub fn render_chat(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        kwargs: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<(Vec<u32>, String), crate::chat::TemplateError> {
         let tok = &self.tokenizer;
         let text_of = |id: Option<u32>| {
             id.map(|i| String::from_utf8_lossy(tok.token_bytes(i)).into_owned())
@@ -120,6 +139,7 @@ impl LoadedModel {
                 bos_token: &bos,
                 eos_token: &eos,
                 tools,
+                kwargs,
             },
         )?;
         let mut ids = tok.encode(text.as_bytes(), false, true);
@@ -128,6 +148,6 @@ impl LoadedModel {
                 ids.insert(0, b);
             }
         }
-        Ok(ids)
+        Ok((ids, text))
     }
 }
