@@ -35,7 +35,9 @@ pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
 pub use ids::{call_id, fresh_seed, short_id};
 pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};
-pub use loaded::{LoadError, LoadedModel, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES};
+pub use loaded::{
+    LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
+};
 pub use params::{Sampling, DEFAULT_MAX_TOKENS};
 pub use registry::{same_name, Instance, ModelSpec, Registry, RegistryConfig, MAX_LISTED_NAMES};
 pub use request::{GenEvent, GenRequest, Outcome, Prompt};

@@ -11,8 +11,9 @@ use crate::capabilities::no_tools;
 use crate::constraint::ConstraintSpec;
 use crate::error::Error;
 use crate::generate::check_prompt;
+use crate::generate::GenerationParams;
 use crate::hold::hold;
-use crate::loaded::TemplateSource;
+use crate::loaded::{PromptLayers, TemplateSource};
 use crate::reasoning::{decide, start_of, ThinkPlan};
 use crate::registry::Registry;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
@@ -40,6 +41,15 @@ pub struct Started {
     pub thinks: bool,
 }
 
+/// A request that names no stop strings gets its model's params layer's, as Ollama
+/// applies a model's defaults.
+fn with_layer_stops(mut params: GenerationParams, layers: &PromptLayers) -> GenerationParams {
+    if params.stop.is_empty() {
+        params.stop = layers.stop();
+    }
+    params
+}
+
 impl Runtime {
     /// Loads the model if needed, tokenizes the prompt, builds the constraint and
     /// queues the request. Every refusal happens here, before any decoding.
@@ -52,7 +62,7 @@ impl Runtime {
             self.default_grammar.as_ref(),
         );
         let lm = instance.lm.clone();
-        if req.tools.is_some() && lm.template_source != TemplateSource::File {
+        if req.tools.is_some() && matches!(lm.template_source, TemplateSource::Builtin(_)) {
             return Err(no_tools(&instance.spec.name));
         }
         let prompt = req.prompt;
@@ -111,7 +121,7 @@ impl Runtime {
             .is_some_and(|p| p.start != crate::reasoning::ThinkStart::Answer);
         instance.scheduler.submit(Job {
             prompt: tokens,
-            params: req.params,
+            params: with_layer_stops(req.params, &instance.spec.layers),
             constraint,
             report,
             events: tx,

@@ -8,7 +8,8 @@ use anyhow::Context;
 use clap::Args;
 use llamay_engine::{GgufFile, ModelFacts};
 use llamay_runtime::{
-    checked_grammar, ModelSpec, Registry, RegistryConfig, Runtime, SchedulerConfig, Stats,
+    checked_grammar, ModelSpec, PromptLayers, Registry, RegistryConfig, Runtime, SchedulerConfig,
+    Stats,
 };
 use llamay_server::{ServeOptions, DEFAULT_BODY_LIMIT};
 
@@ -150,5 +151,9 @@ fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
         return Ok(ModelSpec::from_arg(m, PathBuf::from(m), None));
     }
     let r = crate::store_cmds::ensure_model(m, &Default::default())?;
-    Ok(ModelSpec::from_arg(m, r.gguf, r.name.map(|n| n.short())))
+    let layers = PromptLayers::of(&r);
+    Ok(ModelSpec {
+        layers,
+        ..ModelSpec::from_arg(m, r.gguf, r.name.map(|n| n.short()))
+    })
 }

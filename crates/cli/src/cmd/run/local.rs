@@ -6,7 +6,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use llamay_engine::{LoadOptions, SamplerConfig};
-use llamay_runtime::{generate, Finish, GenerationParams, LoadedModel, TemplateSource};
+use llamay_runtime::{
+    generate, Finish, GenerationParams, LoadedModel, PromptLayers, TemplateSource,
+    DEFAULT_CONSTRAINT_CACHE_BYTES,
+};
 
 use super::backend::{Backend, Input, Knobs, Reply};
 use super::constraint::Constraint;
@@ -39,12 +42,14 @@ impl Local {
     }
 }
 
-fn resolve_model(m: &str) -> anyhow::Result<PathBuf> {
+/// A file, or a store name (pulled if missing) with its Ollama layers.
+fn resolve_model(m: &str) -> anyhow::Result<(PathBuf, PromptLayers)> {
     let p = PathBuf::from(m);
     if p.is_file() {
-        return Ok(p);
+        return Ok((p, PromptLayers::default()));
     }
-    Ok(crate::store_cmds::ensure_model(m, &Default::default())?.gguf)
+    let r = crate::store_cmds::ensure_model(m, &Default::default())?;
+    Ok((r.gguf.clone(), PromptLayers::of(&r)))
 }
 
 impl Backend for Local {
@@ -99,6 +104,7 @@ impl Backend for Local {
         let template = match lm.template_source {
             TemplateSource::File => "from the file".to_string(),
             TemplateSource::Builtin(b) => format!("builtin {}", format!("{b:?}").to_lowercase()),
+            TemplateSource::OllamaLayer => "the Ollama template layer".to_string(),
         };
         let mut details = vec![
             format!(
