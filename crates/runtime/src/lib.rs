@@ -12,6 +12,7 @@
 
 pub mod chat;
 mod constraint;
+mod embed;
 mod error;
 pub mod generate;
 mod hold;
@@ -27,6 +28,10 @@ pub mod tools;
 
 pub use constraint::{
     checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, Surfaces,
+};
+pub use embed::{
+    embed_blocking, EmbedInput, EmbedOptions, EmbedRequest, Embedded, Encoders, LoadedEncoder,
+    Purpose, RerankRequest, Reranked,
 };
 pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};

@@ -16,7 +16,7 @@ use axum::{Json, Router};
 use axum::body::Body;
 use llamay_runtime::Registry;
 
-use crate::api::{anthropic, ollama, openai};
+use crate::api::{anthropic, embeddings, ollama, openai, rerank};
 use crate::boundary::Refusal;
 use crate::http::error::{ApiError, ErrorShape};
 use crate::http::AppState;
@@ -27,6 +27,8 @@ pub fn router(state: AppState) -> Router {
         .merge(openai::routes())
         .merge(anthropic::routes())
         .merge(ollama::routes())
+        .merge(embeddings::routes())
+        .merge(rerank::routes())
         .route("/health", get(health))
         .route("/v1/stats", get(stats))
         .fallback(not_found)
@@ -48,6 +50,8 @@ pub async fn sweep_models(registry: Arc<Registry>) {
 pub fn shape_for(path: &str) -> ErrorShape {
     if path.starts_with("/v1/messages") {
         ErrorShape(anthropic::error_body)
+    } else if ["/rerank", "/v1/rerank", "/reranking", "/v1/reranking"].contains(&path) {
+        ErrorShape(rerank::error_body)
     } else if path.starts_with("/api/") {
         ErrorShape(ollama::error_body)
     } else {

@@ -2,7 +2,9 @@
 //! request type and back; what two shapes spell alike is written once here.
 
 pub mod anthropic;
+pub mod embeddings;
 pub mod ollama;
 pub mod openai;
+pub mod rerank;
 pub(crate) mod sampling;
 pub(crate) mod tool_wire;
