@@ -170,18 +170,15 @@ fn bad_inputs_are_400s_in_each_shape() {
         b["error"].as_str().unwrap().contains("embedding model"),
         "{b}"
     );
-    // And an embedding request to the generation model.
+    // A rerank request to the generation model names the capability it lacks.
     let (st, b) = post(
         &c,
-        &s.url("/v1/embeddings"),
-        &json!({"model": s.model, "input": "hi"}),
+        &s.url("/rerank"),
+        &json!({"model": s.model, "query": "q", "documents": ["d"]}),
     );
     assert_eq!(st, 400, "{b}");
     assert!(
-        b["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("embedding"),
+        b["error"]["message"].as_str().unwrap().contains("rerank"),
         "{b}"
     );
     // The generation model still generates.
@@ -197,6 +194,28 @@ fn bad_inputs_are_400s_in_each_shape() {
 fn s_name(c: &reqwest::blocking::Client, s: &Server) -> String {
     let (_, b) = post(c, &s.url("/v1/embeddings"), &json!({"input": "x"}));
     b["model"].as_str().unwrap().to_string()
+}
+
+/// The generation model serves embeddings too (its last token's normed hidden state,
+/// as llama.cpp pools a decoder), when a request names it.
+#[test]
+fn decoder_embeddings_match_llama_cpp() {
+    let s = start();
+    let c = client();
+    let r = reference("smollm2");
+    let cases = r["last"].as_array().unwrap();
+    let texts: Vec<&str> = cases.iter().map(|c| c["text"].as_str().unwrap()).collect();
+    let (st, b) = post(
+        &c,
+        &s.url("/v1/embeddings"),
+        &json!({"model": s.model, "input": texts}),
+    );
+    assert_eq!(st, 200, "{b}");
+    for (d, case) in b["data"].as_array().unwrap().iter().zip(cases) {
+        let want = f32s_from_base64(case["embedding"].as_str().unwrap());
+        let cos = cosine(&floats(&d["embedding"]), &want);
+        assert!(cos >= 0.999, "{}: {cos}", case["text"]);
+    }
 }
 
 #[test]

@@ -60,10 +60,10 @@ pub fn run(a: EmbedArgs) -> anyhow::Result<()> {
     let enc = LoadedEncoder::load(&spec.name, &spec.path, &a.load.options()?)
         .map_err(|e| anyhow::anyhow!(e.message))?;
     if let Some(d) = a.dimensions {
-        if d > enc.encoder.n_embd() {
+        if d > enc.n_embd() {
             return Err(UsageError(format!(
                 "-dimensions {d} is more than the model's {}",
-                enc.encoder.n_embd()
+                enc.n_embd()
             ))
             .into());
         }

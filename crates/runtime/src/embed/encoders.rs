@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use llamay_engine::{Encoder, GgufFile, LoadOptions, Pooling, Tokenizer};
+use llamay_engine::{Encoder, GgufFile, LoadOptions, Model, Pooling, Tokenizer};
 
 use crate::error::Error;
 use crate::registry::{ModelSpec, Registry};
@@ -22,51 +22,133 @@ pub enum Purpose {
     Rerank,
 }
 
-/// A loaded encoder and its tokenizer.
+/// The network behind a [`LoadedEncoder`].
+enum Net {
+    Encoder(Arc<Encoder>),
+    /// A decoder serving embeddings: its final hidden states, pooled (last token by
+    /// default, or the mean), as llama.cpp allows.
+    Decoder(Arc<Model>),
+}
+
+/// A model loaded to embed (an encoder, or a decoder used as one) and its tokenizer.
 pub struct LoadedEncoder {
     pub name: String,
-    pub encoder: Arc<Encoder>,
+    net: Net,
     pub tokenizer: Arc<Tokenizer>,
-    /// One pass at a time: the encoder's thread pool runs one job.
+    /// One pass at a time: the model's thread pool runs one job.
     running: Mutex<()>,
     last_used: Mutex<Instant>,
 }
 
 impl LoadedEncoder {
-    /// Loads the encoder at `path` under `name`.
+    /// Loads the model at `path` under `name`: an encoder, or a decoder to embed with.
     pub fn load(name: &str, path: &Path, opts: &LoadOptions) -> Result<LoadedEncoder, Error> {
         let cannot =
             |e: &dyn std::fmt::Display| Error::bad_request(format!("cannot load {name}: {e}"));
         let file = GgufFile::open(path).map_err(|e| cannot(&e))?;
-        if !Encoder::is_encoder(&file) {
-            return Err(not_an_encoder(name));
-        }
         let tokenizer = Tokenizer::from_gguf(&file).map_err(|e| cannot(&e))?;
-        let encoder = Encoder::from_gguf(file, opts).map_err(|e| cannot(&e))?;
+        let net = if Encoder::is_encoder(&file) {
+            Net::Encoder(Encoder::from_gguf(file, opts).map_err(|e| cannot(&e))?)
+        } else {
+            Net::Decoder(Model::from_gguf(file, opts).map_err(|e| cannot(&e))?)
+        };
         Ok(LoadedEncoder {
             name: name.to_string(),
-            encoder,
+            net,
             tokenizer: Arc::new(tokenizer),
             running: Mutex::new(()),
             last_used: Mutex::new(Instant::now()),
         })
     }
 
-    /// Runs texts of token ids through the encoder (one caller at a time).
+    /// Width of a pooled vector.
+    pub fn n_embd(&self) -> usize {
+        match &self.net {
+            Net::Encoder(e) => e.n_embd(),
+            Net::Decoder(m) => m.facts().embedding_length.unwrap_or(0) as usize,
+        }
+    }
+
+    /// The longest input, in tokens.
+    pub fn n_ctx(&self) -> usize {
+        match &self.net {
+            Net::Encoder(e) => e.n_ctx(),
+            Net::Decoder(m) => m.n_ctx(),
+        }
+    }
+
+    pub fn n_vocab(&self) -> usize {
+        match &self.net {
+            Net::Encoder(e) => e.n_vocab(),
+            Net::Decoder(m) => m.n_vocab(),
+        }
+    }
+
+    /// The pooling the model asks for (a decoder: its `pooling_type`, else the last
+    /// token).
+    pub fn pooling(&self) -> Pooling {
+        match &self.net {
+            Net::Encoder(e) => e.pooling(),
+            Net::Decoder(m) => {
+                let f = m.gguf();
+                let key = format!("{}.pooling_type", f.architecture().unwrap_or(""));
+                match f.opt_u32(&key).ok().flatten().and_then(Pooling::from_llama) {
+                    Some(Pooling::Mean) => Pooling::Mean,
+                    _ => Pooling::Last,
+                }
+            }
+        }
+    }
+
+    /// Whether the model has a classification head to rerank with.
+    pub fn can_rank(&self) -> bool {
+        matches!(&self.net, Net::Encoder(e) if e.can_rank())
+    }
+
+    /// Whether the model is a decoder used as an embedder.
+    pub fn is_decoder(&self) -> bool {
+        matches!(self.net, Net::Decoder(_))
+    }
+
+    /// Runs texts of token ids and pools each (one caller at a time).
     pub fn run(&self, ids: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, Error> {
-        let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
         let _one = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        self.encoder
-            .encode(&refs, pooling)
-            .map_err(|e| Error::internal(format!("{}: {e}", self.name)))
+        let fail = |e: llamay_engine::ModelError| Error::internal(format!("{}: {e}", self.name));
+        match &self.net {
+            Net::Encoder(enc) => {
+                let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+                enc.encode(&refs, pooling).map_err(fail)
+            }
+            Net::Decoder(m) => {
+                let e = self.n_embd();
+                ids.iter()
+                    .map(|t| {
+                        let h = m.hidden_states(t).map_err(fail)?;
+                        Ok(match pooling {
+                            Pooling::None => h,
+                            Pooling::Mean => {
+                                let mut v = vec![0f64; e];
+                                for r in h.chunks_exact(e) {
+                                    v.iter_mut().zip(r).for_each(|(a, &x)| *a += x as f64);
+                                }
+                                let n = (h.len() / e).max(1) as f64;
+                                v.into_iter().map(|a| (a / n) as f32).collect()
+                            }
+                            Pooling::Cls => h[..e].to_vec(),
+                            Pooling::Last | Pooling::Rank => h[h.len() - e..].to_vec(),
+                        })
+                    })
+                    .collect()
+            }
+        }
     }
 }
 
-fn not_an_encoder(name: &str) -> Error {
+fn not_a_reranker(name: &str) -> Error {
     Error::bad_request(format!(
-        "model {name:?} is a generation model, not an embedding model (encoder): it has no \
-         embedding or rerank capability here; start the server with -embed ENCODER.gguf or \
-         -rerank RERANKER.gguf, or name an encoder"
+        "model {name:?} is a generation model, not a reranker (a cross-encoder with a \
+         classification head): it has no rerank capability; start the server with \
+         -rerank RERANKER.gguf"
     ))
     .at("model")
 }
@@ -147,7 +229,7 @@ impl Encoders {
             }
         };
         *enc.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
-        if purpose == Purpose::Rerank && !enc.encoder.can_rank() {
+        if purpose == Purpose::Rerank && !enc.can_rank() {
             return Err(Error::bad_request(format!(
                 "model {:?} has no classification head (rank pooling): it cannot rerank; \
                  start the server with -rerank RERANKER.gguf",
@@ -182,8 +264,9 @@ impl Encoders {
         let spec = registry.resolve(name)?;
         let file = GgufFile::open(&spec.path)
             .map_err(|e| Error::bad_request(format!("cannot open {}: {e}", spec.name)))?;
-        if !Encoder::is_encoder(&file) {
-            return Err(not_an_encoder(&spec.name));
+        // A decoder embeds (pooling its hidden states); it never reranks.
+        if purpose == Purpose::Rerank && !Encoder::is_encoder(&file) {
+            return Err(not_a_reranker(&spec.name));
         }
         Ok(spec)
     }

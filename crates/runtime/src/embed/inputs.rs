@@ -12,7 +12,7 @@ pub(super) fn prepare_input(
     input: &EmbedInput,
     truncate: bool,
 ) -> Result<Vec<u32>, Error> {
-    let n_ctx = e.encoder.n_ctx();
+    let n_ctx = e.n_ctx();
     let mut ids = match input {
         EmbedInput::Text(t) if t.is_empty() => {
             return Err(Error::bad_request(format!("input[{i}] is empty")).at("input"))
@@ -22,7 +22,7 @@ pub(super) fn prepare_input(
             return Err(Error::bad_request(format!("input[{i}] has no tokens")).at("input"))
         }
         EmbedInput::Tokens(t) => {
-            let n_vocab = e.encoder.n_vocab();
+            let n_vocab = e.n_vocab();
             if let Some(bad) = t.iter().find(|&&id| id as usize >= n_vocab) {
                 return Err(Error::bad_request(format!(
                     "input[{i}] holds token {bad}, outside the vocabulary of {n_vocab}"
@@ -77,7 +77,7 @@ pub(super) fn frame_pair(
     if tok.add_eos() {
         ids.extend(eos);
     }
-    let n_ctx = e.encoder.n_ctx();
+    let n_ctx = e.n_ctx();
     if ids.len() > n_ctx {
         return Err(Error::bad_request(format!(
             "documents[{i}] with the query is {} tokens, more than the context of {} ({n_ctx} tokens)",

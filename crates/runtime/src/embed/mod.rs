@@ -77,7 +77,7 @@ impl Runtime {
             .encoders
             .get(&req.model, Purpose::Embed, &self.registry)
             .await?;
-        let width = enc.encoder.n_embd();
+        let width = enc.n_embd();
         if let Some(d) = req.dimensions {
             if d == 0 || d > width {
                 return Err(Error::bad_request(format!(
@@ -173,12 +173,12 @@ pub fn embed_blocking(
     inputs: &[EmbedInput],
     opts: &EmbedOptions,
 ) -> Result<(Vec<Vec<f32>>, usize), Error> {
-    let pooling = opts.pooling.unwrap_or(match enc.encoder.pooling() {
+    let pooling = opts.pooling.unwrap_or(match enc.pooling() {
         // A cross-encoder's outputs, or a token-level model's, are no sentence vectors.
         Pooling::Rank | Pooling::None => Pooling::Cls,
         p => p,
     });
-    if pooling == Pooling::Rank && !enc.encoder.can_rank() {
+    if pooling == Pooling::Rank && !enc.can_rank() {
         return Err(Error::bad_request(format!(
             "{} has no classification head: rank pooling is not possible",
             enc.name
@@ -192,7 +192,7 @@ pub fn embed_blocking(
     let tokens = ids.iter().map(Vec::len).sum::<usize>();
     let mut vectors = enc.run(&ids, pooling)?;
     let width = if pooling == Pooling::None {
-        enc.encoder.n_embd()
+        enc.n_embd()
     } else {
         usize::MAX
     };
