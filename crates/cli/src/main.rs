@@ -52,6 +52,8 @@ enum Command {
     Ps(cmd::loaded::PsArgs),
     /// Unload a model from a running server.
     Stop(cmd::loaded::StopArgs),
+    /// Embed texts with an encoder model: one JSON vector per line.
+    Embed(cmd::embed::EmbedArgs),
     /// Describe a model: architecture, size, tokenizer, tensor types.
     Show(cmd::show::ShowArgs),
     /// Measure prompt, decode and batched-decode throughput and peak memory.
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
         Command::Serve(a) => cmd::serve::run(*a),
+        Command::Embed(a) => cmd::embed::run(a),
         Command::Show(a) => cmd::show::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::Bench(a) => cmd::bench::run(a),

@@ -1,8 +1,10 @@
 //! The `bert` encoder against llama.cpp (`scripts/embed-reference`): all-MiniLM-L6-v2 as
 //! converted by `scripts/convert-bert-gguf`, and the random-weight cross-encoder.
 
-use llamay_engine::{Encoder, GgufFile, LoadOptions, Pooling, Tokenizer};
-use llamay_testdata::{cosine, embed_model, embed_reference, f32s_from_base64};
+use llamay_engine::{Encoder, GgufFile, LoadOptions, Model, Pooling, Tokenizer};
+use llamay_testdata::{
+    cosine, embed_model, embed_reference, f32s_from_base64, real_model, RealModel,
+};
 use serde_json::Value;
 
 fn reference(name: &str) -> Value {
@@ -121,4 +123,40 @@ fn bad_texts_are_refused() {
     let long = vec![101u32; enc.n_ctx() + 1];
     assert!(enc.encode(&[&long], Pooling::Cls).is_err());
     assert!(enc.encode(&[&[u32::MAX]], Pooling::Cls).is_err());
+}
+
+/// A decoder's final normed hidden states, pooled by the last token and by the mean,
+/// against llama.cpp's embeddings of SmolLM2 (Q4_1: cosine >= 0.999).
+#[test]
+fn smollm2_hidden_states_pool_like_llama_cpp() {
+    let r = reference("smollm2");
+    let path = real_model(RealModel::SmolLM2);
+    let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let opts = LoadOptions {
+        n_threads: Some(2),
+        n_ctx: Some(512),
+        ..Default::default()
+    };
+    let m = Model::load(&path, &opts).unwrap();
+    let e = m.facts().embedding_length.unwrap() as usize;
+    let mut worst = 1f64;
+    for (pooling, cases) in [("last", &r["last"]), ("mean", &r["mean"])] {
+        for c in cases.as_array().unwrap() {
+            let ids = tok.encode(c["text"].as_str().unwrap().as_bytes(), true, false);
+            assert_eq!(ids, self::ids(&c["ids"]));
+            let h = m.hidden_states(&ids).unwrap();
+            assert_eq!(h.len(), ids.len() * e);
+            let v: Vec<f32> = if pooling == "last" {
+                h[h.len() - e..].to_vec()
+            } else {
+                (0..e)
+                    .map(|j| h.chunks_exact(e).map(|r| r[j]).sum::<f32>() / ids.len() as f32)
+                    .collect()
+            };
+            let cos = cosine(&v, &f32s_from_base64(c["embedding"].as_str().unwrap()));
+            worst = worst.min(cos);
+        }
+    }
+    eprintln!("worst cosine {worst:.6}");
+    assert!(worst >= 0.999, "worst cosine {worst}");
 }

@@ -13,6 +13,7 @@
 mod capabilities;
 pub mod chat;
 mod constraint;
+mod embed;
 mod error;
 pub mod generate;
 mod hold;
@@ -30,6 +31,10 @@ pub mod tools;
 pub use capabilities::Capabilities;
 pub use constraint::{
     checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, Surfaces,
+};
+pub use embed::{
+    embed_blocking, EmbedInput, EmbedOptions, EmbedRequest, Embedded, Encoders, LoadedEncoder,
+    Purpose, RerankRequest, Reranked,
 };
 pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use llamay_engine::LoadOptions;
+use llamay_engine::{Encoder, GgufFile, LoadOptions};
 use llamay_store::{ModelName, Store};
 
 use crate::error::Error;
@@ -256,6 +256,9 @@ impl Registry {
         if let Some(e) = self.find(&spec) {
             e.touch(keep_alive);
             return Ok(e);
+        }
+        if GgufFile::open(&spec.path).is_ok_and(|f| Encoder::is_encoder(&f)) {
+            return Err(crate::embed::cannot_generate(&spec.name));
         }
         self.make_room()?;
         let opts = self.cfg.load.clone();

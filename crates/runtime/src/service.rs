@@ -28,6 +28,8 @@ pub struct Runtime {
     pub stats: Arc<Stats>,
     /// `serve -grammar-file`: the grammar of requests that bring no constraint.
     pub default_grammar: Option<Arc<str>>,
+    /// The encoder models (`serve -embed`, `-rerank`, and encoders named by requests).
+    pub encoders: Arc<crate::embed::Encoders>,
 }
 
 /// A generation that has been queued.
@@ -55,6 +57,9 @@ impl Runtime {
     /// queues the request. Every refusal happens here, before any decoding.
     pub async fn start(&self, req: GenRequest) -> Result<Started, Error> {
         let arrived = Instant::now();
+        if let Some(enc) = self.encoders.served(&req.model) {
+            return Err(crate::embed::cannot_generate(&enc.name));
+        }
         let instance = self.registry.get(&req.model, req.keep_alive).await?;
         let spec = ConstraintSpec::decide(
             req.constraint,

@@ -38,14 +38,25 @@ pub fn log_line(addr: &str, m: &LogFacts, cfg: &RegistryConfig) -> String {
     )
 }
 
-/// The route banner (only routes this server answers).
-pub fn routes(addr: &str) -> String {
+/// The route banner (only routes this server answers). The embedding and rerank rows
+/// name the `-embed` / `-rerank` models when there are some, else say how to start one.
+pub fn routes(addr: &str, embed: Option<&str>, rerank: Option<&str>) -> String {
     let u = format!("http://{addr}");
+    let embed = match embed {
+        Some(m) => format!("(and /api/embed, /api/embeddings; model {m})"),
+        None => "(start with -embed <encoder.gguf>)".into(),
+    };
+    let rerank = match rerank {
+        Some(m) => format!("(and /v1/rerank; model {m})"),
+        None => "(start with -rerank <reranker.gguf>)".into(),
+    };
     format!(
         "\n  OpenAI      POST {u}/v1/chat/completions   (and /v1/completions, GET /v1/models)\n  \
          Responses   POST {u}/v1/responses          (and GET, DELETE /v1/responses/ID)\n  \
          Anthropic   POST {u}/v1/messages\n  \
          Ollama      POST {u}/api/chat              (and /api/generate, /api/tags, /api/show, /api/ps)\n  \
+         Embeddings  POST {u}/v1/embeddings         {embed}\n  \
+         Rerank      POST {u}/rerank                {rerank}\n  \
          Models      POST {u}/api/pull              (and /api/copy, /api/delete)\n  \
          Catalog     GET  {u}/v1/catalog/models\n  \
          Stats       GET  {u}/v1/stats\n"

@@ -16,7 +16,7 @@ use axum::{Json, Router};
 use axum::body::Body;
 use llamay_runtime::Registry;
 
-use crate::api::{anthropic, catalog, ollama, openai, responses};
+use crate::api::{anthropic, catalog, embeddings, ollama, openai, rerank, responses};
 use crate::boundary::Refusal;
 use crate::http::error::{ApiError, ErrorShape};
 use crate::http::AppState;
@@ -29,6 +29,8 @@ pub fn router(state: AppState) -> Router {
         .merge(catalog::routes())
         .merge(anthropic::routes())
         .merge(ollama::routes())
+        .merge(embeddings::routes())
+        .merge(rerank::routes())
         .route("/health", get(health))
         .route("/v1/stats", get(stats))
         .fallback(not_found)
@@ -50,6 +52,8 @@ pub async fn sweep_models(registry: Arc<Registry>) {
 pub fn shape_for(path: &str) -> ErrorShape {
     if path.starts_with("/v1/messages") {
         ErrorShape(anthropic::error_body)
+    } else if ["/rerank", "/v1/rerank", "/reranking", "/v1/reranking"].contains(&path) {
+        ErrorShape(rerank::error_body)
     } else if path.starts_with("/api/") {
         ErrorShape(ollama::error_body)
     } else {

@@ -112,8 +112,27 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
                 registry.config(),
             )
         );
-        println!("{}", banner::routes(&opts.addr));
+        let encoders = &runtime.encoders;
+        println!(
+            "{}",
+            banner::routes(
+                &opts.addr,
+                encoders.embed_model().map(|m| m.name.as_str()),
+                encoders.rerank_model().map(|m| m.name.as_str()),
+            )
+        );
         drop(instance);
+        for (spec, purpose) in [
+            (encoders.embed_model(), llamay_runtime::Purpose::Embed),
+            (encoders.rerank_model(), llamay_runtime::Purpose::Rerank),
+        ] {
+            if let Some(spec) = spec {
+                encoders
+                    .get(&spec.name, purpose, &registry)
+                    .await
+                    .map_err(ServeError::Preload)?;
+            }
+        }
         tokio::spawn(sweep_models(registry.clone()));
         let app = router(AppState {
             runtime,

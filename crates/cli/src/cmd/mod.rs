@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod completions;
+pub mod embed;
 pub mod load_args;
 pub mod loaded;
 pub mod mask_worker;

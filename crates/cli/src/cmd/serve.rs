@@ -8,8 +8,8 @@ use anyhow::Context;
 use clap::Args;
 use llamay_engine::{GgufFile, ModelFacts};
 use llamay_runtime::{
-    checked_grammar, ModelSpec, PromptLayers, Registry, RegistryConfig, Runtime, SchedulerConfig,
-    Stats,
+    checked_grammar, Encoders, ModelSpec, PromptLayers, Registry, RegistryConfig, Runtime,
+    SchedulerConfig, Stats,
 };
 use llamay_server::{ServeOptions, DEFAULT_BODY_LIMIT};
 
@@ -22,6 +22,14 @@ pub struct ServeArgs {
     /// The model served by default: a .gguf file or a model name (pulled if missing).
     #[arg(short = 'm', long = "model", default_value = DEFAULT_MODEL)]
     pub model: String,
+    /// An embedding model (encoder) served on /v1/embeddings, /api/embed and
+    /// /api/embeddings: a .gguf file or a model name.
+    #[arg(long = "embed", value_name = "ENCODER")]
+    pub embed: Option<String>,
+    /// A reranker (cross-encoder) served on /rerank and /v1/rerank: a .gguf file or a
+    /// model name.
+    #[arg(long = "rerank", value_name = "RERANKER")]
+    pub rerank: Option<String>,
     /// Address to listen on (loopback unless you say otherwise).
     #[arg(long, default_value = "localhost:11435")]
     pub addr: String,
@@ -100,6 +108,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     llamay_server::check_exposure(&a.addr, api_key.is_some(), a.insecure_no_key)
         .map_err(|e| UsageError(e.to_string()))?;
     let spec = resolve(&a.model)?;
+    let embed = a.embed.as_deref().map(resolve).transpose()?;
+    let rerank = a.rerank.as_deref().map(resolve).transpose()?;
+    let encoders = Arc::new(Encoders::new(embed, rerank, load.clone()));
     let store = llamay_store::Store::from_env().ok();
     load.n_ctx = Some(a.load.ctx.unwrap_or_else(|| {
         GgufFile::open(&spec.path)
@@ -125,6 +136,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         registry: Arc::new(Registry::new(Some(spec), store, cfg, stats.clone())),
         stats,
         default_grammar,
+        encoders,
     });
     llamay_server::serve(
         runtime,
@@ -146,7 +158,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
 
 /// The serve model: a file or a store name (pulled if missing). The exact string
 /// given names it on every route, beside its short name.
-fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
+pub(super) fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
     if Path::new(m).is_file() {
         return Ok(ModelSpec::from_arg(m, PathBuf::from(m), None));
     }

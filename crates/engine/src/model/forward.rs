@@ -248,6 +248,39 @@ impl Model {
         Ok(Some(Hidden { b, spans, total }))
     }
 
+    /// The final hidden states (after the output norm) of `tokens` run as a sequence of
+    /// their own: `tokens.len() × n_embd` values, what llama.cpp pools when a decoder
+    /// serves embeddings (with its causal attention, as there).
+    pub fn hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+        let (e, hp) = (self.hp.n_embd, &self.hp);
+        let mut seq = self.new_sequence_with(KvType::F32, tokens.len().max(1));
+        let mut out = vec![0f32; tokens.len() * e];
+        let mut row0 = 0;
+        for chunk in tokens.chunks(MAX_STEP_TOKENS) {
+            let mut batch = [BatchItem {
+                seq: &mut seq,
+                tokens: chunk,
+                want_logits: LogitsWanted::None,
+            }];
+            self.validate(&batch)?;
+            let hidden = self.step_layers(&mut batch)?;
+            if let Some(h) = &hidden {
+                for r in 0..h.total {
+                    let dst = &mut out[(row0 + r) * e..(row0 + r + 1) * e];
+                    rms_norm(
+                        &h.b.x[r * e..(r + 1) * e],
+                        &self.weights.output_norm,
+                        hp.rms_eps,
+                        dst,
+                    );
+                }
+            }
+            self.give_back(hidden);
+            row0 += chunk.len();
+        }
+        Ok(out)
+    }
+
     /// Returns a step's buffers for the next step.
     pub(super) fn give_back(&self, hidden: Option<Hidden>) {
         if let Some(h) = hidden {

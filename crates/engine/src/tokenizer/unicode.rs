@@ -206,10 +206,12 @@ mod tests {
         assert_eq!(flags('٣' as u32), NUMBER);
         assert_eq!(flags('!' as u32), PUNCT);
         assert_eq!(flags('$' as u32), SYMBOL);
+        assert_eq!(flags(0x301), ACCENT);
+        assert_eq!(flags(0x200B), CONTROL);
         assert_eq!(flags(' ' as u32), SPACE);
         assert_eq!(flags(0x3000), SPACE);
         assert_eq!(flags(0x1C), CONTROL);
-        assert_eq!(flags(0x301), ACCENT);
+        assert_eq!(flags(0xD800), CONTROL);
         assert_eq!(flags(0x11_0000), 0);
     }
 

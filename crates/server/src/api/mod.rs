@@ -3,9 +3,11 @@
 
 pub mod anthropic;
 pub mod catalog;
+pub mod embeddings;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod reasoning_wire;
+pub mod rerank;
 pub mod responses;
 pub(crate) mod sampling;
 pub(crate) mod tool_wire;

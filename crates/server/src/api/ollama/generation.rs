@@ -143,7 +143,7 @@ impl Common {
 
 /// Ollama's `keep_alive`: seconds as a number, or a Go duration (`5m`, `1h30m`,
 /// `10s`); a negative value keeps the model loaded.
-fn parse_keep_alive(v: &Value) -> Result<Duration, ApiError> {
+pub(crate) fn parse_keep_alive(v: &Value) -> Result<Duration, ApiError> {
     const FOREVER: Duration = Duration::from_secs(100 * 365 * 86400);
     let bad = || ApiError::bad_request(format!("keep_alive {v} is not a duration"));
     match v {

@@ -13,6 +13,7 @@ use crate::http::AppState;
 use generation::{chat, generate};
 use models::{copy, ps, pull, remove, show, tags, version};
 
+pub(crate) use generation::parse_keep_alive;
 pub use wire::error_body;
 
 /// The Ollama routes.
