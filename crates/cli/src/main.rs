@@ -26,6 +26,7 @@ Examples:
   llamay run qwen2.5:0.5b                      chat at the terminal (Ctrl-D or /bye leaves)
   llamay run -m model.gguf -chat -json -p \"Describe a cat as JSON\"
   llamay serve -m smollm2:135m                 OpenAI, Anthropic and Ollama routes on :11435
+  llamay embed -m encoder.gguf \"a sentence\"     one JSON vector per line
   llamay ps                                    the models a running server holds
   llamay stop smollm2:135m                     unload one of them
   llamay show smollm2:135m                     architecture, size, tokenizer
