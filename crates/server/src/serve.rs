@@ -83,6 +83,7 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
         .build()
         .map_err(ServeError::Runtime)?;
     rt.block_on(async move {
+        let stop = StopSignal::listen();
         let listener = tokio::net::TcpListener::bind(&opts.addr)
             .await
             .map_err(|source| ServeError::Bind {
@@ -145,7 +146,7 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
         });
         let drain = opts.drain_timeout;
         let stopping = async move {
-            let signal = stop_signal().await;
+            let signal = stop.wait().await;
             eprintln!(
                 "llamay: {signal}: no new connections; in-flight generations have {}s to finish",
                 drain.as_secs()
@@ -182,26 +183,62 @@ pub fn check_exposure(addr: &str, has_key: bool, insecure_no_key: bool) -> Resul
     Ok(())
 }
 
-/// Waits for SIGTERM (how systemd, Docker and Kubernetes stop a service) or Ctrl-C,
-/// and says which came.
-async fn stop_signal() -> &'static str {
+/// SIGTERM (how systemd, Docker and Kubernetes stop a service) or Ctrl-C. The
+/// handlers are installed when this is made, before the port opens, so a signal sent
+/// the moment the server answers is not taken by the default action instead.
+struct StopSignal {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = term.recv() => "SIGTERM",
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-            },
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                "SIGINT"
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignal {
+    fn listen() -> StopSignal {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            StopSignal {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
             }
         }
+        #[cfg(not(unix))]
+        StopSignal {}
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "Ctrl-C"
+
+    /// Waits for either, and says which came.
+    async fn wait(self) -> &'static str {
+        #[cfg(unix)]
+        {
+            let (mut term, mut int) = (self.term, self.int);
+            let on_term = async {
+                match term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let on_int = async {
+                match int.as_mut() {
+                    Some(i) => {
+                        i.recv().await;
+                    }
+                    None => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            };
+            tokio::select! {
+                _ = on_term => "SIGTERM",
+                _ = on_int => "SIGINT",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
     }
 }
