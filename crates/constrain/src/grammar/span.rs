@@ -1,0 +1,402 @@
+//! Span automata: the suffix automaton of a source text, the smallest DFA whose every
+//! path from the start spells a contiguous span (substring) of the source. It backs
+//! [`JsonString::quote`](super::JsonString::quote): a string whose decoded value must be
+//! a verbatim span of a document.
+//!
+//! Built online in one pass (Blumer et al.'s construction): at most `2n - 1` states and
+//! `3n - 4` edges for `n` bytes, so memory and time are linear in the source. Edges are
+//! kept per state sorted by byte in one flat array (a binary search per step), and the
+//! start state, which sees every byte of the source, gets a dense table.
+
+use std::fmt;
+
+/// Largest source, in bytes after normalisation (states need 23 bits of the string
+/// decoder's state word; see the JSON-string layer).
+pub const MAX_SOURCE_BYTES: usize = 4 << 20;
+
+/// Bit set in a state when the last value byte fed was whitespace (for
+/// [`Normalize::Whitespace`], where a run of whitespace counts as one space).
+const AFTER_WS: u32 = 1 << 23;
+const STATE_MASK: u32 = AFTER_WS - 1;
+const NONE: u32 = u32::MAX;
+
+/// How a value is compared with its source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Normalize {
+    /// Byte for byte.
+    #[default]
+    None,
+    /// A run of ASCII whitespace (space, tab, CR, LF) on either side counts as one space.
+    Whitespace,
+    /// ASCII letters compare without case (other characters byte for byte).
+    Case,
+}
+
+impl Normalize {
+    /// The option's name in the schema keyword.
+    pub fn name(self) -> &'static str {
+        match self {
+            Normalize::None => "none",
+            Normalize::Whitespace => "whitespace",
+            Normalize::Case => "case",
+        }
+    }
+
+    /// The source as the automaton compares it.
+    pub fn apply(self, text: &str) -> Vec<u8> {
+        match self {
+            Normalize::None => text.as_bytes().to_vec(),
+            Normalize::Case => text.as_bytes().to_ascii_lowercase(),
+            Normalize::Whitespace => {
+                let mut out = Vec::with_capacity(text.len());
+                let mut ws = false;
+                for &b in text.as_bytes() {
+                    if is_ws(b) {
+                        if !ws {
+                            out.push(b' ');
+                        }
+                        ws = true;
+                    } else {
+                        out.push(b);
+                        ws = false;
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// The suffix automaton of one source text, under one normalisation.
+pub struct SpanAutomaton {
+    normalize: Normalize,
+    /// The normalised source (for equality, and for callers that check spans).
+    text: Vec<u8>,
+    /// Per state `s`, its edges are `edge_bytes/edge_to[first[s]..first[s + 1]]`,
+    /// sorted by byte.
+    first: Vec<u32>,
+    edge_bytes: Vec<u8>,
+    edge_to: Vec<u32>,
+    /// The start state's transitions, dense.
+    root: Box<[u32; 256]>,
+    /// Per state, the most characters that can still follow (from the end of its first
+    /// occurrence to the end of the source).
+    room: Vec<u32>,
+}
+
+impl PartialEq for SpanAutomaton {
+    fn eq(&self, o: &Self) -> bool {
+        self.normalize == o.normalize && self.text == o.text
+    }
+}
+
+impl fmt::Debug for SpanAutomaton {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpanAutomaton")
+            .field("normalize", &self.normalize)
+            .field("source_bytes", &self.text.len())
+            .field("states", &self.room.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The automaton under construction: edges as per-state linked lists in one arena.
+struct Builder {
+    len: Vec<u32>,
+    link: Vec<u32>,
+    head: Vec<u32>,
+    /// End (byte index) of each state's first occurrence.
+    end: Vec<u32>,
+    /// Arena: (byte, target, next edge of the same state).
+    edges: Vec<(u8, u32, u32)>,
+    root: Box<[u32; 256]>,
+}
+
+impl Builder {
+    fn get(&self, s: u32, b: u8) -> u32 {
+        if s == 0 {
+            return self.root[b as usize];
+        }
+        let mut e = self.head[s as usize];
+        while e != NONE {
+            let (eb, to, next) = self.edges[e as usize];
+            if eb == b {
+                return to;
+            }
+            e = next;
+        }
+        NONE
+    }
+
+    fn set(&mut self, s: u32, b: u8, to: u32) {
+        if s == 0 {
+            self.root[b as usize] = to;
+            return;
+        }
+        let mut e = self.head[s as usize];
+        while e != NONE {
+            let edge = &mut self.edges[e as usize];
+            if edge.0 == b {
+                edge.1 = to;
+                return;
+            }
+            e = edge.2;
+        }
+        self.edges.push((b, to, self.head[s as usize]));
+        self.head[s as usize] = (self.edges.len() - 1) as u32;
+    }
+
+    fn add_state(&mut self, len: u32, end: u32) -> u32 {
+        self.len.push(len);
+        self.link.push(NONE);
+        self.head.push(NONE);
+        self.end.push(end);
+        (self.len.len() - 1) as u32
+    }
+}
+
+impl SpanAutomaton {
+    /// The automaton of `source` under `normalize`; refused above [`MAX_SOURCE_BYTES`].
+    pub fn new(source: &str, normalize: Normalize) -> Result<Self, String> {
+        let text = normalize.apply(source);
+        if text.len() > MAX_SOURCE_BYTES {
+            return Err(format!(
+                "the source is {} bytes; the most a quote can be checked against is {MAX_SOURCE_BYTES}",
+                text.len()
+            ));
+        }
+        let n = text.len();
+        let mut b = Builder {
+            len: Vec::with_capacity(2 * n + 1),
+            link: Vec::with_capacity(2 * n + 1),
+            head: Vec::with_capacity(2 * n + 1),
+            end: Vec::with_capacity(2 * n + 1),
+            edges: Vec::with_capacity(2 * n),
+            root: Box::new([NONE; 256]),
+        };
+        b.add_state(0, 0);
+        let mut last = 0u32;
+        for (i, &c) in text.iter().enumerate() {
+            let cur = b.add_state(b.len[last as usize] + 1, i as u32);
+            let mut p = last;
+            while p != NONE && b.get(p, c) == NONE {
+                b.set(p, c, cur);
+                p = b.link[p as usize];
+            }
+            if p == NONE {
+                b.link[cur as usize] = 0;
+            } else {
+                let q = b.get(p, c);
+                if b.len[p as usize] + 1 == b.len[q as usize] {
+                    b.link[cur as usize] = q;
+                } else {
+                    let clone = b.add_state(b.len[p as usize] + 1, b.end[q as usize]);
+                    let mut e = b.head[q as usize];
+                    while e != NONE {
+                        let (eb, to, next) = b.edges[e as usize];
+                        b.set(clone, eb, to);
+                        e = next;
+                    }
+                    b.link[clone as usize] = b.link[q as usize];
+                    while p != NONE && b.get(p, c) == q {
+                        b.set(p, c, clone);
+                        p = b.link[p as usize];
+                    }
+                    b.link[q as usize] = clone;
+                    b.link[cur as usize] = clone;
+                }
+            }
+            last = cur;
+        }
+        Ok(Self::finish(b, text, normalize))
+    }
+
+    /// Flattens the builder's lists into sorted edge runs and measures each state's room.
+    fn finish(b: Builder, text: Vec<u8>, normalize: Normalize) -> Self {
+        let states = b.len.len();
+        // Characters (UTF-8 lead bytes) strictly after each byte index.
+        let mut after = vec![0u32; text.len()];
+        let mut count = 0u32;
+        for i in (0..text.len()).rev() {
+            after[i] = count;
+            if text[i] & 0xC0 != 0x80 {
+                count += 1;
+            }
+        }
+        let mut first = Vec::with_capacity(states + 1);
+        let mut edge_bytes = Vec::with_capacity(b.edges.len());
+        let mut edge_to = Vec::with_capacity(b.edges.len());
+        let mut run: Vec<(u8, u32)> = Vec::new();
+        let mut room = Vec::with_capacity(states);
+        for s in 0..states {
+            first.push(edge_bytes.len() as u32);
+            room.push(if s == 0 {
+                count
+            } else {
+                after[b.end[s] as usize]
+            });
+            if s == 0 {
+                continue;
+            }
+            run.clear();
+            let mut e = b.head[s];
+            while e != NONE {
+                let (eb, to, next) = b.edges[e as usize];
+                run.push((eb, to));
+                e = next;
+            }
+            run.sort_unstable_by_key(|r| r.0);
+            for &(eb, to) in &run {
+                edge_bytes.push(eb);
+                edge_to.push(to);
+            }
+        }
+        first.push(edge_bytes.len() as u32);
+        SpanAutomaton {
+            normalize,
+            text,
+            first,
+            edge_bytes,
+            edge_to,
+            root: b.root,
+            room,
+        }
+    }
+
+    /// The normalisation values and source are compared under.
+    pub fn normalize(&self) -> Normalize {
+        self.normalize
+    }
+
+    /// The normalised source.
+    pub fn text(&self) -> &[u8] {
+        &self.text
+    }
+
+    /// Number of states.
+    pub fn states(&self) -> usize {
+        self.room.len()
+    }
+
+    /// Heap bytes of the tables.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use crate::heap::vec;
+        vec(&self.text)
+            + vec(&self.first)
+            + vec(&self.edge_bytes)
+            + vec(&self.edge_to)
+            + vec(&self.room)
+            + 256 * 4
+    }
+
+    /// The start state (the empty span).
+    pub fn start(&self) -> u32 {
+        0
+    }
+
+    fn raw_next(&self, s: u32, b: u8) -> Option<u32> {
+        if s == 0 {
+            let t = self.root[b as usize];
+            return (t != NONE).then_some(t);
+        }
+        let (lo, hi) = (self.first[s as usize] as usize, self.first[s as usize + 1] as usize);
+        let run = &self.edge_bytes[lo..hi];
+        run.binary_search(&b).ok().map(|k| self.edge_to[lo + k])
+    }
+
+    /// The state after one more byte of the (decoded) value, `None` when the value so
+    /// far is no longer a span.
+    #[inline]
+    pub fn next(&self, state: u32, b: u8) -> Option<u32> {
+        let s = state & STATE_MASK;
+        match self.normalize {
+            Normalize::Whitespace if is_ws(b) => {
+                if state & AFTER_WS != 0 {
+                    Some(state)
+                } else {
+                    self.raw_next(s, b' ').map(|t| t | AFTER_WS)
+                }
+            }
+            Normalize::Case => self.raw_next(s, b.to_ascii_lowercase()),
+            _ => self.raw_next(s, b),
+        }
+    }
+
+    /// The most characters that can still follow the span `state` stands for.
+    pub fn room(&self, state: u32) -> u32 {
+        self.room[(state & STATE_MASK) as usize]
+    }
+
+    /// Whether `value` is a span of the source under this normalisation (the
+    /// automaton's own answer; tests check it against a plain substring search).
+    pub fn accepts(&self, value: &str) -> bool {
+        value
+            .bytes()
+            .try_fold(self.start(), |s, b| self.next(s, b))
+            .is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contains(hay: &[u8], needle: &[u8]) -> bool {
+        needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn every_substring_and_nothing_else() {
+        for src in ["abcbc", "aaaa", "mississippi", "", "café crème", "abab\"\\n"] {
+            let a = SpanAutomaton::new(src, Normalize::None).unwrap();
+            assert!(a.states() <= 2 * src.len().max(1));
+            let b = src.as_bytes();
+            for i in 0..=b.len() {
+                for j in i..=b.len() {
+                    let ok = b[i..j].iter().try_fold(0, |s, &c| a.next(s, c)).is_some();
+                    assert!(ok, "{src:?}[{i}..{j}] refused");
+                }
+            }
+            for probe in ["ac", "cb", "ssis", "pp", "ississ", "x", "éc", "bb"] {
+                let ok = probe
+                    .bytes()
+                    .try_fold(0, |s, c| a.next(s, c))
+                    .is_some();
+                assert_eq!(ok, contains(b, probe.as_bytes()), "{src:?} / {probe:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn room_is_what_is_left_after_the_first_occurrence() {
+        let a = SpanAutomaton::new("abcab", Normalize::None).unwrap();
+        let s = a.next(0, b'a').unwrap();
+        assert_eq!(a.room(s), 4);
+        let s = a.next(a.next(0, b'c').unwrap(), b'a').unwrap();
+        assert_eq!(a.room(s), 1);
+        assert_eq!(a.room(0), 5);
+        let a = SpanAutomaton::new("aé", Normalize::None).unwrap();
+        assert_eq!(a.room(a.next(0, b'a').unwrap()), 1);
+    }
+
+    #[test]
+    fn normalisations() {
+        let a = SpanAutomaton::new("Total:\n\t  1 234,50 EUR", Normalize::Whitespace).unwrap();
+        assert!(a.accepts("Total: 1 234,50"));
+        assert!(a.accepts("Total:\n1  234,50"));
+        assert!(!a.accepts("Total:1"));
+        let a = SpanAutomaton::new("ACME GmbH", Normalize::Case).unwrap();
+        assert!(a.accepts("acme gmbh") && a.accepts("Acme GMBH"));
+        assert!(!a.accepts("acme  gmbh"));
+    }
+
+    #[test]
+    fn oversized_sources_are_refused() {
+        let big = "a".repeat(MAX_SOURCE_BYTES + 1);
+        assert!(SpanAutomaton::new(&big, Normalize::None).is_err());
+    }
+}
