@@ -6,6 +6,7 @@ pub mod mask_worker;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod sources;
 pub mod tokenize;
 
 /// An error the user caused by how they called llamay (exit code 2), as opposed to

@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// Constrain the output to a JSON Schema (a file).
     #[arg(long, value_name = "FILE")]
     pub schema: Option<PathBuf>,
+    /// A text `x-llamay-quote` values may quote, as `NAME=FILE` or `FILE` (named by
+    /// its stem); repeatable. `x-llamay-quote: true` quotes the prompt.
+    #[arg(long = "source", value_name = "[NAME=]FILE")]
+    pub source: Vec<String>,
     /// Constrain the output to a GBNF grammar (a file).
     #[arg(long = "grammar-file", value_name = "FILE")]
     pub grammar_file: Option<PathBuf>,
@@ -72,7 +76,7 @@ pub struct RunArgs {
 
 /// What the output is constrained to, decided (and checked) before the model loads,
 /// by the same rules as every server route.
-fn constraint(a: &RunArgs) -> anyhow::Result<ConstraintSpec> {
+fn constraint(a: &RunArgs, prompt: &str) -> anyhow::Result<ConstraintSpec> {
     let chosen = [a.json, a.schema.is_some(), a.grammar_file.is_some()]
         .iter()
         .filter(|&&b| b)
@@ -97,6 +101,8 @@ fn constraint(a: &RunArgs) -> anyhow::Result<ConstraintSpec> {
         None => None,
     };
     let mut surfaces = Surfaces::default();
+    surfaces.sources.named = super::sources::read_sources(&a.source)?;
+    surfaces.input(prompt.to_string());
     if let Some(v) = &schema {
         surfaces.schema("-schema", v);
     }
@@ -138,9 +144,9 @@ fn resolve_model(m: &str) -> anyhow::Result<PathBuf> {
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
-    let spec = constraint(&a)?;
-    let opts = a.load.options()?;
     let prompt = read_prompt(&a.prompt)?;
+    let spec = constraint(&a, &prompt)?;
+    let opts = a.load.options()?;
     let path = resolve_model(&a.model)?;
     let lm = LoadedModel::load(&path, &opts)
         .with_context(|| format!("cannot load {}", path.display()))?;
