@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Generate text, optionally constrained to JSON, a JSON Schema or a GBNF grammar.
     Run(Box<cmd::run::RunArgs>),
+    /// Score extraction field by field on a JSON-lines set, with and without the constraint.
+    Eval(Box<cmd::eval::EvalArgs>),
     /// Serve models over HTTP (OpenAI, Anthropic and Ollama routes).
     Serve(Box<cmd::serve::ServeArgs>),
     /// Describe a model: architecture, size, tokenizer, tensor types.
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(*a),
         Command::Serve(a) => cmd::serve::run(*a),
+        Command::Eval(a) => cmd::eval::run(*a),
         Command::Show(a) => cmd::show::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::Bench(a) => cmd::bench::run(a),

@@ -1,6 +1,7 @@
 //! One module per subcommand. Each exposes a clap `Args` struct and `run`.
 
 pub mod bench;
+pub mod eval;
 pub mod load_args;
 pub mod mask_worker;
 pub mod run;

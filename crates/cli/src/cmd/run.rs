@@ -135,7 +135,7 @@ fn read_prompt(p: &str) -> anyhow::Result<String> {
     Ok(s)
 }
 
-fn resolve_model(m: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn resolve_model(m: &str) -> anyhow::Result<PathBuf> {
     let p = PathBuf::from(m);
     if p.is_file() {
         return Ok(p);
