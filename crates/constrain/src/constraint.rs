@@ -138,7 +138,8 @@ impl Inner {
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else if prog.is_quote() {
-            let compute = || LocalMask::compute_direct(&prog.with_bounds(min, max), aux, &self.vocab);
+            let compute =
+                || LocalMask::compute_direct(&prog.with_bounds(min, max), aux, &self.vocab);
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
             let walk = || {

@@ -35,8 +35,13 @@ fn constraint(schema: &Value, text: &str, vocab: &Arc<llamay_constrain::Vocabula
 
 fn normalised(s: &str, how: &str) -> String {
     match how {
-        "whitespace" => s.split([' ', '\t', '\n', '\r']).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
-            + "",
+        "whitespace" => {
+            s.split([' ', '\t', '\n', '\r'])
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+                + ""
+        }
         "case" => s.to_ascii_lowercase(),
         _ => s.to_string(),
     }
@@ -70,7 +75,8 @@ fn is_span(value: &str, source: &str, how: &str) -> bool {
 
 #[test]
 fn every_quoted_value_a_walk_produces_is_a_span_of_its_source() {
-    let (vocab, eog, special) = synthetic_vocab(&["Total", " due", "GmbH", "Müller", "请", "付款", "\\t"]);
+    let (vocab, eog, special) =
+        synthetic_vocab(&["Total", " due", "GmbH", "Müller", "请", "付款", "\\t"]);
     let mut rng = Rng::new(25);
     let mut checked = 0;
     for (k, src) in SOURCES.iter().enumerate() {
@@ -87,19 +93,25 @@ fn every_quoted_value_a_walk_produces_is_a_span_of_its_source() {
             });
             let c = constraint(&schema, src, &vocab);
             for _ in 0..40 {
-                let w = random_walk(&c, eog, special, &mut rng, 60, 400, &|t: &[u8]| t.contains(&b'"'));
+                let w = random_walk(&c, eog, special, &mut rng, 60, 400, &|t: &[u8]| {
+                    t.contains(&b'"')
+                });
                 if !w.finished {
                     continue;
                 }
-                let v: Value = serde_json::from_slice(&w.bytes)
-                    .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&w.bytes)));
+                let v: Value = serde_json::from_slice(&w.bytes).unwrap_or_else(|e| {
+                    panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&w.bytes))
+                });
                 if let Some(q) = v["q"].as_str() {
                     assert!(q.chars().count() >= 2, "min_chars broken: {q:?}");
                     assert!(is_span(q, src, how), "source {k} ({how}): {q:?} is no span");
                     checked += 1;
                 }
                 let r = v["r"].as_str().unwrap();
-                assert!(src.contains(r) && (1..=12).contains(&r.chars().count()), "{r:?}");
+                assert!(
+                    src.contains(r) && (1..=12).contains(&r.chars().count()),
+                    "{r:?}"
+                );
                 checked += 1;
             }
         }
@@ -131,16 +143,25 @@ fn every_span_is_accepted_however_it_is_escaped_and_nothing_else_is() {
                 let end = chars.get(j).map_or(src.len(), |c| c.0);
                 let span = &src[chars[i].0..end];
                 let plain = serde_json::to_string(span).unwrap();
-                assert!(accepts_chunked(&c, plain.as_bytes(), &mut rng, 5), "{plain} refused");
+                assert!(
+                    accepts_chunked(&c, plain.as_bytes(), &mut rng, 5),
+                    "{plain} refused"
+                );
                 let esc = all_unicode_escapes(span);
-                assert!(accepts_chunked(&c, esc.as_bytes(), &mut rng, 5), "{esc} refused");
+                assert!(
+                    accepts_chunked(&c, esc.as_bytes(), &mut rng, 5),
+                    "{esc} refused"
+                );
                 // The escaped form decodes to the span: it round-trips.
                 assert_eq!(serde_json::from_str::<String>(&esc).unwrap(), span);
                 spans += 1;
                 // One character changed is no span (unless it happens to be one).
                 let changed = format!("{span}\u{7}");
                 let text = serde_json::to_string(&changed).unwrap();
-                assert_eq!(accepts_chunked(&c, text.as_bytes(), &mut rng, 5), src.contains(&changed));
+                assert_eq!(
+                    accepts_chunked(&c, text.as_bytes(), &mut rng, 5),
+                    src.contains(&changed)
+                );
             }
         }
         assert!(spans > 100);
@@ -154,9 +175,14 @@ fn normalisations_accept_what_they_say() {
     let (vocab, _, _) = synthetic_vocab(&[]);
     let mut rng = Rng::new(3);
     let src = "Total:\n\n   EUR 99.00\tpaid\nACME Ltd";
-    let ws = json!({"type": "string", "x-llamay-quote": {"source": true, "normalize": "whitespace"}});
+    let ws =
+        json!({"type": "string", "x-llamay-quote": {"source": true, "normalize": "whitespace"}});
     let c = constraint(&ws, src, &vocab);
-    for ok in ["\"Total: EUR 99.00 paid\"", "\"Total:\\n EUR\"", "\"99.00  paid\""] {
+    for ok in [
+        "\"Total: EUR 99.00 paid\"",
+        "\"Total:\\n EUR\"",
+        "\"99.00  paid\"",
+    ] {
         assert!(accepts_chunked(&c, ok.as_bytes(), &mut rng, 4), "{ok}");
     }
     assert!(!accepts_chunked(&c, b"\"Total:EUR\"", &mut rng, 4));
@@ -222,10 +248,16 @@ fn a_missing_source_is_refused_naming_the_keyword_and_where_it_sits() {
     let e = grammar_with(&schema, &sources("x")).unwrap_err();
     assert_eq!(e.keyword, "x-llamay-quote");
     assert_eq!(e.location, "properties.source_quote");
-    assert!(e.message.contains("\"contract\"") && e.message.contains("llamay_sources"), "{e}");
+    assert!(
+        e.message.contains("\"contract\"") && e.message.contains("llamay_sources"),
+        "{e}"
+    );
     let input = json!({"type": "string", "x-llamay-quote": true});
     let e = llamay_constrain::schema::grammar(&input).unwrap_err();
-    assert!(e.message.contains("x-llamay-quote") && e.message.contains("input"), "{e}");
+    assert!(
+        e.message.contains("x-llamay-quote") && e.message.contains("input"),
+        "{e}"
+    );
     let both = json!({"type": "string", "pattern": "a+", "x-llamay-quote": true});
     let e = grammar_with(&both, &sources("aaa")).unwrap_err();
     assert!(e.message.contains("pattern"), "{e}");
@@ -247,7 +279,9 @@ fn the_report_names_where_quotes_are_enforced() {
 fn a_one_megabyte_source_compiles_and_its_walks_stay_spans() {
     let (vocab, eog, special) = synthetic_vocab(&[" the", "name"]);
     let mut rng = Rng::new(99);
-    let words = ["the", "name", "invoice", "Zürich", "total", "\"q\"", "a\\b", "42,50", "\n"];
+    let words = [
+        "the", "name", "invoice", "Zürich", "total", "\"q\"", "a\\b", "42,50", "\n",
+    ];
     let mut src = String::new();
     while src.len() < 1 << 20 {
         src.push_str(words[rng.below(words.len())]);
@@ -256,7 +290,9 @@ fn a_one_megabyte_source_compiles_and_its_walks_stay_spans() {
     let schema = json!({"type": "string", "maxLength": 40, "x-llamay-quote": true});
     let c = constraint(&schema, &src, &vocab);
     for _ in 0..30 {
-        let w = random_walk(&c, eog, special, &mut rng, 20, 200, &|t: &[u8]| t.contains(&b'"'));
+        let w = random_walk(&c, eog, special, &mut rng, 20, 200, &|t: &[u8]| {
+            t.contains(&b'"')
+        });
         if w.finished {
             let v: String = serde_json::from_slice(&w.bytes).unwrap();
             assert!(src.contains(&v), "{v:?}");

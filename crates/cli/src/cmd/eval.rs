@@ -67,7 +67,7 @@ pub struct EvalArgs {
     /// Also run without the constraint, for comparison.
     #[arg(long, value_enum, default_value = "none")]
     pub compare: Compare,
-    /// Print the report as JSON instead of the table.
+    /// Print the report as JSON on stdout (the table goes to stderr).
     #[arg(long)]
     pub json: bool,
     /// Write a self-contained HTML report here.
@@ -124,18 +124,27 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
     // keyword and where it sits.
     let tree = llamay_constrain::schema::compile(&schema)
         .map_err(|e| user_error(format!("{}: {e}", a.schema.display())))?;
-    let fields = score::fields_of(&schema).map_err(|e| user_error(format!("{}: {e}", a.schema.display())))?;
+    let fields = score::fields_of(&schema)
+        .map_err(|e| user_error(format!("{}: {e}", a.schema.display())))?;
     let data = std::fs::read_to_string(&a.data)
         .map_err(|e| user_error(format!("cannot read data {}: {e}", a.data.display())))?;
     let (mut cases, bad_lines) = data::parse(&data);
     for b in &bad_lines {
-        eprintln!("{}: line {}: {} (skipped)", a.data.display(), b.line, b.error);
+        eprintln!(
+            "{}: line {}: {} (skipped)",
+            a.data.display(),
+            b.line,
+            b.error
+        );
     }
     if let Some(n) = a.n {
         cases.truncate(n);
     }
     if cases.is_empty() {
-        return Err(user_error(format!("{} has no usable lines", a.data.display())));
+        return Err(user_error(format!(
+            "{} has no usable lines",
+            a.data.display()
+        )));
     }
     let template = match &a.prompt {
         Some(p) if std::path::Path::new(p).is_file() => {
@@ -145,7 +154,9 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         None => DEFAULT_TEMPLATE.to_string(),
     };
     if !template.contains("{input}") {
-        return Err(user_error("-prompt must contain {input}, where the document goes".into()));
+        return Err(user_error(
+            "-prompt must contain {input}, where the document goes".into(),
+        ));
     }
     let plan = Arc::new(Plan {
         schema_text: serde_json::to_string_pretty(&schema)?,
@@ -188,8 +199,10 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
     let total = (cases.len() * modes.len()) as u64;
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {bar:32} {pos}/{len} runs · {elapsed} (eta {eta}) {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{spinner} {bar:32} {pos}/{len} runs · {elapsed} (eta {eta}) {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let docs = rt.block_on(async {
         // Load once before the flood, so a load failure is one clear error.
@@ -242,9 +255,12 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         temperature: a.temp,
     };
     if let Some(p) = &a.html {
-        std::fs::write(p, html::render(&e)).with_context(|| format!("cannot write {}", p.display()))?;
+        std::fs::write(p, html::render(&e))
+            .with_context(|| format!("cannot write {}", p.display()))?;
     }
     if a.json {
+        // The table still goes to the terminal, on stderr, so CI logs show it.
+        eprint!("{}", table::render(&e));
         println!("{}", serde_json::to_string_pretty(&e.to_json())?);
     } else {
         print!("{}", table::render(&e));
@@ -322,7 +338,14 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
 }
 
 /// Parses, validates and scores a finished run.
-fn scored(mut r: Run, case: &Case, fields: &[Field], tree: &CompiledSchema, plan: &Plan, tol: f64) -> Run {
+fn scored(
+    mut r: Run,
+    case: &Case,
+    fields: &[Field],
+    tree: &CompiledSchema,
+    plan: &Plan,
+    tol: f64,
+) -> Run {
     if r.error.is_none() {
         r.value = extract::first_json_value(&r.text).filter(Value::is_object);
     }

@@ -594,8 +594,16 @@ impl StringProg {
     /// [`Self::range_viable`] for a quote: some character in `lo..=hi` follows the span
     /// in the source, leaving room for what `min` still asks.
     fn span_range_viable(&self, q: &SpanAutomaton, s: &St, lo: u32, hi: u32) -> bool {
-        let lo = if (0xD800..=0xDFFF).contains(&lo) { 0xE000 } else { lo };
-        let hi = if (0xD800..=0xDFFF).contains(&hi) { 0xD7FF } else { hi };
+        let lo = if (0xD800..=0xDFFF).contains(&lo) {
+            0xE000
+        } else {
+            lo
+        };
+        let hi = if (0xD800..=0xDFFF).contains(&hi) {
+            0xD7FF
+        } else {
+            hi
+        };
         let (Some(a), Some(b)) = (char::from_u32(lo), char::from_u32(hi)) else {
             return false;
         };

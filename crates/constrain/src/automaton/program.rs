@@ -100,7 +100,13 @@ pub(crate) struct Program {
 
 /// What a string spec is looked up by: everything but the pattern's automaton, for
 /// which its source stands (equal digests are then compared in full).
-type StringDigest = (u32, Option<u32>, Vec<Vec<u8>>, Option<String>, Option<usize>);
+type StringDigest = (
+    u32,
+    Option<u32>,
+    Vec<Vec<u8>>,
+    Option<String>,
+    Option<usize>,
+);
 
 fn digest(spec: &JsonString) -> StringDigest {
     (

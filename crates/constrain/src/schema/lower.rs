@@ -34,7 +34,7 @@ use super::node::{
 };
 use super::quote::{numbers_in, Sources, Spans, KEYWORD as QUOTE};
 use crate::grammar::{
-    json, ByteDfa, Grammar, GrammarBuilder, JsonString, Member, RuleId, Symbol, SpanAutomaton,
+    json, ByteDfa, Grammar, GrammarBuilder, JsonString, Member, RuleId, SpanAutomaton, Symbol,
     Unordered,
 };
 

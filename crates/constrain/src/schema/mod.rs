@@ -83,8 +83,8 @@ pub use node::{
     ArraySpec, Bound, CompiledSchema, Def, DefId, IntegerSpec, Node, NumberSpec, ObjectSpec,
     Property, QuotedNumber, StringSpec,
 };
-pub use quote::{Quote, QuoteSource, Sources};
 pub use pattern::Pattern;
+pub use quote::{Quote, QuoteSource, Sources};
 
 /// Compiles a JSON Schema into its normalized tree, or refuses it.
 pub fn compile(schema: &serde_json::Value) -> Result<CompiledSchema, SchemaError> {

@@ -169,10 +169,9 @@ impl Spans {
             return Ok(a.clone());
         }
         let text = q.text(sources)?;
-        let a = Arc::new(
-            SpanAutomaton::new(text, q.normalize)
-                .map_err(|e| SchemaError::invalid(KEYWORD, &q.location, format!("cannot be enforced: {e}")))?,
-        );
+        let a = Arc::new(SpanAutomaton::new(text, q.normalize).map_err(|e| {
+            SchemaError::invalid(KEYWORD, &q.location, format!("cannot be enforced: {e}"))
+        })?);
         self.built.insert(key, a.clone());
         self.locations.push(q.location.clone());
         Ok(a)

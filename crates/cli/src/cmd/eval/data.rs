@@ -49,7 +49,10 @@ fn case(raw: &str, line: usize) -> Result<Case, String> {
         .and_then(Value::as_str)
         .ok_or("\"input\" is missing or not a string")?
         .to_string();
-    let expected = obj.get("expected").cloned().ok_or("\"expected\" is missing")?;
+    let expected = obj
+        .get("expected")
+        .cloned()
+        .ok_or("\"expected\" is missing")?;
     if !expected.is_object() {
         return Err("\"expected\" is not an object".into());
     }
@@ -61,9 +64,13 @@ fn case(raw: &str, line: usize) -> Result<Case, String> {
     };
     let mut sources = BTreeMap::new();
     if let Some(s) = obj.get("sources") {
-        let s = s.as_object().ok_or("\"sources\" is not an object of names to texts")?;
+        let s = s
+            .as_object()
+            .ok_or("\"sources\" is not an object of names to texts")?;
         for (k, t) in s {
-            let t = t.as_str().ok_or_else(|| format!("source {k:?} is not a string"))?;
+            let t = t
+                .as_str()
+                .ok_or_else(|| format!("source {k:?} is not a string"))?;
             sources.insert(k.clone(), t.to_string());
         }
     }

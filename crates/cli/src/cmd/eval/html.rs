@@ -150,13 +150,17 @@ pub fn render(e: &Evaluation) -> String {
         format!("{} / {}", s.grounded, s.quoted)
     });
     for (f, field) in e.fields.iter().enumerate() {
-        row(&mut p, &format!("{} invented / missed", escape(&field.name)), &|m| {
-            let s = e.field_stats(m, f);
-            format!(
-                "{} of {} · {} of {}",
-                s.invented, s.null_expected, s.missed, s.value_expected
-            )
-        });
+        row(
+            &mut p,
+            &format!("{} invented / missed", escape(&field.name)),
+            &|m| {
+                let s = e.field_stats(m, f);
+                format!(
+                    "{} of {} · {} of {}",
+                    s.invented, s.null_expected, s.missed, s.value_expected
+                )
+            },
+        );
     }
     row(&mut p, "latency p50 / p95", &|m| {
         let s = e.mode_stats(m);

@@ -56,10 +56,9 @@ impl Verdict {
 /// The fields of an object schema: its top-level properties, in order. Types are read
 /// from `type`, `enum`/`const`, and the branches of a type list (`["string", "null"]`).
 pub fn fields_of(schema: &Value) -> Result<Vec<Field>, String> {
-    let props = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .ok_or("the schema must be an object schema with \"properties\" to be scored field by field")?;
+    let props = schema.get("properties").and_then(Value::as_object).ok_or(
+        "the schema must be an object schema with \"properties\" to be scored field by field",
+    )?;
     let mut out = Vec::new();
     for (name, p) in props {
         let types: Vec<&str> = match p.get("type") {
@@ -67,7 +66,8 @@ pub fn fields_of(schema: &Value) -> Result<Vec<Field>, String> {
             Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
             _ => vec![],
         };
-        let exact = p.get("enum").is_some() || p.get("const").is_some() || types.contains(&"boolean");
+        let exact =
+            p.get("enum").is_some() || p.get("const").is_some() || types.contains(&"boolean");
         let kind = if exact {
             Kind::Exact
         } else if types.iter().any(|t| *t == "number" || *t == "integer") {
@@ -78,7 +78,9 @@ pub fn fields_of(schema: &Value) -> Result<Vec<Field>, String> {
             Kind::Exact
         };
         let quote = match p.get(llamay_constrain::schema::quote::KEYWORD) {
-            Some(q) => Some(Quote::read(q, &format!("properties.{name}")).map_err(|e| e.to_string())?),
+            Some(q) => {
+                Some(Quote::read(q, &format!("properties.{name}")).map_err(|e| e.to_string())?)
+            }
             None => None,
         };
         out.push(Field {
@@ -245,11 +247,17 @@ mod tests {
 
     #[test]
     fn grounding_is_a_substring_test_under_the_normalisation() {
-        let mut sources = Sources { input: Some("Total:\n  EUR 10".into()), ..Sources::default() };
+        let mut sources = Sources {
+            input: Some("Total:\n  EUR 10".into()),
+            ..Sources::default()
+        };
         sources.named.insert("po".into(), "PO 77".into());
         let q = |v: Value| Quote::read(&v, "p").unwrap();
         assert_eq!(grounded(&q(json!(true)), "EUR 10", &sources), Some(true));
-        assert_eq!(grounded(&q(json!(true)), "Total: EUR", &sources), Some(false));
+        assert_eq!(
+            grounded(&q(json!(true)), "Total: EUR", &sources),
+            Some(false)
+        );
         let ws = q(json!({"source": true, "normalize": "whitespace"}));
         assert_eq!(grounded(&ws, "Total: EUR", &sources), Some(true));
         assert_eq!(grounded(&q(json!("po")), "PO 77", &sources), Some(true));

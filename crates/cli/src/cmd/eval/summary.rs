@@ -50,7 +50,11 @@ impl Run {
         if self.verdicts.is_empty() {
             return 0.0;
         }
-        let right = self.verdicts.iter().filter(|v| **v == Verdict::Correct).count();
+        let right = self
+            .verdicts
+            .iter()
+            .filter(|v| **v == Verdict::Correct)
+            .count();
         right as f64 / self.verdicts.len() as f64
     }
 }
@@ -162,7 +166,8 @@ impl Evaluation {
     /// Documents by how badly they went (lowest mean score over the modes first).
     pub fn worst(&self, k: usize) -> Vec<&Doc> {
         let mut docs: Vec<&Doc> = self.docs.iter().collect();
-        let mean = |d: &Doc| d.runs.iter().map(Run::score).sum::<f64>() / d.runs.len().max(1) as f64;
+        let mean =
+            |d: &Doc| d.runs.iter().map(Run::score).sum::<f64>() / d.runs.len().max(1) as f64;
         docs.sort_by(|a, b| mean(a).total_cmp(&mean(b)));
         docs.truncate(k);
         docs

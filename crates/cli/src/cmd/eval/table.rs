@@ -59,7 +59,12 @@ pub fn render(e: &Evaluation) -> String {
             if s.quoted == 0 {
                 "-".into()
             } else {
-                format!("{} ({}/{})", pct(rate(s.grounded, s.quoted)), s.grounded, s.quoted)
+                format!(
+                    "{} ({}/{})",
+                    pct(rate(s.grounded, s.quoted)),
+                    s.grounded,
+                    s.quoted
+                )
             }
         }),
         ("errors", &|m| e.mode_stats(m).errors.to_string()),
