@@ -54,7 +54,11 @@ fn masks(c: &Constraint, tokens: &[u32]) -> Duration {
     for &t in tokens {
         let t0 = Instant::now();
         m.mask(&mut mask);
-        total += t0.elapsed();
+        let d = t0.elapsed();
+        if std::env::var_os("QUOTE_BENCH_STEPS").is_some() {
+            eprint!("{:.0}us ", d.as_secs_f64() * 1e6);
+        }
+        total += d;
         assert!(mask.is_allowed(t), "token {t} refused");
         m.commit(t).unwrap();
     }
@@ -69,6 +73,13 @@ fn main() {
         _ => RealModel::ALL.to_vec(),
     };
     let src = source();
+    if std::env::args().any(|a| a == "--automaton-only") {
+        // For `time` on a loaded machine: CPU seconds of 10 builds.
+        for _ in 0..10 {
+            llamay_constrain::grammar::SpanAutomaton::new(&src, Default::default()).unwrap();
+        }
+        return;
+    }
     let sources = Sources {
         input: Some(src.clone()),
         ..Sources::default()
@@ -104,6 +115,14 @@ fn main() {
             Constraint::from_grammar(&g, vocab).unwrap()
         };
         let vocab = fresh();
+        let sam = best(5, || {
+            let t0 = Instant::now();
+            let a =
+                llamay_constrain::grammar::SpanAutomaton::new(&src, Default::default()).unwrap();
+            let d = t0.elapsed();
+            drop(a);
+            d
+        });
         let compile_quote = best(5, || {
             let t0 = Instant::now();
             let c = compile(&quoted, vocab.clone());
@@ -126,11 +145,12 @@ fn main() {
         let (warm_q, warm_p) = (warm(&quoted), warm(&plain));
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
-            "{m:?}: {} tokens; compile (1 MB quote, schema -> constraint) {:.1} ms\n  \
+            "{m:?}: {} tokens; compile (1 MB quote, schema -> constraint) {:.1} ms (suffix automaton alone {:.1} ms)\n  \
              masks cold: quoted {:.2} ms, ordinary {:.2} ms, ratio {:.2}\n  \
              masks warm: quoted {:.3} ms, ordinary {:.3} ms, ratio {:.2}",
             tokens.len(),
             ms(compile_quote),
+            ms(sam),
             ms(cold_q),
             ms(cold_p),
             ms(cold_q) / ms(cold_p),

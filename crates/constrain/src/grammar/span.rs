@@ -5,8 +5,8 @@
 //!
 //! Built online in one pass (Blumer et al.'s construction): at most `2n - 1` states and
 //! `3n - 4` edges for `n` bytes, so memory and time are linear in the source. Edges are
-//! kept per state sorted by byte in one flat array (a binary search per step), and the
-//! start state, which sees every byte of the source, gets a dense table.
+//! per-state lists in one arena (most states have one or two), and the start state,
+//! which sees every byte of the source, gets a dense table.
 
 use std::fmt;
 
@@ -76,16 +76,13 @@ pub struct SpanAutomaton {
     normalize: Normalize,
     /// The normalised source (for equality, and for callers that check spans).
     text: Vec<u8>,
-    /// Per state `s`, its edges are `edge_bytes/edge_to[first[s]..first[s + 1]]`,
-    /// sorted by byte.
-    first: Vec<u32>,
-    edge_bytes: Vec<u8>,
-    edge_to: Vec<u32>,
-    /// The start state's transitions, dense.
-    root: Box<[u32; 256]>,
-    /// Per state, the most characters that can still follow (from the end of its first
-    /// occurrence to the end of the source).
-    room: Vec<u32>,
+    /// The automaton's states and edges (the start state's edges in `root`).
+    graph: Builder,
+    /// Characters (UTF-8 lead bytes) after each byte of the source: what can still
+    /// follow a span ending there.
+    after: Vec<u32>,
+    /// Characters in the whole source.
+    chars: u32,
 }
 
 impl PartialEq for SpanAutomaton {
@@ -99,7 +96,7 @@ impl fmt::Debug for SpanAutomaton {
         f.debug_struct("SpanAutomaton")
             .field("normalize", &self.normalize)
             .field("source_bytes", &self.text.len())
-            .field("states", &self.room.len())
+            .field("states", &self.graph.head.len())
             .finish_non_exhaustive()
     }
 }
@@ -117,34 +114,34 @@ struct Builder {
 }
 
 impl Builder {
-    fn get(&self, s: u32, b: u8) -> u32 {
-        if s == 0 {
-            return self.root[b as usize];
-        }
+    /// The edge of `s` on `b` (an index into `edges`), for a state other than the root.
+    fn find(&self, s: u32, b: u8) -> u32 {
         let mut e = self.head[s as usize];
         while e != NONE {
-            let (eb, to, next) = self.edges[e as usize];
+            let (eb, _, next) = self.edges[e as usize];
             if eb == b {
-                return to;
+                return e;
             }
             e = next;
         }
         NONE
     }
 
-    fn set(&mut self, s: u32, b: u8, to: u32) {
+    fn get(&self, s: u32, b: u8) -> u32 {
+        if s == 0 {
+            return self.root[b as usize];
+        }
+        match self.find(s, b) {
+            NONE => NONE,
+            e => self.edges[e as usize].1,
+        }
+    }
+
+    /// Adds an edge `s` is known not to have.
+    fn push(&mut self, s: u32, b: u8, to: u32) {
         if s == 0 {
             self.root[b as usize] = to;
             return;
-        }
-        let mut e = self.head[s as usize];
-        while e != NONE {
-            let edge = &mut self.edges[e as usize];
-            if edge.0 == b {
-                edge.1 = to;
-                return;
-            }
-            e = edge.2;
         }
         self.edges.push((b, to, self.head[s as usize]));
         self.head[s as usize] = (self.edges.len() - 1) as u32;
@@ -184,7 +181,7 @@ impl SpanAutomaton {
             let cur = b.add_state(b.len[last as usize] + 1, i as u32);
             let mut p = last;
             while p != NONE && b.get(p, c) == NONE {
-                b.set(p, c, cur);
+                b.push(p, c, cur);
                 p = b.link[p as usize];
             }
             if p == NONE {
@@ -198,12 +195,24 @@ impl SpanAutomaton {
                     let mut e = b.head[q as usize];
                     while e != NONE {
                         let (eb, to, next) = b.edges[e as usize];
-                        b.set(clone, eb, to);
+                        b.push(clone, eb, to);
                         e = next;
                     }
                     b.link[clone as usize] = b.link[q as usize];
-                    while p != NONE && b.get(p, c) == q {
-                        b.set(p, c, clone);
+                    // Redirect `p`'s edge on `c` (and its suffix links') from `q` to the clone.
+                    while p != NONE {
+                        if p == 0 {
+                            if b.root[c as usize] != q {
+                                break;
+                            }
+                            b.root[c as usize] = clone;
+                        } else {
+                            let e = b.find(p, c);
+                            if e == NONE || b.edges[e as usize].1 != q {
+                                break;
+                            }
+                            b.edges[e as usize].1 = clone;
+                        }
                         p = b.link[p as usize];
                     }
                     b.link[q as usize] = clone;
@@ -215,10 +224,8 @@ impl SpanAutomaton {
         Ok(Self::finish(b, text, normalize))
     }
 
-    /// Flattens the builder's lists into sorted edge runs and measures each state's room.
-    fn finish(b: Builder, text: Vec<u8>, normalize: Normalize) -> Self {
-        let states = b.len.len();
-        // Characters (UTF-8 lead bytes) strictly after each byte index.
+    /// Counts what can follow each byte, and drops what only the construction needed.
+    fn finish(mut b: Builder, text: Vec<u8>, normalize: Normalize) -> Self {
         let mut after = vec![0u32; text.len()];
         let mut count = 0u32;
         for i in (0..text.len()).rev() {
@@ -227,43 +234,14 @@ impl SpanAutomaton {
                 count += 1;
             }
         }
-        let mut first = Vec::with_capacity(states + 1);
-        let mut edge_bytes = Vec::with_capacity(b.edges.len());
-        let mut edge_to = Vec::with_capacity(b.edges.len());
-        let mut run: Vec<(u8, u32)> = Vec::new();
-        let mut room = Vec::with_capacity(states);
-        for s in 0..states {
-            first.push(edge_bytes.len() as u32);
-            room.push(if s == 0 {
-                count
-            } else {
-                after[b.end[s] as usize]
-            });
-            if s == 0 {
-                continue;
-            }
-            run.clear();
-            let mut e = b.head[s];
-            while e != NONE {
-                let (eb, to, next) = b.edges[e as usize];
-                run.push((eb, to));
-                e = next;
-            }
-            run.sort_unstable_by_key(|r| r.0);
-            for &(eb, to) in &run {
-                edge_bytes.push(eb);
-                edge_to.push(to);
-            }
-        }
-        first.push(edge_bytes.len() as u32);
+        b.len = Vec::new();
+        b.link = Vec::new();
         SpanAutomaton {
             normalize,
             text,
-            first,
-            edge_bytes,
-            edge_to,
-            root: b.root,
-            room,
+            graph: b,
+            after,
+            chars: count,
         }
     }
 
@@ -279,18 +257,14 @@ impl SpanAutomaton {
 
     /// Number of states.
     pub fn states(&self) -> usize {
-        self.room.len()
+        self.graph.head.len()
     }
 
     /// Heap bytes of the tables.
     pub(crate) fn heap_bytes(&self) -> usize {
         use crate::heap::vec;
-        vec(&self.text)
-            + vec(&self.first)
-            + vec(&self.edge_bytes)
-            + vec(&self.edge_to)
-            + vec(&self.room)
-            + 256 * 4
+        let g = &self.graph;
+        vec(&self.text) + vec(&g.head) + vec(&g.end) + vec(&g.edges) + vec(&self.after) + 256 * 4
     }
 
     /// The start state (the empty span).
@@ -299,16 +273,8 @@ impl SpanAutomaton {
     }
 
     fn raw_next(&self, s: u32, b: u8) -> Option<u32> {
-        if s == 0 {
-            let t = self.root[b as usize];
-            return (t != NONE).then_some(t);
-        }
-        let (lo, hi) = (
-            self.first[s as usize] as usize,
-            self.first[s as usize + 1] as usize,
-        );
-        let run = &self.edge_bytes[lo..hi];
-        run.binary_search(&b).ok().map(|k| self.edge_to[lo + k])
+        let t = self.graph.get(s, b);
+        (t != NONE).then_some(t)
     }
 
     /// The state after one more byte of the (decoded) value, `None` when the value so
@@ -331,7 +297,10 @@ impl SpanAutomaton {
 
     /// The most characters that can still follow the span `state` stands for.
     pub fn room(&self, state: u32) -> u32 {
-        self.room[(state & STATE_MASK) as usize]
+        match state & STATE_MASK {
+            0 => self.chars,
+            s => self.after[self.graph.end[s as usize] as usize],
+        }
     }
 
     /// Whether `value` is a span of the source under this normalisation (the
