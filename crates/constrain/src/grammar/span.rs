@@ -19,6 +19,8 @@ pub const MAX_SOURCE_BYTES: usize = 4 << 20;
 const AFTER_WS: u32 = 1 << 23;
 const STATE_MASK: u32 = AFTER_WS - 1;
 const NONE: u32 = u32::MAX;
+/// The end of an edge list (24 bits).
+const END: u32 = (1 << 24) - 1;
 
 /// How a value is compared with its source.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -108,8 +110,9 @@ struct Builder {
     head: Vec<u32>,
     /// End (byte index) of each state's first occurrence.
     end: Vec<u32>,
-    /// Arena: (byte, target, next edge of the same state).
-    edges: Vec<(u8, u32, u32)>,
+    /// Arena: (target, next edge of the same state | byte << 24); 8 bytes an edge,
+    /// since at most `3n` of them fit 24 bits for [`MAX_SOURCE_BYTES`].
+    edges: Vec<(u32, u32)>,
     root: Box<[u32; 256]>,
 }
 
@@ -117,12 +120,12 @@ impl Builder {
     /// The edge of `s` on `b` (an index into `edges`), for a state other than the root.
     fn find(&self, s: u32, b: u8) -> u32 {
         let mut e = self.head[s as usize];
-        while e != NONE {
-            let (eb, _, next) = self.edges[e as usize];
-            if eb == b {
+        while e != END {
+            let link = self.edges[e as usize].1;
+            if (link >> 24) as u8 == b {
                 return e;
             }
-            e = next;
+            e = link & END;
         }
         NONE
     }
@@ -133,7 +136,7 @@ impl Builder {
         }
         match self.find(s, b) {
             NONE => NONE,
-            e => self.edges[e as usize].1,
+            e => self.edges[e as usize].0,
         }
     }
 
@@ -143,14 +146,15 @@ impl Builder {
             self.root[b as usize] = to;
             return;
         }
-        self.edges.push((b, to, self.head[s as usize]));
+        self.edges
+            .push((to, self.head[s as usize] | u32::from(b) << 24));
         self.head[s as usize] = (self.edges.len() - 1) as u32;
     }
 
     fn add_state(&mut self, len: u32, end: u32) -> u32 {
         self.len.push(len);
         self.link.push(NONE);
-        self.head.push(NONE);
+        self.head.push(END);
         self.end.push(end);
         (self.len.len() - 1) as u32
     }
@@ -172,7 +176,7 @@ impl SpanAutomaton {
             link: Vec::with_capacity(2 * n + 1),
             head: Vec::with_capacity(2 * n + 1),
             end: Vec::with_capacity(2 * n + 1),
-            edges: Vec::with_capacity(2 * n),
+            edges: Vec::with_capacity(3 * n),
             root: Box::new([NONE; 256]),
         };
         b.add_state(0, 0);
@@ -193,10 +197,10 @@ impl SpanAutomaton {
                 } else {
                     let clone = b.add_state(b.len[p as usize] + 1, b.end[q as usize]);
                     let mut e = b.head[q as usize];
-                    while e != NONE {
-                        let (eb, to, next) = b.edges[e as usize];
-                        b.push(clone, eb, to);
-                        e = next;
+                    while e != END {
+                        let (to, link) = b.edges[e as usize];
+                        b.push(clone, (link >> 24) as u8, to);
+                        e = link & END;
                     }
                     b.link[clone as usize] = b.link[q as usize];
                     // Redirect `p`'s edge on `c` (and its suffix links') from `q` to the clone.
@@ -208,10 +212,10 @@ impl SpanAutomaton {
                             b.root[c as usize] = clone;
                         } else {
                             let e = b.find(p, c);
-                            if e == NONE || b.edges[e as usize].1 != q {
+                            if e == NONE || b.edges[e as usize].0 != q {
                                 break;
                             }
-                            b.edges[e as usize].1 = clone;
+                            b.edges[e as usize].0 = clone;
                         }
                         p = b.link[p as usize];
                     }
