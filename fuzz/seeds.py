@@ -10,6 +10,7 @@ files are small (a few hundred KB in all).
   few written here (tagged and overlapping oneOf, recursion, patterns, bounds).
 - gbnf: the shared grammars (the bad ones too).
 - chat_template: the Jinja templates of the Ollama index and the tiny models.
+- ollama_template: Ollama's Go templates.
 - request_body: request bodies written here, one per constraint surface.
 """
 import json, os, struct, sys
@@ -129,6 +130,9 @@ def main():
         if t not in seen:
             seen.add(t)
             write("chat_template", f"{name}.jinja", t)
+
+    for p in sorted((SHARED / "ollama-templates").glob("*.gotmpl")):
+        write("ollama_template", p.name, p.read_bytes())
 
     bodies = {
         "schema": {"messages": [{"role": "user", "content": "hi"}], "temperature": 0.7, "top_p": 0.9, "max_tokens": 64, "stop": ["\n"],

@@ -1,8 +1,49 @@
-//! What the fuzz targets share: a small vocabulary, and a bounded walk through a
-//! constraint that checks the matcher's invariants at every step.
+//! What the fuzz targets share: a small vocabulary, a bounded walk through a
+//! constraint that checks the matcher's invariants at every step, and the
+//! conversation the template targets render.
 
 use llamay_constrain::{Constraint, TokenMask, Vocabulary};
+use llamay_runtime::chat::{ChatMessage, ToolCallFunction, ToolCallMessage};
 use std::sync::{Arc, OnceLock};
+
+/// System, user, an assistant tool call, a tool result, and tools to offer.
+pub fn conversation() -> &'static (Vec<ChatMessage>, serde_json::Value) {
+    static C: OnceLock<(Vec<ChatMessage>, serde_json::Value)> = OnceLock::new();
+    C.get_or_init(|| {
+        let call = ChatMessage {
+            role: "assistant".into(),
+            content: None,
+            tool_calls: vec![ToolCallMessage {
+                id: "call_1".into(),
+                kind: "function".into(),
+                function: ToolCallFunction {
+                    name: "weather".into(),
+                    arguments: serde_json::json!({"city": "Paris"}),
+                },
+            }],
+            ..ChatMessage::default()
+        };
+        let result = ChatMessage {
+            role: "tool".into(),
+            content: Some("{\"c\": 21}".into()),
+            tool_call_id: Some("call_1".into()),
+            name: Some("weather".into()),
+            ..ChatMessage::default()
+        };
+        let messages = vec![
+            ChatMessage::new("system", "Be brief."),
+            ChatMessage::new("user", "Weather in Paris? ü 😀"),
+            call,
+            result,
+            ChatMessage::new("assistant", "21 °C."),
+            ChatMessage::new("user", "Thanks"),
+        ];
+        let tools = serde_json::json!([{"type": "function", "function": {
+            "name": "weather", "description": "Current weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+        (messages, tools)
+    })
+}
 
 /// Multi-byte tokens beside the 256 single bytes: JSON structure, escapes, UTF-8,
 /// words, whitespace runs (so masks have tokens that cross terminals).

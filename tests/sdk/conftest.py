@@ -21,19 +21,15 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server():
+def _start(model, ctx="1024", env=None):
     binary = os.environ.get("LLAMAY_BIN", os.path.join(ROOT, "target", "release", "llamay"))
-    model = subprocess.check_output(
-        ["python3", os.path.join(ROOT, "scripts", "fetch-test-models"), "--path", "smollm2"],
-        text=True,
-    ).strip()
     port = _free_port()
     proc = subprocess.Popen(
-        [binary, "serve", "-m", model, "-addr", f"127.0.0.1:{port}", "-ctx", "1024"],
+        [binary, "serve", "-m", model, "-addr", f"127.0.0.1:{port}", "-ctx", ctx],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
@@ -50,6 +46,44 @@ def server():
         time.sleep(0.2)
     with urllib.request.urlopen(base + "/v1/models") as r:
         name = json.load(r)["data"][0]["id"]
-    yield {"base": base, "model": name}
+    return proc, {"base": base, "model": name, "path": model}
+
+
+def _stop(proc):
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def server():
+    model = subprocess.check_output(
+        ["python3", os.path.join(ROOT, "scripts", "fetch-test-models"), "--path", "smollm2"],
+        text=True,
+    ).strip()
+    proc, info = _start(model)
+    yield info
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def qwen3_server():
+    """A reasoning model: random weights, Qwen3's real tokenizer and chat template
+    (scripts/make-test-qwen3)."""
+    model = subprocess.check_output(
+        ["python3", os.path.join(ROOT, "scripts", "make-test-qwen3")], text=True
+    ).strip()
+    proc, info = _start(model, ctx="2048")
+    yield info
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def qwen_server():
+    """The Qwen2.5 test model (the seed's own family), whose template renders tools."""
+    model = subprocess.check_output(
+        ["python3", os.path.join(ROOT, "scripts", "fetch-test-models"), "--path", "qwen2.5"],
+        text=True,
+    ).strip()
+    proc, info = _start(model, ctx="2048")
+    yield info
+    _stop(proc)

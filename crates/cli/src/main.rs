@@ -2,7 +2,9 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod client;
 mod cmd;
+mod interrupt;
 mod store_cmds;
 mod units;
 
@@ -12,11 +14,33 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// A local LLM runtime whose structured output cannot break.
 #[derive(Parser)]
-#[command(name = "llamay", version, about, long_about = None)]
+#[command(name = "llamay", version, about, long_about = None, after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// Every command with an example, under `llamay --help`.
+const EXAMPLES: &str = "\
+Examples:
+  llamay run qwen2.5:0.5b                      chat at the terminal (Ctrl-D or /bye leaves)
+  llamay run -m model.gguf -chat -json -p \"Describe a cat as JSON\"
+  llamay serve -m smollm2:135m                 OpenAI, Anthropic and Ollama routes on :11435
+  llamay ps                                    the models a running server holds
+  llamay stop smollm2:135m                     unload one of them
+  llamay show smollm2:135m                     architecture, size, tokenizer
+  llamay bench -m model.gguf                   prompt, decode and batched throughput
+  echo 'Hello' | llamay tokenize -m model.gguf token ids
+  llamay pull qwen2.5:0.5b                     download from a registry
+  llamay list                                  the models in the store
+  llamay cp qwen2.5:0.5b mine:latest           copy under a new name
+  llamay rm mine:latest                        remove a model
+  llamay import ./model.gguf mine:latest       add a local file to the store
+  llamay prune                                 delete blobs no model uses
+  llamay completions bash                      a shell completion script
+  llamay mask-worker -gguf model.gguf          token masks over JSON lines (benchmarks)
+
+Set LLAMAY_HOST to talk to a server elsewhere (run, ps and stop).";
 
 #[derive(Subcommand)]
 enum Command {
@@ -26,6 +50,10 @@ enum Command {
     Eval(Box<cmd::eval::EvalArgs>),
     /// Serve models over HTTP (OpenAI, Anthropic and Ollama routes).
     Serve(Box<cmd::serve::ServeArgs>),
+    /// List the models a running server holds in memory.
+    Ps(cmd::loaded::PsArgs),
+    /// Unload a model from a running server.
+    Stop(cmd::loaded::StopArgs),
     /// Describe a model: architecture, size, tokenizer, tensor types.
     Show(cmd::show::ShowArgs),
     /// Measure prompt, decode and batched-decode throughput and peak memory.
@@ -46,6 +74,8 @@ enum Command {
     Import(store_cmds::ImportArgs),
     /// Delete the blobs no model uses (and what interrupted pulls left).
     Prune(store_cmds::PruneArgs),
+    /// Print a shell completion script.
+    Completions(cmd::completions::CompletionsArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +108,9 @@ fn main() -> ExitCode {
         Command::Rm(a) => store_cmds::run_rm(&a),
         Command::Import(a) => store_cmds::run_import(&a),
         Command::Prune(a) => store_cmds::run_prune(&a),
+        Command::Ps(a) => cmd::loaded::run_ps(&a),
+        Command::Stop(a) => cmd::loaded::run_stop(&a),
+        Command::Completions(a) => cmd::completions::run(&a, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

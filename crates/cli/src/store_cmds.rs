@@ -294,10 +294,10 @@ pub fn print_store_facts(f: &ModelFacts, out: &mut impl Write) -> std::io::Resul
     Ok(())
 }
 
-fn write_table(
+pub fn write_table<const N: usize>(
     out: &mut impl Write,
-    header: &[String; 6],
-    rows: &[[String; 6]],
+    header: &[String; N],
+    rows: &[[String; N]],
 ) -> std::io::Result<()> {
     let mut widths = header.clone().map(|h| h.chars().count());
     for r in rows {
@@ -335,6 +335,19 @@ pub fn format_size(bytes: u64) -> String {
 /// `5 seconds ago`, `3 days ago`, ... as `list` prints the modification time.
 pub fn format_age(now: SystemTime, then: SystemTime) -> String {
     let secs = now.duration_since(then).unwrap_or(Duration::ZERO).as_secs();
+    format!("{} ago", span(secs))
+}
+
+/// `4 minutes from now`, as `ps` prints when a model is unloaded.
+pub fn format_until(now: SystemTime, then: SystemTime) -> String {
+    match then.duration_since(now) {
+        Ok(d) => format!("{} from now", span(d.as_secs())),
+        Err(_) => "now".to_string(),
+    }
+}
+
+/// `1 second`, `5 minutes`, `3 days`: the largest unit that fits.
+fn span(secs: u64) -> String {
     let (n, unit) = match secs {
         s if s < 60 => (s, "second"),
         s if s < 3600 => (s / 60, "minute"),
@@ -344,7 +357,7 @@ pub fn format_age(now: SystemTime, then: SystemTime) -> String {
         s if s < 365 * 86_400 => (s / (30 * 86_400), "month"),
         s => (s / (365 * 86_400), "year"),
     };
-    format!("{n} {unit}{} ago", if n == 1 { "" } else { "s" })
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Renders pull events on stderr: bars with speed and ETA on a terminal, plain
@@ -495,6 +508,11 @@ mod tests {
             format_age(now, now + Duration::from_secs(10)),
             "0 seconds ago"
         );
+        assert_eq!(
+            format_until(now, now + Duration::from_secs(4 * 60 + 30)),
+            "4 minutes from now"
+        );
+        assert_eq!(format_until(now, now - Duration::from_secs(1)), "now");
     }
 
     #[test]

@@ -95,7 +95,17 @@ fn json_on_the_seed_prompt_prints_one_document_and_the_two_mask_lines() {
 
 #[test]
 fn the_seed_order_schema_gives_a_document_that_validates() {
-    let model = real_model(RealModel::SmolLM2);
+    order_schema_validates(RealModel::SmolLM2);
+}
+
+/// The seed's own model family (Qwen2.5-Coder-0.5B-Instruct here).
+#[test]
+fn the_seed_order_schema_validates_on_qwen25() {
+    order_schema_validates(RealModel::Qwen25);
+}
+
+fn order_schema_validates(which: RealModel) {
+    let model = real_model(which);
     let schema_path = shared("corpus/seed/order.schema.json");
     let schema: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&schema_path).unwrap()).unwrap();

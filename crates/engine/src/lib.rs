@@ -31,7 +31,9 @@ pub use gguf::{
     ArrayIter, ArrayValue, GgufError, GgufFile, StrIter, TensorInfo, Value, ValueType, What,
 };
 pub use kv_cache::{KvType, SeqState};
-pub use model::{BatchSplit, LoadOptions, Model, ModelError, MAX_STEP_TOKENS};
+pub use model::{
+    l2_normalize, BatchSplit, Encoder, LoadOptions, Model, ModelError, Pooling, MAX_STEP_TOKENS,
+};
 pub use pool::ThreadPool;
 pub use quant::{Backend, KernelSet, QuantError};
 pub use sampler::{mask_allows, Rng, Sampler, SamplerConfig, StopConditions, StopReason, StopStep};

@@ -82,14 +82,8 @@ fn run(which: RealModel) {
         },
     )
     .unwrap();
-    let refj: Value = serde_json::from_str(
-        &std::fs::read_to_string(llamay_testdata::ref_path(&format!(
-            "logits/{}.json",
-            which.stem()
-        )))
-        .unwrap(),
-    )
-    .unwrap();
+    let refj: Value =
+        serde_json::from_str(&std::fs::read_to_string(which.logits_ref()).unwrap()).unwrap();
     let prompts = refj["prompts"].as_array().unwrap();
     assert_eq!(prompts.len(), 5);
     for p in prompts {
@@ -163,4 +157,9 @@ fn smollm2_matches_llama_cpp_table_b() {
 #[test]
 fn gemma3_matches_llama_cpp_table_b() {
     run(RealModel::Gemma3);
+}
+
+#[test]
+fn qwen25_matches_llama_cpp_table_b() {
+    run(RealModel::Qwen25);
 }

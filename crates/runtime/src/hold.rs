@@ -28,6 +28,10 @@ pub(crate) fn hold(
             };
             match ev {
                 Some(GenEvent::Text(t)) => text.push_str(&t),
+                // Thinking holds no calls: it passes as it comes.
+                Some(e @ GenEvent::Reasoning(_)) => {
+                    let _ = tx.send(e);
+                }
                 Some(GenEvent::Done(mut o)) => {
                     let p = parse(&text, &set);
                     if let Some(c) = p.content {

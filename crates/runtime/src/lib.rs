@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
+mod capabilities;
 pub mod chat;
 mod constraint;
 mod error;
@@ -18,6 +19,7 @@ mod hold;
 mod ids;
 mod loaded;
 mod params;
+pub mod reasoning;
 mod registry;
 mod request;
 mod scheduler;
@@ -25,13 +27,17 @@ mod service;
 mod stats;
 pub mod tools;
 
+pub use capabilities::Capabilities;
 pub use constraint::{
     checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, Surfaces,
 };
 pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
 pub use ids::{call_id, fresh_seed, short_id};
-pub use loaded::{LoadError, LoadedModel, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES};
+pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};
+pub use loaded::{
+    LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
+};
 pub use params::{Sampling, DEFAULT_MAX_TOKENS};
 pub use registry::{same_name, Instance, ModelSpec, Registry, RegistryConfig, MAX_LISTED_NAMES};
 pub use request::{GenEvent, GenRequest, Outcome, Prompt};

@@ -9,7 +9,8 @@ use llamay_engine::GgufFile;
 use llamay_engine::Tokenizer;
 use llamay_engine::{LoadOptions, Model};
 
-use crate::chat::{Builtin, ChatMessage, ChatTemplate, RenderOptions};
+use crate::chat::{Builtin, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions};
+use crate::reasoning::ThinkingFacts;
 
 /// Bytes of compiled constraints kept per model unless told otherwise (the
 /// vocabulary decides the masks, so each model has its own cache).
@@ -38,6 +39,48 @@ pub enum TemplateSource {
     File,
     /// A built-in template chosen from the vocabulary's turn markers.
     Builtin(Builtin),
+    /// The template layer of the model's Ollama manifest (Go `text/template`).
+    OllamaLayer,
+}
+
+/// The text layers an Ollama manifest puts beside the weights.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PromptLayers {
+    /// The Go template Ollama prompts the model with.
+    pub template: Option<String>,
+    /// The default system message.
+    pub system: Option<String>,
+    /// Default parameters (`stop`, `temperature`, …), a JSON object.
+    pub params: Option<serde_json::Value>,
+}
+
+impl PromptLayers {
+    pub fn of(r: &llamay_store::ResolvedModel) -> PromptLayers {
+        PromptLayers {
+            template: r.template.clone(),
+            system: r.system.clone(),
+            params: r.params.clone(),
+        }
+    }
+
+    /// The params layer's `stop` strings (Ollama applies them when a request names
+    /// none).
+    pub fn stop(&self) -> Vec<String> {
+        match self.params.as_ref().and_then(|p| p.get("stop")) {
+            Some(serde_json::Value::Array(a)) => a
+                .iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect(),
+            Some(serde_json::Value::String(s)) => vec![s.clone()],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// How a conversation becomes the prompt.
+enum Prompting {
+    Jinja(ChatTemplate),
+    Ollama(OllamaTemplate),
 }
 
 pub struct LoadedModel {
@@ -45,8 +88,10 @@ pub struct LoadedModel {
     pub tokenizer: Arc<Tokenizer>,
     pub vocab: Arc<Vocabulary>,
     pub constraints: ConstraintCache,
-    template: ChatTemplate,
+    template: Prompting,
     pub template_source: TemplateSource,
+    /// The thinking convention the model follows, if any (see `reasoning`).
+    pub thinking: Option<Arc<ThinkingFacts>>,
 }
 
 impl LoadedModel {
@@ -60,19 +105,50 @@ impl LoadedModel {
         opts: &LoadOptions,
         cache_bytes: usize,
     ) -> Result<LoadedModel, LoadError> {
+        Self::load_with_layers(path, opts, cache_bytes, &PromptLayers::default())
+    }
+
+    /// [`Self::load_with_cache`] for a model of an Ollama store: its template layer,
+    /// when it has one, is the prompt format (as Ollama prompts it), with its system
+    /// layer as the default system message. A layer our Go-template engine cannot
+    /// parse is set aside for the GGUF's own template, with a warning in the log.
+    pub fn load_with_layers(
+        path: &Path,
+        opts: &LoadOptions,
+        cache_bytes: usize,
+        layers: &PromptLayers,
+    ) -> Result<LoadedModel, LoadError> {
         let file = GgufFile::open(path).map_err(|source| LoadError::Open {
             path: path.display().to_string(),
             source,
         })?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
-        let (template, template_source) = match file.opt_str("tokenizer.chat_template") {
-            Ok(Some(src)) => (ChatTemplate::new(src)?, TemplateSource::File),
-            _ => {
+        let own_template = file.opt_str("tokenizer.chat_template").ok().flatten();
+        let layer = layers.template.as_deref().and_then(|src| {
+            OllamaTemplate::new(src, layers.system.as_deref())
+                .map_err(|e| {
+                    tracing::warn!(path = %path.display(), error = %e, "the Ollama template layer is not used")
+                })
+                .ok()
+        });
+        let (template, template_source) = match (layer, own_template) {
+            (Some(t), _) => (Prompting::Ollama(t), TemplateSource::OllamaLayer),
+            (None, Some(src)) => (
+                Prompting::Jinja(ChatTemplate::new(src)?),
+                TemplateSource::File,
+            ),
+            (None, None) => {
                 let b = Builtin::detect(|t| tokenizer.token_id(t).is_some());
-                (ChatTemplate::new(b.source())?, TemplateSource::Builtin(b))
+                (
+                    Prompting::Jinja(ChatTemplate::new(b.source())?),
+                    TemplateSource::Builtin(b),
+                )
             }
         };
+        let own_template = own_template.map(str::to_string);
         let model = Model::from_gguf(file, opts)?;
+        let thinking =
+            ThinkingFacts::new(&tokenizer, model.n_vocab(), own_template.as_deref()).map(Arc::new);
         let vocab = Arc::new(Vocabulary::new(
             tokenizer.vocab_bytes(),
             tokenizer.eog_ids(),
@@ -85,12 +161,16 @@ impl LoadedModel {
             vocab,
             template,
             template_source,
+            thinking,
         })
     }
 
     /// Whether the model's chat template renders tools itself.
     pub fn template_renders_tools(&self) -> bool {
-        self.template.renders_tools()
+        match &self.template {
+            Prompting::Jinja(t) => t.renders_tools(),
+            Prompting::Ollama(t) => t.renders_tools(),
+        }
     }
 
     /// Token ids of plain text, with the BOS/EOS the model's metadata asks for.
@@ -106,6 +186,17 @@ impl LoadedModel {
         messages: &[ChatMessage],
         tools: Option<&serde_json::Value>,
     ) -> Result<Vec<u32>, crate::chat::TemplateError> {
+        self.render_chat(messages, tools, None).map(|(ids, _)| ids)
+    }
+
+    /// [`Self::encode_chat`] with extra template variables (`chat_template_kwargs`,
+    /// `enable_thinking`), returning the rendered text too.
+    pub fn render_chat(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        kwargs: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<(Vec<u32>, String), crate::chat::TemplateError> {
         let tok = &self.tokenizer;
         let text_of = |id: Option<u32>| {
             id.map(|i| String::from_utf8_lossy(tok.token_bytes(i)).into_owned())
@@ -113,21 +204,26 @@ impl LoadedModel {
         };
         let bos = text_of(tok.bos());
         let eos = text_of(tok.eos());
-        let text = self.template.render(
-            messages,
-            &RenderOptions {
-                add_generation_prompt: true,
-                bos_token: &bos,
-                eos_token: &eos,
-                tools,
-            },
-        )?;
+        let text = match &self.template {
+            Prompting::Jinja(t) => t.render(
+                messages,
+                &RenderOptions {
+                    add_generation_prompt: true,
+                    bos_token: &bos,
+                    eos_token: &eos,
+                    tools,
+                    kwargs,
+                },
+            )?,
+            // Ollama's values have no template kwargs: its templates read `.Think`.
+            Prompting::Ollama(t) => t.render(messages, tools)?,
+        };
         let mut ids = tok.encode(text.as_bytes(), false, true);
         if let Some(b) = tok.bos().filter(|_| tok.add_bos()) {
             if ids.first() != Some(&b) {
                 ids.insert(0, b);
             }
         }
-        Ok(ids)
+        Ok((ids, text))
     }
 }

@@ -10,7 +10,7 @@ use llamay_engine::LoadOptions;
 use llamay_store::{ModelName, Store};
 
 use crate::error::Error;
-use crate::loaded::LoadedModel;
+use crate::loaded::{LoadedModel, PromptLayers};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::stats::Stats;
 
@@ -26,6 +26,8 @@ pub struct ModelSpec {
     /// Other strings that name this model: the exact `-m` argument it was served
     /// under (a path, or a name as typed), so a client can send what the user typed.
     pub aliases: Vec<String>,
+    /// An Ollama store's template, system and params layers, when it has them.
+    pub layers: PromptLayers,
 }
 
 impl ModelSpec {
@@ -50,6 +52,7 @@ impl ModelSpec {
             name,
             path,
             aliases,
+            layers: PromptLayers::default(),
         }
     }
 
@@ -205,6 +208,7 @@ impl Registry {
         let r = store.resolve_name(&parsed).map_err(|_| not_found())?;
         Ok(ModelSpec {
             name: parsed.short(),
+            layers: PromptLayers::of(&r),
             path: r.gguf,
             aliases: Vec::new(),
         })
@@ -257,11 +261,13 @@ impl Registry {
         let opts = self.cfg.load.clone();
         let path = spec.path.clone();
         let cache = self.cfg.constraint_cache_bytes;
-        let lm =
-            tokio::task::spawn_blocking(move || LoadedModel::load_with_cache(&path, &opts, cache))
-                .await
-                .map_err(|e| Error::internal(format!("loading the model failed: {e}")))?
-                .map_err(|e| Error::bad_request(format!("cannot load {}: {e}", spec.name)))?;
+        let layers = spec.layers.clone();
+        let lm = tokio::task::spawn_blocking(move || {
+            LoadedModel::load_with_layers(&path, &opts, cache, &layers)
+        })
+        .await
+        .map_err(|e| Error::internal(format!("loading the model failed: {e}")))?
+        .map_err(|e| Error::bad_request(format!("cannot load {}: {e}", spec.name)))?;
         let lm = Arc::new(lm);
         let instance = Arc::new(Instance {
             size: std::fs::metadata(&spec.path).map(|m| m.len()).unwrap_or(0),

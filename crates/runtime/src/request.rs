@@ -9,6 +9,7 @@ use llamay_constrain::MatcherStats;
 use crate::chat::ChatMessage;
 use crate::constraint::{ConstraintSpec, EnforcementReport};
 use crate::generate::{Finish, GenerationParams};
+use crate::reasoning::ThinkingAsk;
 use crate::tools::{ToolCall, ToolSet};
 
 /// What the model is given.
@@ -49,12 +50,20 @@ pub struct GenRequest {
     pub keep_alive: Option<Duration>,
     /// The tools offered (`None`: none, or `tool_choice: "none"`).
     pub tools: Option<Arc<ToolSet>>,
+    /// Thinking toggles and budget (reasoning models; see `reasoning`).
+    pub thinking: ThinkingAsk,
+    /// Extra chat-template variables (`chat_template_kwargs`).
+    pub template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Return the rendered prompt in the enforcement report (`llamay_echo_prompt`).
+    pub echo_prompt: bool,
 }
 
-/// What a generation sends back, in order: any number of `Text`, then one `Done` or
-/// one `Error`.
+/// What a generation sends back, in order: any number of `Reasoning` (a reasoning
+/// model's thinking), any number of `Text` (the answer), then one `Done` or one
+/// `Error`.
 #[derive(Clone, Debug)]
 pub enum GenEvent {
+    Reasoning(String),
     Text(String),
     Done(Box<Outcome>),
     Error(crate::error::Error),
@@ -76,6 +85,12 @@ pub struct Outcome {
     pub report: EnforcementReport,
     /// The calls the model made (filled in when tools were offered).
     pub tool_calls: Vec<ToolCall>,
+    /// The thinking text (without its markers), also streamed as `Reasoning` events.
+    pub reasoning: String,
+    /// Tokens of thinking, both markers included (a part of `completion_tokens`).
+    pub reasoning_tokens: usize,
+    /// The rendered prompt, when the request asked for it.
+    pub prompt_text: Option<String>,
 }
 
 impl Outcome {
@@ -83,7 +98,7 @@ impl Outcome {
     /// constraint was, what it did not enforce, and what it cost.
     pub fn llamay_json(&self) -> serde_json::Value {
         let mask = self.mask.as_ref();
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "constraint": self.report.kind,
             "not_enforced": self.report.not_enforced,
             "enforced": self.report.enforced,
@@ -92,6 +107,11 @@ impl Outcome {
             "mask_steps": mask.map(|m| m.steps),
             "mask_cache_hits": mask.map(|m| m.cache_hits),
             "finish": self.finish.as_str(),
-        })
+            "reasoning_tokens": self.reasoning_tokens,
+        });
+        if let Some(p) = &self.prompt_text {
+            v["prompt"] = serde_json::Value::String(p.clone());
+        }
+        v
     }
 }

@@ -25,6 +25,7 @@ use crate::constraint::EnforcementReport;
 use crate::error::Error;
 use crate::generate::{Decoder, Finish, GenerationParams, Step};
 use crate::loaded::LoadedModel;
+use crate::reasoning::ThinkPlan;
 use crate::request::{GenEvent, Outcome};
 use crate::stats::Stats;
 
@@ -64,6 +65,10 @@ pub struct Job {
     pub stream: bool,
     /// When the request reached the server (the timeout counts from here).
     pub arrived: Instant,
+    /// A reasoning model's thinking block (none: the answer from the first token).
+    pub thinking: Option<ThinkPlan>,
+    /// The rendered prompt, echoed in the outcome when asked for.
+    pub prompt_text: Option<String>,
 }
 
 /// The handle to one model's engine thread. Dropping it lets the thread finish its
@@ -250,7 +255,8 @@ impl EngineLoop {
                 &job.prompt,
                 &job.params,
                 job.constraint.as_ref(),
-            );
+            )
+            .with_thinking(job.thinking.clone());
             let now = Instant::now();
             self.active.push(Slot {
                 seq: model.new_sequence(),
@@ -388,6 +394,12 @@ impl EngineLoop {
             let r = s
                 .decoder
                 .step(tokenizer, row, &mut |t: &str| Slot::emit(job, held, t));
+            // Thinking goes out as it comes when streaming; the outcome has all of it.
+            if let Some(t) = s.decoder.take_reasoning() {
+                if job.stream {
+                    let _ = job.events.send(GenEvent::Reasoning(t));
+                }
+            }
             match r {
                 Ok(Step::Continue(tokens)) => {
                     s.feed.clear();
@@ -446,6 +458,9 @@ impl EngineLoop {
             mask: done.mask,
             report: s.job.report.clone(),
             tool_calls: Vec::new(),
+            reasoning: done.reasoning,
+            reasoning_tokens: done.reasoning_tokens,
+            prompt_text: s.job.prompt_text.take(),
         };
         let _ = events.send(GenEvent::Done(Box::new(outcome)));
     }

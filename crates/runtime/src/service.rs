@@ -7,10 +7,14 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use crate::capabilities::no_tools;
 use crate::constraint::ConstraintSpec;
 use crate::error::Error;
 use crate::generate::check_prompt;
+use crate::generate::GenerationParams;
 use crate::hold::hold;
+use crate::loaded::{PromptLayers, TemplateSource};
+use crate::reasoning::{decide, start_of, ThinkPlan};
 use crate::registry::Registry;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::scheduler::Job;
@@ -33,6 +37,17 @@ pub struct Started {
     pub model: String,
     pub prompt_tokens: usize,
     pub created: SystemTime,
+    /// The generation opens with a thinking block (a reasoning model, thinking on).
+    pub thinks: bool,
+}
+
+/// A request that names no stop strings gets its model's params layer's, as Ollama
+/// applies a model's defaults.
+fn with_layer_stops(mut params: GenerationParams, layers: &PromptLayers) -> GenerationParams {
+    if params.stop.is_empty() {
+        params.stop = layers.stop();
+    }
+    params
 }
 
 impl Runtime {
@@ -47,36 +62,73 @@ impl Runtime {
             self.default_grammar.as_ref(),
         );
         let lm = instance.lm.clone();
+        if req.tools.is_some() && matches!(lm.template_source, TemplateSource::Builtin(_)) {
+            return Err(no_tools(&instance.spec.name));
+        }
         let prompt = req.prompt;
         let tools = req.tools.clone();
+        // Thinking is a chat matter: a raw prompt is the caller's own.
+        let facts = match &prompt {
+            Prompt::Chat(_) => lm.thinking.clone(),
+            Prompt::Raw(_) if req.thinking.enabled.is_some() || req.thinking.budget.is_some() => {
+                return Err(Error::bad_request(format!(
+                    "{} applies to chat prompts: a raw prompt is the caller's own, thinking \
+                     markers included",
+                    req.thinking.field
+                )))
+            }
+            Prompt::Raw(_) => None,
+        };
+        let decided = decide(
+            facts.as_deref(),
+            &req.thinking,
+            &instance.spec.name,
+            req.params.max_tokens,
+        )?;
+        let mut kwargs = req.template_kwargs.unwrap_or_default();
+        if let Some((name, on)) = decided.as_ref().and_then(|d| d.kwarg) {
+            kwargs.insert(name.into(), serde_json::Value::Bool(on));
+        }
+        let echo = req.echo_prompt;
         let prepared = tokio::task::spawn_blocking(move || {
-            let tokens = match prompt {
+            let (tokens, text) = match prompt {
                 Prompt::Chat(messages) => {
                     let (messages, tools) =
                         prompt::prepare(messages, tools.as_deref(), lm.template_renders_tools());
-                    lm.encode_chat(&messages, tools.as_ref())
+                    let kwargs = (!kwargs.is_empty()).then_some(&kwargs);
+                    lm.render_chat(&messages, tools.as_ref(), kwargs)
                         .map_err(|e| Error::bad_request(format!("cannot render the chat: {e}")))?
                 }
-                Prompt::Raw(text) => lm.encode_raw(&text),
+                Prompt::Raw(text) => (lm.encode_raw(&text), text),
             };
             check_prompt(&tokens, lm.model.n_ctx())
                 .map_err(|e| Error::bad_request(e.to_string()))?;
             let (constraint, report) = spec.build(&lm)?;
-            Ok::<_, Error>((tokens, constraint, report))
+            let thinking = facts.zip(decided).map(|(facts, d)| ThinkPlan {
+                start: start_of(facts.convention, &text, d.enabled),
+                budget: d.budget,
+                facts,
+            });
+            Ok::<_, Error>((tokens, constraint, report, thinking, echo.then_some(text)))
         })
         .await
         .map_err(|e| Error::internal(format!("preparing the request failed: {e}")))??;
-        let (tokens, constraint, report) = prepared;
+        let (tokens, constraint, report, thinking, prompt_text) = prepared;
         let (tx, rx) = unbounded_channel();
         let prompt_tokens = tokens.len();
+        let thinks = thinking
+            .as_ref()
+            .is_some_and(|p| p.start != crate::reasoning::ThinkStart::Answer);
         instance.scheduler.submit(Job {
             prompt: tokens,
-            params: req.params,
+            params: with_layer_stops(req.params, &instance.spec.layers),
             constraint,
             report,
             events: tx,
             stream: req.stream,
             arrived,
+            thinking,
+            prompt_text,
         })?;
         Ok(Started {
             events: match req.tools {
@@ -85,6 +137,7 @@ impl Runtime {
             },
             model: instance.spec.name.clone(),
             prompt_tokens,
+            thinks,
             created: SystemTime::now(),
         })
     }
@@ -96,6 +149,8 @@ pub async fn collect(mut events: UnboundedReceiver<GenEvent>) -> Result<(String,
     while let Some(ev) = events.recv().await {
         match ev {
             GenEvent::Text(t) => text.push_str(&t),
+            // The outcome carries the whole thinking text.
+            GenEvent::Reasoning(_) => {}
             GenEvent::Done(o) => return Ok((text, *o)),
             GenEvent::Error(e) => return Err(e),
         }

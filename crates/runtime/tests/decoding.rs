@@ -253,6 +253,8 @@ fn the_scheduler_gives_each_request_what_generate_gives_it_alone() {
                 events: tx,
                 stream: false,
                 arrived: Instant::now(),
+                thinking: None,
+                prompt_text: None,
             })
             .unwrap();
         receivers.push(rx);
@@ -263,6 +265,7 @@ fn the_scheduler_gives_each_request_what_generate_gives_it_alone() {
         loop {
             match rx.blocking_recv().expect("the engine hung up") {
                 GenEvent::Text(t) => text.push_str(&t),
+                GenEvent::Reasoning(t) => panic!("no thinking was asked for: {t}"),
                 GenEvent::Done(_) => break,
                 GenEvent::Error(e) => panic!("{}", e.message),
             }

@@ -43,9 +43,11 @@ pub fn routes(addr: &str) -> String {
     let u = format!("http://{addr}");
     format!(
         "\n  OpenAI      POST {u}/v1/chat/completions   (and /v1/completions, GET /v1/models)\n  \
+         Responses   POST {u}/v1/responses          (and GET, DELETE /v1/responses/ID)\n  \
          Anthropic   POST {u}/v1/messages\n  \
          Ollama      POST {u}/api/chat              (and /api/generate, /api/tags, /api/show, /api/ps)\n  \
          Models      POST {u}/api/pull              (and /api/copy, /api/delete)\n  \
+         Catalog     GET  {u}/v1/catalog/models\n  \
          Stats       GET  {u}/v1/stats\n"
     )
 }

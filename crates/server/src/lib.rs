@@ -12,6 +12,7 @@ pub mod banner;
 pub mod boundary;
 pub mod http;
 mod ids;
+pub mod kept;
 mod listen;
 pub mod router;
 mod serve;

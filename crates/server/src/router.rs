@@ -16,7 +16,7 @@ use axum::{Json, Router};
 use axum::body::Body;
 use llamay_runtime::Registry;
 
-use crate::api::{anthropic, ollama, openai};
+use crate::api::{anthropic, catalog, ollama, openai, responses};
 use crate::boundary::Refusal;
 use crate::http::error::{ApiError, ErrorShape};
 use crate::http::AppState;
@@ -25,6 +25,8 @@ use crate::http::AppState;
 pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(openai::routes())
+        .merge(responses::routes())
+        .merge(catalog::routes())
         .merge(anthropic::routes())
         .merge(ollama::routes())
         .route("/health", get(health))

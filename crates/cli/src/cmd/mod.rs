@@ -1,8 +1,10 @@
 //! One module per subcommand. Each exposes a clap `Args` struct and `run`.
 
 pub mod bench;
+pub mod completions;
 pub mod eval;
 pub mod load_args;
+pub mod loaded;
 pub mod mask_worker;
 pub mod run;
 pub mod serve;

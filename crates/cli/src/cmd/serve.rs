@@ -8,7 +8,8 @@ use anyhow::Context;
 use clap::Args;
 use llamay_engine::{GgufFile, ModelFacts};
 use llamay_runtime::{
-    checked_grammar, ModelSpec, Registry, RegistryConfig, Runtime, SchedulerConfig, Stats,
+    checked_grammar, ModelSpec, PromptLayers, Registry, RegistryConfig, Runtime, SchedulerConfig,
+    Stats,
 };
 use llamay_server::{ServeOptions, DEFAULT_BODY_LIMIT};
 
@@ -145,10 +146,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
 
 /// The serve model: a file or a store name (pulled if missing). The exact string
 /// given names it on every route, beside its short name.
-fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
+pub(crate) fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
     if Path::new(m).is_file() {
         return Ok(ModelSpec::from_arg(m, PathBuf::from(m), None));
     }
     let r = crate::store_cmds::ensure_model(m, &Default::default())?;
-    Ok(ModelSpec::from_arg(m, r.gguf, r.name.map(|n| n.short())))
+    let layers = PromptLayers::of(&r);
+    Ok(ModelSpec {
+        layers,
+        ..ModelSpec::from_arg(m, r.gguf, r.name.map(|n| n.short()))
+    })
 }

@@ -65,7 +65,7 @@ fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
     v.as_ref().map_or("-".to_string(), |v| v.to_string())
 }
 
-fn render(path: &str, m: &ModelFacts) -> String {
+pub fn render(path: &str, m: &ModelFacts) -> String {
     let tokenizer = match (&m.tokenizer_model, &m.tokenizer_pre) {
         (Some(model), Some(pre)) => format!("{model} (pre: {pre})"),
         (Some(model), None) => model.clone(),

@@ -140,3 +140,32 @@ pub fn constraint(
     })?;
     Ok((c, report))
 }
+
+/// The limits a schema is held to (SPEC §5), as a catalog reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchemaLimits {
+    /// Properties one object may declare.
+    pub properties_per_object: usize,
+    /// Members of one `enum`.
+    pub enum_members: usize,
+    /// Alternatives of one `anyOf` / `oneOf`.
+    pub any_of_alternatives: usize,
+    /// DFA states of one `pattern`.
+    pub pattern_states: usize,
+    /// Depth of `$ref` recursion.
+    pub recursion_depth: usize,
+    /// Characters of structural whitespace per document.
+    pub whitespace_budget: u32,
+}
+
+/// The limits this build enforces.
+pub fn limits() -> SchemaLimits {
+    SchemaLimits {
+        properties_per_object: shape::MAX_PROPERTIES,
+        enum_members: facets::MAX_ENUM,
+        any_of_alternatives: facets::MAX_ALTERNATIVES,
+        pattern_states: pattern::MAX_PATTERN_STATES,
+        recursion_depth: build::MAX_REF_DEPTH,
+        whitespace_budget: crate::grammar::DEFAULT_WS_BUDGET,
+    }
+}

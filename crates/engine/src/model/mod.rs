@@ -6,6 +6,7 @@
 
 mod arena;
 mod attention;
+mod encoder;
 mod forward;
 mod heads;
 mod hparams;
@@ -19,6 +20,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+pub use encoder::{l2_normalize, Encoder, Pooling};
 pub use forward::MAX_STEP_TOKENS;
 pub use split::BatchSplit;
 

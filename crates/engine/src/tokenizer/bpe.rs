@@ -22,6 +22,10 @@ pub(super) struct BpeModel {
     byte_ids: [u32; 256],
     /// Words found whole in the vocabulary skip merging (llama.cpp's `ignore_merges`).
     ignore_merges: bool,
+    /// Symbols start as UTF-8 characters found by their bytes, and one no token
+    /// spells is written as its bytes' `byte_ids` (Gemma 4). Otherwise symbols start
+    /// as single bytes.
+    over_chars: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -39,6 +43,8 @@ type Queue = BinaryHeap<Reverse<(u32, u32, u32, u32, u32)>>;
 #[derive(Default)]
 pub(super) struct BpeScratch {
     syms: Vec<Sym>,
+    /// Byte offset of each symbol (character mode).
+    starts: Vec<usize>,
     heap: Queue,
 }
 
@@ -58,6 +64,19 @@ impl BpeModel {
             merges: map,
             byte_ids: byte_ids.map(|b| b.unwrap_or(NONE)),
             ignore_merges,
+            over_chars: false,
+        }
+    }
+
+    /// A model whose symbols start as characters; `byte_fallback` holds the
+    /// `<0xNN>` token of each byte.
+    pub(super) fn over_chars(
+        merges: &[(u32, u32, u32)],
+        byte_fallback: [Option<u32>; 256],
+    ) -> BpeModel {
+        BpeModel {
+            over_chars: true,
+            ..BpeModel::new(merges, byte_fallback, false)
         }
     }
 
@@ -70,6 +89,9 @@ impl BpeModel {
         out: &mut Vec<u32>,
         s: &mut BpeScratch,
     ) {
+        if self.over_chars {
+            return self.encode_chars(word, by_bytes, out, s);
+        }
         if word.len() == 1 {
             push_id(self.byte_ids[word[0] as usize], out);
             return;
@@ -92,6 +114,64 @@ impl BpeModel {
                 i as u32 + 1
             },
         }));
+        self.merge(s);
+        let mut i = 0;
+        while i != NONE {
+            let sym = s.syms[i as usize];
+            // A symbol with no token is dropped, as llama.cpp's fallback finds none.
+            push_id(sym.id, out);
+            i = sym.next;
+        }
+    }
+
+    /// [`Self::encode_word`] over characters: each starts as the token spelling it,
+    /// and a symbol left with no token at the end goes out byte by byte.
+    fn encode_chars(
+        &self,
+        word: &[u8],
+        by_bytes: &StrTable,
+        out: &mut Vec<u32>,
+        s: &mut BpeScratch,
+    ) {
+        s.syms.clear();
+        s.starts.clear();
+        let mut at = 0;
+        while at < word.len() {
+            let len = utf8_len(word[at]).min(word.len() - at);
+            let i = s.syms.len() as u32;
+            s.syms.push(Sym {
+                id: by_bytes.find(&word[at..at + len]).unwrap_or(NONE),
+                len: len as u32,
+                prev: if i == 0 { NONE } else { i - 1 },
+                next: i + 1,
+            });
+            s.starts.push(at);
+            at += len;
+        }
+        let Some(last) = s.syms.last_mut() else {
+            return;
+        };
+        last.next = NONE;
+        self.merge(s);
+        // A merged symbol keeps its left part's index, so its bytes start there.
+        let mut i = 0;
+        while i != NONE {
+            let sym = s.syms[i as usize];
+            if sym.id != NONE {
+                out.push(sym.id);
+            } else {
+                let start = s.starts[i as usize];
+                for &b in &word[start..start + sym.len as usize] {
+                    push_id(self.byte_ids[b as usize], out);
+                }
+            }
+            i = sym.next;
+        }
+    }
+
+    /// Applies the merges to the symbol list, lowest rank first, ties leftmost.
+    fn merge(&self, s: &mut BpeScratch) {
+        let n = s.syms.len() as u32;
         s.heap.clear();
         for i in 1..n {
             self.push_pair(&s.syms, i - 1, i, &mut s.heap);
@@ -118,13 +198,6 @@ impl BpeModel {
                 self.push_pair(&s.syms, l, rs.next, &mut s.heap);
             }
         }
-        let mut i = 0;
-        while i != NONE {
-            let sym = s.syms[i as usize];
-            // A symbol with no token is dropped, as llama.cpp's fallback finds none.
-            push_id(sym.id, out);
-            i = sym.next;
-        }
     }
 
     fn push_pair(&self, syms: &[Sym], l: u32, r: u32, heap: &mut Queue) {
@@ -135,6 +208,16 @@ impl BpeModel {
         if let Some(&(rank, _)) = self.merges.get(&key(a.id, b.id)) {
             heap.push(Reverse((rank, l, r, a.len, b.len)));
         }
+    }
+}
+
+/// The length of the UTF-8 sequence a lead byte opens (1 for a stray byte).
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0xF0..=0xF7 => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
     }
 }
 

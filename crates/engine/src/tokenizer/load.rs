@@ -11,6 +11,7 @@ use super::special::SpecialMatcher;
 use super::spm;
 use super::table::StrTable;
 use super::unicode;
+use super::wpm::{Normalizer, WpmModel};
 use super::{SpecialIds, Tokenizer, TokenizerError, TokenizerKind};
 
 /// Upper bound on the vocabulary size (llama.cpp's ids are `int32`).
@@ -124,10 +125,18 @@ impl Tokenizer {
             .unwrap_or(kind == TokenizerKind::Spm);
         let clean_spaces = match kind {
             TokenizerKind::Spm => false,
+            TokenizerKind::Wpm => true,
             TokenizerKind::Bpe { .. } => PreTokenizer::clean_spaces(pre_name),
         };
         let mut sp = read_special_ids(f, kind, n)?;
         let (add_bos, add_eos) = read_add_special(f, kind, &sp)?;
+        let add_sep = f
+            .opt_bool(&key("add_sep_token"))?
+            .unwrap_or(kind == TokenizerKind::Wpm);
+        let wpm = match kind {
+            TokenizerKind::Wpm => Some(wpm_model(f, &texts, &sp)?),
+            _ => None,
+        };
         find_specials_by_text(&texts, &mut sp, &mut attrs);
         let eog = end_of_generation(&texts, &sp, &mut attrs);
         // Each token's bytes (llama.cpp's piece cache, built before the strip flags).
@@ -138,10 +147,11 @@ impl Tokenizer {
                 (by_bytes, Some(bpe), [None; 256])
             }
             TokenizerKind::Spm => (StrTable::default(), None, spm_byte_ids(&texts)),
+            TokenizerKind::Wpm => (StrTable::default(), None, [None; 256]),
         };
         let barriers = match kind {
             TokenizerKind::Spm => spm::Barriers::new(&texts),
-            TokenizerKind::Bpe { .. } => spm::Barriers::default(),
+            TokenizerKind::Bpe { .. } | TokenizerKind::Wpm => spm::Barriers::default(),
         };
         let matcher = special_matcher(f, pre_name, &texts, &mut attrs)?;
 
@@ -157,9 +167,11 @@ impl Tokenizer {
             eog,
             add_bos,
             add_eos,
+            add_sep,
             add_space_prefix,
             clean_spaces,
             bpe,
+            wpm,
             byte_ids,
             barriers,
             matcher,
@@ -173,6 +185,7 @@ impl Tokenizer {
     fn newline_id(&self) -> Option<u32> {
         match self.kind {
             TokenizerKind::Spm => self.byte_ids[b'\n' as usize].or(self.special.pad),
+            TokenizerKind::Wpm => self.special.pad,
             TokenizerKind::Bpe { pre } => {
                 let mut out = Vec::new();
                 let mut s = super::Scratch::default();
@@ -190,9 +203,15 @@ fn read_kind(f: &GgufFile) -> Result<(TokenizerKind, &str), TokenizerError> {
     let pre_name = f.opt_str(&key("pre"))?.unwrap_or("");
     let kind = match model {
         "llama" => TokenizerKind::Spm,
+        "bert" => TokenizerKind::Wpm,
         "gpt2" => TokenizerKind::Bpe {
             pre: PreTokenizer::from_name(pre_name)
+                .filter(|p| p.byte_encoded())
                 .ok_or_else(|| TokenizerError::UnsupportedPre(pre_name.into()))?,
+        },
+        // llama.cpp sets Gemma 4's pre-tokenizer whatever the file says.
+        "gemma4" => TokenizerKind::Bpe {
+            pre: PreTokenizer::Gemma4,
         },
         other => return Err(TokenizerError::UnsupportedModel(other.into())),
     };
@@ -268,6 +287,13 @@ fn read_special_ids(
             sp.bos = in_vocab(11);
             sp.eos = in_vocab(11);
         }
+        TokenizerKind::Wpm => {
+            sp.bos = in_vocab(101);
+            sp.unk = in_vocab(100);
+            sp.sep = in_vocab(102);
+            sp.pad = in_vocab(0);
+            sp.mask = in_vocab(103);
+        }
     }
     type Slot = fn(&mut SpecialIds) -> &mut Option<u32>;
     let slots: [(&str, Slot); 17] = [
@@ -306,11 +332,19 @@ fn read_add_special(
     sp: &SpecialIds,
 ) -> Result<(bool, bool), TokenizerError> {
     let (mut add_bos, mut add_eos) = match kind {
-        TokenizerKind::Spm => (true, false),
+        TokenizerKind::Spm | TokenizerKind::Wpm => (true, false),
         TokenizerKind::Bpe { pre } => (pre == PreTokenizer::Llama3, false),
     };
     if let Some(b) = f.opt_bool(&key("add_bos_token"))? {
         add_bos = b;
+    }
+    // llama.cpp forces BOS on for Gemma 4, over the file's key.
+    if kind
+        == (TokenizerKind::Bpe {
+            pre: PreTokenizer::Gemma4,
+        })
+    {
+        add_bos = true;
     }
     if let Some(b) = f.opt_bool(&key("add_eos_token"))? {
         add_eos = b;
@@ -405,6 +439,18 @@ fn bpe_tables(
     pre: PreTokenizer,
     texts: &StrTable,
 ) -> Result<(StrTable, BpeModel), TokenizerError> {
+    let merges = read_merges(f, texts)?;
+    if !pre.byte_encoded() {
+        // Gemma 4: words are matched against the token texts themselves (spaces as
+        // `▁`), and a character no token spells falls back to its `<0xNN>` bytes.
+        let mut by_text = StrTable::with_capacity(texts.len(), texts.total_bytes());
+        for id in 0..texts.len() as u32 {
+            by_text.push(texts.get(id));
+        }
+        by_text.build_index(|_| true);
+        let bpe = BpeModel::over_chars(&merges, spm_byte_ids(texts));
+        return Ok((by_text, bpe));
+    }
     let n = texts.len();
     let mut ok = vec![true; n];
     let mut by_bytes = StrTable::with_capacity(n, texts.total_bytes());
@@ -422,7 +468,6 @@ fn bpe_tables(
     for (b, slot) in byte_tok.iter_mut().enumerate() {
         *slot = by_bytes.find(&[b as u8]);
     }
-    let merges = read_merges(f, texts)?;
     let bpe = BpeModel::new(&merges, byte_tok, pre.ignore_merges());
     Ok((by_bytes, bpe))
 }
@@ -497,7 +542,8 @@ fn build_pieces(
                 buf.extend_from_slice(text);
             } else if a.any(TokenAttr::NORMAL) {
                 match kind {
-                    TokenizerKind::Spm => unescape_spaces(text, buf),
+                    TokenizerKind::Spm | TokenizerKind::Wpm => unescape_spaces(text, buf),
+                    TokenizerKind::Bpe { pre } if !pre.byte_encoded() => unescape_spaces(text, buf),
                     TokenizerKind::Bpe { .. } => llama_decode_text(text, buf, &mut cpts),
                 }
             } else if a.any(TokenAttr::BYTE) {
@@ -610,4 +656,29 @@ fn apply_strip_flags(
         set(attrs, "[MASK]", TokenAttr::LSTRIP, true);
     }
     Ok(())
+}
+
+/// WordPiece: the normaliser switches (lowercasing on by default, accent stripping
+/// following it) and the longest token.
+fn wpm_model(f: &GgufFile, texts: &StrTable, sp: &SpecialIds) -> Result<WpmModel, TokenizerError> {
+    let lowercase = f.opt_bool(&key("normalizer.lowercase"))?.unwrap_or(true);
+    let strip_accents = f
+        .opt_bool(&key("normalizer.strip_accents"))?
+        .unwrap_or(lowercase);
+    if sp.bos.is_none() || sp.sep.is_none() {
+        return Err(invalid(
+            "a WordPiece vocabulary needs its CLS and SEP tokens",
+        ));
+    }
+    Ok(WpmModel {
+        norm: Normalizer {
+            lowercase,
+            strip_accents,
+        },
+        max_token_len: (0..texts.len() as u32)
+            .map(|id| texts.get(id).len())
+            .max()
+            .unwrap_or(0),
+        unk: sp.unk,
+    })
 }

@@ -20,6 +20,7 @@ mod special;
 mod spm;
 mod table;
 mod unicode;
+mod wpm;
 
 use std::cell::RefCell;
 
@@ -31,6 +32,7 @@ use bpe::{BpeModel, BpeScratch};
 use special::{Fragment, SpecialMatcher};
 use spm::SpmScratch;
 use table::StrTable;
+use wpm::{WpmModel, WpmScratch};
 
 use crate::gguf::GgufError;
 
@@ -54,6 +56,8 @@ pub enum TokenizerKind {
     Bpe { pre: PreTokenizer },
     /// SentencePiece-style merging by score.
     Spm,
+    /// WordPiece (BERT): normalised words cut into the longest vocabulary entries.
+    Wpm,
 }
 
 /// The special token ids llama.cpp resolves (`None` where there is none).
@@ -93,9 +97,12 @@ pub struct Tokenizer {
     eog: Vec<u32>,
     add_bos: bool,
     add_eos: bool,
+    /// WordPiece: whether a second segment is set off by SEP (`add_sep_token`).
+    add_sep: bool,
     add_space_prefix: bool,
     clean_spaces: bool,
     bpe: Option<BpeModel>,
+    wpm: Option<WpmModel>,
     /// SPM byte fallback: the token for each byte.
     byte_ids: [Option<u32>; 256],
     /// SPM: where long texts may be cut for merging.
@@ -116,9 +123,12 @@ struct Scratch {
     words2: Vec<(usize, usize)>,
     cpt_off: Vec<usize>,
     norm: Vec<u8>,
+    /// Gemma 4's text with its spaces escaped.
+    escaped: Vec<u8>,
     bpe: BpeScratch,
     spm: SpmScratch,
     spm_text: Vec<u8>,
+    wpm: WpmScratch,
 }
 
 impl Scratch {
@@ -140,7 +150,9 @@ impl Tokenizer {
             let s = &mut *s.borrow_mut();
             let mut frags = std::mem::take(&mut s.fragments);
             self.matcher.partition(text, parse_special, &mut frags);
-            if add_special && self.add_bos {
+            // WordPiece frames every text in CLS .. SEP (llama.cpp asks no flag there).
+            let wpm = self.kind == TokenizerKind::Wpm;
+            if add_special && (self.add_bos || wpm) {
                 out.extend(self.special.bos);
             }
             let mut prev_special = true;
@@ -157,8 +169,11 @@ impl Tokenizer {
                     }
                 }
             }
-            if add_special && self.add_eos {
+            if add_special && self.add_eos && !wpm {
                 out.extend(self.special.eos);
+            }
+            if add_special && wpm {
+                out.extend(self.special.sep);
             }
             s.fragments = frags;
             s.trim();
@@ -192,11 +207,33 @@ impl Tokenizer {
                 );
             }
             TokenizerKind::Bpe { pre } => self.encode_bpe(pre, text, out, s),
+            TokenizerKind::Wpm => {
+                let wpm = self
+                    .wpm
+                    .as_ref()
+                    .expect("a WordPiece vocabulary has its model");
+                wpm.encode(text, &self.texts, out, &mut s.wpm);
+            }
         }
     }
 
     fn encode_bpe(&self, pre: PreTokenizer, text: &[u8], out: &mut Vec<u32>, s: &mut Scratch) {
         let bpe = self.bpe.as_ref().expect("a BPE vocabulary has merges");
+        // Gemma 4 merges over the text with its spaces written as `▁`.
+        let mut escaped = std::mem::take(&mut s.escaped);
+        let text = if pre.byte_encoded() {
+            text
+        } else {
+            escaped.clear();
+            for &b in text {
+                if b == b' ' {
+                    escaped.extend_from_slice("\u{2581}".as_bytes());
+                } else {
+                    escaped.push(b);
+                }
+            }
+            &escaped[..]
+        };
         unicode::decode_lax(text, &mut s.cpts);
         pre.split(&s.cpts, &mut s.words, &mut s.words2);
         // Words are code point ranges; llama.cpp re-encodes them, which only changes
@@ -222,8 +259,16 @@ impl Tokenizer {
         };
         for &(a, b) in &s.words {
             let word = &norm[s.cpt_off[a]..s.cpt_off[b]];
+            // A run of newlines the vocabulary has is one token (Gemma 4's `\n\n`).
+            if !pre.byte_encoded() && word[0] == b'\n' {
+                if let Some(id) = self.by_bytes.find(word) {
+                    out.push(id);
+                    continue;
+                }
+            }
             bpe.encode_word(word, &self.by_bytes, out, &mut s.bpe);
         }
+        s.escaped = escaped;
     }
 
     /// The exact bytes of a token (empty for an id outside the vocabulary).
@@ -282,6 +327,11 @@ impl Tokenizer {
     /// Whether `encode(.., add_special = true, ..)` appends EOS.
     pub fn add_eos(&self) -> bool {
         self.add_eos
+    }
+
+    /// Whether a pair of texts (a rerank query and document) is joined by SEP.
+    pub fn add_sep(&self) -> bool {
+        self.add_sep
     }
 
     /// Every end-of-generation id, ascending (llama.cpp's `special_eog_ids`).

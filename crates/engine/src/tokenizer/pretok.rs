@@ -6,7 +6,7 @@
 //! no lookaround), reproducing llama.cpp's leftmost-first results, including its
 //! `\s+(?!\S)` rule (a run of spaces leaves its last one to the next word).
 
-use super::unicode::{Flags, LETTER, NUMBER, PUNCT, SPACE};
+use super::unicode::{Flags, ACCENT, LETTER, NUMBER, PUNCT, SPACE};
 
 /// A regex bracket class body (`a-zA-Z...`, no escapes) as code point ranges, at
 /// compile time.
@@ -36,6 +36,14 @@ pub enum PreTokenizer {
     DeepseekLlm,
     /// `falcon`.
     Falcon,
+    /// `deepseek-coder`.
+    DeepseekCoder,
+    /// `qwen35`: Qwen 2's regex with combining marks (`\p{M}`) kept in words.
+    Qwen35,
+    /// Gemma 4's SentencePiece-style BPE (`tokenizer.ggml.model = gemma4`): spaces
+    /// escaped to `▁`, words are runs of newlines and runs of everything else, and
+    /// merges run over characters rather than GPT-2's byte alphabet.
+    Gemma4,
 }
 
 /// One regex of a pre-tokenizer.
@@ -45,8 +53,9 @@ enum Step {
     PunctRun { backtick: bool },
     /// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`.
     Gpt2,
-    /// The Llama-3 regex, `\p{N}{1,max_digits}`.
-    Llama3 { max_digits: usize },
+    /// The Llama-3 regex, `\p{N}{1,max_digits}`; with `marks`, `[\p{L}\p{M}]` where
+    /// it has `\p{L}` (Qwen 3.5).
+    Llama3 { max_digits: usize, marks: bool },
     /// `\p{N}+`.
     DigitRun,
     /// `\p{N}`.
@@ -57,6 +66,10 @@ enum Step {
     NewlineEach,
     /// `\s?[<class>]+` over an explicit class.
     OptSpaceClassRun(&'static [(u32, u32)]),
+    /// `\s?\p{X}+` over a general category (flag bits of `unicode`).
+    OptSpaceCategoryRun(u8),
+    /// `[^\n]+|[\n]+`.
+    NewlineRuns,
     /// `\s+$`.
     TrailingSpace,
     /// `[<class>]+`.
@@ -81,7 +94,10 @@ impl PreTokenizer {
                 PreTokenizer::Qwen2
             }
             "deepseek-llm" => PreTokenizer::DeepseekLlm,
+            "deepseek-coder" => PreTokenizer::DeepseekCoder,
+            "qwen35" => PreTokenizer::Qwen35,
             "falcon" => PreTokenizer::Falcon,
+            "gemma4" => PreTokenizer::Gemma4,
             _ => return None,
         })
     }
@@ -116,8 +132,26 @@ impl PreTokenizer {
             ],
             PreTokenizer::Gpt2 => &[GPT2],
             PreTokenizer::Smollm => &[Step::DigitEach, GPT2],
-            PreTokenizer::Llama3 => &[Step::Llama3 { max_digits: 3 }],
-            PreTokenizer::Qwen2 => &[Step::Llama3 { max_digits: 1 }],
+            PreTokenizer::Llama3 => &[Step::Llama3 {
+                max_digits: 3,
+                marks: false,
+            }],
+            PreTokenizer::Qwen2 => &[Step::Llama3 {
+                max_digits: 1,
+                marks: false,
+            }],
+            PreTokenizer::Qwen35 => &[Step::Llama3 {
+                max_digits: 1,
+                marks: true,
+            }],
+            PreTokenizer::DeepseekCoder => &[
+                Step::NewlineEach,
+                Step::OptSpaceCategoryRun(LETTER),
+                Step::OptSpaceCategoryRun(PUNCT),
+                Step::ClassRun(DEEPSEEK_CJK),
+                Step::DigitEach,
+            ],
+            PreTokenizer::Gemma4 => &[Step::NewlineRuns],
             PreTokenizer::DeepseekLlm => &[
                 Step::NewlineEach,
                 Step::OptSpaceClassRun(DEEPSEEK_LETTERS),
@@ -134,6 +168,12 @@ impl PreTokenizer {
     /// `ignore_merges`).
     pub fn ignore_merges(self) -> bool {
         self == PreTokenizer::Llama3
+    }
+
+    /// Whether words are GPT-2 byte-encoded before merging (all but Gemma 4, whose
+    /// merges run over the characters of the `▁`-escaped text).
+    pub fn byte_encoded(self) -> bool {
+        self != PreTokenizer::Gemma4
     }
 
     /// Splits `cpts` into words: `out` receives `[start, end)` code point ranges that
@@ -236,7 +276,7 @@ impl Splitter<'_> {
     fn apply(&self, step: Step, a: usize, b: usize, out: &mut Vec<(usize, usize)>) {
         match step {
             Step::Gpt2 => self.gpt2(a, b, out),
-            Step::Llama3 { max_digits } => self.llama3(a, b, max_digits, out),
+            Step::Llama3 { max_digits, marks } => self.llama3(a, b, max_digits, marks, out),
             Step::PunctRun { backtick } => self.by_matches(a, b, out, |p| {
                 self.run(p, b, |c| {
                     self.fl.of(c) & PUNCT != 0
@@ -264,6 +304,22 @@ impl Splitter<'_> {
                 }
                 self.run(p, b, member)
             }),
+            Step::OptSpaceCategoryRun(cat) => self.by_matches(a, b, out, |p| {
+                let member = |c: u32| self.fl.of(c) & cat != 0;
+                if self.wide_space(self.c[p]) && p + 1 < b && member(self.c[p + 1]) {
+                    return self.run(p + 1, b, member);
+                }
+                self.run(p, b, member)
+            }),
+            Step::NewlineRuns => {
+                let mut p = a;
+                while p < b {
+                    let nl = self.c[p] == 0x0A;
+                    let e = self.run(p, b, |c| (c == 0x0A) == nl).unwrap_or(p + 1);
+                    out.push((p, e));
+                    p = e;
+                }
+            }
             Step::TrailingSpace => self.by_matches(a, b, out, |p| {
                 let end = self.run(p, b, |c| self.wide_space(c))?;
                 (end == b).then_some(end)
@@ -390,8 +446,16 @@ impl Splitter<'_> {
         }
     }
 
-    fn llama3(&self, a: usize, b: usize, max_digits: usize, out: &mut Vec<(usize, usize)>) {
-        const WLN: u8 = SPACE | LETTER | NUMBER;
+    fn llama3(
+        &self,
+        a: usize,
+        b: usize,
+        max_digits: usize,
+        marks: bool,
+        out: &mut Vec<(usize, usize)>,
+    ) {
+        let word: u8 = if marks { LETTER | ACCENT } else { LETTER };
+        let wln: u8 = SPACE | word | NUMBER;
         let is_nl = |c: u32| c == 0x0A || c == 0x0D;
         let mut p = a;
         while p < b {
@@ -402,13 +466,13 @@ impl Splitter<'_> {
                 p = e;
                 continue;
             }
-            // [^\r\n\p{L}\p{N}]?\p{L}+
+            // [^\r\n\p{L}\p{N}]?\p{L}+ (or [\p{L}\p{M}]+)
             if !is_nl(c)
                 && f & NUMBER == 0
-                && (f & LETTER != 0 || self.at(p + 1, b).is_some_and(|g| g & LETTER != 0))
+                && (f & word != 0 || self.at(p + 1, b).is_some_and(|g| g & word != 0))
             {
                 let e = self
-                    .run(p + 1, b, |c| self.fl.of(c) & LETTER != 0)
+                    .run(p + 1, b, |c| self.fl.of(c) & word != 0)
                     .unwrap_or(p + 1);
                 out.push((p, e));
                 p = e;
@@ -426,8 +490,8 @@ impl Splitter<'_> {
             }
             // ' '?[^\s\p{L}\p{N}]+[\r\n]*
             let q = if c == 0x20 { p + 1 } else { p };
-            if self.at(q, b).is_some_and(|g| g & WLN == 0) {
-                let mut e = self.run(q, b, |c| self.fl.of(c) & WLN == 0).unwrap();
+            if self.at(q, b).is_some_and(|g| g & wln == 0) {
+                let mut e = self.run(q, b, |c| self.fl.of(c) & wln == 0).unwrap();
                 while e < b && is_nl(self.c[e]) {
                     e += 1;
                 }
@@ -458,6 +522,32 @@ mod tests {
         out.iter()
             .map(|&(a, b)| s.chars().skip(a).take(b - a).collect())
             .collect()
+    }
+
+    #[test]
+    fn qwen35_keeps_combining_marks_in_words() {
+        // "cafe" + U+0301 (a combining acute) + "s"
+        let s = "cafe\u{301}s 12";
+        assert_eq!(
+            words(PreTokenizer::Qwen35, s),
+            ["cafe\u{301}s", " ", "1", "2"]
+        );
+        assert_eq!(
+            words(PreTokenizer::Qwen2, s),
+            ["cafe", "\u{301}s", " ", "1", "2"]
+        );
+    }
+
+    #[test]
+    fn deepseek_coder_and_gemma4_splits() {
+        assert_eq!(
+            words(PreTokenizer::DeepseekCoder, "x = foo(12)\n"),
+            ["x", " =", " foo", "(", "1", "2", ")", "\n"]
+        );
+        assert_eq!(
+            words(PreTokenizer::Gemma4, "a b\n\nc"),
+            ["a b", "\n\n", "c"]
+        );
     }
 
     #[test]

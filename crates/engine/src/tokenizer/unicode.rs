@@ -11,6 +11,12 @@ pub(super) const NUMBER: u8 = 2;
 pub(super) const PUNCT: u8 = 4;
 /// Unicode `White_Space` (what Python's `regex` `\s` matches; llama.cpp's table).
 pub(super) const SPACE: u8 = 8;
+/// llama.cpp's "control": `\p{Cc}`, `\p{Cf}`, `\p{Co}` and the surrogates (not unassigned `Cn`).
+pub(super) const CONTROL: u8 = 16;
+/// `\p{M}` (llama.cpp's "accent mark").
+pub(super) const ACCENT: u8 = 32;
+/// `\p{S}`.
+pub(super) const SYMBOL: u8 = 64;
 
 /// One past the largest code point.
 const N_CPTS: usize = 0x11_0000;
@@ -25,7 +31,14 @@ fn table() -> &'static [u8] {
     static TABLE: OnceLock<Vec<u8>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut t = vec![0u8; N_CPTS];
-        for (class, bit) in [(r"\p{L}", LETTER), (r"\p{N}", NUMBER), (r"\p{P}", PUNCT)] {
+        for (class, bit) in [
+            (r"\p{L}", LETTER),
+            (r"\p{N}", NUMBER),
+            (r"\p{P}", PUNCT),
+            (r"[\p{Cc}\p{Cf}\p{Co}]", CONTROL),
+            (r"\p{M}", ACCENT),
+            (r"\p{S}", SYMBOL),
+        ] {
             for (lo, hi) in class_ranges(class) {
                 for f in &mut t[lo as usize..=hi as usize] {
                     *f |= bit;
@@ -34,6 +47,11 @@ fn table() -> &'static [u8] {
         }
         for &c in WHITE_SPACE {
             t[c as usize] |= SPACE;
+        }
+        // Surrogates are no `char`, so regex-syntax's `Cs` is empty; llama.cpp decodes
+        // them unchecked and counts them as control.
+        for f in &mut t[0xD800..=0xDFFF] {
+            *f |= CONTROL;
         }
         t
     })
@@ -187,10 +205,11 @@ mod tests {
         assert_eq!(flags('7' as u32), NUMBER);
         assert_eq!(flags('٣' as u32), NUMBER);
         assert_eq!(flags('!' as u32), PUNCT);
-        assert_eq!(flags('$' as u32), 0);
+        assert_eq!(flags('$' as u32), SYMBOL);
         assert_eq!(flags(' ' as u32), SPACE);
         assert_eq!(flags(0x3000), SPACE);
-        assert_eq!(flags(0x1C), 0);
+        assert_eq!(flags(0x1C), CONTROL);
+        assert_eq!(flags(0x301), ACCENT);
         assert_eq!(flags(0x11_0000), 0);
     }
 

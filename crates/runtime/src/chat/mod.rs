@@ -4,12 +4,18 @@
 //! with minijinja plus the Python string methods and helpers that Hugging Face
 //! templates call (`raise_exception`, `strftime_now`). A file without one gets the
 //! built-in template of its family (ChatML, Llama 3 or Gemma), chosen by which
-//! turn-marker tokens its vocabulary has.
+//! turn-marker tokens its vocabulary has. A model pulled from an Ollama registry
+//! carries a Go `text/template` layer instead, which `ollama` renders with the values
+//! Ollama gives it (`gotmpl` is the template engine).
 
 mod builtin;
+mod gotmpl;
 mod message;
+mod ollama;
+mod pyjson;
 mod template;
 
 pub use builtin::Builtin;
 pub use message::{ChatMessage, ToolCallFunction, ToolCallMessage};
+pub use ollama::OllamaTemplate;
 pub use template::{ChatTemplate, RenderOptions, TemplateError};

@@ -43,6 +43,9 @@ pub struct RenderOptions<'a> {
     pub eos_token: &'a str,
     /// Tool definitions (OpenAI `tools` shape), passed to templates that render them.
     pub tools: Option<&'a serde_json::Value>,
+    /// Extra variables (`chat_template_kwargs`, `enable_thinking`); the named ones
+    /// above win.
+    pub kwargs: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ChatTemplate {
@@ -55,6 +58,7 @@ impl ChatTemplate {
         env.set_fuel(Some(TEMPLATE_FUEL));
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
+        env.add_filter("tojson", super::pyjson::tojson);
         env.add_template_owned("chat", source.to_string())
             .map_err(|e| TemplateError::Compile(describe(&e)))?;
         Ok(ChatTemplate {
@@ -85,6 +89,7 @@ impl ChatTemplate {
             bos_token => opts.bos_token,
             eos_token => opts.eos_token,
             tools => opts.tools.map(Value::from_serialize),
+            ..Value::from_serialize(opts.kwargs.cloned().unwrap_or_default())
         };
         let mut out = Capped {
             bytes: Vec::new(),

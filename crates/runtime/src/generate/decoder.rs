@@ -18,7 +18,9 @@ use llamay_constrain::{Constraint, Matcher, MatcherStats, TokenMask};
 use llamay_engine::Tokenizer;
 use llamay_engine::{Sampler, StopConditions, StopReason};
 
+use super::thinking::ThinkState;
 use super::{forced, Finish, GenerateError, GenerationParams, Utf8Assembler};
+use crate::reasoning::ThinkPlan;
 
 /// Sampled tokens refused for overrunning the budget before a step falls back to the
 /// closing mask (each refusal costs a sampling pass over the logits).
@@ -52,6 +54,8 @@ pub struct Decoder {
     remaining: usize,
     /// Index of the stop string that ended generation.
     stop_index: Option<usize>,
+    /// A reasoning model's thinking block, before the answer.
+    thinking: Option<ThinkState>,
 }
 
 /// What a finished [`Decoder`] leaves behind.
@@ -66,6 +70,9 @@ pub struct Decoded {
     pub mask: Option<MatcherStats>,
     /// Index (in the request's list) of the stop string that matched.
     pub stop_index: Option<usize>,
+    /// The thinking text (markers excluded) and its tokens (markers included).
+    pub reasoning: String,
+    pub reasoning_tokens: usize,
 }
 
 impl Decoder {
@@ -93,7 +100,52 @@ impl Decoder {
             fast_forward_time: std::time::Duration::ZERO,
             remaining: params.max_tokens.min(n_ctx.saturating_sub(prompt.len())),
             stop_index: None,
+            thinking: None,
         }
+    }
+
+    /// Runs the generation as a reasoning model's: thinking first, then the answer
+    /// under the constraint, with the closing marker kept out of it.
+    pub fn with_thinking(mut self, plan: Option<ThinkPlan>) -> Decoder {
+        let n_vocab = self.mask.len();
+        self.thinking = plan.map(|p| ThinkState::new(p, n_vocab));
+        self
+    }
+
+    /// Thinking text decoded since the last call.
+    pub fn take_reasoning(&mut self) -> Option<String> {
+        self.thinking.as_mut().and_then(ThinkState::take)
+    }
+
+    /// One token of the thinking block: forced markers, else free (no control token).
+    fn think_step(&mut self, tokenizer: &Tokenizer, logits: &[f32]) -> Result<Step, GenerateError> {
+        let Some(th) = self.thinking.as_mut() else {
+            return Ok(Step::Done(Finish::Length));
+        };
+        // The answer keeps room for its shortest completion (bytes: at least tokens).
+        let room = self
+            .matcher
+            .as_mut()
+            .and_then(Matcher::min_bytes_to_accept)
+            .unwrap_or(1);
+        let token = match th.forced(self.remaining, room) {
+            Some(t) => t,
+            None => self
+                .sampler
+                .sample(logits, &self.history, Some(th.free_mask()))
+                .ok_or_else(|| nothing_sampled(logits))?,
+        };
+        self.remaining -= 1;
+        self.history.push(token);
+        if tokenizer.is_eog(token) {
+            return Ok(Step::Done(Finish::Eog));
+        }
+        self.tokens.push(token);
+        th.push(token, tokenizer.token_bytes(token));
+        if self.remaining == 0 {
+            return Ok(Step::Done(self.out_of_budget()));
+        }
+        Ok(Step::Continue(vec![token]))
     }
 
     /// Chooses the next token from `logits` (the distribution after the last token
@@ -110,11 +162,16 @@ impl Decoder {
         if self.remaining == 0 {
             return Ok(Step::Done(self.out_of_budget()));
         }
+        if self.thinking.as_ref().is_some_and(ThinkState::thinking) {
+            return self.think_step(tokenizer, logits);
+        }
         let token = match self.matcher.as_mut() {
-            None => self
-                .sampler
-                .sample(logits, &self.history, None)
-                .ok_or_else(|| nothing_sampled(logits))?,
+            None => {
+                let mask = self.thinking.as_mut().map(ThinkState::answer_mask);
+                self.sampler
+                    .sample(logits, &self.history, mask)
+                    .ok_or_else(|| nothing_sampled(logits))?
+            }
             Some(m) => {
                 let (token, forced) = choose_within_budget(
                     m,
@@ -123,6 +180,7 @@ impl Decoder {
                     logits,
                     &self.history,
                     self.remaining,
+                    self.thinking.as_ref().map_or(&[], ThinkState::banned),
                 )?;
                 self.forced += usize::from(forced);
                 token
@@ -147,8 +205,11 @@ impl Decoder {
         }
         for &t in &feed {
             self.history.push(t);
+            if let Some(th) = self.thinking.as_mut() {
+                th.answered(tokenizer.token_bytes(t));
+            }
             let out = self.stop.push(t, tokenizer.token_bytes(t));
-            emit(&mut self.text, &out.emit, on_text);
+            emit_answer(&mut self.text, self.thinking.as_mut(), &out.emit, on_text);
             match out.stop {
                 Some(StopReason::Eog(_)) => return Ok(Step::Done(Finish::Eog)),
                 Some(StopReason::String(i)) => {
@@ -182,10 +243,13 @@ impl Decoder {
     pub fn finish(mut self, finish: Finish, on_text: &mut dyn FnMut(&str)) -> Decoded {
         if finish != Finish::Stop {
             let rest = self.stop.flush();
-            emit(&mut self.text, &rest, on_text);
+            emit_answer(&mut self.text, self.thinking.as_mut(), &rest, on_text);
         }
         self.text.finish();
+        let reasoning = self.thinking.as_mut().map(ThinkState::finish);
         Decoded {
+            reasoning: reasoning.unwrap_or_default(),
+            reasoning_tokens: self.thinking.as_ref().map_or(0, |t| t.tokens),
             text: self.text.into_bytes(),
             tokens: self.tokens,
             forced: self.forced,
@@ -215,9 +279,20 @@ fn nothing_sampled(logits: &[f32]) -> GenerateError {
     }
 }
 
-fn emit(text: &mut Utf8Assembler, bytes: &[u8], on_text: &mut dyn FnMut(&str)) {
+fn emit_answer(
+    text: &mut Utf8Assembler,
+    thinking: Option<&mut ThinkState>,
+    bytes: &[u8],
+    on_text: &mut dyn FnMut(&str),
+) {
     if let Some(s) = text.push(bytes) {
-        on_text(&s);
+        let shown = match thinking {
+            Some(th) => th.shown(&s),
+            None => &s,
+        };
+        if !shown.is_empty() {
+            on_text(shown);
+        }
     }
 }
 
@@ -231,6 +306,7 @@ fn choose_within_budget(
     logits: &[f32],
     history: &[u32],
     remaining: usize,
+    banned: &[u32],
 ) -> Result<(u32, bool), GenerateError> {
     let distance = m.min_bytes_to_accept();
     // The distance takes the whole budget: every token must close by a shortest way.
@@ -239,6 +315,9 @@ fn choose_within_budget(
         m.closing_mask(mask);
     } else {
         m.mask(mask);
+    }
+    for &t in banned {
+        mask.disallow(t);
     }
     if let Some(t) = single_allowed(mask) {
         return Ok((t, true));
@@ -264,6 +343,9 @@ fn choose_within_budget(
     }
     // The closing mask's tokens shorten the distance, which fits: they all fit.
     m.closing_mask(mask);
+    for &t in banned {
+        mask.disallow(t);
+    }
     Ok((sample(sampler, mask)?, false))
 }
 
@@ -319,6 +401,7 @@ mod tests {
                     &logits,
                     &[],
                     budget - used,
+                    &[],
                 )
                 .unwrap();
                 m.commit(t).unwrap();

@@ -7,6 +7,7 @@
 mod decoder;
 mod forced;
 mod stats;
+mod thinking;
 mod utf8;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -92,10 +92,13 @@ impl ToolDef {
     /// The definition in OpenAI's `tools` shape, which chat templates and the Hermes
     /// prompt both describe tools with.
     pub fn as_openai(&self) -> Value {
-        let mut f = serde_json::json!({"name": self.name, "parameters": self.parameters});
+        // Key order is what a template's `tojson` shows the model: OpenAI's order.
+        let mut f = serde_json::Map::new();
+        f.insert("name".into(), Value::String(self.name.clone()));
         if let Some(d) = &self.description {
-            f["description"] = Value::String(d.clone());
+            f.insert("description".into(), Value::String(d.clone()));
         }
+        f.insert("parameters".into(), self.parameters.clone());
         serde_json::json!({"type": "function", "function": f})
     }
 }

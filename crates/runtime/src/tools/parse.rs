@@ -6,6 +6,12 @@
 //! text, whether or not it held a call the caller can use: a call to a tool not
 //! offered is dropped, never left in `content`. A block cut off by the token
 //! limit is dropped too.
+//!
+//! Small models often write the call without its tags: the whole answer is
+//! `{"name": "get_weather", "arguments": {…}}` (or a list of such objects, or the
+//! same in a ```json fence). When nothing else was written and every object names
+//! an offered tool, that answer is the call, as Ollama reads it; any other JSON answer
+//! stays content.
 
 use serde_json::Value;
 
@@ -39,6 +45,14 @@ pub(crate) fn parse(text: &str, set: &ToolSet) -> Parsed {
 }
 
 fn parse_text(text: &str, set: &ToolSet) -> Parsed {
+    if !text.contains(OPEN_TAG) {
+        if let Some(calls) = bare_calls(text, set) {
+            return Parsed {
+                content: None,
+                calls,
+            };
+        }
+    }
     let mut content = String::new();
     let mut calls = Vec::new();
     let mut blocks = 0;
@@ -72,11 +86,39 @@ fn parse_text(text: &str, set: &ToolSet) -> Parsed {
     Parsed { content, calls }
 }
 
+/// An answer that is nothing but calls written as JSON (see the module's comment).
+fn bare_calls(text: &str, set: &ToolSet) -> Option<Vec<ToolCall>> {
+    let mut t = text.trim();
+    if let Some(inner) = t.strip_prefix("```json").or_else(|| t.strip_prefix("```")) {
+        t = inner.strip_suffix("```")?.trim();
+    }
+    if !(t.starts_with('{') || t.starts_with('[')) {
+        return None;
+    }
+    let v: Value = serde_json::from_str(t).ok()?;
+    let objects = match v {
+        Value::Array(items) if !items.is_empty() => items,
+        v @ Value::Object(_) => vec![v],
+        _ => return None,
+    };
+    // Only an object shaped like a call (its arguments named) is read as one.
+    let shaped = |o: &Value| o.get("arguments").or_else(|| o.get("parameters")).is_some();
+    if !objects.iter().all(shaped) {
+        return None;
+    }
+    objects.iter().map(|o| call_of(o, set)).collect()
+}
+
 fn read_call(inner: &str, set: &ToolSet) -> Option<ToolCall> {
     let v: Value = serde_json::Deserializer::from_str(inner.trim_start())
         .into_iter::<Value>()
         .next()?
         .ok()?;
+    call_of(&v, set)
+}
+
+/// `{"name": …, "arguments" | "parameters": {…} or "{…}"}` naming an offered tool.
+fn call_of(v: &Value, set: &ToolSet) -> Option<ToolCall> {
     let name = v.get("name")?.as_str()?;
     set.get(name)?;
     let arguments = match v.get("arguments").or_else(|| v.get("parameters")) {
@@ -159,5 +201,34 @@ mod tests {
         let p = parse("  plain text  ", &s);
         assert_eq!(p.content.as_deref(), Some("  plain text  "));
         assert_eq!(parse("", &s), Parsed::default());
+    }
+
+    #[test]
+    fn a_bare_json_call_is_a_call() {
+        let s = set();
+        let p = parse(
+            " {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n",
+            &s,
+        );
+        assert_eq!(p.content, None);
+        assert_eq!(p.calls.len(), 1);
+        assert_eq!(p.calls[0].arguments, json!({"city": "Paris", "unit": "c"}));
+        let fenced = "```json\n[{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Lyon\"}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]\n```";
+        let p = parse(fenced, &s);
+        assert_eq!(p.calls.len(), 2);
+        assert_eq!(p.calls[1].arguments, json!({"city": "Oslo"}));
+        // JSON that is not a call to an offered tool stays the answer.
+        for text in [
+            "{\"name\": \"rm_rf\", \"arguments\": {}}",
+            "{\"city\": \"Paris\"}",
+            "[1, 2]",
+            "{\"name\": \"get_weather\", \"arguments\": {}} and more",
+            "[]",
+            "{\"name\": \"get_weather\"}",
+        ] {
+            let p = parse(text, &s);
+            assert!(p.calls.is_empty(), "{text}");
+            assert_eq!(p.content.as_deref(), Some(text), "{text}");
+        }
     }
 }

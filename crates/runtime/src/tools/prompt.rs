@@ -140,7 +140,7 @@ mod tests {
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
         let sys = msgs[0].content.as_deref().unwrap();
         assert!(
-            sys.contains("<tools>\n{\"description\":\"Weather now.\",\"name\":\"get_weather\""),
+            sys.contains("<tools>\n{\"name\":\"get_weather\",\"description\":\"Weather now.\",\"parameters\""),
             "{sys}"
         );
         assert_eq!(
@@ -170,7 +170,8 @@ mod tests {
             tools.as_ref().unwrap()[0]["function"]["name"],
             "get_weather"
         );
-        // Through a template with its own tool convention (tojson'd arguments).
+        // Through a template with its own tool convention (tojson'd arguments, as
+        // Python's json.dumps writes them).
         let src = "{% for t in tools %}[{{ t.function.name }}]{% endfor %}\
             {% for m in messages %}{{ m.role }}:{% for c in m.tool_calls %}\
             {{ c.function.name }}{{ c.function.arguments | tojson }}{% endfor %}\
@@ -183,7 +184,7 @@ mod tests {
         };
         assert_eq!(
             tmpl.render(&msgs, &opts).unwrap(),
-            "[get_weather]user:Weather in Paris?|assistant:get_weather{\"city\":\"Paris\"}|tool:21 C|tool:sunny|"
+            "[get_weather]user:Weather in Paris?|assistant:get_weather{\"city\": \"Paris\"}|tool:21 C|tool:sunny|"
         );
         let plain = vec![ChatMessage::new("user", "hi")];
         assert_eq!(prepare(plain.clone(), None, false), (plain, None));

@@ -2,7 +2,10 @@
 //! request type and back; what two shapes spell alike is written once here.
 
 pub mod anthropic;
+pub mod catalog;
 pub mod ollama;
 pub mod openai;
+pub(crate) mod reasoning_wire;
+pub mod responses;
 pub(crate) mod sampling;
 pub(crate) mod tool_wire;

@@ -28,21 +28,21 @@ impl StopField {
 macro_rules! with_sampling_knobs {
     (
         $(#[$meta:meta])*
-        struct $name:ident {
-            $($(#[$field_meta:meta])* $field:ident: $ty:ty,)*
+        $vis:vis struct $name:ident {
+            $($(#[$field_meta:meta])* $field_vis:vis $field:ident: $ty:ty,)*
         }
     ) => {
         $(#[$meta])*
-        struct $name {
-            $($(#[$field_meta])* $field: $ty,)*
-            temperature: Option<f64>,
-            top_p: Option<f64>,
-            top_k: Option<i64>,
-            min_p: Option<f64>,
-            repeat_penalty: Option<f64>,
-            frequency_penalty: Option<f64>,
-            presence_penalty: Option<f64>,
-            seed: Option<i64>,
+        $vis struct $name {
+            $($(#[$field_meta])* $field_vis $field: $ty,)*
+            $vis temperature: Option<f64>,
+            $vis top_p: Option<f64>,
+            $vis top_k: Option<i64>,
+            $vis min_p: Option<f64>,
+            $vis repeat_penalty: Option<f64>,
+            $vis frequency_penalty: Option<f64>,
+            $vis presence_penalty: Option<f64>,
+            $vis seed: Option<i64>,
         }
 
         impl $name {

@@ -13,6 +13,7 @@ use axum::Json;
 use llamay_runtime::Runtime;
 
 use crate::boundary::Boundary;
+use crate::kept::KeptResponses;
 
 use error::ApiError;
 
@@ -33,6 +34,8 @@ pub struct AppState {
     pub allow_private_pulls: bool,
     /// `/api/pull` may use plain http and unverified certificates.
     pub insecure_pulls: bool,
+    /// Responses kept for `previous_response_id` (`/v1/responses`).
+    pub kept: Arc<KeptResponses>,
 }
 
 /// A JSON response with a status.

@@ -11,11 +11,13 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::reasoning_wire::with_budget;
 use crate::http::error::{ApiError, ErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use llamay_runtime::chat::ChatMessage;
 use llamay_runtime::chat::{ToolCallFunction, ToolCallMessage};
+use llamay_runtime::reasoning::ThinkingAsk;
 use llamay_runtime::tools::{hosted_tool, ToolChoice, ToolDef, ToolSet};
 use llamay_runtime::Finish;
 use llamay_runtime::Sampling;
@@ -83,7 +85,45 @@ struct MessagesRequest {
     grammar: Option<String>,
     llamay_sources: Option<Value>,
     output_config: Option<OutputConfig>,
+    /// The beta's spelling of `output_config.format`.
+    output_format: Option<OutputFormat>,
+    thinking: Option<Thinking>,
+    llamay_thinking_budget: Option<i64>,
+    llamay_echo_prompt: Option<bool>,
     seed: Option<i64>,
+}
+
+/// `{"type": "enabled", "budget_tokens": N}` or `{"type": "disabled"}`
+/// (`adaptive`: enabled, the model's own budget).
+#[derive(Deserialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: String,
+    budget_tokens: Option<i64>,
+}
+
+impl Thinking {
+    fn ask(t: Option<&Thinking>) -> Result<ThinkingAsk, ApiError> {
+        let Some(t) = t else {
+            return Ok(ThinkingAsk::default());
+        };
+        let (enabled, budget) = match (t.kind.as_str(), t.budget_tokens) {
+            ("disabled", _) => (false, None),
+            ("adaptive", _) | ("enabled", None) => (true, None),
+            ("enabled", Some(b)) if b >= 1 => (true, Some(b as usize)),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "thinking must be {\"type\": \"enabled\", \"budget_tokens\": N} (N ≥ 1) \
+                     or {\"type\": \"disabled\"}",
+                ))
+            }
+        };
+        Ok(ThinkingAsk {
+            enabled: Some(enabled),
+            budget,
+            field: "thinking",
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -273,13 +313,21 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     if let Some(v) = &r.llamay_schema {
         s.schema("llamay_schema", v);
     }
-    if let Some(f) = r.output_config.as_ref().and_then(|o| o.format.as_ref()) {
+    let formats = [
+        (
+            "output_config.format",
+            r.output_config.as_ref().and_then(|o| o.format.as_ref()),
+        ),
+        ("output_format", r.output_format.as_ref()),
+    ];
+    for (field, f) in formats {
+        let Some(f) = f else { continue };
         match (f.kind.as_str(), &f.schema) {
-            ("json_schema", Some(v)) => s.schema("output_config.format", v),
+            ("json_schema", Some(v)) => s.schema(field, v),
             _ => {
-                return Err(ApiError::bad_request(
-                    "output_config.format must be {\"type\":\"json_schema\",\"schema\":{…}}",
-                ))
+                return Err(ApiError::bad_request(format!(
+                    "{field} must be {{\"type\":\"json_schema\",\"schema\":{{…}}}}"
+                )))
             }
         }
     }
@@ -315,6 +363,10 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
         ..Sampling::default()
     }
     .into_params()?;
+    let thinking = with_budget(
+        Thinking::ask(r.thinking.as_ref())?,
+        r.llamay_thinking_budget,
+    )?;
     let stream = r.stream.unwrap_or(false);
     let with_tools = tools.is_some();
     let started = st
@@ -327,6 +379,9 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
             stream,
             keep_alive: None,
             tools,
+            thinking,
+            template_kwargs: None,
+            echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
         })
         .await?;
     let id = crate::ids::response_id("msg_");
@@ -336,6 +391,9 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     let model = started.model.clone();
     let (text, o) = collect(started.events).await?;
     let mut content = Vec::new();
+    if !o.reasoning.is_empty() {
+        content.push(json!({"type": "thinking", "thinking": o.reasoning, "signature": ""}));
+    }
     if !text.is_empty() || o.tool_calls.is_empty() {
         content.push(json!({"type": "text", "text": text}));
     }
@@ -364,9 +422,10 @@ fn usage(o: &Outcome) -> Value {
     json!({"input_tokens": o.prompt_tokens, "output_tokens": o.completion_tokens})
 }
 
-/// Anthropic's event sequence. Without tools the text block opens at once and
-/// text streams into it; with tools the (held) text arrives whole and each call
-/// follows as its own `tool_use` block with one `input_json_delta`.
+/// Anthropic's event sequence. Blocks open as their content comes: a `thinking`
+/// block for a reasoning model's thinking, then the `text` block (with tools the
+/// held text arrives whole), then each call as its own `tool_use` block with one
+/// `input_json_delta`.
 fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
     let mut head = vec![stream::sse(
         Some("message_start"),
@@ -376,36 +435,42 @@ fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
             "usage": {"input_tokens": started.prompt_tokens, "output_tokens": 0},
         }}),
     )];
-    if !with_tools {
-        head.push(text_block_start(0));
+    // Anthropic's order: the first block opens before the ping when it is known (the
+    // thinking block, or text when no held tool call can come first).
+    let mut blocks = Blocks::default();
+    if started.thinks {
+        head.extend(blocks.open(BlockKind::Thinking));
+    } else if !with_tools {
+        head.extend(blocks.open(BlockKind::Text));
     }
     head.push(stream::sse(Some("ping"), &json!({"type": "ping"})));
-    let mut text_open = !with_tools;
     let body = stream::body(started.events, head, move |ev| match ev {
-        GenEvent::Text(t) => {
-            let mut bytes = Vec::new();
-            if !text_open {
-                bytes.push(text_block_start(0));
-                text_open = true;
-            }
+        GenEvent::Reasoning(t) => {
+            let mut bytes = blocks.open(BlockKind::Thinking);
             bytes.push(stream::sse(
                 Some("content_block_delta"),
-                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}),
+                &json!({"type": "content_block_delta", "index": blocks.index(),
+                    "delta": {"type": "thinking_delta", "thinking": t}}),
+            ));
+            Frames { bytes, end: false }
+        }
+        GenEvent::Text(t) => {
+            let mut bytes = blocks.open(BlockKind::Text);
+            bytes.push(stream::sse(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": blocks.index(), "delta": {"type": "text_delta", "text": t}}),
             ));
             Frames { bytes, end: false }
         }
         GenEvent::Done(o) => {
             let mut bytes = Vec::new();
-            if !text_open && o.tool_calls.is_empty() {
-                bytes.push(text_block_start(0));
-                text_open = true;
+            if o.tool_calls.is_empty() && blocks.texts == 0 {
+                bytes.extend(blocks.open(BlockKind::Text));
             }
-            let mut index = 0;
-            if text_open {
-                bytes.push(block_stop(0));
-                index = 1;
-            }
+            bytes.extend(blocks.close());
             for c in &o.tool_calls {
+                let index = blocks.next;
+                blocks.next += 1;
                 bytes.push(stream::sse(
                     Some("content_block_start"),
                     &json!({"type": "content_block_start", "index": index,
@@ -417,7 +482,6 @@ fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
                         "delta": {"type": "input_json_delta", "partial_json": c.arguments_text()}}),
                 ));
                 bytes.push(block_stop(index));
-                index += 1;
             }
             bytes.push(stream::sse(
                 Some("message_delta"),
@@ -438,6 +502,68 @@ fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
         },
     });
     stream_response("text/event-stream", body)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BlockKind {
+    Thinking,
+    Text,
+}
+
+/// The content block a stream has open, and the index the next one takes.
+#[derive(Default)]
+struct Blocks {
+    open: Option<BlockKind>,
+    next: usize,
+    /// Text blocks opened so far.
+    texts: usize,
+}
+
+impl Blocks {
+    /// The index of the open block.
+    fn index(&self) -> usize {
+        self.next.saturating_sub(1)
+    }
+
+    /// Opens a block of `kind` unless it is the open one (closing the other).
+    fn open(&mut self, kind: BlockKind) -> Vec<Bytes> {
+        if self.open == Some(kind) {
+            return Vec::new();
+        }
+        let mut bytes = self.close();
+        let index = self.next;
+        self.next += 1;
+        self.open = Some(kind);
+        bytes.push(match kind {
+            BlockKind::Text => {
+                self.texts += 1;
+                text_block_start(index)
+            }
+            BlockKind::Thinking => stream::sse(
+                Some("content_block_start"),
+                &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+            ),
+        });
+        bytes
+    }
+
+    /// Closes the open block, if any (a thinking block with its empty signature).
+    fn close(&mut self) -> Vec<Bytes> {
+        let mut bytes = Vec::new();
+        if let Some(kind) = self.open.take() {
+            let index = self.index();
+            if kind == BlockKind::Thinking {
+                bytes.push(stream::sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "signature_delta", "signature": ""}}),
+                ));
+            }
+            bytes.push(block_stop(index));
+        }
+        bytes
+    }
 }
 
 fn text_block_start(index: usize) -> Bytes {

@@ -10,6 +10,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::reasoning_wire::with_budget;
 use crate::api::sampling::{with_sampling_knobs, StopField};
 use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
 use crate::http::error::ApiError;
@@ -17,6 +18,7 @@ use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use llamay_runtime::chat::ChatMessage;
 use llamay_runtime::collect;
+use llamay_runtime::reasoning::ThinkingAsk;
 use llamay_runtime::tools::{ToolCall, ToolSet};
 use llamay_runtime::Sampling;
 use llamay_runtime::Surfaces;
@@ -92,9 +94,32 @@ struct Common {
     llamay_grammar: Option<String>,
     grammar: Option<String>,
     llamay_sources: Option<Value>,
+    /// `true`/`false`, or gpt-oss's `"low"`/`"medium"`/`"high"`.
+    think: Option<Value>,
+    llamay_thinking_budget: Option<i64>,
+    llamay_echo_prompt: Option<bool>,
 }
 
 impl Common {
+    /// Ollama's `think`, and llamay's budget.
+    fn thinking(&self, max_tokens: usize) -> Result<ThinkingAsk, ApiError> {
+        let ask = match &self.think {
+            None | Some(Value::Null) => ThinkingAsk::default(),
+            Some(Value::Bool(b)) => ThinkingAsk {
+                enabled: Some(*b),
+                budget: None,
+                field: "think",
+            },
+            Some(Value::String(level)) => ThinkingAsk::from_effort("think", level, max_tokens)?,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "think must be true, false, \"low\", \"medium\" or \"high\", not {other}"
+                )))
+            }
+        };
+        Ok(with_budget(ask, self.llamay_thinking_budget)?)
+    }
+
     fn surfaces(&self) -> Result<Surfaces, ApiError> {
         let mut s = Surfaces::default();
         match &self.format {
@@ -313,7 +338,7 @@ async fn run(
 
 async fn run_inner(
     st: &AppState,
-    c: Common,
+    mut c: Common,
     prompt: Prompt,
     route: Route,
     tools: Option<std::sync::Arc<ToolSet>>,
@@ -323,7 +348,8 @@ async fn run_inner(
     let constraint = surfaces.resolve_blocking().await?;
     let keep_alive = c.keep_alive()?;
     let stream = c.stream.unwrap_or(true);
-    let params = c.options.unwrap_or_default().knobs().into_params()?;
+    let params = c.options.take().unwrap_or_default().knobs().into_params()?;
+    let thinking = c.thinking(params.max_tokens)?;
     let started = st
         .runtime
         .start(GenRequest {
@@ -334,33 +360,50 @@ async fn run_inner(
             stream,
             keep_alive,
             tools,
+            thinking,
+            template_kwargs: None,
+            echo_prompt: c.llamay_echo_prompt.unwrap_or(false),
         })
         .await?;
     let model = started.model.clone();
-    let piece = move |text: &str, done: bool| {
+    let piece = move |text: &str, thinking: &str, done: bool| {
         let mut v = json!({"model": model, "created_at": now_rfc3339()});
         match route {
-            Route::Chat => v["message"] = json!({"role": "assistant", "content": text}),
-            Route::Generate => v["response"] = json!(text),
+            Route::Chat => {
+                v["message"] = json!({"role": "assistant", "content": text});
+                if !thinking.is_empty() {
+                    v["message"]["thinking"] = json!(thinking);
+                }
+            }
+            Route::Generate => {
+                v["response"] = json!(text);
+                if !thinking.is_empty() {
+                    v["thinking"] = json!(thinking);
+                }
+            }
         }
         v["done"] = json!(done);
         v
     };
     if stream {
         let body = stream::body(started.events, Vec::new(), move |ev| match ev {
+            GenEvent::Reasoning(t) => Frames {
+                bytes: vec![stream::ndjson(&piece("", &t, false))],
+                end: false,
+            },
             GenEvent::Text(t) => Frames {
-                bytes: vec![stream::ndjson(&piece(&t, false))],
+                bytes: vec![stream::ndjson(&piece(&t, "", false))],
                 end: false,
             },
             GenEvent::Done(o) => {
                 let mut bytes = Vec::new();
                 if !o.tool_calls.is_empty() {
                     // The calls go out whole, on one line.
-                    let mut calls = piece("", false);
+                    let mut calls = piece("", "", false);
                     calls["message"]["tool_calls"] = tool_calls_json(&o.tool_calls);
                     bytes.push(stream::ndjson(&calls));
                 }
-                let mut v = piece("", true);
+                let mut v = piece("", "", true);
                 add_final(&mut v, &o);
                 bytes.push(stream::ndjson(&v));
                 Frames { bytes, end: true }
@@ -373,7 +416,7 @@ async fn run_inner(
         return Ok(stream_response("application/x-ndjson", body));
     }
     let (text, o) = collect(started.events).await?;
-    let mut v = piece(&text, true);
+    let mut v = piece(&text, &o.reasoning, true);
     if !o.tool_calls.is_empty() {
         v["message"]["tool_calls"] = tool_calls_json(&o.tool_calls);
     }

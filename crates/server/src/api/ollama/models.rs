@@ -10,6 +10,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use llamay_runtime::Capabilities;
 use llamay_store::{ModelName, ModelRef, PullEvent, PullOptions, StoreError};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -121,6 +122,10 @@ pub(super) async fn show(State(st): State<AppState>, body: Bytes) -> Response {
         Err(e) => return fail(e),
     };
     let info = engine.lm.model.facts();
+    let caps = match Capabilities::of_file(&engine.spec.path) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
     let arch = info.architecture.as_str();
     json_response(
         StatusCode::OK,
@@ -139,7 +144,7 @@ pub(super) async fn show(State(st): State<AppState>, body: Bytes) -> Response {
                 format!("{arch}.attention.head_count_kv"): info.head_count_kv,
                 "tokenizer.ggml.vocab_size": info.vocab_size,
             },
-            "capabilities": ["completion"],
+            "capabilities": caps.ollama_names(),
             "modified_at": rfc3339(engine.loaded_at),
         }),
     )

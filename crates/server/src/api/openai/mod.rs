@@ -11,6 +11,7 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::reasoning_wire::with_budget;
 use crate::api::sampling::{with_sampling_knobs, StopField};
 use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
 use crate::http::error::{ApiError, ErrorKind, ErrorShape};
@@ -18,6 +19,7 @@ use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use crate::ids::unix_secs;
 use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::reasoning::ThinkingAsk;
 use llamay_runtime::tools::{ToolCall, ToolSet};
 use llamay_runtime::Surfaces;
 use llamay_runtime::{collect, Started};
@@ -80,6 +82,10 @@ with_sampling_knobs! {
         tools: Option<Value>,
         tool_choice: Option<Value>,
         parallel_tool_calls: Option<bool>,
+        reasoning_effort: Option<String>,
+        chat_template_kwargs: Option<serde_json::Map<String, Value>>,
+        llamay_thinking_budget: Option<i64>,
+        llamay_echo_prompt: Option<bool>,
         #[serde(flatten)]
         constraint: ConstraintFields,
     }
@@ -255,6 +261,16 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let params = r
         .sampling(r.max_completion_tokens.or(r.max_tokens), stop)
         .into_params()?;
+    let effort = match &r.reasoning_effort {
+        Some(e) => ThinkingAsk::from_effort("reasoning_effort", e, params.max_tokens)?,
+        None => ThinkingAsk::default(),
+    };
+    let thinking = with_budget(
+        effort.or(ThinkingAsk::from_template_kwargs(
+            r.chat_template_kwargs.as_ref(),
+        )),
+        r.llamay_thinking_budget,
+    )?;
     let stream = r.stream.unwrap_or(false);
     let include_usage = StreamOptions::include_usage(r.stream_options);
     let prompt = Prompt::Chat(chat_messages(r.messages)?);
@@ -268,6 +284,9 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
         stream,
         keep_alive: None,
         tools,
+        thinking,
+        template_kwargs: r.chat_template_kwargs,
+        echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
     };
     let started = st.runtime.start(req).await?;
     let id = crate::ids::response_id("chatcmpl-");
@@ -278,6 +297,9 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let created = unix_secs(started.created);
     let (text, outcome) = collect(started.events).await?;
     let mut message = json!({"role": "assistant", "content": text, "refusal": null});
+    if !outcome.reasoning.is_empty() {
+        message["reasoning_content"] = json!(outcome.reasoning);
+    }
     if !outcome.tool_calls.is_empty() {
         if text.is_empty() {
             message["content"] = Value::Null;
@@ -321,6 +343,7 @@ fn usage(o: &Outcome) -> Value {
         "prompt_tokens": o.prompt_tokens,
         "completion_tokens": o.completion_tokens,
         "total_tokens": o.prompt_tokens + o.completion_tokens,
+        "completion_tokens_details": {"reasoning_tokens": o.reasoning_tokens},
     })
 }
 
@@ -340,6 +363,15 @@ fn stream_chat(started: Started, id: String, include_usage: bool) -> Response {
         ),
     )];
     let body = stream::body(started.events, head, move |ev| match ev {
+        GenEvent::Reasoning(t) => Frames {
+            bytes: vec![stream::sse(
+                None,
+                &chunk(
+                    json!([{"index": 0, "delta": {"reasoning_content": t}, "logprobs": null, "finish_reason": null}]),
+                ),
+            )],
+            end: false,
+        },
         GenEvent::Text(t) => Frames {
             bytes: vec![stream::sse(
                 None,
@@ -449,6 +481,9 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
             stream,
             keep_alive: None,
             tools: None,
+            thinking: Default::default(),
+            template_kwargs: None,
+            echo_prompt: false,
         })
         .await?;
     let id = crate::ids::response_id("cmpl-");
@@ -457,6 +492,10 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
     let chunk = move |choices: Value| json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": choices});
     if stream {
         let body = stream::body(started.events, Vec::new(), move |ev| match ev {
+            GenEvent::Reasoning(_) => Frames {
+                bytes: Vec::new(),
+                end: false,
+            },
             GenEvent::Text(t) => Frames {
                 bytes: vec![stream::sse(
                     None,

@@ -1,0 +1,55 @@
+//! One generation as `llamay run` asks for it, whoever does the work: the model
+//! loaded in this process, or a running server.
+
+use std::sync::atomic::AtomicBool;
+
+use llamay_runtime::chat::ChatMessage;
+
+use super::constraint::Constraint;
+
+/// The sampling knobs `run` and the chat's `/set parameter` set.
+#[derive(Clone, Debug)]
+pub struct Knobs {
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub repeat_penalty: f32,
+    pub seed: u64,
+    pub max_tokens: usize,
+}
+
+/// The text a model continues.
+pub enum Input {
+    /// The prompt as written (no chat template).
+    Raw(String),
+    /// A conversation, rendered with the model's chat template.
+    Chat(Vec<ChatMessage>),
+}
+
+/// What one generation wrote and cost.
+pub struct Reply {
+    pub text: String,
+    /// Stopped by Ctrl-C.
+    pub cancelled: bool,
+    /// The statistics lines every one-shot run prints (`prompt … · generated …` and,
+    /// when constrained, the mask line).
+    pub stats: Vec<String>,
+    /// The lines `-stats`/`--verbose` adds.
+    pub details: Vec<String>,
+}
+
+pub trait Backend {
+    /// Generates, handing text to `on_text` as it comes, until done or `cancel`.
+    fn generate(
+        &mut self,
+        input: &Input,
+        constraint: &Constraint,
+        knobs: &Knobs,
+        cancel: &AtomicBool,
+        on_text: &mut dyn FnMut(&str),
+    ) -> anyhow::Result<Reply>;
+
+    /// The chat's `/show info`.
+    fn describe(&self) -> anyhow::Result<String>;
+}

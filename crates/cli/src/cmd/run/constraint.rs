@@ -1,0 +1,162 @@
+//! What `llamay run` constrains its output to, from the flags (or the chat's slash
+//! commands): decided and checked before any model work, by the runtime's own rules
+//! for a local run, or sent as the Ollama fields a server reads.
+
+use std::path::Path;
+
+use llamay_runtime::{ConstraintSpec, Surfaces};
+use serde_json::{json, Value};
+
+use crate::cmd::UsageError;
+
+#[derive(Clone, Debug, Default)]
+pub enum Constraint {
+    #[default]
+    None,
+    Json,
+    Schema(Value),
+    Grammar(String),
+}
+
+impl Constraint {
+    /// `-json`, `-schema FILE`, `-grammar-file FILE` and Ollama's `--format`, of which
+    /// at most one may be given.
+    pub fn from_flags(
+        json: bool,
+        schema: Option<&Path>,
+        grammar: Option<&Path>,
+        format: Option<&str>,
+    ) -> Result<Constraint, UsageError> {
+        let chosen = [json, schema.is_some(), grammar.is_some(), format.is_some()]
+            .iter()
+            .filter(|&&b| b)
+            .count();
+        if chosen > 1 {
+            return Err(UsageError(
+                "-json, -schema, -grammar-file and --format are exclusive: give at most one".into(),
+            ));
+        }
+        let c = if json {
+            Constraint::Json
+        } else if let Some(path) = schema {
+            Constraint::schema_file(path)?
+        } else if let Some(path) = grammar {
+            Constraint::Grammar(read_user_file(path, "grammar")?)
+        } else if let Some(f) = format {
+            Constraint::format(f)?
+        } else {
+            Constraint::None
+        };
+        c.spec()?;
+        Ok(c)
+    }
+
+    pub fn schema_file(path: &Path) -> Result<Constraint, UsageError> {
+        let text = read_user_file(path, "schema")?;
+        let value = serde_json::from_str(&text)
+            .map_err(|e| UsageError(format!("{} is not valid JSON: {e}", path.display())))?;
+        Ok(Constraint::Schema(value))
+    }
+
+    /// Ollama's `--format`: `json`, a JSON Schema written inline, or (llamay's
+    /// addition) a schema file.
+    pub fn format(f: &str) -> Result<Constraint, UsageError> {
+        let f = f.trim();
+        if f == "json" {
+            return Ok(Constraint::Json);
+        }
+        if f.starts_with('{') {
+            return serde_json::from_str(f)
+                .map(Constraint::Schema)
+                .map_err(|e| UsageError(format!("--format is not a valid JSON Schema: {e}")));
+        }
+        if Path::new(f).is_file() {
+            return Constraint::schema_file(Path::new(f));
+        }
+        Err(UsageError(format!(
+            "--format must be json, a JSON Schema or a schema file, not {f:?}"
+        )))
+    }
+
+    /// The runtime's constraint, refused here (exit 2) if it cannot be enforced.
+    pub fn spec(&self) -> Result<ConstraintSpec, UsageError> {
+        let mut surfaces = Surfaces::default();
+        match self {
+            Constraint::None => {}
+            Constraint::Json => surfaces.json = Some("-json"),
+            Constraint::Schema(v) => surfaces.schema("-schema", v),
+            Constraint::Grammar(text) => surfaces.grammar = Some(("-grammar-file", text.clone())),
+        }
+        let asked = surfaces.resolve().map_err(|e| UsageError(e.message))?;
+        Ok(ConstraintSpec::decide(asked, None, None))
+    }
+
+    /// The same constraint as the fields of an Ollama `/api/chat` or `/api/generate`
+    /// body (`llamay_grammar` is llamay's extension there).
+    pub fn add_to_body(&self, body: &mut Value) {
+        match self {
+            Constraint::None => {}
+            Constraint::Json => body["format"] = json!("json"),
+            Constraint::Schema(v) => body["format"] = v.clone(),
+            Constraint::Grammar(text) => body["llamay_grammar"] = json!(text),
+        }
+    }
+
+    /// JSON output goes to stdout as just the document: no whitespace before it.
+    pub fn is_json(&self) -> bool {
+        matches!(self, Constraint::Json | Constraint::Schema(_))
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Constraint::None => "none",
+            Constraint::Json => "json",
+            Constraint::Schema(_) => "json schema",
+            Constraint::Grammar(_) => "grammar",
+        }
+    }
+}
+
+/// A file named on the command line: one that cannot be read is the caller's mistake.
+pub fn read_user_file(path: &Path, what: &str) -> Result<String, UsageError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read {what} {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_reads_json_and_inline_schemas() {
+        assert!(matches!(Constraint::format("json"), Ok(Constraint::Json)));
+        let s = Constraint::format(r#"{"type":"object","properties":{"a":{"type":"integer"}}}"#);
+        assert!(matches!(s, Ok(Constraint::Schema(_))));
+        assert!(Constraint::format("yaml").is_err());
+        assert!(Constraint::format("{not json").is_err());
+    }
+
+    #[test]
+    fn flags_are_exclusive_and_checked() {
+        assert!(Constraint::from_flags(true, None, None, Some("json")).is_err());
+        assert!(matches!(
+            Constraint::from_flags(false, None, None, None),
+            Ok(Constraint::None)
+        ));
+        // A keyword the constraint cannot enforce is refused before any model work.
+        let refused = Constraint::format(r#"{"type":"string","pattern":"(?=x)"}"#)
+            .unwrap()
+            .spec();
+        assert!(refused.is_err());
+    }
+
+    #[test]
+    fn the_wire_fields_are_ollamas() {
+        let mut body = json!({});
+        Constraint::Json.add_to_body(&mut body);
+        assert_eq!(body["format"], "json");
+        let mut body = json!({});
+        Constraint::Grammar("root ::= \"a\"".into()).add_to_body(&mut body);
+        assert_eq!(body["llamay_grammar"], "root ::= \"a\"");
+    }
+}

@@ -1,0 +1,144 @@
+//! A model loaded in this process (`llamay run --local`, or when no server is up).
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::Context;
+use llamay_engine::{LoadOptions, SamplerConfig};
+use llamay_runtime::{
+    generate, Finish, GenerationParams, LoadedModel, PromptLayers, TemplateSource,
+    DEFAULT_CONSTRAINT_CACHE_BYTES,
+};
+
+use super::backend::{Backend, Input, Knobs, Reply};
+use super::constraint::Constraint;
+
+pub struct Local {
+    lm: LoadedModel,
+    path: PathBuf,
+    /// `-kv` as given, for the details line.
+    kv: String,
+    /// Sample every token, even forced continuations (`--no-fast-forward`).
+    fast_forward: bool,
+}
+
+impl Local {
+    pub fn load(
+        model: &str,
+        opts: &LoadOptions,
+        kv: &str,
+        fast_forward: bool,
+    ) -> anyhow::Result<Local> {
+        let path = resolve_model(model)?;
+        let lm = LoadedModel::load(&path, opts)
+            .with_context(|| format!("cannot load {}", path.display()))?;
+        Ok(Local {
+            lm,
+            path,
+            kv: kv.to_string(),
+            fast_forward,
+        })
+    }
+}
+
+/// A file, or a store name (pulled if missing) with its Ollama layers.
+fn resolve_model(m: &str) -> anyhow::Result<(PathBuf, PromptLayers)> {
+    let p = PathBuf::from(m);
+    if p.is_file() {
+        return Ok((p, PromptLayers::default()));
+    }
+    let r = crate::store_cmds::ensure_model(m, &Default::default())?;
+    Ok((r.gguf.clone(), PromptLayers::of(&r)))
+}
+
+impl Backend for Local {
+    fn generate(
+        &mut self,
+        input: &Input,
+        constraint: &Constraint,
+        knobs: &Knobs,
+        cancel: &AtomicBool,
+        on_text: &mut dyn FnMut(&str),
+    ) -> anyhow::Result<Reply> {
+        let lm = &self.lm;
+        let spec = constraint.spec()?;
+        let compile_start = Instant::now();
+        let (automaton, _) = spec.build(lm).map_err(|e| anyhow::anyhow!(e.message))?;
+        let compile_time = compile_start.elapsed();
+        let tokens = match input {
+            Input::Raw(text) => lm.encode_raw(text),
+            Input::Chat(messages) => lm.encode_chat(messages, None)?,
+        };
+        let params = GenerationParams {
+            max_tokens: knobs.max_tokens,
+            sampler: SamplerConfig {
+                temperature: knobs.temperature,
+                top_k: knobs.top_k,
+                top_p: knobs.top_p,
+                min_p: knobs.min_p,
+                repeat_penalty: knobs.repeat_penalty,
+                seed: knobs.seed,
+                ..SamplerConfig::default()
+            },
+            stop: Vec::new(),
+            fast_forward: self.fast_forward,
+        };
+        let mut text = String::new();
+        let g = generate(
+            &lm.model,
+            &lm.tokenizer,
+            &tokens,
+            &params,
+            automaton.as_ref(),
+            cancel,
+            &mut |s: &str| {
+                text.push_str(s);
+                on_text(s);
+            },
+        )?;
+        let mut stats = vec![g.stats.summary(g.finish.as_str())];
+        if let Some(m) = &g.stats.mask {
+            stats.push(m.summary(spec.kind(), g.stats.decode_time));
+        }
+        let template = match lm.template_source {
+            TemplateSource::File => "from the file".to_string(),
+            TemplateSource::Builtin(b) => format!("builtin {}", format!("{b:?}").to_lowercase()),
+            TemplateSource::OllamaLayer => "the Ollama template layer".to_string(),
+        };
+        let mut details = vec![
+            format!(
+                "model {} · {} threads · ctx {} · kv {} · template {template}",
+                self.path.display(),
+                lm.model.n_threads(),
+                lm.model.n_ctx(),
+                self.kv,
+            ),
+            format!(
+                "constraint compiled in {:.2} ms · {} tokens forced without sampling ({} fast-forwarded)",
+                compile_time.as_secs_f64() * 1e3,
+                g.stats.forced_tokens,
+                g.stats.fast_forwarded_tokens,
+            ),
+        ];
+        if let Some(report) = spec.schema_report() {
+            let report = report.to_string();
+            if !report.is_empty() {
+                details.push(format!("schema: {report}"));
+            }
+        }
+        Ok(Reply {
+            text,
+            cancelled: g.finish == Finish::Cancelled,
+            stats,
+            details,
+        })
+    }
+
+    fn describe(&self) -> anyhow::Result<String> {
+        Ok(crate::cmd::show::render(
+            &self.path.display().to_string(),
+            self.lm.model.facts(),
+        ))
+    }
+}

@@ -1,0 +1,122 @@
+//! An encoder's tensors, located and shape-checked at load time (llama.cpp's names).
+
+use super::super::arena::Arena;
+use super::super::linear::{interleaved_len, load_vector, opt_vector, Weight};
+use super::super::ModelError;
+use super::EncoderParams;
+use crate::gguf::GgufFile;
+
+/// A LayerNorm's scale and shift.
+pub(super) struct Norm {
+    pub w: Vec<f32>,
+    pub b: Vec<f32>,
+}
+
+/// A projection and its bias (absent biases are zeros).
+pub(super) struct Affine {
+    pub w: Weight,
+    pub b: Vec<f32>,
+}
+
+pub(super) struct EncoderLayer {
+    pub q: Affine,
+    pub k: Affine,
+    pub v: Affine,
+    pub out: Affine,
+    pub attn_norm: Norm,
+    pub up: Affine,
+    pub down: Affine,
+    pub out_norm: Norm,
+}
+
+pub(super) struct EncoderWeights {
+    pub token_embd: Weight,
+    /// Row 0 of the token-type embeddings: llama.cpp gives every token type 0.
+    pub type0: Vec<f32>,
+    /// `n_ctx_train × n_embd` absolute position embeddings.
+    pub positions: Vec<f32>,
+    pub embd_norm: Norm,
+    pub layers: Vec<EncoderLayer>,
+    /// The pooler (`cls`, tanh after it) and the classifier (`cls.output`).
+    pub cls: Option<Affine>,
+    pub cls_out: Option<Affine>,
+}
+
+impl EncoderWeights {
+    pub(super) fn load(file: &GgufFile, hp: &EncoderParams) -> Result<EncoderWeights, ModelError> {
+        let e = hp.n_embd;
+        let arena = Arena::with_capacity(
+            file.tensors()
+                .iter()
+                .filter_map(interleaved_len)
+                .map(Arena::footprint)
+                .sum(),
+        );
+        let weight = |name: &str, cols, rows| Weight::load(file, &arena, name, cols, rows);
+        let affine = |name: &str, cols, rows| -> Result<Affine, ModelError> {
+            Ok(Affine {
+                w: weight(&format!("{name}.weight"), cols, rows)?,
+                b: opt_vector(file, &format!("{name}.bias"), rows)?.unwrap_or(vec![0.0; rows]),
+            })
+        };
+        let norm = |name: &str| -> Result<Norm, ModelError> {
+            Ok(Norm {
+                w: load_vector(file, &format!("{name}.weight"), e)?,
+                b: load_vector(file, &format!("{name}.bias"), e)?,
+            })
+        };
+        let token_embd = weight("token_embd.weight", e, hp.n_vocab)?;
+        let type0 = match file.tensor("token_types.weight") {
+            Some(t) => {
+                let n_types = t.dims.get(1).copied().unwrap_or(0) as usize;
+                let w = weight("token_types.weight", e, n_types.max(1))?;
+                let mut row = vec![0.0; e];
+                w.row_f32(file, 0, &mut row)?;
+                row
+            }
+            None => vec![0.0; e],
+        };
+        let pos = weight("position_embd.weight", e, hp.n_ctx_train)?;
+        let mut positions = vec![0.0; hp.n_ctx_train * e];
+        for (p, row) in positions.chunks_exact_mut(e).enumerate() {
+            pos.row_f32(file, p, row)?;
+        }
+        let layers = (0..hp.n_layer)
+            .map(|il| {
+                let n = |s: &str| format!("blk.{il}.{s}");
+                Ok(EncoderLayer {
+                    q: affine(&n("attn_q"), e, e)?,
+                    k: affine(&n("attn_k"), e, e)?,
+                    v: affine(&n("attn_v"), e, e)?,
+                    out: affine(&n("attn_output"), e, e)?,
+                    attn_norm: norm(&n("attn_output_norm"))?,
+                    up: affine(&n("ffn_up"), e, hp.n_ff)?,
+                    down: affine(&n("ffn_down"), hp.n_ff, e)?,
+                    out_norm: norm(&n("layer_output_norm"))?,
+                })
+            })
+            .collect::<Result<_, ModelError>>()?;
+        let cls = match file.tensor("cls.weight") {
+            Some(_) => Some(affine("cls", e, e)?),
+            None => None,
+        };
+        let cls_out = match file.tensor("cls.output.weight") {
+            Some(_) => Some(affine("cls.output", e, hp.n_cls_out)?),
+            None => None,
+        };
+        Ok(EncoderWeights {
+            token_embd,
+            type0,
+            positions,
+            embd_norm: norm("token_embd_norm")?,
+            layers,
+            cls,
+            cls_out,
+        })
+    }
+
+    /// Whether rank pooling has a head to score with.
+    pub(super) fn has_classifier(&self) -> bool {
+        self.cls.is_some() || self.cls_out.is_some()
+    }
+}

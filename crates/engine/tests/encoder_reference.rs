@@ -1,0 +1,124 @@
+//! The `bert` encoder against llama.cpp (`scripts/embed-reference`): all-MiniLM-L6-v2 as
+//! converted by `scripts/convert-bert-gguf`, and the random-weight cross-encoder.
+
+use llamay_engine::{Encoder, GgufFile, LoadOptions, Pooling, Tokenizer};
+use llamay_testdata::{cosine, embed_model, embed_reference, f32s_from_base64};
+use serde_json::Value;
+
+fn reference(name: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(embed_reference(name)).expect("reference")).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn load(name: &str) -> (std::sync::Arc<Encoder>, Tokenizer) {
+    let path = embed_model(name);
+    let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).expect("tokenizer");
+    let opts = LoadOptions {
+        n_threads: Some(2),
+        ..Default::default()
+    };
+    (Encoder::load(&path, &opts).expect("encoder"), tok)
+}
+
+/// Every sentence: llama.cpp's token ids, and an embedding of cosine >= 0.9999 with
+/// llama.cpp's. All sentences go through one `encode` call (packed passes).
+#[test]
+fn minilm_matches_llama_cpp() {
+    let r = reference("minilm");
+    let (enc, tok) = load("minilm");
+    assert_eq!(enc.pooling(), Pooling::Mean);
+    assert_eq!(enc.n_embd(), 384);
+    let cases = r["cases"].as_array().unwrap();
+    assert!(cases.len() >= 200);
+    let mut texts = Vec::new();
+    for c in cases {
+        let text = c["text"].as_str().unwrap();
+        let got = tok.encode(text.as_bytes(), true, false);
+        assert_eq!(got, ids(&c["ids"]), "token ids of {text:?}");
+        texts.push(got);
+    }
+    assert!(
+        texts.iter().any(|t| t.len() == enc.n_ctx()),
+        "a text at the context limit"
+    );
+    assert!(
+        texts.iter().any(|t| t.len() == 2),
+        "a text empty after normalisation"
+    );
+    let refs: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
+    let got = enc.encode(&refs, enc.pooling()).expect("encode");
+    let mut worst = (1.0f64, "");
+    for (c, v) in cases.iter().zip(&got) {
+        let want = f32s_from_base64(c["embedding"].as_str().unwrap());
+        let cos = cosine(v, &want);
+        if cos < worst.0 {
+            worst = (cos, c["text"].as_str().unwrap());
+        }
+    }
+    eprintln!("worst cosine {:.7} ({:?})", worst.0, worst.1);
+    assert!(
+        worst.0 >= 0.9999,
+        "worst cosine {} for {:?}",
+        worst.0,
+        worst.1
+    );
+}
+
+/// Each (query, document) pair, as llama.cpp's server builds it, scores within 1e-3
+/// of llama.cpp's rank pooling.
+#[test]
+fn reranker_matches_llama_cpp() {
+    let r = reference("reranker");
+    let (enc, tok) = load("reranker");
+    assert_eq!(enc.pooling(), Pooling::Rank);
+    assert!(enc.can_rank());
+    let sets = r["sets"].as_array().unwrap();
+    assert!(sets.len() >= 50);
+    let (cls, sep) = (tok.bos().unwrap(), tok.special_ids().sep.unwrap());
+    let mut worst = 0f64;
+    for s in sets {
+        let q = tok.encode(s["query"].as_str().unwrap().as_bytes(), false, false);
+        let mut pairs = Vec::new();
+        for (d, want) in s["documents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(s["results"].as_array().unwrap())
+        {
+            let dt = tok.encode(d.as_str().unwrap().as_bytes(), false, false);
+            let pair: Vec<u32> = [cls]
+                .into_iter()
+                .chain(q.iter().copied())
+                .chain([sep])
+                .chain(dt)
+                .collect();
+            assert_eq!(pair, ids(&want["ids"]));
+            pairs.push(pair);
+        }
+        let refs: Vec<&[u32]> = pairs.iter().map(Vec::as_slice).collect();
+        let got = enc.encode(&refs, Pooling::Rank).expect("rank");
+        for (g, want) in got.iter().zip(s["results"].as_array().unwrap()) {
+            assert_eq!(g.len(), 1);
+            worst = worst.max((g[0] as f64 - want["score"].as_f64().unwrap()).abs());
+        }
+    }
+    eprintln!("worst score difference {worst:.2e}");
+    assert!(worst <= 1e-3, "worst score difference {worst}");
+}
+
+/// Texts are refused, not run, when empty or longer than the context.
+#[test]
+fn bad_texts_are_refused() {
+    let (enc, _) = load("reranker");
+    assert!(enc.encode(&[&[]], Pooling::Cls).is_err());
+    let long = vec![101u32; enc.n_ctx() + 1];
+    assert!(enc.encode(&[&long], Pooling::Cls).is_err());
+    assert!(enc.encode(&[&[u32::MAX]], Pooling::Cls).is_err());
+}

@@ -1,0 +1,87 @@
+//! What a model can do, read from its file's header (no weights loaded), for the
+//! capability catalog (`/v1/catalog/models`), Ollama's `capabilities`, and the 400s
+//! a request gets for asking what its model cannot do.
+
+use std::path::Path;
+
+use llamay_engine::GgufFile;
+
+use crate::error::Error;
+use crate::reasoning::{convention_of, Convention};
+
+/// Encoder architectures: embeddings, no generation.
+const ENCODERS: &[&str] = &["bert", "nomic-bert", "jina-bert-v2"];
+
+#[derive(Clone, Debug)]
+pub struct Capabilities {
+    pub architecture: String,
+    pub context_length: Option<u64>,
+    /// The file carries its own chat template (tool calling rides on it; a base model
+    /// without one gets a built-in turn format, and no tools).
+    pub own_template: bool,
+    /// The thinking convention, for a reasoning model.
+    pub thinking: Option<&'static Convention>,
+    pub embedding: bool,
+}
+
+impl Capabilities {
+    pub fn of_file(path: &Path) -> Result<Capabilities, Error> {
+        let f = GgufFile::open(path)
+            .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+        let architecture = f.architecture().unwrap_or("unknown").to_string();
+        let template = f.opt_str("tokenizer.chat_template").ok().flatten();
+        let thinking = convention_of(template, |text| {
+            let mut tokens = f.array_strings("tokenizer.ggml.tokens").ok()?;
+            tokens.position(|t| t == text.as_bytes()).map(|i| i as u32)
+        });
+        let context_length = f
+            .arch_key("context_length")
+            .ok()
+            .and_then(|k| f.opt_u64(&k).ok().flatten());
+        Ok(Capabilities {
+            embedding: ENCODERS.contains(&architecture.as_str()),
+            architecture,
+            context_length,
+            own_template: template.is_some(),
+            thinking,
+        })
+    }
+
+    pub fn completion(&self) -> bool {
+        !self.embedding
+    }
+
+    pub fn tools(&self) -> bool {
+        self.completion() && self.own_template
+    }
+
+    pub fn thinking_toggle(&self) -> bool {
+        self.thinking.is_some_and(|c| c.toggle.is_some())
+    }
+
+    /// Ollama's words: `completion`, `tools`, `thinking`, `embedding`.
+    pub fn ollama_names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.completion() {
+            v.push("completion");
+        }
+        if self.tools() {
+            v.push("tools");
+        }
+        if self.thinking.is_some() {
+            v.push("thinking");
+        }
+        if self.embedding {
+            v.push("embedding");
+        }
+        v
+    }
+}
+
+/// The 400 for a request that offers tools to a model without tool support.
+pub(crate) fn no_tools(model: &str) -> Error {
+    Error::bad_request(format!(
+        "model {model} has no tool support (capability \"tools\"): its file carries no chat \
+         template to describe tools with; see /v1/catalog/models"
+    ))
+}
