@@ -30,9 +30,10 @@ impl Local {
         kv: &str,
         fast_forward: bool,
     ) -> anyhow::Result<Local> {
-        let path = resolve_model(model)?;
-        let lm = LoadedModel::load(&path, opts)
-            .with_context(|| format!("cannot load {}", path.display()))?;
+        let (path, layers) = resolve_model(model)?;
+        let lm =
+            LoadedModel::load_with_layers(&path, opts, DEFAULT_CONSTRAINT_CACHE_BYTES, &layers)
+                .with_context(|| format!("cannot load {}", path.display()))?;
         Ok(Local {
             lm,
             path,
