@@ -26,6 +26,8 @@ Examples:
   llamay run qwen2.5:0.5b                      chat at the terminal (Ctrl-D or /bye leaves)
   llamay run -m model.gguf -chat -json -p \"Describe a cat as JSON\"
   llamay serve -m smollm2:135m                 OpenAI, Anthropic and Ollama routes on :11435
+  llamay eval -m model.gguf -schema examples/invoices/invoice.schema.json -data examples/invoices/invoices.jsonl
+                                               fields scored with and without the schema
   llamay embed -m encoder.gguf \"a sentence\"     one JSON vector per line
   llamay ps                                    the models a running server holds
   llamay stop smollm2:135m                     unload one of them
@@ -47,6 +49,8 @@ Set LLAMAY_HOST to talk to a server elsewhere (run, ps and stop).";
 enum Command {
     /// Generate text, optionally constrained to JSON, a JSON Schema or a GBNF grammar.
     Run(Box<cmd::run::RunArgs>),
+    /// Score extraction field by field on a JSON-lines set, with and without the constraint.
+    Eval(Box<cmd::eval::EvalArgs>),
     /// Serve models over HTTP (OpenAI, Anthropic and Ollama routes).
     Serve(Box<cmd::serve::ServeArgs>),
     /// List the models a running server holds in memory.
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(*a),
         Command::Serve(a) => cmd::serve::run(*a),
         Command::Embed(a) => cmd::embed::run(a),
+        Command::Eval(a) => cmd::eval::run(*a),
         Command::Show(a) => cmd::show::run(a),
         Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::Bench(a) => cmd::bench::run(a),

@@ -137,6 +137,10 @@ impl Inner {
                 profile.mask(remaining, self.vocab.len(), Some((&closes, aux)))
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
+        } else if prog.is_quote() {
+            let compute =
+                || LocalMask::compute_direct(&prog.with_bounds(min, max), aux, &self.vocab);
+            self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
             let walk = || {
                 let bounded = prog.with_bounds(min, max);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llamay_constrain::grammar::Grammar;
-use llamay_constrain::schema::{NotEnforced, Report};
+use llamay_constrain::schema::{NotEnforced, Report, Sources};
 use llamay_constrain::Constraint;
 use serde_json::Value;
 
@@ -55,6 +55,8 @@ pub struct EnforcementReport {
     pub kind: &'static str,
     /// Schema keywords parsed but not enforced, as `keyword at location`.
     pub not_enforced: Vec<String>,
+    /// Extensions enforced beyond JSON Schema, as `quote: enforced at location`.
+    pub enforced: Vec<String>,
     /// Time spent compiling the constraint for this request (near zero when cached).
     pub compile_time: Duration,
 }
@@ -71,6 +73,9 @@ pub struct Surfaces {
     pub json: Option<&'static str>,
     /// GBNF text (`llamay_grammar` / `grammar`).
     pub grammar: Option<(&'static str, String)>,
+    /// What `x-llamay-quote` values must be spans of: the request's input and its
+    /// `llamay_sources`.
+    pub sources: Sources,
 }
 
 /// Constraints resolved at once; more wait their turn, so a burst of huge grammars
@@ -91,6 +96,27 @@ impl Surfaces {
             (None, Some(g)) => Some(("grammar", g.clone())),
             (None, None) => None,
         };
+    }
+
+    /// Takes `llamay_sources`: an object of source names to texts.
+    pub fn llamay_sources(&mut self, v: Option<&Value>) -> Result<(), Error> {
+        let Some(v) = v else { return Ok(()) };
+        let bad = || {
+            Error::bad_request(
+                "llamay_sources must be an object of source names to texts, e.g.                  {\"contract\": \"...\"}",
+            )
+        };
+        let obj = v.as_object().ok_or_else(bad)?;
+        for (name, text) in obj {
+            let text = text.as_str().ok_or_else(bad)?;
+            self.sources.named.insert(name.clone(), text.to_string());
+        }
+        Ok(())
+    }
+
+    /// The request's input text, for `x-llamay-quote: true`.
+    pub fn input(&mut self, text: String) {
+        self.sources.input = Some(text);
     }
 
     /// Takes `llamay_format`, whose only value is `"json"`.
@@ -137,7 +163,7 @@ impl Surfaces {
             return grammar_spec(field, text);
         }
         if let Some((field, schema)) = self.schemas.first() {
-            return schema_spec(field, schema);
+            return schema_spec(field, schema, &self.sources);
         }
         Ok(match self.json {
             Some(_) => ConstraintSpec::Json,
@@ -164,14 +190,14 @@ pub fn checked_grammar(field: &str, text: &str) -> Result<Arc<str>, Error> {
     Ok(text.into())
 }
 
-fn schema_spec(field: &str, schema: &Value) -> Result<ConstraintSpec, Error> {
+fn schema_spec(field: &str, schema: &Value, sources: &Sources) -> Result<ConstraintSpec, Error> {
     if !schema.is_object() && !schema.is_boolean() {
         return Err(Error::bad_request(format!(
             "{field} must be a JSON Schema object"
         )));
     }
     let t0 = Instant::now();
-    let (grammar, report) = llamay_constrain::schema::grammar(schema)
+    let (grammar, report) = llamay_constrain::schema::grammar_with(schema, sources)
         .map_err(|e| Error::refusal(e.to_string()).at(field))?;
     Ok(ConstraintSpec::Schema(Arc::new(CompiledSchema {
         key: schema.to_string(),
@@ -250,14 +276,25 @@ impl ConstraintSpec {
                         format!("{} at {}: {what}", e.keyword, e.location)
                     })
                     .collect();
+                report.enforced = s
+                    .report
+                    .quotes
+                    .iter()
+                    .map(|at| format!("quote: enforced at {at}"))
+                    .collect();
                 report.compile_time += s.compile_time;
-                Some(
-                    lm.constraints
-                        .get_or_build(self.kind(), &s.key, |v| {
-                            Constraint::from_grammar(&s.grammar, v)
-                        })
-                        .map_err(fail)?,
-                )
+                if s.report.quotes.is_empty() {
+                    Some(
+                        lm.constraints
+                            .get_or_build(self.kind(), &s.key, |v| {
+                                Constraint::from_grammar(&s.grammar, v)
+                            })
+                            .map_err(fail)?,
+                    )
+                } else {
+                    // Quotes are bound to this request's sources: nothing to share.
+                    Some(Constraint::from_grammar(&s.grammar, lm.vocab.clone()).map_err(fail)?)
+                }
             }
         };
         report.compile_time += t0.elapsed();

@@ -21,6 +21,22 @@ pub enum Prompt {
     Raw(String),
 }
 
+impl Prompt {
+    /// The text an `x-llamay-quote: true` must quote: the user messages' text, one
+    /// message a line, or the raw prompt.
+    pub fn user_text(&self) -> String {
+        match self {
+            Prompt::Raw(text) => text.clone(),
+            Prompt::Chat(msgs) => msgs
+                .iter()
+                .filter(|m| m.role == "user")
+                .filter_map(|m| m.content.as_deref())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
 /// One generation request, whatever API it came from.
 #[derive(Clone, Debug)]
 pub struct GenRequest {
@@ -85,6 +101,7 @@ impl Outcome {
         let mut v = serde_json::json!({
             "constraint": self.report.kind,
             "not_enforced": self.report.not_enforced,
+            "enforced": self.report.enforced,
             "compile_ms": (self.report.compile_time.as_secs_f64() * 1e6).round() / 1e3,
             "mask_us_per_token": mask.map(|m| (m.mean_mask_us() * 10.0).round() / 10.0),
             "mask_steps": mask.map(|m| m.steps),

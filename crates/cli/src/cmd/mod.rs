@@ -3,12 +3,14 @@
 pub mod bench;
 pub mod completions;
 pub mod embed;
+pub mod eval;
 pub mod load_args;
 pub mod loaded;
 pub mod mask_worker;
 pub mod run;
 pub mod serve;
 pub mod show;
+pub mod sources;
 pub mod tokenize;
 
 /// An error the user caused by how they called llamay (exit code 2), as opposed to

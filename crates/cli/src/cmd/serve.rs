@@ -158,7 +158,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
 
 /// The serve model: a file or a store name (pulled if missing). The exact string
 /// given names it on every route, beside its short name.
-pub(super) fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
+pub(crate) fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
     if Path::new(m).is_file() {
         return Ok(ModelSpec::from_arg(m, PathBuf::from(m), None));
     }

@@ -2,14 +2,16 @@
 //! parse item's 64-bit `aux` word.
 //!
 //! Layout (low to high): phase 5 bits · pending high surrogate 10 · hex accumulator 12 ·
-//! DFA state 12 · character count 13 · exclusion-trie node 12.
+//! DFA state 12 · character count 13 · exclusion-trie node 12. A quoted string (whose
+//! value must be a span of a source) has neither pattern nor exclusions: its span
+//! automaton's state takes the DFA and trie fields together (24 bits).
 //!
 //! Every transition is checked for *viability*: the new state must still have a way to
 //! reach the closing quote (a character the pattern DFA can take within `max_chars`, a
 //! hex digit that can still complete an acceptable code point). So the automaton never
 //! enters a state with no continuation.
 
-use crate::grammar::{ByteDfa, JsonString};
+use crate::grammar::{ByteDfa, JsonString, SpanAutomaton};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ const OFF_TRIE: u32 = 0xFFF;
 #[derive(Clone, Debug)]
 pub(crate) struct StringProg {
     dfa: Option<Arc<ByteDfa>>,
+    quote: Option<Arc<SpanAutomaton>>,
     min: u32,
     max: Option<u32>,
     /// Exclusion trie: children per node, and whether a node ends an excluded value.
@@ -102,7 +105,14 @@ impl StringProg {
     pub(crate) fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
         use crate::heap::{map, vec};
         let trie = vec(&self.trie) + self.trie.iter().map(|(m, _)| map(m)).sum::<usize>();
-        trie + self.dfa.as_ref().map_or(0, |d| dfa_bytes(d, seen))
+        let quote = self.quote.as_ref().map_or(0, |q| {
+            if seen.first(Arc::as_ptr(q)) {
+                q.heap_bytes()
+            } else {
+                0
+            }
+        });
+        trie + quote + self.dfa.as_ref().map_or(0, |d| dfa_bytes(d, seen))
     }
 
     pub fn new(spec: &JsonString) -> Self {
@@ -124,6 +134,7 @@ impl StringProg {
         }
         StringProg {
             dfa: spec.pattern.clone(),
+            quote: spec.quote.clone(),
             min: spec.min_chars,
             max: spec.max_chars,
             trie,
@@ -133,7 +144,26 @@ impl StringProg {
     /// Whether the string has neither a pattern nor exclusions (length bounds allowed):
     /// such strings behave the same in every grammar.
     pub fn is_unpatterned(&self) -> bool {
-        self.dfa.is_none() && self.trie.len() == 1
+        self.dfa.is_none() && self.quote.is_none() && self.trie.len() == 1
+    }
+
+    /// Whether the value must be a span of a source (its masks are walked directly: a
+    /// span automaton has as many states as its source has bytes, too many to memoise).
+    pub fn is_quote(&self) -> bool {
+        self.quote.is_some()
+    }
+
+    /// The span automaton's state in `s` (quoted strings only).
+    fn span(s: &St) -> u32 {
+        s.dfa | s.excl << 12
+    }
+
+    fn with_span(s: St, q: u32) -> St {
+        St {
+            dfa: q & 0xFFF,
+            excl: q >> 12 & 0xFFF,
+            ..s
+        }
     }
 
     /// Re-expresses state `aux` relative to its character count: the bounds still to
@@ -174,6 +204,9 @@ impl StringProg {
     /// completion would tighten.
     pub fn as_plain(&self, aux: u64) -> Option<(StringProg, u64)> {
         let s = St::unpack(aux);
+        if self.quote.is_some() {
+            return None;
+        }
         if let Some(d) = &self.dfa {
             if (CONT1..=CONT_F4).contains(&s.phase) || !d.is_universal(s.dfa) {
                 return None;
@@ -222,6 +255,9 @@ impl StringProg {
         let s = St::unpack(aux);
         let next = match s.phase {
             // With nothing excluded the trie is off from the start (one state fewer).
+            BEFORE_OPEN if self.quote.is_some() => (b == b'"')
+                .then(|| Self::with_span(St { phase: NORMAL, ..s }, 0))
+                .filter(|n| self.fits(n)),
             BEFORE_OPEN => (b == b'"').then_some(St {
                 phase: NORMAL,
                 excl: if self.trie.len() > 1 { 0 } else { OFF_TRIE },
@@ -322,7 +358,7 @@ impl StringProg {
                 // The character was counted at its lead byte, but which character it
                 // is decides how many the pattern still needs within `max`.
                 self.feed_byte(St { phase: then, ..s }, b)
-                    .filter(|n| self.fits_max(n))
+                    .filter(|n| self.fits(n))
             }
             _ => None,
         };
@@ -382,6 +418,9 @@ impl StringProg {
     }
 
     fn can_close(&self, s: &St) -> bool {
+        if self.quote.is_some() {
+            return s.count >= self.min;
+        }
         s.count >= self.min
             && self.dfa.as_ref().is_none_or(|d| d.is_accepting(s.dfa))
             && !(s.excl != OFF_TRIE && self.trie[s.excl as usize].1)
@@ -389,6 +428,9 @@ impl StringProg {
 
     /// Advances the pattern DFA and the exclusion trie by one byte of the decoded value.
     fn feed_byte(&self, mut s: St, b: u8) -> Option<St> {
+        if let Some(q) = &self.quote {
+            return Some(Self::with_span(s, q.next(Self::span(&s), b)?));
+        }
         if let Some(d) = &self.dfa {
             s.dfa = d.next(s.dfa, b)?;
         }
@@ -408,13 +450,23 @@ impl StringProg {
         match self.max {
             Some(_) => {
                 s.count += 1;
-                self.fits_max(&s).then_some(s)
+                self.fits(&s).then_some(s)
             }
             None => {
                 s.count = (s.count + 1).min(self.min);
-                Some(s)
+                self.fits(&s).then_some(s)
             }
         }
+    }
+
+    /// Whether `s` can still finish: within `max`, and for a quote, with room in the
+    /// source for the characters `min` still asks.
+    fn fits(&self, s: &St) -> bool {
+        self.fits_max(s)
+            && self
+                .quote
+                .as_ref()
+                .is_none_or(|q| s.count >= self.min || s.count + q.room(Self::span(s)) >= self.min)
     }
 
     /// Whether the pattern can still finish within `max` from `s` (its count included).
@@ -493,6 +545,9 @@ impl StringProg {
         if self.max.is_some_and(|m| s.count >= m) {
             return false;
         }
+        if let Some(q) = &self.quote {
+            return self.span_range_viable(q, s, lo, hi);
+        }
         let Some(d) = &self.dfa else { return true };
         // Utf8Sequences skips the surrogate block inside a range, but not at its ends.
         let lo = if (0xD800..=0xDFFF).contains(&lo) {
@@ -528,6 +583,54 @@ impl StringProg {
             }
             let room = self.max.map_or(u32::MAX, |m| m - s.count - 1);
             if states.iter().any(|&t| d.min_chars_to_accept(t) <= room) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+impl StringProg {
+    /// [`Self::range_viable`] for a quote: some character in `lo..=hi` follows the span
+    /// in the source, leaving room for what `min` still asks.
+    fn span_range_viable(&self, q: &SpanAutomaton, s: &St, lo: u32, hi: u32) -> bool {
+        let lo = if (0xD800..=0xDFFF).contains(&lo) {
+            0xE000
+        } else {
+            lo
+        };
+        let hi = if (0xD800..=0xDFFF).contains(&hi) {
+            0xD7FF
+        } else {
+            hi
+        };
+        let (Some(a), Some(b)) = (char::from_u32(lo), char::from_u32(hi)) else {
+            return false;
+        };
+        if a > b {
+            return false;
+        }
+        let start = Self::span(s);
+        let need = self.min.saturating_sub(s.count + 1);
+        for seq in Utf8Sequences::new(a, b) {
+            let mut states = vec![start];
+            for r in seq.as_slice() {
+                let mut nxt: Vec<u32> = Vec::new();
+                for &st in &states {
+                    for byte in r.start..=r.end {
+                        if let Some(t) = q.next(st, byte) {
+                            if !nxt.contains(&t) {
+                                nxt.push(t);
+                            }
+                        }
+                    }
+                }
+                states = nxt;
+                if states.is_empty() {
+                    break;
+                }
+            }
+            if states.iter().any(|&t| q.room(t) >= need) {
                 return true;
             }
         }

@@ -100,7 +100,13 @@ pub(crate) struct Program {
 
 /// What a string spec is looked up by: everything but the pattern's automaton, for
 /// which its source stands (equal digests are then compared in full).
-type StringDigest = (u32, Option<u32>, Vec<Vec<u8>>, Option<String>);
+type StringDigest = (
+    u32,
+    Option<u32>,
+    Vec<Vec<u8>>,
+    Option<String>,
+    Option<usize>,
+);
 
 fn digest(spec: &JsonString) -> StringDigest {
     (
@@ -108,6 +114,8 @@ fn digest(spec: &JsonString) -> StringDigest {
         spec.max_chars,
         spec.exclude.clone(),
         spec.pattern.as_ref().map(|d| d.pattern().to_string()),
+        // A quote's source stands by its length (equal digests are compared in full).
+        spec.quote.as_ref().map(|q| q.text().len()),
     )
 }
 

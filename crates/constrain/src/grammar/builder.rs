@@ -205,6 +205,9 @@ fn check_symbol(g: &Grammar, rule: &Rule, s: &Symbol) -> Result<()> {
             {
                 return e("string pattern DFA has too many states".into());
             }
+            if j.quote.is_some() && (j.pattern.is_some() || !j.exclude.is_empty()) {
+                return e("a quoted string cannot also have a pattern or excluded values".into());
+            }
             let trie_nodes: usize = j.exclude.iter().map(|v| v.len()).sum();
             if trie_nodes >= MAX_JSON_STRING_AUX {
                 return e("too many excluded string values".into());

@@ -118,6 +118,9 @@ pub(crate) fn render_symbol(g: &Grammar, s: &Symbol, out: &mut String) {
             if let Some(p) = &j.pattern {
                 let _ = write!(out, "/{}/", p.pattern());
             }
+            if let Some(q) = &j.quote {
+                let _ = write!(out, "%quote({} bytes)", q.text().len());
+            }
             if j.min_chars > 0 || j.max_chars.is_some() {
                 let _ = write!(
                     out,

@@ -2,6 +2,7 @@
 
 use super::charclass::{ByteSet, CharClass};
 use super::dfa::ByteDfa;
+use super::span::SpanAutomaton;
 use crate::error::Result;
 use std::sync::Arc;
 
@@ -108,6 +109,9 @@ pub struct JsonString {
     /// Decoded values that are not allowed (e.g. the declared keys of an object, for the
     /// key of its additional members).
     pub exclude: Vec<Vec<u8>>,
+    /// The decoded value must be a span of this source (a grounded quote); not combined
+    /// with `pattern` or `exclude`.
+    pub quote: Option<Arc<SpanAutomaton>>,
 }
 
 impl JsonString {
@@ -129,6 +133,14 @@ impl JsonString {
         self.min_chars = min;
         self.max_chars = max;
         self
+    }
+
+    /// A string whose decoded value is a contiguous span of `source`'s text.
+    pub fn quoting(source: Arc<SpanAutomaton>) -> Self {
+        JsonString {
+            quote: Some(source),
+            ..Self::default()
+        }
     }
 
     /// Any string except the given decoded values.

@@ -61,6 +61,7 @@ mod display;
 mod fixpoint;
 mod ir;
 pub mod json;
+mod span;
 
 pub use builder::GrammarBuilder;
 #[allow(unused_imports)]
@@ -68,3 +69,4 @@ pub(crate) use builder::{nullable_rules, seq_nullable, sym_nullable};
 pub use charclass::{ByteSet, CharClass, MAX_CHAR};
 pub use dfa::{ByteDfa, DEFAULT_DFA_STATE_LIMIT};
 pub use ir::*;
+pub use span::{Normalize, SpanAutomaton, MAX_SOURCE_BYTES};

@@ -88,6 +88,12 @@ impl CompiledSchema {
                 }
                 Ok(())
             }
+            (Node::Number(s), Value::Number(_)) if s.quote.is_some() => {
+                // Whether the text occurs in the source is the caller's to check: the
+                // tree has no sources.
+                let q = s.quote.as_ref().unwrap();
+                self.check_node(&q.shape, v, depth + 1)
+            }
             (Node::Number(s), Value::Number(n)) => {
                 let Some(d) = Decimal::from_json(n) else {
                     return other("number too large");

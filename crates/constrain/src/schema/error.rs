@@ -86,6 +86,9 @@ pub struct ReportEntry {
 pub struct Report {
     /// Sorted, without duplicates (a definition referenced twice is reported once).
     pub entries: Vec<ReportEntry>,
+    /// Where `x-llamay-quote` is enforced (dotted locations, sorted, once each); filled
+    /// when the schema is lowered with its sources.
+    pub quotes: Vec<String>,
 }
 
 impl Report {

@@ -119,6 +119,8 @@ pub struct Facets {
     pub any_of: Vec<Alternatives>,
     /// Location of the first schema merged in, for messages.
     pub location: String,
+    /// `x-llamay-quote`.
+    pub quote: Option<super::quote::Quote>,
 }
 
 /// One `anyOf` or `oneOf` list.
@@ -282,6 +284,12 @@ impl Facets {
     ) -> Result<(), SchemaError> {
         let here = |k: &str| child_pointer(pointer, k);
         match key {
+            super::quote::KEYWORD => {
+                self.quote = Some(super::quote::Quote::read(v, at)?);
+                if self.types.is_none() {
+                    self.families = self.families.or(Types::STRING);
+                }
+            }
             "type" => {
                 let names: Vec<&Value> = match v {
                     Value::Array(a) => a.iter().collect(),
@@ -599,6 +607,25 @@ impl Facets {
             (Additional::Unspecified, x) | (x, Additional::Unspecified) => x,
         };
         self.any_of.extend(other.any_of);
+        match (&self.quote, other.quote) {
+            (Some(a), Some(b)) if (&a.source, a.normalize) != (&b.source, b.normalize) => {
+                return Err(SchemaError::invalid(
+                    super::quote::KEYWORD,
+                    &self.location,
+                    format!(
+                        "combines two different quotes ({} at {} and {} at {}), which \
+                         llamay's constraint cannot honour together",
+                        a.source, a.location, b.source, b.location
+                    ),
+                ));
+            }
+            (Some(a), Some(b)) => {
+                let min = a.min_chars.max(b.min_chars);
+                self.quote.as_mut().unwrap().min_chars = min;
+            }
+            (None, Some(b)) => self.quote = Some(b),
+            _ => {}
+        }
         Ok(())
     }
 }

@@ -36,6 +36,7 @@ pub const ENFORCED: &[&str] = &[
     "anyOf",
     "oneOf",
     "allOf",
+    "x-llamay-quote",
 ];
 
 /// Keywords parsed but not enforced; each occurrence is reported. The first eight

@@ -29,14 +29,20 @@ use serde_json::Value;
 use super::digits;
 use super::error::SchemaError;
 use super::node::{
-    ArraySpec, Bound, CompiledSchema, IntegerSpec, Node, NumberSpec, ObjectSpec, StringSpec,
+    ArraySpec, Bound, CompiledSchema, IntegerSpec, Node, NumberSpec, ObjectSpec, QuotedNumber,
+    StringSpec,
 };
+use super::quote::{numbers_in, Sources, Spans, KEYWORD as QUOTE};
 use crate::grammar::{
-    json, ByteDfa, Grammar, GrammarBuilder, JsonString, Member, RuleId, Symbol, Unordered,
+    json, ByteDfa, Grammar, GrammarBuilder, JsonString, Member, RuleId, SpanAutomaton, Symbol,
+    Unordered,
 };
 
 /// Most fraction digits a bounded number may be written with when no step says.
 pub const MAX_FRACTION_DIGITS: u32 = 15;
+/// Most numbers of a source a quoted number may be (the first written are kept).
+const MAX_QUOTED_NUMBERS: usize = 4096;
+
 /// Most significant digits of a bounded number with a fraction.
 const MAX_SIGNIFICANT: u32 = 15;
 /// The largest magnitude an integer schema with an open end accepts: 19 digits, the
@@ -53,13 +59,24 @@ fn refused(keyword: &str, what: String) -> SchemaError {
     SchemaError::new(keyword, "the schema", what)
 }
 
-/// Lowers a compiled schema to a validated grammar.
+/// Lowers a compiled schema to a validated grammar (a quote is refused: no sources).
 pub fn lower(schema: &CompiledSchema) -> Result<Grammar, SchemaError> {
+    lower_with(schema, &Sources::none()).map(|(g, _)| g)
+}
+
+/// Lowers a compiled schema with the sources its `x-llamay-quote`s name; also returns
+/// where quotes are enforced.
+pub fn lower_with(
+    schema: &CompiledSchema,
+    sources: &Sources,
+) -> Result<(Grammar, Vec<String>), SchemaError> {
     let mut b = GrammarBuilder::new();
-    let v = lower_into(&mut b, schema)?;
+    let (v, quotes) = lower_into_with(&mut b, schema, sources)?;
     let root = b.rule("root", vec![vec![Symbol::ws(), v]]);
-    b.build(root)
-        .map_err(|e| refused("", format!("the schema could not be compiled: {e}")))
+    let g = b
+        .build(root)
+        .map_err(|e| refused("", format!("the schema could not be compiled: {e}")))?;
+    Ok((g, quotes))
 }
 
 /// Lowers a compiled schema into rules of an existing builder and returns the symbol
@@ -77,12 +94,23 @@ pub fn lower(schema: &CompiledSchema) -> Result<Grammar, SchemaError> {
 /// assert!(b.build(root).is_ok());
 /// ```
 pub fn lower_into(b: &mut GrammarBuilder, schema: &CompiledSchema) -> Result<Symbol, SchemaError> {
+    lower_into_with(b, schema, &Sources::none()).map(|(s, _)| s)
+}
+
+/// [`lower_into`] with sources for quotes; also returns where quotes are enforced.
+pub fn lower_into_with(
+    b: &mut GrammarBuilder,
+    schema: &CompiledSchema,
+    sources: &Sources,
+) -> Result<(Symbol, Vec<String>), SchemaError> {
     let mut l = Lowerer {
         b,
         defs: Vec::new(),
         any: None,
         next: 0,
         scalars: HashMap::new(),
+        sources,
+        spans: Spans::default(),
     };
     for (i, d) in schema.defs.iter().enumerate() {
         let id = l.b.declare(&format!("def{i}-{}", d.location));
@@ -92,7 +120,11 @@ pub fn lower_into(b: &mut GrammarBuilder, schema: &CompiledSchema) -> Result<Sym
         let v = l.value(&d.node)?;
         l.b.define(l.defs[i], vec![vec![v]]);
     }
-    l.value(&schema.root)
+    let v = l.value(&schema.root)?;
+    let mut quotes = std::mem::take(&mut l.spans.locations);
+    quotes.sort();
+    quotes.dedup();
+    Ok((v, quotes))
 }
 
 struct Lowerer<'a> {
@@ -101,6 +133,8 @@ struct Lowerer<'a> {
     any: Option<RuleId>,
     next: usize,
     scalars: HashMap<String, Symbol>,
+    sources: &'a Sources,
+    spans: Spans,
 }
 
 impl Lowerer<'_> {
@@ -140,8 +174,17 @@ impl Lowerer<'_> {
                 let s = match n {
                     Node::Literals(values) => literals(values)?,
                     Node::Integer(spec) => integer(self.b, spec)?,
-                    Node::Number(spec) => number(spec)?,
-                    Node::String(spec) => string(spec)?,
+                    Node::Number(spec) => match &spec.quote {
+                        Some(q) => self.quoted_number(q)?,
+                        None => number(spec)?,
+                    },
+                    Node::String(spec) => {
+                        let quote = match &spec.quote {
+                            Some(q) => Some(self.spans.get(q, self.sources)?),
+                            None => None,
+                        };
+                        string(spec, quote)?
+                    }
                     _ => unreachable!("scalar arm"),
                 };
                 self.scalars.insert(key, s.clone());
@@ -150,6 +193,32 @@ impl Lowerer<'_> {
             Node::Array(spec) => self.array(spec)?,
             Node::Object(spec) => self.object(spec)?,
         })
+    }
+
+    /// The numbers written in the quote's source that fit its shape, as literals.
+    fn quoted_number(&mut self, q: &QuotedNumber) -> Result<Symbol, SchemaError> {
+        let text = q.quote.text(self.sources)?;
+        let check = CompiledSchema {
+            root: q.shape.clone(),
+            defs: vec![],
+            report: Default::default(),
+        };
+        let fits: Vec<Vec<Symbol>> = numbers_in(text, q.integer)
+            .into_iter()
+            .filter(|t| q.quote.min_chars as usize <= t.len())
+            .filter(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| check.check(&v).is_ok()))
+            .take(MAX_QUOTED_NUMBERS)
+            .map(|t| vec![Symbol::lit(t)])
+            .collect();
+        if fits.is_empty() {
+            return Err(SchemaError::invalid(
+                QUOTE,
+                &q.quote.location,
+                format!("finds no number in {} that fits the schema", q.quote.source),
+            ));
+        }
+        self.spans.locations.push(q.quote.location.clone());
+        Ok(Symbol::alt(fits))
     }
 
     fn array(&mut self, spec: &ArraySpec) -> Result<Symbol, SchemaError> {
@@ -268,7 +337,7 @@ fn literals(values: &[Value]) -> Result<Symbol, SchemaError> {
     Ok(Symbol::alt(alts))
 }
 
-fn string(spec: &StringSpec) -> Result<Symbol, SchemaError> {
+fn string(spec: &StringSpec, quote: Option<Arc<SpanAutomaton>>) -> Result<Symbol, SchemaError> {
     let pattern = match &spec.pattern {
         None => None,
         Some(p) => Some(Arc::new(ByteDfa::new(&p.regex).map_err(|e| {
@@ -280,9 +349,13 @@ fn string(spec: &StringSpec) -> Result<Symbol, SchemaError> {
     };
     let js = JsonString {
         pattern,
-        min_chars: spec.min_length as u32,
         max_chars: spec.max_length.map(|m| m as u32),
         exclude: vec![],
+        min_chars: match (&spec.quote, &quote) {
+            (Some(q), Some(_)) => (spec.min_length as u32).max(q.min_chars),
+            _ => spec.min_length as u32,
+        },
+        quote,
     };
     Ok(Symbol::json_string(js))
 }

@@ -71,6 +71,7 @@ pub mod keywords;
 pub mod lower;
 pub mod node;
 pub mod pattern;
+pub mod quote;
 
 mod build;
 mod exclusive;
@@ -80,9 +81,10 @@ mod shape;
 pub use error::{NotEnforced, Report, ReportEntry, SchemaError, ONE_OF_EXCLUSIVITY};
 pub use node::{
     ArraySpec, Bound, CompiledSchema, Def, DefId, IntegerSpec, Node, NumberSpec, ObjectSpec,
-    Property, StringSpec,
+    Property, QuotedNumber, StringSpec,
 };
 pub use pattern::Pattern;
+pub use quote::{Quote, QuoteSource, Sources};
 
 /// Compiles a JSON Schema into its normalized tree, or refuses it.
 pub fn compile(schema: &serde_json::Value) -> Result<CompiledSchema, SchemaError> {
@@ -102,12 +104,25 @@ pub fn compile_str(schema: &str) -> Result<CompiledSchema, SchemaError> {
 }
 
 /// Compiles a schema and lowers it to the grammar IR, with its not-enforced report.
+/// A schema with `x-llamay-quote` is refused here (it has no sources): see
+/// [`grammar_with`].
 pub fn grammar(
     schema: &serde_json::Value,
 ) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
+    grammar_with(schema, &Sources::none())
+}
+
+/// [`grammar`] with the texts `x-llamay-quote` values must be spans of; the report's
+/// [`Report::quotes`] lists where quotes are enforced.
+pub fn grammar_with(
+    schema: &serde_json::Value,
+    sources: &Sources,
+) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
     let compiled = compile(schema)?;
-    let g = lower::lower(&compiled)?;
-    Ok((g, compiled.report))
+    let (g, quotes) = lower::lower_with(&compiled, sources)?;
+    let mut report = compiled.report;
+    report.quotes = quotes;
+    Ok((g, report))
 }
 
 /// Compiles a schema into a ready [`Constraint`](crate::Constraint) for `vocab`.

@@ -81,7 +81,7 @@ pub struct Bound {
 
 /// A number (integers included). Unbounded and without step, any JSON number;
 /// otherwise written without exponent (see the lowering).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct NumberSpec {
     /// Lower bound.
     pub min: Option<Bound>,
@@ -92,6 +92,19 @@ pub struct NumberSpec {
     /// Whole numbers excluded (a `oneOf` branch beside one that takes every integer);
     /// only set on a number that is otherwise unconstrained.
     pub non_integral: bool,
+    /// `x-llamay-quote`: the number's text must be written in a source; then the
+    /// other fields are unset and the quote's `shape` holds the bounds.
+    pub quote: Option<Box<QuotedNumber>>,
+}
+
+/// A number whose text must occur in a source: one of the numbers written there that
+/// fit `shape` (an unquoted [`Node::Integer`] or [`Node::Number`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotedNumber {
+    pub quote: super::quote::Quote,
+    /// Integers only (no fraction, no exponent).
+    pub integer: bool,
+    pub shape: Node,
 }
 
 impl NumberSpec {
@@ -101,6 +114,7 @@ impl NumberSpec {
             && self.max.is_none()
             && self.max_fraction_digits.is_none()
             && !self.non_integral
+            && self.quote.is_none()
     }
 }
 
@@ -114,6 +128,8 @@ pub struct StringSpec {
     pub max_length: Option<u64>,
     /// The pattern the decoded value must match.
     pub pattern: Option<Arc<Pattern>>,
+    /// `x-llamay-quote`: the decoded value must be a span of a source.
+    pub quote: Option<super::quote::Quote>,
 }
 
 /// An array of `items`, `min_items..=max_items` long.

@@ -104,10 +104,18 @@ fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         Some((src, at)) => Some(pattern(c, src, at)?),
         None => None,
     };
+    if let (Some(q), Some(_)) = (&f.quote, &pattern) {
+        return Err(SchemaError::invalid(
+            super::quote::KEYWORD,
+            &q.location,
+            "cannot be combined with \"pattern\": a quote is already the exact set of values",
+        ));
+    }
     Ok(Some(Node::String(StringSpec {
         min_length: f.min_length,
         max_length,
         pattern,
+        quote: f.quote.clone(),
     })))
 }
 
@@ -210,6 +218,26 @@ fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
 }
 
 fn number(c: &mut Compiler, f: &Facets, types: Types) -> Result<Option<Node>, SchemaError> {
+    if let Some(q) = &f.quote {
+        // The bounds are compiled as usual; the quote picks the source's numbers
+        // that fit them once the source is known (when lowering).
+        let plain = Facets {
+            quote: None,
+            ..f.clone()
+        };
+        let Some(shape) = number(c, &plain, types)? else {
+            return Ok(None);
+        };
+        let integer = matches!(shape, Node::Integer(_));
+        return Ok(Some(Node::Number(NumberSpec {
+            quote: Some(Box::new(super::node::QuotedNumber {
+                quote: q.clone(),
+                integer,
+                shape,
+            })),
+            ..NumberSpec::default()
+        })));
+    }
     let at = f.multiple_of_at.as_deref().unwrap_or(&f.location);
     let step = f.multiple_of;
     let integers_only = !types.has(Types::FRACTION) || step.is_some_and(|s| s.is_integer());
@@ -248,6 +276,7 @@ fn number(c: &mut Compiler, f: &Facets, types: Types) -> Result<Option<Node>, Sc
         max: f.max,
         max_fraction_digits,
         non_integral: false,
+        quote: None,
     })))
 }
 

@@ -83,6 +83,7 @@ struct MessagesRequest {
     llamay_format: Option<String>,
     llamay_grammar: Option<String>,
     grammar: Option<String>,
+    llamay_sources: Option<Value>,
     output_config: Option<OutputConfig>,
     /// The beta's spelling of `output_config.format`.
     output_format: Option<OutputFormat>,
@@ -332,7 +333,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     }
     s.llamay_format(r.llamay_format.as_ref())?;
     s.grammar_fields(r.llamay_grammar.as_ref(), r.grammar.as_ref());
-    let constraint = s.resolve_blocking().await?;
+    s.llamay_sources(r.llamay_sources.as_ref())?;
     if r.messages.is_empty() {
         return Err(ApiError::bad_request("messages must not be empty"));
     }
@@ -349,6 +350,9 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
         }
         push_turns(&mut chat, &m.role, m.content)?;
     }
+    let prompt = Prompt::Chat(chat);
+    s.input(prompt.user_text());
+    let constraint = s.resolve_blocking().await?;
     let params = Sampling {
         temperature: r.temperature,
         top_p: r.top_p,
@@ -369,7 +373,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
         .runtime
         .start(GenRequest {
             model: r.model,
-            prompt: Prompt::Chat(chat),
+            prompt,
             params,
             constraint,
             stream,

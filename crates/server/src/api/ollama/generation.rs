@@ -93,6 +93,7 @@ struct Common {
     tool_choice: Option<Value>,
     llamay_grammar: Option<String>,
     grammar: Option<String>,
+    llamay_sources: Option<Value>,
     /// `true`/`false`, or gpt-oss's `"low"`/`"medium"`/`"high"`.
     think: Option<Value>,
     llamay_thinking_budget: Option<i64>,
@@ -133,6 +134,7 @@ impl Common {
             }
         }
         s.grammar_fields(self.llamay_grammar.as_ref(), self.grammar.as_ref());
+        s.llamay_sources(self.llamay_sources.as_ref())?;
         Ok(s)
     }
 
@@ -341,7 +343,9 @@ async fn run_inner(
     route: Route,
     tools: Option<std::sync::Arc<ToolSet>>,
 ) -> Result<Response, ApiError> {
-    let constraint = c.surfaces()?.resolve_blocking().await?;
+    let mut surfaces = c.surfaces()?;
+    surfaces.input(prompt.user_text());
+    let constraint = surfaces.resolve_blocking().await?;
     let keep_alive = c.keep_alive()?;
     let stream = c.stream.unwrap_or(true);
     let params = c.options.take().unwrap_or_default().knobs().into_params()?;

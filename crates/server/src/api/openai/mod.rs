@@ -99,6 +99,7 @@ struct ConstraintFields {
     llamay_format: Option<String>,
     llamay_grammar: Option<String>,
     grammar: Option<String>,
+    llamay_sources: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -176,6 +177,7 @@ impl ConstraintFields {
             },
         }
         s.grammar_fields(self.llamay_grammar.as_ref(), self.grammar.as_ref());
+        s.llamay_sources(self.llamay_sources.as_ref())?;
         Ok(s)
     }
 }
@@ -249,7 +251,7 @@ async fn chat_completions(State(st): State<AppState>, body: Bytes) -> Response {
 async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let r: ChatRequest = parse_body(body)?;
     refuse_n(r.n)?;
-    let constraint = r.constraint.surfaces()?.resolve_blocking().await?;
+    let mut surfaces = r.constraint.surfaces()?;
     let tools = ToolSet::new(
         function_tools(r.tools.as_ref())?,
         openai_choice(r.tool_choice.as_ref())?,
@@ -271,9 +273,12 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     )?;
     let stream = r.stream.unwrap_or(false);
     let include_usage = StreamOptions::include_usage(r.stream_options);
+    let prompt = Prompt::Chat(chat_messages(r.messages)?);
+    surfaces.input(prompt.user_text());
+    let constraint = surfaces.resolve_blocking().await?;
     let req = GenRequest {
         model: r.model,
-        prompt: Prompt::Chat(chat_messages(r.messages)?),
+        prompt,
         params,
         constraint,
         stream,
@@ -461,7 +466,9 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
             ))
         }
     };
-    let constraint = r.constraint.surfaces()?.resolve_blocking().await?;
+    let mut surfaces = r.constraint.surfaces()?;
+    surfaces.input(prompt.clone());
+    let constraint = surfaces.resolve_blocking().await?;
     let stream = r.stream.unwrap_or(false);
     let include_usage = StreamOptions::include_usage(r.stream_options);
     let started = st

@@ -133,7 +133,7 @@ async fn create(State(st): State<AppState>, body: Bytes) -> Response {
 
 async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let r: CreateRequest = parse_body(body)?;
-    let constraint = r.surfaces()?.resolve_blocking().await?;
+    let mut surfaces = r.surfaces()?;
     let choice = request::tool_choice(r.tool_choice.as_ref())?;
     let parallel = r.parallel_tool_calls.unwrap_or(true);
     let tools = ToolSet::new(request::tools(r.tools.as_ref())?, choice, parallel)?;
@@ -169,6 +169,9 @@ async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> 
         chat.push(ChatMessage::new("system", i));
     }
     chat.extend(conversation.iter().cloned());
+    let prompt = Prompt::Chat(chat);
+    surfaces.input(prompt.user_text());
+    let constraint = surfaces.resolve_blocking().await?;
     let stream = r.stream.unwrap_or(false);
     let fields = json!({
         "instructions": r.instructions,
@@ -189,7 +192,7 @@ async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> 
         .runtime
         .start(GenRequest {
             model: r.model,
-            prompt: Prompt::Chat(chat),
+            prompt,
             params,
             constraint,
             stream,

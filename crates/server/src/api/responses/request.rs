@@ -32,6 +32,7 @@ with_sampling_knobs! {
         pub llamay_format: Option<String>,
         pub llamay_grammar: Option<String>,
         pub grammar: Option<String>,
+        pub llamay_sources: Option<Value>,
         pub llamay_thinking_budget: Option<i64>,
         pub llamay_echo_prompt: Option<bool>,
     }
@@ -62,6 +63,7 @@ impl CreateRequest {
             s.schema("llamay_schema", v);
         }
         s.llamay_format(self.llamay_format.as_ref())?;
+        s.llamay_sources(self.llamay_sources.as_ref())?;
         if let Some(f) = self.text.as_ref().and_then(|t| t.format.as_ref()) {
             match f.get("type").and_then(Value::as_str) {
                 Some("text") => {}
