@@ -24,8 +24,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use llamay_constrain::schema::{CompiledSchema, Sources};
 use llamay_runtime::chat::ChatMessage;
 use llamay_runtime::{
-    collect, ConstraintSpec, GenRequest, Prompt, Registry, RegistryConfig, Runtime, Sampling,
-    SchedulerConfig, Stats, Surfaces,
+    collect, ConstraintSpec, Encoders, GenRequest, Prompt, Registry, RegistryConfig, Runtime,
+    Sampling, SchedulerConfig, Stats, Surfaces,
 };
 use serde_json::Value;
 
@@ -190,6 +190,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         registry: Arc::new(Registry::new(Some(spec), None, cfg, stats.clone())),
         stats,
         default_grammar: None,
+        encoders: Arc::new(Encoders::new(None, None, Default::default())),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
