@@ -73,7 +73,8 @@ def test_anthropic_auto_and_any(qwen_server):
     ant = anthropic.Anthropic(base_url=qwen_server["base"], api_key="unused", max_retries=0)
     for choice in ({"type": "auto"}, {"type": "any"}):
         m = ant.messages.create(model=qwen_server["model"], max_tokens=120, messages=PARIS,
-                                tools=ANTHROPIC_TOOLS, tool_choice=choice, temperature=0)
+                                tools=ANTHROPIC_TOOLS, tool_choice=choice,
+                                extra_body={"temperature": 0})
         assert m.stop_reason == "tool_use", (choice, m)
         uses = [b for b in m.content if b.type == "tool_use"]
         assert uses and uses[0].name == "get_weather", m.content
