@@ -9,10 +9,12 @@ use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
 use crate::grammar::{json, ByteDfa, Grammar, GrammarBuilder, Symbol};
 use crate::heap::{self, Seen};
-use crate::matcher::{Matcher, DEFAULT_MASK_LIMIT};
 use crate::vocab::Vocabulary;
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+
+/// Default mask-cache capacity.
+pub const DEFAULT_MASK_LIMIT: usize = 256;
 
 /// Capacities of a matcher's caches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,7 +175,7 @@ impl Inner {
 }
 
 /// A compiled constraint: grammar program plus vocabulary. Cheap to clone (`Arc`),
-/// `Send + Sync`; make one [`Matcher`] per sequence with [`matcher`](Self::matcher).
+/// `Send + Sync`; make one [`Matcher`](crate::Matcher) per sequence with [`matcher`](Self::matcher).
 #[derive(Clone)]
 pub struct Constraint {
     pub(crate) inner: Arc<Inner>,
@@ -222,11 +224,6 @@ impl Constraint {
         Constraint {
             inner: Arc::new(Inner::new(i.program.clone(), i.vocab.clone(), limits)),
         }
-    }
-
-    /// A fresh matcher at the start of the grammar.
-    pub fn matcher(&self) -> Matcher {
-        Matcher::new(self.clone())
     }
 
     /// Whether both handles share one compiled constraint (e.g. from a [`ConstraintCache`](crate::ConstraintCache)).

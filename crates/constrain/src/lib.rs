@@ -42,8 +42,8 @@ mod stats;
 mod vocab;
 
 pub use cache::ConstraintCache;
-pub use constraint::{Constraint, Limits};
+pub use constraint::{Constraint, Limits, DEFAULT_MASK_LIMIT};
 pub use error::{Error, Result};
-pub use matcher::{Matcher, DEFAULT_MASK_LIMIT, MAX_ROLLBACK};
+pub use matcher::{Matcher, MAX_ROLLBACK};
 pub use stats::MatcherStats;
 pub use vocab::{TokenMask, Vocabulary};

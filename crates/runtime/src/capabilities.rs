@@ -85,3 +85,12 @@ pub(crate) fn no_tools(model: &str) -> Error {
          template to describe tools with; see /v1/catalog/models"
     ))
 }
+
+/// A generation request (chat, completion) to an encoder-only model.
+pub(crate) fn cannot_generate(name: &str) -> Error {
+    Error::bad_request(format!(
+        "model {name:?} is an embedding model (encoder only): it has no generation (chat or \
+         completion) capability; use /v1/embeddings, /api/embed or /rerank with it"
+    ))
+    .at("model")
+}

@@ -23,6 +23,7 @@ mod params;
 pub mod reasoning;
 mod registry;
 mod request;
+mod retrieval;
 mod scheduler;
 mod service;
 mod stats;

@@ -258,7 +258,7 @@ impl Registry {
             return Ok(e);
         }
         if GgufFile::open(&spec.path).is_ok_and(|f| Encoder::is_encoder(&f)) {
-            return Err(crate::embed::cannot_generate(&spec.name));
+            return Err(crate::capabilities::cannot_generate(&spec.name));
         }
         self.make_room()?;
         let opts = self.cfg.load.clone();

@@ -58,7 +58,7 @@ impl Runtime {
     pub async fn start(&self, req: GenRequest) -> Result<Started, Error> {
         let arrived = Instant::now();
         if let Some(enc) = self.encoders.served(&req.model) {
-            return Err(crate::embed::cannot_generate(&enc.name));
+            return Err(crate::capabilities::cannot_generate(&enc.name));
         }
         let instance = self.registry.get(&req.model, req.keep_alive).await?;
         let spec = ConstraintSpec::decide(

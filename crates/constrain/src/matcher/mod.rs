@@ -16,8 +16,12 @@ use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Default mask-cache capacity.
-pub const DEFAULT_MASK_LIMIT: usize = 256;
+impl Constraint {
+    /// A fresh matcher at the start of the grammar.
+    pub fn matcher(&self) -> Matcher {
+        Matcher::new(self.clone())
+    }
+}
 
 /// Most detached walks a matcher keeps (cleared when full).
 const DETACHED_LIMIT: usize = 64;

@@ -52,7 +52,7 @@ pub(super) fn prepare_input(
 /// A (query, document) pair as llama.cpp's server frames it for rank pooling: BOS if
 /// the vocabulary adds one, the query, EOS if it adds one, SEP if it joins pairs with
 /// one, the document, EOS again.
-pub(super) fn frame_pair(
+pub(crate) fn frame_pair(
     e: &LoadedEncoder,
     query: &[u32],
     i: usize,

@@ -1,20 +1,21 @@
 //! Embeddings and reranking: encoder models beside the generation models, run without
 //! sampling. The server's embedding and rerank routes (and `llamay embed`) build an
-//! [`EmbedRequest`] or a [`RerankRequest`] and call [`Runtime::embed`] or
-//! [`Runtime::rerank`].
+//! [`EmbedRequest`] or a [`RerankRequest`] and call `Runtime::embed` or
+//! `Runtime::rerank` (in `retrieval`, above the service, so this room does not
+//! import the runtime that holds it).
 
 mod encoders;
 mod inputs;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use llamay_engine::{l2_normalize, Pooling};
 
 pub use encoders::{Encoders, LoadedEncoder, Purpose};
-use inputs::{frame_pair, prepare_input};
+pub(crate) use inputs::frame_pair;
+use inputs::prepare_input;
 
 use crate::error::Error;
-use crate::service::Runtime;
 
 /// One input to embed.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,93 +65,6 @@ pub struct Reranked {
     pub model: String,
     pub scores: Vec<f32>,
     pub prompt_tokens: usize,
-}
-
-impl Runtime {
-    /// Embeds every input of `req` in one engine call (texts packed into few passes).
-    pub async fn embed(&self, req: EmbedRequest) -> Result<Embedded, Error> {
-        let t0 = Instant::now();
-        if req.inputs.is_empty() {
-            return Err(Error::bad_request("input is empty: send at least one text").at("input"));
-        }
-        let (enc, load_duration) = self
-            .encoders
-            .get(&req.model, Purpose::Embed, &self.registry)
-            .await?;
-        let width = enc.n_embd();
-        if let Some(d) = req.dimensions {
-            if d == 0 || d > width {
-                return Err(Error::bad_request(format!(
-                    "dimensions must be between 1 and {width} for {}",
-                    enc.name
-                ))
-                .at("dimensions"));
-            }
-        }
-        let opts = EmbedOptions {
-            truncate: req.truncate,
-            dimensions: req.dimensions,
-            pooling: None,
-            normalize: true,
-        };
-        let e = enc.clone();
-        let inputs = req.inputs;
-        let (vectors, prompt_tokens) =
-            tokio::task::spawn_blocking(move || embed_blocking(&e, &inputs, &opts))
-                .await
-                .map_err(|e| Error::internal(format!("embedding failed: {e}")))??;
-        self.stats
-            .prompt_tokens
-            .fetch_add(prompt_tokens as u64, std::sync::atomic::Ordering::Relaxed);
-        Ok(Embedded {
-            model: enc.name.clone(),
-            vectors,
-            prompt_tokens,
-            load_duration,
-            total_duration: t0.elapsed(),
-        })
-    }
-
-    /// Scores every document of `req` against its query with a cross-encoder (rank
-    /// pooling), each pair framed as llama.cpp frames it: `[CLS] query [SEP] document`.
-    pub async fn rerank(&self, req: RerankRequest) -> Result<Reranked, Error> {
-        if req.query.is_empty() {
-            return Err(Error::bad_request("query is empty").at("query"));
-        }
-        if req.documents.is_empty() {
-            return Err(
-                Error::bad_request("documents is empty: send at least one document")
-                    .at("documents"),
-            );
-        }
-        let (enc, _) = self
-            .encoders
-            .get(&req.model, Purpose::Rerank, &self.registry)
-            .await?;
-        let e = enc.clone();
-        let (scores, prompt_tokens) = tokio::task::spawn_blocking(move || {
-            let q = e.tokenizer.encode(req.query.as_bytes(), false, false);
-            let pairs = req
-                .documents
-                .iter()
-                .enumerate()
-                .map(|(i, d)| frame_pair(&e, &q, i, d))
-                .collect::<Result<Vec<_>, Error>>()?;
-            let tokens = pairs.iter().map(Vec::len).sum::<usize>();
-            let scores = e.run(&pairs, Pooling::Rank)?;
-            Ok::<_, Error>((
-                scores.into_iter().map(|s| s[0]).collect::<Vec<f32>>(),
-                tokens,
-            ))
-        })
-        .await
-        .map_err(|e| Error::internal(format!("reranking failed: {e}")))??;
-        Ok(Reranked {
-            model: enc.name.clone(),
-            scores,
-            prompt_tokens,
-        })
-    }
 }
 
 /// How inputs become vectors (for [`embed_blocking`]).
@@ -211,13 +125,4 @@ pub fn embed_blocking(
         }
     }
     Ok((vectors, tokens))
-}
-
-/// A generation request (chat, completion) to an encoder-only model.
-pub(crate) fn cannot_generate(name: &str) -> Error {
-    Error::bad_request(format!(
-        "model {name:?} is an embedding model (encoder only): it has no generation (chat or \
-         completion) capability; use /v1/embeddings, /api/embed or /rerank with it"
-    ))
-    .at("model")
 }
