@@ -21,11 +21,12 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _start(model, ctx="1024", env=None):
+def _start(model, ctx="1024", env=None, extra=()):
+    """`llamay serve` of `model` (plus `extra` flags) on a free port."""
     binary = os.environ.get("LLAMAY_BIN", os.path.join(ROOT, "target", "release", "llamay"))
     port = _free_port()
     proc = subprocess.Popen(
-        [binary, "serve", "-m", model, "-addr", f"127.0.0.1:{port}", "-ctx", ctx],
+        [binary, "serve", "-m", model, "-addr", f"127.0.0.1:{port}", "-ctx", ctx, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -6,10 +6,8 @@ import base64
 import json
 import math
 import os
-import socket
 import struct
 import subprocess
-import time
 import urllib.error
 import urllib.request
 
@@ -17,14 +15,7 @@ import ollama
 import openai
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from conftest import ROOT, _start, _stop
 
 def _script_path(script, name):
     out = subprocess.check_output(["python3", os.path.join(ROOT, "scripts", script), name],
@@ -50,32 +41,14 @@ def _cosine(a, b):
 
 @pytest.fixture(scope="module")
 def embed_server():
-    binary = os.environ.get("LLAMAY_BIN", os.path.join(ROOT, "target", "release", "llamay"))
     model = subprocess.check_output(
         ["python3", os.path.join(ROOT, "scripts", "fetch-test-models"), "--path", "smollm2"],
         text=True).strip()
-    port = _free_port()
-    proc = subprocess.Popen(
-        [binary, "serve", "-m", model, "-addr", f"127.0.0.1:{port}", "-ctx", "1024",
-         "-embed", _script_path("fetch-embed-models", "minilm"),
-         "-rerank", _script_path("fetch-embed-models", "reranker")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            raise RuntimeError("llamay serve did not start: " + proc.stderr.read())
-        time.sleep(0.2)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=10)
+    proc, info = _start(model, extra=(
+        "-embed", _script_path("fetch-embed-models", "minilm"),
+        "-rerank", _script_path("fetch-embed-models", "reranker")))
+    yield info["base"]
+    _stop(proc)
 
 
 CASES = _reference("minilm")["cases"][::9]
