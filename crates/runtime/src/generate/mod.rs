@@ -5,6 +5,7 @@
 //! the engine's sampler only ever sees that bitset.
 
 mod decoder;
+pub(crate) mod calls;
 mod forced;
 mod stats;
 mod thinking;

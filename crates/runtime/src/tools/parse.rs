@@ -15,6 +15,7 @@
 
 use serde_json::Value;
 
+use super::convention::MARKERS;
 use super::{ToolCall, ToolSet};
 use crate::ids::call_id;
 
@@ -34,7 +35,7 @@ pub(crate) struct Parsed {
 /// choice everything the model wrote belongs to calls, so there is no content;
 /// without parallel calls only the first call counts.
 pub(crate) fn parse(text: &str, set: &ToolSet) -> Parsed {
-    let mut p = parse_text(text, set);
+    let mut p = parse_text(without_marker(text), set);
     if set.is_forced() {
         p.content = None;
     }
@@ -42,6 +43,16 @@ pub(crate) fn parse(text: &str, set: &ToolSet) -> Parsed {
         p.calls.truncate(1);
     }
     p
+}
+
+/// The text after a control-token marker that opens calls (Mistral's
+/// `[TOOL_CALLS]`, Llama's `<|python_tag|>`), when the answer starts with one.
+fn without_marker(text: &str) -> &str {
+    let t = text.trim_start();
+    MARKERS
+        .iter()
+        .find_map(|m| t.strip_prefix(m))
+        .unwrap_or(text)
 }
 
 fn parse_text(text: &str, set: &ToolSet) -> Parsed {
@@ -201,6 +212,25 @@ mod tests {
         let p = parse("  plain text  ", &s);
         assert_eq!(p.content.as_deref(), Some("  plain text  "));
         assert_eq!(parse("", &s), Parsed::default());
+    }
+
+    #[test]
+    fn mistral_and_llama_markers_open_calls() {
+        let s = set();
+        let p = parse(
+            "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+            &s,
+        );
+        assert_eq!(p.content, None);
+        assert_eq!(p.calls[0].arguments, json!({"city": "Paris"}));
+        let p = parse(
+            "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+            &s,
+        );
+        assert_eq!(p.calls[0].arguments, json!({"city": "Oslo"}));
+        // A marker in the middle of prose is prose.
+        let p = parse("Use [TOOL_CALLS] to call.", &s);
+        assert_eq!(p.content.as_deref(), Some("Use [TOOL_CALLS] to call."));
     }
 
     #[test]
