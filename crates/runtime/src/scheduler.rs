@@ -461,6 +461,7 @@ impl EngineLoop {
             mask: done.mask,
             report: s.job.report.clone(),
             tool_calls: Vec::new(),
+            calls_opened: done.calls_opened,
             reasoning: done.reasoning,
             reasoning_tokens: done.reasoning_tokens,
             prompt_text: s.job.prompt_text.take(),

@@ -136,7 +136,7 @@ fn run_pairs(lm: &LoadedModel, pairs: usize, quote: bool) -> Tally {
         s.input(doc.clone());
         s.sources.named.insert("doc".into(), doc.clone());
         let spec = s.resolve().unwrap();
-        let spec = ConstraintSpec::decide(spec, None, None);
+        let spec = ConstraintSpec::decide(spec, None);
         let (constraint, report) = spec.build(lm).unwrap();
         assert_eq!(
             report.enforced.len(),

@@ -85,8 +85,10 @@ impl CallWatch {
     }
 
     /// Looks at a free token's bytes: a call opens, or the text stays free. Nothing
-    /// changes when the token is refused.
-    pub(super) fn watch(&mut self, bytes: &[u8]) -> Watched {
+    /// changes when the token is refused. A call that could not be finished in the
+    /// `room` tokens left after this one (at a token per byte, the decoder's
+    /// conservative count) is not opened: a cut-off call is no call.
+    pub(super) fn watch(&mut self, bytes: &[u8], room: usize) -> Watched {
         if !self.may_open() {
             return Watched::Free;
         }
@@ -100,7 +102,7 @@ impl CallWatch {
                     .unwrap_or(seen.len());
                 let rest = &seen[start..];
                 if rest.starts_with(&t.opener) {
-                    return self.open_at(&t.clone(), rest);
+                    return self.open_at(&t.clone(), rest, room);
                 }
                 if !t.opener.starts_with(rest) {
                     self.blank = false;
@@ -111,7 +113,7 @@ impl CallWatch {
         }
         if let Some(t) = &self.triggers.anywhere {
             if let Some(at) = seen.windows(t.opener.len()).position(|w| w == t.opener) {
-                return self.open_at(&t.clone(), &seen[at..]);
+                return self.open_at(&t.clone(), &seen[at..], room);
             }
         }
         // Keep what could still begin an opener: the last bytes, one short of the
@@ -126,9 +128,11 @@ impl CallWatch {
         Watched::Free
     }
 
-    fn open_at(&mut self, t: &Trigger, bytes: &[u8]) -> Watched {
+    fn open_at(&mut self, t: &Trigger, bytes: &[u8], room: usize) -> Watched {
         let mut matcher = t.constraint.matcher();
-        if matcher.commit_bytes(bytes).is_err() {
+        if matcher.commit_bytes(bytes).is_err()
+            || matcher.min_bytes_to_accept().is_none_or(|n| n > room)
+        {
             return Watched::Refused;
         }
         self.open = Some(OpenCall {
@@ -216,33 +220,34 @@ mod tests {
     #[test]
     fn an_opener_split_over_tokens_opens_the_call_with_its_first_bytes() {
         let mut w = watch(true);
-        assert!(matches!(w.watch(b"Let me look. <ca"), Watched::Free));
+        assert!(matches!(w.watch(b"Let me look. <ca", 64), Watched::Free));
         assert!(w.open.is_none());
-        assert!(matches!(w.watch(b"ll>ab"), Watched::Opened));
+        assert!(matches!(w.watch(b"ll>ab", 64), Watched::Opened));
         let m = &mut w.open.as_mut().unwrap().matcher;
         assert!(m.commit_bytes(b"c</call>").is_ok());
         assert_eq!(w.closed(), Some(false));
         assert!(w.open.is_none());
         assert_eq!(w.calls, 1);
         // Free again: text that merely looks like the tag's start stays free.
-        assert!(matches!(w.watch(b" a < b, <c"), Watched::Free));
-        assert!(matches!(w.watch(b"at"), Watched::Free));
+        assert!(matches!(w.watch(b" a < b, <c", 64), Watched::Free));
+        assert!(matches!(w.watch(b"at", 64), Watched::Free));
         assert!(w.stats().is_some(), "the closed call's statistics are kept");
     }
 
     #[test]
     fn a_token_whose_bytes_break_the_call_is_refused_and_changes_nothing() {
         let mut w = watch(true);
-        assert!(matches!(w.watch(b"<call>9"), Watched::Refused));
+        assert!(matches!(w.watch(b"<call>9", 64), Watched::Refused));
         assert!(w.open.is_none());
         assert_eq!(w.calls, 0);
-        assert!(matches!(w.watch(b"<call>x"), Watched::Opened));
+        assert!(matches!(w.watch(b"<call>x", 6), Watched::Refused), "no room to close");
+        assert!(matches!(w.watch(b"<call>x", 64), Watched::Opened));
     }
 
     #[test]
     fn without_parallel_calls_one_call_ends_the_answer() {
         let mut w = watch(false);
-        assert!(matches!(w.watch(b"<call>"), Watched::Opened));
+        assert!(matches!(w.watch(b"<call>", 64), Watched::Opened));
         w.open.as_mut().unwrap().matcher.commit_bytes(b"x</call>").unwrap();
         assert_eq!(w.closed(), Some(true));
     }
@@ -257,12 +262,12 @@ mod tests {
             })
         };
         let mut w = mk();
-        assert!(matches!(w.watch(b"  <ca"), Watched::Free));
-        assert!(matches!(w.watch(b"ll>"), Watched::Opened));
+        assert!(matches!(w.watch(b"  <ca", 64), Watched::Free));
+        assert!(matches!(w.watch(b"ll>", 64), Watched::Opened));
         assert!(w.open.as_ref().unwrap().ends_answer);
         let mut w = mk();
-        assert!(matches!(w.watch(b"Sure: "), Watched::Free));
-        assert!(matches!(w.watch(b"<call>"), Watched::Free));
+        assert!(matches!(w.watch(b"Sure: ", 64), Watched::Free));
+        assert!(matches!(w.watch(b"<call>", 64), Watched::Free));
         assert!(w.open.is_none());
     }
 }

@@ -78,6 +78,8 @@ pub struct Decoded {
     /// The thinking text (markers excluded) and its tokens (markers included).
     pub reasoning: String,
     pub reasoning_tokens: usize,
+    /// Under strict `auto`: the tool calls the model opened.
+    pub calls_opened: Option<usize>,
 }
 
 impl Decoder {
@@ -261,7 +263,9 @@ impl Decoder {
             let Some(watch) = self.calls.as_mut() else {
                 return Ok(token);
             };
-            match watch.watch(tokenizer.token_bytes(token)) {
+            // This step's token is one of the remaining ones.
+            let room = self.remaining.saturating_sub(1);
+            match watch.watch(tokenizer.token_bytes(token), room) {
                 Watched::Free | Watched::Opened => return Ok(token),
                 Watched::Refused => {
                     if !refusing {
@@ -308,6 +312,7 @@ impl Decoder {
         Decoded {
             reasoning: reasoning.unwrap_or_default(),
             reasoning_tokens: self.thinking.as_ref().map_or(0, |t| t.tokens),
+            calls_opened: self.calls.as_ref().map(|w| w.calls),
             text: self.text.into_bytes(),
             tokens: self.tokens,
             forced: self.forced,

@@ -92,9 +92,18 @@ fn parse_text(text: &str, set: &ToolSet) -> Parsed {
         (!content.is_empty()).then_some(content)
     } else {
         let t = content.trim();
-        (!t.is_empty()).then(|| t.to_string())
+        (!t.is_empty() && !is_fence(t)).then(|| t.to_string())
     };
     Parsed { content, calls }
+}
+
+/// Whether what is left around calls is only the code fence the model wrapped them
+/// in (```` ``` ````, ```` ```xml ````): formatting of the calls, not content.
+fn is_fence(t: &str) -> bool {
+    t.split_whitespace().all(|w| {
+        w.strip_prefix("```")
+            .is_some_and(|lang| lang.bytes().all(|b| b.is_ascii_alphanumeric()))
+    })
 }
 
 /// An answer that is nothing but calls written as JSON (see the module's comment).
@@ -209,6 +218,11 @@ mod tests {
         let p = parse("<tool_call>not json</tool_call> ok", &s);
         assert_eq!(p.content.as_deref(), Some("ok"));
         assert!(p.calls.is_empty());
+        let fenced = "```\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>\n```";
+        let p = parse(fenced, &s);
+        assert_eq!((p.content, p.calls.len()), (None, 1));
+        let p = parse("``` ```", &s);
+        assert_eq!(p.content.as_deref(), Some("``` ```"), "no call: the text is the answer");
         let p = parse("  plain text  ", &s);
         assert_eq!(p.content.as_deref(), Some("  plain text  "));
         assert_eq!(parse("", &s), Parsed::default());

@@ -88,7 +88,7 @@ impl Constraint {
             Constraint::Grammar(text) => surfaces.grammar = Some(("-grammar-file", text.clone())),
         }
         let asked = surfaces.resolve().map_err(|e| UsageError(e.message))?;
-        Ok(ConstraintSpec::decide(asked, None, None))
+        Ok(ConstraintSpec::decide(asked, None))
     }
 
     /// The same constraint as the fields of an Ollama `/api/chat` or `/api/generate`
