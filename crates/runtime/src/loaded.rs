@@ -11,7 +11,7 @@ use llamay_engine::{LoadOptions, Model};
 
 use crate::chat::{Builtin, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions};
 use crate::reasoning::ThinkingFacts;
-use crate::tools::Convention;
+use crate::chat::CallConvention;
 
 /// Bytes of compiled constraints kept per model unless told otherwise (the
 /// vocabulary decides the masks, so each model has its own cache).
@@ -103,7 +103,7 @@ pub struct LoadedModel {
     /// The thinking convention the model follows, if any (see `reasoning`).
     pub thinking: Option<Arc<ThinkingFacts>>,
     /// How the model writes tool calls, read off the template it is prompted with.
-    pub tool_convention: Convention,
+    pub tool_convention: CallConvention,
 }
 
 impl LoadedModel {
@@ -164,8 +164,8 @@ impl LoadedModel {
         };
         // A template that does not render tools gets our Hermes tool prompt.
         let tool_convention = match template.renders_tools() {
-            true => Convention::of_template(prompted_with),
-            false => Convention::Hermes,
+            true => CallConvention::of_template(prompted_with),
+            false => CallConvention::Hermes,
         };
         let own_template = own_template.map(str::to_string);
         let model = Model::from_gguf(file, opts)?;

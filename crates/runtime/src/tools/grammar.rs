@@ -23,7 +23,7 @@ use llamay_constrain::schema::lower::lower_into;
 use llamay_constrain::schema::{Report, ReportEntry};
 use serde_json::json;
 
-use super::convention::{Convention, BARE_OPENER};
+use crate::chat::{CallConvention as Convention, BARE_OPENER};
 use super::ToolSet;
 use crate::constraint::CompiledSchema;
 use crate::error::Error;

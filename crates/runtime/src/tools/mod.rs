@@ -6,7 +6,8 @@
 //! - [`prompt`]: the tools and the history go to the model through its own chat
 //!   template when that template renders `tools`, and as Hermes-style text
 //!   (`<tool_call>` / `<tool_response>`) otherwise;
-//! - [`convention`]: each family's written form of a call, read off its template;
+//! - [`Convention`] (`chat::CallConvention`): each family's written form of a call,
+//!   read off its template;
 //! - [`grammar`]: a forced choice (`required`, `any`, a named tool) becomes a grammar
 //!   that can only write calls, in the model's convention, whose arguments match the
 //!   tool's schema; `auto` beside a response schema becomes calls-or-answer; a strict
@@ -17,7 +18,6 @@
 //!   tools offered, a generation's text is held back until it is whole, so a call
 //!   never leaks into `content` and streams carry it in one piece.
 
-pub mod convention;
 pub(crate) mod grammar;
 mod parse;
 pub(crate) mod plan;
@@ -29,7 +29,7 @@ use llamay_constrain::schema::{compile, CompiledSchema as SchemaTree};
 use serde_json::Value;
 
 use crate::error::Error;
-pub use convention::Convention;
+pub use crate::chat::CallConvention as Convention;
 pub(crate) use parse::parse;
 
 /// Most tools one request may offer.

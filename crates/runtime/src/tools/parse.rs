@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 
-use super::convention::MARKERS;
+use crate::chat::MARKERS;
 use super::{ToolCall, ToolSet};
 use crate::ids::call_id;
 

@@ -12,7 +12,7 @@ use llamay_constrain::grammar::json::any_json;
 use llamay_constrain::schema::Report;
 use llamay_constrain::Constraint;
 
-use super::convention::Convention;
+use crate::chat::CallConvention as Convention;
 use super::grammar::{beside, forced, one_call, Opener};
 use super::ToolSet;
 use crate::constraint::{CompiledSchema, ConstraintSpec};

@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use super::convention::Convention;
+use crate::chat::CallConvention as Convention;
 use super::grammar::head;
 use super::ToolSet;
 use crate::chat::ChatMessage;

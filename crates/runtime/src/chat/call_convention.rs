@@ -2,7 +2,7 @@
 //!
 //! A model is trained to call tools in one written form, and its chat template says
 //! which: the form a forced call is constrained to, the opener a strict `auto` call
-//! is recognised by, and what [`parse`](super::parse) reads back. A template that does
+//! is recognised by, and what the tool-call parser reads back. A template that does
 //! not render tools gets our Hermes prompt, so its model is asked for Hermes calls.
 //!
 //! | family | a call | between calls |
@@ -18,7 +18,7 @@
 
 /// A family's tool-call form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Convention {
+pub enum CallConvention {
     /// `<tool_call>` blocks holding `{"name": …, "arguments": …}`.
     Hermes,
     /// The answer is a JSON call, `{"name": …, "parameters": …}`.
@@ -29,7 +29,7 @@ pub enum Convention {
 
 /// How one convention's calls are written: what the call grammar emits.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Form {
+pub(crate) struct CallForm {
     /// Written before the first call (and, for block forms, before each call).
     pub open: &'static str,
     /// Written after the last call (block forms: after each call).
@@ -46,52 +46,52 @@ pub(crate) struct Form {
 /// skips them.
 pub(crate) const MARKERS: [&str; 2] = ["[TOOL_CALLS]", "<|python_tag|>"];
 
-impl Convention {
+impl CallConvention {
     /// The convention a chat template's text asks its model for; Hermes when it
     /// names none (our own tool prompt is Hermes).
-    pub fn of_template(template: Option<&str>) -> Convention {
+    pub fn of_template(template: Option<&str>) -> CallConvention {
         let Some(t) = template else {
-            return Convention::Hermes;
+            return CallConvention::Hermes;
         };
         if t.contains("[TOOL_CALLS]") {
-            Convention::Mistral
+            CallConvention::Mistral
         } else if t.contains("<tool_call>") {
-            Convention::Hermes
+            CallConvention::Hermes
         } else if t.contains("<|python_tag|>")
             || (t.contains("<|start_header_id|>") && t.contains("\"parameters\""))
         {
-            Convention::Llama3
+            CallConvention::Llama3
         } else {
-            Convention::Hermes
+            CallConvention::Hermes
         }
     }
 
     /// Its name, as the enforcement report and cache keys spell it.
     pub fn name(self) -> &'static str {
         match self {
-            Convention::Hermes => "hermes",
-            Convention::Llama3 => "llama3",
-            Convention::Mistral => "mistral",
+            CallConvention::Hermes => "hermes",
+            CallConvention::Llama3 => "llama3",
+            CallConvention::Mistral => "mistral",
         }
     }
 
-    pub(crate) fn form(self) -> Form {
+    pub(crate) fn form(self) -> CallForm {
         match self {
-            Convention::Hermes => Form {
+            CallConvention::Hermes => CallForm {
                 open: "<tool_call>\n",
                 close: "\n</tool_call>",
                 between: "\n",
                 args_key: "arguments",
                 blocks: true,
             },
-            Convention::Llama3 => Form {
+            CallConvention::Llama3 => CallForm {
                 open: "",
                 close: "",
                 between: "\n",
                 args_key: "parameters",
                 blocks: true,
             },
-            Convention::Mistral => Form {
+            CallConvention::Mistral => CallForm {
                 open: "[",
                 close: "]",
                 between: ", ",
@@ -106,10 +106,10 @@ impl Convention {
     /// also found at the answer's start, see [`BARE_OPENER`]).
     pub(crate) fn opener(self) -> Option<&'static str> {
         match self {
-            Convention::Hermes => Some("<tool_call>"),
+            CallConvention::Hermes => Some("<tool_call>"),
             // The control token's text, as the tokenizer spells it.
-            Convention::Mistral => Some("[TOOL_CALLS]"),
-            Convention::Llama3 => None,
+            CallConvention::Mistral => Some("[TOOL_CALLS]"),
+            CallConvention::Llama3 => None,
         }
     }
 }
@@ -124,28 +124,28 @@ mod tests {
 
     #[test]
     fn templates_name_their_family() {
-        assert_eq!(Convention::of_template(None), Convention::Hermes);
+        assert_eq!(CallConvention::of_template(None), CallConvention::Hermes);
         let qwen = "{%- if tools %}<tools></tools> <tool_call>\n{\"name\": <function-name>}</tool_call>{% endif %}";
-        assert_eq!(Convention::of_template(Some(qwen)), Convention::Hermes);
+        assert_eq!(CallConvention::of_template(Some(qwen)), CallConvention::Hermes);
         let mistral = "{%- if message.tool_calls %}[TOOL_CALLS] [{% for c in message.tool_calls %}";
-        assert_eq!(Convention::of_template(Some(mistral)), Convention::Mistral);
+        assert_eq!(CallConvention::of_template(Some(mistral)), CallConvention::Mistral);
         let chatml = "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>";
-        assert_eq!(Convention::of_template(Some(chatml)), Convention::Hermes);
+        assert_eq!(CallConvention::of_template(Some(chatml)), CallConvention::Hermes);
     }
 
     #[test]
     fn real_templates_are_recognised() {
         // Qwen3's renders tools and asks for Hermes blocks; the Llama 3.1 config npm
         // carries is the tool-less Llama 3 template (so our Hermes prompt is used).
-        for (name, want) in [("qwen3", Convention::Hermes), ("llama3_1", Convention::Hermes)] {
+        for (name, want) in [("qwen3", CallConvention::Hermes), ("llama3_1", CallConvention::Hermes)] {
             let path = llamay_testdata::hf_tokenizer_config(name);
             let config: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
             let src = config["chat_template"].as_str().unwrap();
-            assert_eq!(Convention::of_template(Some(src)), want, "{name}");
+            assert_eq!(CallConvention::of_template(Some(src)), want, "{name}");
         }
         // The tool turn of Meta's Llama 3.1 template, as published.
         let llama31 = "{%- if builtin_tools is defined or tool_choice is defined %}{{- \"<|python_tag|>\" }}{%- endif %}<|start_header_id|>user<|end_header_id|>\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.";
-        assert_eq!(Convention::of_template(Some(llama31)), Convention::Llama3);
+        assert_eq!(CallConvention::of_template(Some(llama31)), CallConvention::Llama3);
     }
 }
