@@ -28,27 +28,40 @@ pub(crate) fn apply(
     asked: ConstraintSpec,
     lm: &LoadedModel,
 ) -> Result<(ConstraintSpec, Option<CallTriggers>), Error> {
-    if set.is_forced() {
-        return Ok((ConstraintSpec::Tools(Arc::new(forced(set, conv)?)), None));
+    match (set.is_forced(), asked) {
+        (false, ConstraintSpec::None) => Ok((ConstraintSpec::None, Some(triggers(set, conv, lm)?))),
+        (_, asked) => Ok((set.shape(conv, asked)?, None)),
     }
-    let answer = |kind, grammar: &llamay_constrain::grammar::Grammar, key: &str, r: &Report| {
-        let calls = beside(set, conv, grammar, key, r)?;
-        Ok::<_, Error>(ConstraintSpec::ToolsOr(kind, Arc::new(calls)))
-    };
-    let bad = |e: llamay_constrain::Error| {
-        Error::bad_request(format!("the constraint could not be compiled: {e}"))
-    };
-    let spec = match asked {
-        ConstraintSpec::None => return Ok((ConstraintSpec::None, Some(triggers(set, conv, lm)?))),
-        ConstraintSpec::Schema(s) => answer("schema", &s.grammar, &s.key, &s.report)?,
-        ConstraintSpec::Json => answer("json", &any_json().map_err(bad)?, "json", &Report::default())?,
-        ConstraintSpec::Grammar(text) => {
-            let g = llamay_constrain::gbnf::parse_gbnf(&text).map_err(bad)?;
-            answer("grammar", &g, &text, &Report::default())?
+}
+
+impl ToolSet {
+    /// What the tools make of a request's constraint in `conv`, before any model
+    /// work: a forced choice's calls, or under `auto` calls-or-the-asked-answer (an
+    /// `auto` request that asked for nothing stays unconstrained here: its calls are
+    /// held from their opener on, by the decoder).
+    pub fn shape(&self, conv: Convention, asked: ConstraintSpec) -> Result<ConstraintSpec, Error> {
+        if self.is_forced() {
+            return Ok(ConstraintSpec::Tools(Arc::new(forced(self, conv)?)));
         }
-        done @ (ConstraintSpec::Tools(_) | ConstraintSpec::ToolsOr(..)) => done,
-    };
-    Ok((spec, None))
+        let answer = |kind, grammar: &llamay_constrain::grammar::Grammar, key: &str, r: &Report| {
+            let calls = beside(self, conv, grammar, key, r)?;
+            Ok::<_, Error>(ConstraintSpec::ToolsOr(kind, Arc::new(calls)))
+        };
+        let bad = |e: llamay_constrain::Error| {
+            Error::bad_request(format!("the constraint could not be compiled: {e}"))
+        };
+        Ok(match asked {
+            ConstraintSpec::Schema(s) => answer("schema", &s.grammar, &s.key, &s.report)?,
+            ConstraintSpec::Json => {
+                answer("json", &any_json().map_err(bad)?, "json", &Report::default())?
+            }
+            ConstraintSpec::Grammar(text) => {
+                let g = llamay_constrain::gbnf::parse_gbnf(&text).map_err(bad)?;
+                answer("grammar", &g, &text, &Report::default())?
+            }
+            other => other,
+        })
+    }
 }
 
 /// Strict `auto`'s openers in `conv`: its own opener anywhere (when it has one), and a
