@@ -40,6 +40,7 @@ pub use embed::{
 pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
 pub use ids::{call_id, fresh_seed, short_id};
+pub use llamay_constrain::grammar::MAX_SOURCE_BYTES as MAX_QUOTE_SOURCE_BYTES;
 pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};
 pub use loaded::{
     LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,

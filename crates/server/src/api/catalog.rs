@@ -117,6 +117,19 @@ pub fn entry(spec: &ModelSpec, caps: &Capabilities, loaded: bool) -> Value {
         "embedding": caps.embedding,
         "rerank": false,
         "schema_limits": limits,
+        "schema_extensions": schema_extensions(),
+    })
+}
+
+/// The `x-llamay-*` keywords every endpoint's schemas may use, and their limits.
+fn schema_extensions() -> Value {
+    json!({
+        "x-llamay-quote": {
+            "types": ["string", "number", "integer"],
+            "sources": ["input", "llamay_sources"],
+            "normalize": ["none", "whitespace", "case"],
+            "source_bytes": llamay_runtime::MAX_QUOTE_SOURCE_BYTES,
+        },
     })
 }
 
