@@ -202,14 +202,28 @@ pub fn tokenizer_json_from_gguf(f: &GgufFile) -> Result<String, String> {
     serde_json::to_string(&doc).map_err(|e| e.to_string())
 }
 
-/// `tokenizer.json` text rebuilt from a GGUF model's byte-level BPE tokenizer.
+/// The text of the GGUF's BOS and EOS tokens, as transformers' `bos_token` and
+/// `eos_token` take them.
+fn special_texts(f: &GgufFile) -> Result<(Option<String>, Option<String>), String> {
+    let t = Tokenizer::from_gguf(f).map_err(|e| e.to_string())?;
+    let text = |id: Option<u32>| id.map(|i| String::from_utf8_lossy(t.token_text(i)).into_owned());
+    Ok((text(t.bos()), text(t.eos())))
+}
+
+/// `tokenizer.json` text rebuilt from a GGUF model's byte-level BPE tokenizer, with
+/// `{"bos_token": ..., "eos_token": ...}` for transformers.
 #[pyfunction]
-pub fn gguf_to_tokenizer_json(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
+pub fn gguf_to_tokenizer_json(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+) -> PyResult<(String, std::collections::BTreeMap<&'static str, Option<String>>)> {
     py.detach(|| {
         let f = GgufFile::open(&path)
             .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
-        tokenizer_json_from_gguf(&f)
-            .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))
+        let err = |e: String| PyValueError::new_err(format!("{}: {e}", path.display()));
+        let json = tokenizer_json_from_gguf(&f).map_err(err)?;
+        let (bos, eos) = special_texts(&f).map_err(err)?;
+        Ok((json, [("bos_token", bos), ("eos_token", eos)].into()))
     })
 }
 

@@ -5,7 +5,7 @@
 use crate::bitmask::{Buffer, Row};
 use crate::grammar::PyGrammar;
 use crate::tokenizer::PyTokenizer;
-use llamay_constrain::{Matcher, Vocabulary};
+use llamay_constrain::{Matcher, TokenMask, Vocabulary};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -20,11 +20,45 @@ struct State {
 }
 
 impl State {
-    fn fill(&mut self, row: Row) {
+    /// Writes the next-token mask into `row`. With `remaining` (the tokens left in the
+    /// caller's budget, this one and the end-of-generation token included) only tokens
+    /// after which the output can still be completed in time are allowed: closing `d`
+    /// bytes takes at most `d` tokens plus the end token. Once that takes the whole
+    /// budget only tokens on a shortest completion are left, so the output closes within
+    /// `max_new_tokens` instead of being cut off.
+    fn fill(&mut self, row: Row, remaining: Option<usize>) {
         // SAFETY: the caller holds the buffer object for the whole call and gives each
         // row to one matcher only.
         let out = unsafe { row.slice() };
-        self.m.mask_ref().write_u32_words(out);
+        let Some(remaining) = remaining else {
+            self.m.mask_ref().write_u32_words(out);
+            return;
+        };
+        let n = self.m.constraint().vocab().len();
+        let mut mask = TokenMask::new(n);
+        match self.m.min_bytes_to_accept() {
+            Some(d) if d + 1 >= remaining => self.m.closing_mask(&mut mask),
+            None => self.m.mask(&mut mask),
+            Some(_) => {
+                self.m.mask(&mut mask);
+                let vocab = self.m.constraint().vocab().clone();
+                let allowed: Vec<u32> = mask.allowed().collect();
+                for t in allowed {
+                    // After `t`: its distance in tokens, plus the end token, must fit
+                    // in the `remaining - 1` tokens left.
+                    let fits = vocab.is_eog(t)
+                        || self.m.min_bytes_after(t).is_some_and(|d| d + 2 <= remaining);
+                    if !fits {
+                        mask.disallow(t);
+                    }
+                }
+                // Every closing token shortens the distance, which fits the budget.
+                if mask.count() == 0 {
+                    self.m.closing_mask(&mut mask);
+                }
+            }
+        }
+        mask.write_u32_words(out);
     }
 
     fn consume(&mut self, token: u32) -> bool {
@@ -111,18 +145,21 @@ impl PyMatcher {
     }
 
     /// Writes the allowed next tokens into row `index` of `bitmask` (an int32 numpy
-    /// array or CPU torch tensor of shape `(batch, ceil(vocab_size / 32))`).
-    #[pyo3(signature = (bitmask, index = 0))]
+    /// array or CPU torch tensor of shape `(batch, ceil(vocab_size / 32))`). With
+    /// `remaining` (tokens left in the budget, this one included), only tokens that
+    /// leave the output completable in time.
+    #[pyo3(signature = (bitmask, index = 0, remaining = None))]
     fn fill_next_token_bitmask(
         &self,
         py: Python<'_>,
         bitmask: &Bound<'_, PyAny>,
         index: isize,
+        remaining: Option<usize>,
     ) -> PyResult<()> {
         let row = Buffer::of(bitmask, self.words())?.row(index)?;
         let mut st = self.lock()?;
         let st = &mut *st;
-        py.detach(|| st.fill(row));
+        py.detach(|| st.fill(row, remaining));
         Ok(())
     }
 
@@ -150,15 +187,28 @@ impl PyMatcher {
         self.lock()?.rollback(n).map_err(PyValueError::new_err)
     }
 
-    /// Whether generation is over: an end-of-generation token was consumed, or the
-    /// output is complete and nothing can extend it.
+    /// Whether an end-of-generation token was consumed (XGrammar's meaning, which
+    /// SGLang's and vLLM's schedulers expect: a terminated row is left unmasked).
     fn is_terminated(&self) -> PyResult<bool> {
+        let m = &mut self.lock()?.m;
+        Ok(m.is_finished() && !m.is_accepting())
+    }
+
+    /// Whether nothing but an end-of-generation token can follow (or one was
+    /// consumed): llguidance's `is_stopped`.
+    fn is_stopped(&self) -> PyResult<bool> {
         Ok(self.lock()?.m.is_finished())
     }
 
     /// Whether the output may end here (an end-of-generation token is allowed).
     fn is_accepting(&self) -> PyResult<bool> {
         Ok(self.lock()?.m.is_accepting())
+    }
+
+    /// The fewest bytes that complete the output from here (0 when it may end now),
+    /// or None where nothing can.
+    fn min_bytes_to_accept(&self) -> PyResult<Option<usize>> {
+        Ok(self.lock()?.m.min_bytes_to_accept())
     }
 
     /// Back to the start of the grammar.
@@ -242,15 +292,31 @@ impl PyMatcher {
 }
 
 /// Fills one bitmask row per matcher (`indices[i]` for `matchers[i]`, default row
-/// `i`) on several threads, without the GIL.
+/// `i`) on several threads, without the GIL. `remaining`: one budget for all, or
+/// one per matcher (see `Matcher.fill_next_token_bitmask`).
 #[pyfunction]
-#[pyo3(signature = (matchers, bitmask, indices = None))]
+#[pyo3(signature = (matchers, bitmask, indices = None, remaining = None))]
 pub fn fill_next_token_bitmasks(
     py: Python<'_>,
     matchers: Vec<Bound<'_, PyMatcher>>,
     bitmask: &Bound<'_, PyAny>,
     indices: Option<Vec<isize>>,
+    remaining: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
+    let remaining: Vec<Option<usize>> = match remaining {
+        None => vec![None; matchers.len()],
+        Some(r) if r.is_none() => vec![None; matchers.len()],
+        Some(r) => match r.extract::<usize>() {
+            Ok(one) => vec![Some(one); matchers.len()],
+            Err(_) => {
+                let each: Vec<usize> = r.extract()?;
+                if each.len() != matchers.len() {
+                    return Err(PyValueError::new_err("one remaining budget per matcher"));
+                }
+                each.into_iter().map(Some).collect()
+            }
+        },
+    };
     let indices: Vec<isize> = match indices {
         Some(ix) if ix.len() != matchers.len() => {
             return Err(PyValueError::new_err(format!(
@@ -283,9 +349,16 @@ pub fn fill_next_token_bitmasks(
         .iter()
         .map(|m| m.get().lock())
         .collect::<PyResult<Vec<_>>>()?;
-    let mut work: Vec<(&mut State, Row)> = guards.iter_mut().map(|g| &mut **g).zip(rows).collect();
+    let mut work: Vec<(&mut State, Row, Option<usize>)> = guards
+        .iter_mut()
+        .map(|g| &mut **g)
+        .zip(rows)
+        .zip(remaining)
+        .map(|((st, row), r)| (st, row, r))
+        .collect();
     py.detach(|| {
-        work.par_iter_mut().for_each(|(st, row)| st.fill(*row));
+        work.par_iter_mut()
+            .for_each(|(st, row, remaining)| st.fill(*row, *remaining));
     });
     Ok(())
 }
