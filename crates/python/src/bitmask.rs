@@ -70,9 +70,7 @@ impl Buffer {
             }
             if let Some(strides) = ai.get_item("strides")? {
                 if !strides.is_none() {
-                    return Err(PyValueError::new_err(
-                        "the bitmask must be C-contiguous",
-                    ));
+                    return Err(PyValueError::new_err("the bitmask must be C-contiguous"));
                 }
             }
             let (ptr, readonly): (usize, bool) = get("data")?.extract()?;

@@ -193,7 +193,11 @@ impl PyGrammar {
     /// with the grammar, for the first tokenizer it meets.
     #[staticmethod]
     fn regex(pattern: &str) -> Self {
-        Self::new(Source::Regex(pattern.to_string()), "regex", Report::default())
+        Self::new(
+            Source::Regex(pattern.to_string()),
+            "regex",
+            Report::default(),
+        )
     }
 
     /// Compiles the grammar for a tokenizer now (without the GIL), so the first

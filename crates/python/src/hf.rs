@@ -68,7 +68,10 @@ pub fn vocab_from_tokenizer_json(text: &str) -> Result<HfVocab, String> {
         Some(Value::Array(list)) => {
             // Unigram: [[piece, score], ...] by id.
             for (id, entry) in list.iter().enumerate() {
-                let piece = entry.get(0).and_then(Value::as_str).ok_or("bad vocab entry")?;
+                let piece = entry
+                    .get(0)
+                    .and_then(Value::as_str)
+                    .ok_or("bad vocab entry")?;
                 pieces.push((id as u32, piece.to_string()));
             }
         }
@@ -216,7 +219,10 @@ fn special_texts(f: &GgufFile) -> Result<(Option<String>, Option<String>), Strin
 pub fn gguf_to_tokenizer_json(
     py: Python<'_>,
     path: std::path::PathBuf,
-) -> PyResult<(String, std::collections::BTreeMap<&'static str, Option<String>>)> {
+) -> PyResult<(
+    String,
+    std::collections::BTreeMap<&'static str, Option<String>>,
+)> {
     py.detach(|| {
         let f = GgufFile::open(&path)
             .map_err(|e| PyOSError::new_err(format!("{}: {e}", path.display())))?;
@@ -248,7 +254,15 @@ mod tests {
             "decoder":{"type":"Sequence","decoders":[{"type":"ByteFallback"}]},
             "added_tokens":[{"id":3,"content":"</s>","special":true}]}"#;
         let v = vocab_from_tokenizer_json(j).unwrap();
-        assert_eq!(v.tokens, vec![b"\n".to_vec(), b" the".to_vec(), b"a".to_vec(), b"</s>".to_vec()]);
+        assert_eq!(
+            v.tokens,
+            vec![
+                b"\n".to_vec(),
+                b" the".to_vec(),
+                b"a".to_vec(),
+                b"</s>".to_vec()
+            ]
+        );
         assert_eq!(v.special, vec![3]);
     }
 }

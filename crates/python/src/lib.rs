@@ -17,7 +17,10 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _llamay(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("ConstraintError", m.py().get_type::<error::ConstraintError>())?;
+    m.add(
+        "ConstraintError",
+        m.py().get_type::<error::ConstraintError>(),
+    )?;
     m.add_class::<tokenizer::PyTokenizer>()?;
     m.add_class::<grammar::PyGrammar>()?;
     m.add_class::<matcher::PyMatcher>()?;

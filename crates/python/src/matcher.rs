@@ -47,7 +47,10 @@ impl State {
                     // After `t`: its distance in tokens, plus the end token, must fit
                     // in the `remaining - 1` tokens left.
                     let fits = vocab.is_eog(t)
-                        || self.m.min_bytes_after(t).is_some_and(|d| d + 2 <= remaining);
+                        || self
+                            .m
+                            .min_bytes_after(t)
+                            .is_some_and(|d| d + 2 <= remaining);
                     if !fits {
                         mask.disallow(t);
                     }
@@ -341,7 +344,9 @@ pub fn fill_next_token_bitmasks(
             return Err(PyValueError::new_err(format!("row {i} is given twice")));
         }
         if m.get().words() > buf.words_per_row() {
-            return Err(PyValueError::new_err("a matcher's vocabulary is wider than the bitmask"));
+            return Err(PyValueError::new_err(
+                "a matcher's vocabulary is wider than the bitmask",
+            ));
         }
         rows.push(row);
     }

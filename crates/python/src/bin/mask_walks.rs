@@ -69,7 +69,11 @@ fn main() {
     let max_steps: usize = max_steps.parse().expect("MAX_STEPS is a number");
     let f = GgufFile::open(model).expect("the model opens");
     let t = Tokenizer::from_gguf(&f).expect("its tokenizer loads");
-    let vocab = Arc::new(Vocabulary::new(t.vocab_bytes(), t.eog_ids(), &t.control_ids()));
+    let vocab = Arc::new(Vocabulary::new(
+        t.vocab_bytes(),
+        t.eog_ids(),
+        &t.control_ids(),
+    ));
     for (i, file) in files.iter().enumerate() {
         let text = std::fs::read_to_string(file).expect("the schema file reads");
         let doc: serde_json::Value = serde_json::from_str(&text).expect("the file is JSON");
