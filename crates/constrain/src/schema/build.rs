@@ -53,11 +53,13 @@ pub(crate) struct Compiler<'a> {
     /// Why the last things found unsatisfiable were, innermost first.
     pub(crate) unsat: Vec<(String, String, String)>,
     pub(crate) patterns: HashMap<String, std::sync::Arc<super::pattern::Pattern>>,
+    pub(crate) options: super::Options,
 }
 
 impl<'a> Compiler<'a> {
-    pub(crate) fn new(root: &'a Value) -> Compiler<'a> {
+    pub(crate) fn new(root: &'a Value, options: super::Options) -> Compiler<'a> {
         Compiler {
+            options,
             root,
             report: Report::default(),
             memo: HashMap::new(),

@@ -89,6 +89,8 @@ pub struct Report {
     /// Where `x-llamay-quote` is enforced (dotted locations, sorted, once each); filled
     /// when the schema is lowered with its sources.
     pub quotes: Vec<String>,
+    /// Where a `format` is enforced, as `name at location` (sorted, once each).
+    pub formats: Vec<String>,
 }
 
 impl Report {
@@ -113,6 +115,8 @@ impl Report {
     pub(crate) fn finish(&mut self) {
         self.entries.sort();
         self.entries.dedup();
+        self.formats.sort();
+        self.formats.dedup();
     }
 }
 

@@ -247,10 +247,20 @@ impl Facets {
             }
         };
         let mut merge = Vec::new();
+        let mut format = None;
         for (key, v) in obj {
             match status(key) {
                 Some(Status::Refused) => return Err(SchemaError::unsupported(key, &at)),
                 Some(Status::Annotation) => {}
+                Some(Status::Ignored) if key == "format" => {
+                    match v
+                        .as_str()
+                        .and_then(|n| super::format::pattern(n).map(|p| (n, p)))
+                    {
+                        Some(known) => format = Some(known),
+                        None => report.add(key, &at, NotEnforced::Ignored),
+                    }
+                }
                 Some(Status::Ignored) => {
                     let no_effect = key == "uniqueItems" && *v == Value::Bool(false);
                     if !no_effect {
@@ -263,6 +273,21 @@ impl Facets {
                 }
                 None => report.add(key, &at, NotEnforced::Unknown),
                 Some(Status::Enforced) => f.read_keyword(key, v, pointer, &at, obj, &mut merge)?,
+            }
+        }
+        if let Some((name, source)) = format {
+            // A format is a pattern of our own writing; beside the schema's own
+            // `pattern` (two patterns cannot be merged) it stays ignored.
+            if f.pattern.is_some() {
+                report.add("format", &at, NotEnforced::Ignored);
+            } else {
+                f.pattern = Some((source, at.clone()));
+                f.families = f.families.or(Types::STRING);
+                if name == "hostname" {
+                    let cap = super::format::HOSTNAME_MAX;
+                    f.max_length = Some(f.max_length.map_or(cap, |m| m.min(cap)));
+                }
+                report.formats.push(format!("{name} at {at}"));
             }
         }
         if f.items_unchecked && !f.items.is_empty() {

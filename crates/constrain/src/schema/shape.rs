@@ -10,6 +10,7 @@ use super::node::{
     ArraySpec, Bound, IntegerSpec, Node, NumberSpec, ObjectSpec, Property, StringSpec,
 };
 use super::pattern::Pattern;
+use super::AdditionalProperties;
 use std::sync::Arc;
 
 /// Largest length or item count the automaton counts to (the IR's repetition limit).
@@ -23,9 +24,12 @@ pub(crate) fn finish(c: &mut Compiler, f: Facets) -> Result<Option<Node>, Schema
     c.count_node(&f.location)?;
     // Without `type`, the keywords written say which types are meant (`properties`
     // → object, `items` → array, `minLength` → string, `minimum` → number); none → any.
+    let json_semantics = c.options.additional_properties == AdditionalProperties::Open;
     let types = match f.types {
         Some(t) => t,
         None if f.families == Types::NONE => Types::ALL,
+        // A quote is llamay's own keyword: it always means a string (or a number).
+        None if json_semantics && f.quote.is_none() => Types::ALL,
         None => f.families,
     };
     if types == Types::NONE {
@@ -154,7 +158,7 @@ fn array(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
 fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
     // `additionalProperties` is closed by default when `properties` is declared.
     let additional_conj = match &f.additional {
-        Additional::Unspecified if f.has_properties => None,
+        Additional::Unspecified if closed_by_default(c, f) => None,
         Additional::Unspecified => Some(vec![]),
         Additional::Closed => None,
         Additional::Schema(conj) => Some(conj.clone()),
@@ -215,6 +219,12 @@ fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         properties,
         additional: additional.map(Box::new),
     })))
+}
+
+/// Whether an object that writes no `additionalProperties` is closed (see
+/// [`AdditionalProperties`]).
+fn closed_by_default(c: &Compiler, f: &Facets) -> bool {
+    f.has_properties && c.options.additional_properties == AdditionalProperties::Closed
 }
 
 fn number(c: &mut Compiler, f: &Facets, types: Types) -> Result<Option<Node>, SchemaError> {
@@ -412,7 +422,7 @@ fn allows(c: &mut Compiler, f: &Facets, types: Types, v: &Value) -> Result<bool,
         }
         Value::Object(o) => {
             let closed = matches!(f.additional, Additional::Closed)
-                || (matches!(f.additional, Additional::Unspecified) && f.has_properties);
+                || (matches!(f.additional, Additional::Unspecified) && closed_by_default(c, f));
             let keys_ok = !closed || o.keys().all(|k| f.properties.iter().any(|(n, _)| n == k));
             keys_ok && f.required.iter().all(|r| o.contains_key(r))
         }
