@@ -12,7 +12,7 @@ use regex_automata::{util::syntax, Anchored, Input, MatchKind};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Marks "no transition" in [`ByteDfa`] tables.
 pub const DFA_DEAD: u32 = u32::MAX;
@@ -25,8 +25,8 @@ pub const DEFAULT_DFA_STATE_LIMIT: usize = 2000;
 pub struct ByteDfa {
     /// The source pattern (for messages and display).
     pattern: String,
-    /// `trans[s * 256 + b]`: next state or [`DFA_DEAD`].
-    trans: Vec<u32>,
+    /// The transitions: a dense table for a pattern, a trie for a lexicon.
+    table: Table,
     /// Whether the input may end in state `s`.
     accept: Vec<bool>,
     /// Fewest characters (UTF-8 lead bytes) still needed to reach acceptance from `s`.
@@ -34,6 +34,41 @@ pub struct ByteDfa {
     /// Per state, whether every continuation of characters stays alive (see
     /// [`ByteDfa::is_universal`]); computed on first use, since only mask walks ask.
     universal: Universal,
+}
+
+/// How a [`ByteDfa`] stores its transitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Table {
+    /// `trans[s * 256 + b]`: next state or [`DFA_DEAD`].
+    Dense(Vec<u32>),
+    /// A lexicon's trie, states numbered breadth-first: a million terms make millions
+    /// of states, too many for 256 entries each.
+    Trie(Arc<Trie>),
+}
+
+/// Transitions of a trie in breadth-first order: the children of state `s` are the
+/// consecutive states `first[s]..first[s + 1]`, sorted by the byte into them.
+#[derive(Debug, PartialEq, Eq)]
+struct Trie {
+    first: Vec<u32>,
+    /// The byte on the edge into each state (the root's is unused).
+    label: Vec<u8>,
+}
+
+impl Trie {
+    fn children(&self, s: u32) -> std::ops::Range<usize> {
+        self.first[s as usize] as usize..self.first[s as usize + 1] as usize
+    }
+
+    #[inline]
+    fn next(&self, s: u32, b: u8) -> Option<u32> {
+        let r = self.children(s);
+        let start = r.start;
+        self.label[r]
+            .binary_search(&b)
+            .ok()
+            .map(|i| (start + i) as u32)
+    }
 }
 
 /// A lazily derived table: equal for equal DFAs, so it takes no part in comparisons.
@@ -52,8 +87,12 @@ impl ByteDfa {
     /// Heap bytes of the tables (see [`crate::heap`]).
     pub(crate) fn heap_bytes(&self) -> usize {
         use crate::heap::vec;
+        let table = match &self.table {
+            Table::Dense(t) => vec(t),
+            Table::Trie(t) => vec(&t.first) + vec(&t.label),
+        };
         self.pattern.capacity()
-            + vec(&self.trans)
+            + table
             + vec(&self.accept)
             + vec(&self.min_chars_to_accept)
             + self.universal.0.get().map_or(0, vec)
@@ -118,7 +157,7 @@ impl ByteDfa {
         }
         let mut out = ByteDfa {
             pattern: pattern.to_string(),
-            trans: raw,
+            table: Table::Dense(raw),
             accept,
             min_chars_to_accept: Vec::new(),
             universal: Universal::default(),
@@ -134,11 +173,14 @@ impl ByteDfa {
     /// fewest characters from each state to acceptance (0-1 BFS backwards: a lead byte
     /// costs one character, a continuation byte none).
     fn prune_and_measure(&mut self) {
+        let Table::Dense(trans) = &mut self.table else {
+            unreachable!("only a dense table is pruned")
+        };
         let n = self.accept.len();
         let mut rev: Vec<Vec<(u32, u8)>> = vec![Vec::new(); n];
         for s in 0..n {
             for b in 0..256 {
-                let t = self.trans[s * 256 + b];
+                let t = trans[s * 256 + b];
                 if t != DFA_DEAD {
                     rev[t as usize].push((s as u32, b as u8));
                 }
@@ -168,9 +210,9 @@ impl ByteDfa {
         }
         for s in 0..n {
             for b in 0..256 {
-                let t = self.trans[s * 256 + b];
+                let t = trans[s * 256 + b];
                 if t != DFA_DEAD && dist[t as usize] == u32::MAX {
-                    self.trans[s * 256 + b] = DFA_DEAD;
+                    trans[s * 256 + b] = DFA_DEAD;
                 }
             }
         }
@@ -200,8 +242,13 @@ impl ByteDfa {
     /// The state after `b`, or `None` if no match can follow.
     #[inline]
     pub fn next(&self, s: u32, b: u8) -> Option<u32> {
-        let t = self.trans[s as usize * 256 + b as usize];
-        (t != DFA_DEAD).then_some(t)
+        match &self.table {
+            Table::Dense(trans) => {
+                let t = trans[s as usize * 256 + b as usize];
+                (t != DFA_DEAD).then_some(t)
+            }
+            Table::Trie(trie) => trie.next(s, b),
+        }
     }
 
     /// Whether the input may end in `s`.
@@ -230,6 +277,10 @@ impl ByteDfa {
     /// after its match: inside a string from such a state a pattern refuses nothing, it
     /// only decides where the string may close.
     pub fn is_universal(&self, s: u32) -> bool {
+        // A lexicon is finite: every state refuses something.
+        if matches!(self.table, Table::Trie(_)) {
+            return false;
+        }
         self.universal.0.get_or_init(|| self.universal_states())[s as usize]
     }
 
@@ -324,6 +375,76 @@ impl ByteDfa {
         Some(sig.into())
     }
 
+    /// The DFA of exactly the byte strings `terms` (a lexicon), as a trie: built in
+    /// time linear in their bytes after sorting them, with no state limit. `name` stands
+    /// for the pattern in messages. Refuses an empty set.
+    pub fn from_terms(name: &str, terms: &mut [&[u8]]) -> Result<Self> {
+        terms.sort_unstable();
+        let mut n = 0;
+        for i in 0..terms.len() {
+            if i == 0 || terms[i] != terms[n - 1] {
+                terms[n] = terms[i];
+                n += 1;
+            }
+        }
+        let terms = &terms[..n];
+        if terms.is_empty() {
+            return Err(Error::Regex {
+                pattern: name.to_string(),
+                msg: "has no terms".into(),
+            });
+        }
+        // Breadth-first: each state is a run of the sorted terms sharing its prefix;
+        // its children, split by the next byte, get the next consecutive ids.
+        let mut first = Vec::with_capacity(n + 1);
+        let mut label = vec![0u8];
+        let mut accept = Vec::with_capacity(n + 1);
+        let mut queue: VecDeque<(u32, u32, u32)> = VecDeque::from([(0, n as u32, 0)]);
+        let mut next_id = 1u32;
+        while let Some((lo, hi, depth)) = queue.pop_front() {
+            let (lo, hi, d) = (lo as usize, hi as usize, depth as usize);
+            let mut i = lo;
+            // Sorted, so the term that ends here (at most one after dedup) comes first.
+            let ends = terms[i].len() == d;
+            accept.push(ends);
+            if ends {
+                i += 1;
+            }
+            first.push(next_id);
+            while i < hi {
+                let b = terms[i][d];
+                let start = i;
+                while i < hi && terms[i][d] == b {
+                    i += 1;
+                }
+                label.push(b);
+                queue.push_back((start as u32, i as u32, depth + 1));
+                next_id += 1;
+            }
+        }
+        first.push(next_id);
+        let states = accept.len();
+        // Fewest characters to an end, children before parents (reverse BFS order).
+        let mut dist = vec![0u32; states];
+        for s in (0..states).rev() {
+            if accept[s] {
+                continue;
+            }
+            let (a, b) = (first[s] as usize, first[s + 1] as usize);
+            dist[s] = (a..b)
+                .map(|c| dist[c] + u32::from(!(0x80..0xC0).contains(&label[c])))
+                .min()
+                .unwrap_or(u32::MAX);
+        }
+        Ok(ByteDfa {
+            pattern: name.to_string(),
+            table: Table::Trie(Arc::new(Trie { first, label })),
+            accept,
+            min_chars_to_accept: dist,
+            universal: Universal::default(),
+        })
+    }
+
     /// Whether the whole of `input` matches.
     pub fn matches(&self, input: &[u8]) -> bool {
         let mut s = self.start();
@@ -340,6 +461,27 @@ impl ByteDfa {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trie_is_exactly_its_terms() {
+        let mut terms: Vec<&[u8]> = vec![b"cat", b"car", b"ca", b"dog", b"cat", "é".as_bytes()];
+        let d = ByteDfa::from_terms("animals", &mut terms).unwrap();
+        for t in ["cat", "car", "ca", "dog", "é"] {
+            assert!(d.matches(t.as_bytes()), "{t}");
+        }
+        for t in ["", "c", "cats", "do", "dogs", "e"] {
+            assert!(!d.matches(t.as_bytes()), "{t}");
+        }
+        assert_eq!(d.min_chars_to_accept(0), 1);
+        assert_eq!(d.min_chars_to_accept(after(&d, "c")), 1);
+        assert_eq!(d.min_chars_to_accept(after(&d, "ca")), 0);
+        assert!(!d.is_universal(0));
+        // Tails are shared by shape here too: "ca" + {t, r} and "do" + {g} differ.
+        let tail = |s: &str| d.tail_signature(after(&d, s), 8).unwrap();
+        assert_eq!(tail("cat"), tail("dog"));
+        assert_ne!(tail("ca"), tail("do"));
+        assert!(ByteDfa::from_terms("none", &mut []).is_err());
+    }
 
     #[test]
     fn anchored_whole_match() {

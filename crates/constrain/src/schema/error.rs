@@ -91,6 +91,8 @@ pub struct Report {
     pub quotes: Vec<String>,
     /// Where a `format` is enforced, as `name at location` (sorted, once each).
     pub formats: Vec<String>,
+    /// Where `x-llamay-lexicon` is enforced, as `name at location` (sorted, once each).
+    pub lexicons: Vec<String>,
 }
 
 impl Report {
@@ -117,6 +119,8 @@ impl Report {
         self.entries.dedup();
         self.formats.sort();
         self.formats.dedup();
+        self.lexicons.sort();
+        self.lexicons.dedup();
     }
 }
 

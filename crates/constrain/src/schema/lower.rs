@@ -178,6 +178,10 @@ impl Lowerer<'_> {
                         Some(q) => self.quoted_number(q)?,
                         None => number(spec)?,
                     },
+                    Node::String(StringSpec {
+                        lexicon: Some(name),
+                        ..
+                    }) => lexicon_string(name, self.sources)?,
                     Node::String(spec) => {
                         let quote = match &spec.quote {
                             Some(q) => Some(self.spans.get(q, self.sources)?),
@@ -335,6 +339,26 @@ fn literals(values: &[Value]) -> Result<Symbol, SchemaError> {
         alts.push(vec![Symbol::lit(v.to_string())]);
     }
     Ok(Symbol::alt(alts))
+}
+
+/// A string whose value is one term of lexicon `name`, in its canonical JSON spelling.
+fn lexicon_string(name: &str, sources: &Sources) -> Result<Symbol, SchemaError> {
+    let lexicon = sources.lexicons.get(name).ok_or_else(|| {
+        let have: Vec<&str> = sources.lexicons.keys().map(String::as_str).collect();
+        refused(
+            super::facets::LEXICON,
+            format!(
+                "names the lexicon {name:?}, which is not loaded (loaded: {}); start the \
+                 server with -lexicon {name}=FILE",
+                if have.is_empty() { "none".to_string() } else { have.join(", ") }
+            ),
+        )
+    })?;
+    Ok(Symbol::seq(vec![
+        Symbol::lit("\""),
+        Symbol::Regex(lexicon.json_dfa().clone()),
+        Symbol::lit("\""),
+    ]))
 }
 
 fn string(spec: &StringSpec, quote: Option<Arc<SpanAutomaton>>) -> Result<Symbol, SchemaError> {

@@ -130,6 +130,8 @@ pub struct StringSpec {
     pub pattern: Option<Arc<Pattern>>,
     /// `x-llamay-quote`: the decoded value must be a span of a source.
     pub quote: Option<super::quote::Quote>,
+    /// `x-llamay-lexicon`: the value must be one term of this lexicon (by name).
+    pub lexicon: Option<String>,
 }
 
 /// An array of `items`, `min_items..=max_items` long.

@@ -115,11 +115,26 @@ fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
             "cannot be combined with \"pattern\": a quote is already the exact set of values",
         ));
     }
+    if let Some((_, at)) = &f.lexicon {
+        let other = [
+            (f.quote.is_some(), super::quote::KEYWORD),
+            (pattern.is_some(), "pattern (or format)"),
+            (f.min_length > 0 || max_length.is_some(), "minLength/maxLength"),
+        ];
+        if let Some((_, kw)) = other.iter().find(|(on, _)| *on) {
+            return Err(SchemaError::invalid(
+                super::facets::LEXICON,
+                at,
+                format!("cannot be combined with {kw}: a lexicon is already the exact set of values"),
+            ));
+        }
+    }
     Ok(Some(Node::String(StringSpec {
         min_length: f.min_length,
         max_length,
         pattern,
         quote: f.quote.clone(),
+        lexicon: f.lexicon.as_ref().map(|(n, _)| n.clone()),
     })))
 }
 
