@@ -18,6 +18,7 @@ mod error;
 pub mod generate;
 mod hold;
 mod ids;
+mod lexicons;
 mod loaded;
 mod params;
 pub mod reasoning;
@@ -31,7 +32,7 @@ pub mod tools;
 
 pub use capabilities::Capabilities;
 pub use constraint::{
-    checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, Surfaces,
+    checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, LexiconAsk, Surfaces,
 };
 pub use embed::{
     embed_blocking, EmbedInput, EmbedOptions, EmbedRequest, Embedded, Encoders, LoadedEncoder,
@@ -39,7 +40,9 @@ pub use embed::{
 };
 pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
+pub use lexicons::{load_lexicon, serve_lexicon, served_lexicons, served_terms};
 pub use ids::{call_id, fresh_seed, short_id};
+pub use llamay_constrain::schema::format::ENFORCED_FORMATS;
 pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};
 pub use loaded::{
     LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,

@@ -36,6 +36,10 @@ pub struct ServeArgs {
     /// A GBNF grammar applied to every request that brings no constraint of its own.
     #[arg(long = "grammar-file", value_name = "FILE")]
     pub grammar_file: Option<PathBuf>,
+    /// A lexicon requests may name (`llamay_lexicon: "NAME"`, `x-llamay-lexicon` in a
+    /// schema): a file of one term per line. Repeatable.
+    #[arg(long = "lexicon", value_name = "NAME=FILE")]
+    pub lexicon: Vec<String>,
     #[command(flatten)]
     pub load: LoadArgs,
     /// Require this key on every request (also $LLAMAY_API_KEY).
@@ -99,6 +103,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    for spec in &a.lexicon {
+        let (name, path) = spec
+            .split_once('=')
+            .ok_or_else(|| UsageError(format!("-lexicon takes NAME=FILE, not {spec:?}")))?;
+        let l = llamay_runtime::load_lexicon(name, std::path::Path::new(path))
+            .map_err(|e| UsageError(e.message))?;
+        llamay_runtime::serve_lexicon(l);
+    }
     let api_key = a
         .api_key
         .clone()

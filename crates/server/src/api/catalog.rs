@@ -117,7 +117,22 @@ pub fn entry(spec: &ModelSpec, caps: &Capabilities, loaded: bool) -> Value {
         "embedding": caps.embedding,
         "rerank": false,
         "schema_limits": limits,
+        "lexicons": llamay_runtime::served_lexicons()
+            .values()
+            .map(|l| json!({"name": l.name(), "terms": l.len()}))
+            .collect::<Vec<Value>>(),
+        "constraints": {
+            "exact": ["llamay_regex", "llamay_choice", "llamay_lexicon", "guided_regex", "guided_choice", "guided_json", "guided_grammar"],
+            "options": {"additional_properties": ["closed", "open"]},
+            "formats": llamay_constrain_formats(),
+            "schema_extensions": ["x-llamay-quote", "x-llamay-lexicon"],
+        },
     })
+}
+
+/// The `format`s a schema's strings are held to (the rest are reported, not enforced).
+fn llamay_constrain_formats() -> Value {
+    json!(llamay_runtime::ENFORCED_FORMATS)
 }
 
 fn schema_limits() -> Value {
