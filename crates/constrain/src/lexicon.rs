@@ -66,14 +66,16 @@ impl Lexicon {
                 terms.push(line);
             }
         }
-        let whole = ByteDfa::from_terms(&format!("lexicon {name}"), &mut terms).map_err(|_| {
+        let whole = ByteDfa::from_terms(&format!("lexicon {name}"), &terms).map_err(|_| {
             Error::Lexicon {
                 name: name.to_string(),
                 msg: "has no terms".into(),
             }
         })?;
         // Distinct terms: the trie's accepting states.
-        let terms = (0..whole.len() as u32).filter(|&s| whole.is_accepting(s)).count();
+        let terms = (0..whole.len() as u32)
+            .filter(|&s| whole.is_accepting(s))
+            .count();
         Ok(Lexicon {
             name: name.to_string(),
             text: text.to_vec(),
@@ -134,9 +136,9 @@ impl Lexicon {
                     q[1..q.len() - 1].to_string()
                 })
                 .collect();
-            let mut refs: Vec<&[u8]> = escaped.iter().map(|s| s.as_bytes()).collect();
+            let refs: Vec<&[u8]> = escaped.iter().map(|s| s.as_bytes()).collect();
             let name = format!("lexicon {} (JSON)", self.name);
-            Arc::new(ByteDfa::from_terms(&name, &mut refs).expect("the lexicon has terms"))
+            Arc::new(ByteDfa::from_terms(&name, &refs).expect("the lexicon has terms"))
         })
     }
 }

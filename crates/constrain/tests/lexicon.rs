@@ -12,8 +12,18 @@ use std::sync::Arc;
 
 /// Deterministic terms: words, numbers, spaces, quotes, backslashes, non-ASCII.
 fn terms(n: usize) -> Vec<String> {
-    let stems = ["Paris", "Saint-Étienne", "new york", "say \"hi\"", r"C:\dir", "名古屋", "a"];
-    (0..n).map(|i| format!("{}{}", stems[i % stems.len()], i / stems.len())).collect()
+    let stems = [
+        "Paris",
+        "Saint-Étienne",
+        "new york",
+        "say \"hi\"",
+        r"C:\dir",
+        "名古屋",
+        "a",
+    ];
+    (0..n)
+        .map(|i| format!("{}{}", stems[i % stems.len()], i / stems.len()))
+        .collect()
 }
 
 #[test]
@@ -27,15 +37,25 @@ fn whole_output_walks_are_terms() {
     let mut rng = Rng::new(24);
     for _ in 0..200 {
         let w = random_walk(&c, eog, special, &mut rng, 20, 200, &|_| true);
-        assert!(w.finished, "walk did not finish: {:?}", String::from_utf8_lossy(&w.bytes));
+        assert!(
+            w.finished,
+            "walk did not finish: {:?}",
+            String::from_utf8_lossy(&w.bytes)
+        );
         let out = String::from_utf8(w.bytes).unwrap();
         assert!(set.contains(out.as_str()), "{out:?} is not a term");
     }
     for t in words.iter().step_by(37) {
-        assert!(accepts_tokens(&c, eog, t.as_bytes()).is_ok(), "{t:?} refused");
+        assert!(
+            accepts_tokens(&c, eog, t.as_bytes()).is_ok(),
+            "{t:?} refused"
+        );
     }
     for t in ["Paris", "Paris00", "Paris0 ", "", "Xyz1"] {
-        assert!(accepts_tokens(&c, eog, t.as_bytes()).is_err(), "{t:?} accepted");
+        assert!(
+            accepts_tokens(&c, eog, t.as_bytes()).is_err(),
+            "{t:?} accepted"
+        );
     }
 }
 
@@ -53,7 +73,10 @@ fn a_schema_string_is_one_term_in_its_json_spelling() {
         "n": {"type": "integer"}}, "required": ["city", "n"]});
     let (g, report) = schema::grammar_with(&s, &sources).unwrap();
     assert!(report.is_fully_enforced(), "{report}");
-    assert_eq!(report.lexicons, vec!["cities at properties.city".to_string()]);
+    assert_eq!(
+        report.lexicons,
+        vec!["cities at properties.city".to_string()]
+    );
     let (vocab, eog, special) = synthetic_vocab(&[]);
     let c = Constraint::from_grammar(&g, vocab).unwrap();
     let set: HashSet<&str> = words.iter().map(String::as_str).collect();
@@ -81,10 +104,18 @@ fn lexicon_refusals_name_the_schema_part() {
     let sources = with_lexicon(Lexicon::from_terms("cities", &terms(5)).unwrap());
     let missing = json!({"properties": {"c": {"type": "string", "x-llamay-lexicon": "towns"}}});
     let e = schema::grammar_with(&missing, &sources).unwrap_err();
-    assert!(e.to_string().contains("\"towns\", which is not loaded (loaded: cities)"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("\"towns\", which is not loaded (loaded: cities)"),
+        "{e}"
+    );
     let mixed = json!({"type": "string", "x-llamay-lexicon": "cities", "maxLength": 3});
     let e = schema::grammar_with(&mixed, &sources).unwrap_err();
-    assert!(e.to_string().contains("cannot be combined with minLength/maxLength"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("cannot be combined with minLength/maxLength"),
+        "{e}"
+    );
     let bad = json!({"type": "string", "x-llamay-lexicon": 3});
     assert!(schema::grammar_with(&bad, &sources).is_err());
 }

@@ -139,7 +139,9 @@ impl Surfaces {
     pub fn llamay_options(&mut self, v: Option<&Value>) -> Result<(), Error> {
         let Some(v) = v else { return Ok(()) };
         let obj = v.as_object().ok_or_else(|| {
-            Error::bad_request("llamay_options must be an object, e.g. {\"additional_properties\": \"open\"}")
+            Error::bad_request(
+                "llamay_options must be an object, e.g. {\"additional_properties\": \"open\"}",
+            )
         })?;
         for (key, value) in obj {
             match key.as_str() {
@@ -443,7 +445,9 @@ impl ConstraintSpec {
                     .map_err(fail)?,
             ),
             ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
-                report.enforced.push(format!("lexicon {}: {} terms", l.name(), l.len()));
+                report
+                    .enforced
+                    .push(format!("lexicon {}: {} terms", l.name(), l.len()));
                 let served = crate::lexicons::served_lexicons();
                 let c = if served.get(l.name()).is_some_and(|s| Arc::ptr_eq(s, l)) {
                     // A served lexicon is the same for every request: build it once.

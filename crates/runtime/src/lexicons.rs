@@ -16,10 +16,15 @@ static SERVED: RwLock<BTreeMap<String, Arc<Lexicon>>> = RwLock::new(BTreeMap::ne
 /// Reads and compiles the lexicon file at `path` under `name` (one term per line).
 pub fn load_lexicon(name: &str, path: &Path) -> Result<Arc<Lexicon>, Error> {
     if name.is_empty() {
-        return Err(Error::bad_request("a lexicon needs a name: -lexicon NAME=FILE"));
+        return Err(Error::bad_request(
+            "a lexicon needs a name: -lexicon NAME=FILE",
+        ));
     }
     let bytes = std::fs::read(path).map_err(|e| {
-        Error::bad_request(format!("cannot read lexicon {name} from {}: {e}", path.display()))
+        Error::bad_request(format!(
+            "cannot read lexicon {name} from {}: {e}",
+            path.display()
+        ))
     })?;
     Lexicon::parse(name, &bytes)
         .map(Arc::new)
@@ -51,7 +56,11 @@ pub(crate) fn named(field: &str, name: &str) -> Result<Arc<Lexicon>, Error> {
         Error::bad_request(format!(
             "{field} names the lexicon {name:?}, which is not loaded (loaded: {}); start the \
              server with -lexicon {name}=FILE",
-            if have.is_empty() { "none".to_string() } else { have.join(", ") }
+            if have.is_empty() {
+                "none".to_string()
+            } else {
+                have.join(", ")
+            }
         ))
     })
 }

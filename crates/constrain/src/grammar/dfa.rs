@@ -41,33 +41,28 @@ pub struct ByteDfa {
 enum Table {
     /// `trans[s * 256 + b]`: next state or [`DFA_DEAD`].
     Dense(Vec<u32>),
-    /// A lexicon's trie, states numbered breadth-first: a million terms make millions
-    /// of states, too many for 256 entries each.
+    /// A lexicon's trie: a million terms make millions of states, too many for 256
+    /// entries each.
     Trie(Arc<Trie>),
 }
 
-/// Transitions of a trie in breadth-first order: the children of state `s` are the
-/// consecutive states `first[s]..first[s + 1]`, sorted by the byte into them.
+/// Transitions of a trie: the edges out of state `s` are `first[s]..first[s + 1]`,
+/// sorted by their byte.
 #[derive(Debug, PartialEq, Eq)]
 struct Trie {
     first: Vec<u32>,
-    /// The byte on the edge into each state (the root's is unused).
     label: Vec<u8>,
+    target: Vec<u32>,
 }
 
 impl Trie {
-    fn children(&self, s: u32) -> std::ops::Range<usize> {
-        self.first[s as usize] as usize..self.first[s as usize + 1] as usize
-    }
-
     #[inline]
     fn next(&self, s: u32, b: u8) -> Option<u32> {
-        let r = self.children(s);
-        let start = r.start;
-        self.label[r]
+        let (lo, hi) = (self.first[s as usize] as usize, self.first[s as usize + 1] as usize);
+        self.label[lo..hi]
             .binary_search(&b)
             .ok()
-            .map(|i| (start + i) as u32)
+            .map(|i| self.target[lo + i])
     }
 }
 
@@ -89,7 +84,7 @@ impl ByteDfa {
         use crate::heap::vec;
         let table = match &self.table {
             Table::Dense(t) => vec(t),
-            Table::Trie(t) => vec(&t.first) + vec(&t.label),
+            Table::Trie(t) => vec(&t.first) + vec(&t.label) + vec(&t.target),
         };
         self.pattern.capacity()
             + table
@@ -375,70 +370,86 @@ impl ByteDfa {
         Some(sig.into())
     }
 
-    /// The DFA of exactly the byte strings `terms` (a lexicon), as a trie: built in
-    /// time linear in their bytes after sorting them, with no state limit. `name` stands
-    /// for the pattern in messages. Refuses an empty set.
-    pub fn from_terms(name: &str, terms: &mut [&[u8]]) -> Result<Self> {
-        terms.sort_unstable();
-        let mut n = 0;
-        for i in 0..terms.len() {
-            if i == 0 || terms[i] != terms[n - 1] {
-                terms[n] = terms[i];
-                n += 1;
-            }
-        }
-        let terms = &terms[..n];
-        if terms.is_empty() {
+    /// The DFA of exactly the byte strings `terms` (a lexicon), as a trie: built in one
+    /// pass over them once sorted, with no state limit. `name` stands for the pattern in
+    /// messages. Refuses an empty set.
+    pub fn from_terms(name: &str, terms: &[&[u8]]) -> Result<Self> {
+        // Sorted with the first 16 bytes held inline, so most comparisons touch no term.
+        let head = |t: &[u8]| {
+            let mut k = [0u8; 16];
+            let n = t.len().min(16);
+            k[..n].copy_from_slice(&t[..n]);
+            u128::from_be_bytes(k)
+        };
+        let mut keyed: Vec<(u128, &[u8])> = terms.iter().map(|t| (head(t), *t)).collect();
+        keyed.sort_unstable();
+        keyed.dedup_by(|a, b| a.1 == b.1);
+        if keyed.is_empty() {
             return Err(Error::Regex {
                 pattern: name.to_string(),
                 msg: "has no terms".into(),
             });
         }
-        // Breadth-first: each state is a run of the sorted terms sharing its prefix;
-        // its children, split by the next byte, get the next consecutive ids.
-        let mut first = Vec::with_capacity(n + 1);
-        let mut label = vec![0u8];
-        let mut accept = Vec::with_capacity(n + 1);
-        let mut queue: VecDeque<(u32, u32, u32)> = VecDeque::from([(0, n as u32, 0)]);
-        let mut next_id = 1u32;
-        while let Some((lo, hi, depth)) = queue.pop_front() {
-            let (lo, hi, d) = (lo as usize, hi as usize, depth as usize);
-            let mut i = lo;
-            // Sorted, so the term that ends here (at most one after dedup) comes first.
-            let ends = terms[i].len() == d;
-            accept.push(ends);
-            if ends {
-                i += 1;
-            }
-            first.push(next_id);
-            while i < hi {
-                let b = terms[i][d];
-                let start = i;
-                while i < hi && terms[i][d] == b {
-                    i += 1;
-                }
+        // Depth first: each term adds the states past its common prefix with the one
+        // before it. Sorted and distinct, so a state's children are made in byte order.
+        let mut accept = vec![false];
+        let (mut parent, mut label, mut child) = (Vec::new(), Vec::new(), Vec::new());
+        let mut path: Vec<u32> = vec![0];
+        let mut prev: &[u8] = &[];
+        for &(_, t) in &keyed {
+            let common = prev.iter().zip(t).take_while(|(a, b)| a == b).count();
+            path.truncate(common + 1);
+            for &b in &t[common..] {
+                let id = accept.len() as u32;
+                accept.push(false);
+                parent.push(*path.last().expect("the root is on the path"));
                 label.push(b);
-                queue.push_back((start as u32, i as u32, depth + 1));
-                next_id += 1;
+                child.push(id);
+                path.push(id);
             }
+            accept[*path.last().expect("the root is on the path") as usize] = true;
+            prev = t;
         }
-        first.push(next_id);
         let states = accept.len();
-        // Fewest characters to an end, children before parents (reverse BFS order).
+        // Edges grouped by state (a counting sort keeps each state's byte order).
+        let mut first = vec![0u32; states + 1];
+        for &p in &parent {
+            first[p as usize + 1] += 1;
+        }
+        for s in 0..states {
+            first[s + 1] += first[s];
+        }
+        let mut at: Vec<u32> = first[..states].to_vec();
+        let mut labels = vec![0u8; parent.len()];
+        let mut targets = vec![0u32; parent.len()];
+        for e in 0..parent.len() {
+            let slot = &mut at[parent[e] as usize];
+            labels[*slot as usize] = label[e];
+            targets[*slot as usize] = child[e];
+            *slot += 1;
+        }
+        drop((parent, label, child, at));
+        // Fewest characters to an end: children have larger ids than their parents.
         let mut dist = vec![0u32; states];
         for s in (0..states).rev() {
             if accept[s] {
                 continue;
             }
-            let (a, b) = (first[s] as usize, first[s + 1] as usize);
-            dist[s] = (a..b)
-                .map(|c| dist[c] + u32::from(!(0x80..0xC0).contains(&label[c])))
+            let edges = first[s] as usize..first[s + 1] as usize;
+            dist[s] = edges
+                .map(|e| {
+                    dist[targets[e] as usize] + u32::from(!(0x80..0xC0).contains(&labels[e]))
+                })
                 .min()
                 .unwrap_or(u32::MAX);
         }
         Ok(ByteDfa {
             pattern: name.to_string(),
-            table: Table::Trie(Arc::new(Trie { first, label })),
+            table: Table::Trie(Arc::new(Trie {
+                first,
+                label: labels,
+                target: targets,
+            })),
             accept,
             min_chars_to_accept: dist,
             universal: Universal::default(),
@@ -464,8 +475,8 @@ mod tests {
 
     #[test]
     fn a_trie_is_exactly_its_terms() {
-        let mut terms: Vec<&[u8]> = vec![b"cat", b"car", b"ca", b"dog", b"cat", "é".as_bytes()];
-        let d = ByteDfa::from_terms("animals", &mut terms).unwrap();
+        let terms: Vec<&[u8]> = vec![b"cat", b"car", b"ca", b"dog", b"cat", "é".as_bytes()];
+        let d = ByteDfa::from_terms("animals", &terms).unwrap();
         for t in ["cat", "car", "ca", "dog", "é"] {
             assert!(d.matches(t.as_bytes()), "{t}");
         }
@@ -480,7 +491,7 @@ mod tests {
         let tail = |s: &str| d.tail_signature(after(&d, s), 8).unwrap();
         assert_eq!(tail("cat"), tail("dog"));
         assert_ne!(tail("ca"), tail("do"));
-        assert!(ByteDfa::from_terms("none", &mut []).is_err());
+        assert!(ByteDfa::from_terms("none", &[]).is_err());
     }
 
     #[test]

@@ -350,7 +350,11 @@ fn lexicon_string(name: &str, sources: &Sources) -> Result<Symbol, SchemaError> 
             format!(
                 "names the lexicon {name:?}, which is not loaded (loaded: {}); start the \
                  server with -lexicon {name}=FILE",
-                if have.is_empty() { "none".to_string() } else { have.join(", ") }
+                if have.is_empty() {
+                    "none".to_string()
+                } else {
+                    have.join(", ")
+                }
             ),
         )
     })?;

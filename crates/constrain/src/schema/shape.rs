@@ -119,13 +119,18 @@ fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         let other = [
             (f.quote.is_some(), super::quote::KEYWORD),
             (pattern.is_some(), "pattern (or format)"),
-            (f.min_length > 0 || max_length.is_some(), "minLength/maxLength"),
+            (
+                f.min_length > 0 || max_length.is_some(),
+                "minLength/maxLength",
+            ),
         ];
         if let Some((_, kw)) = other.iter().find(|(on, _)| *on) {
             return Err(SchemaError::invalid(
                 super::facets::LEXICON,
                 at,
-                format!("cannot be combined with {kw}: a lexicon is already the exact set of values"),
+                format!(
+                    "cannot be combined with {kw}: a lexicon is already the exact set of values"
+                ),
             ));
         }
     }

@@ -37,9 +37,9 @@ impl Constraint {
             format.is_some(),
             lexicon.is_some(),
         ]
-            .iter()
-            .filter(|&&b| b)
-            .count();
+        .iter()
+        .filter(|&&b| b)
+        .count();
         if chosen > 1 {
             return Err(UsageError(
                 "-json, -schema, -grammar-file, --format and -lexicon are exclusive: give at most one"
@@ -100,7 +100,8 @@ impl Constraint {
             Constraint::Grammar(text) => surfaces.grammar = Some(("-grammar-file", text.clone())),
             Constraint::Lexicon(path) => {
                 let name = lexicon_name(path);
-                let l = llamay_runtime::load_lexicon(&name, path).map_err(|e| UsageError(e.message))?;
+                let l =
+                    llamay_runtime::load_lexicon(&name, path).map_err(|e| UsageError(e.message))?;
                 llamay_runtime::serve_lexicon(l);
                 surfaces.lexicon = Some(("-lexicon", llamay_runtime::LexiconAsk::Named(name)));
             }
