@@ -268,3 +268,62 @@ fn regex_date() -> impl Fn(&str) -> bool {
             && p[2].parse::<u32>().is_ok_and(|x| (1..=31).contains(&x))
     }
 }
+
+/// Objects of strings with distinct patterns: hundreds of milliseconds to compile.
+fn costly_schema() -> Value {
+    let groups: serde_json::Map<String, Value> = (0..12)
+        .map(|g| {
+            let props: serde_json::Map<String, Value> = (0..40)
+                .map(|i| {
+                    let p = format!("^[a-z]{{0,{}}}{g}y{i}[a-z0-9]{{0,30}}$", 20 + i);
+                    (format!("s{i}"), json!({"type": "string", "pattern": p}))
+                })
+                .collect();
+            (
+                format!("group{g}"),
+                json!({"type": "object", "properties": props}),
+            )
+        })
+        .collect();
+    json!({"type": "object", "properties": groups})
+}
+
+#[test]
+fn a_compile_past_its_budget_is_a_400_and_others_are_served_meanwhile() {
+    let budget_ms = 150;
+    let s = Server::start(&["-compile-budget-ms", &budget_ms.to_string()]);
+    let c = client();
+    let path = "/v1/chat/completions";
+    let slow = body(path, &s.model, 0, json!({"llamay_schema": costly_schema()}));
+    let url = s.url(path);
+    let slow_req = {
+        let (c, url, slow) = (c.clone(), url.clone(), slow.clone());
+        std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            let (st, v) = post(&c, &url, &slow);
+            (st, v, t0.elapsed())
+        })
+    };
+    // Meanwhile, a request without a schema is answered.
+    let (st, v) = post(&c, &url, &body(path, &s.model, 0, json!({"max_tokens": 4})));
+    assert_eq!(st, 200, "{v}");
+    let (st, v, took) = slow_req.join().unwrap();
+    assert_eq!(st, 400, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains("compile budget of 150 ms") && msg.contains("properties.group"),
+        "{msg}"
+    );
+    eprintln!("over-budget schema answered in {took:?} (budget {budget_ms} ms)");
+    assert!(took.as_millis() < budget_ms + 150, "{took:?}");
+    // The same schema again: the remembered refusal, without compiling.
+    let t0 = std::time::Instant::now();
+    let (st, again) = post(&c, &url, &slow);
+    let retry = t0.elapsed();
+    assert_eq!(
+        (st, &again["error"]["message"]),
+        (400, &v["error"]["message"])
+    );
+    eprintln!("retry answered in {retry:?}");
+    assert!(retry.as_millis() < 50, "{retry:?}");
+}

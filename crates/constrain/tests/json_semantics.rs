@@ -10,6 +10,10 @@ use serde_json::{json, Value};
 
 const OPEN: Options = Options {
     additional_properties: AdditionalProperties::Open,
+    budget: llamay_constrain::schema::budget::Budget {
+        time: None,
+        nodes: 100_000,
+    },
 };
 
 fn accepts(schema: &Value, options: &Options, doc: &str) -> bool {

@@ -273,7 +273,13 @@ impl Surfaces {
         }
         if let Some((field, schema)) = self.schemas.first() {
             self.sources.lexicons = crate::lexicons::served_lexicons();
-            return schema_spec(field, schema, &self.sources, &self.options);
+            self.options.budget = crate::compile_budget::compile_budget();
+            let key = crate::compile_budget::compile_key(schema, &self.options, &self.sources);
+            if let Some(e) = crate::compile_budget::known_failure(key) {
+                return Err(e);
+            }
+            return schema_spec(field, schema, &self.sources, &self.options)
+                .inspect_err(|e| crate::compile_budget::remember_failure(key, e));
         }
         Ok(match self.json {
             Some(_) => ConstraintSpec::Json,
@@ -576,5 +582,74 @@ mod tests {
             Some(&default),
         );
         assert_eq!(spec.kind(), "grammar");
+    }
+
+    #[test]
+    fn exact_surfaces_resolve_and_refuse_company() {
+        let mut s = Surfaces::default();
+        s.regex_field("llamay_regex", Some(&"[0-9]+".to_string()));
+        s.regex_field("guided_regex", Some(&"x".to_string()));
+        assert!(matches!(s.resolve().unwrap(), ConstraintSpec::Regex(p) if &*p == "[0-9]+"));
+        let mut s = Surfaces::default();
+        s.regex_field("guided_regex", Some(&"(".to_string()));
+        assert_eq!(s.resolve().unwrap_err().kind, ErrorKind::InvalidRequest);
+        let mut s = Surfaces::default();
+        s.choice_field("guided_choice", Some(&json!(["a", "b", "a"])))
+            .unwrap();
+        match s.resolve().unwrap() {
+            ConstraintSpec::Choice(l) => assert_eq!(l.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        let mut s = Surfaces::default();
+        assert!(s.choice_field("llamay_choice", Some(&json!([]))).is_err());
+        assert!(s.choice_field("llamay_choice", Some(&json!([1]))).is_err());
+        let mut s = Surfaces::default();
+        s.choice_field("llamay_choice", Some(&json!(["a"])))
+            .unwrap();
+        s.schema("response_format", &json!({"type": "string"}));
+        let e = s.resolve().unwrap_err();
+        assert!(
+            e.message
+                .contains("llamay_choice and response_format were both given"),
+            "{}",
+            e.message
+        );
+        let mut s = Surfaces::default();
+        s.llamay_lexicon(Some(&json!({"terms": ["yes", "no"]})))
+            .unwrap();
+        assert_eq!(s.resolve().unwrap().kind(), "lexicon");
+        let mut s = Surfaces::default();
+        s.llamay_lexicon(Some(&json!("nowhere"))).unwrap();
+        assert!(s.resolve().unwrap_err().message.contains("not loaded"));
+        assert!(Surfaces::default().llamay_lexicon(Some(&json!(3))).is_err());
+    }
+
+    #[test]
+    fn options_change_the_language_and_the_cache_key() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+        let mut s = Surfaces::default();
+        s.llamay_options(Some(&json!({"additional_properties": "open"})))
+            .unwrap();
+        s.schema("llamay_schema", &schema);
+        let ConstraintSpec::Schema(open) = s.resolve().unwrap() else {
+            panic!()
+        };
+        assert_eq!(open.key, format!("open:{schema}"));
+        let mut s = Surfaces::default();
+        s.schema("llamay_schema", &schema);
+        let ConstraintSpec::Schema(closed) = s.resolve().unwrap() else {
+            panic!()
+        };
+        assert_eq!(closed.key, schema.to_string());
+        for bad in [
+            json!({"additional_properties": "loose"}),
+            json!({"strict": true}),
+            json!(1),
+        ] {
+            assert!(
+                Surfaces::default().llamay_options(Some(&bad)).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

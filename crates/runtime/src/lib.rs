@@ -12,6 +12,7 @@
 
 mod capabilities;
 pub mod chat;
+mod compile_budget;
 mod constraint;
 mod embed;
 mod error;
@@ -31,6 +32,7 @@ mod stats;
 pub mod tools;
 
 pub use capabilities::Capabilities;
+pub use compile_budget::{compile_budget, set_compile_budget};
 pub use constraint::{
     checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, LexiconAsk, Surfaces,
 };
@@ -42,6 +44,7 @@ pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
 pub use ids::{call_id, fresh_seed, short_id};
 pub use lexicons::{load_lexicon, serve_lexicon, served_lexicons, served_terms};
+pub use llamay_constrain::schema::budget::Budget as CompileBudget;
 pub use llamay_constrain::schema::format::ENFORCED_FORMATS;
 pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};
 pub use loaded::{

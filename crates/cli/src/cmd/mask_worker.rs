@@ -43,6 +43,7 @@ pub fn run(a: MaskWorkerArgs) -> anyhow::Result<()> {
     let options = Options {
         additional_properties: AdditionalProperties::from_name(&a.additional_properties)
             .context("--additional-properties is open or closed")?,
+        ..Options::default()
     };
     let mut out = std::io::stdout().lock();
     let ready = json!({"event": "ready", "peer": "llamay", "version": env!("CARGO_PKG_VERSION"),

@@ -58,7 +58,10 @@ struct Trie {
 impl Trie {
     #[inline]
     fn next(&self, s: u32, b: u8) -> Option<u32> {
-        let (lo, hi) = (self.first[s as usize] as usize, self.first[s as usize + 1] as usize);
+        let (lo, hi) = (
+            self.first[s as usize] as usize,
+            self.first[s as usize + 1] as usize,
+        );
         self.label[lo..hi]
             .binary_search(&b)
             .ok()
@@ -437,9 +440,7 @@ impl ByteDfa {
             }
             let edges = first[s] as usize..first[s + 1] as usize;
             dist[s] = edges
-                .map(|e| {
-                    dist[targets[e] as usize] + u32::from(!(0x80..0xC0).contains(&labels[e]))
-                })
+                .map(|e| dist[targets[e] as usize] + u32::from(!(0x80..0xC0).contains(&labels[e])))
                 .min()
                 .unwrap_or(u32::MAX);
         }

@@ -368,12 +368,15 @@ fn lexicon_string(name: &str, sources: &Sources) -> Result<Symbol, SchemaError> 
 fn string(spec: &StringSpec, quote: Option<Arc<SpanAutomaton>>) -> Result<Symbol, SchemaError> {
     let pattern = match &spec.pattern {
         None => None,
-        Some(p) => Some(Arc::new(ByteDfa::new(&p.regex).map_err(|e| {
-            refused(
-                "pattern",
-                format!("pattern {:?} cannot be enforced: {e}", p.source),
-            )
-        })?)),
+        Some(p) => {
+            super::budget::check("the schema", &format!("the pattern {:?}", p.source))?;
+            Some(Arc::new(ByteDfa::new(&p.regex).map_err(|e| {
+                refused(
+                    "pattern",
+                    format!("pattern {:?} cannot be enforced: {e}", p.source),
+                )
+            })?))
+        }
     };
     let js = JsonString {
         pattern,

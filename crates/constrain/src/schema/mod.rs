@@ -63,6 +63,7 @@
 //!   with a decimal step becomes the equivalent integer step (`multipleOf: 2.5` on
 //!   integers is `multipleOf: 5`). Bounds are kept exact (see [`decimal`]).
 
+pub mod budget;
 pub mod check;
 pub mod decimal;
 pub mod digits;
@@ -97,7 +98,9 @@ pub fn compile_with(
     schema: &serde_json::Value,
     options: &Options,
 ) -> Result<CompiledSchema, SchemaError> {
-    build::Compiler::new(schema, *options).run()
+    budget::within(&options.budget, || {
+        build::Compiler::new(schema, *options).run()
+    })
 }
 
 /// How a schema is read where llamay's API default and JSON Schema's own differ.
@@ -106,6 +109,8 @@ pub struct Options {
     /// What an object that declares `properties` and writes no
     /// `additionalProperties` does with other keys.
     pub additional_properties: AdditionalProperties,
+    /// How much the compile may take.
+    pub budget: budget::Budget,
 }
 
 /// The default of `additionalProperties`, and with it how a schema without `type` is read.
@@ -179,8 +184,11 @@ pub fn grammar_with_options(
     sources: &Sources,
     options: &Options,
 ) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
-    let compiled = compile_with(schema, options)?;
-    let (g, quotes) = lower::lower_with(&compiled, sources)?;
+    let (compiled, g, quotes) = budget::within(&options.budget, || {
+        let compiled = build::Compiler::new(schema, *options).run()?;
+        let (g, quotes) = lower::lower_with(&compiled, sources)?;
+        Ok::<_, SchemaError>((compiled, g, quotes))
+    })?;
     let mut report = compiled.report;
     report.quotes = quotes;
     Ok((g, report))

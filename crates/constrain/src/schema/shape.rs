@@ -88,6 +88,7 @@ fn pattern(c: &mut Compiler, source: &str, at: &str) -> Result<Arc<Pattern>, Sch
     if let Some(p) = c.patterns.get(source) {
         return Ok(p.clone());
     }
+    super::budget::check(at, "a pattern")?;
     let p = Arc::new(Pattern::compile(source, at)?);
     c.patterns.insert(source.to_string(), p.clone());
     Ok(p)
