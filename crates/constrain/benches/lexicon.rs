@@ -92,7 +92,7 @@ fn main() {
             times.push(d);
             if slowest.len() < 5 || d > slowest[4].0 {
                 slowest.push((d, ids.clone()));
-                slowest.sort_by(|a, b| b.0.cmp(&a.0));
+                slowest.sort_by_key(|s| std::cmp::Reverse(s.0));
                 slowest.truncate(5);
             }
             let allowed: Vec<u32> = mask.allowed().collect();
