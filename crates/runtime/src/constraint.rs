@@ -321,8 +321,12 @@ impl Surfaces {
                     pattern.len()
                 )));
             }
-            llamay_constrain::grammar::ByteDfa::new(pattern).map_err(term_error)?;
-            ConstraintSpec::Regex(pattern.as_str().into())
+            // Read as a schema's `pattern` is (RE2, ASCII `\d` and `\w`), anchored at both ends.
+            let whole = format!("^(?:{pattern})$");
+            let checked = llamay_constrain::schema::Pattern::compile(&whole, field)
+                .map_err(|e| Error::bad_request(format!("{field}: {}", e.message)))?;
+            llamay_constrain::grammar::ByteDfa::new(&checked.regex).map_err(term_error)?;
+            ConstraintSpec::Regex(checked.regex.as_str().into())
         } else if let Some((_, strings)) = &self.choice {
             let l = Lexicon::from_terms(field, strings).map_err(term_error)?;
             ConstraintSpec::Choice(Arc::new(l))
@@ -587,9 +591,13 @@ mod tests {
     #[test]
     fn exact_surfaces_resolve_and_refuse_company() {
         let mut s = Surfaces::default();
-        s.regex_field("llamay_regex", Some(&"[0-9]+".to_string()));
+        s.regex_field("llamay_regex", Some(&"\\d+".to_string()));
         s.regex_field("guided_regex", Some(&"x".to_string()));
-        assert!(matches!(s.resolve().unwrap(), ConstraintSpec::Regex(p) if &*p == "[0-9]+"));
+        let ConstraintSpec::Regex(p) = s.resolve().unwrap() else {
+            panic!()
+        };
+        let dfa = llamay_constrain::grammar::ByteDfa::new(&p).unwrap();
+        assert!(dfa.matches(b"123") && !dfa.matches(b"12a") && !dfa.matches("١".as_bytes()));
         let mut s = Surfaces::default();
         s.regex_field("guided_regex", Some(&"(".to_string()));
         assert_eq!(s.resolve().unwrap_err().kind, ErrorKind::InvalidRequest);
