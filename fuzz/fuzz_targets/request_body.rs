@@ -12,7 +12,7 @@
 use libfuzzer_sys::fuzz_target;
 use llamay_constrain::Constraint;
 use llamay_fuzz::{vocab, walk};
-use llamay_runtime::tools::{ToolChoice, ToolDef, ToolSet};
+use llamay_runtime::tools::{Convention, ToolChoice, ToolDef, ToolSet};
 use llamay_runtime::{ConstraintSpec, Sampling, Surfaces};
 use serde_json::Value;
 
@@ -108,13 +108,19 @@ fuzz_target!(|data: &[u8]| {
     let Ok(asked) = s.resolve() else {
         return;
     };
-    let forced = tools(&body).and_then(|t| t.forced_constraint());
-    let spec = ConstraintSpec::decide(asked, forced, None);
+    let asked = ConstraintSpec::decide(asked, None);
+    let spec = match tools(&body) {
+        Some(set) => match set.shape(convention(data), asked) {
+            Ok(spec) => spec,
+            Err(_) => return,
+        },
+        None => asked,
+    };
     let c = match &spec {
         ConstraintSpec::None => return,
         ConstraintSpec::Json => Constraint::any_json(vocab().clone()),
         ConstraintSpec::Grammar(g) => Constraint::from_gbnf(g, vocab().clone()),
-        ConstraintSpec::Schema(s) | ConstraintSpec::Tools(s) => {
+        ConstraintSpec::Schema(s) | ConstraintSpec::Tools(s) | ConstraintSpec::ToolsOr(_, s) => {
             Constraint::from_grammar(&s.grammar, vocab().clone())
         }
     };
@@ -122,3 +128,8 @@ fuzz_target!(|data: &[u8]| {
         walk(&c, data, 128);
     }
 });
+
+/// Each family's call form, picked by the input's length.
+fn convention(data: &[u8]) -> Convention {
+    [Convention::Hermes, Convention::Llama3, Convention::Mistral][data.len() % 3]
+}

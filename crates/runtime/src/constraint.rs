@@ -4,9 +4,10 @@
 //! Each API shape (and the CLI) names the surfaces it read (`response_format`,
 //! `format`, `llamay_schema`, `output_config.format`, `llamay_grammar`, `-schema`...)
 //! in [`Surfaces`], which [`Surfaces::resolve`] checks and turns into a
-//! [`ConstraintSpec`]; [`ConstraintSpec::decide`] then puts a forced tool call and the
-//! server's default grammar in their place. Schemas and grammars are compiled to their model-independent
-//! form here, so a refusal is answered before a model loads or a token is decoded;
+//! [`ConstraintSpec`]; [`ConstraintSpec::decide`] then puts the server's default
+//! grammar in place of nothing, and offered tools have their say once the model's
+//! convention is known (`tools::plan`). Schemas and grammars are compiled to their
+//! model-independent form here, so a refusal is answered before a model loads or a token is decoded;
 //! only the vocabulary-specific automaton is built later, per model, and cached.
 
 use std::sync::Arc;
@@ -36,6 +37,9 @@ pub enum ConstraintSpec {
     Grammar(Arc<str>),
     /// A forced tool call: the call grammar over the tools' parameter schemas.
     Tools(Arc<CompiledSchema>),
+    /// `auto` tools beside a response constraint (its kind: `schema`, `json` or
+    /// `grammar`): calls, or an answer in that constraint's language.
+    ToolsOr(&'static str, Arc<CompiledSchema>),
     /// A whole-output regex (`llamay_regex`), already checked.
     Regex(Arc<str>),
     /// The output is one of a request's strings (`llamay_choice`).
@@ -392,18 +396,10 @@ fn schema_spec(
 }
 
 impl ConstraintSpec {
-    /// The constraint a generation runs under: a forced tool call (the call grammar
-    /// of `tool_choice: required` or a named tool) replaces whatever the request asked
-    /// for, and a request that asked for nothing gets the server's default grammar
-    /// (`serve -grammar-file`), if it has one.
-    pub fn decide(
-        asked: ConstraintSpec,
-        forced_call: Option<Arc<CompiledSchema>>,
-        default_grammar: Option<&Arc<str>>,
-    ) -> ConstraintSpec {
-        if let Some(call) = forced_call {
-            return ConstraintSpec::Tools(call);
-        }
+    /// The constraint a generation runs under before tools have their say
+    /// (`tools::plan`): a request that asked for nothing gets the server's default
+    /// grammar (`serve -grammar-file`), if it has one.
+    pub fn decide(asked: ConstraintSpec, default_grammar: Option<&Arc<str>>) -> ConstraintSpec {
         match (asked, default_grammar) {
             (ConstraintSpec::None, Some(g)) => ConstraintSpec::Grammar(g.clone()),
             (asked, _) => asked,
@@ -413,7 +409,9 @@ impl ConstraintSpec {
     /// The schema's not-enforced report, for a spec that holds a schema.
     pub fn schema_report(&self) -> Option<&Report> {
         match self {
-            ConstraintSpec::Schema(s) | ConstraintSpec::Tools(s) => Some(&s.report),
+            ConstraintSpec::Schema(s)
+            | ConstraintSpec::Tools(s)
+            | ConstraintSpec::ToolsOr(_, s) => Some(&s.report),
             _ => None,
         }
     }
@@ -429,6 +427,9 @@ impl ConstraintSpec {
             ConstraintSpec::Regex(_) => "regex",
             ConstraintSpec::Choice(_) => "choice",
             ConstraintSpec::Lexicon(_) => "lexicon",
+            ConstraintSpec::ToolsOr("schema", _) => "tools_or_schema",
+            ConstraintSpec::ToolsOr("json", _) => "tools_or_json",
+            ConstraintSpec::ToolsOr(_, _) => "tools_or_grammar",
         }
     }
 
@@ -469,7 +470,9 @@ impl ConstraintSpec {
                 };
                 Some(c.map_err(fail)?)
             }
-            ConstraintSpec::Schema(s) | ConstraintSpec::Tools(s) => {
+            ConstraintSpec::Schema(s)
+            | ConstraintSpec::Tools(s)
+            | ConstraintSpec::ToolsOr(_, s) => {
                 report.not_enforced = s
                     .report
                     .entries
@@ -555,37 +558,16 @@ mod tests {
     }
 
     #[test]
-    fn a_forced_tool_call_wins_and_the_default_grammar_fills_only_an_empty_ask() {
+    fn the_default_grammar_fills_only_an_empty_ask() {
         let default: Arc<str> = "root ::= \"d\"".into();
-        let json = ConstraintSpec::decide(ConstraintSpec::Json, None, Some(&default));
+        let json = ConstraintSpec::decide(ConstraintSpec::Json, Some(&default));
         assert_eq!(json.kind(), "json");
-        let none = ConstraintSpec::decide(ConstraintSpec::None, None, Some(&default));
+        let none = ConstraintSpec::decide(ConstraintSpec::None, Some(&default));
         assert!(matches!(none, ConstraintSpec::Grammar(g) if g == default));
         assert_eq!(
-            ConstraintSpec::decide(ConstraintSpec::None, None, None).kind(),
+            ConstraintSpec::decide(ConstraintSpec::None, None).kind(),
             "none"
         );
-        let tool = crate::tools::ToolDef::new("f", None, None).unwrap();
-        let forced =
-            crate::tools::ToolSet::new(vec![tool], crate::tools::ToolChoice::Required, false)
-                .unwrap()
-                .unwrap();
-        let spec = ConstraintSpec::decide(
-            ConstraintSpec::Json,
-            forced.forced_constraint(),
-            Some(&default),
-        );
-        assert_eq!(spec.kind(), "tools");
-        let tool = crate::tools::ToolDef::new("f", None, None).unwrap();
-        let auto = crate::tools::ToolSet::new(vec![tool], crate::tools::ToolChoice::Auto, false)
-            .unwrap()
-            .unwrap();
-        let spec = ConstraintSpec::decide(
-            ConstraintSpec::None,
-            auto.forced_constraint(),
-            Some(&default),
-        );
-        assert_eq!(spec.kind(), "grammar");
     }
 
     #[test]

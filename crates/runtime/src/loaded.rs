@@ -9,6 +9,7 @@ use llamay_engine::GgufFile;
 use llamay_engine::Tokenizer;
 use llamay_engine::{LoadOptions, Model};
 
+use crate::chat::CallConvention;
 use crate::chat::{Builtin, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions};
 use crate::reasoning::ThinkingFacts;
 
@@ -83,6 +84,15 @@ enum Prompting {
     Ollama(OllamaTemplate),
 }
 
+impl Prompting {
+    fn renders_tools(&self) -> bool {
+        match self {
+            Prompting::Jinja(t) => t.renders_tools(),
+            Prompting::Ollama(t) => t.renders_tools(),
+        }
+    }
+}
+
 pub struct LoadedModel {
     pub model: Arc<Model>,
     pub tokenizer: Arc<Tokenizer>,
@@ -92,6 +102,8 @@ pub struct LoadedModel {
     pub template_source: TemplateSource,
     /// The thinking convention the model follows, if any (see `reasoning`).
     pub thinking: Option<Arc<ThinkingFacts>>,
+    /// How the model writes tool calls, read off the template it is prompted with.
+    pub tool_convention: CallConvention,
 }
 
 impl LoadedModel {
@@ -145,6 +157,16 @@ impl LoadedModel {
                 )
             }
         };
+        let prompted_with = match template_source {
+            TemplateSource::OllamaLayer => layers.template.as_deref(),
+            TemplateSource::File => own_template,
+            TemplateSource::Builtin(_) => None,
+        };
+        // A template that does not render tools gets our Hermes tool prompt.
+        let tool_convention = match template.renders_tools() {
+            true => CallConvention::of_template(prompted_with),
+            false => CallConvention::Hermes,
+        };
         let own_template = own_template.map(str::to_string);
         let model = Model::from_gguf(file, opts)?;
         let thinking =
@@ -162,15 +184,13 @@ impl LoadedModel {
             template,
             template_source,
             thinking,
+            tool_convention,
         })
     }
 
     /// Whether the model's chat template renders tools itself.
     pub fn template_renders_tools(&self) -> bool {
-        match &self.template {
-            Prompting::Jinja(t) => t.renders_tools(),
-            Prompting::Ollama(t) => t.renders_tools(),
-        }
+        self.template.renders_tools()
     }
 
     /// Token ids of plain text, with the BOS/EOS the model's metadata asks for.

@@ -85,6 +85,9 @@ pub struct Outcome {
     pub report: EnforcementReport,
     /// The calls the model made (filled in when tools were offered).
     pub tool_calls: Vec<ToolCall>,
+    /// Under strict `auto`: how many calls the model opened (each was held to the
+    /// offered tools, so each is among `tool_calls` unless cut off by the token limit).
+    pub calls_opened: Option<usize>,
     /// The thinking text (without its markers), also streamed as `Reasoning` events.
     pub reasoning: String,
     /// Tokens of thinking, both markers included (a part of `completion_tokens`).
@@ -111,6 +114,9 @@ impl Outcome {
         });
         if let Some(p) = &self.prompt_text {
             v["prompt"] = serde_json::Value::String(p.clone());
+        }
+        if let Some(n) = self.calls_opened {
+            v["tool_calls_opened"] = n.into();
         }
         v
     }

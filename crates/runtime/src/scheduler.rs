@@ -69,6 +69,8 @@ pub struct Job {
     pub thinking: Option<ThinkPlan>,
     /// The rendered prompt, echoed in the outcome when asked for.
     pub prompt_text: Option<String>,
+    /// Strict `auto` tool calls: the openers its free text is watched for.
+    pub calls: Option<crate::generate::calls::CallTriggers>,
 }
 
 /// The handle to one model's engine thread. Dropping it lets the thread finish its
@@ -256,7 +258,8 @@ impl EngineLoop {
                 &job.params,
                 job.constraint.as_ref(),
             )
-            .with_thinking(job.thinking.clone());
+            .with_thinking(job.thinking.clone())
+            .with_call_triggers(job.calls.clone());
             let now = Instant::now();
             self.active.push(Slot {
                 seq: model.new_sequence(),
@@ -458,6 +461,7 @@ impl EngineLoop {
             mask: done.mask,
             report: s.job.report.clone(),
             tool_calls: Vec::new(),
+            calls_opened: done.calls_opened,
             reasoning: done.reasoning,
             reasoning_tokens: done.reasoning_tokens,
             prompt_text: s.job.prompt_text.take(),

@@ -19,7 +19,7 @@ use crate::registry::Registry;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::scheduler::Job;
 use crate::stats::Stats;
-use crate::tools::prompt;
+use crate::tools::{plan, prompt};
 
 /// The models being served, their counters, and the server-wide defaults: what
 /// every request path shares.
@@ -61,11 +61,7 @@ impl Runtime {
             return Err(crate::capabilities::cannot_generate(&enc.name));
         }
         let instance = self.registry.get(&req.model, req.keep_alive).await?;
-        let spec = ConstraintSpec::decide(
-            req.constraint,
-            req.tools.as_ref().and_then(|t| t.forced_constraint()),
-            self.default_grammar.as_ref(),
-        );
+        let spec = ConstraintSpec::decide(req.constraint, self.default_grammar.as_ref());
         let lm = instance.lm.clone();
         if req.tools.is_some() && matches!(lm.template_source, TemplateSource::Builtin(_)) {
             return Err(no_tools(&instance.spec.name));
@@ -108,17 +104,28 @@ impl Runtime {
             };
             check_prompt(&tokens, lm.model.n_ctx())
                 .map_err(|e| Error::bad_request(e.to_string()))?;
-            let (constraint, report) = spec.build(&lm)?;
+            let (spec, calls) = match tools.as_deref() {
+                Some(set) => plan::apply(set, lm.tool_convention, spec, &lm)?,
+                None => (spec, None),
+            };
+            let (constraint, mut report) = spec.build(&lm)?;
+            if calls.is_some() {
+                report.enforced.push(format!(
+                    "tool calls: enforced from the opener on ({})",
+                    lm.tool_convention.name()
+                ));
+            }
             let thinking = facts.zip(decided).map(|(facts, d)| ThinkPlan {
                 start: start_of(facts.convention, &text, d.enabled),
                 budget: d.budget,
                 facts,
             });
-            Ok::<_, Error>((tokens, constraint, report, thinking, echo.then_some(text)))
+            let prompt_text = echo.then_some(text);
+            Ok::<_, Error>((tokens, constraint, report, thinking, prompt_text, calls))
         })
         .await
         .map_err(|e| Error::internal(format!("preparing the request failed: {e}")))??;
-        let (tokens, constraint, report, thinking, prompt_text) = prepared;
+        let (tokens, constraint, report, thinking, prompt_text, calls) = prepared;
         let (tx, rx) = unbounded_channel();
         let prompt_tokens = tokens.len();
         let thinks = thinking
@@ -134,6 +141,7 @@ impl Runtime {
             arrived,
             thinking,
             prompt_text,
+            calls,
         })?;
         Ok(Started {
             events: match req.tools {

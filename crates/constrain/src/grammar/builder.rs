@@ -24,7 +24,7 @@ pub(crate) const MAX_JSON_STRING_AUX: usize = 4095;
 pub struct GrammarBuilder {
     rules: Vec<Rule>,
     names: FxHashMap<String, RuleId>,
-    ws_budget: Option<u32>,
+    pub(super) ws_budget: Option<u32>,
 }
 
 impl GrammarBuilder {

@@ -59,6 +59,7 @@ mod charclass;
 mod dfa;
 mod display;
 mod fixpoint;
+mod import;
 mod ir;
 pub mod json;
 mod span;

@@ -9,6 +9,7 @@
 //! Ollama gives it (`gotmpl` is the template engine).
 
 mod builtin;
+mod call_convention;
 mod gotmpl;
 mod message;
 mod ollama;
@@ -16,6 +17,8 @@ mod pyjson;
 mod template;
 
 pub use builtin::Builtin;
+pub use call_convention::CallConvention;
+pub(crate) use call_convention::{BARE_OPENER, MARKERS};
 pub use message::{ChatMessage, ToolCallFunction, ToolCallMessage};
 pub use ollama::OllamaTemplate;
 pub use template::{ChatTemplate, RenderOptions, TemplateError};

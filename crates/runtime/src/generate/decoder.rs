@@ -18,6 +18,7 @@ use llamay_constrain::{Constraint, Matcher, MatcherStats, TokenMask};
 use llamay_engine::Tokenizer;
 use llamay_engine::{Sampler, StopConditions, StopReason};
 
+use super::calls::{absorb, CallTriggers, CallWatch, Watched};
 use super::thinking::ThinkState;
 use super::{forced, Finish, GenerateError, GenerationParams, Utf8Assembler};
 use crate::reasoning::ThinkPlan;
@@ -56,6 +57,10 @@ pub struct Decoder {
     stop_index: Option<usize>,
     /// A reasoning model's thinking block, before the answer.
     thinking: Option<ThinkState>,
+    /// Strict `auto` tool calls: openers watched for in free text.
+    calls: Option<CallWatch>,
+    /// Free tokens refused for completing an opener the call could not continue.
+    refused: Vec<u64>,
 }
 
 /// What a finished [`Decoder`] leaves behind.
@@ -73,6 +78,8 @@ pub struct Decoded {
     /// The thinking text (markers excluded) and its tokens (markers included).
     pub reasoning: String,
     pub reasoning_tokens: usize,
+    /// Under strict `auto`: the tool calls the model opened.
+    pub calls_opened: Option<usize>,
 }
 
 impl Decoder {
@@ -101,7 +108,16 @@ impl Decoder {
             remaining: params.max_tokens.min(n_ctx.saturating_sub(prompt.len())),
             stop_index: None,
             thinking: None,
+            calls: None,
+            refused: Vec::new(),
         }
+    }
+
+    /// Watches the answer for tool calls opened in free text (strict `auto`): each is
+    /// held to its constraint from its opener until it closes.
+    pub fn with_call_triggers(mut self, triggers: Option<CallTriggers>) -> Decoder {
+        self.calls = triggers.map(CallWatch::new);
+        self
     }
 
     /// Runs the generation as a reasoning model's: thinking first, then the answer
@@ -165,13 +181,14 @@ impl Decoder {
         if self.thinking.as_ref().is_some_and(ThinkState::thinking) {
             return self.think_step(tokenizer, logits);
         }
-        let token = match self.matcher.as_mut() {
-            None => {
-                let mask = self.thinking.as_mut().map(ThinkState::answer_mask);
-                self.sampler
-                    .sample(logits, &self.history, mask)
-                    .ok_or_else(|| nothing_sampled(logits))?
-            }
+        // An open call's constraint, else the request's.
+        let active = match self.calls.as_mut().and_then(|w| w.open.as_mut()) {
+            Some(call) => Some(&mut call.matcher),
+            None => self.matcher.as_mut(),
+        };
+        let mut feed = Vec::with_capacity(1);
+        match active {
+            None => feed.push(self.free_token(tokenizer, logits)?),
             Some(m) => {
                 let (token, forced) = choose_within_budget(
                     m,
@@ -183,26 +200,22 @@ impl Decoder {
                     self.thinking.as_ref().map_or(&[], ThinkState::banned),
                 )?;
                 self.forced += usize::from(forced);
-                token
-            }
-        };
-        self.remaining -= 1;
-        let mut feed = vec![token];
-        if let Some(m) = self.matcher.as_mut() {
-            m.commit(token)?;
-            if self.fast_forward {
-                // The output's tail is all the tokenizer check looks at.
-                let mut so_far = self.tokens[self.tokens.len().saturating_sub(8)..].to_vec();
-                so_far.push(token);
-                let t = std::time::Instant::now();
-                let run = forced::fast_forward(tokenizer, m, &so_far, self.remaining);
-                self.fast_forward_time += t.elapsed();
-                self.forced += run.len();
-                self.fast_forwarded += run.len();
-                self.remaining -= run.len();
-                feed.extend(run);
+                m.commit(token)?;
+                feed.push(token);
+                if self.fast_forward {
+                    // The output's tail is all the tokenizer check looks at.
+                    let mut so_far = self.tokens[self.tokens.len().saturating_sub(8)..].to_vec();
+                    so_far.push(token);
+                    let t = std::time::Instant::now();
+                    let run = forced::fast_forward(tokenizer, m, &so_far, self.remaining - 1);
+                    self.fast_forward_time += t.elapsed();
+                    self.forced += run.len();
+                    self.fast_forwarded += run.len();
+                    feed.extend(run);
+                }
             }
         }
+        self.remaining -= feed.len();
         for &t in &feed {
             self.history.push(t);
             if let Some(th) = self.thinking.as_mut() {
@@ -220,6 +233,9 @@ impl Decoder {
                 None => self.tokens.push(t),
             }
         }
+        if self.calls.as_mut().and_then(CallWatch::closed) == Some(true) {
+            return Ok(Step::Done(Finish::Grammar));
+        }
         if self.matcher.as_mut().is_some_and(Matcher::is_finished) {
             return Ok(Step::Done(Finish::Grammar));
         }
@@ -229,9 +245,55 @@ impl Decoder {
         Ok(Step::Continue(feed))
     }
 
+    /// A token of free text (no constraint, or strict `auto` between calls). A token
+    /// that opens a call must begin it validly: one that cannot is refused and the
+    /// step samples again without it.
+    fn free_token(&mut self, tokenizer: &Tokenizer, logits: &[f32]) -> Result<u32, GenerateError> {
+        let mut refusing = false;
+        loop {
+            let mask = match (refusing, self.thinking.as_mut()) {
+                (true, _) => Some(&self.refused[..]),
+                (false, Some(th)) => Some(th.answer_mask()),
+                (false, None) => None,
+            };
+            let token = self
+                .sampler
+                .sample(logits, &self.history, mask)
+                .ok_or_else(|| nothing_sampled(logits))?;
+            let Some(watch) = self.calls.as_mut() else {
+                return Ok(token);
+            };
+            // This step's token is one of the remaining ones.
+            let room = self.remaining.saturating_sub(1);
+            match watch.watch(tokenizer.token_bytes(token), room) {
+                Watched::Free | Watched::Opened => return Ok(token),
+                Watched::Refused => {
+                    if !refusing {
+                        refusing = true;
+                        self.refused.clear();
+                        match self.thinking.as_mut() {
+                            Some(th) => self.refused.extend_from_slice(th.answer_mask()),
+                            None => {
+                                let n = self.mask.len();
+                                self.refused.resize(n.div_ceil(64), u64::MAX);
+                                if n % 64 != 0 {
+                                    self.refused[n / 64] = (1u64 << (n % 64)) - 1;
+                                }
+                            }
+                        }
+                    }
+                    self.refused[(token >> 6) as usize] &= !(1u64 << (token & 63));
+                }
+            }
+        }
+    }
+
     /// How a sequence that used its whole budget ends: by the grammar if its output is
     /// complete (budget-aware closing saw to it), else at the length limit.
     fn out_of_budget(&self) -> Finish {
+        if self.calls.as_ref().is_some_and(|w| w.open.is_some()) {
+            return Finish::Length;
+        }
         match &self.matcher {
             Some(m) if m.is_accepting() => Finish::Grammar,
             _ => Finish::Length,
@@ -250,16 +312,22 @@ impl Decoder {
         Decoded {
             reasoning: reasoning.unwrap_or_default(),
             reasoning_tokens: self.thinking.as_ref().map_or(0, |t| t.tokens),
+            calls_opened: self.calls.as_ref().map(|w| w.calls),
             text: self.text.into_bytes(),
             tokens: self.tokens,
             forced: self.forced,
             fast_forwarded: self.fast_forwarded,
             // Looking for forced bytes is constraint work too: it counts as mask time.
-            mask: self.matcher.as_ref().map(|m| {
-                let mut s = m.stats();
-                s.mask_time += self.fast_forward_time;
-                s
-            }),
+            mask: {
+                let mut stats = self.matcher.as_ref().map(Matcher::stats);
+                if let Some(calls) = self.calls.as_ref().and_then(CallWatch::stats) {
+                    absorb(&mut stats, calls);
+                }
+                if let Some(s) = stats.as_mut() {
+                    s.mask_time += self.fast_forward_time;
+                }
+                stats
+            },
             stop_index: self.stop_index,
         }
     }

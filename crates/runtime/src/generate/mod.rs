@@ -4,6 +4,7 @@
 //! and the constraint meet: the constraint's matcher fills a plain token bitset, and
 //! the engine's sampler only ever sees that bitset.
 
+pub(crate) mod calls;
 mod decoder;
 mod forced;
 mod stats;

@@ -1,4 +1,4 @@
-//! The grammar of a forced tool call, in the Hermes convention the parser reads:
+//! The grammars of tool calls, in the model's own [`Convention`]. Hermes, for one:
 //!
 //! ```text
 //! <tool_call>
@@ -6,40 +6,48 @@
 //! </tool_call>
 //! ```
 //!
-//! An alternation over the callable tools (all of them for `required`/`any`, the
-//! named one otherwise), each tool's arguments lowered from its own schema into the
-//! same grammar; one call, or one or more separated by a newline when parallel
-//! calls are allowed.
+//! A call is an alternation over the callable tools (all of them for `required`/`any`,
+//! the named one otherwise), each tool's arguments lowered from its own schema into the
+//! same grammar. Three languages are built from it:
+//! - [`forced`]: `required` or a named tool: one call, or up to [`MAX_PARALLEL_CALLS`]
+//!   when parallel calls are allowed;
+//! - [`beside`]: `auto` with a response constraint: those calls, or an answer in the
+//!   response's own language, whichever the model starts;
+//! - [`one_call`]: strict `auto`: a single call from its opener on, which the decoder
+//!   switches to when the model opens one in free text.
 
 use std::time::Instant;
 
-use llamay_constrain::grammar::{GrammarBuilder, Symbol};
+use llamay_constrain::grammar::{Grammar, GrammarBuilder, RuleId, Symbol};
 use llamay_constrain::schema::lower::lower_into;
 use llamay_constrain::schema::{Report, ReportEntry};
 use serde_json::json;
 
 use super::ToolSet;
+use crate::chat::{CallConvention as Convention, BARE_OPENER};
 use crate::constraint::CompiledSchema;
 use crate::error::Error;
 
-/// What opens a call.
-pub(crate) const OPEN: &str = "<tool_call>\n";
-/// What closes a call.
-pub(crate) const CLOSE: &str = "\n</tool_call>";
-/// What goes between two calls.
-pub(crate) const BETWEEN: &str = "\n";
 /// Most calls one forced answer may hold: a model that keeps calling stops here.
 pub(crate) const MAX_PARALLEL_CALLS: u32 = 8;
 
 /// The text of a call's head, up to its arguments.
-pub(crate) fn head(name: &str) -> String {
+pub(crate) fn head(name: &str, args_key: &str) -> String {
     let name = serde_json::to_string(name).expect("a string serializes");
-    format!("{{\"name\": {name}, \"arguments\": ")
+    format!("{{\"name\": {name}, \"{args_key}\": ")
 }
 
-/// Compiles the call grammar of a forced [`ToolSet`], with the tools' not-enforced
-/// reports merged (each location prefixed by its tool).
-pub(crate) fn compile(set: &ToolSet) -> Result<CompiledSchema, Error> {
+/// A grammar under construction with its call object rule (`{"name": …, "…": …}`), the
+/// tools' reports merged (each location prefixed by its tool) and the cache key's parts.
+struct Calls {
+    b: GrammarBuilder,
+    object: RuleId,
+    report: Report,
+    key: serde_json::Value,
+    t0: Instant,
+}
+
+fn calls(set: &ToolSet, args_key: &str) -> Result<Calls, Error> {
     let t0 = Instant::now();
     let mut b = GrammarBuilder::new();
     let mut alts = Vec::new();
@@ -48,7 +56,7 @@ pub(crate) fn compile(set: &ToolSet) -> Result<CompiledSchema, Error> {
     for t in set.callable() {
         let args = lower_into(&mut b, &t.schema)
             .map_err(|e| Error::refusal(format!("tool {}: {e}", t.name)).at("tools"))?;
-        alts.push(vec![Symbol::lit(head(&t.name)), args]);
+        alts.push(vec![Symbol::lit(head(&t.name, args_key)), args]);
         report
             .entries
             .extend(t.schema.report.entries.iter().map(|e| ReportEntry {
@@ -57,35 +65,141 @@ pub(crate) fn compile(set: &ToolSet) -> Result<CompiledSchema, Error> {
             }));
         key_tools.push(json!([t.name, t.parameters]));
     }
-    let call = b.rule(
-        "tool_call",
-        vec![vec![
-            Symbol::lit(OPEN),
-            Symbol::alt(alts),
-            Symbol::lit(format!("}}{CLOSE}")),
-        ]],
+    let object = b.rule(
+        "tool_call_object",
+        vec![vec![Symbol::alt(alts), Symbol::lit("}")]],
     );
-    let root = if set.parallel {
-        let more = Symbol::seq(vec![Symbol::lit(BETWEEN), Symbol::rule(call)]);
-        b.rule(
-            "tool_calls",
-            vec![vec![
-                Symbol::rule(call),
-                Symbol::repeat(more, 0, Some(MAX_PARALLEL_CALLS - 1)),
-            ]],
-        )
-    } else {
-        call
-    };
-    let grammar = b
-        .build(root)
-        .map_err(|e| Error::bad_request(format!("the tool call grammar: {e}")))?;
-    Ok(CompiledSchema {
-        key: json!({"tools": key_tools, "parallel": set.parallel}).to_string(),
-        grammar,
+    Ok(Calls {
+        b,
+        object,
         report,
-        compile_time: t0.elapsed(),
+        key: json!({"tools": key_tools, "args": args_key}),
+        t0,
     })
+}
+
+impl Calls {
+    /// The calls an answer may be in `conv`: one, or up to [`MAX_PARALLEL_CALLS`].
+    fn answer(&mut self, conv: Convention, parallel: bool) -> RuleId {
+        let f = conv.form();
+        let object = Symbol::rule(self.object);
+        let (unit, open, close) = if f.blocks {
+            let block = self.b.rule(
+                "tool_call",
+                vec![vec![Symbol::lit(f.open), object, Symbol::lit(f.close)]],
+            );
+            (Symbol::rule(block), None, None)
+        } else {
+            (object, Some(f.open), Some(f.close))
+        };
+        let mut seq = Vec::new();
+        seq.extend(open.map(Symbol::lit));
+        seq.push(unit.clone());
+        if parallel {
+            let more = Symbol::seq(vec![Symbol::lit(f.between), unit]);
+            seq.push(Symbol::repeat(more, 0, Some(MAX_PARALLEL_CALLS - 1)));
+        }
+        seq.extend(close.map(Symbol::lit));
+        self.b.rule("tool_calls", vec![seq])
+    }
+
+    fn finish(self, root: RuleId, key: serde_json::Value) -> Result<CompiledSchema, Error> {
+        let grammar = self
+            .b
+            .build(root)
+            .map_err(|e| Error::bad_request(format!("the tool call grammar: {e}")))?;
+        Ok(CompiledSchema {
+            key: json!({"calls": self.key, "as": key}).to_string(),
+            grammar,
+            report: self.report,
+            compile_time: self.t0.elapsed(),
+        })
+    }
+}
+
+/// The grammar of a forced choice: the output is calls, in `conv`.
+pub(crate) fn forced(set: &ToolSet, conv: Convention) -> Result<CompiledSchema, Error> {
+    let mut c = calls(set, conv.form().args_key)?;
+    let root = c.answer(conv, set.parallel);
+    c.finish(root, json!(["forced", conv.name(), set.parallel]))
+}
+
+/// `auto` beside a response constraint: calls in `conv`, or an answer in `answer`'s
+/// language (its report joins the tools').
+pub(crate) fn beside(
+    set: &ToolSet,
+    conv: Convention,
+    answer: &Grammar,
+    answer_key: &str,
+    answer_report: &Report,
+) -> Result<CompiledSchema, Error> {
+    let mut c = calls(set, conv.form().args_key)?;
+    let calls = c.answer(conv, set.parallel);
+    let answer = c.b.import(answer);
+    let root = c.b.rule(
+        "calls_or_answer",
+        vec![vec![Symbol::rule(calls)], vec![Symbol::rule(answer)]],
+    );
+    c.report
+        .entries
+        .extend(answer_report.entries.iter().cloned());
+    c.report.quotes.extend(answer_report.quotes.iter().cloned());
+    c.finish(
+        root,
+        json!(["beside", conv.name(), set.parallel, answer_key]),
+    )
+}
+
+/// Where strict `auto` switches from free text to a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Opener {
+    /// The convention's opener, anywhere in the answer (Hermes `<tool_call>`).
+    Tag(&'static str),
+    /// A bare JSON call that is the whole answer, from its first byte.
+    Bare,
+}
+
+impl Opener {
+    /// The text that opens the call.
+    pub(crate) fn text(self) -> &'static str {
+        match self {
+            Opener::Tag(t) => t,
+            Opener::Bare => BARE_OPENER,
+        }
+    }
+}
+
+/// Strict `auto`: from `opener` on (the opener included), one call in `conv`, or for
+/// a list form the whole list.
+pub(crate) fn one_call(
+    set: &ToolSet,
+    conv: Convention,
+    opener: Opener,
+) -> Result<CompiledSchema, Error> {
+    let f = conv.form();
+    let mut c = calls(set, f.args_key)?;
+    let root = match opener {
+        Opener::Tag(_) if f.blocks => c.b.rule(
+            "tool_call",
+            vec![vec![
+                Symbol::lit(f.open),
+                Symbol::rule(c.object),
+                Symbol::lit(f.close),
+            ]],
+        ),
+        Opener::Tag(tag) => {
+            let list = c.answer(conv, set.parallel);
+            c.b.rule(
+                "tool_calls_after",
+                vec![vec![Symbol::lit(tag), Symbol::rule(list)]],
+            )
+        }
+        Opener::Bare => c.object,
+    };
+    c.finish(
+        root,
+        json!(["one", conv.name(), opener.text(), set.parallel]),
+    )
 }
 
 #[cfg(test)]
@@ -95,7 +209,8 @@ mod tests {
     use llamay_constrain::{Constraint, Vocabulary};
     use serde_json::json;
 
-    use super::super::{ToolChoice, ToolDef, ToolSet};
+    use super::super::{Convention, ToolChoice, ToolDef, ToolSet};
+    use super::*;
 
     fn byte_vocab() -> Arc<Vocabulary> {
         let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
@@ -114,11 +229,14 @@ mod tests {
         ]
     }
 
-    fn walks(set: &ToolSet, text: &str) -> bool {
-        let g = &set.forced_constraint().unwrap().grammar;
+    fn accepts(g: &Grammar, text: &str) -> bool {
         let c = Constraint::from_grammar(g, byte_vocab()).unwrap();
         let mut m = c.matcher();
         text.bytes().all(|b| m.commit_bytes(&[b]).is_ok()) && m.is_accepting()
+    }
+
+    fn walks(set: &ToolSet, text: &str) -> bool {
+        accepts(&forced(set, Convention::Hermes).unwrap().grammar, text)
     }
 
     const PARIS: &str = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>";
@@ -181,6 +299,66 @@ mod tests {
         let auto = ToolSet::new(tools(), ToolChoice::Auto, true)
             .unwrap()
             .unwrap();
-        assert!(auto.forced_constraint().is_none());
+        assert!(!auto.is_forced());
+    }
+
+    #[test]
+    fn each_family_is_forced_into_its_own_form() {
+        let set = ToolSet::new(tools(), ToolChoice::Required, true)
+            .unwrap()
+            .unwrap();
+        let llama = forced(&set, Convention::Llama3).unwrap().grammar;
+        let call = "{\"name\": \"get_time\", \"parameters\": {\"tz\": \"UTC\"}}";
+        assert!(accepts(&llama, call));
+        assert!(accepts(&llama, &format!("{call}\n{call}")));
+        assert!(!accepts(&llama, &call.replace("parameters", "arguments")));
+        assert!(!accepts(&llama, TIME));
+        let mistral = forced(&set, Convention::Mistral).unwrap().grammar;
+        let m1 = "{\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}}";
+        assert!(accepts(&mistral, &format!("[{m1}]")));
+        assert!(accepts(&mistral, &format!("[{m1}, {m1}]")));
+        assert!(!accepts(&mistral, m1));
+        assert!(!accepts(&mistral, "[]"));
+    }
+
+    #[test]
+    fn beside_a_schema_the_answer_is_calls_or_the_schema() {
+        let set = ToolSet::new(tools(), ToolChoice::Auto, false)
+            .unwrap()
+            .unwrap();
+        let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+            "required": ["answer"]});
+        let (answer, report) = llamay_constrain::schema::grammar(&schema).unwrap();
+        let g = beside(&set, Convention::Hermes, &answer, "k", &report)
+            .unwrap()
+            .grammar;
+        assert!(accepts(&g, PARIS));
+        assert!(accepts(&g, "{\"answer\": 42}"));
+        assert!(!accepts(&g, "{\"answer\": \"x\"}"));
+        assert!(
+            !accepts(&g, &format!("{PARIS}\n{TIME}")),
+            "one call: not parallel"
+        );
+        assert!(!accepts(&g, "The answer is 42."));
+        assert!(!accepts(&g, &PARIS.replace("get_weather", "get_news")));
+    }
+
+    #[test]
+    fn one_call_starts_at_its_opener() {
+        let set = ToolSet::new(tools(), ToolChoice::Auto, true)
+            .unwrap()
+            .unwrap();
+        let tag = one_call(&set, Convention::Hermes, Opener::Tag("<tool_call>"))
+            .unwrap()
+            .grammar;
+        assert!(accepts(&tag, PARIS));
+        assert!(!accepts(&tag, &format!("{PARIS}\n{TIME}")));
+        let bare = one_call(&set, Convention::Hermes, Opener::Bare)
+            .unwrap()
+            .grammar;
+        let object = "{\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}}";
+        assert!(object.starts_with(Opener::Bare.text()));
+        assert!(accepts(&bare, object));
+        assert!(!accepts(&bare, TIME));
     }
 }

@@ -6,16 +6,21 @@
 //! - [`prompt`]: the tools and the history go to the model through its own chat
 //!   template when that template renders `tools`, and as Hermes-style text
 //!   (`<tool_call>` / `<tool_response>`) otherwise;
+//! - [`Convention`] (`chat::CallConvention`): each family's written form of a call,
+//!   read off its template;
 //! - [`grammar`]: a forced choice (`required`, `any`, a named tool) becomes a grammar
-//!   that can only write Hermes calls whose arguments match the tool's schema;
+//!   that can only write calls, in the model's convention, whose arguments match the
+//!   tool's schema; `auto` beside a response schema becomes calls-or-answer; a strict
+//!   `auto` call is constrained from the moment the model opens it;
 //! - [`parse`]: calls are read back out of what the model wrote (the same text the
-//!   grammar emits), calls to tools not offered are dropped;
+//!   grammars emit), calls to tools not offered are dropped;
 //! - holding (the runtime's `hold` module, beside the request plumbing): with
 //!   tools offered, a generation's text is held back until it is whole, so a call
 //!   never leaks into `content` and streams carry it in one piece.
 
 pub(crate) mod grammar;
 mod parse;
+pub(crate) mod plan;
 pub(crate) mod prompt;
 
 use std::sync::Arc;
@@ -23,7 +28,7 @@ use std::sync::Arc;
 use llamay_constrain::schema::{compile, CompiledSchema as SchemaTree};
 use serde_json::Value;
 
-use crate::constraint::CompiledSchema;
+pub use crate::chat::CallConvention as Convention;
 use crate::error::Error;
 pub(crate) use parse::parse;
 
@@ -123,15 +128,14 @@ pub struct ToolSet {
     pub choice: ToolChoice,
     /// More than one call allowed (`parallel_tool_calls`, not `disable_parallel_tool_use`).
     pub parallel: bool,
-    /// The call grammar when the choice forces a call.
-    forced: Option<Arc<CompiledSchema>>,
 }
 
 impl ToolSet {
     /// The set a request offers, or `None` when it offers nothing (no tools, or
     /// `tool_choice: "none"`). A named choice must name an offered tool; names are
-    /// unique; the call grammar of a forced choice is compiled here, before any model
-    /// work.
+    /// unique. (The call grammars are built once the model, and so its convention, is
+    /// known; each tool's schema was compiled, and any refusal answered, by
+    /// [`ToolDef::new`].)
     pub fn new(
         tools: Vec<ToolDef>,
         choice: ToolChoice,
@@ -165,26 +169,16 @@ impl ToolSet {
         if tools.is_empty() || choice == ToolChoice::None {
             return Ok(None);
         }
-        let mut set = ToolSet {
+        Ok(Some(Arc::new(ToolSet {
             tools,
             choice,
             parallel,
-            forced: None,
-        };
-        if set.is_forced() {
-            set.forced = Some(Arc::new(grammar::compile(&set)?));
-        }
-        Ok(Some(Arc::new(set)))
+        })))
     }
 
     /// Whether the output must be calls.
     pub fn is_forced(&self) -> bool {
         matches!(self.choice, ToolChoice::Required | ToolChoice::Named(_))
-    }
-
-    /// The call grammar of a forced choice (it replaces any other constraint).
-    pub fn forced_constraint(&self) -> Option<Arc<CompiledSchema>> {
-        self.forced.clone()
     }
 
     /// The tool called `name`, if offered.

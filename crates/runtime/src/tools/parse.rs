@@ -16,6 +16,7 @@
 use serde_json::Value;
 
 use super::{ToolCall, ToolSet};
+use crate::chat::MARKERS;
 use crate::ids::call_id;
 
 const OPEN_TAG: &str = "<tool_call>";
@@ -34,7 +35,7 @@ pub(crate) struct Parsed {
 /// choice everything the model wrote belongs to calls, so there is no content;
 /// without parallel calls only the first call counts.
 pub(crate) fn parse(text: &str, set: &ToolSet) -> Parsed {
-    let mut p = parse_text(text, set);
+    let mut p = parse_text(without_marker(text), set);
     if set.is_forced() {
         p.content = None;
     }
@@ -42,6 +43,16 @@ pub(crate) fn parse(text: &str, set: &ToolSet) -> Parsed {
         p.calls.truncate(1);
     }
     p
+}
+
+/// The text after a control-token marker that opens calls (Mistral's
+/// `[TOOL_CALLS]`, Llama's `<|python_tag|>`), when the answer starts with one.
+fn without_marker(text: &str) -> &str {
+    let t = text.trim_start();
+    MARKERS
+        .iter()
+        .find_map(|m| t.strip_prefix(m))
+        .unwrap_or(text)
 }
 
 fn parse_text(text: &str, set: &ToolSet) -> Parsed {
@@ -81,9 +92,18 @@ fn parse_text(text: &str, set: &ToolSet) -> Parsed {
         (!content.is_empty()).then_some(content)
     } else {
         let t = content.trim();
-        (!t.is_empty()).then(|| t.to_string())
+        (!t.is_empty() && !is_fence(t)).then(|| t.to_string())
     };
     Parsed { content, calls }
+}
+
+/// Whether what is left around calls is only the code fence the model wrapped them
+/// in (```` ``` ````, ```` ```xml ````): formatting of the calls, not content.
+fn is_fence(t: &str) -> bool {
+    t.split_whitespace().all(|w| {
+        w.strip_prefix("```")
+            .is_some_and(|lang| lang.bytes().all(|b| b.is_ascii_alphanumeric()))
+    })
 }
 
 /// An answer that is nothing but calls written as JSON (see the module's comment).
@@ -198,9 +218,38 @@ mod tests {
         let p = parse("<tool_call>not json</tool_call> ok", &s);
         assert_eq!(p.content.as_deref(), Some("ok"));
         assert!(p.calls.is_empty());
+        let fenced =
+            "```\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>\n```";
+        let p = parse(fenced, &s);
+        assert_eq!((p.content, p.calls.len()), (None, 1));
+        let p = parse("``` ```", &s);
+        assert_eq!(
+            p.content.as_deref(),
+            Some("``` ```"),
+            "no call: the text is the answer"
+        );
         let p = parse("  plain text  ", &s);
         assert_eq!(p.content.as_deref(), Some("  plain text  "));
         assert_eq!(parse("", &s), Parsed::default());
+    }
+
+    #[test]
+    fn mistral_and_llama_markers_open_calls() {
+        let s = set();
+        let p = parse(
+            "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+            &s,
+        );
+        assert_eq!(p.content, None);
+        assert_eq!(p.calls[0].arguments, json!({"city": "Paris"}));
+        let p = parse(
+            "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+            &s,
+        );
+        assert_eq!(p.calls[0].arguments, json!({"city": "Oslo"}));
+        // A marker in the middle of prose is prose.
+        let p = parse("Use [TOOL_CALLS] to call.", &s);
+        assert_eq!(p.content.as_deref(), Some("Use [TOOL_CALLS] to call."));
     }
 
     #[test]

@@ -9,8 +9,9 @@
 
 use serde_json::{json, Value};
 
-use super::grammar::{head, BETWEEN, CLOSE, OPEN};
+use super::grammar::head;
 use super::ToolSet;
+use crate::chat::CallConvention as Convention;
 use crate::chat::ChatMessage;
 
 /// The messages to render and the `tools` value to render them with.
@@ -52,7 +53,7 @@ pub(crate) fn prepare(
         let mut text = m.content.clone().unwrap_or_default();
         for (i, c) in m.tool_calls.iter().enumerate() {
             if i > 0 || !text.is_empty() {
-                text.push_str(BETWEEN);
+                text.push_str(Convention::Hermes.form().between);
             }
             text.push_str(&call_text(&c.function.name, &c.function.arguments));
         }
@@ -74,9 +75,15 @@ pub(crate) fn prepare(
     (out, None)
 }
 
-/// One call as the model writes it (and as the forced grammar emits it).
+/// One Hermes call as the model writes it (and as the forced grammar emits it).
 pub(crate) fn call_text(name: &str, arguments: &Value) -> String {
-    format!("{OPEN}{}{arguments}}}{CLOSE}", head(name))
+    let f = Convention::Hermes.form();
+    format!(
+        "{}{}{arguments}}}{}",
+        f.open,
+        head(name, f.args_key),
+        f.close
+    )
 }
 
 /// The Hermes description of the offered tools, kept short: every request with

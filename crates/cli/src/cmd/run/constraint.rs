@@ -107,7 +107,7 @@ impl Constraint {
             }
         }
         let asked = surfaces.resolve().map_err(|e| UsageError(e.message))?;
-        Ok(ConstraintSpec::decide(asked, None, None))
+        Ok(ConstraintSpec::decide(asked, None))
     }
 
     /// The same constraint as the fields of an Ollama `/api/chat` or `/api/generate`

@@ -1,0 +1,166 @@
+//! Each model family's way of writing a tool call, in one table.
+//!
+//! A model is trained to call tools in one written form, and its chat template says
+//! which: the form a forced call is constrained to, the opener a strict `auto` call
+//! is recognised by, and what the tool-call parser reads back. A template that does
+//! not render tools gets our Hermes prompt, so its model is asked for Hermes calls.
+//!
+//! | family | a call | between calls |
+//! |---|---|---|
+//! | Hermes (Qwen 2.5, Qwen3, Hermes, SmolLM) | `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>` | `\n` |
+//! | Llama 3.1/3.2 | `{"name": …, "parameters": …}` (the whole answer) | `\n` |
+//! | Mistral | `[TOOL_CALLS]` then `[{"name": …, "arguments": …}, …]` | `, ` inside the list |
+//!
+//! Mistral's `[TOOL_CALLS]` and Llama's `<|python_tag|>` are control tokens, which a
+//! grammar over text cannot write (the constraint's vocabulary leaves control tokens
+//! out): a forced Mistral call is constrained from its list on, and the parser skips
+//! either marker when the model writes it.
+
+/// A family's tool-call form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallConvention {
+    /// `<tool_call>` blocks holding `{"name": …, "arguments": …}`.
+    Hermes,
+    /// The answer is a JSON call, `{"name": …, "parameters": …}`.
+    Llama3,
+    /// `[TOOL_CALLS]` and a JSON list of `{"name": …, "arguments": …}`.
+    Mistral,
+}
+
+/// How one convention's calls are written: what the call grammar emits.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CallForm {
+    /// Written before the first call (and, for block forms, before each call).
+    pub open: &'static str,
+    /// Written after the last call (block forms: after each call).
+    pub close: &'static str,
+    /// Between two calls.
+    pub between: &'static str,
+    /// The arguments' key in the call object.
+    pub args_key: &'static str,
+    /// Every call sits in its own open…close block (else one list holds them all).
+    pub blocks: bool,
+}
+
+/// Control-token markers that may precede calls in a model's output; the parser
+/// skips them.
+pub(crate) const MARKERS: [&str; 2] = ["[TOOL_CALLS]", "<|python_tag|>"];
+
+impl CallConvention {
+    /// The convention a chat template's text asks its model for; Hermes when it
+    /// names none (our own tool prompt is Hermes).
+    pub fn of_template(template: Option<&str>) -> CallConvention {
+        let Some(t) = template else {
+            return CallConvention::Hermes;
+        };
+        if t.contains("[TOOL_CALLS]") {
+            CallConvention::Mistral
+        } else if t.contains("<tool_call>") {
+            CallConvention::Hermes
+        } else if t.contains("<|python_tag|>")
+            || (t.contains("<|start_header_id|>") && t.contains("\"parameters\""))
+        {
+            CallConvention::Llama3
+        } else {
+            CallConvention::Hermes
+        }
+    }
+
+    /// Its name, as the enforcement report and cache keys spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallConvention::Hermes => "hermes",
+            CallConvention::Llama3 => "llama3",
+            CallConvention::Mistral => "mistral",
+        }
+    }
+
+    pub(crate) fn form(self) -> CallForm {
+        match self {
+            CallConvention::Hermes => CallForm {
+                open: "<tool_call>\n",
+                close: "\n</tool_call>",
+                between: "\n",
+                args_key: "arguments",
+                blocks: true,
+            },
+            CallConvention::Llama3 => CallForm {
+                open: "",
+                close: "",
+                between: "\n",
+                args_key: "parameters",
+                blocks: true,
+            },
+            CallConvention::Mistral => CallForm {
+                open: "[",
+                close: "]",
+                between: ", ",
+                args_key: "arguments",
+                blocks: false,
+            },
+        }
+    }
+
+    /// The text that opens a call anywhere in a free answer, for strict `auto`; a
+    /// convention whose calls are the whole answer has none (every family's calls are
+    /// also found at the answer's start, see [`BARE_OPENER`]).
+    pub(crate) fn opener(self) -> Option<&'static str> {
+        match self {
+            CallConvention::Hermes => Some("<tool_call>"),
+            // The control token's text, as the tokenizer spells it.
+            CallConvention::Mistral => Some("[TOOL_CALLS]"),
+            CallConvention::Llama3 => None,
+        }
+    }
+}
+
+/// How an answer that is a bare JSON call starts (after leading whitespace): small
+/// models of every family write calls this way.
+pub(crate) const BARE_OPENER: &str = "{\"name\"";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_name_their_family() {
+        assert_eq!(CallConvention::of_template(None), CallConvention::Hermes);
+        let qwen = "{%- if tools %}<tools></tools> <tool_call>\n{\"name\": <function-name>}</tool_call>{% endif %}";
+        assert_eq!(
+            CallConvention::of_template(Some(qwen)),
+            CallConvention::Hermes
+        );
+        let mistral = "{%- if message.tool_calls %}[TOOL_CALLS] [{% for c in message.tool_calls %}";
+        assert_eq!(
+            CallConvention::of_template(Some(mistral)),
+            CallConvention::Mistral
+        );
+        let chatml = "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>";
+        assert_eq!(
+            CallConvention::of_template(Some(chatml)),
+            CallConvention::Hermes
+        );
+    }
+
+    #[test]
+    fn real_templates_are_recognised() {
+        // Qwen3's renders tools and asks for Hermes blocks; the Llama 3.1 config npm
+        // carries is the tool-less Llama 3 template (so our Hermes prompt is used).
+        for (name, want) in [
+            ("qwen3", CallConvention::Hermes),
+            ("llama3_1", CallConvention::Hermes),
+        ] {
+            let path = llamay_testdata::hf_tokenizer_config(name);
+            let config: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let src = config["chat_template"].as_str().unwrap();
+            assert_eq!(CallConvention::of_template(Some(src)), want, "{name}");
+        }
+        // The tool turn of Meta's Llama 3.1 template, as published.
+        let llama31 = "{%- if builtin_tools is defined or tool_choice is defined %}{{- \"<|python_tag|>\" }}{%- endif %}<|start_header_id|>user<|end_header_id|>\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.";
+        assert_eq!(
+            CallConvention::of_template(Some(llama31)),
+            CallConvention::Llama3
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! What offered tools do to a request's constraint, decided once the model (and so
+//! its [`Convention`]) is known:
+//! - a forced choice: the output is calls, in the model's convention;
+//! - `auto` beside a response constraint (a schema, JSON, a grammar): calls or an
+//!   answer in that constraint's language, whichever the model starts;
+//! - `auto` alone: free text, with every call the model opens held to the offered
+//!   tools and their schemas from its opener on (strict `auto`).
+
+use std::sync::Arc;
+
+use llamay_constrain::grammar::json::any_json;
+use llamay_constrain::schema::Report;
+use llamay_constrain::Constraint;
+
+use super::grammar::{beside, forced, one_call, Opener};
+use super::ToolSet;
+use crate::chat::CallConvention as Convention;
+use crate::constraint::{CompiledSchema, ConstraintSpec};
+use crate::error::Error;
+use crate::generate::calls::{CallTriggers, Trigger};
+use crate::loaded::LoadedModel;
+
+/// The constraint a generation with tools runs under, and the call openers its free
+/// text is watched for.
+pub(crate) fn apply(
+    set: &ToolSet,
+    conv: Convention,
+    asked: ConstraintSpec,
+    lm: &LoadedModel,
+) -> Result<(ConstraintSpec, Option<CallTriggers>), Error> {
+    match (set.is_forced(), asked) {
+        (false, ConstraintSpec::None) => Ok((ConstraintSpec::None, Some(triggers(set, conv, lm)?))),
+        (_, asked) => Ok((set.shape(conv, asked)?, None)),
+    }
+}
+
+impl ToolSet {
+    /// What the tools make of a request's constraint in `conv`, before any model
+    /// work: a forced choice's calls, or under `auto` calls-or-the-asked-answer (an
+    /// `auto` request that asked for nothing stays unconstrained here: its calls are
+    /// held from their opener on, by the decoder).
+    pub fn shape(&self, conv: Convention, asked: ConstraintSpec) -> Result<ConstraintSpec, Error> {
+        if self.is_forced() {
+            return Ok(ConstraintSpec::Tools(Arc::new(forced(self, conv)?)));
+        }
+        let answer = |kind, grammar: &llamay_constrain::grammar::Grammar, key: &str, r: &Report| {
+            let calls = beside(self, conv, grammar, key, r)?;
+            Ok::<_, Error>(ConstraintSpec::ToolsOr(kind, Arc::new(calls)))
+        };
+        let bad = |e: llamay_constrain::Error| {
+            Error::bad_request(format!("the constraint could not be compiled: {e}"))
+        };
+        Ok(match asked {
+            ConstraintSpec::Schema(s) => answer("schema", &s.grammar, &s.key, &s.report)?,
+            ConstraintSpec::Json => answer(
+                "json",
+                &any_json().map_err(bad)?,
+                "json",
+                &Report::default(),
+            )?,
+            ConstraintSpec::Grammar(text) => {
+                let g = llamay_constrain::gbnf::parse_gbnf(&text).map_err(bad)?;
+                answer("grammar", &g, &text, &Report::default())?
+            }
+            other => other,
+        })
+    }
+}
+
+/// Strict `auto`'s openers in `conv`: its own opener anywhere (when it has one), and a
+/// bare JSON call at the answer's start.
+fn triggers(set: &ToolSet, conv: Convention, lm: &LoadedModel) -> Result<CallTriggers, Error> {
+    let build = |opener: Opener, ends_answer: bool| -> Result<Trigger, Error> {
+        let g = one_call(set, conv, opener)?;
+        Ok(Trigger {
+            opener: opener.text().as_bytes().to_vec(),
+            constraint: cached(lm, &g)?,
+            ends_answer,
+        })
+    };
+    let anywhere = match conv.opener() {
+        Some(tag) => Some(build(Opener::Tag(tag), !conv.form().blocks)?),
+        None => None,
+    };
+    Ok(CallTriggers {
+        anywhere,
+        at_start: Some(build(Opener::Bare, true)?),
+        parallel: set.parallel,
+    })
+}
+
+fn cached(lm: &LoadedModel, g: &CompiledSchema) -> Result<Constraint, Error> {
+    lm.constraints
+        .get_or_build("tools", &g.key, |v| Constraint::from_grammar(&g.grammar, v))
+        .map_err(|e| {
+            Error::bad_request(format!("the tool call grammar could not be compiled: {e}"))
+        })
+}
