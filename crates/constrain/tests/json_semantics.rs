@@ -46,6 +46,10 @@ fn undeclared_keys_are_open_only_under_json_semantics() {
     let typed = json!({"properties": {"a": {}}, "additionalProperties": {"type": "string"}});
     assert!(accepts(&typed, &OPEN, r#"{"b":"x"}"#));
     assert!(!accepts(&typed, &OPEN, r#"{"b":1}"#));
+    // A declared key no value fits never appears, not even as an undeclared one.
+    let none = json!({"type": "object", "properties": {"m": {"enum": ["x"], "type": "object"}}});
+    assert!(accepts(&none, &OPEN, r#"{"n":"x"}"#));
+    assert!(!accepts(&none, &OPEN, r#"{"m":"x"}"#));
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //!
 //! - `date`, `time`, `date-time`: RFC 3339 §5.6 (`full-date`, `full-time`, `date-time`);
 //!   days per month and February 29 only in leap years (Gregorian: every 4th year,
-//!   centuries only when divisible by 400); second 60 (a leap second) accepted at any
-//!   time, as the grammar does; `T` and `Z` in either case (§5.6's note).
+//!   centuries only when divisible by 400); second 60 (a leap second) only as UTC
+//!   23:59:60 (`Z` or `±00:00`): the same second at another offset is refused, the
+//!   one place the language is narrower than the RFC's; `T` and `Z` in either case.
 //! - `duration`: RFC 3339 Appendix A (ISO 8601 durations: `P3Y6M4DT12H30M5S`, `PT36H`, `P1W`).
 //! - `email`: RFC 5321 §4.1.2 `Mailbox` (dot-string or quoted local part; a domain, an
 //!   IPv4 literal or an `IPv6:` literal).
@@ -63,7 +64,12 @@ fn full_date() -> String {
 }
 
 fn full_time() -> String {
-    "(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]+)?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])".to_string()
+    // A leap second is a UTC 23:59:60; which local times that is depends on the offset
+    // (1,440 pairs), so only the UTC spellings are taken: a subset, never an invalid time.
+    let frac = "(?:\\.[0-9]+)?";
+    format!(
+        "(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{frac}(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])|23:59:60{frac}(?:[Zz]|[+-]00:00))"
+    )
 }
 
 const DURATION: &str = "P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)|[0-9]+W)";

@@ -283,6 +283,7 @@ impl Lowerer<'_> {
             None => None,
             Some(a) => {
                 let names = spec.properties.iter().map(|p| p.name.as_bytes());
+                let names = names.chain(spec.impossible.iter().map(String::as_bytes));
                 let mut m = vec![Symbol::json_string(JsonString::excluding(names))];
                 m.extend(colon());
                 m.push(self.value(a)?);

@@ -153,6 +153,9 @@ pub struct ObjectSpec {
     pub properties: Vec<Property>,
     /// Shape of values under undeclared keys; `None` means no other key is allowed.
     pub additional: Option<Box<Node>>,
+    /// Declared keys no value can satisfy: they never appear, and an open object's
+    /// undeclared keys may not spell them either.
+    pub impossible: Vec<String>,
 }
 
 /// One declared property.

@@ -218,6 +218,7 @@ fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         ));
     }
     let mut properties = Vec::with_capacity(declared.len());
+    let mut impossible = Vec::new();
     for (name, conj) in declared {
         let required = f.required.contains(&name);
         let mark = c.unsat.len();
@@ -233,12 +234,16 @@ fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
                 return Ok(None);
             }
             // An optional property no value fits simply never appears.
-            None => c.unsat.truncate(mark),
+            None => {
+                c.unsat.truncate(mark);
+                impossible.push(name);
+            }
         }
     }
     Ok(Some(Node::Object(ObjectSpec {
         properties,
         additional: additional.map(Box::new),
+        impossible,
     })))
 }
 
