@@ -104,6 +104,9 @@ fn duration_rfc3339_appendix_a() {
 
 #[test]
 fn email_rfc5321() {
+    let long_local = format!("{}@example.com", "a".repeat(65));
+    let long_label_domain = format!("a@{}.com", "b".repeat(64));
+    let ok_local = format!("{}@example.com", "a".repeat(64));
     // RFC 3696 §3's examples of valid local parts, and RFC 5321's address literals.
     let good = [
         "user@example.com",
@@ -115,6 +118,7 @@ fn email_rfc5321() {
         "_somename@example.com",
         "user@[192.0.2.1]",
         "user@[IPv6:2001:db8::1]",
+        &ok_local,
     ];
     let bad = [
         "Abc.example.com",
@@ -128,6 +132,9 @@ fn email_rfc5321() {
         "@example.com",
         "a b@example.com",
         "user@[192.0.2.256]",
+        // RFC 5321 §4.5.3.1.1: a local part of 65 octets.
+        &long_local,
+        &long_label_domain,
     ];
     check("email", &good, &bad);
 }

@@ -291,8 +291,7 @@ impl Facets {
             } else {
                 f.pattern = Some((source, at.clone()));
                 f.families = f.families.or(Types::STRING);
-                if name == "hostname" {
-                    let cap = super::format::HOSTNAME_MAX;
+                if let Some(cap) = super::format::max_length(name) {
                     f.max_length = Some(f.max_length.map_or(cap, |m| m.min(cap)));
                 }
                 report.formats.push(format!("{name} at {at}"));

@@ -7,8 +7,9 @@
 //!   23:59:60 (`Z` or `±00:00`): the same second at another offset is refused, the
 //!   one place the language is narrower than the RFC's; `T` and `Z` in either case.
 //! - `duration`: RFC 3339 Appendix A (ISO 8601 durations: `P3Y6M4DT12H30M5S`, `PT36H`, `P1W`).
-//! - `email`: RFC 5321 §4.1.2 `Mailbox` (dot-string or quoted local part; a domain, an
-//!   IPv4 literal or an `IPv6:` literal).
+//! - `email`: RFC 5321 §4.1.2 `Mailbox` (dot-string or quoted local part of at most 64
+//!   octets, §4.5.3.1.1 (a dotted one of at most 32 atom characters); domain labels as a
+//!   hostname's; an IPv4 literal or an `IPv6:` literal; 254 characters in all).
 //! - `hostname`: RFC 1123 §2.1 (labels of letters, digits and hyphens, not starting or
 //!   ending with a hyphen, at most 63 characters; the name at most 253, as a length bound).
 //! - `ipv4`: RFC 3986 `IPv4address` (no leading zeros); `ipv6`: RFC 4291 §2.2 text forms as
@@ -34,6 +35,19 @@ pub const ENFORCED_FORMATS: &[&str] = &[
 
 /// Most characters of a hostname (RFC 1123 §2.1 via RFC 1035's 255 octets on the wire).
 pub const HOSTNAME_MAX: u64 = 253;
+
+/// Most characters of an email address (RFC 5321 §4.5.3.1.3: a path of 256 octets,
+/// its angle brackets included).
+pub const EMAIL_MAX: u64 = 254;
+
+/// The length bound a format brings, if any.
+pub fn max_length(format: &str) -> Option<u64> {
+    match format {
+        "hostname" => Some(HOSTNAME_MAX),
+        "email" => Some(EMAIL_MAX),
+        _ => None,
+    }
+}
 
 /// The whole-value pattern of `format`, anchored, or `None` for a format left ignored.
 pub fn pattern(format: &str) -> Option<String> {
@@ -112,14 +126,15 @@ fn hostname() -> String {
 }
 
 fn mailbox() -> String {
-    let atext = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
-    let dot_string = format!("{atext}+(?:\\.{atext}+)*");
-    // qtextSMTP (%d32-33 / %d35-91 / %d93-126) or a quoted pair (%d92 %d32-126).
-    let quoted = "\"(?:[ !#-\\[\\]-~]|\\\\[ -~])*\"";
-    // Sub-domains: a letter or digit, then letters, digits and hyphens ending in a letter
-    // or digit (RFC 5321 `Ldh-str`).
-    let sub = "[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?";
-    let domain = format!("{sub}(?:\\.{sub})*");
+    let a = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
+    // RFC 5321 §4.5.3.1.1: a local part is at most 64 octets. A dot-string of atoms up to
+    // 64 without dots, or up to 32 atom characters with dots (so at most 63 in all):
+    // a subset, never a local part that is too long.
+    let dot_string = format!("(?:{a}{{1,64}}|{a}(?:\\.?{a}){{0,31}})");
+    // qtextSMTP (%d32-33 / %d35-91 / %d93-126) or a quoted pair, at most 64 with the quotes.
+    let quoted = "\"(?:[ !#-\\[\\]-~]|\\\\[ -~]){0,31}\"";
+    let l = label();
+    let domain = format!("{l}(?:\\.{l})*");
     let literal = format!("\\[(?:{}|IPv6:{})\\]", ipv4(), ipv6());
     format!("(?:(?:{dot_string}|{quoted})@(?:{domain}|{literal}))")
 }
