@@ -56,7 +56,7 @@ def test_catalog_lists_the_test_models_with_their_capabilities(catalog_server):
     assert (smol["architecture"], qwen["architecture"], gemma["architecture"]) == ("llama", "qwen3", "gemma3")
     for m in (smol, qwen, gemma):
         assert m["schema_limits"] == LIMITS
-        quote = m["schema_extensions"]["x-llamay-quote"]
+        quote = m["constraints"]["quote"]
         assert quote["source_bytes"] >= 1 << 20 and "whitespace" in quote["normalize"]
         assert m["context_length"] > 0
         chat = m["endpoints"]["/v1/chat/completions"]

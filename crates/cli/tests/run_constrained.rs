@@ -352,3 +352,22 @@ fn gemma3_base_model_uses_the_builtin_template_and_gives_json() {
     assert_model_or_grammar_ended(&out);
     assert!(out.mask_share("json") <= 5.0, "{}", out.stderr);
 }
+
+/// `-lexicon FILE`: the output is one line of the file, and the mask line names it.
+#[test]
+fn a_lexicon_run_writes_one_term() {
+    let file = std::env::temp_dir().join(format!("llamay-run-lexicon-{}.txt", std::process::id()));
+    let terms = ["Paris", "Lyon", "New York", "Saint-Étienne"];
+    std::fs::write(&file, terms.join("\n")).unwrap();
+    let model = real_model(RealModel::SmolLM2);
+    let out = run_greedy_chat(
+        &model,
+        &["-lexicon", file.to_str().unwrap()],
+        "20",
+        "Name a city.",
+    );
+    let text = out.stdout.trim_end_matches('\n');
+    assert!(terms.contains(&text), "{text:?} is not a term");
+    assert!(out.stderr.contains("lexicon mask:"), "{}", out.stderr);
+    let _ = std::fs::remove_file(file);
+}

@@ -218,6 +218,13 @@ impl Constraint {
         Self::from_grammar(&b.build(root)?, vocab)
     }
 
+    /// Output that is exactly one term of `lexicon`.
+    pub fn from_lexicon(lexicon: &crate::Lexicon, vocab: Arc<Vocabulary>) -> Result<Self> {
+        let mut b = GrammarBuilder::new();
+        let root = b.rule("root", vec![vec![Symbol::Regex(lexicon.dfa().clone())]]);
+        Self::from_grammar(&b.build(root)?, vocab)
+    }
+
     /// The same constraint with other cache capacities for its matchers.
     pub fn with_limits(&self, limits: Limits) -> Self {
         let i = &self.inner;

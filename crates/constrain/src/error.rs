@@ -20,6 +20,14 @@ pub enum Error {
         /// Why it was refused.
         msg: String,
     },
+    /// A lexicon (a file or a request's terms) could not be read.
+    #[error("lexicon {name}: {msg}")]
+    Lexicon {
+        /// The lexicon's name.
+        name: String,
+        /// What is wrong (with the line, for a file).
+        msg: String,
+    },
     /// A token was committed that the constraint does not allow in the current state.
     #[error("token {token} is not allowed here")]
     TokenRejected {

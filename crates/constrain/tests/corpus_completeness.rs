@@ -4,7 +4,9 @@
 //! ends accepting. Invalid instances are forced through the matcher and counted when
 //! accepted to the end; for schemas whose keywords are all enforced that count is zero.
 //!
-//! CI runs a deterministic sample; `LLAMAY_COMPLETENESS=all` runs every schema.
+//! CI runs a deterministic sample; `LLAMAY_COMPLETENESS=all` runs every schema, and
+//! `LLAMAY_COMPLETENESS_SEMANTICS=open` reads them with JSON Schema's own semantics
+//! (open objects, no inferred types: what `llamay mask-worker` benchmarks).
 
 mod common;
 #[path = "common/corpus.rs"]
@@ -14,6 +16,7 @@ mod real_vocab;
 
 use common::Rng;
 use llamay_constrain::schema::check::Mismatch;
+use llamay_constrain::schema::{AdditionalProperties, Options};
 use llamay_constrain::{Constraint, TokenMask};
 use llamay_testdata::RealModel;
 use std::collections::HashMap;
@@ -78,17 +81,29 @@ fn valid_instances_pass_token_by_token_and_invalid_ones_do_not() {
     let mut accepted_invalid = [0usize; 2]; // judged, not judged
     let mut rejected_invalid = 0;
     let mut wrong: Vec<String> = Vec::new();
+    let options = match std::env::var("LLAMAY_COMPLETENESS_SEMANTICS").as_deref() {
+        Ok("open") => Options {
+            additional_properties: AdditionalProperties::Open,
+            ..Options::default()
+        },
+        _ => Options::default(),
+    };
     for (k, case) in corpus::cases().into_iter().enumerate() {
         if !case.name.starts_with("seed/") && k % stride != 0 {
             continue;
         }
-        let Ok(tree) = llamay_constrain::schema::compile(&case.schema) else {
+        let Ok(tree) = llamay_constrain::schema::compile_with(&case.schema, &options) else {
             continue;
         };
         let built: Vec<Constraint> = toks
             .iter()
             .filter_map(|t| {
-                llamay_constrain::schema::constraint(&case.schema, t.rv.vocab.clone()).ok()
+                llamay_constrain::schema::constraint_with(
+                    &case.schema,
+                    t.rv.vocab.clone(),
+                    &options,
+                )
+                .ok()
             })
             .map(|(c, _)| c)
             .collect();

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llamay_constrain::grammar::Grammar;
-use llamay_constrain::schema::{NotEnforced, Report, Sources};
-use llamay_constrain::Constraint;
+use llamay_constrain::schema::{AdditionalProperties, NotEnforced, Options, Report, Sources};
+use llamay_constrain::{Constraint, Lexicon};
 use serde_json::Value;
 
 use crate::error::Error;
@@ -40,6 +40,19 @@ pub enum ConstraintSpec {
     /// `auto` tools beside a response constraint (its kind: `schema`, `json` or
     /// `grammar`): calls, or an answer in that constraint's language.
     ToolsOr(&'static str, Arc<CompiledSchema>),
+    /// A whole-output regex (`llamay_regex`), already checked.
+    Regex(Arc<str>),
+    /// The output is one of a request's strings (`llamay_choice`).
+    Choice(Arc<Lexicon>),
+    /// The output is one term of a lexicon (`llamay_lexicon`).
+    Lexicon(Arc<Lexicon>),
+}
+
+/// What `llamay_lexicon` names: a served lexicon, or the terms themselves.
+#[derive(Clone, Debug)]
+pub enum LexiconAsk {
+    Named(String),
+    Terms(Vec<String>),
 }
 
 /// A schema compiled to the grammar IR, with its not-enforced report.
@@ -55,7 +68,7 @@ pub struct CompiledSchema {
 /// The enforcement report every response carries.
 #[derive(Clone, Debug, Default)]
 pub struct EnforcementReport {
-    /// `none`, `json`, `schema`, `grammar` or `tools`.
+    /// `none`, `json`, `schema`, `grammar`, `tools`, `regex`, `choice` or `lexicon`.
     pub kind: &'static str,
     /// Schema keywords parsed but not enforced, as `keyword at location`.
     pub not_enforced: Vec<String>,
@@ -80,6 +93,14 @@ pub struct Surfaces {
     /// What `x-llamay-quote` values must be spans of: the request's input and its
     /// `llamay_sources`.
     pub sources: Sources,
+    /// A whole-output regex (`llamay_regex` / `guided_regex`).
+    pub regex: Option<(&'static str, String)>,
+    /// The output is one of these strings (`llamay_choice` / `guided_choice`).
+    pub choice: Option<(&'static str, Vec<String>)>,
+    /// The output is one term of a lexicon (`llamay_lexicon`).
+    pub lexicon: Option<(&'static str, LexiconAsk)>,
+    /// How a schema is read (`llamay_options`).
+    pub options: Options,
 }
 
 /// Constraints resolved at once; more wait their turn, so a burst of huge grammars
@@ -118,6 +139,87 @@ impl Surfaces {
         Ok(())
     }
 
+    /// Takes `llamay_options`: `{"additional_properties": "open" | "closed"}`.
+    pub fn llamay_options(&mut self, v: Option<&Value>) -> Result<(), Error> {
+        let Some(v) = v else { return Ok(()) };
+        let obj = v.as_object().ok_or_else(|| {
+            Error::bad_request(
+                "llamay_options must be an object, e.g. {\"additional_properties\": \"open\"}",
+            )
+        })?;
+        for (key, value) in obj {
+            match key.as_str() {
+                "additional_properties" => {
+                    self.options.additional_properties = value
+                        .as_str()
+                        .and_then(AdditionalProperties::from_name)
+                        .ok_or_else(|| {
+                            Error::bad_request(format!(
+                                "llamay_options.additional_properties must be \"open\" or \"closed\", not {value}"
+                            ))
+                        })?;
+                }
+                other => {
+                    return Err(Error::bad_request(format!(
+                        "llamay_options has no option {other:?}; the options are: additional_properties"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a whole-output regex; the first field given wins (`llamay_regex`, then
+    /// vLLM's `guided_regex`).
+    pub fn regex_field(&mut self, field: &'static str, pattern: Option<&String>) {
+        if let (None, Some(p)) = (&self.regex, pattern) {
+            self.regex = Some((field, p.clone()));
+        }
+    }
+
+    /// Takes a list of strings the output must be one of; the first field given wins
+    /// (`llamay_choice`, then `guided_choice`).
+    pub fn choice_field(&mut self, field: &'static str, v: Option<&Value>) -> Result<(), Error> {
+        let Some(v) = v else { return Ok(()) };
+        if self.choice.is_some() {
+            return Ok(());
+        }
+        let bad = || Error::bad_request(format!("{field} must be a non-empty list of strings"));
+        let list = v.as_array().filter(|l| !l.is_empty()).ok_or_else(bad)?;
+        let strings = list
+            .iter()
+            .map(|s| s.as_str().map(str::to_string))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(bad)?;
+        self.choice = Some((field, strings));
+        Ok(())
+    }
+
+    /// Takes `llamay_lexicon`: a served lexicon's name or `{"terms": [...]}`.
+    pub fn llamay_lexicon(&mut self, v: Option<&Value>) -> Result<(), Error> {
+        let Some(v) = v else { return Ok(()) };
+        let bad = || {
+            Error::bad_request(
+                "llamay_lexicon must be a lexicon's name or {\"terms\": [\"...\", ...]}",
+            )
+        };
+        let ask = match v {
+            Value::String(name) => LexiconAsk::Named(name.clone()),
+            Value::Object(o) => {
+                let terms = o.get("terms").and_then(Value::as_array).ok_or_else(bad)?;
+                let terms = terms
+                    .iter()
+                    .map(|s| s.as_str().map(str::to_string))
+                    .collect::<Option<Vec<String>>>()
+                    .ok_or_else(bad)?;
+                LexiconAsk::Terms(terms)
+            }
+            _ => return Err(bad()),
+        };
+        self.lexicon = Some(("llamay_lexicon", ask));
+        Ok(())
+    }
+
     /// The request's input text, for `x-llamay-quote: true`.
     pub fn input(&mut self, text: String) {
         self.sources.input = Some(text);
@@ -138,7 +240,11 @@ impl Surfaces {
 
     /// [`Self::resolve`] on a blocking thread, at most two at once.
     pub async fn resolve_blocking(self) -> Result<ConstraintSpec, Error> {
-        if self.grammar.is_none() && self.schemas.is_empty() {
+        let heavy = self.grammar.is_some()
+            || self.regex.is_some()
+            || self.choice.is_some()
+            || self.lexicon.is_some();
+        if !heavy && self.schemas.is_empty() {
             return self.resolve();
         }
         let _turn = RESOLVING
@@ -152,7 +258,10 @@ impl Surfaces {
 
     /// Decides the constraint: a grammar together with a schema or JSON is refused,
     /// a schema is compiled (or refused with the compiler's message).
-    pub fn resolve(self) -> Result<ConstraintSpec, Error> {
+    pub fn resolve(mut self) -> Result<ConstraintSpec, Error> {
+        if let Some(spec) = self.resolve_exact()? {
+            return Ok(spec);
+        }
         if let Some((field, text)) = &self.grammar {
             if let Some((other, _)) = self.schemas.first() {
                 return Err(Error::bad_request(format!(
@@ -167,12 +276,76 @@ impl Surfaces {
             return grammar_spec(field, text);
         }
         if let Some((field, schema)) = self.schemas.first() {
-            return schema_spec(field, schema, &self.sources);
+            self.sources.lexicons = crate::lexicons::served_lexicons();
+            self.options.budget = crate::compile_budget::compile_budget();
+            let key = crate::compile_budget::compile_key(schema, &self.options, &self.sources);
+            if let Some(e) = crate::compile_budget::known_failure(key) {
+                return Err(e);
+            }
+            return schema_spec(field, schema, &self.sources, &self.options)
+                .inspect_err(|e| crate::compile_budget::remember_failure(key, e));
         }
         Ok(match self.json {
             Some(_) => ConstraintSpec::Json,
             None => ConstraintSpec::None,
         })
+    }
+}
+
+impl Surfaces {
+    /// A regex, a choice or a lexicon: each is the whole output, so any other surface
+    /// beside one is refused.
+    fn resolve_exact(&self) -> Result<Option<ConstraintSpec>, Error> {
+        let exact = [
+            self.regex.as_ref().map(|(f, _)| *f),
+            self.choice.as_ref().map(|(f, _)| *f),
+            self.lexicon.as_ref().map(|(f, _)| *f),
+        ];
+        let Some(field) = exact.iter().flatten().next().copied() else {
+            return Ok(None);
+        };
+        let others = exact
+            .iter()
+            .flatten()
+            .copied()
+            .skip(1)
+            .chain(self.grammar.as_ref().map(|(f, _)| *f))
+            .chain(self.schemas.first().map(|(f, _)| *f))
+            .chain(self.json);
+        if let Some(other) = others.into_iter().next() {
+            return Err(Error::bad_request(format!(
+                "{field} and {other} were both given: send one output constraint"
+            )));
+        }
+        let term_error = |e: llamay_constrain::Error| Error::bad_request(format!("{field}: {e}"));
+        Ok(Some(if let Some((_, pattern)) = &self.regex {
+            if pattern.len() > MAX_GRAMMAR_BYTES {
+                return Err(Error::bad_request(format!(
+                    "{field} is {} bytes; the limit is {MAX_GRAMMAR_BYTES}",
+                    pattern.len()
+                )));
+            }
+            // Read as a schema's `pattern` is (RE2, ASCII `\d` and `\w`), anchored at both ends.
+            let whole = format!("^(?:{pattern})$");
+            let checked = llamay_constrain::schema::Pattern::compile(&whole, field)
+                .map_err(|e| Error::bad_request(format!("{field}: {}", e.message)))?;
+            llamay_constrain::grammar::ByteDfa::new(&checked.regex).map_err(term_error)?;
+            ConstraintSpec::Regex(checked.regex.as_str().into())
+        } else if let Some((_, strings)) = &self.choice {
+            let l = Lexicon::from_terms(field, strings).map_err(term_error)?;
+            ConstraintSpec::Choice(Arc::new(l))
+        } else {
+            match &self.lexicon {
+                Some((_, LexiconAsk::Named(name))) => {
+                    ConstraintSpec::Lexicon(crate::lexicons::named(field, name)?)
+                }
+                Some((_, LexiconAsk::Terms(terms))) => {
+                    let l = Lexicon::from_terms(field, terms).map_err(term_error)?;
+                    ConstraintSpec::Lexicon(Arc::new(l))
+                }
+                None => unreachable!("one exact surface is set"),
+            }
+        }))
     }
 }
 
@@ -194,17 +367,28 @@ pub fn checked_grammar(field: &str, text: &str) -> Result<Arc<str>, Error> {
     Ok(text.into())
 }
 
-fn schema_spec(field: &str, schema: &Value, sources: &Sources) -> Result<ConstraintSpec, Error> {
+fn schema_spec(
+    field: &str,
+    schema: &Value,
+    sources: &Sources,
+    options: &Options,
+) -> Result<ConstraintSpec, Error> {
     if !schema.is_object() && !schema.is_boolean() {
         return Err(Error::bad_request(format!(
             "{field} must be a JSON Schema object"
         )));
     }
     let t0 = Instant::now();
-    let (grammar, report) = llamay_constrain::schema::grammar_with(schema, sources)
-        .map_err(|e| Error::refusal(e.to_string()).at(field))?;
+    let (grammar, report) =
+        llamay_constrain::schema::grammar_with_options(schema, sources, options)
+            .map_err(|e| Error::refusal(e.to_string()).at(field))?;
+    // The same text read under other options is another language.
+    let key = match options.additional_properties {
+        AdditionalProperties::Closed => schema.to_string(),
+        open => format!("{}:{schema}", open.name()),
+    };
     Ok(ConstraintSpec::Schema(Arc::new(CompiledSchema {
-        key: schema.to_string(),
+        key,
         grammar,
         report,
         compile_time: t0.elapsed(),
@@ -240,6 +424,9 @@ impl ConstraintSpec {
             ConstraintSpec::Schema(_) => "schema",
             ConstraintSpec::Grammar(_) => "grammar",
             ConstraintSpec::Tools(_) => "tools",
+            ConstraintSpec::Regex(_) => "regex",
+            ConstraintSpec::Choice(_) => "choice",
+            ConstraintSpec::Lexicon(_) => "lexicon",
             ConstraintSpec::ToolsOr("schema", _) => "tools_or_schema",
             ConstraintSpec::ToolsOr("json", _) => "tools_or_json",
             ConstraintSpec::ToolsOr(_, _) => "tools_or_grammar",
@@ -263,6 +450,26 @@ impl ConstraintSpec {
             ConstraintSpec::None => None,
             ConstraintSpec::Json => Some(lm.constraints.any_json().map_err(fail)?),
             ConstraintSpec::Grammar(text) => Some(lm.constraints.gbnf(text).map_err(fail)?),
+            ConstraintSpec::Regex(pattern) => Some(
+                lm.constraints
+                    .get_or_build("regex", pattern, |v| Constraint::from_regex(pattern, v))
+                    .map_err(fail)?,
+            ),
+            ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
+                report
+                    .enforced
+                    .push(format!("lexicon {}: {} terms", l.name(), l.len()));
+                let served = crate::lexicons::served_lexicons();
+                let c = if served.get(l.name()).is_some_and(|s| Arc::ptr_eq(s, l)) {
+                    // A served lexicon is the same for every request: build it once.
+                    let key = format!("{}:{}", l.name(), l.len());
+                    lm.constraints
+                        .get_or_build("lexicon", &key, |v| Constraint::from_lexicon(l, v))
+                } else {
+                    Constraint::from_lexicon(l, lm.vocab.clone())
+                };
+                Some(c.map_err(fail)?)
+            }
             ConstraintSpec::Schema(s)
             | ConstraintSpec::Tools(s)
             | ConstraintSpec::ToolsOr(_, s) => {
@@ -279,11 +486,13 @@ impl ConstraintSpec {
                         format!("{} at {}: {what}", e.keyword, e.location)
                     })
                     .collect();
-                report.enforced = s
-                    .report
+                let r = &s.report;
+                report.enforced = r
                     .quotes
                     .iter()
                     .map(|at| format!("quote: enforced at {at}"))
+                    .chain(r.formats.iter().map(|f| format!("format {f}: enforced")))
+                    .chain(r.lexicons.iter().map(|l| format!("lexicon {l}: enforced")))
                     .collect();
                 report.compile_time += s.compile_time;
                 if s.report.quotes.is_empty() {
@@ -355,6 +564,82 @@ mod tests {
         assert_eq!(json.kind(), "json");
         let none = ConstraintSpec::decide(ConstraintSpec::None, Some(&default));
         assert!(matches!(none, ConstraintSpec::Grammar(g) if g == default));
-        assert_eq!(ConstraintSpec::decide(ConstraintSpec::None, None).kind(), "none");
+        assert_eq!(
+            ConstraintSpec::decide(ConstraintSpec::None, None).kind(),
+            "none"
+        );
+    }
+
+    #[test]
+    fn exact_surfaces_resolve_and_refuse_company() {
+        let mut s = Surfaces::default();
+        s.regex_field("llamay_regex", Some(&"\\d+".to_string()));
+        s.regex_field("guided_regex", Some(&"x".to_string()));
+        let ConstraintSpec::Regex(p) = s.resolve().unwrap() else {
+            panic!()
+        };
+        let dfa = llamay_constrain::grammar::ByteDfa::new(&p).unwrap();
+        assert!(dfa.matches(b"123") && !dfa.matches(b"12a") && !dfa.matches("١".as_bytes()));
+        let mut s = Surfaces::default();
+        s.regex_field("guided_regex", Some(&"(".to_string()));
+        assert_eq!(s.resolve().unwrap_err().kind, ErrorKind::InvalidRequest);
+        let mut s = Surfaces::default();
+        s.choice_field("guided_choice", Some(&json!(["a", "b", "a"])))
+            .unwrap();
+        match s.resolve().unwrap() {
+            ConstraintSpec::Choice(l) => assert_eq!(l.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        let mut s = Surfaces::default();
+        assert!(s.choice_field("llamay_choice", Some(&json!([]))).is_err());
+        assert!(s.choice_field("llamay_choice", Some(&json!([1]))).is_err());
+        let mut s = Surfaces::default();
+        s.choice_field("llamay_choice", Some(&json!(["a"])))
+            .unwrap();
+        s.schema("response_format", &json!({"type": "string"}));
+        let e = s.resolve().unwrap_err();
+        assert!(
+            e.message
+                .contains("llamay_choice and response_format were both given"),
+            "{}",
+            e.message
+        );
+        let mut s = Surfaces::default();
+        s.llamay_lexicon(Some(&json!({"terms": ["yes", "no"]})))
+            .unwrap();
+        assert_eq!(s.resolve().unwrap().kind(), "lexicon");
+        let mut s = Surfaces::default();
+        s.llamay_lexicon(Some(&json!("nowhere"))).unwrap();
+        assert!(s.resolve().unwrap_err().message.contains("not loaded"));
+        assert!(Surfaces::default().llamay_lexicon(Some(&json!(3))).is_err());
+    }
+
+    #[test]
+    fn options_change_the_language_and_the_cache_key() {
+        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+        let mut s = Surfaces::default();
+        s.llamay_options(Some(&json!({"additional_properties": "open"})))
+            .unwrap();
+        s.schema("llamay_schema", &schema);
+        let ConstraintSpec::Schema(open) = s.resolve().unwrap() else {
+            panic!()
+        };
+        assert_eq!(open.key, format!("open:{schema}"));
+        let mut s = Surfaces::default();
+        s.schema("llamay_schema", &schema);
+        let ConstraintSpec::Schema(closed) = s.resolve().unwrap() else {
+            panic!()
+        };
+        assert_eq!(closed.key, schema.to_string());
+        for bad in [
+            json!({"additional_properties": "loose"}),
+            json!({"strict": true}),
+            json!(1),
+        ] {
+            assert!(
+                Surfaces::default().llamay_options(Some(&bad)).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

@@ -12,12 +12,14 @@
 
 mod capabilities;
 pub mod chat;
+mod compile_budget;
 mod constraint;
 mod embed;
 mod error;
 pub mod generate;
 mod hold;
 mod ids;
+mod lexicons;
 mod loaded;
 mod params;
 pub mod reasoning;
@@ -30,8 +32,9 @@ mod stats;
 pub mod tools;
 
 pub use capabilities::Capabilities;
+pub use compile_budget::{compile_budget, set_compile_budget};
 pub use constraint::{
-    checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, Surfaces,
+    checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, LexiconAsk, Surfaces,
 };
 pub use embed::{
     embed_blocking, EmbedInput, EmbedOptions, EmbedRequest, Embedded, Encoders, LoadedEncoder,
@@ -41,6 +44,9 @@ pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
 pub use ids::{call_id, fresh_seed, short_id};
 pub use llamay_constrain::grammar::MAX_SOURCE_BYTES as MAX_QUOTE_SOURCE_BYTES;
+pub use lexicons::{load_lexicon, serve_lexicon, served_lexicons, served_terms};
+pub use llamay_constrain::schema::budget::Budget as CompileBudget;
+pub use llamay_constrain::schema::format::ENFORCED_FORMATS;
 pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};
 pub use loaded::{
     LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,

@@ -9,9 +9,9 @@ use llamay_engine::GgufFile;
 use llamay_engine::Tokenizer;
 use llamay_engine::{LoadOptions, Model};
 
+use crate::chat::CallConvention;
 use crate::chat::{Builtin, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions};
 use crate::reasoning::ThinkingFacts;
-use crate::chat::CallConvention;
 
 /// Bytes of compiled constraints kept per model unless told otherwise (the
 /// vocabulary decides the masks, so each model has its own cache).

@@ -26,7 +26,7 @@ pub struct LogFacts<'a> {
 pub fn log_line(addr: &str, m: &LogFacts, cfg: &RegistryConfig) -> String {
     let now = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f%:z");
     format!(
-        "time={now} level=INFO msg=\"llamay serving\" addr={addr} model={} arch={} max-loaded={} keepalive={} params=\"{:.2} GB\" context={} threads={} kv={} lexicon=0",
+        "time={now} level=INFO msg=\"llamay serving\" addr={addr} model={} arch={} max-loaded={} keepalive={} params=\"{:.2} GB\" context={} threads={} kv={} lexicon={}",
         m.name,
         m.arch,
         cfg.max_loaded,
@@ -35,6 +35,7 @@ pub fn log_line(addr: &str, m: &LogFacts, cfg: &RegistryConfig) -> String {
         m.context,
         m.threads,
         m.kv,
+        llamay_runtime::served_terms(),
     )
 }
 

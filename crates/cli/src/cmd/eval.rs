@@ -275,6 +275,7 @@ fn sources_of(plan: &Plan, case: &Case) -> Sources {
     Sources {
         input: Some(case.input.clone()),
         named,
+        ..Sources::default()
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
+use llamay_constrain::schema::{AdditionalProperties, Options};
 use llamay_constrain::{Constraint, Vocabulary};
 use llamay_engine::GgufFile;
 use llamay_engine::Tokenizer;
@@ -20,6 +21,11 @@ pub struct MaskWorkerArgs {
     /// A .gguf file whose tokenizer gives the vocabulary.
     #[arg(long)]
     pub gguf: String,
+    /// `additionalProperties` when a schema does not write it: `open` (JSON Schema's
+    /// own semantics, what other engines implement, so a benchmark compares one
+    /// language) or `closed` (the API's default).
+    #[arg(long, default_value = "open", value_parser = ["open", "closed"])]
+    pub additional_properties: String,
 }
 
 pub fn run(a: MaskWorkerArgs) -> anyhow::Result<()> {
@@ -34,6 +40,11 @@ pub fn run(a: MaskWorkerArgs) -> anyhow::Result<()> {
         tok.eog_ids(),
         &tok.control_ids(),
     ));
+    let options = Options {
+        additional_properties: AdditionalProperties::from_name(&a.additional_properties)
+            .context("--additional-properties is open or closed")?,
+        ..Options::default()
+    };
     let mut out = std::io::stdout().lock();
     let ready = json!({"event": "ready", "peer": "llamay", "version": env!("CARGO_PKG_VERSION"),
         "n_vocab": vocab.len(), "formats": ["json_schema", "gbnf", "regex"]});
@@ -45,7 +56,7 @@ pub fn run(a: MaskWorkerArgs) -> anyhow::Result<()> {
             continue;
         }
         let resp = match serde_json::from_str::<Value>(&line) {
-            Ok(req) => serve(&req, &vocab, eos),
+            Ok(req) => serve(&req, &vocab, eos, &options),
             Err(e) => json!({"id": null, "status": "crash", "error": format!("bad request: {e}")}),
         };
         writeln!(out, "{resp}")?;
@@ -63,12 +74,13 @@ fn compile(
     format: &str,
     text: &str,
     vocab: &Arc<Vocabulary>,
+    options: &Options,
 ) -> Result<Option<Constraint>, String> {
     let v = vocab.clone();
     let c = match format {
         "json_schema" => {
             let schema: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-            llamay_constrain::schema::constraint(&schema, v)
+            llamay_constrain::schema::constraint_with(&schema, v, options)
                 .map(|(c, _)| c)
                 .map_err(|e| e.to_string())?
         }
@@ -80,12 +92,17 @@ fn compile(
 }
 
 /// One request: compile, then mask/commit along the given tokens, timing each step.
-fn serve(req: &Value, vocab: &Arc<Vocabulary>, eos: u32) -> Value {
+fn serve(req: &Value, vocab: &Arc<Vocabulary>, eos: u32, options: &Options) -> Value {
     let mut out = json!({"id": req["id"], "status": null, "compile_us": null, "matcher_us": null,
         "mask_us": [], "commit_us": [], "rejected_at": null, "error": ""});
     let t0 = Instant::now();
     let format = req["format"].as_str().unwrap_or("");
-    let c = match compile(format, req["grammar"].as_str().unwrap_or(""), vocab) {
+    let c = match compile(
+        format,
+        req["grammar"].as_str().unwrap_or(""),
+        vocab,
+        options,
+    ) {
         Ok(Some(c)) => c,
         Ok(None) => {
             out["status"] = json!("unsupported");

@@ -36,6 +36,17 @@ pub struct ServeArgs {
     /// A GBNF grammar applied to every request that brings no constraint of its own.
     #[arg(long = "grammar-file", value_name = "FILE")]
     pub grammar_file: Option<PathBuf>,
+    /// A lexicon requests may name (`llamay_lexicon: "NAME"`, `x-llamay-lexicon` in a
+    /// schema): a file of one term per line. Repeatable.
+    #[arg(long = "lexicon", value_name = "NAME=FILE")]
+    pub lexicon: Vec<String>,
+    /// Milliseconds a schema's compile may take before the request gets a 400 naming
+    /// the part it was on (0: no limit).
+    #[arg(long = "compile-budget-ms", default_value_t = 5000)]
+    pub compile_budget_ms: u64,
+    /// Nodes a schema may expand to (through `$ref`s and `anyOf`s) before it is refused.
+    #[arg(long = "compile-budget-nodes", default_value_t = 100_000)]
+    pub compile_budget_nodes: usize,
     #[command(flatten)]
     pub load: LoadArgs,
     /// Require this key on every request (also $LLAMAY_API_KEY).
@@ -99,6 +110,18 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    llamay_runtime::set_compile_budget(llamay_runtime::CompileBudget {
+        time: (a.compile_budget_ms > 0).then(|| Duration::from_millis(a.compile_budget_ms)),
+        nodes: a.compile_budget_nodes,
+    });
+    for spec in &a.lexicon {
+        let (name, path) = spec
+            .split_once('=')
+            .ok_or_else(|| UsageError(format!("-lexicon takes NAME=FILE, not {spec:?}")))?;
+        let l = llamay_runtime::load_lexicon(name, std::path::Path::new(path))
+            .map_err(|e| UsageError(e.message))?;
+        llamay_runtime::serve_lexicon(l);
+    }
     let api_key = a
         .api_key
         .clone()

@@ -17,6 +17,8 @@ pub struct Server {
     pub model: String,
     /// What `-m` was given: the model file's path.
     pub model_arg: String,
+    /// The `llamay serving` log line it printed at start.
+    pub log_line: String,
     child: Child,
     _store: TempDir,
 }
@@ -109,6 +111,7 @@ impl Server {
             base,
             model: name,
             model_arg: model.to_string_lossy().into_owned(),
+            log_line: line,
             child,
             _store: TempDir(store),
         }

@@ -12,7 +12,7 @@ use regex_automata::{util::syntax, Anchored, Input, MatchKind};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Marks "no transition" in [`ByteDfa`] tables.
 pub const DFA_DEAD: u32 = u32::MAX;
@@ -25,8 +25,8 @@ pub const DEFAULT_DFA_STATE_LIMIT: usize = 2000;
 pub struct ByteDfa {
     /// The source pattern (for messages and display).
     pattern: String,
-    /// `trans[s * 256 + b]`: next state or [`DFA_DEAD`].
-    trans: Vec<u32>,
+    /// The transitions: a dense table for a pattern, a trie for a lexicon.
+    table: Table,
     /// Whether the input may end in state `s`.
     accept: Vec<bool>,
     /// Fewest characters (UTF-8 lead bytes) still needed to reach acceptance from `s`.
@@ -34,6 +34,39 @@ pub struct ByteDfa {
     /// Per state, whether every continuation of characters stays alive (see
     /// [`ByteDfa::is_universal`]); computed on first use, since only mask walks ask.
     universal: Universal,
+}
+
+/// How a [`ByteDfa`] stores its transitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Table {
+    /// `trans[s * 256 + b]`: next state or [`DFA_DEAD`].
+    Dense(Vec<u32>),
+    /// A lexicon's trie: a million terms make millions of states, too many for 256
+    /// entries each.
+    Trie(Arc<Trie>),
+}
+
+/// Transitions of a trie: the edges out of state `s` are `first[s]..first[s + 1]`,
+/// sorted by their byte.
+#[derive(Debug, PartialEq, Eq)]
+struct Trie {
+    first: Vec<u32>,
+    label: Vec<u8>,
+    target: Vec<u32>,
+}
+
+impl Trie {
+    #[inline]
+    fn next(&self, s: u32, b: u8) -> Option<u32> {
+        let (lo, hi) = (
+            self.first[s as usize] as usize,
+            self.first[s as usize + 1] as usize,
+        );
+        self.label[lo..hi]
+            .binary_search(&b)
+            .ok()
+            .map(|i| self.target[lo + i])
+    }
 }
 
 /// A lazily derived table: equal for equal DFAs, so it takes no part in comparisons.
@@ -52,8 +85,12 @@ impl ByteDfa {
     /// Heap bytes of the tables (see [`crate::heap`]).
     pub(crate) fn heap_bytes(&self) -> usize {
         use crate::heap::vec;
+        let table = match &self.table {
+            Table::Dense(t) => vec(t),
+            Table::Trie(t) => vec(&t.first) + vec(&t.label) + vec(&t.target),
+        };
         self.pattern.capacity()
-            + vec(&self.trans)
+            + table
             + vec(&self.accept)
             + vec(&self.min_chars_to_accept)
             + self.universal.0.get().map_or(0, vec)
@@ -118,7 +155,7 @@ impl ByteDfa {
         }
         let mut out = ByteDfa {
             pattern: pattern.to_string(),
-            trans: raw,
+            table: Table::Dense(raw),
             accept,
             min_chars_to_accept: Vec::new(),
             universal: Universal::default(),
@@ -134,11 +171,14 @@ impl ByteDfa {
     /// fewest characters from each state to acceptance (0-1 BFS backwards: a lead byte
     /// costs one character, a continuation byte none).
     fn prune_and_measure(&mut self) {
+        let Table::Dense(trans) = &mut self.table else {
+            unreachable!("only a dense table is pruned")
+        };
         let n = self.accept.len();
         let mut rev: Vec<Vec<(u32, u8)>> = vec![Vec::new(); n];
         for s in 0..n {
             for b in 0..256 {
-                let t = self.trans[s * 256 + b];
+                let t = trans[s * 256 + b];
                 if t != DFA_DEAD {
                     rev[t as usize].push((s as u32, b as u8));
                 }
@@ -168,9 +208,9 @@ impl ByteDfa {
         }
         for s in 0..n {
             for b in 0..256 {
-                let t = self.trans[s * 256 + b];
+                let t = trans[s * 256 + b];
                 if t != DFA_DEAD && dist[t as usize] == u32::MAX {
-                    self.trans[s * 256 + b] = DFA_DEAD;
+                    trans[s * 256 + b] = DFA_DEAD;
                 }
             }
         }
@@ -200,8 +240,13 @@ impl ByteDfa {
     /// The state after `b`, or `None` if no match can follow.
     #[inline]
     pub fn next(&self, s: u32, b: u8) -> Option<u32> {
-        let t = self.trans[s as usize * 256 + b as usize];
-        (t != DFA_DEAD).then_some(t)
+        match &self.table {
+            Table::Dense(trans) => {
+                let t = trans[s as usize * 256 + b as usize];
+                (t != DFA_DEAD).then_some(t)
+            }
+            Table::Trie(trie) => trie.next(s, b),
+        }
     }
 
     /// Whether the input may end in `s`.
@@ -230,6 +275,10 @@ impl ByteDfa {
     /// after its match: inside a string from such a state a pattern refuses nothing, it
     /// only decides where the string may close.
     pub fn is_universal(&self, s: u32) -> bool {
+        // A lexicon is finite: every state refuses something.
+        if matches!(self.table, Table::Trie(_)) {
+            return false;
+        }
         self.universal.0.get_or_init(|| self.universal_states())[s as usize]
     }
 
@@ -324,6 +373,90 @@ impl ByteDfa {
         Some(sig.into())
     }
 
+    /// The DFA of exactly the byte strings `terms` (a lexicon), as a trie: built in one
+    /// pass over them once sorted, with no state limit. `name` stands for the pattern in
+    /// messages. Refuses an empty set.
+    pub fn from_terms(name: &str, terms: &[&[u8]]) -> Result<Self> {
+        // Sorted with the first 16 bytes held inline, so most comparisons touch no term.
+        let head = |t: &[u8]| {
+            let mut k = [0u8; 16];
+            let n = t.len().min(16);
+            k[..n].copy_from_slice(&t[..n]);
+            u128::from_be_bytes(k)
+        };
+        let mut keyed: Vec<(u128, &[u8])> = terms.iter().map(|t| (head(t), *t)).collect();
+        keyed.sort_unstable();
+        keyed.dedup_by(|a, b| a.1 == b.1);
+        if keyed.is_empty() {
+            return Err(Error::Regex {
+                pattern: name.to_string(),
+                msg: "has no terms".into(),
+            });
+        }
+        // Depth first: each term adds the states past its common prefix with the one
+        // before it. Sorted and distinct, so a state's children are made in byte order.
+        let mut accept = vec![false];
+        let (mut parent, mut label, mut child) = (Vec::new(), Vec::new(), Vec::new());
+        let mut path: Vec<u32> = vec![0];
+        let mut prev: &[u8] = &[];
+        for &(_, t) in &keyed {
+            let common = prev.iter().zip(t).take_while(|(a, b)| a == b).count();
+            path.truncate(common + 1);
+            for &b in &t[common..] {
+                let id = accept.len() as u32;
+                accept.push(false);
+                parent.push(*path.last().expect("the root is on the path"));
+                label.push(b);
+                child.push(id);
+                path.push(id);
+            }
+            accept[*path.last().expect("the root is on the path") as usize] = true;
+            prev = t;
+        }
+        let states = accept.len();
+        // Edges grouped by state (a counting sort keeps each state's byte order).
+        let mut first = vec![0u32; states + 1];
+        for &p in &parent {
+            first[p as usize + 1] += 1;
+        }
+        for s in 0..states {
+            first[s + 1] += first[s];
+        }
+        let mut at: Vec<u32> = first[..states].to_vec();
+        let mut labels = vec![0u8; parent.len()];
+        let mut targets = vec![0u32; parent.len()];
+        for e in 0..parent.len() {
+            let slot = &mut at[parent[e] as usize];
+            labels[*slot as usize] = label[e];
+            targets[*slot as usize] = child[e];
+            *slot += 1;
+        }
+        drop((parent, label, child, at));
+        // Fewest characters to an end: children have larger ids than their parents.
+        let mut dist = vec![0u32; states];
+        for s in (0..states).rev() {
+            if accept[s] {
+                continue;
+            }
+            let edges = first[s] as usize..first[s + 1] as usize;
+            dist[s] = edges
+                .map(|e| dist[targets[e] as usize] + u32::from(!(0x80..0xC0).contains(&labels[e])))
+                .min()
+                .unwrap_or(u32::MAX);
+        }
+        Ok(ByteDfa {
+            pattern: name.to_string(),
+            table: Table::Trie(Arc::new(Trie {
+                first,
+                label: labels,
+                target: targets,
+            })),
+            accept,
+            min_chars_to_accept: dist,
+            universal: Universal::default(),
+        })
+    }
+
     /// Whether the whole of `input` matches.
     pub fn matches(&self, input: &[u8]) -> bool {
         let mut s = self.start();
@@ -340,6 +473,27 @@ impl ByteDfa {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trie_is_exactly_its_terms() {
+        let terms: Vec<&[u8]> = vec![b"cat", b"car", b"ca", b"dog", b"cat", "é".as_bytes()];
+        let d = ByteDfa::from_terms("animals", &terms).unwrap();
+        for t in ["cat", "car", "ca", "dog", "é"] {
+            assert!(d.matches(t.as_bytes()), "{t}");
+        }
+        for t in ["", "c", "cats", "do", "dogs", "e"] {
+            assert!(!d.matches(t.as_bytes()), "{t}");
+        }
+        assert_eq!(d.min_chars_to_accept(0), 1);
+        assert_eq!(d.min_chars_to_accept(after(&d, "c")), 1);
+        assert_eq!(d.min_chars_to_accept(after(&d, "ca")), 0);
+        assert!(!d.is_universal(0));
+        // Tails are shared by shape here too: "ca" + {t, r} and "do" + {g} differ.
+        let tail = |s: &str| d.tail_signature(after(&d, s), 8).unwrap();
+        assert_eq!(tail("cat"), tail("dog"));
+        assert_ne!(tail("ca"), tail("do"));
+        assert!(ByteDfa::from_terms("none", &[]).is_err());
+    }
 
     #[test]
     fn anchored_whole_match() {

@@ -13,17 +13,16 @@ impl GrammarBuilder {
     pub fn import(&mut self, g: &Grammar) -> RuleId {
         let ids: Vec<RuleId> = g.rules().iter().map(|r| self.declare(&r.name)).collect();
         for (rule, &id) in g.rules().iter().zip(&ids) {
-            let alts = rule
-                .alts
-                .iter()
-                .map(|alt| remap_seq(alt, &ids))
-                .collect();
+            let alts = rule.alts.iter().map(|alt| remap_seq(alt, &ids)).collect();
             self.define(id, alts);
             if let Some((line, col)) = rule.origin {
                 self.set_origin(id, line, col);
             }
         }
-        let budget = self.ws_budget.unwrap_or(DEFAULT_WS_BUDGET).max(g.ws_budget());
+        let budget = self
+            .ws_budget
+            .unwrap_or(DEFAULT_WS_BUDGET)
+            .max(g.ws_budget());
         self.set_ws_budget(budget);
         ids[g.root().0 as usize]
     }

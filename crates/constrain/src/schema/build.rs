@@ -53,11 +53,13 @@ pub(crate) struct Compiler<'a> {
     /// Why the last things found unsatisfiable were, innermost first.
     pub(crate) unsat: Vec<(String, String, String)>,
     pub(crate) patterns: HashMap<String, std::sync::Arc<super::pattern::Pattern>>,
+    pub(crate) options: super::Options,
 }
 
 impl<'a> Compiler<'a> {
-    pub(crate) fn new(root: &'a Value) -> Compiler<'a> {
+    pub(crate) fn new(root: &'a Value, options: super::Options) -> Compiler<'a> {
         Compiler {
+            options,
             root,
             report: Report::default(),
             memo: HashMap::new(),
@@ -107,14 +109,15 @@ impl<'a> Compiler<'a> {
 
     pub(crate) fn count_node(&mut self, at: &str) -> Result<(), SchemaError> {
         self.nodes += 1;
-        if self.nodes > MAX_NODES {
+        let limit = self.options.budget.nodes;
+        if self.nodes > limit {
             return Err(SchemaError::invalid(
                 "$ref",
                 at,
-                format!("expands the schema past {MAX_NODES} nodes; llamay refuses it"),
+                format!("expands the schema past {limit} nodes; llamay refuses it"),
             ));
         }
-        Ok(())
+        super::budget::check(at, "its shape")
     }
 
     /// Compiles a conjunction; `None` when nothing can satisfy it.

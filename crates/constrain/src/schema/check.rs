@@ -151,6 +151,9 @@ impl CompiledSchema {
                     if s.properties.iter().any(|p| p.name == *k) {
                         continue;
                     }
+                    if s.impossible.contains(k) {
+                        return other("a key no value can satisfy");
+                    }
                     match &s.additional {
                         Some(a) => self.check_node(a, v, depth + 1).map_err(|e| e.inside(k))?,
                         None => return Err(Mismatch::ExtraKey(k.clone())),

@@ -89,6 +89,10 @@ pub struct Report {
     /// Where `x-llamay-quote` is enforced (dotted locations, sorted, once each); filled
     /// when the schema is lowered with its sources.
     pub quotes: Vec<String>,
+    /// Where a `format` is enforced, as `name at location` (sorted, once each).
+    pub formats: Vec<String>,
+    /// Where `x-llamay-lexicon` is enforced, as `name at location` (sorted, once each).
+    pub lexicons: Vec<String>,
 }
 
 impl Report {
@@ -113,6 +117,10 @@ impl Report {
     pub(crate) fn finish(&mut self) {
         self.entries.sort();
         self.entries.dedup();
+        self.formats.sort();
+        self.formats.dedup();
+        self.lexicons.sort();
+        self.lexicons.dedup();
     }
 }
 

@@ -75,6 +75,9 @@ impl Types {
     }
 }
 
+/// The keyword naming a lexicon a string's value must be a term of.
+pub const LEXICON: &str = "x-llamay-lexicon";
+
 /// What `additionalProperties` says, after merging.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub enum Additional {
@@ -121,6 +124,8 @@ pub struct Facets {
     pub location: String,
     /// `x-llamay-quote`.
     pub quote: Option<super::quote::Quote>,
+    /// `x-llamay-lexicon`: `(name, location)`.
+    pub lexicon: Option<(String, String)>,
 }
 
 /// One `anyOf` or `oneOf` list.
@@ -247,10 +252,20 @@ impl Facets {
             }
         };
         let mut merge = Vec::new();
+        let mut format = None;
         for (key, v) in obj {
             match status(key) {
                 Some(Status::Refused) => return Err(SchemaError::unsupported(key, &at)),
                 Some(Status::Annotation) => {}
+                Some(Status::Ignored) if key == "format" => {
+                    match v
+                        .as_str()
+                        .and_then(|n| super::format::pattern(n).map(|p| (n, p)))
+                    {
+                        Some(known) => format = Some(known),
+                        None => report.add(key, &at, NotEnforced::Ignored),
+                    }
+                }
                 Some(Status::Ignored) => {
                     let no_effect = key == "uniqueItems" && *v == Value::Bool(false);
                     if !no_effect {
@@ -263,6 +278,23 @@ impl Facets {
                 }
                 None => report.add(key, &at, NotEnforced::Unknown),
                 Some(Status::Enforced) => f.read_keyword(key, v, pointer, &at, obj, &mut merge)?,
+            }
+        }
+        if let Some((name, _)) = &f.lexicon {
+            report.lexicons.push(format!("{name} at {at}"));
+        }
+        if let Some((name, source)) = format {
+            // A format is a pattern of our own writing; beside the schema's own
+            // `pattern` (two patterns cannot be merged) it stays ignored.
+            if f.pattern.is_some() {
+                report.add("format", &at, NotEnforced::Ignored);
+            } else {
+                f.pattern = Some((source, at.clone()));
+                f.families = f.families.or(Types::STRING);
+                if let Some(cap) = super::format::max_length(name) {
+                    f.max_length = Some(f.max_length.map_or(cap, |m| m.min(cap)));
+                }
+                report.formats.push(format!("{name} at {at}"));
             }
         }
         if f.items_unchecked && !f.items.is_empty() {
@@ -284,6 +316,15 @@ impl Facets {
     ) -> Result<(), SchemaError> {
         let here = |k: &str| child_pointer(pointer, k);
         match key {
+            LEXICON => {
+                let name = v.as_str().filter(|n| !n.is_empty()).ok_or_else(|| {
+                    SchemaError::invalid(key, at, "must be the name of a lexicon the server has")
+                })?;
+                self.lexicon = Some((name.to_string(), at.to_string()));
+                if self.types.is_none() {
+                    self.families = self.families.or(Types::STRING);
+                }
+            }
             super::quote::KEYWORD => {
                 self.quote = Some(super::quote::Quote::read(v, at)?);
                 if self.types.is_none() {
@@ -607,6 +648,20 @@ impl Facets {
             (Additional::Unspecified, x) | (x, Additional::Unspecified) => x,
         };
         self.any_of.extend(other.any_of);
+        match (&self.lexicon, other.lexicon) {
+            (Some((a, a_at)), Some((b, b_at))) if *a != b => {
+                return Err(SchemaError::invalid(
+                    LEXICON,
+                    &self.location,
+                    format!(
+                        "combines two different lexicons ({a} at {a_at} and {b} at {b_at}); \
+                         a value is one term of one lexicon"
+                    ),
+                ));
+            }
+            (None, Some(b)) => self.lexicon = Some(b),
+            _ => {}
+        }
         match (&self.quote, other.quote) {
             (Some(a), Some(b)) if (&a.source, a.normalize) != (&b.source, b.normalize) => {
                 return Err(SchemaError::invalid(

@@ -37,6 +37,7 @@ pub const ENFORCED: &[&str] = &[
     "oneOf",
     "allOf",
     "x-llamay-quote",
+    "x-llamay-lexicon",
 ];
 
 /// Keywords parsed but not enforced; each occurrence is reported. The first eight

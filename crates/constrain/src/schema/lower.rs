@@ -178,6 +178,10 @@ impl Lowerer<'_> {
                         Some(q) => self.quoted_number(q)?,
                         None => number(spec)?,
                     },
+                    Node::String(StringSpec {
+                        lexicon: Some(name),
+                        ..
+                    }) => lexicon_string(name, self.sources)?,
                     Node::String(spec) => {
                         let quote = match &spec.quote {
                             Some(q) => Some(self.spans.get(q, self.sources)?),
@@ -279,6 +283,7 @@ impl Lowerer<'_> {
             None => None,
             Some(a) => {
                 let names = spec.properties.iter().map(|p| p.name.as_bytes());
+                let names = names.chain(spec.impossible.iter().map(String::as_bytes));
                 let mut m = vec![Symbol::json_string(JsonString::excluding(names))];
                 m.extend(colon());
                 m.push(self.value(a)?);
@@ -337,15 +342,42 @@ fn literals(values: &[Value]) -> Result<Symbol, SchemaError> {
     Ok(Symbol::alt(alts))
 }
 
+/// A string whose value is one term of lexicon `name`, in its canonical JSON spelling.
+fn lexicon_string(name: &str, sources: &Sources) -> Result<Symbol, SchemaError> {
+    let lexicon = sources.lexicons.get(name).ok_or_else(|| {
+        let have: Vec<&str> = sources.lexicons.keys().map(String::as_str).collect();
+        refused(
+            super::facets::LEXICON,
+            format!(
+                "names the lexicon {name:?}, which is not loaded (loaded: {}); start the \
+                 server with -lexicon {name}=FILE",
+                if have.is_empty() {
+                    "none".to_string()
+                } else {
+                    have.join(", ")
+                }
+            ),
+        )
+    })?;
+    Ok(Symbol::seq(vec![
+        Symbol::lit("\""),
+        Symbol::Regex(lexicon.json_dfa().clone()),
+        Symbol::lit("\""),
+    ]))
+}
+
 fn string(spec: &StringSpec, quote: Option<Arc<SpanAutomaton>>) -> Result<Symbol, SchemaError> {
     let pattern = match &spec.pattern {
         None => None,
-        Some(p) => Some(Arc::new(ByteDfa::new(&p.regex).map_err(|e| {
-            refused(
-                "pattern",
-                format!("pattern {:?} cannot be enforced: {e}", p.source),
-            )
-        })?)),
+        Some(p) => {
+            super::budget::check("the schema", &format!("the pattern {:?}", p.source))?;
+            Some(Arc::new(ByteDfa::new(&p.regex).map_err(|e| {
+                refused(
+                    "pattern",
+                    format!("pattern {:?} cannot be enforced: {e}", p.source),
+                )
+            })?))
+        }
     };
     let js = JsonString {
         pattern,

@@ -63,10 +63,12 @@
 //!   with a decimal step becomes the equivalent integer step (`multipleOf: 2.5` on
 //!   integers is `multipleOf: 5`). Bounds are kept exact (see [`decimal`]).
 
+pub mod budget;
 pub mod check;
 pub mod decimal;
 pub mod digits;
 pub mod error;
+pub mod format;
 pub mod keywords;
 pub mod lower;
 pub mod node;
@@ -88,7 +90,62 @@ pub use quote::{Quote, QuoteSource, Sources};
 
 /// Compiles a JSON Schema into its normalized tree, or refuses it.
 pub fn compile(schema: &serde_json::Value) -> Result<CompiledSchema, SchemaError> {
-    build::Compiler::new(schema).run()
+    compile_with(schema, &Options::default())
+}
+
+/// [`compile`] under other [`Options`].
+pub fn compile_with(
+    schema: &serde_json::Value,
+    options: &Options,
+) -> Result<CompiledSchema, SchemaError> {
+    budget::within(&options.budget, || {
+        build::Compiler::new(schema, *options).run()
+    })
+}
+
+/// How a schema is read where llamay's API default and JSON Schema's own differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Options {
+    /// What an object that declares `properties` and writes no
+    /// `additionalProperties` does with other keys.
+    pub additional_properties: AdditionalProperties,
+    /// How much the compile may take.
+    pub budget: budget::Budget,
+}
+
+/// The default of `additionalProperties`, and with it how a schema without `type` is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AdditionalProperties {
+    /// The API's default (SPEC §5): an object that declares `properties` is closed, and
+    /// the keywords a schema without `type` writes name its types (`properties` ->
+    /// an object), so a model is never invited to invent keys or shapes.
+    #[default]
+    Closed,
+    /// JSON Schema's own semantics: undeclared keys are allowed (with any value), and a
+    /// schema without `type` accepts every type, its keywords applying only to theirs
+    /// (`{"properties": ...}` also accepts `"text"`). What a benchmark of JSON Schema
+    /// semantics compares (`llamay mask-worker`), and a request's
+    /// `llamay_options: {"additional_properties": "open"}`.
+    Open,
+}
+
+impl AdditionalProperties {
+    /// Reads the wire value (`"open"` / `"closed"`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "open" => Some(Self::Open),
+            "closed" => Some(Self::Closed),
+            _ => None,
+        }
+    }
+
+    /// The wire value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Closed => "closed",
+        }
+    }
 }
 
 /// Parses schema text and compiles it.
@@ -118,8 +175,20 @@ pub fn grammar_with(
     schema: &serde_json::Value,
     sources: &Sources,
 ) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
-    let compiled = compile(schema)?;
-    let (g, quotes) = lower::lower_with(&compiled, sources)?;
+    grammar_with_options(schema, sources, &Options::default())
+}
+
+/// [`grammar_with`] under other [`Options`].
+pub fn grammar_with_options(
+    schema: &serde_json::Value,
+    sources: &Sources,
+    options: &Options,
+) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
+    let (compiled, g, quotes) = budget::within(&options.budget, || {
+        let compiled = build::Compiler::new(schema, *options).run()?;
+        let (g, quotes) = lower::lower_with(&compiled, sources)?;
+        Ok::<_, SchemaError>((compiled, g, quotes))
+    })?;
     let mut report = compiled.report;
     report.quotes = quotes;
     Ok((g, report))
@@ -130,7 +199,16 @@ pub fn constraint(
     schema: &serde_json::Value,
     vocab: std::sync::Arc<crate::Vocabulary>,
 ) -> Result<(crate::Constraint, Report), SchemaError> {
-    let (g, report) = grammar(schema)?;
+    constraint_with(schema, vocab, &Options::default())
+}
+
+/// [`constraint`] under other [`Options`].
+pub fn constraint_with(
+    schema: &serde_json::Value,
+    vocab: std::sync::Arc<crate::Vocabulary>,
+    options: &Options,
+) -> Result<(crate::Constraint, Report), SchemaError> {
+    let (g, report) = grammar_with_options(schema, &Sources::none(), options)?;
     let c = crate::Constraint::from_grammar(&g, vocab).map_err(|e| {
         SchemaError::new(
             "",

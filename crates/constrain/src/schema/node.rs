@@ -130,6 +130,8 @@ pub struct StringSpec {
     pub pattern: Option<Arc<Pattern>>,
     /// `x-llamay-quote`: the decoded value must be a span of a source.
     pub quote: Option<super::quote::Quote>,
+    /// `x-llamay-lexicon`: the value must be one term of this lexicon (by name).
+    pub lexicon: Option<String>,
 }
 
 /// An array of `items`, `min_items..=max_items` long.
@@ -151,6 +153,9 @@ pub struct ObjectSpec {
     pub properties: Vec<Property>,
     /// Shape of values under undeclared keys; `None` means no other key is allowed.
     pub additional: Option<Box<Node>>,
+    /// Declared keys no value can satisfy: they never appear, and an open object's
+    /// undeclared keys may not spell them either.
+    pub impossible: Vec<String>,
 }
 
 /// One declared property.

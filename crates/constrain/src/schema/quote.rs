@@ -60,6 +60,8 @@ pub struct Sources {
     pub input: Option<String>,
     /// `llamay_sources` by name.
     pub named: BTreeMap<String, String>,
+    /// The lexicons `x-llamay-lexicon` may name (the server's).
+    pub lexicons: BTreeMap<String, std::sync::Arc<crate::Lexicon>>,
 }
 
 impl Sources {

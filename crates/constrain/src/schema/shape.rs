@@ -10,6 +10,7 @@ use super::node::{
     ArraySpec, Bound, IntegerSpec, Node, NumberSpec, ObjectSpec, Property, StringSpec,
 };
 use super::pattern::Pattern;
+use super::AdditionalProperties;
 use std::sync::Arc;
 
 /// Largest length or item count the automaton counts to (the IR's repetition limit).
@@ -23,9 +24,12 @@ pub(crate) fn finish(c: &mut Compiler, f: Facets) -> Result<Option<Node>, Schema
     c.count_node(&f.location)?;
     // Without `type`, the keywords written say which types are meant (`properties`
     // → object, `items` → array, `minLength` → string, `minimum` → number); none → any.
+    let json_semantics = c.options.additional_properties == AdditionalProperties::Open;
     let types = match f.types {
         Some(t) => t,
         None if f.families == Types::NONE => Types::ALL,
+        // A quote is llamay's own keyword: it always means a string (or a number).
+        None if json_semantics && f.quote.is_none() => Types::ALL,
         None => f.families,
     };
     if types == Types::NONE {
@@ -84,6 +88,7 @@ fn pattern(c: &mut Compiler, source: &str, at: &str) -> Result<Arc<Pattern>, Sch
     if let Some(p) = c.patterns.get(source) {
         return Ok(p.clone());
     }
+    super::budget::check(at, "a pattern")?;
     let p = Arc::new(Pattern::compile(source, at)?);
     c.patterns.insert(source.to_string(), p.clone());
     Ok(p)
@@ -111,11 +116,31 @@ fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
             "cannot be combined with \"pattern\": a quote is already the exact set of values",
         ));
     }
+    if let Some((_, at)) = &f.lexicon {
+        let other = [
+            (f.quote.is_some(), super::quote::KEYWORD),
+            (pattern.is_some(), "pattern (or format)"),
+            (
+                f.min_length > 0 || max_length.is_some(),
+                "minLength/maxLength",
+            ),
+        ];
+        if let Some((_, kw)) = other.iter().find(|(on, _)| *on) {
+            return Err(SchemaError::invalid(
+                super::facets::LEXICON,
+                at,
+                format!(
+                    "cannot be combined with {kw}: a lexicon is already the exact set of values"
+                ),
+            ));
+        }
+    }
     Ok(Some(Node::String(StringSpec {
         min_length: f.min_length,
         max_length,
         pattern,
         quote: f.quote.clone(),
+        lexicon: f.lexicon.as_ref().map(|(n, _)| n.clone()),
     })))
 }
 
@@ -154,7 +179,7 @@ fn array(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
 fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
     // `additionalProperties` is closed by default when `properties` is declared.
     let additional_conj = match &f.additional {
-        Additional::Unspecified if f.has_properties => None,
+        Additional::Unspecified if closed_by_default(c, f) => None,
         Additional::Unspecified => Some(vec![]),
         Additional::Closed => None,
         Additional::Schema(conj) => Some(conj.clone()),
@@ -193,6 +218,7 @@ fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         ));
     }
     let mut properties = Vec::with_capacity(declared.len());
+    let mut impossible = Vec::new();
     for (name, conj) in declared {
         let required = f.required.contains(&name);
         let mark = c.unsat.len();
@@ -208,13 +234,23 @@ fn object(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
                 return Ok(None);
             }
             // An optional property no value fits simply never appears.
-            None => c.unsat.truncate(mark),
+            None => {
+                c.unsat.truncate(mark);
+                impossible.push(name);
+            }
         }
     }
     Ok(Some(Node::Object(ObjectSpec {
         properties,
         additional: additional.map(Box::new),
+        impossible,
     })))
+}
+
+/// Whether an object that writes no `additionalProperties` is closed (see
+/// [`AdditionalProperties`]).
+fn closed_by_default(c: &Compiler, f: &Facets) -> bool {
+    f.has_properties && c.options.additional_properties == AdditionalProperties::Closed
 }
 
 fn number(c: &mut Compiler, f: &Facets, types: Types) -> Result<Option<Node>, SchemaError> {
@@ -412,7 +448,7 @@ fn allows(c: &mut Compiler, f: &Facets, types: Types, v: &Value) -> Result<bool,
         }
         Value::Object(o) => {
             let closed = matches!(f.additional, Additional::Closed)
-                || (matches!(f.additional, Additional::Unspecified) && f.has_properties);
+                || (matches!(f.additional, Additional::Unspecified) && closed_by_default(c, f));
             let keys_ok = !closed || o.keys().all(|k| f.properties.iter().any(|(n, _)| n == k));
             keys_ok && f.required.iter().all(|r| o.contains_key(r))
         }

@@ -126,18 +126,30 @@ mod tests {
     fn templates_name_their_family() {
         assert_eq!(CallConvention::of_template(None), CallConvention::Hermes);
         let qwen = "{%- if tools %}<tools></tools> <tool_call>\n{\"name\": <function-name>}</tool_call>{% endif %}";
-        assert_eq!(CallConvention::of_template(Some(qwen)), CallConvention::Hermes);
+        assert_eq!(
+            CallConvention::of_template(Some(qwen)),
+            CallConvention::Hermes
+        );
         let mistral = "{%- if message.tool_calls %}[TOOL_CALLS] [{% for c in message.tool_calls %}";
-        assert_eq!(CallConvention::of_template(Some(mistral)), CallConvention::Mistral);
+        assert_eq!(
+            CallConvention::of_template(Some(mistral)),
+            CallConvention::Mistral
+        );
         let chatml = "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>";
-        assert_eq!(CallConvention::of_template(Some(chatml)), CallConvention::Hermes);
+        assert_eq!(
+            CallConvention::of_template(Some(chatml)),
+            CallConvention::Hermes
+        );
     }
 
     #[test]
     fn real_templates_are_recognised() {
         // Qwen3's renders tools and asks for Hermes blocks; the Llama 3.1 config npm
         // carries is the tool-less Llama 3 template (so our Hermes prompt is used).
-        for (name, want) in [("qwen3", CallConvention::Hermes), ("llama3_1", CallConvention::Hermes)] {
+        for (name, want) in [
+            ("qwen3", CallConvention::Hermes),
+            ("llama3_1", CallConvention::Hermes),
+        ] {
             let path = llamay_testdata::hf_tokenizer_config(name);
             let config: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -146,6 +158,9 @@ mod tests {
         }
         // The tool turn of Meta's Llama 3.1 template, as published.
         let llama31 = "{%- if builtin_tools is defined or tool_choice is defined %}{{- \"<|python_tag|>\" }}{%- endif %}<|start_header_id|>user<|end_header_id|>\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.";
-        assert_eq!(CallConvention::of_template(Some(llama31)), CallConvention::Llama3);
+        assert_eq!(
+            CallConvention::of_template(Some(llama31)),
+            CallConvention::Llama3
+        );
     }
 }

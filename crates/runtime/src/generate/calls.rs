@@ -12,7 +12,6 @@
 
 use llamay_constrain::{Constraint, Matcher, MatcherStats};
 
-
 /// Where calls open in free text.
 #[derive(Clone)]
 pub struct CallTriggers {
@@ -121,7 +120,11 @@ impl CallWatch {
         let keep = if self.blank {
             seen.len()
         } else {
-            let longest = self.triggers.anywhere.as_ref().map_or(0, |t| t.opener.len());
+            let longest = self
+                .triggers
+                .anywhere
+                .as_ref()
+                .map_or(0, |t| t.opener.len());
             longest.saturating_sub(1).min(seen.len())
         };
         self.tail = seen[seen.len() - keep..].to_vec();
@@ -240,7 +243,10 @@ mod tests {
         assert!(matches!(w.watch(b"<call>9", 64), Watched::Refused));
         assert!(w.open.is_none());
         assert_eq!(w.calls, 0);
-        assert!(matches!(w.watch(b"<call>x", 6), Watched::Refused), "no room to close");
+        assert!(
+            matches!(w.watch(b"<call>x", 6), Watched::Refused),
+            "no room to close"
+        );
         assert!(matches!(w.watch(b"<call>x", 64), Watched::Opened));
     }
 
@@ -248,7 +254,12 @@ mod tests {
     fn without_parallel_calls_one_call_ends_the_answer() {
         let mut w = watch(false);
         assert!(matches!(w.watch(b"<call>", 64), Watched::Opened));
-        w.open.as_mut().unwrap().matcher.commit_bytes(b"x</call>").unwrap();
+        w.open
+            .as_mut()
+            .unwrap()
+            .matcher
+            .commit_bytes(b"x</call>")
+            .unwrap();
         assert_eq!(w.closed(), Some(true));
     }
 

@@ -276,7 +276,7 @@ impl Decoder {
                             None => {
                                 let n = self.mask.len();
                                 self.refused.resize(n.div_ceil(64), u64::MAX);
-                                if n % 64 != 0 {
+                                if !n.is_multiple_of(64) {
                                     self.refused[n / 64] = (1u64 << (n % 64)) - 1;
                                 }
                             }

@@ -4,8 +4,8 @@
 //! and the constraint meet: the constraint's matcher fills a plain token bitset, and
 //! the engine's sampler only ever sees that bitset.
 
-mod decoder;
 pub(crate) mod calls;
+mod decoder;
 mod forced;
 mod stats;
 mod thinking;

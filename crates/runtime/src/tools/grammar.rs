@@ -23,8 +23,8 @@ use llamay_constrain::schema::lower::lower_into;
 use llamay_constrain::schema::{Report, ReportEntry};
 use serde_json::json;
 
-use crate::chat::{CallConvention as Convention, BARE_OPENER};
 use super::ToolSet;
+use crate::chat::{CallConvention as Convention, BARE_OPENER};
 use crate::constraint::CompiledSchema;
 use crate::error::Error;
 
@@ -140,9 +140,14 @@ pub(crate) fn beside(
         "calls_or_answer",
         vec![vec![Symbol::rule(calls)], vec![Symbol::rule(answer)]],
     );
-    c.report.entries.extend(answer_report.entries.iter().cloned());
+    c.report
+        .entries
+        .extend(answer_report.entries.iter().cloned());
     c.report.quotes.extend(answer_report.quotes.iter().cloned());
-    c.finish(root, json!(["beside", conv.name(), set.parallel, answer_key]))
+    c.finish(
+        root,
+        json!(["beside", conv.name(), set.parallel, answer_key]),
+    )
 }
 
 /// Where strict `auto` switches from free text to a call.
@@ -176,15 +181,25 @@ pub(crate) fn one_call(
     let root = match opener {
         Opener::Tag(_) if f.blocks => c.b.rule(
             "tool_call",
-            vec![vec![Symbol::lit(f.open), Symbol::rule(c.object), Symbol::lit(f.close)]],
+            vec![vec![
+                Symbol::lit(f.open),
+                Symbol::rule(c.object),
+                Symbol::lit(f.close),
+            ]],
         ),
         Opener::Tag(tag) => {
             let list = c.answer(conv, set.parallel);
-            c.b.rule("tool_calls_after", vec![vec![Symbol::lit(tag), Symbol::rule(list)]])
+            c.b.rule(
+                "tool_calls_after",
+                vec![vec![Symbol::lit(tag), Symbol::rule(list)]],
+            )
         }
         Opener::Bare => c.object,
     };
-    c.finish(root, json!(["one", conv.name(), opener.text(), set.parallel]))
+    c.finish(
+        root,
+        json!(["one", conv.name(), opener.text(), set.parallel]),
+    )
 }
 
 #[cfg(test)]
@@ -320,7 +335,10 @@ mod tests {
         assert!(accepts(&g, PARIS));
         assert!(accepts(&g, "{\"answer\": 42}"));
         assert!(!accepts(&g, "{\"answer\": \"x\"}"));
-        assert!(!accepts(&g, &format!("{PARIS}\n{TIME}")), "one call: not parallel");
+        assert!(
+            !accepts(&g, &format!("{PARIS}\n{TIME}")),
+            "one call: not parallel"
+        );
         assert!(!accepts(&g, "The answer is 42."));
         assert!(!accepts(&g, &PARIS.replace("get_weather", "get_news")));
     }

@@ -28,8 +28,8 @@ use std::sync::Arc;
 use llamay_constrain::schema::{compile, CompiledSchema as SchemaTree};
 use serde_json::Value;
 
-use crate::error::Error;
 pub use crate::chat::CallConvention as Convention;
+use crate::error::Error;
 pub(crate) use parse::parse;
 
 /// Most tools one request may offer.

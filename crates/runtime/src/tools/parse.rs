@@ -15,8 +15,8 @@
 
 use serde_json::Value;
 
-use crate::chat::MARKERS;
 use super::{ToolCall, ToolSet};
+use crate::chat::MARKERS;
 use crate::ids::call_id;
 
 const OPEN_TAG: &str = "<tool_call>";
@@ -218,11 +218,16 @@ mod tests {
         let p = parse("<tool_call>not json</tool_call> ok", &s);
         assert_eq!(p.content.as_deref(), Some("ok"));
         assert!(p.calls.is_empty());
-        let fenced = "```\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>\n```";
+        let fenced =
+            "```\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>\n```";
         let p = parse(fenced, &s);
         assert_eq!((p.content, p.calls.len()), (None, 1));
         let p = parse("``` ```", &s);
-        assert_eq!(p.content.as_deref(), Some("``` ```"), "no call: the text is the answer");
+        assert_eq!(
+            p.content.as_deref(),
+            Some("``` ```"),
+            "no call: the text is the answer"
+        );
         let p = parse("  plain text  ", &s);
         assert_eq!(p.content.as_deref(), Some("  plain text  "));
         assert_eq!(parse("", &s), Parsed::default());

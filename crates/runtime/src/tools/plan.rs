@@ -12,9 +12,9 @@ use llamay_constrain::grammar::json::any_json;
 use llamay_constrain::schema::Report;
 use llamay_constrain::Constraint;
 
-use crate::chat::CallConvention as Convention;
 use super::grammar::{beside, forced, one_call, Opener};
 use super::ToolSet;
+use crate::chat::CallConvention as Convention;
 use crate::constraint::{CompiledSchema, ConstraintSpec};
 use crate::error::Error;
 use crate::generate::calls::{CallTriggers, Trigger};
@@ -52,9 +52,12 @@ impl ToolSet {
         };
         Ok(match asked {
             ConstraintSpec::Schema(s) => answer("schema", &s.grammar, &s.key, &s.report)?,
-            ConstraintSpec::Json => {
-                answer("json", &any_json().map_err(bad)?, "json", &Report::default())?
-            }
+            ConstraintSpec::Json => answer(
+                "json",
+                &any_json().map_err(bad)?,
+                "json",
+                &Report::default(),
+            )?,
             ConstraintSpec::Grammar(text) => {
                 let g = llamay_constrain::gbnf::parse_gbnf(&text).map_err(bad)?;
                 answer("grammar", &g, &text, &Report::default())?
@@ -89,5 +92,7 @@ fn triggers(set: &ToolSet, conv: Convention, lm: &LoadedModel) -> Result<CallTri
 fn cached(lm: &LoadedModel, g: &CompiledSchema) -> Result<Constraint, Error> {
     lm.constraints
         .get_or_build("tools", &g.key, |v| Constraint::from_grammar(&g.grammar, v))
-        .map_err(|e| Error::bad_request(format!("the tool call grammar could not be compiled: {e}")))
+        .map_err(|e| {
+            Error::bad_request(format!("the tool call grammar could not be compiled: {e}"))
+        })
 }

@@ -9,9 +9,9 @@
 
 use serde_json::{json, Value};
 
-use crate::chat::CallConvention as Convention;
 use super::grammar::head;
 use super::ToolSet;
+use crate::chat::CallConvention as Convention;
 use crate::chat::ChatMessage;
 
 /// The messages to render and the `tools` value to render them with.
@@ -78,7 +78,12 @@ pub(crate) fn prepare(
 /// One Hermes call as the model writes it (and as the forced grammar emits it).
 pub(crate) fn call_text(name: &str, arguments: &Value) -> String {
     let f = Convention::Hermes.form();
-    format!("{}{}{arguments}}}{}", f.open, head(name, f.args_key), f.close)
+    format!(
+        "{}{}{arguments}}}{}",
+        f.open,
+        head(name, f.args_key),
+        f.close
+    )
 }
 
 /// The Hermes description of the offered tools, kept short: every request with

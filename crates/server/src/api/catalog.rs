@@ -117,20 +117,29 @@ pub fn entry(spec: &ModelSpec, caps: &Capabilities, loaded: bool) -> Value {
         "embedding": caps.embedding,
         "rerank": false,
         "schema_limits": limits,
-        "schema_extensions": schema_extensions(),
+        "lexicons": llamay_runtime::served_lexicons()
+            .values()
+            .map(|l| json!({"name": l.name(), "terms": l.len()}))
+            .collect::<Vec<Value>>(),
+        "constraints": {
+            "exact": ["llamay_regex", "llamay_choice", "llamay_lexicon", "guided_regex", "guided_choice", "guided_json", "guided_grammar"],
+            "options": {"additional_properties": ["closed", "open"]},
+            "formats": llamay_constrain_formats(),
+            "schema_extensions": ["x-llamay-quote", "x-llamay-lexicon"],
+            // A quote's value must be a span of its source (docs/quote.md).
+            "quote": {
+                "types": ["string", "number", "integer"],
+                "sources": ["input", "llamay_sources"],
+                "normalize": ["none", "whitespace", "case"],
+                "source_bytes": llamay_runtime::MAX_QUOTE_SOURCE_BYTES,
+            },
+        },
     })
 }
 
-/// The `x-llamay-*` keywords every endpoint's schemas may use, and their limits.
-fn schema_extensions() -> Value {
-    json!({
-        "x-llamay-quote": {
-            "types": ["string", "number", "integer"],
-            "sources": ["input", "llamay_sources"],
-            "normalize": ["none", "whitespace", "case"],
-            "source_bytes": llamay_runtime::MAX_QUOTE_SOURCE_BYTES,
-        },
-    })
+/// The `format`s a schema's strings are held to (the rest are reported, not enforced).
+fn llamay_constrain_formats() -> Value {
+    json!(llamay_runtime::ENFORCED_FORMATS)
 }
 
 fn schema_limits() -> Value {

@@ -16,6 +16,8 @@ pub enum Constraint {
     Json,
     Schema(Value),
     Grammar(String),
+    /// `-lexicon FILE`: the output is one term of the file (one per line).
+    Lexicon(std::path::PathBuf),
 }
 
 impl Constraint {
@@ -26,14 +28,22 @@ impl Constraint {
         schema: Option<&Path>,
         grammar: Option<&Path>,
         format: Option<&str>,
+        lexicon: Option<&Path>,
     ) -> Result<Constraint, UsageError> {
-        let chosen = [json, schema.is_some(), grammar.is_some(), format.is_some()]
-            .iter()
-            .filter(|&&b| b)
-            .count();
+        let chosen = [
+            json,
+            schema.is_some(),
+            grammar.is_some(),
+            format.is_some(),
+            lexicon.is_some(),
+        ]
+        .iter()
+        .filter(|&&b| b)
+        .count();
         if chosen > 1 {
             return Err(UsageError(
-                "-json, -schema, -grammar-file and --format are exclusive: give at most one".into(),
+                "-json, -schema, -grammar-file, --format and -lexicon are exclusive: give at most one"
+                    .into(),
             ));
         }
         let c = if json {
@@ -44,6 +54,8 @@ impl Constraint {
             Constraint::Grammar(read_user_file(path, "grammar")?)
         } else if let Some(f) = format {
             Constraint::format(f)?
+        } else if let Some(path) = lexicon {
+            Constraint::Lexicon(path.to_path_buf())
         } else {
             Constraint::None
         };
@@ -86,6 +98,13 @@ impl Constraint {
             Constraint::Json => surfaces.json = Some("-json"),
             Constraint::Schema(v) => surfaces.schema("-schema", v),
             Constraint::Grammar(text) => surfaces.grammar = Some(("-grammar-file", text.clone())),
+            Constraint::Lexicon(path) => {
+                let name = lexicon_name(path);
+                let l =
+                    llamay_runtime::load_lexicon(&name, path).map_err(|e| UsageError(e.message))?;
+                llamay_runtime::serve_lexicon(l);
+                surfaces.lexicon = Some(("-lexicon", llamay_runtime::LexiconAsk::Named(name)));
+            }
         }
         let asked = surfaces.resolve().map_err(|e| UsageError(e.message))?;
         Ok(ConstraintSpec::decide(asked, None))
@@ -99,6 +118,16 @@ impl Constraint {
             Constraint::Json => body["format"] = json!("json"),
             Constraint::Schema(v) => body["format"] = v.clone(),
             Constraint::Grammar(text) => body["llamay_grammar"] = json!(text),
+            Constraint::Lexicon(path) => {
+                // The server has its own lexicons: the terms travel with the request.
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                let terms: Vec<&str> = text
+                    .lines()
+                    .map(|l| l.strip_suffix('\r').unwrap_or(l))
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                body["llamay_lexicon"] = json!({ "terms": terms });
+            }
         }
     }
 
@@ -113,8 +142,18 @@ impl Constraint {
             Constraint::Json => "json",
             Constraint::Schema(_) => "json schema",
             Constraint::Grammar(_) => "grammar",
+            Constraint::Lexicon(_) => "lexicon",
         }
     }
+}
+
+/// A lexicon file's name: its stem (`cities.txt` -> `cities`), which a `-schema`'s
+/// `x-llamay-lexicon` may then name.
+fn lexicon_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "lexicon".into())
 }
 
 /// A file named on the command line: one that cannot be read is the caller's mistake.
@@ -138,9 +177,9 @@ mod tests {
 
     #[test]
     fn flags_are_exclusive_and_checked() {
-        assert!(Constraint::from_flags(true, None, None, Some("json")).is_err());
+        assert!(Constraint::from_flags(true, None, None, Some("json"), None).is_err());
         assert!(matches!(
-            Constraint::from_flags(false, None, None, None),
+            Constraint::from_flags(false, None, None, None, None),
             Ok(Constraint::None)
         ));
         // A keyword the constraint cannot enforce is refused before any model work.

@@ -63,6 +63,9 @@ pub struct RunArgs {
     /// Constrain the output to a GBNF grammar (a file).
     #[arg(long = "grammar-file", value_name = "FILE")]
     pub grammar_file: Option<PathBuf>,
+    /// Constrain the output to one term of a lexicon: a file of one term per line.
+    #[arg(long, value_name = "FILE")]
+    pub lexicon: Option<PathBuf>,
     /// Ollama's spelling: `json`, or a JSON Schema (inline or a file).
     #[arg(long, value_name = "json|SCHEMA")]
     pub format: Option<String>,
@@ -186,6 +189,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         a.schema.as_deref(),
         a.grammar_file.as_deref(),
         a.format.as_deref(),
+        a.lexicon.as_deref(),
     )?;
     a.load.options()?;
     let asked = asked(&a)?;

@@ -84,6 +84,8 @@ struct MessagesRequest {
     llamay_grammar: Option<String>,
     grammar: Option<String>,
     llamay_sources: Option<Value>,
+    #[serde(flatten)]
+    exact: crate::api::constraint_wire::ExactFields,
     output_config: Option<OutputConfig>,
     /// The beta's spelling of `output_config.format`.
     output_format: Option<OutputFormat>,
@@ -334,6 +336,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     s.llamay_format(r.llamay_format.as_ref())?;
     s.grammar_fields(r.llamay_grammar.as_ref(), r.grammar.as_ref());
     s.llamay_sources(r.llamay_sources.as_ref())?;
+    r.exact.read(&mut s)?;
     if r.messages.is_empty() {
         return Err(ApiError::bad_request("messages must not be empty"));
     }

@@ -98,6 +98,8 @@ struct Common {
     think: Option<Value>,
     llamay_thinking_budget: Option<i64>,
     llamay_echo_prompt: Option<bool>,
+    #[serde(flatten)]
+    exact: crate::api::constraint_wire::ExactFields,
 }
 
 impl Common {
@@ -135,6 +137,7 @@ impl Common {
         }
         s.grammar_fields(self.llamay_grammar.as_ref(), self.grammar.as_ref());
         s.llamay_sources(self.llamay_sources.as_ref())?;
+        self.exact.read(&mut s)?;
         Ok(s)
     }
 

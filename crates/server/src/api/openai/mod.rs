@@ -100,6 +100,8 @@ struct ConstraintFields {
     llamay_grammar: Option<String>,
     grammar: Option<String>,
     llamay_sources: Option<Value>,
+    #[serde(flatten)]
+    exact: super::constraint_wire::ExactFields,
 }
 
 #[derive(Deserialize)]
@@ -178,6 +180,7 @@ impl ConstraintFields {
         }
         s.grammar_fields(self.llamay_grammar.as_ref(), self.grammar.as_ref());
         s.llamay_sources(self.llamay_sources.as_ref())?;
+        self.exact.read(&mut s)?;
         Ok(s)
     }
 }

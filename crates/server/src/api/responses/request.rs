@@ -35,6 +35,8 @@ with_sampling_knobs! {
         pub llamay_sources: Option<Value>,
         pub llamay_thinking_budget: Option<i64>,
         pub llamay_echo_prompt: Option<bool>,
+        #[serde(flatten)]
+        pub exact: crate::api::constraint_wire::ExactFields,
     }
 }
 
@@ -85,6 +87,7 @@ impl CreateRequest {
             }
         }
         s.grammar_fields(self.llamay_grammar.as_ref(), self.grammar.as_ref());
+        self.exact.read(&mut s)?;
         Ok(s)
     }
 }

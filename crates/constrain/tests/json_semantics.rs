@@ -1,0 +1,83 @@
+//! The semantics switch: `AdditionalProperties::Open` reads a schema as JSON Schema
+//! does (undeclared keys allowed, no type inferred from keywords); the default stays
+//! the API's closed reading.
+
+mod common;
+
+use common::{accepts_tokens, synthetic_vocab};
+use llamay_constrain::schema::{self, AdditionalProperties, Options};
+use serde_json::{json, Value};
+
+const OPEN: Options = Options {
+    additional_properties: AdditionalProperties::Open,
+    budget: llamay_constrain::schema::budget::Budget {
+        time: None,
+        nodes: 100_000,
+    },
+};
+
+fn accepts(schema: &Value, options: &Options, doc: &str) -> bool {
+    let (vocab, eog, _) = synthetic_vocab(&[]);
+    let (c, _) = schema::constraint_with(schema, vocab, options).unwrap();
+    accepts_tokens(&c, eog, doc.as_bytes()).is_ok()
+}
+
+#[test]
+fn undeclared_keys_are_open_only_under_json_semantics() {
+    let s = json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
+    let closed = Options::default();
+    for doc in [
+        r#"{"a":1}"#,
+        r#"{"b":[true],"a":2}"#,
+        r#"{"a":1,"x":{"y":null},"z":"w"}"#,
+    ] {
+        assert!(accepts(&s, &OPEN, doc), "open refused {doc}");
+    }
+    assert!(accepts(&s, &closed, r#"{"a":1}"#));
+    assert!(!accepts(&s, &closed, r#"{"a":1,"b":2}"#));
+    // Declared keys keep their schema and still appear once; required still holds.
+    for doc in [r#"{"a":"one"}"#, r#"{"a":1,"a":2}"#, r#"{"b":1}"#] {
+        assert!(!accepts(&s, &OPEN, doc), "open accepted {doc}");
+    }
+    // `additionalProperties: false` stays closed under either reading.
+    let shut = json!({"type": "object", "properties": {"a": {}}, "additionalProperties": false});
+    assert!(!accepts(&shut, &OPEN, r#"{"a":1,"b":2}"#));
+    // A schema for extra keys is enforced on them.
+    let typed = json!({"properties": {"a": {}}, "additionalProperties": {"type": "string"}});
+    assert!(accepts(&typed, &OPEN, r#"{"b":"x"}"#));
+    assert!(!accepts(&typed, &OPEN, r#"{"b":1}"#));
+    // A declared key no value fits never appears, not even as an undeclared one.
+    let none = json!({"type": "object", "properties": {"m": {"enum": ["x"], "type": "object"}}});
+    assert!(accepts(&none, &OPEN, r#"{"n":"x"}"#));
+    assert!(!accepts(&none, &OPEN, r#"{"m":"x"}"#));
+}
+
+#[test]
+fn keywords_without_type_apply_only_to_their_own_type_under_json_semantics() {
+    let s = json!({"properties": {"a": {"type": "integer"}}, "minLength": 2});
+    for doc in [r#""text""#, "3", "null", "[1]", r#"{"a":1}"#] {
+        assert!(accepts(&s, &OPEN, doc), "open refused {doc}");
+    }
+    assert!(
+        !accepts(&s, &OPEN, r#""t""#),
+        "minLength still holds on strings"
+    );
+    assert!(
+        !accepts(&s, &OPEN, r#"{"a":"x"}"#),
+        "properties still hold on objects"
+    );
+    // The API's reading: `properties` and `minLength` name the types meant.
+    let closed = Options::default();
+    assert!(accepts(&s, &closed, r#"{"a":1}"#));
+    assert!(accepts(&s, &closed, r#""text""#));
+    assert!(!accepts(&s, &closed, "3"));
+    assert!(!accepts(&s, &closed, "null"));
+}
+
+#[test]
+fn the_names_round_trip() {
+    for a in [AdditionalProperties::Open, AdditionalProperties::Closed] {
+        assert_eq!(AdditionalProperties::from_name(a.name()), Some(a));
+    }
+    assert_eq!(AdditionalProperties::from_name("loose"), None);
+}
