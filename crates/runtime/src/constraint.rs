@@ -37,8 +37,9 @@ pub enum ConstraintSpec {
     Grammar(Arc<str>),
     /// A forced tool call: the call grammar over the tools' parameter schemas.
     Tools(Arc<CompiledSchema>),
-    /// `auto` tools beside a response constraint (its kind: `schema`, `json` or
-    /// `grammar`): calls, or an answer in that constraint's language.
+    /// `auto` tools beside a response constraint (its kind: `schema`, `json`,
+    /// `grammar`, `regex` or `lexicon`): calls, or an answer in that constraint's
+    /// language.
     ToolsOr(&'static str, Arc<CompiledSchema>),
     /// A whole-output regex (`llamay_regex`), already checked.
     Regex(Arc<str>),
@@ -429,6 +430,8 @@ impl ConstraintSpec {
             ConstraintSpec::Lexicon(_) => "lexicon",
             ConstraintSpec::ToolsOr("schema", _) => "tools_or_schema",
             ConstraintSpec::ToolsOr("json", _) => "tools_or_json",
+            ConstraintSpec::ToolsOr("regex", _) => "tools_or_regex",
+            ConstraintSpec::ToolsOr("lexicon", _) => "tools_or_lexicon",
             ConstraintSpec::ToolsOr(_, _) => "tools_or_grammar",
         }
     }
@@ -495,7 +498,9 @@ impl ConstraintSpec {
                     .chain(r.lexicons.iter().map(|l| format!("lexicon {l}: enforced")))
                     .collect();
                 report.compile_time += s.compile_time;
-                if s.report.quotes.is_empty() {
+                // An empty key is a request's own (a quote's sources, a request's
+                // lexicon terms): nothing to share.
+                if s.report.quotes.is_empty() && !s.key.is_empty() {
                     Some(
                         lm.constraints
                             .get_or_build(self.kind(), &s.key, |v| {
@@ -504,7 +509,6 @@ impl ConstraintSpec {
                             .map_err(fail)?,
                     )
                 } else {
-                    // Quotes are bound to this request's sources: nothing to share.
                     Some(Constraint::from_grammar(&s.grammar, lm.vocab.clone()).map_err(fail)?)
                 }
             }

@@ -43,8 +43,8 @@ pub use embed::{
 pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
 pub use ids::{call_id, fresh_seed, short_id};
-pub use llamay_constrain::grammar::MAX_SOURCE_BYTES as MAX_QUOTE_SOURCE_BYTES;
 pub use lexicons::{load_lexicon, serve_lexicon, served_lexicons, served_terms};
+pub use llamay_constrain::grammar::MAX_SOURCE_BYTES as MAX_QUOTE_SOURCE_BYTES;
 pub use llamay_constrain::schema::budget::Budget as CompileBudget;
 pub use llamay_constrain::schema::format::ENFORCED_FORMATS;
 pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};

@@ -103,13 +103,19 @@ impl Calls {
         self.b.rule("tool_calls", vec![seq])
     }
 
+    /// The grammar, cached under the tools and `key` (an uncacheable answer, whose
+    /// key is empty, leaves the whole uncached).
     fn finish(self, root: RuleId, key: serde_json::Value) -> Result<CompiledSchema, Error> {
         let grammar = self
             .b
             .build(root)
             .map_err(|e| Error::bad_request(format!("the tool call grammar: {e}")))?;
+        let uncacheable = key.as_array().and_then(|k| k.last()) == Some(&json!(""));
         Ok(CompiledSchema {
-            key: json!({"calls": self.key, "as": key}).to_string(),
+            key: match uncacheable {
+                true => String::new(),
+                false => json!({"calls": self.key, "as": key}).to_string(),
+            },
             grammar,
             report: self.report,
             compile_time: self.t0.elapsed(),

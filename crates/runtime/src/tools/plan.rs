@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use llamay_constrain::grammar::json::any_json;
+use llamay_constrain::grammar::{ByteDfa, Grammar, GrammarBuilder, Symbol};
 use llamay_constrain::schema::Report;
 use llamay_constrain::Constraint;
 
@@ -43,7 +44,7 @@ impl ToolSet {
         if self.is_forced() {
             return Ok(ConstraintSpec::Tools(Arc::new(forced(self, conv)?)));
         }
-        let answer = |kind, grammar: &llamay_constrain::grammar::Grammar, key: &str, r: &Report| {
+        let answer = |kind, grammar: &Grammar, key: &str, r: &Report| {
             let calls = beside(self, conv, grammar, key, r)?;
             Ok::<_, Error>(ConstraintSpec::ToolsOr(kind, Arc::new(calls)))
         };
@@ -62,7 +63,34 @@ impl ToolSet {
                 let g = llamay_constrain::gbnf::parse_gbnf(&text).map_err(bad)?;
                 answer("grammar", &g, &text, &Report::default())?
             }
-            other => other,
+            ConstraintSpec::Regex(pattern) => {
+                let dfa = ByteDfa::new(&pattern).map_err(bad)?;
+                let key = format!("regex {pattern}");
+                answer(
+                    "regex",
+                    &dfa_grammar(Arc::new(dfa)).map_err(bad)?,
+                    &key,
+                    &Report::default(),
+                )?
+            }
+            ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
+                // A served lexicon is the same for the process's life; a request's own
+                // terms are not worth a cache entry (an empty key: built, not cached).
+                let served = crate::lexicons::served_lexicons();
+                let key = match served.get(l.name()) {
+                    Some(s) if Arc::ptr_eq(s, &l) => format!("lexicon {}", l.name()),
+                    _ => String::new(),
+                };
+                answer(
+                    "lexicon",
+                    &dfa_grammar(l.dfa().clone()).map_err(bad)?,
+                    &key,
+                    &Report::default(),
+                )?
+            }
+            other @ (ConstraintSpec::None
+            | ConstraintSpec::Tools(_)
+            | ConstraintSpec::ToolsOr(..)) => other,
         })
     }
 }
@@ -95,4 +123,62 @@ fn cached(lm: &LoadedModel, g: &CompiledSchema) -> Result<Constraint, Error> {
         .map_err(|e| {
             Error::bad_request(format!("the tool call grammar could not be compiled: {e}"))
         })
+}
+
+/// A whole output matched by one automaton (a regex, a lexicon's trie) as a grammar.
+fn dfa_grammar(dfa: Arc<ByteDfa>) -> llamay_constrain::Result<Grammar> {
+    let mut b = GrammarBuilder::new();
+    let root = b.rule("answer", vec![vec![Symbol::Regex(dfa)]]);
+    b.build(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use llamay_constrain::{Constraint, Vocabulary};
+
+    use super::super::{ToolChoice, ToolDef};
+    use super::*;
+
+    fn accepts(spec: &ConstraintSpec, text: &str) -> bool {
+        let ConstraintSpec::ToolsOr(_, s) = spec else {
+            panic!("{spec:?}")
+        };
+        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let vocab = Arc::new(Vocabulary::new(toks, &[], &[]));
+        let mut m = Constraint::from_grammar(&s.grammar, vocab)
+            .unwrap()
+            .matcher();
+        m.commit_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    }
+
+    #[test]
+    fn auto_tools_beside_a_regex_or_a_choice() {
+        let set = ToolSet::new(
+            vec![ToolDef::new("f", None, None).unwrap()],
+            ToolChoice::Auto,
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let call = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+        let regex = set
+            .shape(Convention::Hermes, ConstraintSpec::Regex("[0-9]{3}".into()))
+            .unwrap();
+        assert_eq!(regex.kind(), "tools_or_regex");
+        assert!(accepts(&regex, "123") && accepts(&regex, call));
+        assert!(!accepts(&regex, "12") && !accepts(&regex, "abc"));
+        let terms = ["yes".to_string(), "no".to_string()];
+        let choice = llamay_constrain::Lexicon::from_terms("llamay_choice", &terms).unwrap();
+        let choice = set
+            .shape(Convention::Hermes, ConstraintSpec::Choice(Arc::new(choice)))
+            .unwrap();
+        assert!(accepts(&choice, "no") && accepts(&choice, call) && !accepts(&choice, "maybe"));
+        // A request's own terms are not cached under a key another request could hit.
+        let ConstraintSpec::ToolsOr(_, s) = &choice else {
+            unreachable!()
+        };
+        assert!(s.key.is_empty());
+    }
 }
