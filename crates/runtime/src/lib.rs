@@ -13,11 +13,13 @@
 mod capabilities;
 pub mod chat;
 mod constraint;
+mod context_service;
 mod embed;
 mod error;
 pub mod generate;
 mod hold;
 mod ids;
+pub mod kv;
 mod loaded;
 mod params;
 pub mod reasoning;
@@ -37,6 +39,7 @@ pub use embed::{
     embed_blocking, EmbedInput, EmbedOptions, EmbedRequest, Embedded, Encoders, LoadedEncoder,
     Purpose, RerankRequest, Reranked,
 };
+pub use context_service::{ContextRequest, Snapshotted};
 pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
 pub use ids::{call_id, fresh_seed, short_id};

@@ -255,6 +255,8 @@ fn the_scheduler_gives_each_request_what_generate_gives_it_alone() {
                 arrived: Instant::now(),
                 thinking: None,
                 prompt_text: None,
+                context: None,
+                keep: None,
             })
             .unwrap();
         receivers.push(rx);

@@ -5,6 +5,11 @@ use crate::kv_cache::rows::Paged;
 #[cfg(target_arch = "x86_64")]
 use super::simd;
 
+/// Keys per chunk of the value sums: both attention paths add each chunk's sum to the
+/// total in order (the split by keys needs chunks for its tasks), so they agree bit
+/// for bit.
+pub(super) const VALUE_CHUNK: usize = 128;
+
 /// One sequence's attention inputs for one layer. Keys come in two runs: those already
 /// in the cache (`k_old`, read from its blocks in place; positions `old_start..start`
 /// are visible) and the batch's own (`k_new`, positions `start..start + n`).

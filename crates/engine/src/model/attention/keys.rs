@@ -21,8 +21,9 @@ const MIN_KEYS: usize = 512;
 
 /// Computes `job`, the step's only job, split by keys, if it is one decoding token with
 /// at least [`MIN_KEYS`] visible keys, on a CPU with AVX2 and a pool of two threads or
-/// more; returns whether it did. Writes what the tiles ([`attend_tiles`]) would (within rounding:
-/// the value sums are added in another order) and calls `then` once per KV head.
+/// more; returns whether it did. Writes what the tiles ([`attend_tiles`]) would (the same
+/// bits: both add the value sums by chunks of `VALUE_CHUNK` keys; within rounding of
+/// the single-query path, one head per KV head) and calls `then` once per KV head.
 ///
 /// [`attend_tiles`]: super::tiles::attend_tiles
 pub(crate) fn attend_by_keys(
@@ -59,8 +60,9 @@ mod x86 {
     use crate::pool::{SyncPtr, ThreadPool};
 
     /// Keys per task: enough tasks to balance two threads from 512 keys on, few enough
-    /// that the chunks' value sums stay a small fraction of the work.
-    const CHUNK: usize = 128;
+    /// that the chunks' value sums stay a small fraction of the work; the tiles sum
+    /// values by the same chunks.
+    const CHUNK: usize = super::super::args::VALUE_CHUNK;
 
     thread_local! {
         /// The scores (then probabilities) of every head, and each chunk's value sums:
@@ -318,6 +320,12 @@ mod tests {
                         (x - y).abs() <= 1e-5 * y.abs().max(1.0),
                         "{what}, value {i}: {x} vs {y}"
                     );
+                }
+                // The tiles sum values by the same chunks: the same bits, wherever
+                // tiles serve a decoding token (two heads per KV head or more; one
+                // goes through the single-query path).
+                if group >= 2 {
+                    assert_eq!(split[ow..], tiles[ow..], "{what}: bit for bit");
                 }
                 let mut calls = calls.into_inner().unwrap();
                 calls.sort_by_key(|c| c.1);

@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 
-use super::args::{visible, AttnArgs, AttnJob, TaskEpilogue};
+use super::args::{visible, AttnArgs, AttnJob, TaskEpilogue, VALUE_CHUNK};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{self, PREFETCH_ROWS};
 use crate::kv_cache::rows::Row;
@@ -121,7 +121,8 @@ unsafe fn one_kv_head(
     let query = |i: usize| (tokens.start + i / group, kvh * group + i % group);
     SCRATCH.with(|scratch| {
         let (scores, acc) = &mut *scratch.borrow_mut();
-        acc.resize(TILE * hv, 0.0);
+        // Outputs of a tile, then room for one chunk's value sums.
+        acc.resize(2 * TILE * hv, 0.0);
         let mut i = 0;
         while i < n_queries {
             let rows = if wide && n_queries > 1 {
@@ -310,8 +311,21 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
     if a.f16_probs {
         round_to_f16(scores);
     }
-    let (old, new) = a.value_runs(v_old, kvh, lo..hi + 1);
-    simd::weighted_sum_n::<T, V>(&mut acc[..T * hv], scores, span, old, new);
+    // The value sums go by chunks of VALUE_CHUNK keys from `lo`, each chunk's sum
+    // added to the total in order: the association the split by keys uses, so a
+    // decoding token gets the same bits whichever path (alone or in a batch) ran it.
+    // `acc` has room for the chunk's sums after the total (see `one_kv_head`).
+    let (acc, part) = acc.split_at_mut(T * hv);
+    let part = &mut part[..T * hv];
+    acc.fill(0.0);
+    let mut from = lo;
+    while from <= hi {
+        let to = (from + VALUE_CHUNK).min(hi + 1);
+        let (old, new) = a.value_runs(v_old, kvh, from..to);
+        simd::weighted_sum_n::<T, V>(part, &scores[from - lo..], span, old, new);
+        acc.iter_mut().zip(part.iter()).for_each(|(o, p)| *o += p);
+        from = to;
+    }
 }
 
 /// Attention of query `t`, head `h`: the weighted sum of visible values into `acc`.
