@@ -114,6 +114,7 @@ impl Outcome {
             "mask_cache_hits": mask.map(|m| m.cache_hits),
             "finish": self.finish.as_str(),
             "reasoning_tokens": self.reasoning_tokens,
+            "cached_tokens": self.cached_tokens,
         });
         if let Some(p) = &self.prompt_text {
             v["prompt"] = serde_json::Value::String(p.clone());

@@ -324,6 +324,7 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
             thinking: Default::default(),
             template_kwargs: None,
             echo_prompt: false,
+            context: None,
         })
         .await;
     let started = match started {

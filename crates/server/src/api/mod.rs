@@ -3,6 +3,7 @@
 
 pub mod anthropic;
 pub mod catalog;
+pub mod contexts;
 pub mod embeddings;
 pub mod ollama;
 pub mod openai;

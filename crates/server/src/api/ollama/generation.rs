@@ -98,6 +98,8 @@ struct Common {
     think: Option<Value>,
     llamay_thinking_budget: Option<i64>,
     llamay_echo_prompt: Option<bool>,
+    /// A named context the prompt continues.
+    llamay_context: Option<String>,
 }
 
 impl Common {
@@ -363,6 +365,7 @@ async fn run_inner(
             thinking,
             template_kwargs: None,
             echo_prompt: c.llamay_echo_prompt.unwrap_or(false),
+            context: c.llamay_context,
         })
         .await?;
     let model = started.model.clone();

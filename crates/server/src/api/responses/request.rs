@@ -35,6 +35,8 @@ with_sampling_knobs! {
         pub llamay_sources: Option<Value>,
         pub llamay_thinking_budget: Option<i64>,
         pub llamay_echo_prompt: Option<bool>,
+        /// A named context the input continues.
+        pub llamay_context: Option<String>,
     }
 }
 
