@@ -19,7 +19,12 @@ fn get(c: &reqwest::blocking::Client, url: &str) -> (u16, Value) {
 /// A prompt of a few hundred tokens.
 fn report() -> String {
     (0..60)
-        .map(|i| format!("Station {i} recorded a river level of {} metres.", 100 + i * 7))
+        .map(|i| {
+            format!(
+                "Station {i} recorded a river level of {} metres.",
+                100 + i * 7
+            )
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -47,8 +52,15 @@ fn contexts_continue_fork_snapshot_and_restore_across_a_restart() {
     assert!(tokens > 300, "{ctx}");
     let (st, listed) = get(&c, &s.url("/v1/contexts"));
     assert_eq!(st, 200);
-    assert!(listed["data"].as_array().unwrap().iter().any(|x| x["id"] == id.as_str()));
-    assert_eq!(get(&c, &s.url(&format!("/v1/contexts/{id}"))).1["tokens"], tokens);
+    assert!(listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["id"] == id.as_str()));
+    assert_eq!(
+        get(&c, &s.url(&format!("/v1/contexts/{id}"))).1["tokens"],
+        tokens
+    );
 
     let ask = |ctx: &str| {
         json!({"prompt": "\nQuestion: what did station 3 record?\nAnswer:", "max_tokens": 12,
@@ -58,7 +70,11 @@ fn contexts_continue_fork_snapshot_and_restore_across_a_restart() {
     assert_eq!(cached, tokens, "the whole context is reused");
     assert!(!text.is_empty());
     // Forks share the context: each continues it the same way.
-    let (st, forks) = post(&c, &s.url(&format!("/v1/contexts/{id}/fork?n=3")), &json!({}));
+    let (st, forks) = post(
+        &c,
+        &s.url(&format!("/v1/contexts/{id}/fork?n=3")),
+        &json!({}),
+    );
     assert_eq!(st, 200, "{forks}");
     let forks: Vec<String> = forks["data"]
         .as_array()
@@ -79,7 +95,10 @@ fn contexts_continue_fork_snapshot_and_restore_across_a_restart() {
                 "messages": [{"role": "user", "content": "What did station 3 record?"}]}),
     );
     assert_eq!(st, 200, "{v}");
-    assert!(v["usage"]["cache_read_input_tokens"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        v["usage"]["cache_read_input_tokens"].as_u64().unwrap() > 0,
+        "{v}"
+    );
     let (st, v) = post(
         &c,
         &s.url("/api/generate"),
@@ -87,7 +106,11 @@ fn contexts_continue_fork_snapshot_and_restore_across_a_restart() {
                 "options": {"num_predict": 4}}),
     );
     assert_eq!(st, 200, "{v}");
-    assert_eq!(v["llamay"]["cached_tokens"].as_u64().unwrap(), tokens, "{v}");
+    assert_eq!(
+        v["llamay"]["cached_tokens"].as_u64().unwrap(),
+        tokens,
+        "{v}"
+    );
 
     // Errors, each in its API's shape.
     let gone = json!({"max_tokens": 2, "llamay_context": "ctx_nope",
@@ -110,9 +133,17 @@ fn contexts_continue_fork_snapshot_and_restore_across_a_restart() {
         &json!({"model": "other", "prompt": "x", "max_tokens": 1, "llamay_context": id}),
     );
     assert_eq!(st, 400, "a context of another model: {v}");
-    let (st, v) = post(&c, &s.url(&format!("/v1/contexts/{id}/fork?n=0")), &json!({}));
+    let (st, v) = post(
+        &c,
+        &s.url(&format!("/v1/contexts/{id}/fork?n=0")),
+        &json!({}),
+    );
     assert_eq!(st, 400, "{v}");
-    let (st, v) = post(&c, &s.url("/v1/contexts"), &json!({"prompt": "a", "messages": []}));
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/contexts"),
+        &json!({"prompt": "a", "messages": []}),
+    );
     assert_eq!(st, 400, "{v}");
     let (st, v) = post(
         &c,
@@ -128,7 +159,11 @@ fn contexts_continue_fork_snapshot_and_restore_across_a_restart() {
     assert!(kv["cached_blocks"].as_u64().unwrap() > 0 && kv["bound_bytes"].as_u64().unwrap() > 0);
 
     // Snapshot, restart, restore: the same continuation.
-    let (st, snap) = post(&c, &s.url(&format!("/v1/contexts/{id}/snapshot")), &json!({}));
+    let (st, snap) = post(
+        &c,
+        &s.url(&format!("/v1/contexts/{id}/snapshot")),
+        &json!({}),
+    );
     assert_eq!(st, 200, "{snap}");
     let digest = snap["snapshot"].as_str().unwrap().to_string();
     assert!(digest.starts_with("sha256:"), "{snap}");
@@ -169,7 +204,13 @@ fn a_full_pool_refuses_contexts_with_507() {
     let s = Server::start(&["-kv-cache-mb", "1"]);
     let (st, v) = post(&c, &s.url("/v1/contexts"), &json!({"prompt": report()}));
     assert_eq!(st, 507, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("-kv-cache-mb"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("-kv-cache-mb"),
+        "{v}"
+    );
     // Ordinary requests still run.
     let (st, v) = post(
         &c,

@@ -463,7 +463,11 @@ fn forks_share_blocks_and_continue_like_fresh_sequences() {
         let live = model.kv_bytes_live();
         assert_eq!(live, parent.blocks().len() * model.kv_block_bytes());
         let mut forks: Vec<_> = (0..3).map(|_| parent.fork()).collect();
-        assert_eq!(model.kv_bytes_live(), live, "{path}: forking copies nothing");
+        assert_eq!(
+            model.kv_bytes_live(),
+            live,
+            "{path}: forking copies nothing"
+        );
         // Each fork continues with its own tokens, all in one step.
         let tails: Vec<Vec<u32>> = (0..3u32).map(|f| vec![7 + f, 11 * f + 3, 99]).collect();
         let mut items: Vec<BatchItem> = forks
@@ -525,7 +529,9 @@ fn forks_share_blocks_and_continue_like_fresh_sequences() {
             .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
         assert!(d < 1e-3, "{path} parent: {d}");
         // A sequence rebuilt from the blocks continues the same way.
-        let rebuilt = model.sequence_from_blocks(parent.blocks(), parent.len()).unwrap();
+        let rebuilt = model
+            .sequence_from_blocks(parent.blocks(), parent.len())
+            .unwrap();
         assert_eq!(rebuilt.len(), 46);
         assert!(model.sequence_from_blocks(parent.blocks(), 10).is_err());
     }

@@ -90,7 +90,9 @@ impl Runtime {
         .await
         .map_err(|e| Error::internal(format!("preparing the context failed: {e}")))??;
         if tokens.is_empty() {
-            return Err(Error::bad_request("the context's prompt renders to no tokens"));
+            return Err(Error::bad_request(
+                "the context's prompt renders to no tokens",
+            ));
         }
         let n_ctx = instance.lm.model.n_ctx();
         if tokens.len() >= n_ctx {
@@ -256,7 +258,11 @@ impl Runtime {
                 return Err(mismatch(
                     "engine",
                     &format!("{} ({} B blocks)", h.engine_version, h.block_bytes),
-                    &format!("{} ({} B blocks)", snapshot::engine_version(), model.kv_block_bytes()),
+                    &format!(
+                        "{} ({} B blocks)",
+                        snapshot::engine_version(),
+                        model.kv_block_bytes()
+                    ),
                 ));
             }
             if snap.tokens.is_empty() || snap.tokens.len() >= model.n_ctx() {
@@ -286,7 +292,10 @@ impl Runtime {
         .map_err(|e| Error::internal(format!("reading the snapshot failed: {e}")))??;
         self.check_pool(instance, prefix.blocks.len())?;
         // Its full blocks serve the prefix cache too.
-        instance.scheduler.kv_cache().insert(&prefix.tokens, &prefix.blocks);
+        instance
+            .scheduler
+            .kv_cache()
+            .insert(&prefix.tokens, &prefix.blocks);
         let mut ctx = NamedContext::new(
             format!("ctx_{}", crate::ids::short_id()),
             instance.spec.name.clone(),

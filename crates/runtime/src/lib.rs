@@ -35,11 +35,11 @@ pub use capabilities::Capabilities;
 pub use constraint::{
     checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, Surfaces,
 };
+pub use context_service::{ContextRequest, Snapshotted};
 pub use embed::{
     embed_blocking, EmbedInput, EmbedOptions, EmbedRequest, Embedded, Encoders, LoadedEncoder,
     Purpose, RerankRequest, Reranked,
 };
-pub use context_service::{ContextRequest, Snapshotted};
 pub use error::{Error, ErrorKind};
 pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
 pub use ids::{call_id, fresh_seed, short_id};

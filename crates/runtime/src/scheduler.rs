@@ -322,8 +322,7 @@ impl EngineLoop {
                     c.hits.fetch_add(1, Ordering::Relaxed);
                     c.prompt_tokens
                         .fetch_add(job.prompt.len() as u64, Ordering::Relaxed);
-                    c.hit_tokens
-                        .fetch_add(ctx.len() as u64, Ordering::Relaxed);
+                    c.hit_tokens.fetch_add(ctx.len() as u64, Ordering::Relaxed);
                     return (seq, ctx.len());
                 }
             }
@@ -436,7 +435,8 @@ impl EngineLoop {
             let Some((_, l)) = results.next_if(|(&j, _)| j == i) else {
                 continue;
             };
-            s.history.extend_from_slice(&s.feed[s.fed..s.fed + takes[i]]);
+            s.history
+                .extend_from_slice(&s.feed[s.fed..s.fed + takes[i]]);
             s.fed += takes[i];
             let Some(row) = l.last() else {
                 continue; // a prompt chunk that is not the last

@@ -68,7 +68,11 @@ impl Runtime {
         );
         let lm = instance.lm.clone();
         let context = match &req.context {
-            Some(id) => Some(self.registry.contexts().for_model(id, &instance.spec.name)?),
+            Some(id) => Some(
+                self.registry
+                    .contexts()
+                    .for_model(id, &instance.spec.name)?,
+            ),
             None => None,
         };
         if req.tools.is_some() && matches!(lm.template_source, TemplateSource::Builtin(_)) {

@@ -111,7 +111,11 @@ fn run_each(s: &Scheduler, prompts: &[Vec<u32>], n: usize) -> Vec<(String, usize
 }
 
 /// Runs the prompts all at once.
-fn run_together(s: &Scheduler, jobs: Vec<(Vec<u32>, Option<Prefix>)>, n: usize) -> Vec<(String, usize)> {
+fn run_together(
+    s: &Scheduler,
+    jobs: Vec<(Vec<u32>, Option<Prefix>)>,
+    n: usize,
+) -> Vec<(String, usize)> {
     let rxs: Vec<_> = jobs
         .into_iter()
         .map(|(p, c)| {
@@ -126,16 +130,36 @@ fn run_together(s: &Scheduler, jobs: Vec<(Vec<u32>, Option<Prefix>)>, n: usize) 
 /// A long shared prefix (`words` words of a made-up report) and questions after it.
 fn prompts(lm: &LoadedModel, words: usize) -> (Vec<u32>, Vec<Vec<u32>>) {
     let body: String = (0..words)
-        .map(|i| ["the", "river", "station", "recorded", "a", "level", "of", "metres"][i % 8])
+        .map(|i| {
+            [
+                "the", "river", "station", "recorded", "a", "level", "of", "metres",
+            ][i % 8]
+        })
         .enumerate()
-        .map(|(i, w)| if i % 13 == 12 { format!("{w} {i}.") } else { w.to_string() })
+        .map(|(i, w)| {
+            if i % 13 == 12 {
+                format!("{w} {i}.")
+            } else {
+                w.to_string()
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ");
     let prefix = lm.encode_raw(&format!("Report:\n{body}\n"));
-    let questions = ["Question: what was recorded?", "Question: which station?", "Question: how many metres?"];
+    let questions = [
+        "Question: what was recorded?",
+        "Question: which station?",
+        "Question: how many metres?",
+    ];
     let full = questions
         .iter()
-        .map(|q| [prefix.clone(), lm.encode_raw(q)[1.min(prefix.len())..].to_vec()].concat())
+        .map(|q| {
+            [
+                prefix.clone(),
+                lm.encode_raw(q)[1.min(prefix.len())..].to_vec(),
+            ]
+            .concat()
+        })
         .collect();
     (prefix, full)
 }
@@ -144,7 +168,7 @@ fn same_text_with_and_without_the_cache(which: RealModel, words: usize, min_pref
     let lm = load(which);
     let (prefix, full) = prompts(&lm, words);
     assert!(prefix.len() >= min_prefix, "{} tokens", prefix.len());
-    let n = 24;
+    let n = 12;
     // Bound 0: every block is evicted as soon as no sequence holds it.
     let uncached = scheduler(&lm, Some(0));
     let want: Vec<String> = run_each(&uncached, &full, n)
@@ -155,7 +179,11 @@ fn same_text_with_and_without_the_cache(which: RealModel, words: usize, min_pref
         })
         .collect();
     assert!(want.iter().all(|t| !t.is_empty()));
-    assert_eq!(settled_live(&lm, |b| b == 0), 0, "no block outlives its sequence");
+    assert_eq!(
+        settled_live(&lm, |b| b == 0),
+        0,
+        "no block outlives its sequence"
+    );
 
     let cached = scheduler(&lm, None);
     let first = run_each(&cached, &full, n);
@@ -167,9 +195,15 @@ fn same_text_with_and_without_the_cache(which: RealModel, words: usize, min_pref
         // the prompt itself (and the reply) cached.
         let shared = prefix.len() / KV_BLOCK_TOKENS * KV_BLOCK_TOKENS;
         if i > 0 {
-            assert!(*c1 >= shared - KV_BLOCK_TOKENS, "prompt {i}: {c1} cached of {shared}");
+            assert!(
+                *c1 >= shared - KV_BLOCK_TOKENS,
+                "prompt {i}: {c1} cached of {shared}"
+            );
         }
-        assert!(*c2 >= (full[i].len() - 1) / KV_BLOCK_TOKENS * KV_BLOCK_TOKENS, "prompt {i}: {c2}");
+        assert!(
+            *c2 >= (full[i].len() - 1) / KV_BLOCK_TOKENS * KV_BLOCK_TOKENS,
+            "prompt {i}: {c2}"
+        );
     }
     // All at once, with the cache warm: the same texts.
     let together = run_together(&cached, full.iter().map(|p| (p.clone(), None)).collect(), n);
@@ -179,14 +213,14 @@ fn same_text_with_and_without_the_cache(which: RealModel, words: usize, min_pref
 
 #[test]
 fn smollm2_cached_prefixes_change_speed_not_text() {
-    same_text_with_and_without_the_cache(RealModel::SmolLM2, 700, 600);
+    same_text_with_and_without_the_cache(RealModel::SmolLM2, 400, 530);
 }
 
 /// Gemma 3's sliding layers attend to the last 512 positions only: a prefix past
 /// the window, shared block by block, must still give the uncached text.
 #[test]
 fn gemma3_cached_prefixes_past_the_window_change_speed_not_text() {
-    same_text_with_and_without_the_cache(RealModel::Gemma3, 800, 700);
+    same_text_with_and_without_the_cache(RealModel::Gemma3, 450, 560);
 }
 
 /// A context prefilled once (a prefill-only job), then continued by several
@@ -196,11 +230,17 @@ fn gemma3_cached_prefixes_past_the_window_change_speed_not_text() {
 fn context_continuations_and_forks_match_fresh_runs() {
     for which in [RealModel::Gemma3, RealModel::SmolLM2] {
         let lm = load(which);
-        let (prefix, full) = prompts(&lm, 700);
-        assert!(prefix.len() % KV_BLOCK_TOKENS != 0, "the last block is shared partly filled");
-        let n = 16;
+        let (prefix, full) = prompts(&lm, 420);
+        assert!(
+            prefix.len() % KV_BLOCK_TOKENS != 0,
+            "the last block is shared partly filled"
+        );
+        let n = 8;
         let uncached = scheduler(&lm, Some(0));
-        let want: Vec<String> = run_each(&uncached, &full, n).into_iter().map(|t| t.0).collect();
+        let want: Vec<String> = run_each(&uncached, &full, n)
+            .into_iter()
+            .map(|t| t.0)
+            .collect();
         drop(uncached);
 
         let s = scheduler(&lm, None);
@@ -212,8 +252,8 @@ fn context_continuations_and_forks_match_fresh_runs() {
         assert_eq!(&*ctx.tokens, &prefix[..]);
         assert_eq!(ctx.blocks.len(), prefix.len().div_ceil(KV_BLOCK_TOKENS));
         let one_context = settled_live(&lm, |_| true);
-        // Eight continuations at once (the questions, cycled), all through the context.
-        let jobs: Vec<_> = (0..8)
+        // Six continuations at once (the questions, twice), all through the context.
+        let jobs: Vec<_> = (0..6)
             .map(|i| (full[i % full.len()].clone(), Some(ctx.clone())))
             .collect();
         let got = run_together(&s, jobs, n);
@@ -225,9 +265,11 @@ fn context_continuations_and_forks_match_fresh_runs() {
         // the continuations' own blocks, now cached (at most their questions and
         // replies, plus the copied last block each).
         let per_continuation = (full[0].len() - prefix.len() + n).div_ceil(KV_BLOCK_TOKENS) + 2;
-        let extra = settled_live(&lm, |b| b <= one_context + 8 * per_continuation * lm.model.kv_block_bytes()) - one_context;
+        let extra = settled_live(&lm, |b| {
+            b <= one_context + 6 * per_continuation * lm.model.kv_block_bytes()
+        }) - one_context;
         assert!(
-            extra <= 8 * per_continuation * lm.model.kv_block_bytes(),
+            extra <= 6 * per_continuation * lm.model.kv_block_bytes(),
             "{which:?}: {extra} bytes beyond the context's {one_context}"
         );
     }
@@ -242,7 +284,7 @@ fn a_small_pool_evicts_and_stays_within_its_bound() {
     let bound = 12 * block;
     let s = scheduler(&lm, Some(bound));
     let uncached = scheduler(&lm, Some(0));
-    for round in 0..2 {
+    for round in 0..1 {
         for i in 0..5 {
             let p = lm.encode_raw(&format!(
                 "Document {i}: {}\nSummary:",
@@ -256,6 +298,8 @@ fn a_small_pool_evicts_and_stays_within_its_bound() {
         }
     }
     let (cached, free) = s.kv_cache().blocks();
-    assert!(cached > 0 && cached <= 12 && free == cached, "{cached} cached, {free} free");
+    assert!(
+        cached > 0 && cached <= 12 && free == cached,
+        "{cached} cached, {free} free"
+    );
 }
-

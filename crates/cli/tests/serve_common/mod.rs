@@ -61,7 +61,11 @@ impl Server {
 
     /// A server on the store at `store`, which outlives it (a restart's second
     /// server sees what the first wrote).
-    pub fn start_in_store(model: &std::path::Path, extra: &[&str], store: &std::path::Path) -> Server {
+    pub fn start_in_store(
+        model: &std::path::Path,
+        extra: &[&str],
+        store: &std::path::Path,
+    ) -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

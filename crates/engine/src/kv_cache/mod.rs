@@ -486,7 +486,11 @@ mod tests {
         let live = a.live.clone();
         let before = live.load(Ordering::Relaxed);
         let mut b = a.clone();
-        assert_eq!(live.load(Ordering::Relaxed), before, "a fork copies nothing");
+        assert_eq!(
+            live.load(Ordering::Relaxed),
+            before,
+            "a fork copies nothing"
+        );
         b.reserve(n, n + 1);
         b.write(0, n, &[-1.0, -1.0], &[-1.0]);
         // The two full blocks are still shared; the partial one was copied.

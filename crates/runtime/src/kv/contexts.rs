@@ -75,7 +75,9 @@ impl NamedContext {
     pub fn continued(&self, prompt: crate::request::Prompt) -> crate::request::Prompt {
         use crate::request::Prompt;
         match (prompt, &self.messages) {
-            (Prompt::Chat(own), Some(ctx)) => Prompt::Chat(ctx.iter().cloned().chain(own).collect()),
+            (Prompt::Chat(own), Some(ctx)) => {
+                Prompt::Chat(ctx.iter().cloned().chain(own).collect())
+            }
             (p, _) => p,
         }
     }
@@ -220,7 +222,12 @@ impl Contexts {
     }
 
     /// `n` new contexts holding the same blocks as `id` (no copy).
-    pub fn fork(&self, id: &str, n: usize, ids: impl Fn() -> String) -> Result<Vec<ContextInfo>, Error> {
+    pub fn fork(
+        &self,
+        id: &str,
+        n: usize,
+        ids: impl Fn() -> String,
+    ) -> Result<Vec<ContextInfo>, Error> {
         if !(1..=MAX_FORKS).contains(&n) {
             return Err(Error::bad_request(format!(
                 "n must be between 1 and {MAX_FORKS}, not {n}"

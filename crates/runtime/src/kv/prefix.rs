@@ -144,10 +144,7 @@ impl PrefixCache {
         inner.tick += 1;
         let tick = inner.tick;
         let mut parent = ROOT;
-        for (depth, (chunk, block)) in tokens
-            .chunks_exact(KV_BLOCK_TOKENS)
-            .zip(blocks)
-            .enumerate()
+        for (depth, (chunk, block)) in tokens.chunks_exact(KV_BLOCK_TOKENS).zip(blocks).enumerate()
         {
             let h = chain_hash(parent, chunk);
             match inner.nodes.get_mut(&h) {

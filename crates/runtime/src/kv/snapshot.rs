@@ -176,7 +176,11 @@ mod tests {
 
     #[test]
     fn snapshots_round_trip() {
-        let bytes = write(&header(5, 2), &[1, 2, 3, 4, 5], &[vec![1, 2, 3], vec![4, 5, 6]]);
+        let bytes = write(
+            &header(5, 2),
+            &[1, 2, 3, 4, 5],
+            &[vec![1, 2, 3], vec![4, 5, 6]],
+        );
         let s = parse(&bytes).unwrap();
         assert_eq!(s.header, header(5, 2));
         assert_eq!(s.tokens, [1, 2, 3, 4, 5]);
@@ -185,7 +189,11 @@ mod tests {
 
     #[test]
     fn damaged_snapshots_are_refused_by_name() {
-        let good = write(&header(5, 2), &[1, 2, 3, 4, 5], &[vec![1, 2, 3], vec![4, 5, 6]]);
+        let good = write(
+            &header(5, 2),
+            &[1, 2, 3, 4, 5],
+            &[vec![1, 2, 3], vec![4, 5, 6]],
+        );
         assert_eq!(parse(b"GGUF").unwrap_err(), SnapshotError::Magic);
         assert_eq!(
             parse(&good[..6]).unwrap_err(),

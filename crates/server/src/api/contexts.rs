@@ -55,7 +55,11 @@ async fn create(State(st): State<AppState>, body: Bytes) -> Response {
 
 async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let b: CreateBody = parse_body(body)?;
-    let given = [b.messages.is_some(), b.prompt.is_some(), b.snapshot.is_some()];
+    let given = [
+        b.messages.is_some(),
+        b.prompt.is_some(),
+        b.snapshot.is_some(),
+    ];
     if given.iter().filter(|&&g| g).count() != 1 {
         return Err(ApiError::bad_request(
             "a context takes exactly one of messages, prompt or snapshot",

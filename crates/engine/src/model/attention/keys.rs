@@ -226,7 +226,7 @@ mod tests {
     use super::super::{attend_batch, AttnArgs};
     use super::*;
     use crate::kv_cache::rows::Paged;
-    use crate::model::attention::tests::paged;
+    use crate::model::attention::tests::{paged, plain_args};
     use crate::sampler::Rng;
 
     /// A decoding token with `old` cached positions: queries, its own key and value, and
@@ -344,23 +344,17 @@ mod tests {
         let mut rng = Rng::new(3);
         let (n_head, n_head_kv, hd) = (6, 2, 16);
         let c = case(&mut rng, 900, n_head, n_head_kv, hd);
-        let (k_pages, v_pages) = (paged(&c.k_old, n_head_kv * hd), paged(&c.v_old, n_head_kv * hd));
-        let args = |old: usize, n: usize| AttnArgs {
-            q: &c.q,
-            k_new: &c.k_new,
-            v_new: &c.v_new,
-            k_old: Paged::F32(&k_pages),
-            v_old: Paged::F32(&v_pages),
-            old_start: 0,
-            start: old,
-            n,
-            n_head,
-            n_head_kv,
-            head_dim_k: hd,
-            head_dim_v: hd,
-            window: None,
-            softcap: None,
-            f16_probs: false,
+        let (k_pages, v_pages) = (
+            paged(&c.k_old, n_head_kv * hd),
+            paged(&c.v_old, n_head_kv * hd),
+        );
+        let args = |old: usize, n: usize| {
+            plain_args(
+                (&c.q, &c.k_new, &c.v_new),
+                (Paged::F32(&k_pages), Paged::F32(&v_pages)),
+                (old, n),
+                (n_head, n_head_kv, hd),
+            )
         };
         let (one, two) = (ThreadPool::new(1), ThreadPool::new(2));
         let mut out = vec![0.0; n_head * hd];

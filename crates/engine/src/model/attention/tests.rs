@@ -18,6 +18,33 @@ pub(super) fn paged<E>(rows: &[E], width: usize) -> Vec<&[E]> {
     rows.chunks(KV_BLOCK_TOKENS * width).collect()
 }
 
+/// Attention of `n` queries from position `start` over every cached position
+/// (`old_start` 0), heads of `hd` values, no window, soft-cap or f16 rounding.
+pub(super) fn plain_args<'a>(
+    (q, k_new, v_new): (&'a [f32], &'a [f32], &'a [f32]),
+    (k_old, v_old): (Paged<'a>, Paged<'a>),
+    (start, n): (usize, usize),
+    (n_head, n_head_kv, hd): (usize, usize, usize),
+) -> AttnArgs<'a> {
+    AttnArgs {
+        q,
+        k_new,
+        v_new,
+        k_old,
+        v_old,
+        old_start: 0,
+        start,
+        n,
+        n_head,
+        n_head_kv,
+        head_dim_k: hd,
+        head_dim_v: hd,
+        window: None,
+        softcap: None,
+        f16_probs: false,
+    }
+}
+
 /// The values rounded to f16, as an f16 cache holds them.
 fn halves(x: &[f32]) -> Vec<half::f16> {
     x.iter().map(|&v| half::f16::from_f32(v)).collect()
@@ -50,7 +77,10 @@ fn every_path_computes_the_same_attention() {
             let half = halves;
             let (k_half, v_half) = (half(&k_old), half(&v_old));
             let (k_pages, v_pages) = (paged(&k_old, n_head_kv * hk), paged(&v_old, n_head_kv * hv));
-            let (k_hpages, v_hpages) = (paged(&k_half, n_head_kv * hk), paged(&v_half, n_head_kv * hv));
+            let (k_hpages, v_hpages) = (
+                paged(&k_half, n_head_kv * hk),
+                paged(&v_half, n_head_kv * hv),
+            );
             let (k_rows, v_rows) = if f16_cache {
                 (Paged::F16(&k_hpages), Paged::F16(&v_hpages))
             } else {
@@ -122,28 +152,24 @@ fn tasks_of_whole_sequences_compute_what_tasks_of_one_head_do() {
         .collect();
     let pages: Vec<_> = seqs
         .iter()
-        .map(|(_, _, _, _, k_old, v_old)| (paged(k_old, n_head_kv * hd), paged(v_old, n_head_kv * hd)))
+        .map(|(_, _, _, _, k_old, v_old)| {
+            (paged(k_old, n_head_kv * hd), paged(v_old, n_head_kv * hd))
+        })
         .collect();
     let args: Vec<AttnArgs> = seqs
         .iter()
         .zip(&pages)
-        .map(|(((old, n), q, k_new, v_new, _, _), (k_old, v_old))| AttnArgs {
-            q,
-            k_new,
-            v_new,
-            k_old: Paged::F16(k_old),
-            v_old: Paged::F16(v_old),
-            old_start: 0,
-            start: *old,
-            n: *n,
-            n_head,
-            n_head_kv,
-            head_dim_k: hd,
-            head_dim_v: hd,
-            window: None,
-            softcap: None,
-            f16_probs: true,
-        })
+        .map(
+            |(((old, n), q, k_new, v_new, _, _), (k_old, v_old))| AttnArgs {
+                f16_probs: true,
+                ..plain_args(
+                    (q, k_new, v_new),
+                    (Paged::F16(k_old), Paged::F16(v_old)),
+                    (*old, *n),
+                    (n_head, n_head_kv, hd),
+                )
+            },
+        )
         .collect();
     let ow = n_head * hd;
     let row0s: Vec<usize> = args
@@ -198,7 +224,12 @@ fn scattered_blocks_give_the_bits_of_contiguous_rows() {
     let mut rand = |n: usize| uniform(&mut rng, n);
     let (n_head, n_head_kv, hd) = (6, 2, 16);
     let kw = n_head_kv * hd;
-    for (rows, n, window) in [(40, 1, None), (70, 5, Some(41)), (600, 1, Some(301)), (700, 1, None)] {
+    for (rows, n, window) in [
+        (40, 1, None),
+        (70, 5, Some(41)),
+        (600, 1, Some(301)),
+        (700, 1, None),
+    ] {
         let (k_old, v_old) = (halves(&rand(rows * kw)), halves(&rand(rows * kw)));
         let (k_line, v_line) = (paged(&k_old, kw), paged(&v_old, kw));
         let own = |pages: &[&[half::f16]]| -> Vec<Vec<half::f16>> {
