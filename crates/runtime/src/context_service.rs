@@ -12,7 +12,7 @@ use llamay_store::Digest;
 use crate::chat::ChatMessage;
 use crate::error::Error;
 use crate::kv::contexts::{NamedContext, DEFAULT_CONTEXT_TTL};
-use crate::kv::snapshot::{self, SnapshotHeader};
+use crate::kv::snapshot;
 use crate::kv::{ContextInfo, Prefix};
 use crate::registry::Instance;
 use crate::request::Prompt;
@@ -186,15 +186,12 @@ impl Runtime {
         let ctx = self.registry.contexts().get(id)?;
         let instance = self.registry.get(&ctx.model, None).await?;
         let model = &instance.lm.model;
-        let header = SnapshotHeader {
-            model_digest: self.model_digest(&instance).await?,
-            kv_type: model.kv_type().name().into(),
-            engine_version: snapshot::engine_version(),
-            block_tokens: KV_BLOCK_TOKENS,
-            block_bytes: model.kv_block_bytes(),
-            tokens: ctx.prefix.len(),
-            blocks: ctx.prefix.blocks.len(),
-        };
+        let header = snapshot::header_for(
+            model,
+            &self.model_digest(&instance).await?,
+            ctx.prefix.len(),
+            ctx.prefix.blocks.len(),
+        );
         let store = self.snapshot_store()?.clone();
         tokio::task::spawn_blocking(move || {
             let blocks: Vec<Vec<u8>> = ctx.prefix.blocks.iter().map(|b| b.to_le_bytes()).collect();
@@ -238,32 +235,11 @@ impl Runtime {
             let snap = snapshot::parse(&bytes)
                 .map_err(|e| Error::bad_request(format!("snapshot {want}: {e}")))?;
             let model = &inst.lm.model;
-            let h = &snap.header;
-            let mismatch = |what: &str, theirs: &str, ours: &str| {
-                Error::conflict(format!(
-                    "snapshot {want} was taken with {what} {theirs}; model {} has {ours}",
+            if let Some(why) = snapshot::mismatch(&snap.header, model, &model_digest) {
+                return Err(Error::conflict(format!(
+                    "snapshot {want} does not fit model {}: {why}",
                     inst.spec.name
-                ))
-            };
-            if h.model_digest != model_digest {
-                return Err(mismatch("model file", &h.model_digest, &model_digest));
-            }
-            if h.kv_type != model.kv_type().name() {
-                return Err(mismatch("KV type", &h.kv_type, model.kv_type().name()));
-            }
-            if h.engine_version != snapshot::engine_version()
-                || h.block_tokens != KV_BLOCK_TOKENS
-                || h.block_bytes != model.kv_block_bytes()
-            {
-                return Err(mismatch(
-                    "engine",
-                    &format!("{} ({} B blocks)", h.engine_version, h.block_bytes),
-                    &format!(
-                        "{} ({} B blocks)",
-                        snapshot::engine_version(),
-                        model.kv_block_bytes()
-                    ),
-                ));
+                )));
             }
             if snap.tokens.is_empty() || snap.tokens.len() >= model.n_ctx() {
                 return Err(Error::bad_request(format!(

@@ -41,7 +41,10 @@ pub use embed::{
     Purpose, RerankRequest, Reranked,
 };
 pub use error::{Error, ErrorKind};
-pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
+pub use generate::{
+    check_prompt, generate, generate_continuing, Finish, GenerateError, Generation,
+    GenerationParams,
+};
 pub use ids::{call_id, fresh_seed, short_id};
 pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};
 pub use loaded::{

@@ -13,6 +13,7 @@
 //! store): every length is checked against the bytes there before anything is
 //! allocated, and it never panics (fuzzed: `fuzz/fuzz_targets/kv_snapshot.rs`).
 
+use llamay_engine::{Model, SeqState, KV_BLOCK_TOKENS};
 use serde::{Deserialize, Serialize};
 
 const MAGIC: &[u8; 8] = b"LLAMAYKV";
@@ -137,6 +138,105 @@ pub fn parse(bytes: &[u8]) -> Result<Snapshot<'_>, SnapshotError> {
         tokens,
         blocks,
     })
+}
+
+/// Why a snapshot's values do not fit `model` (whose file hashes to `model_digest`):
+/// another model file, KV type, block layout or engine; `None` when they fit.
+pub fn mismatch(h: &SnapshotHeader, model: &Model, model_digest: &str) -> Option<String> {
+    let ours = (
+        model_digest.to_string(),
+        model.kv_type().name().to_string(),
+        engine_version(),
+        KV_BLOCK_TOKENS,
+        model.kv_block_bytes(),
+    );
+    let theirs = (
+        h.model_digest.clone(),
+        h.kv_type.clone(),
+        h.engine_version.clone(),
+        h.block_tokens,
+        h.block_bytes,
+    );
+    (ours != theirs).then(|| {
+        format!(
+            "it was taken with model file {}, KV type {}, {} ({} B blocks of {}); this model \
+             has {}, {}, {} ({} B blocks of {})",
+            theirs.0,
+            theirs.1,
+            theirs.2,
+            theirs.4,
+            theirs.3,
+            ours.0,
+            ours.1,
+            ours.2,
+            ours.4,
+            ours.3
+        )
+    })
+}
+
+/// The header of a snapshot of `tokens` for `model`.
+pub fn header_for(
+    model: &Model,
+    model_digest: &str,
+    tokens: usize,
+    blocks: usize,
+) -> SnapshotHeader {
+    SnapshotHeader {
+        model_digest: model_digest.to_string(),
+        kv_type: model.kv_type().name().into(),
+        engine_version: engine_version(),
+        block_tokens: KV_BLOCK_TOKENS,
+        block_bytes: model.kv_block_bytes(),
+        tokens,
+        blocks,
+    }
+}
+
+/// A snapshot of the first `tokens.len()` positions of `seq` (`llamay run
+/// -prompt-cache` writes one after each prompt).
+pub fn of_sequence(model: &Model, model_digest: &str, seq: &SeqState, tokens: &[u32]) -> Vec<u8> {
+    let n = tokens.len().min(seq.len());
+    let blocks: Vec<Vec<u8>> = seq.blocks()[..n.div_ceil(KV_BLOCK_TOKENS)]
+        .iter()
+        .map(|b| b.to_le_bytes())
+        .collect();
+    write(
+        &header_for(model, model_digest, n, blocks.len()),
+        &tokens[..n],
+        &blocks,
+    )
+}
+
+/// A sequence holding the longest common prefix of `prompt` and the snapshot in
+/// `bytes` (a prompt cache file), read without a forward pass; an error says why
+/// the file cannot serve (damaged, another model).
+pub fn resume(
+    model: &Model,
+    model_digest: &str,
+    bytes: &[u8],
+    prompt: &[u32],
+) -> Result<SeqState, String> {
+    let snap = parse(bytes).map_err(|e| e.to_string())?;
+    if let Some(why) = mismatch(&snap.header, model, model_digest) {
+        return Err(why);
+    }
+    let common = snap
+        .tokens
+        .iter()
+        .zip(prompt)
+        .take_while(|(a, b)| a == b)
+        .count()
+        .min(model.n_ctx());
+    let used = common.div_ceil(KV_BLOCK_TOKENS);
+    let blocks = snap.blocks[..used]
+        .iter()
+        .map(|b| model.block_from_bytes(b))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    model
+        .sequence_from_blocks(&blocks, common)
+        .map_err(|e| e.to_string())
 }
 
 /// Writes a snapshot of `tokens` held by `blocks` (each already as bytes).
