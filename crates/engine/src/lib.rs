@@ -30,7 +30,7 @@ pub use ggml_type::GgmlType;
 pub use gguf::{
     ArrayIter, ArrayValue, GgufError, GgufFile, StrIter, TensorInfo, Value, ValueType, What,
 };
-pub use kv_cache::{KvType, SeqState};
+pub use kv_cache::{KvBlock, KvType, SeqState, KV_BLOCK_TOKENS};
 pub use model::{
     l2_normalize, BatchSplit, Encoder, LoadOptions, Model, ModelError, Pooling, MAX_STEP_TOKENS,
 };

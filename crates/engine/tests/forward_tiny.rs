@@ -426,21 +426,115 @@ fn truncated_sequences_continue_like_fresh_ones() {
         .zip(&got)
         .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
     assert!(d < 1e-4, "{d}");
-    // Sliding window 16: after 30 positions the ring lost what a cut to 10 needs.
+    // Sliding window 16: blocks keep every position, so a cut to 10 after 30
+    // positions (past the window) continues like a fresh sequence too.
     let gemma = load(&llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf"));
     let mut seq = gemma.new_sequence();
     last_logits(&gemma, &mut seq, &tokens);
-    assert!(!seq.truncate(10));
-    assert_eq!(seq.len(), 30);
-    assert!(seq.truncate(29));
-    let got = last_logits(&gemma, &mut seq, &tokens[29..30]);
+    assert!(!seq.truncate(31));
+    assert!(seq.truncate(10));
+    assert_eq!(seq.len(), 10);
+    let got = last_logits(&gemma, &mut seq, &tokens[10..12]);
     let mut fresh = gemma.new_sequence();
-    let want = last_logits(&gemma, &mut fresh, &tokens);
+    let want = last_logits(&gemma, &mut fresh, &tokens[..12]);
     let d = want
         .iter()
         .zip(&got)
         .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
     assert!(d < 1e-3, "{d}");
+}
+
+/// Forks share their parent's blocks (no bytes copied until one writes into the
+/// shared last block) and continue exactly as fresh sequences fed the same tokens:
+/// Gemma 3's sliding window (16 here) included, forked past the window.
+#[test]
+fn forks_share_blocks_and_continue_like_fresh_sequences() {
+    let tokens: Vec<u32> = (0..70).map(|i| (i * 37 % 500) as u32).collect();
+    for path in ["tiny/tiny-gemma3-Q6_K.gguf", "tiny/tiny-llama-F32.gguf"] {
+        let model = load(&llamay_testdata::ref_path(path));
+        let mut parent = model.new_sequence();
+        model
+            .forward(&mut [BatchItem {
+                seq: &mut parent,
+                tokens: &tokens[..45],
+                want_logits: LogitsWanted::None,
+            }])
+            .unwrap();
+        let live = model.kv_bytes_live();
+        assert_eq!(live, parent.blocks().len() * model.kv_block_bytes());
+        let mut forks: Vec<_> = (0..3).map(|_| parent.fork()).collect();
+        assert_eq!(
+            model.kv_bytes_live(),
+            live,
+            "{path}: forking copies nothing"
+        );
+        // Each fork continues with its own tokens, all in one step.
+        let tails: Vec<Vec<u32>> = (0..3u32).map(|f| vec![7 + f, 11 * f + 3, 99]).collect();
+        let mut items: Vec<BatchItem> = forks
+            .iter_mut()
+            .zip(&tails)
+            .map(|(seq, t)| BatchItem {
+                seq,
+                tokens: t,
+                want_logits: LogitsWanted::Last,
+            })
+            .collect();
+        let got = model.forward(&mut items).unwrap();
+        drop(items);
+        // Only the shared, partly filled last block was copied, once per fork.
+        assert_eq!(
+            model.kv_bytes_live(),
+            live + 3 * model.kv_block_bytes(),
+            "{path}"
+        );
+        for (f, tail) in tails.iter().enumerate() {
+            let mut fresh = model.new_sequence();
+            let all = [&tokens[..45], &tail[..]].concat();
+            let want = model
+                .forward(&mut [BatchItem {
+                    seq: &mut fresh,
+                    tokens: &all,
+                    want_logits: LogitsWanted::Last,
+                }])
+                .unwrap();
+            let d = want[0]
+                .last()
+                .unwrap()
+                .iter()
+                .zip(got[f].last().unwrap())
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(d < 1e-3, "{path} fork {f}: {d}");
+        }
+        // The parent is untouched by its forks' writes.
+        let mut again = model.new_sequence();
+        let a = model
+            .forward(&mut [BatchItem {
+                seq: &mut again,
+                tokens: &tokens[..46],
+                want_logits: LogitsWanted::Last,
+            }])
+            .unwrap();
+        let b = model
+            .forward(&mut [BatchItem {
+                seq: &mut parent,
+                tokens: &tokens[45..46],
+                want_logits: LogitsWanted::Last,
+            }])
+            .unwrap();
+        let d = a[0]
+            .last()
+            .unwrap()
+            .iter()
+            .zip(b[0].last().unwrap())
+            .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(d < 1e-3, "{path} parent: {d}");
+        // A sequence rebuilt from the blocks continues the same way.
+        let rebuilt = model
+            .sequence_from_blocks(parent.blocks(), parent.len())
+            .unwrap();
+        assert_eq!(rebuilt.len(), 46);
+        assert!(model.sequence_from_blocks(parent.blocks(), 10).is_err());
+    }
 }
 
 #[test]

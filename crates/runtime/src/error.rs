@@ -14,6 +14,11 @@ pub enum ErrorKind {
     Timeout,
     /// llamay failed.
     Internal,
+    /// The request conflicts with what is stored (a snapshot of another model or
+    /// KV type: a 409).
+    Conflict,
+    /// Memory reserved for pinned data is exhausted (a 507).
+    InsufficientStorage,
 }
 
 /// A request the runtime refused or could not finish.
@@ -71,6 +76,14 @@ impl Error {
 
     pub fn timeout(message: impl Into<String>) -> Error {
         Self::new(ErrorKind::Timeout, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Error {
+        Self::new(ErrorKind::Conflict, message)
+    }
+
+    pub fn insufficient_storage(message: impl Into<String>) -> Error {
+        Self::new(ErrorKind::InsufficientStorage, message)
     }
 
     pub fn internal(message: impl Into<String>) -> Error {

@@ -14,12 +14,14 @@ mod capabilities;
 pub mod chat;
 mod compile_budget;
 mod constraint;
+mod context_service;
 mod embed;
 mod error;
 pub mod generate;
 mod hold;
 mod ids;
 mod lexicons;
+pub mod kv;
 mod loaded;
 mod params;
 pub mod reasoning;
@@ -36,12 +38,16 @@ pub use compile_budget::{compile_budget, set_compile_budget};
 pub use constraint::{
     checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, LexiconAsk, Surfaces,
 };
+pub use context_service::{ContextRequest, Snapshotted};
 pub use embed::{
     embed_blocking, EmbedInput, EmbedOptions, EmbedRequest, Embedded, Encoders, LoadedEncoder,
     Purpose, RerankRequest, Reranked,
 };
 pub use error::{Error, ErrorKind};
-pub use generate::{check_prompt, generate, Finish, GenerateError, Generation, GenerationParams};
+pub use generate::{
+    check_prompt, generate, generate_continuing, Finish, GenerateError, Generation,
+    GenerationParams,
+};
 pub use ids::{call_id, fresh_seed, short_id};
 pub use lexicons::{load_lexicon, serve_lexicon, served_lexicons, served_terms};
 pub use llamay_constrain::grammar::MAX_SOURCE_BYTES as MAX_QUOTE_SOURCE_BYTES;

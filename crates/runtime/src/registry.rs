@@ -151,6 +151,8 @@ pub struct Registry {
     loaded: Mutex<Vec<Arc<Instance>>>,
     /// Serializes loads, so two requests for one model load it once.
     loading: tokio::sync::Mutex<()>,
+    /// The named contexts, each of one of these models (`/v1/contexts`).
+    contexts: crate::kv::Contexts,
 }
 
 impl Registry {
@@ -168,7 +170,13 @@ impl Registry {
             stats,
             loaded: Mutex::new(Vec::new()),
             loading: tokio::sync::Mutex::new(()),
+            contexts: crate::kv::Contexts::default(),
         }
+    }
+
+    /// The named contexts.
+    pub fn contexts(&self) -> &crate::kv::Contexts {
+        &self.contexts
     }
 
     pub fn default_model(&self) -> Option<&ModelSpec> {

@@ -56,6 +56,9 @@ pub struct GenRequest {
     pub template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
     /// Return the rendered prompt in the enforcement report (`llamay_echo_prompt`).
     pub echo_prompt: bool,
+    /// A named context the prompt continues (`llamay_context`): its messages (or
+    /// tokens) come first, and its computed blocks are reused as they are.
+    pub context: Option<String>,
 }
 
 /// What a generation sends back, in order: any number of `Reasoning` (a reasoning
@@ -76,6 +79,9 @@ pub struct Outcome {
     /// Which stop string matched, when `finish` is `Stop`.
     pub stop_sequence: Option<String>,
     pub prompt_tokens: usize,
+    /// Prompt tokens whose keys and values were reused (a cached prefix or the
+    /// request's context), not computed again.
+    pub cached_tokens: usize,
     pub completion_tokens: usize,
     pub prompt_time: Duration,
     pub decode_time: Duration,
@@ -111,6 +117,7 @@ impl Outcome {
             "mask_cache_hits": mask.map(|m| m.cache_hits),
             "finish": self.finish.as_str(),
             "reasoning_tokens": self.reasoning_tokens,
+            "cached_tokens": self.cached_tokens,
         });
         if let Some(p) = &self.prompt_text {
             v["prompt"] = serde_json::Value::String(p.clone());

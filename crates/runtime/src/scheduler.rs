@@ -24,6 +24,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::constraint::EnforcementReport;
 use crate::error::Error;
 use crate::generate::{Decoder, Finish, GenerationParams, Step};
+use crate::kv::{Prefix, PrefixCache};
 use crate::loaded::LoadedModel;
 use crate::reasoning::ThinkPlan;
 use crate::request::{GenEvent, Outcome};
@@ -38,6 +39,9 @@ pub struct SchedulerConfig {
     pub max_queue: usize,
     /// Longest a request may take from arrival to its last token.
     pub timeout: Duration,
+    /// The KV pool bound in bytes (`-kv-cache-mb`): past it, unreferenced cached
+    /// prefix blocks are evicted (`None`: [`crate::kv::default_pool_bytes`]).
+    pub kv_cache_bytes: Option<usize>,
 }
 
 impl Default for SchedulerConfig {
@@ -46,6 +50,7 @@ impl Default for SchedulerConfig {
             max_active: 8,
             max_queue: 64,
             timeout: Duration::from_secs(300),
+            kv_cache_bytes: None,
         }
     }
 }
@@ -71,6 +76,12 @@ pub struct Job {
     pub prompt_text: Option<String>,
     /// Strict `auto` tool calls: the openers its free text is watched for.
     pub calls: Option<crate::generate::calls::CallTriggers>,
+    /// A named context the prompt continues (`llamay_context`): its blocks are used
+    /// as they are when the prompt starts with its tokens.
+    pub context: Option<Prefix>,
+    /// Prefill only (a context being created): the prompt's blocks go here once
+    /// computed, and nothing is sampled.
+    pub keep: Option<tokio::sync::oneshot::Sender<Prefix>>,
 }
 
 /// The handle to one model's engine thread. Dropping it lets the thread finish its
@@ -79,6 +90,7 @@ pub struct Scheduler {
     tx: mpsc::Sender<Job>,
     counts: Arc<Counts>,
     cfg: SchedulerConfig,
+    cache: Arc<PrefixCache>,
 }
 
 /// Requests waiting and running, shared with the engine thread.
@@ -112,7 +124,12 @@ impl Scheduler {
     ) -> Self {
         let (tx, rx) = mpsc::channel();
         let counts = Arc::new(Counts::default());
+        let bound = cfg
+            .kv_cache_bytes
+            .unwrap_or_else(crate::kv::default_pool_bytes);
+        let cache = Arc::new(PrefixCache::new(bound));
         let engine = EngineLoop {
+            cache: cache.clone(),
             name: name.to_string(),
             lm,
             cfg,
@@ -126,7 +143,17 @@ impl Scheduler {
             .name("llamay-engine".into())
             .spawn(move || engine.run())
             .expect("spawning the engine thread");
-        Scheduler { tx, counts, cfg }
+        Scheduler {
+            tx,
+            counts,
+            cfg,
+            cache,
+        }
+    }
+
+    /// The model's prefix cache (and pool bound).
+    pub fn kv_cache(&self) -> &Arc<PrefixCache> {
+        &self.cache
     }
 
     /// Queues a job, or refuses it with a 503 when the queue is full.
@@ -179,6 +206,10 @@ struct Slot {
     decode_start: Instant,
     /// Text held back for a job that does not stream.
     held: String,
+    /// The tokens whose keys and values the sequence holds, in order.
+    history: Vec<u32>,
+    /// Prompt tokens found computed (a cached prefix or the job's context).
+    cached: usize,
 }
 
 impl Slot {
@@ -193,6 +224,7 @@ impl Slot {
 }
 
 struct EngineLoop {
+    cache: Arc<PrefixCache>,
     name: String,
     lm: Arc<LoadedModel>,
     cfg: SchedulerConfig,
@@ -261,11 +293,14 @@ impl EngineLoop {
             .with_thinking(job.thinking.clone())
             .with_call_triggers(job.calls.clone());
             let now = Instant::now();
+            let (seq, cached) = self.attach(&job);
             self.active.push(Slot {
-                seq: model.new_sequence(),
+                seq,
                 decoder,
                 feed: job.prompt.clone(),
-                fed: 0,
+                fed: cached,
+                history: job.prompt[..cached].to_vec(),
+                cached,
                 prefilling: true,
                 joined: now,
                 prompt_time: Duration::ZERO,
@@ -274,6 +309,34 @@ impl EngineLoop {
                 job,
             });
         }
+    }
+
+    /// The sequence a job starts from, and how many of its prompt tokens it already
+    /// holds: its context's blocks when the prompt continues the context, else the
+    /// longest cached prefix (block by block), else nothing. At least one prompt
+    /// token is always left to feed, for the next-token logits.
+    fn attach(&self, job: &Job) -> (SeqState, usize) {
+        let model = &self.lm.model;
+        if let Some(ctx) = &job.context {
+            if ctx.len() < job.prompt.len() && job.prompt.starts_with(&ctx.tokens) {
+                if let Ok(seq) = model.sequence_from_blocks(&ctx.blocks, ctx.len()) {
+                    let c = &self.cache.counters;
+                    c.lookups.fetch_add(1, Ordering::Relaxed);
+                    c.hits.fetch_add(1, Ordering::Relaxed);
+                    c.prompt_tokens
+                        .fetch_add(job.prompt.len() as u64, Ordering::Relaxed);
+                    c.hit_tokens.fetch_add(ctx.len() as u64, Ordering::Relaxed);
+                    return (seq, ctx.len());
+                }
+            }
+        }
+        let found = self.cache.lookup(&job.prompt);
+        if found.tokens > 0 {
+            if let Ok(seq) = model.sequence_from_blocks(&found.blocks, found.tokens) {
+                return (seq, found.tokens);
+            }
+        }
+        (model.new_sequence(), 0)
     }
 
     /// A shutdown's drain is over: running requests end as cancelled with what they
@@ -368,17 +431,31 @@ impl EngineLoop {
             }
         };
         // Sequences whose logits came back take a step (sample, mask, stop checks).
+        let mut kept: Vec<usize> = Vec::new();
         let mut work: Vec<(usize, &mut Slot, &[f32])> = Vec::new();
         let mut results = index.iter().zip(&logits).peekable();
         for (i, s) in self.active.iter_mut().enumerate() {
             let Some((_, l)) = results.next_if(|(&j, _)| j == i) else {
                 continue;
             };
+            s.history
+                .extend_from_slice(&s.feed[s.fed..s.fed + takes[i]]);
             s.fed += takes[i];
             let Some(row) = l.last() else {
                 continue; // a prompt chunk that is not the last
             };
             if s.prefilling {
+                // The prompt's blocks are cached as soon as they exist, for the
+                // requests that share it while this one still decodes.
+                self.cache.insert(&s.history, s.seq.blocks());
+                if let Some(keep) = s.job.keep.take() {
+                    let _ = keep.send(Prefix {
+                        tokens: s.history.clone().into(),
+                        blocks: s.seq.blocks().into(),
+                    });
+                    kept.push(i);
+                    continue;
+                }
                 s.prefilling = false;
                 s.prompt_time = s.joined.elapsed();
                 s.decode_start = Instant::now();
@@ -415,14 +492,30 @@ impl EngineLoop {
             }
         });
         self.lm.model.recycle_logits(logits);
-        let done: Vec<(usize, Result<Finish, String>)> = stepped.into_iter().flatten().collect();
+        let mut done: Vec<(usize, Option<Result<Finish, String>>)> = stepped
+            .into_iter()
+            .flatten()
+            .map(|(i, r)| (i, Some(r)))
+            .chain(kept.into_iter().map(|i| (i, None)))
+            .collect();
+        done.sort_by_key(|d| d.0);
         for (i, r) in done.into_iter().rev() {
             let s = self.active.remove(i);
-            self.finish(s, r);
+            match r {
+                Some(r) => self.finish(s, r),
+                // A context's prefill: its blocks went to whoever keeps them.
+                None => {
+                    self.stats.completed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         }
+        self.cache.enforce(&self.lm.model);
     }
 
     fn finish(&self, s: Slot, r: Result<Finish, String>) {
+        // Everything the sequence computed (prompt and reply) is cached: the next
+        // turn of a chat resends both.
+        self.cache.insert(&s.history, s.seq.blocks());
         let finish = match r {
             Ok(f) => f,
             Err(e) => {
@@ -454,6 +547,7 @@ impl EngineLoop {
             finish,
             stop_sequence,
             prompt_tokens: s.job.prompt.len(),
+            cached_tokens: s.cached,
             completion_tokens: done.tokens.len(),
             prompt_time: s.prompt_time,
             decode_time: s.decode_start.elapsed(),

@@ -63,6 +63,14 @@ impl Runtime {
         let instance = self.registry.get(&req.model, req.keep_alive).await?;
         let spec = ConstraintSpec::decide(req.constraint, self.default_grammar.as_ref());
         let lm = instance.lm.clone();
+        let context = match &req.context {
+            Some(id) => Some(
+                self.registry
+                    .contexts()
+                    .for_model(id, &instance.spec.name)?,
+            ),
+            None => None,
+        };
         if req.tools.is_some() && matches!(lm.template_source, TemplateSource::Builtin(_)) {
             return Err(no_tools(&instance.spec.name));
         }
@@ -91,7 +99,13 @@ impl Runtime {
             kwargs.insert(name.into(), serde_json::Value::Bool(on));
         }
         let echo = req.echo_prompt;
+        let ctx = context.clone();
         let prepared = tokio::task::spawn_blocking(move || {
+            let merged = ctx.as_ref().is_some_and(|c| c.merges(&prompt));
+            let prompt = match &ctx {
+                Some(c) => c.continued(prompt),
+                None => prompt,
+            };
             let (tokens, text) = match prompt {
                 Prompt::Chat(messages) => {
                     let (messages, tools) =
@@ -101,6 +115,10 @@ impl Runtime {
                         .map_err(|e| Error::bad_request(format!("cannot render the chat: {e}")))?
                 }
                 Prompt::Raw(text) => (lm.encode_raw(&text), text),
+            };
+            let tokens = match &ctx {
+                Some(c) => c.continued_tokens(tokens, lm.tokenizer.bos(), merged),
+                None => tokens,
             };
             check_prompt(&tokens, lm.model.n_ctx())
                 .map_err(|e| Error::bad_request(e.to_string()))?;
@@ -142,6 +160,8 @@ impl Runtime {
             thinking,
             prompt_text,
             calls,
+            context: context.map(|c| c.prefix.clone()),
+            keep: None,
         })?;
         Ok(Started {
             events: match req.tools {

@@ -256,6 +256,8 @@ fn the_scheduler_gives_each_request_what_generate_gives_it_alone() {
                 thinking: None,
                 prompt_text: None,
                 calls: None,
+                context: None,
+                keep: None,
             })
             .unwrap();
         receivers.push(rx);

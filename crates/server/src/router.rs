@@ -16,7 +16,7 @@ use axum::{Json, Router};
 use axum::body::Body;
 use llamay_runtime::Registry;
 
-use crate::api::{anthropic, catalog, embeddings, ollama, openai, rerank, responses};
+use crate::api::{anthropic, catalog, contexts, embeddings, ollama, openai, rerank, responses};
 use crate::boundary::Refusal;
 use crate::http::error::{ApiError, ErrorShape};
 use crate::http::AppState;
@@ -27,6 +27,7 @@ pub fn router(state: AppState) -> Router {
         .merge(openai::routes())
         .merge(responses::routes())
         .merge(catalog::routes())
+        .merge(contexts::routes())
         .merge(anthropic::routes())
         .merge(ollama::routes())
         .merge(embeddings::routes())
@@ -242,6 +243,7 @@ async fn stats(State(st): State<AppState>) -> Response {
                 "queued": w,
                 "constraints_cached": e.lm.constraints.len(),
                 "constraint_cache_bytes": e.lm.constraints.bytes(),
+                "kv_cache": e.scheduler.kv_cache().stats_json(&e.lm.model),
                 "expires_at": chrono::DateTime::<chrono::Utc>::from(e.expires_at()).to_rfc3339(),
             })
         })
@@ -252,6 +254,7 @@ async fn stats(State(st): State<AppState>) -> Response {
             models.push(serde_json::json!({"name": d.name, "state": "unloaded"}));
         }
     }
+    v["contexts"] = rt.registry.contexts().len().into();
     v["active"] = active.into();
     v["queue_depth"] = queued.into();
     v["models"] = models.into();

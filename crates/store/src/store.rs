@@ -181,6 +181,33 @@ impl Store {
         self.root.join("blobs")
     }
 
+    /// Where snapshots of named contexts (KV blocks and tokens, content-addressed
+    /// like blobs) live: beside `blobs/`, where the collection of unused model blobs
+    /// never looks.
+    pub fn snapshots_dir(&self) -> PathBuf {
+        self.root.join("snapshots")
+    }
+
+    /// Stores a snapshot under its sha256 (written once: the same bytes have the same
+    /// name) and returns that digest.
+    pub fn put_snapshot(&self, bytes: &[u8]) -> Result<Digest> {
+        let digest = Digest::of_bytes(bytes);
+        let path = self.snapshots_dir().join(digest.file_name());
+        if !path.is_file() {
+            atomic_write(&path, bytes)?;
+        }
+        Ok(digest)
+    }
+
+    /// The snapshot stored under `digest`, if there is one.
+    pub fn read_snapshot(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
+        let path = self.snapshots_dir().join(digest.file_name());
+        if !path.is_file() {
+            return Ok(None);
+        }
+        fs::read(&path).at(&path).map(Some)
+    }
+
     /// Where llamay's store keeps (or would keep) a blob.
     pub fn blob_path(&self, digest: &Digest) -> PathBuf {
         self.blobs_dir().join(digest.file_name())

@@ -180,6 +180,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
             max_active: a.parallel.max(1),
             max_queue: cases.len() * modes.len() + 1,
             timeout: Duration::from_secs(3600),
+            ..SchedulerConfig::default()
         },
         ..RegistryConfig::default()
     };
@@ -324,6 +325,7 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
             thinking: Default::default(),
             template_kwargs: None,
             echo_prompt: false,
+            context: None,
         })
         .await;
     let started = match started {

@@ -80,6 +80,11 @@ pub struct ServeArgs {
     /// used evicted first).
     #[arg(long = "constraint-cache-mb", default_value_t = 256)]
     pub constraint_cache_mb: usize,
+    /// Megabytes of KV blocks each loaded model keeps (prefix cache, named contexts
+    /// and running sequences; unreferenced cached blocks evicted least recently used
+    /// first). Default: a quarter of the machine's memory, at most 8 GiB.
+    #[arg(long = "kv-cache-mb")]
+    pub kv_cache_mb: Option<usize>,
     /// Seconds in-flight generations may run on after SIGTERM or Ctrl-C.
     #[arg(long = "drain-timeout", default_value_t = 30)]
     pub drain_timeout: u64,
@@ -149,6 +154,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             max_active: a.parallel,
             max_queue: a.queue,
             timeout: Duration::from_secs(a.timeout),
+            kv_cache_bytes: a.kv_cache_mb.map(|mb| mb.saturating_mul(1 << 20)),
         },
         max_loaded: a.max_loaded,
         keep_alive: Duration::from_secs(a.keep_alive),

@@ -20,7 +20,9 @@ pub struct Server {
     /// The `llamay serving` log line it printed at start.
     pub log_line: String,
     child: Child,
-    _store: TempDir,
+    /// The store, removed on drop unless it was given (`start_in_store`).
+    _store: Option<TempDir>,
+    pub store: PathBuf,
 }
 
 /// A directory removed on drop.
@@ -54,6 +56,35 @@ impl Server {
         let store =
             std::env::temp_dir().join(format!("llamay-serve-test-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&store).unwrap();
+        let mut s = Self::spawn(&model, extra, names, &store, port);
+        s._store = Some(TempDir(store));
+        s
+    }
+
+    /// A server on the store at `store`, which outlives it (a restart's second
+    /// server sees what the first wrote).
+    pub fn start_in_store(
+        model: &std::path::Path,
+        extra: &[&str],
+        store: &std::path::Path,
+    ) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self::spawn(model, extra, &[], store, port)
+    }
+
+    fn spawn(
+        model: &std::path::Path,
+        extra: &[&str],
+        names: &[&str],
+        store: &std::path::Path,
+        port: u16,
+    ) -> Server {
+        let model = model.to_path_buf();
+        let store = store.to_path_buf();
         for name in names {
             let st = Command::new(env!("CARGO_BIN_EXE_llamay"))
                 .arg("import")
@@ -113,7 +144,8 @@ impl Server {
             model_arg: model.to_string_lossy().into_owned(),
             log_line: line,
             child,
-            _store: TempDir(store),
+            _store: None,
+            store,
         }
     }
 

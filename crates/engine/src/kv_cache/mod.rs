@@ -1,16 +1,31 @@
-//! Per-sequence key/value cache.
+//! Paged key/value storage.
 //!
-//! Every layer keeps the keys and values of the positions it may still attend to.
-//! Global layers keep every position (growing up to the context size); sliding-window
-//! layers keep only the last `window` positions in a ring buffer. Storage is f32 by
-//! default or f16 to halve the memory (as llama.cpp does by default).
+//! A sequence's keys and values live in fixed-size blocks ([`KvBlock`], the keys and
+//! values of [`KV_BLOCK_TOKENS`] consecutive positions for every layer), held by
+//! reference count: sequences that share a prefix hold the same blocks, and a write
+//! into a block another holder still sees copies that block first (`Arc::make_mut`).
+//! Attention reads the blocks in place, one slice per block (`rows::Paged`), so
+//! sharing costs nothing at read time.
+//!
+//! Every layer keeps every position, sliding-window ones included: a sliding layer
+//! only *reads* its last `window` positions, but a block shared with a shorter
+//! sequence (a prefix another request continues) must still hold what that sequence
+//! needs. Storage is f32 by default or f16 to halve the memory (as llama.cpp does by
+//! default). Who keeps blocks alive beyond a sequence (a prefix cache, named contexts)
+//! is the runtime's business; the engine only counts the bytes alive per model.
 
 pub(crate) mod rows;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use rows::Rows;
+use rows::Paged;
+
+/// Positions per [`KvBlock`]: the granularity of prefix sharing.
+pub const KV_BLOCK_TOKENS: usize = 32;
 
 /// Element type of the cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -20,40 +35,35 @@ pub enum KvType {
     F16,
 }
 
+impl KvType {
+    /// Bytes per element.
+    pub fn element_bytes(self) -> usize {
+        match self {
+            KvType::F32 => 4,
+            KvType::F16 => 2,
+        }
+    }
+
+    /// The name used in flags and snapshot headers.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvType::F32 => "f32",
+            KvType::F16 => "f16",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Store {
-    F32(Vec<f32>),
-    F16(Vec<f16>),
+    F32(Box<[f32]>),
+    F16(Box<[f16]>),
 }
 
 impl Store {
-    fn new(ty: KvType) -> Store {
+    fn zeroed(ty: KvType, n: usize) -> Store {
         match ty {
-            KvType::F32 => Store::F32(Vec::new()),
-            KvType::F16 => Store::F16(Vec::new()),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Store::F32(v) => v.len(),
-            Store::F16(v) => v.len(),
-        }
-    }
-
-    fn clear(&mut self) {
-        match self {
-            Store::F32(v) => v.clear(),
-            Store::F16(v) => v.clear(),
-        }
-    }
-
-    fn grow_to(&mut self, n: usize) {
-        if n > self.len() {
-            match self {
-                Store::F32(v) => v.resize(n, 0.0),
-                Store::F16(v) => v.resize(n, f16::ZERO),
-            }
+            KvType::F32 => Store::F32(vec![0.0; n].into_boxed_slice()),
+            KvType::F16 => Store::F16(vec![f16::ZERO; n].into_boxed_slice()),
         }
     }
 
@@ -74,203 +84,256 @@ impl Store {
     }
 }
 
-/// A store's elements by pointer, for [`KvWriter`].
-#[derive(Clone, Copy)]
-enum RawStore {
-    F32(*mut f32, usize),
-    F16(*mut f16, usize),
+/// The shape of a model's blocks: which model, how many layers, how wide a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) model_id: usize,
+    pub(crate) n_layer: usize,
+    pub(crate) k_width: usize,
+    pub(crate) v_width: usize,
+    pub(crate) ty: KvType,
 }
 
-impl RawStore {
-    fn of(store: &mut Store) -> RawStore {
-        match store {
-            Store::F32(v) => RawStore::F32(v.as_mut_ptr(), v.len()),
-            Store::F16(v) => RawStore::F16(v.as_mut_ptr(), v.len()),
+impl Layout {
+    /// Elements of one layer's part of a block (keys, then values).
+    fn layer_elems(&self) -> usize {
+        KV_BLOCK_TOKENS * (self.k_width + self.v_width)
+    }
+
+    fn elems(&self) -> usize {
+        self.n_layer * self.layer_elems()
+    }
+
+    fn bytes(&self) -> usize {
+        self.elems() * self.ty.element_bytes()
+    }
+}
+
+/// The keys and values of [`KV_BLOCK_TOKENS`] consecutive positions, every layer,
+/// of one model. Shared between sequences as `Arc<KvBlock>`; created by the engine
+/// only (a sequence growing, [`crate::Model::block_from_bytes`]).
+#[derive(Debug)]
+pub struct KvBlock {
+    store: Store,
+    layout: Layout,
+    /// The model's count of bytes held by live blocks.
+    live: Arc<AtomicUsize>,
+}
+
+impl KvBlock {
+    pub(crate) fn new(layout: Layout, live: &Arc<AtomicUsize>) -> KvBlock {
+        live.fetch_add(layout.bytes(), Ordering::Relaxed);
+        KvBlock {
+            store: Store::zeroed(layout.ty, layout.elems()),
+            layout,
+            live: live.clone(),
         }
     }
 
-    /// # Safety
-    /// No other thread reads or writes elements `at..at + src.len()` meanwhile, and
-    /// the store has not been resized since `of`.
-    unsafe fn write(self, at: usize, src: &[f32]) {
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Bytes of keys and values this block holds.
+    pub fn bytes(&self) -> usize {
+        self.layout.bytes()
+    }
+
+    /// The block's contents as little-endian bytes (f32 or f16 as stored), for
+    /// snapshots; [`crate::Model::block_from_bytes`] reads them back.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match &self.store {
+            Store::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Store::F16(v) => v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect(),
+        }
+    }
+
+    /// A block of `layout` from [`KvBlock::to_le_bytes`]'s output.
+    pub(crate) fn from_le_bytes(
+        layout: Layout,
+        live: &Arc<AtomicUsize>,
+        bytes: &[u8],
+    ) -> Option<KvBlock> {
+        if bytes.len() != layout.bytes() {
+            return None;
+        }
+        let mut b = KvBlock::new(layout, live);
+        match &mut b.store {
+            Store::F32(v) => {
+                for (x, c) in v.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+            }
+            Store::F16(v) => {
+                for (x, c) in v.iter_mut().zip(bytes.chunks_exact(2)) {
+                    *x = f16::from_bits(u16::from_le_bytes([c[0], c[1]]));
+                }
+            }
+        }
+        Some(b)
+    }
+
+    /// Start of layer `il`'s keys; its values follow `KV_BLOCK_TOKENS` key rows later.
+    fn layer_base(&self, il: usize) -> usize {
+        il * self.layout.layer_elems()
+    }
+
+    /// Layer `il`'s first `rows` key rows and value rows, as stored.
+    fn rows(&self, il: usize, rows: usize) -> (Paged1<'_>, Paged1<'_>) {
+        let (kw, vw) = (self.layout.k_width, self.layout.v_width);
+        let k0 = self.layer_base(il);
+        let v0 = k0 + KV_BLOCK_TOKENS * kw;
+        match &self.store {
+            Store::F32(d) => (
+                Paged1::F32(&d[k0..k0 + rows * kw]),
+                Paged1::F32(&d[v0..v0 + rows * vw]),
+            ),
+            Store::F16(d) => (
+                Paged1::F16(&d[k0..k0 + rows * kw]),
+                Paged1::F16(&d[v0..v0 + rows * vw]),
+            ),
+        }
+    }
+}
+
+impl Clone for KvBlock {
+    /// A private copy (copy-on-write of a shared block): counted like any block.
+    fn clone(&self) -> KvBlock {
+        self.live.fetch_add(self.bytes(), Ordering::Relaxed);
+        KvBlock {
+            store: self.store.clone(),
+            layout: self.layout,
+            live: self.live.clone(),
+        }
+    }
+}
+
+impl Drop for KvBlock {
+    fn drop(&mut self) {
+        self.live.fetch_sub(self.bytes(), Ordering::Relaxed);
+    }
+}
+
+/// One block's rows of one layer.
+enum Paged1<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+/// One layer's cached keys and values as attention reads them: a slice per block.
+pub(crate) enum History<'a> {
+    F32(Vec<&'a [f32]>, Vec<&'a [f32]>),
+    F16(Vec<&'a [f16]>, Vec<&'a [f16]>),
+}
+
+impl History<'_> {
+    pub(crate) fn paged(&self) -> (Paged<'_>, Paged<'_>) {
         match self {
-            RawStore::F32(p, len) => {
-                assert!(at + src.len() <= len);
-                std::slice::from_raw_parts_mut(p.add(at), src.len()).copy_from_slice(src)
-            }
-            RawStore::F16(p, len) => {
-                assert!(at + src.len() <= len);
-                std::slice::from_raw_parts_mut(p.add(at), src.len()).convert_from_f32_slice(src)
-            }
+            History::F32(k, v) => (Paged::F32(k), Paged::F32(v)),
+            History::F16(k, v) => (Paged::F16(k), Paged::F16(v)),
         }
     }
 }
 
-/// Stores keys and values of a layer's new positions (see [`KvCache::writer`]). It
-/// borrows nothing: the cache must not be resized or dropped while it is used, and
-/// what it writes must not be read meanwhile (attention reads the cached positions,
-/// which it does not touch, and the batch's own rows from the step's buffers).
-pub(crate) struct KvWriter {
-    k: RawStore,
-    v: RawStore,
-    window: Option<usize>,
-    k_width: usize,
-    v_width: usize,
-    positions: std::ops::Range<usize>,
-}
-
-// SAFETY: writes go through `write`, whose callers keep concurrent writes disjoint.
-unsafe impl Send for KvWriter {}
-unsafe impl Sync for KvWriter {}
-
-impl KvWriter {
-    /// Stores `k` as the key columns from `k_col`, and `v` as the value columns from
-    /// `v_col`, of position `pos`.
-    ///
-    /// # Safety
-    /// The cache is still as [`KvCache::writer`] left it, and concurrent calls write
-    /// different positions or columns.
-    pub(crate) unsafe fn write(
-        &self,
-        pos: usize,
-        (k_col, k): (usize, &[f32]),
-        (v_col, v): (usize, &[f32]),
-    ) {
-        assert!(self.positions.contains(&pos));
-        assert!(k_col + k.len() <= self.k_width && v_col + v.len() <= self.v_width);
-        let slot = match self.window {
-            Some(w) => pos % w,
-            None => pos,
-        };
-        self.k.write(slot * self.k_width + k_col, k);
-        self.v.write(slot * self.v_width + v_col, v);
-    }
-}
-
-/// One layer's keys and values.
-#[derive(Clone, Debug)]
-struct LayerKv {
-    /// Ring size for sliding layers; `None` keeps every position.
-    window: Option<usize>,
-    k_width: usize,
-    v_width: usize,
-    k: Store,
-    v: Store,
-}
-
-impl LayerKv {
-    fn slot(&self, pos: usize) -> usize {
-        match self.window {
-            Some(w) => pos % w,
-            None => pos,
-        }
-    }
-}
-
-/// The cache of one sequence: all layers, and how many positions are filled.
+/// The blocks of one sequence, in position order.
 #[derive(Clone, Debug)]
 pub(crate) struct KvCache {
-    layers: Vec<LayerKv>,
-    ty: KvType,
+    blocks: Vec<Arc<KvBlock>>,
+    layout: Layout,
+    live: Arc<AtomicUsize>,
 }
 
 impl KvCache {
-    /// An empty cache. `windows[il]` is the sliding window of layer `il`, if any.
-    pub(crate) fn new(
-        ty: KvType,
-        windows: &[Option<usize>],
-        k_width: usize,
-        v_width: usize,
-    ) -> KvCache {
-        let layers = windows
-            .iter()
-            .map(|&window| LayerKv {
-                window,
-                k_width,
-                v_width,
-                k: Store::new(ty),
-                v: Store::new(ty),
-            })
-            .collect();
-        KvCache { layers, ty }
+    pub(crate) fn new(layout: Layout, live: Arc<AtomicUsize>) -> KvCache {
+        KvCache {
+            blocks: Vec::new(),
+            layout,
+            live,
+        }
     }
 
     pub(crate) fn kv_type(&self) -> KvType {
-        self.ty
+        self.layout.ty
     }
 
-    /// Drops every stored position (keeps the allocations).
-    pub(crate) fn clear(&mut self) {
-        for l in &mut self.layers {
-            l.k.clear();
-            l.v.clear();
+    pub(crate) fn blocks(&self) -> &[Arc<KvBlock>] {
+        &self.blocks
+    }
+
+    pub(crate) fn set_blocks(&mut self, blocks: Vec<Arc<KvBlock>>) {
+        self.blocks = blocks;
+    }
+
+    /// Keeps the blocks holding positions `..n`.
+    pub(crate) fn keep(&mut self, n: usize) {
+        self.blocks.truncate(n.div_ceil(KV_BLOCK_TOKENS));
+    }
+
+    /// Makes positions `from..to` writable: new blocks for positions past the last
+    /// block, and a private copy of a block others still hold (the shared last block
+    /// of a forked sequence, written from its middle).
+    pub(crate) fn reserve(&mut self, from: usize, to: usize) {
+        if from >= to {
+            return;
+        }
+        let (first, end) = (from / KV_BLOCK_TOKENS, to.div_ceil(KV_BLOCK_TOKENS));
+        for b in first..end {
+            if b < self.blocks.len() {
+                Arc::make_mut(&mut self.blocks[b]);
+            } else {
+                self.blocks
+                    .push(Arc::new(KvBlock::new(self.layout, &self.live)));
+            }
         }
     }
 
-    /// Stores the key and value of `pos` in layer `il`.
+    /// Stores the key and value of `pos` in layer `il` (reserved first).
     pub(crate) fn write(&mut self, il: usize, pos: usize, k: &[f32], v: &[f32]) {
-        let l = &mut self.layers[il];
-        let slot = l.slot(pos);
-        let (kw, vw) = (l.k_width, l.v_width);
-        l.k.grow_to((slot + 1) * kw);
-        l.v.grow_to((slot + 1) * vw);
-        l.k.write(slot * kw, &k[..kw]);
-        l.v.write(slot * vw, &v[..vw]);
+        let (kw, vw) = (self.layout.k_width, self.layout.v_width);
+        let block = Arc::get_mut(&mut self.blocks[pos / KV_BLOCK_TOKENS])
+            .expect("a written block is reserved (private) first");
+        let row = pos % KV_BLOCK_TOKENS;
+        let k0 = block.layer_base(il);
+        let v0 = k0 + KV_BLOCK_TOKENS * kw;
+        block.store.write(k0 + row * kw, &k[..kw]);
+        block.store.write(v0 + row * vw, &v[..vw]);
     }
 
-    /// Makes room for positions `range` of layer `il` and returns a writer that stores
-    /// their keys and values a column range at a time, from several threads (the
-    /// attention tasks, each its own KV head). A sliding layer's range must fit in the
-    /// window (its slots must be distinct).
-    pub(crate) fn writer(&mut self, il: usize, range: std::ops::Range<usize>) -> KvWriter {
-        let l = &mut self.layers[il];
-        assert!(l.window.is_none_or(|w| range.len() <= w));
-        let end_slot = range.clone().map(|p| l.slot(p) + 1).max().unwrap_or(0);
-        let (kw, vw) = (l.k_width, l.v_width);
-        l.k.grow_to(end_slot * kw);
-        l.v.grow_to(end_slot * vw);
-        KvWriter {
-            k: RawStore::of(&mut l.k),
-            v: RawStore::of(&mut l.v),
-            window: l.window,
-            k_width: kw,
-            v_width: vw,
-            positions: range,
-        }
-    }
-
-    /// Keys and values of positions `range` of layer `il`, read in place, f32 or f16 as
-    /// stored: row after row from `range.start`'s, with `None`; or, where a sliding
-    /// layer's ring has wrapped around, the whole ring, with `Some((row of range.start,
-    /// rows in the ring))` (see `AttnArgs::old_ring`). Nothing is copied.
-    pub(crate) fn history(
-        &self,
-        il: usize,
-        range: std::ops::Range<usize>,
-    ) -> (Rows<'_>, Rows<'_>, Option<(usize, usize)>) {
-        let l = &self.layers[il];
-        let (kw, vw) = (l.k_width, l.v_width);
-        let first = l.slot(range.start);
-        let wraps = !range.is_empty() && l.slot(range.end - 1) != first + range.len() - 1;
-        let (rows, ring) = match l.window {
-            // A ring only wraps once every one of its slots has been written.
-            Some(w) if wraps => (0..w, Some((first, w))),
-            _ => (first..first + range.len(), None),
-        };
-        let (ks, vs) = (
-            rows.start * kw..rows.end * kw,
-            rows.start * vw..rows.end * vw,
-        );
-        match (&l.k, &l.v) {
-            (Store::F32(kd), Store::F32(vd)) => (Rows::F32(&kd[ks]), Rows::F32(&vd[vs]), ring),
-            (Store::F16(kd), Store::F16(vd)) => (Rows::F16(&kd[ks]), Rows::F16(&vd[vs]), ring),
-            _ => unreachable!("keys and values are stored alike"),
+    /// Layer `il`'s keys and values of positions `..end`, read in place: one slice per
+    /// block (the last one cut at `end`), so that position `j` is row `j % B` of
+    /// slice `j / B`. Nothing is copied.
+    pub(crate) fn history(&self, il: usize, end: usize) -> History<'_> {
+        let n_blocks = end.div_ceil(KV_BLOCK_TOKENS);
+        assert!(n_blocks <= self.blocks.len(), "positions ..{end} are held");
+        let rows_of = |b: usize| (end - b * KV_BLOCK_TOKENS).min(KV_BLOCK_TOKENS);
+        match self.layout.ty {
+            KvType::F32 => {
+                let (mut ks, mut vs) = (Vec::with_capacity(n_blocks), Vec::new());
+                vs.reserve(n_blocks);
+                for b in 0..n_blocks {
+                    if let (Paged1::F32(k), Paged1::F32(v)) = self.blocks[b].rows(il, rows_of(b)) {
+                        ks.push(k);
+                        vs.push(v);
+                    }
+                }
+                History::F32(ks, vs)
+            }
+            KvType::F16 => {
+                let (mut ks, mut vs) = (Vec::with_capacity(n_blocks), Vec::new());
+                vs.reserve(n_blocks);
+                for b in 0..n_blocks {
+                    if let (Paged1::F16(k), Paged1::F16(v)) = self.blocks[b].rows(il, rows_of(b)) {
+                        ks.push(k);
+                        vs.push(v);
+                    }
+                }
+                History::F16(ks, vs)
+            }
         }
     }
 
     /// Copies the keys and values of positions `range` of layer `il` into `k` and `v`
-    /// (row after row, as f32): the tests' reference for `history`. The positions must
-    /// still be held.
+    /// (row after row, as f32): the tests' reference for `history`.
     #[cfg(test)]
     pub(crate) fn gather(
         &self,
@@ -279,41 +342,32 @@ impl KvCache {
         k: &mut Vec<f32>,
         v: &mut Vec<f32>,
     ) {
-        let l = &self.layers[il];
-        let (kw, vw) = (l.k_width, l.v_width);
+        let (kw, vw) = (self.layout.k_width, self.layout.v_width);
         k.resize(range.len() * kw, 0.0);
         v.resize(range.len() * vw, 0.0);
         for (i, pos) in range.enumerate() {
-            let slot = l.slot(pos);
-            l.k.read(slot * kw, &mut k[i * kw..(i + 1) * kw]);
-            l.v.read(slot * vw, &mut v[i * vw..(i + 1) * vw]);
+            let block = &self.blocks[pos / KV_BLOCK_TOKENS];
+            let row = pos % KV_BLOCK_TOKENS;
+            let k0 = block.layer_base(il);
+            let v0 = k0 + KV_BLOCK_TOKENS * kw;
+            block
+                .store
+                .read(k0 + row * kw, &mut k[i * kw..(i + 1) * kw]);
+            block
+                .store
+                .read(v0 + row * vw, &mut v[i * vw..(i + 1) * vw]);
         }
     }
 
-    /// Whether every layer still holds what a sequence cut back from `n_past` to `n`
-    /// positions needs: a ring keeps only the last `window` positions written.
-    fn can_rewind(&self, n_past: usize, n: usize) -> bool {
-        self.layers.iter().all(|l| match l.window {
-            None => true,
-            Some(w) => n.saturating_sub(w - 1) >= n_past.saturating_sub(w),
-        })
-    }
-
-    /// Bytes holding stored keys and values.
+    /// Bytes of the blocks this sequence holds (shared ones counted in full).
     pub(crate) fn bytes(&self) -> usize {
-        let el = match self.ty {
-            KvType::F32 => 4,
-            KvType::F16 => 2,
-        };
-        self.layers
-            .iter()
-            .map(|l| (l.k.len() + l.v.len()) * el)
-            .sum()
+        self.blocks.len() * self.layout.bytes()
     }
 }
 
-/// One sequence's state: its KV cache and how many positions it holds. Create it
-/// with [`crate::model::Model::new_sequence`]; it belongs to that model.
+/// One sequence's state: its KV blocks and how many positions it holds. Create it
+/// with [`crate::Model::new_sequence`] (or [`crate::Model::sequence_from_blocks`]);
+/// it belongs to that model.
 #[derive(Clone, Debug)]
 pub struct SeqState {
     pub(crate) kv: KvCache,
@@ -340,23 +394,34 @@ impl SeqState {
 
     /// Forgets every position, to start a new prompt.
     pub fn clear(&mut self) {
-        self.kv.clear();
+        self.kv.keep(0);
         self.n_past = 0;
     }
 
     /// Keeps only the first `n` positions (to reuse a shared prompt prefix). Returns
-    /// false, changing nothing, when `n` is beyond the held positions or when a
-    /// sliding-window layer has already overwritten positions the shorter sequence
-    /// would need (then [`SeqState::clear`] and re-feed instead).
+    /// false, changing nothing, when `n` is beyond the held positions.
     pub fn truncate(&mut self, n: usize) -> bool {
-        if n > self.n_past || !self.kv.can_rewind(self.n_past, n) {
+        if n > self.n_past {
             return false;
         }
+        self.kv.keep(n);
         self.n_past = n;
         true
     }
 
-    /// Bytes held by the KV cache.
+    /// The blocks holding this sequence's positions, in order (the last one may be
+    /// partly filled): what a prefix cache or a fork shares.
+    pub fn blocks(&self) -> &[Arc<KvBlock>] {
+        self.kv.blocks()
+    }
+
+    /// A new sequence holding this one's positions, sharing every block (no copy):
+    /// a write into the shared last block copies that block first.
+    pub fn fork(&self) -> SeqState {
+        self.clone()
+    }
+
+    /// Bytes held by the KV blocks (blocks shared with other sequences counted in full).
     pub fn kv_bytes(&self) -> usize {
         self.kv.bytes()
     }
@@ -366,65 +431,98 @@ impl SeqState {
 mod tests {
     use super::*;
 
-    #[test]
-    fn sliding_layers_keep_only_the_window() {
-        let mut c = KvCache::new(KvType::F32, &[Some(3), None], 2, 1);
-        for pos in 0..10 {
-            let p = pos as f32;
-            c.write(0, pos, &[p, -p], &[p * 10.0]);
-            c.write(1, pos, &[p, -p], &[p * 10.0]);
-        }
-        let (mut k, mut v) = (Vec::new(), Vec::new());
-        c.gather(0, 7..10, &mut k, &mut v);
-        assert_eq!(k, [7.0, -7.0, 8.0, -8.0, 9.0, -9.0]);
-        assert_eq!(v, [70.0, 80.0, 90.0]);
-        c.gather(1, 0..10, &mut k, &mut v);
-        assert_eq!(v, (0..10).map(|p| p as f32 * 10.0).collect::<Vec<_>>());
-        // The ring holds 3 positions of 2 + 1 floats; the global layer holds 10.
-        assert_eq!(c.bytes(), (3 * 3 + 10 * 3) * 4);
+    fn cache(ty: KvType, n_layer: usize, kw: usize, vw: usize) -> KvCache {
+        let layout = Layout {
+            model_id: 0,
+            n_layer,
+            k_width: kw,
+            v_width: vw,
+            ty,
+        };
+        KvCache::new(layout, Arc::new(AtomicUsize::new(0)))
     }
 
-    /// In-place views and gathered copies give the same rows, wrapped ring or not.
+    fn fill(c: &mut KvCache, range: std::ops::Range<usize>) {
+        c.reserve(range.start, range.end);
+        for pos in range {
+            let p = pos as f32;
+            for il in 0..c.layout.n_layer {
+                c.write(il, pos, &[p, -p], &[p * 10.0 + il as f32]);
+            }
+        }
+    }
+
+    /// In-place views and gathered copies give the same rows.
     #[test]
     fn history_reads_what_gather_copies() {
         for ty in [KvType::F32, KvType::F16] {
-            let mut c = KvCache::new(ty, &[Some(4), None], 2, 1);
-            for pos in 0..10 {
-                let p = pos as f32;
-                c.write(0, pos, &[p, -p], &[p * 10.0]);
-                c.write(1, pos, &[p, -p], &[p * 10.0]);
+            let mut c = cache(ty, 2, 2, 1);
+            let n = 3 * KV_BLOCK_TOKENS + 5;
+            fill(&mut c, 0..n);
+            for il in 0..2 {
+                for end in [0, 1, KV_BLOCK_TOKENS, KV_BLOCK_TOKENS + 1, n] {
+                    let (mut k, mut v) = (Vec::new(), Vec::new());
+                    c.gather(il, 0..end, &mut k, &mut v);
+                    let h = c.history(il, end);
+                    let (hk, hv) = h.paged();
+                    let read = |p: Paged, w: usize| -> Vec<f32> {
+                        (0..end)
+                            .flat_map(|j| (0..w).map(move |i| p.row(j, w).get(i)))
+                            .collect()
+                    };
+                    assert_eq!((read(hk, 2), read(hv, 1)), (k, v), "{ty:?} {il} ..{end}");
+                }
             }
-            for (il, range) in [(0, 6..10), (0, 8..10), (0, 9..9), (1, 0..10), (1, 3..7)] {
-                let (mut k, mut v) = (Vec::new(), Vec::new());
-                c.gather(il, range.clone(), &mut k, &mut v);
-                let (hk, hv, ring) = c.history(il, range.clone());
-                // Row `i` of the range, through the ring where it wraps.
-                let row = |i: usize| ring.map_or(i, |(first, rows)| (first + i) % rows);
-                let rows_of = |r: Rows, width: usize| -> Vec<f32> {
-                    (0..range.len())
-                        .flat_map(|i| {
-                            (0..width).map(move |c| r.slice(row(i) * width + c, 1).get(0))
-                        })
-                        .collect()
-                };
-                assert_eq!(
-                    (rows_of(hk, 2), rows_of(hv, 1)),
-                    (k.clone(), v.clone()),
-                    "{ty:?} layer {il} {range:?}"
-                );
-                // 6..10 in a ring of 4 wraps (slots 2, 3, 0, 1); the others do not.
-                assert_eq!(
-                    ring.is_some(),
-                    (il, range.clone()) == (0, 6..10),
-                    "{range:?}"
-                );
-            }
+        }
+    }
+
+    /// A fork shares every block; writing past the shared part copies only the
+    /// shared last block, and the parent still reads its own values.
+    #[test]
+    fn forks_share_blocks_and_copy_the_last_on_write() {
+        let mut a = cache(KvType::F32, 1, 2, 1);
+        let n = 2 * KV_BLOCK_TOKENS + 3;
+        fill(&mut a, 0..n);
+        let live = a.live.clone();
+        let before = live.load(Ordering::Relaxed);
+        let mut b = a.clone();
+        assert_eq!(
+            live.load(Ordering::Relaxed),
+            before,
+            "a fork copies nothing"
+        );
+        b.reserve(n, n + 1);
+        b.write(0, n, &[-1.0, -1.0], &[-1.0]);
+        // The two full blocks are still shared; the partial one was copied.
+        assert!(Arc::ptr_eq(&a.blocks[0], &b.blocks[0]));
+        assert!(Arc::ptr_eq(&a.blocks[1], &b.blocks[1]));
+        assert!(!Arc::ptr_eq(&a.blocks[2], &b.blocks[2]));
+        assert_eq!(live.load(Ordering::Relaxed), before + a.layout.bytes());
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        b.gather(0, n - 1..n + 1, &mut k, &mut v);
+        assert_eq!(v, [(n - 1) as f32 * 10.0, -1.0]);
+        drop(b);
+        assert_eq!(live.load(Ordering::Relaxed), before);
+    }
+
+    #[test]
+    fn blocks_round_trip_through_bytes() {
+        for ty in [KvType::F32, KvType::F16] {
+            let mut c = cache(ty, 2, 2, 1);
+            fill(&mut c, 0..7);
+            let b = &c.blocks[0];
+            let bytes = b.to_le_bytes();
+            assert_eq!(bytes.len(), b.bytes());
+            let back = KvBlock::from_le_bytes(c.layout, &c.live, &bytes).unwrap();
+            assert_eq!(back.to_le_bytes(), bytes);
+            assert!(KvBlock::from_le_bytes(c.layout, &c.live, &bytes[1..]).is_none());
         }
     }
 
     #[test]
     fn f16_storage_rounds_to_half_precision() {
-        let mut c = KvCache::new(KvType::F16, &[None], 1, 1);
+        let mut c = cache(KvType::F16, 1, 1, 1);
+        c.reserve(0, 1);
         c.write(0, 0, &[1.0 / 3.0], &[2.0]);
         let (mut k, mut v) = (Vec::new(), Vec::new());
         c.gather(0, 0..1, &mut k, &mut v);

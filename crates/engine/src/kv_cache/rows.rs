@@ -4,11 +4,53 @@
 
 use half::f16;
 
-/// A run of rows, `width` values apart.
+use super::KV_BLOCK_TOKENS;
+
+/// A layer's cached rows, one slice per KV block: position `j` is row
+/// `j % KV_BLOCK_TOKENS` of slice `j / KV_BLOCK_TOKENS` (see `KvCache::history`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Rows<'a> {
-    F32(&'a [f32]),
-    F16(&'a [f16]),
+pub(crate) enum Paged<'a> {
+    F32(&'a [&'a [f32]]),
+    F16(&'a [&'a [f16]]),
+}
+
+impl<'a> Paged<'a> {
+    /// Position `j`'s row of `width` values (all KV heads).
+    #[inline(always)]
+    pub(crate) fn row(self, j: usize, width: usize) -> Row<'a> {
+        let (b, r) = (j / KV_BLOCK_TOKENS, j % KV_BLOCK_TOKENS);
+        match self {
+            Paged::F32(v) => Row::F32(&v[b][r * width..(r + 1) * width]),
+            Paged::F16(v) => Row::F16(&v[b][r * width..(r + 1) * width]),
+        }
+    }
+
+    /// Whether positions `..end` have rows of `width` values.
+    pub(crate) fn holds(self, end: usize, width: usize) -> bool {
+        fn holds_of<E>(v: &[&[E]], end: usize, width: usize) -> bool {
+            (0..end.div_ceil(KV_BLOCK_TOKENS)).all(|b| {
+                let rows = (end - b * KV_BLOCK_TOKENS).min(KV_BLOCK_TOKENS);
+                v.get(b).is_some_and(|s| s.len() >= rows * width)
+            })
+        }
+        match self {
+            Paged::F32(v) => holds_of(v, end, width),
+            Paged::F16(v) => holds_of(v, end, width),
+        }
+    }
+}
+
+/// A pointer to position `j`'s row (`width` values) in per-block slices.
+///
+/// # Safety
+/// Position `j` is held (see [`Paged::holds`]).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[inline(always)]
+pub(crate) unsafe fn paged_row<E>(blocks: &[&[E]], j: usize, width: usize) -> *const E {
+    blocks
+        .get_unchecked(j / KV_BLOCK_TOKENS)
+        .as_ptr()
+        .add((j % KV_BLOCK_TOKENS) * width)
 }
 
 /// `len` values of one row.
@@ -18,18 +60,16 @@ pub(crate) enum Row<'a> {
     F16(&'a [f16]),
 }
 
-impl<'a> Rows<'a> {
+impl<'a> Row<'a> {
     /// Values `start..start + len`.
     #[inline(always)]
     pub(crate) fn slice(self, start: usize, len: usize) -> Row<'a> {
         match self {
-            Rows::F32(v) => Row::F32(&v[start..start + len]),
-            Rows::F16(v) => Row::F16(&v[start..start + len]),
+            Row::F32(v) => Row::F32(&v[start..start + len]),
+            Row::F16(v) => Row::F16(&v[start..start + len]),
         }
     }
-}
 
-impl Row<'_> {
     /// Value `i` as f32.
     #[inline(always)]
     pub(crate) fn get(self, i: usize) -> f32 {

@@ -212,6 +212,9 @@ impl Model {
         if total == 0 {
             return Ok(None);
         }
+        for (item, s) in batch.iter_mut().zip(&spans) {
+            item.seq.kv.reserve(s.start_pos, s.start_pos + s.n);
+        }
         let mut b = self.buffers(total);
         self.embed(batch, &mut b.x)?;
         let positions: Vec<usize> = spans

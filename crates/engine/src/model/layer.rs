@@ -80,23 +80,23 @@ impl Model {
             None
         };
         let ow = hp.n_head * hv;
-        // Each attention task stores its KV head's new keys and values, unless a
-        // sliding layer's ring would reuse slots the step still reads.
-        let mut writers = Vec::with_capacity(batch.len());
-        let mut jobs = Vec::with_capacity(batch.len());
-        for (item, s) in batch.iter_mut().zip(spans) {
-            if s.n == 0 {
-                continue;
-            }
-            let positions = s.start_pos..s.start_pos + s.n;
-            let in_task = window.is_none() || s.n == 1;
-            writers.push(in_task.then(|| item.seq.kv.writer(il, positions)));
+        // Attention reads each item's cached positions from its blocks in place and
+        // the batch's own rows from the step's buffers; the new rows are stored after.
+        let histories: Vec<_> = batch
+            .iter()
+            .zip(spans)
+            .filter(|(_, s)| s.n > 0)
+            .map(|(item, s)| item.seq.kv.history(il, s.start_pos))
+            .collect();
+        let mut jobs = Vec::with_capacity(histories.len());
+        let live = spans.iter().filter(|s| s.n > 0);
+        for (s, history) in live.zip(&histories) {
             // Cached positions this item's queries can still see.
             let old_start = match window {
                 Some(w) => s.start_pos.saturating_sub(w - 1),
                 None => 0,
             };
-            let (k_old, v_old, old_ring) = item.seq.kv.history(il, old_start..s.start_pos);
+            let (k_old, v_old) = history.paged();
             let rows = s.row0..s.row0 + s.n;
             jobs.push(AttnJob {
                 row0: rows.start,
@@ -116,23 +116,11 @@ impl Model {
                     window,
                     softcap: hp.attn_softcap,
                     f16_probs: round16[rows.start],
-                    old_ring,
                 },
             });
         }
         let wo = &layer.attn_out;
         let group_cols = hp.n_head / hp.n_head_kv * hv;
-        let store = |j: usize, kvh: usize, t: usize| {
-            if let Some(w) = &writers[j] {
-                let job = &jobs[j];
-                let (k, v) = (job.args.k_new, job.args.v_new);
-                let k = (kvh * hk, &k[t * kw + kvh * hk..][..hk]);
-                let v = (kvh * hv, &v[t * vw + kvh * hv..][..hv]);
-                // SAFETY: the cache is as `writer` left it (nothing resizes it during
-                // the step), and each task writes its own KV head of its own tokens.
-                unsafe { w.write(job.args.start + t, k, v) };
-            }
-        };
         // The output projection's input is quantized by the tasks too, when each
         // task's columns are whole blocks of it.
         let attn = &mut b.attn[..total * ow];
@@ -142,7 +130,6 @@ impl Model {
             }
             let writer = Backend::active().acts_writer(wo.ggml_type(), total, ow, out)?;
             let then = |j: usize, kvh: usize, t: usize, out: &[f32]| {
-                store(j, kvh, t);
                 writer.put(jobs[j].row0 + t, kvh * group_cols, out);
             };
             attend_batch(&self.pool, &jobs, attn, Some(&then));
@@ -150,21 +137,11 @@ impl Model {
             Ok(true)
         })?;
         if !quantized {
-            let then = |j: usize, kvh: usize, t: usize, _: &[f32]| store(j, kvh, t);
-            attend_batch(&self.pool, &jobs, &mut b.attn[..total * ow], Some(&then));
+            attend_batch(&self.pool, &jobs, &mut b.attn[..total * ow], None);
         }
         drop(jobs);
-        // Items whose tasks could not store their rows (a sliding ring reusing slots the
-        // step read) store them now, after attention has read the cache.
-        let with_writers = batch
-            .iter_mut()
-            .zip(spans)
-            .filter(|(_, s)| s.n > 0)
-            .zip(&writers);
-        for ((item, s), w) in with_writers {
-            if w.is_some() {
-                continue;
-            }
+        drop(histories);
+        for (item, s) in batch.iter_mut().zip(spans).filter(|(_, s)| s.n > 0) {
             for t in 0..s.n {
                 let r = s.row0 + t;
                 item.seq.kv.write(

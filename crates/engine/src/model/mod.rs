@@ -27,7 +27,7 @@ pub use split::BatchSplit;
 use crate::facts::ModelFacts;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufError, GgufFile};
-use crate::kv_cache::{KvCache, KvType, SeqState};
+use crate::kv_cache::{KvBlock, KvCache, KvType, Layout, SeqState, KV_BLOCK_TOKENS};
 use crate::pool::{physical_cores, ThreadPool};
 use crate::quant::QuantError;
 use hparams::HParams;
@@ -52,6 +52,8 @@ pub enum ModelError {
     ContextFull { needed: usize, n_ctx: usize },
     #[error("a sequence was used with a model other than the one that created it")]
     ForeignSequence,
+    #[error("KV blocks do not fit this model: {0}")]
+    ForeignBlocks(String),
 }
 
 /// How to load a model.
@@ -80,6 +82,8 @@ pub struct Model {
     facts: ModelFacts,
     scratch: forward::Scratch,
     split: split::SplitChooser,
+    /// Bytes held by this model's live KV blocks, whoever holds them.
+    kv_live: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Model {
@@ -114,6 +118,7 @@ impl Model {
             facts,
             scratch: Default::default(),
             split: split::SplitChooser::new(opts.batch_split),
+            kv_live: Arc::default(),
         }))
     }
 
@@ -157,18 +162,90 @@ impl Model {
 
     /// A new, empty sequence with its own KV type and context size.
     pub fn new_sequence_with(&self, kv_type: KvType, n_ctx: usize) -> SeqState {
-        let windows: Vec<Option<usize>> = self
-            .hp
-            .swa_layers
-            .iter()
-            .map(|&swa| if swa { self.hp.sliding_window } else { None })
-            .collect();
         SeqState {
-            kv: KvCache::new(kv_type, &windows, self.hp.k_width(), self.hp.v_width()),
+            kv: KvCache::new(self.kv_layout(kv_type), self.kv_live.clone()),
             n_past: 0,
             n_ctx: n_ctx.max(1),
             model_id: self.id,
         }
+    }
+
+    fn kv_layout(&self, ty: KvType) -> Layout {
+        Layout {
+            model_id: self.id,
+            n_layer: self.hp.n_layer,
+            k_width: self.hp.k_width(),
+            v_width: self.hp.v_width(),
+            ty,
+        }
+    }
+
+    /// The model's default KV element type.
+    pub fn kv_type(&self) -> KvType {
+        self.kv_type
+    }
+
+    /// Bytes of one KV block (of [`KV_BLOCK_TOKENS`] positions) of the default type.
+    pub fn kv_block_bytes(&self) -> usize {
+        KV_BLOCK_TOKENS
+            * self.hp.n_layer
+            * (self.hp.k_width() + self.hp.v_width())
+            * self.kv_type.element_bytes()
+    }
+
+    /// Bytes held now by this model's KV blocks, by sequences and by whoever else
+    /// keeps blocks (a prefix cache, named contexts).
+    pub fn kv_bytes_live(&self) -> usize {
+        self.kv_live.load(Ordering::Relaxed)
+    }
+
+    /// A sequence of `n` positions held by `blocks` (shared, not copied), with the
+    /// model's default context size: a cached prefix continued, a context forked.
+    /// The blocks must be this model's, of its default KV type, and hold exactly the
+    /// positions `..n` (the last one may be partly filled).
+    pub fn sequence_from_blocks(
+        &self,
+        blocks: &[Arc<KvBlock>],
+        n: usize,
+    ) -> Result<SeqState, ModelError> {
+        let layout = self.kv_layout(self.kv_type);
+        if let Some(b) = blocks.iter().find(|b| b.layout() != layout) {
+            return Err(ModelError::ForeignBlocks(format!(
+                "a block of {:?} where this model's are {layout:?}",
+                b.layout()
+            )));
+        }
+        if blocks.len() != n.div_ceil(KV_BLOCK_TOKENS) {
+            return Err(ModelError::ForeignBlocks(format!(
+                "{} blocks cannot hold exactly {n} positions",
+                blocks.len()
+            )));
+        }
+        if n > self.n_ctx {
+            return Err(ModelError::ContextFull {
+                needed: n,
+                n_ctx: self.n_ctx,
+            });
+        }
+        let mut seq = self.new_sequence();
+        seq.kv.set_blocks(blocks.to_vec());
+        seq.n_past = n;
+        Ok(seq)
+    }
+
+    /// A KV block of this model (default KV type) from [`KvBlock::to_le_bytes`]'s
+    /// output: a snapshot read back.
+    pub fn block_from_bytes(&self, bytes: &[u8]) -> Result<Arc<KvBlock>, ModelError> {
+        let layout = self.kv_layout(self.kv_type);
+        KvBlock::from_le_bytes(layout, &self.kv_live, bytes)
+            .map(Arc::new)
+            .ok_or_else(|| {
+                ModelError::ForeignBlocks(format!(
+                    "a block of {} bytes where this model's hold {}",
+                    bytes.len(),
+                    self.kv_block_bytes()
+                ))
+            })
     }
 }
 

@@ -126,11 +126,43 @@ pub fn generate(
     cancel: &AtomicBool,
     on_text: &mut dyn FnMut(&str),
 ) -> Result<Generation, GenerateError> {
+    generate_continuing(
+        model,
+        tokenizer,
+        model.new_sequence(),
+        prompt,
+        (params, constraint),
+        cancel,
+        on_text,
+        &mut |_| {},
+    )
+}
+
+/// [`generate`] from `seq`, which already holds the keys and values of a prefix of
+/// `prompt` (`llamay run -prompt-cache`): only the rest is fed (at least one token:
+/// the next-token logits come from it). `on_prompt` sees the sequence once the
+/// whole prompt is in it.
+#[allow(clippy::too_many_arguments)]
+pub fn generate_continuing(
+    model: &Model,
+    tokenizer: &Tokenizer,
+    mut seq: llamay_engine::SeqState,
+    prompt: &[u32],
+    (params, constraint): (&GenerationParams, Option<&Constraint>),
+    cancel: &AtomicBool,
+    on_text: &mut dyn FnMut(&str),
+    on_prompt: &mut dyn FnMut(&llamay_engine::SeqState),
+) -> Result<Generation, GenerateError> {
     check_prompt(prompt, model.n_ctx())?;
-    let mut seq = model.new_sequence();
+    let keep = seq.len().min(prompt.len().saturating_sub(1));
+    if !seq.truncate(keep) {
+        seq = model.new_sequence();
+    }
     let t0 = Instant::now();
-    let mut logits = step(model, &mut seq, prompt)?;
+    let held = seq.len();
+    let mut logits = step(model, &mut seq, &prompt[held..])?;
     let prompt_time = t0.elapsed();
+    on_prompt(&seq);
 
     let mut decoder = Decoder::new(
         tokenizer,

@@ -4,6 +4,7 @@
 pub mod anthropic;
 pub mod catalog;
 pub(crate) mod constraint_wire;
+pub mod contexts;
 pub mod embeddings;
 pub mod ollama;
 pub mod openai;

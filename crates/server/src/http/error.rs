@@ -138,6 +138,8 @@ impl From<llamay_runtime::Error> for ApiError {
             K::Overloaded => (503, ErrorKind::Overloaded),
             K::Timeout => (504, ErrorKind::Timeout),
             K::Internal => (500, ErrorKind::Internal),
+            K::Conflict => (409, ErrorKind::InvalidRequest),
+            K::InsufficientStorage => (507, ErrorKind::Overloaded),
         };
         ApiError {
             status,

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use llamay_engine::{LoadOptions, SamplerConfig};
+use llamay_runtime::kv::snapshot;
 use llamay_runtime::{
-    generate, Finish, GenerationParams, LoadedModel, PromptLayers, TemplateSource,
+    generate_continuing, Finish, GenerationParams, LoadedModel, PromptLayers, TemplateSource,
     DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
 
@@ -21,6 +22,8 @@ pub struct Local {
     kv: String,
     /// Sample every token, even forced continuations (`--no-fast-forward`).
     fast_forward: bool,
+    /// `-prompt-cache FILE`: where the prompt's KV is kept between runs.
+    pub prompt_cache: Option<PathBuf>,
 }
 
 impl Local {
@@ -39,7 +42,62 @@ impl Local {
             path,
             kv: kv.to_string(),
             fast_forward,
+            prompt_cache: None,
         })
+    }
+}
+
+/// `-prompt-cache FILE`: a KV snapshot of the last prompt, tied to the model file.
+struct PromptCache {
+    path: PathBuf,
+    /// `sha256:…` of the model file.
+    model_digest: String,
+}
+
+impl PromptCache {
+    fn open(path: &std::path::Path, model: &std::path::Path) -> anyhow::Result<PromptCache> {
+        let digest = llamay_store::Digest::of_file(model)
+            .with_context(|| format!("cannot hash {}", model.display()))?;
+        Ok(PromptCache {
+            path: path.to_path_buf(),
+            model_digest: digest.to_string(),
+        })
+    }
+
+    /// A sequence holding what the file has of `tokens` (none when the file is
+    /// missing; a note on stderr when it cannot serve), and how many tokens that is.
+    fn resume(&self, lm: &LoadedModel, tokens: &[u32]) -> (llamay_engine::SeqState, usize) {
+        let fresh = || (lm.model.new_sequence(), 0);
+        let Ok(bytes) = std::fs::read(&self.path) else {
+            return fresh();
+        };
+        match snapshot::resume(&lm.model, &self.model_digest, &bytes, tokens) {
+            Ok(seq) => {
+                // The last prompt token is always fed again, for its logits.
+                let n = seq.len().min(tokens.len().saturating_sub(1));
+                (seq, n)
+            }
+            Err(why) => {
+                eprintln!(
+                    "llamay: the prompt cache {} is not used: {why}",
+                    self.path.display()
+                );
+                fresh()
+            }
+        }
+    }
+
+    /// Writes the prompt's KV (a temporary file renamed over the old one).
+    fn save(&self, lm: &LoadedModel, seq: &llamay_engine::SeqState, tokens: &[u32]) {
+        let bytes = snapshot::of_sequence(&lm.model, &self.model_digest, seq, tokens);
+        let tmp = self.path.with_extension("tmp");
+        let written = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, &self.path));
+        if let Err(e) = written {
+            eprintln!(
+                "llamay: cannot write the prompt cache {}: {e}",
+                self.path.display()
+            );
+        }
     }
 }
 
@@ -86,19 +144,39 @@ impl Backend for Local {
             fast_forward: self.fast_forward,
         };
         let mut text = String::new();
-        let g = generate(
+        let cache = match &self.prompt_cache {
+            Some(p) => Some(PromptCache::open(p, &self.path)?),
+            None => None,
+        };
+        let (start, reused) = match &cache {
+            Some(c) => c.resume(lm, &tokens),
+            None => (lm.model.new_sequence(), 0),
+        };
+        let g = generate_continuing(
             &lm.model,
             &lm.tokenizer,
+            start,
             &tokens,
-            &params,
-            automaton.as_ref(),
+            (&params, automaton.as_ref()),
             cancel,
             &mut |s: &str| {
                 text.push_str(s);
                 on_text(s);
             },
+            &mut |seq| {
+                if let Some(c) = &cache {
+                    c.save(lm, seq, &tokens);
+                }
+            },
         )?;
         let mut stats = vec![g.stats.summary(g.finish.as_str())];
+        if let Some(c) = &cache {
+            stats.push(format!(
+                "prompt cache {}: {reused} of {} prompt tokens reused",
+                c.path.display(),
+                tokens.len()
+            ));
+        }
         if let Some(m) = &g.stats.mask {
             stats.push(m.summary(spec.kind(), g.stats.decode_time));
         }

@@ -98,6 +98,10 @@ pub struct RunArgs {
     /// Sample every token, even the constraint's forced continuations (for measuring).
     #[arg(long = "no-fast-forward", hide = true)]
     pub no_fast_forward: bool,
+    /// Keep the prompt's KV in FILE and reuse its longest common prefix next time
+    /// (a KV snapshot tied to the model file; runs the model in this process).
+    #[arg(long = "prompt-cache", value_name = "FILE")]
+    pub prompt_cache: Option<std::path::PathBuf>,
 }
 
 /// The model named and the prompt given, from the flags and the words after `run`.
@@ -153,8 +157,11 @@ fn read_stdin() -> anyhow::Result<String> {
 /// Who generates: a server that answers and can serve the model, else this process.
 /// Load flags (`-threads`, `-ctx`, `-kv`) describe a model this process loads.
 fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String)> {
-    let load_flags =
-        a.load.threads.is_some() || a.load.ctx.is_some() || a.load.kv != "f32" || a.no_fast_forward;
+    let load_flags = a.load.threads.is_some()
+        || a.load.ctx.is_some()
+        || a.load.kv != "f32"
+        || a.no_fast_forward
+        || a.prompt_cache.is_some();
     if !a.local && !load_flags {
         let client = ServerClient::from_env()?;
         let named = std::env::var_os("LLAMAY_HOST").is_some_and(|h| !h.is_empty());
@@ -179,7 +186,8 @@ fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String
         }
     }
     let opts = a.load.options()?;
-    let l = local::Local::load(model, &opts, &a.load.kv, !a.no_fast_forward)?;
+    let mut l = local::Local::load(model, &opts, &a.load.kv, !a.no_fast_forward)?;
+    l.prompt_cache = a.prompt_cache.clone();
     Ok((Box::new(l), format!("{model} · running in this process")))
 }
 

@@ -1,21 +1,26 @@
 //! What one sequence's attention reads, and which keys each of its queries sees.
 
-use crate::kv_cache::rows::Rows;
+use crate::kv_cache::rows::Paged;
 
 #[cfg(target_arch = "x86_64")]
 use super::simd;
 
+/// Keys per chunk of the value sums: both attention paths add each chunk's sum to the
+/// total in order (the split by keys needs chunks for its tasks), so they agree bit
+/// for bit.
+pub(super) const VALUE_CHUNK: usize = 128;
+
 /// One sequence's attention inputs for one layer. Keys come in two runs: those already
-/// in the cache (`k_old`, positions `old_start..start`) and the batch's own (`k_new`,
-/// positions `start..start + n`).
+/// in the cache (`k_old`, read from its blocks in place; positions `old_start..start`
+/// are visible) and the batch's own (`k_new`, positions `start..start + n`).
 #[derive(Clone, Copy)]
 pub(crate) struct AttnArgs<'a> {
     /// `n × n_head·head_dim_k`, RoPE applied and pre-scaled.
     pub q: &'a [f32],
     pub k_new: &'a [f32],
     pub v_new: &'a [f32],
-    pub k_old: Rows<'a>,
-    pub v_old: Rows<'a>,
+    pub k_old: Paged<'a>,
+    pub v_old: Paged<'a>,
     pub old_start: usize,
     pub start: usize,
     pub n: usize,
@@ -28,65 +33,31 @@ pub(crate) struct AttnArgs<'a> {
     /// Round attention probabilities to f16 before weighting the values, as llama.cpp
     /// does with an f16 cache (used with f16 KV, so both engines round alike).
     pub f16_probs: bool,
-    /// Where `old_start` is in `k_old` and `v_old`: `None`, their first row, the rest
-    /// following in order; `Some((first, rows))`, row `first` of a ring of `rows` (a
-    /// sliding layer's cache, read in place after it has wrapped around).
-    pub old_ring: Option<(usize, usize)>,
 }
 
 impl AttnArgs<'_> {
-    /// The row of `k_old` and `v_old` holding cached position `j`.
-    #[inline(always)]
-    pub(super) fn old_row(&self, j: usize) -> usize {
-        let i = j - self.old_start;
-        match self.old_ring {
-            None => i,
-            Some((first, rows)) if first + i >= rows => first + i - rows,
-            Some((first, _)) => first + i,
-        }
-    }
-
-    /// Cached positions `from..to` as at most two runs of consecutive rows, `(first row,
-    /// count)`: a ring's wrap-around splits them.
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    pub(super) fn old_runs(&self, from: usize, to: usize) -> [(usize, usize); 2] {
-        if from >= to {
-            return [(0, 0); 2];
-        }
-        let (first, n) = (self.old_row(from), to - from);
-        let before_wrap = match self.old_ring {
-            Some((_, rows)) => rows - first,
-            None => n,
-        };
-        if n <= before_wrap {
-            [(first, n), (0, 0)]
-        } else {
-            [(first, before_wrap), (0, n - before_wrap)]
-        }
-    }
-
     /// KV head `kvh`'s values of positions `keys`, for `simd::weighted_sum_n`: the cached
-    /// ones from `v_old` (the element type the cache stores) as at most two runs, then the
-    /// batch's own from `v_new`. The caller has checked that the rows lie in the slices.
+    /// ones from `v_old` (the element type the cache stores, one slice per block), then
+    /// the batch's own from `v_new`. The caller has checked that the rows are held.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    pub(super) fn value_runs<V>(
+    pub(super) fn value_runs<'b, V>(
         &self,
-        v_old: &[V],
+        v_old: &'b [&'b [V]],
         kvh: usize,
         keys: std::ops::Range<usize>,
-    ) -> ([simd::RowRun<V>; 2], simd::RowRun<f32>) {
+    ) -> (simd::PagedRun<'b, V>, simd::RowRun<f32>) {
         let vw = self.n_head_kv * self.head_dim_v;
         let col = kvh * self.head_dim_v;
         let own = keys.start.max(self.start)..keys.end;
-        let old = self
-            .old_runs(keys.start, keys.end.min(self.start))
-            .map(|(row, len)| simd::RowRun {
-                first: v_old.as_ptr().wrapping_add(row * vw + col),
-                stride: vw,
-                len,
-            });
+        let cached_end = keys.end.min(self.start);
+        let old = simd::PagedRun {
+            blocks: v_old,
+            from: keys.start,
+            len: cached_end.saturating_sub(keys.start),
+            stride: vw,
+            col,
+        };
         let new = simd::RowRun {
             first: self
                 .v_new
@@ -98,13 +69,13 @@ impl AttnArgs<'_> {
         (old, new)
     }
 
-    /// Rows `k_old` and `v_old` must hold for cached positions up to `end`.
-    #[cfg(target_arch = "x86_64")]
-    pub(super) fn old_rows_needed(&self, end: usize) -> usize {
-        match self.old_ring {
-            Some((_, rows)) => rows,
-            None => end.saturating_sub(self.old_start),
-        }
+    /// Whether `k_old` and `v_old` hold every cached position before `end`.
+    pub(super) fn holds_old(&self, end: usize) -> bool {
+        let (kw, vw) = (
+            self.n_head_kv * self.head_dim_k,
+            self.n_head_kv * self.head_dim_v,
+        );
+        self.k_old.holds(end, kw) && self.v_old.holds(end, vw)
     }
 }
 

@@ -21,8 +21,9 @@ const MIN_KEYS: usize = 512;
 
 /// Computes `job`, the step's only job, split by keys, if it is one decoding token with
 /// at least [`MIN_KEYS`] visible keys, on a CPU with AVX2 and a pool of two threads or
-/// more; returns whether it did. Writes what the tiles ([`attend_tiles`]) would (within rounding:
-/// the value sums are added in another order) and calls `then` once per KV head.
+/// more; returns whether it did. Writes what the tiles ([`attend_tiles`]) would (the same
+/// bits: both add the value sums by chunks of `VALUE_CHUNK` keys; within rounding of
+/// the single-query path, one head per KV head) and calls `then` once per KV head.
 ///
 /// [`attend_tiles`]: super::tiles::attend_tiles
 pub(crate) fn attend_by_keys(
@@ -54,13 +55,14 @@ mod x86 {
     use super::super::simd::{self, PREFETCH_ROWS};
     use super::super::tiles::has_avx2;
     use super::MIN_KEYS;
-    use crate::kv_cache::rows::{Elem, Rows};
+    use crate::kv_cache::rows::{paged_row, Elem, Paged};
     use crate::model::ops::{round_to_f16, softmax};
     use crate::pool::{SyncPtr, ThreadPool};
 
     /// Keys per task: enough tasks to balance two threads from 512 keys on, few enough
-    /// that the chunks' value sums stay a small fraction of the work.
-    const CHUNK: usize = 128;
+    /// that the chunks' value sums stay a small fraction of the work; the tiles sum
+    /// values by the same chunks.
+    const CHUNK: usize = super::super::args::VALUE_CHUNK;
 
     thread_local! {
         /// The scores (then probabilities) of every head, and each chunk's value sums:
@@ -98,10 +100,10 @@ mod x86 {
             };
         }
         match (a.k_old, a.v_old) {
-            (Rows::F32(k), Rows::F32(v)) => with_group!(k, v),
-            (Rows::F16(k), Rows::F16(v)) => with_group!(k, v),
-            (Rows::F32(k), Rows::F16(v)) => with_group!(k, v),
-            (Rows::F16(k), Rows::F32(v)) => with_group!(k, v),
+            (Paged::F32(k), Paged::F32(v)) => with_group!(k, v),
+            (Paged::F16(k), Paged::F16(v)) => with_group!(k, v),
+            (Paged::F32(k), Paged::F16(v)) => with_group!(k, v),
+            (Paged::F16(k), Paged::F32(v)) => with_group!(k, v),
         }
         true
     }
@@ -112,7 +114,7 @@ mod x86 {
     unsafe fn by_keys<K: Elem + Sync, V: Elem + Sync, const T: usize>(
         pool: &ThreadPool,
         job: &AttnJob,
-        (k_old, v_old): (&[K], &[V]),
+        (k_old, v_old): (&[&[K]], &[&[V]]),
         out: &mut [f32],
         then: Option<TaskEpilogue>,
     ) {
@@ -127,14 +129,13 @@ mod x86 {
         // Every row read below lies inside its slice.
         assert!(T * a.n_head_kv == n_head && a.q.len() >= n_head * hk);
         assert!(lo >= a.old_start && split >= a.start);
-        let old_rows = a.old_rows_needed(split);
-        assert!(old_rows * kw <= k_old.len() && old_rows * vw <= v_old.len());
+        assert!(a.holds_old(split));
         assert!((hi + 1 - split) * kw <= a.k_new.len() && (hi + 1 - split) * vw <= a.v_new.len());
         assert!((job.row0 + 1) * ow <= out.len());
         let n_chunks = span.div_ceil(CHUNK);
         let keys_of = |c: usize| lo + c * CHUNK..(lo + (c + 1) * CHUNK).min(hi + 1);
-        let k_old_row = |j: usize| k_old.as_ptr().add(a.old_row(j) * kw);
-        let v_old_row = |j: usize| v_old.as_ptr().add(a.old_row(j) * vw);
+        let k_old_row = |j: usize| paged_row(k_old, j, kw);
+        let v_old_row = |j: usize| paged_row(v_old, j, vw);
         SCRATCH.with(|scratch| {
             let (scores, partial) = &mut *scratch.borrow_mut();
             scores.resize(n_head * span, 0.0);
@@ -224,7 +225,8 @@ mod x86 {
 mod tests {
     use super::super::{attend_batch, AttnArgs};
     use super::*;
-    use crate::kv_cache::rows::Rows;
+    use crate::kv_cache::rows::Paged;
+    use crate::model::attention::tests::{paged, plain_args};
     use crate::sampler::Rng;
 
     /// A decoding token with `old` cached positions: queries, its own key and value, and
@@ -272,10 +274,13 @@ mod tests {
             ] {
                 let old = 700;
                 let c = case(&mut rng, old, n_head, n_head_kv, hd);
+                let w = n_head_kv * hd;
+                let (k_pages, v_pages) = (paged(&c.k_old, w), paged(&c.v_old, w));
+                let (k_hpages, v_hpages) = (paged(&c.k_half, w), paged(&c.v_half, w));
                 let (k_rows, v_rows) = if f16_cache {
-                    (Rows::F16(&c.k_half), Rows::F16(&c.v_half))
+                    (Paged::F16(&k_hpages), Paged::F16(&v_hpages))
                 } else {
-                    (Rows::F32(&c.k_old), Rows::F32(&c.v_old))
+                    (Paged::F32(&k_pages), Paged::F32(&v_pages))
                 };
                 let args = AttnArgs {
                     q: &c.q,
@@ -293,7 +298,6 @@ mod tests {
                     window,
                     softcap,
                     f16_probs: f16_cache,
-                    old_ring: None,
                 };
                 // Row 1 of a two-row output, so that `row0` is honoured.
                 let job = AttnJob { args, row0: 1 };
@@ -317,6 +321,12 @@ mod tests {
                         "{what}, value {i}: {x} vs {y}"
                     );
                 }
+                // The tiles sum values by the same chunks: the same bits, wherever
+                // tiles serve a decoding token (two heads per KV head or more; one
+                // goes through the single-query path).
+                if group >= 2 {
+                    assert_eq!(split[ow..], tiles[ow..], "{what}: bit for bit");
+                }
                 let mut calls = calls.into_inner().unwrap();
                 calls.sort_by_key(|c| c.1);
                 assert_eq!(calls.len(), n_head_kv, "{what}");
@@ -334,23 +344,17 @@ mod tests {
         let mut rng = Rng::new(3);
         let (n_head, n_head_kv, hd) = (6, 2, 16);
         let c = case(&mut rng, 900, n_head, n_head_kv, hd);
-        let args = |old: usize, n: usize| AttnArgs {
-            q: &c.q,
-            k_new: &c.k_new,
-            v_new: &c.v_new,
-            k_old: Rows::F32(&c.k_old[..old * n_head_kv * hd]),
-            v_old: Rows::F32(&c.v_old[..old * n_head_kv * hd]),
-            old_start: 0,
-            start: old,
-            n,
-            n_head,
-            n_head_kv,
-            head_dim_k: hd,
-            head_dim_v: hd,
-            window: None,
-            softcap: None,
-            f16_probs: false,
-            old_ring: None,
+        let (k_pages, v_pages) = (
+            paged(&c.k_old, n_head_kv * hd),
+            paged(&c.v_old, n_head_kv * hd),
+        );
+        let args = |old: usize, n: usize| {
+            plain_args(
+                (&c.q, &c.k_new, &c.v_new),
+                (Paged::F32(&k_pages), Paged::F32(&v_pages)),
+                (old, n),
+                (n_head, n_head_kv, hd),
+            )
         };
         let (one, two) = (ThreadPool::new(1), ThreadPool::new(2));
         let mut out = vec![0.0; n_head * hd];

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::kv_cache::rows::{Elem, Row};
+use crate::kv_cache::rows::{paged_row, Elem, Row};
 
 /// How far ahead (in positions) attention asks for cache rows.
 pub(super) const PREFETCH_ROWS: usize = 12;
@@ -96,6 +96,25 @@ pub(super) struct RowRun<E> {
     pub len: usize,
 }
 
+/// `len` cached rows from position `from`, read from per-block slices (`stride`
+/// values a row), starting at column `col`.
+#[derive(Clone, Copy)]
+pub(super) struct PagedRun<'a, E> {
+    pub blocks: &'a [&'a [E]],
+    pub from: usize,
+    pub len: usize,
+    pub stride: usize,
+    pub col: usize,
+}
+
+impl<E> PagedRun<'_, E> {
+    /// Row `i` of the run, at its column.
+    #[inline(always)]
+    unsafe fn row(&self, i: usize) -> *const E {
+        paged_row(self.blocks, self.from + i, self.stride).add(self.col)
+    }
+}
+
 /// Eight values from `p` as lanes.
 #[inline(always)]
 unsafe fn load_at<E: Elem>(run: RowRun<E>, i: usize, c: usize) -> __m256 {
@@ -112,11 +131,11 @@ pub(super) unsafe fn weighted_sum_n<const T: usize, V: Elem>(
     acc: &mut [f32],
     scores: &[f32],
     stride: usize,
-    old: [RowRun<V>; 2],
+    old: PagedRun<V>,
     new: RowRun<f32>,
 ) {
     let n = acc.len() / T;
-    let n_old = old[0].len + old[1].len;
+    let n_old = old.len;
     let span = n_old + new.len;
     assert!(span <= stride && scores.len() >= (T - 1) * stride + span);
     let mut c = 0;
@@ -126,9 +145,7 @@ pub(super) unsafe fn weighted_sum_n<const T: usize, V: Elem>(
             for (r, row) in acc.chunks_exact_mut(n).enumerate() {
                 for (k, o) in row[c..].iter_mut().enumerate() {
                     let p = |i: usize| scores[r * stride + i];
-                    let old_values = old.iter().flat_map(|run| {
-                        (0..run.len).map(move |i| (*run.first.add(i * run.stride + c + k)).to_f32())
-                    });
+                    let old_values = (0..old.len).map(|i| (*old.row(i).add(c + k)).to_f32());
                     let from_old = old_values.enumerate().map(|(i, v)| p(i) * v);
                     let from_new =
                         (0..new.len).map(|i| p(n_old + i) * *new.first.add(i * new.stride + c + k));
@@ -146,17 +163,14 @@ pub(super) unsafe fn weighted_sum_n<const T: usize, V: Elem>(
             }
         };
         let wide = width == 16;
-        let mut key = 0;
-        for run in old {
-            for i in 0..run.len {
-                let v1 = if wide {
-                    load_at(run, i, c + 8)
-                } else {
-                    _mm256_setzero_ps()
-                };
-                add(key, load_at(run, i, c), v1);
-                key += 1;
-            }
+        for i in 0..old.len {
+            let row = old.row(i);
+            let v1 = if wide {
+                V::load8(row.add(c + 8))
+            } else {
+                _mm256_setzero_ps()
+            };
+            add(i, V::load8(row.add(c)), v1);
         }
         for i in 0..new.len {
             let v1 = if wide {

@@ -3,12 +3,46 @@
 
 use super::tiles::{axpy, dot, one_query, QUERY_BLOCK};
 use super::*;
-use crate::kv_cache::rows::Rows;
+use crate::kv_cache::rows::Paged;
+use crate::kv_cache::KV_BLOCK_TOKENS;
 use crate::sampler::Rng;
 
 /// `n` values uniform in [-1, 1).
 fn uniform(rng: &mut Rng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.next_f64() as f32 * 2.0 - 1.0).collect()
+}
+
+/// Rows from position 0 (`width` values each) cut into per-block slices, as
+/// `KvCache::history` hands them to attention.
+pub(super) fn paged<E>(rows: &[E], width: usize) -> Vec<&[E]> {
+    rows.chunks(KV_BLOCK_TOKENS * width).collect()
+}
+
+/// Attention of `n` queries from position `start` over every cached position
+/// (`old_start` 0), heads of `hd` values, no window, soft-cap or f16 rounding.
+pub(super) fn plain_args<'a>(
+    (q, k_new, v_new): (&'a [f32], &'a [f32], &'a [f32]),
+    (k_old, v_old): (Paged<'a>, Paged<'a>),
+    (start, n): (usize, usize),
+    (n_head, n_head_kv, hd): (usize, usize, usize),
+) -> AttnArgs<'a> {
+    AttnArgs {
+        q,
+        k_new,
+        v_new,
+        k_old,
+        v_old,
+        old_start: 0,
+        start,
+        n,
+        n_head,
+        n_head_kv,
+        head_dim_k: hd,
+        head_dim_v: hd,
+        window: None,
+        softcap: None,
+        f16_probs: false,
+    }
 }
 
 /// The values rounded to f16, as an f16 cache holds them.
@@ -32,8 +66,8 @@ fn every_path_computes_the_same_attention() {
         .flat_map(|h| [(h, false), (h, true)])
     {
         for ((window, softcap), n) in cases.into_iter().flat_map(|c| [(c, 13), (c, 1)]) {
-            let (old_start, start) = (3, 11);
-            let old = start - old_start;
+            let (old_start, start) = (3, 2 * KV_BLOCK_TOKENS + 11);
+            let old = start;
             let (q, k_new, v_new) = (
                 rand(n * n_head * hk),
                 rand(n * n_head_kv * hk),
@@ -42,10 +76,15 @@ fn every_path_computes_the_same_attention() {
             let (k_old, v_old) = (rand(old * n_head_kv * hk), rand(old * n_head_kv * hv));
             let half = halves;
             let (k_half, v_half) = (half(&k_old), half(&v_old));
+            let (k_pages, v_pages) = (paged(&k_old, n_head_kv * hk), paged(&v_old, n_head_kv * hv));
+            let (k_hpages, v_hpages) = (
+                paged(&k_half, n_head_kv * hk),
+                paged(&v_half, n_head_kv * hv),
+            );
             let (k_rows, v_rows) = if f16_cache {
-                (Rows::F16(&k_half), Rows::F16(&v_half))
+                (Paged::F16(&k_hpages), Paged::F16(&v_hpages))
             } else {
-                (Rows::F32(&k_old), Rows::F32(&v_old))
+                (Paged::F32(&k_pages), Paged::F32(&v_pages))
             };
             let a = AttnArgs {
                 q: &q,
@@ -63,7 +102,6 @@ fn every_path_computes_the_same_attention() {
                 window,
                 softcap,
                 f16_probs: false,
-                old_ring: None,
             };
             let mut out = vec![0.0; n * n_head * hv];
             attend(&ThreadPool::new(2), &a, &mut out);
@@ -100,7 +138,7 @@ fn tasks_of_whole_sequences_compute_what_tasks_of_one_head_do() {
         .into_iter()
         .enumerate()
         .map(|(i, n)| {
-            let old = 7 + 5 * i;
+            let old = 7 + 13 * i;
             let half = |x: Vec<f32>| halves(&x);
             (
                 (old, n),
@@ -112,26 +150,26 @@ fn tasks_of_whole_sequences_compute_what_tasks_of_one_head_do() {
             )
         })
         .collect();
+    let pages: Vec<_> = seqs
+        .iter()
+        .map(|(_, _, _, _, k_old, v_old)| {
+            (paged(k_old, n_head_kv * hd), paged(v_old, n_head_kv * hd))
+        })
+        .collect();
     let args: Vec<AttnArgs> = seqs
         .iter()
-        .map(|((old, n), q, k_new, v_new, k_old, v_old)| AttnArgs {
-            q,
-            k_new,
-            v_new,
-            k_old: Rows::F16(k_old),
-            v_old: Rows::F16(v_old),
-            old_start: 0,
-            start: *old,
-            n: *n,
-            n_head,
-            n_head_kv,
-            head_dim_k: hd,
-            head_dim_v: hd,
-            window: None,
-            softcap: None,
-            f16_probs: true,
-            old_ring: None,
-        })
+        .zip(&pages)
+        .map(
+            |(((old, n), q, k_new, v_new, _, _), (k_old, v_old))| AttnArgs {
+                f16_probs: true,
+                ..plain_args(
+                    (q, k_new, v_new),
+                    (Paged::F16(k_old), Paged::F16(v_old)),
+                    (*old, *n),
+                    (n_head, n_head_kv, hd),
+                )
+            },
+        )
         .collect();
     let ow = n_head * hd;
     let row0s: Vec<usize> = args
@@ -177,69 +215,67 @@ fn tasks_of_whole_sequences_compute_what_tasks_of_one_head_do() {
     }
 }
 
-/// A sliding layer's ring read in place (rows rotated, `old_ring` saying where the
-/// oldest is) gives the bits of the same rows in order: through the tiles, the
-/// single-query path and, past 512 keys, the split by keys.
+/// Blocks that lie anywhere in memory (each its own allocation, as shared KV blocks
+/// do) give the bits of the same rows cut from one vector: through the tiles, the
+/// single-query path and, past 512 keys, the split by keys; with and without a window.
 #[test]
-fn a_wrapped_ring_read_in_place_gives_the_bits_of_its_rows_in_order() {
+fn scattered_blocks_give_the_bits_of_contiguous_rows() {
     let mut rng = Rng::new(23);
     let mut rand = |n: usize| uniform(&mut rng, n);
     let (n_head, n_head_kv, hd) = (6, 2, 16);
     let kw = n_head_kv * hd;
-    for (rows, n, window) in [(40, 1, Some(41)), (40, 5, Some(41)), (600, 1, Some(601))] {
-        for first in [0, 7, rows - 1] {
-            let (k_old, v_old) = (rand(rows * kw), rand(rows * kw));
-            let rotate = |x: &[f32]| -> Vec<half::f16> {
-                let mut ring = vec![half::f16::ZERO; x.len()];
-                for i in 0..rows {
-                    let at = (first + i) % rows;
-                    for c in 0..kw {
-                        ring[at * kw + c] = half::f16::from_f32(x[i * kw + c]);
-                    }
-                }
-                ring
-            };
-            let half = halves;
-            let (k_ring, v_ring) = (rotate(&k_old), rotate(&v_old));
-            let (k_line, v_line) = (half(&k_old), half(&v_old));
-            let (q, k_new, v_new) = (rand(n * n_head * hd), rand(n * kw), rand(n * kw));
-            let old_start = 1000;
-            let line = AttnArgs {
-                q: &q,
-                k_new: &k_new,
-                v_new: &v_new,
-                k_old: Rows::F16(&k_line),
-                v_old: Rows::F16(&v_line),
-                old_start,
-                start: old_start + rows,
-                n,
-                n_head,
-                n_head_kv,
-                head_dim_k: hd,
-                head_dim_v: hd,
-                window,
-                softcap: None,
-                f16_probs: true,
-                old_ring: None,
-            };
-            let ring = AttnArgs {
-                k_old: Rows::F16(&k_ring),
-                v_old: Rows::F16(&v_ring),
-                old_ring: Some((first, rows)),
-                ..line
-            };
-            for threads in [1, 2] {
-                let pool = ThreadPool::new(threads);
-                let (mut a, mut b) = (vec![0.0; n * n_head * hd], vec![0.0; n * n_head * hd]);
-                attend(&pool, &line, &mut a);
-                attend(&pool, &ring, &mut b);
-                assert_eq!(a, b, "{rows} rows from {first}, n {n}, {threads} threads");
-            }
-            let mut scores = Vec::new();
-            let (mut a, mut b) = (vec![0.0; hd], vec![0.0; hd]);
-            one_query(&line, 4, n - 1, &mut scores, &mut a, dot, axpy);
-            one_query(&ring, 4, n - 1, &mut scores, &mut b, dot, axpy);
-            assert_eq!(a, b, "single query, {rows} rows from {first}, n {n}");
+    for (rows, n, window) in [
+        (40, 1, None),
+        (70, 5, Some(41)),
+        (600, 1, Some(301)),
+        (700, 1, None),
+    ] {
+        let (k_old, v_old) = (halves(&rand(rows * kw)), halves(&rand(rows * kw)));
+        let (k_line, v_line) = (paged(&k_old, kw), paged(&v_old, kw));
+        let own = |pages: &[&[half::f16]]| -> Vec<Vec<half::f16>> {
+            pages.iter().map(|p| p.to_vec()).collect()
+        };
+        let (k_own, v_own) = (own(&k_line), own(&v_line));
+        let (k_scattered, v_scattered): (Vec<&[half::f16]>, Vec<&[half::f16]>) = (
+            k_own.iter().map(|p| &p[..]).collect(),
+            v_own.iter().map(|p| &p[..]).collect(),
+        );
+        let (q, k_new, v_new) = (rand(n * n_head * hd), rand(n * kw), rand(n * kw));
+        let old_start = window.map_or(0, |w: usize| rows.saturating_sub(w - 1));
+        let line = AttnArgs {
+            q: &q,
+            k_new: &k_new,
+            v_new: &v_new,
+            k_old: Paged::F16(&k_line),
+            v_old: Paged::F16(&v_line),
+            old_start,
+            start: rows,
+            n,
+            n_head,
+            n_head_kv,
+            head_dim_k: hd,
+            head_dim_v: hd,
+            window,
+            softcap: None,
+            f16_probs: true,
+        };
+        let scattered = AttnArgs {
+            k_old: Paged::F16(&k_scattered),
+            v_old: Paged::F16(&v_scattered),
+            ..line
+        };
+        for threads in [1, 2] {
+            let pool = ThreadPool::new(threads);
+            let (mut a, mut b) = (vec![0.0; n * n_head * hd], vec![0.0; n * n_head * hd]);
+            attend(&pool, &line, &mut a);
+            attend(&pool, &scattered, &mut b);
+            assert_eq!(a, b, "{rows} rows, n {n}, {threads} threads");
+            assert!(a.iter().any(|&x| x != 0.0));
         }
+        let mut scores = Vec::new();
+        let (mut a, mut b) = (vec![0.0; hd], vec![0.0; hd]);
+        one_query(&line, 4, n - 1, &mut scores, &mut a, dot, axpy);
+        one_query(&scattered, 4, n - 1, &mut scores, &mut b, dot, axpy);
+        assert_eq!(a, b, "single query, {rows} rows, n {n}");
     }
 }

@@ -4,12 +4,12 @@
 
 use std::cell::RefCell;
 
-use super::args::{visible, AttnArgs, AttnJob, TaskEpilogue};
+use super::args::{visible, AttnArgs, AttnJob, TaskEpilogue, VALUE_CHUNK};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{self, PREFETCH_ROWS};
 use crate::kv_cache::rows::Row;
 #[cfg(target_arch = "x86_64")]
-use crate::kv_cache::rows::{Elem, Rows};
+use crate::kv_cache::rows::{paged_row, Elem, Paged};
 use crate::model::ops::{round_to_f16, softcap, softmax};
 use crate::pool::{SyncPtr, ThreadPool};
 
@@ -121,7 +121,8 @@ unsafe fn one_kv_head(
     let query = |i: usize| (tokens.start + i / group, kvh * group + i % group);
     SCRATCH.with(|scratch| {
         let (scores, acc) = &mut *scratch.borrow_mut();
-        acc.resize(TILE * hv, 0.0);
+        // Outputs of a tile, then room for one chunk's value sums.
+        acc.resize(2 * TILE * hv, 0.0);
         let mut i = 0;
         while i < n_queries {
             let rows = if wide && n_queries > 1 {
@@ -220,10 +221,10 @@ unsafe fn query_tile_avx2<const T: usize>(
     fetch: Fetch,
 ) {
     match (a.k_old, a.v_old) {
-        (Rows::F32(k), Rows::F32(v)) => query_tile_of(a, (k, v), tile, scores, acc, fetch),
-        (Rows::F16(k), Rows::F16(v)) => query_tile_of(a, (k, v), tile, scores, acc, fetch),
-        (Rows::F32(k), Rows::F16(v)) => query_tile_of(a, (k, v), tile, scores, acc, fetch),
-        (Rows::F16(k), Rows::F32(v)) => query_tile_of(a, (k, v), tile, scores, acc, fetch),
+        (Paged::F32(k), Paged::F32(v)) => query_tile_of(a, (k, v), tile, scores, acc, fetch),
+        (Paged::F16(k), Paged::F16(v)) => query_tile_of(a, (k, v), tile, scores, acc, fetch),
+        (Paged::F32(k), Paged::F16(v)) => query_tile_of(a, (k, v), tile, scores, acc, fetch),
+        (Paged::F16(k), Paged::F32(v)) => query_tile_of(a, (k, v), tile, scores, acc, fetch),
     }
 }
 
@@ -234,7 +235,7 @@ unsafe fn query_tile_avx2<const T: usize>(
 #[inline(always)]
 unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
     a: &AttnArgs,
-    (k_old, v_old): (&[K], &[V]),
+    (k_old, v_old): (&[&[K]], &[&[V]]),
     tile: [(usize, usize); T],
     scores: &mut Vec<f32>,
     acc: &mut [f32],
@@ -251,8 +252,7 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
     let split = a.start.clamp(lo, hi + 1);
     // Every row read below lies inside its slice.
     assert!(lo >= a.old_start && a.start >= a.old_start);
-    let old_rows = a.old_rows_needed(split);
-    assert!(split == lo || (old_rows * kw <= k_old.len() && old_rows * vw <= v_old.len()));
+    assert!(split == lo || a.holds_old(split));
     assert!(
         split > hi
             || ((hi + 1 - a.start) * kw <= a.k_new.len()
@@ -265,8 +265,8 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
                 .all(|&(t, h)| (t + 1) * qw <= a.q.len() && h < a.n_head)
     );
     let q: [*const f32; T] = tile.map(|(t, h)| a.q.as_ptr().add(t * qw + h * hk));
-    let k_old_at = |j: usize| k_old.as_ptr().add(a.old_row(j) * kw + kvh * hk);
-    let v_old_at = |j: usize| v_old.as_ptr().add(a.old_row(j) * vw + kvh * hv);
+    let k_old_at = |j: usize| paged_row(k_old, j, kw).add(kvh * hk);
+    let v_old_at = |j: usize| paged_row(v_old, j, vw).add(kvh * hv);
     let k_new_at = |j: usize| a.k_new.as_ptr().add((j - a.start) * kw + kvh * hk);
     scores.clear();
     scores.resize(T * span, f32::NEG_INFINITY);
@@ -288,8 +288,8 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
             return;
         }
         if fetch == Fetch::WholeRows {
-            let k_row = k_old.as_ptr().add(a.old_row(j) * kw);
-            let v_row = v_old.as_ptr().add(a.old_row(j) * vw);
+            let k_row = paged_row(k_old, j, kw);
+            let v_row = paged_row(v_old, j, vw);
             simd::prefetch_lines::<{ simd::L2 }>(k_row as *const u8, kw * size_of::<K>());
             simd::prefetch_lines::<{ simd::L2 }>(v_row as *const u8, vw * size_of::<V>());
         } else {
@@ -311,8 +311,21 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
     if a.f16_probs {
         round_to_f16(scores);
     }
-    let (old, new) = a.value_runs(v_old, kvh, lo..hi + 1);
-    simd::weighted_sum_n::<T, V>(&mut acc[..T * hv], scores, span, old, new);
+    // The value sums go by chunks of VALUE_CHUNK keys from `lo`, each chunk's sum
+    // added to the total in order: the association the split by keys uses, so a
+    // decoding token gets the same bits whichever path (alone or in a batch) ran it.
+    // `acc` has room for the chunk's sums after the total (see `one_kv_head`).
+    let (acc, part) = acc.split_at_mut(T * hv);
+    let part = &mut part[..T * hv];
+    acc.fill(0.0);
+    let mut from = lo;
+    while from <= hi {
+        let to = (from + VALUE_CHUNK).min(hi + 1);
+        let (old, new) = a.value_runs(v_old, kvh, from..to);
+        simd::weighted_sum_n::<T, V>(part, &scores[from - lo..], span, old, new);
+        acc.iter_mut().zip(part.iter()).for_each(|(o, p)| *o += p);
+        from = to;
+    }
 }
 
 /// Attention of query `t`, head `h`: the weighted sum of visible values into `acc`.
@@ -339,7 +352,7 @@ pub(super) fn one_query(
     let new_rows = (new.start - a.start)..(new.end - a.start);
     scores.clear();
     for j in old.clone() {
-        scores.push(dot(q, a.k_old.slice(a.old_row(j) * kw + kvh * hk, hk)));
+        scores.push(dot(q, a.k_old.row(j, kw).slice(kvh * hk, hk)));
     }
     for i in new_rows.clone() {
         scores.push(dot(q, Row::F32(&a.k_new[i * kw + kvh * hk..][..hk])));
@@ -357,7 +370,7 @@ pub(super) fn one_query(
         axpy(
             acc,
             *p.next().unwrap(),
-            a.v_old.slice(a.old_row(j) * vw + kvh * hv, hv),
+            a.v_old.row(j, vw).slice(kvh * hv, hv),
         );
     }
     for i in new_rows {

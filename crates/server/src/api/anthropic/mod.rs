@@ -93,6 +93,8 @@ struct MessagesRequest {
     llamay_thinking_budget: Option<i64>,
     llamay_echo_prompt: Option<bool>,
     seed: Option<i64>,
+    /// A named context the messages continue.
+    llamay_context: Option<String>,
 }
 
 /// `{"type": "enabled", "budget_tokens": N}` or `{"type": "disabled"}`
@@ -385,6 +387,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
             thinking,
             template_kwargs: None,
             echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
+            context: r.llamay_context,
         })
         .await?;
     let id = crate::ids::response_id("msg_");
@@ -421,8 +424,16 @@ fn tool_use_block(c: &llamay_runtime::tools::ToolCall) -> Value {
     json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
 }
 
+/// `input_tokens` counts the whole prompt (as llamay has always reported it), of
+/// which `cache_read_input_tokens` were read from the KV cache (a cached prefix or
+/// the request's `llamay_context`); nothing is ever written to a cache on request.
 fn usage(o: &Outcome) -> Value {
-    json!({"input_tokens": o.prompt_tokens, "output_tokens": o.completion_tokens})
+    json!({
+        "input_tokens": o.prompt_tokens,
+        "output_tokens": o.completion_tokens,
+        "cache_read_input_tokens": o.cached_tokens,
+        "cache_creation_input_tokens": 0,
+    })
 }
 
 /// Anthropic's event sequence. Blocks open as their content comes: a `thinking`

@@ -100,6 +100,8 @@ struct Common {
     llamay_echo_prompt: Option<bool>,
     #[serde(flatten)]
     exact: crate::api::constraint_wire::ExactFields,
+    /// A named context the prompt continues.
+    llamay_context: Option<String>,
 }
 
 impl Common {
@@ -366,6 +368,7 @@ async fn run_inner(
             thinking,
             template_kwargs: None,
             echo_prompt: c.llamay_echo_prompt.unwrap_or(false),
+            context: c.llamay_context,
         })
         .await?;
     let model = started.model.clone();

@@ -54,7 +54,7 @@ pub fn error_body(e: &ApiError) -> Value {
     json!({"error": {"message": e.message, "type": kind, "param": e.param, "code": code}})
 }
 
-fn fail(e: impl Into<ApiError>) -> Response {
+pub(crate) fn fail(e: impl Into<ApiError>) -> Response {
     e.into().into_response_as(ErrorShape(error_body))
 }
 
@@ -86,6 +86,8 @@ with_sampling_knobs! {
         chat_template_kwargs: Option<serde_json::Map<String, Value>>,
         llamay_thinking_budget: Option<i64>,
         llamay_echo_prompt: Option<bool>,
+        /// A named context the messages continue.
+        llamay_context: Option<String>,
         #[serde(flatten)]
         constraint: ConstraintFields,
     }
@@ -129,7 +131,7 @@ impl StreamOptions {
 }
 
 #[derive(Deserialize)]
-struct Message {
+pub(crate) struct Message {
     role: String,
     content: Option<Content>,
     name: Option<String>,
@@ -206,7 +208,7 @@ fn message_text(content: Option<Content>) -> Result<Option<String>, ApiError> {
     })
 }
 
-fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
+pub(crate) fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, ApiError> {
     if messages.is_empty() {
         return Err(ApiError::bad_request("messages must not be empty"));
     }
@@ -290,6 +292,7 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
         thinking,
         template_kwargs: r.chat_template_kwargs,
         echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
+        context: r.llamay_context,
     };
     let started = st.runtime.start(req).await?;
     let id = crate::ids::response_id("chatcmpl-");
@@ -346,6 +349,7 @@ fn usage(o: &Outcome) -> Value {
         "prompt_tokens": o.prompt_tokens,
         "completion_tokens": o.completion_tokens,
         "total_tokens": o.prompt_tokens + o.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": o.cached_tokens},
         "completion_tokens_details": {"reasoning_tokens": o.reasoning_tokens},
     })
 }
@@ -428,6 +432,8 @@ with_sampling_knobs! {
         stream_options: Option<StreamOptions>,
         n: Option<i64>,
         tools: Option<Value>,
+        /// A named context the prompt continues.
+        llamay_context: Option<String>,
         #[serde(flatten)]
         constraint: ConstraintFields,
     }
@@ -487,6 +493,7 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
             thinking: Default::default(),
             template_kwargs: None,
             echo_prompt: false,
+            context: r.llamay_context,
         })
         .await?;
     let id = crate::ids::response_id("cmpl-");

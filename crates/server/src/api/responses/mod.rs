@@ -112,7 +112,7 @@ impl Echo {
 fn usage(o: &Outcome) -> Value {
     json!({
         "input_tokens": o.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": o.cached_tokens},
         "output_tokens": o.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": o.reasoning_tokens},
         "total_tokens": o.prompt_tokens + o.completion_tokens,
@@ -201,6 +201,7 @@ async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> 
             thinking,
             template_kwargs: None,
             echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
+            context: r.llamay_context.clone(),
         })
         .await?;
     let echo = Echo {

@@ -37,6 +37,8 @@ with_sampling_knobs! {
         pub llamay_echo_prompt: Option<bool>,
         #[serde(flatten)]
         pub exact: crate::api::constraint_wire::ExactFields,
+        /// A named context the input continues.
+        pub llamay_context: Option<String>,
     }
 }
 

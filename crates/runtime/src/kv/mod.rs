@@ -1,0 +1,61 @@
+//! The KV manager: who keeps a model's KV blocks alive beyond one sequence.
+//!
+//! The engine stores keys and values in reference-counted blocks
+//! (`llamay_engine::KvBlock`) and counts their bytes; this room decides which
+//! blocks outlive the sequence that computed them: the automatic prefix cache
+//! ([`prefix`]), with its pool bound and LRU eviction, and the named contexts
+//! ([`contexts`]), whose blocks are pinned while they exist and can be written to
+//! the model store ([`snapshot`]). The design is in docs/contexts.md.
+
+pub mod contexts;
+pub mod prefix;
+pub mod snapshot;
+
+use std::sync::Arc;
+
+use llamay_engine::KvBlock;
+
+pub use contexts::{ContextInfo, Contexts};
+pub use prefix::PrefixCache;
+
+/// A computed prefix: its tokens and the blocks holding their keys and values
+/// (positions `..tokens.len()`; the last block may be partly filled).
+#[derive(Clone)]
+pub struct Prefix {
+    pub tokens: Arc<[u32]>,
+    pub blocks: Arc<[Arc<KvBlock>]>,
+}
+
+impl Prefix {
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// Bytes of its blocks.
+    pub fn bytes(&self) -> usize {
+        self.blocks.iter().map(|b| b.bytes()).sum()
+    }
+}
+
+/// The pool bound when none is given: a quarter of the machine's memory, at most
+/// 8 GiB (2 GiB where the total cannot be read).
+pub fn default_pool_bytes() -> usize {
+    const GIB: usize = 1 << 30;
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<usize>().ok())
+        })
+        .map(|kb| kb * 1024);
+    match total {
+        Some(t) => (t / 4).clamp(256 << 20, 8 * GIB),
+        None => 2 * GIB,
+    }
+}

@@ -1,0 +1,305 @@
+//! The prefix cache and named contexts change speed, never text: on the real
+//! SmolLM2 and Gemma 3 models (Gemma 3 past its 512-position sliding window), greedy
+//! outputs with cached prefixes, context continuations and forks are exactly those
+//! of the same requests on a scheduler that caches nothing; and a pool bound smaller
+//! than the prefixes served keeps the KV bytes within it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use llamay_engine::{LoadOptions, SamplerConfig, KV_BLOCK_TOKENS};
+use llamay_runtime::kv::Prefix;
+use llamay_runtime::{
+    EnforcementReport, GenEvent, GenerationParams, Job, LoadedModel, Scheduler, SchedulerConfig,
+    Stats,
+};
+use llamay_testdata::{real_model, RealModel};
+
+fn load(which: RealModel) -> Arc<LoadedModel> {
+    Arc::new(
+        LoadedModel::load(
+            &real_model(which),
+            &LoadOptions {
+                n_ctx: Some(2048),
+                n_threads: Some(2),
+                ..LoadOptions::default()
+            },
+        )
+        .unwrap(),
+    )
+}
+
+fn scheduler(lm: &Arc<LoadedModel>, kv_cache_bytes: Option<usize>) -> Scheduler {
+    Scheduler::start(
+        "test",
+        lm.clone(),
+        SchedulerConfig {
+            kv_cache_bytes,
+            ..SchedulerConfig::default()
+        },
+        Arc::new(Stats::default()),
+    )
+}
+
+fn greedy(max_tokens: usize) -> GenerationParams {
+    GenerationParams {
+        max_tokens,
+        sampler: SamplerConfig::greedy(),
+        stop: Vec::new(),
+        fast_forward: false,
+    }
+}
+
+fn job(
+    prompt: Vec<u32>,
+    max_tokens: usize,
+    context: Option<Prefix>,
+) -> (Job, tokio::sync::mpsc::UnboundedReceiver<GenEvent>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let job = Job {
+        prompt,
+        params: greedy(max_tokens),
+        constraint: None,
+        report: EnforcementReport::default(),
+        events: tx,
+        stream: false,
+        arrived: Instant::now(),
+        thinking: None,
+        prompt_text: None,
+        context,
+        keep: None,
+    };
+    (job, rx)
+}
+
+/// The text and the cached prompt tokens of a finished generation.
+fn wait(mut rx: tokio::sync::mpsc::UnboundedReceiver<GenEvent>) -> (String, usize) {
+    let mut text = String::new();
+    loop {
+        match rx.blocking_recv().expect("the engine hung up") {
+            GenEvent::Text(t) => text.push_str(&t),
+            GenEvent::Reasoning(_) => {}
+            GenEvent::Done(o) => return (text, o.cached_tokens),
+            GenEvent::Error(e) => panic!("{}", e.message),
+        }
+    }
+}
+
+/// The model's live KV bytes once the engine thread has settled (it drops a
+/// finished sequence and evicts just after sending the outcome).
+fn settled_live(lm: &LoadedModel, ok: impl Fn(usize) -> bool) -> usize {
+    let t0 = Instant::now();
+    loop {
+        let live = lm.model.kv_bytes_live();
+        if ok(live) || t0.elapsed().as_secs() >= 5 {
+            return live;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Runs the prompts one after the other (each sees the cache the ones before left).
+fn run_each(s: &Scheduler, prompts: &[Vec<u32>], n: usize) -> Vec<(String, usize)> {
+    prompts
+        .iter()
+        .map(|p| {
+            let (j, rx) = job(p.clone(), n, None);
+            s.submit(j).unwrap();
+            wait(rx)
+        })
+        .collect()
+}
+
+/// Runs the prompts all at once.
+fn run_together(
+    s: &Scheduler,
+    jobs: Vec<(Vec<u32>, Option<Prefix>)>,
+    n: usize,
+) -> Vec<(String, usize)> {
+    let rxs: Vec<_> = jobs
+        .into_iter()
+        .map(|(p, c)| {
+            let (j, rx) = job(p, n, c);
+            s.submit(j).unwrap();
+            rx
+        })
+        .collect();
+    rxs.into_iter().map(wait).collect()
+}
+
+/// A long shared prefix (`words` words of a made-up report) and questions after it.
+fn prompts(lm: &LoadedModel, words: usize) -> (Vec<u32>, Vec<Vec<u32>>) {
+    let body: String = (0..words)
+        .map(|i| {
+            [
+                "the", "river", "station", "recorded", "a", "level", "of", "metres",
+            ][i % 8]
+        })
+        .enumerate()
+        .map(|(i, w)| {
+            if i % 13 == 12 {
+                format!("{w} {i}.")
+            } else {
+                w.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let prefix = lm.encode_raw(&format!("Report:\n{body}\n"));
+    let questions = [
+        "Question: what was recorded?",
+        "Question: which station?",
+        "Question: how many metres?",
+    ];
+    let full = questions
+        .iter()
+        .map(|q| {
+            [
+                prefix.clone(),
+                lm.encode_raw(q)[1.min(prefix.len())..].to_vec(),
+            ]
+            .concat()
+        })
+        .collect();
+    (prefix, full)
+}
+
+fn same_text_with_and_without_the_cache(which: RealModel, words: usize, min_prefix: usize) {
+    let lm = load(which);
+    let (prefix, full) = prompts(&lm, words);
+    assert!(prefix.len() >= min_prefix, "{} tokens", prefix.len());
+    let n = 12;
+    // Bound 0: every block is evicted as soon as no sequence holds it.
+    let uncached = scheduler(&lm, Some(0));
+    let want: Vec<String> = run_each(&uncached, &full, n)
+        .into_iter()
+        .map(|(t, c)| {
+            assert_eq!(c, 0, "nothing is cached under a bound of 0");
+            t
+        })
+        .collect();
+    assert!(want.iter().all(|t| !t.is_empty()));
+    assert_eq!(
+        settled_live(&lm, |b| b == 0),
+        0,
+        "no block outlives its sequence"
+    );
+
+    let cached = scheduler(&lm, None);
+    let first = run_each(&cached, &full, n);
+    let again = run_each(&cached, &full, n);
+    for (i, ((t1, c1), (t2, c2))) in first.iter().zip(&again).enumerate() {
+        assert_eq!(t1, &want[i], "prompt {i}, first pass");
+        assert_eq!(t2, &want[i], "prompt {i}, second pass");
+        // The later prompts share the whole prefix's full blocks; a second pass finds
+        // the prompt itself (and the reply) cached.
+        let shared = prefix.len() / KV_BLOCK_TOKENS * KV_BLOCK_TOKENS;
+        if i > 0 {
+            assert!(
+                *c1 >= shared - KV_BLOCK_TOKENS,
+                "prompt {i}: {c1} cached of {shared}"
+            );
+        }
+        assert!(
+            *c2 >= (full[i].len() - 1) / KV_BLOCK_TOKENS * KV_BLOCK_TOKENS,
+            "prompt {i}: {c2}"
+        );
+    }
+    // All at once, with the cache warm: the same texts.
+    let together = run_together(&cached, full.iter().map(|p| (p.clone(), None)).collect(), n);
+    let texts: Vec<String> = together.into_iter().map(|t| t.0).collect();
+    assert_eq!(texts, want);
+}
+
+#[test]
+fn smollm2_cached_prefixes_change_speed_not_text() {
+    same_text_with_and_without_the_cache(RealModel::SmolLM2, 400, 530);
+}
+
+/// Gemma 3's sliding layers attend to the last 512 positions only: a prefix past
+/// the window, shared block by block, must still give the uncached text.
+#[test]
+fn gemma3_cached_prefixes_past_the_window_change_speed_not_text() {
+    same_text_with_and_without_the_cache(RealModel::Gemma3, 450, 560);
+}
+
+/// A context prefilled once (a prefill-only job), then continued by several
+/// requests at once through its blocks (each copies at most the shared, partly
+/// filled last block): the texts of the same prompts computed from scratch.
+#[test]
+fn context_continuations_and_forks_match_fresh_runs() {
+    for which in [RealModel::Gemma3, RealModel::SmolLM2] {
+        let lm = load(which);
+        let (prefix, full) = prompts(&lm, 420);
+        assert!(
+            prefix.len() % KV_BLOCK_TOKENS != 0,
+            "the last block is shared partly filled"
+        );
+        let n = 8;
+        let uncached = scheduler(&lm, Some(0));
+        let want: Vec<String> = run_each(&uncached, &full, n)
+            .into_iter()
+            .map(|t| t.0)
+            .collect();
+        drop(uncached);
+
+        let s = scheduler(&lm, None);
+        let (mut j, _rx) = job(prefix.clone(), 1, None);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        j.keep = Some(tx);
+        s.submit(j).unwrap();
+        let ctx = rx.blocking_recv().expect("the prefill's blocks");
+        assert_eq!(&*ctx.tokens, &prefix[..]);
+        assert_eq!(ctx.blocks.len(), prefix.len().div_ceil(KV_BLOCK_TOKENS));
+        let one_context = settled_live(&lm, |_| true);
+        // Six continuations at once (the questions, twice), all through the context.
+        let jobs: Vec<_> = (0..6)
+            .map(|i| (full[i % full.len()].clone(), Some(ctx.clone())))
+            .collect();
+        let got = run_together(&s, jobs, n);
+        for (i, (text, cached)) in got.iter().enumerate() {
+            assert_eq!(text, &want[i % full.len()], "{which:?} continuation {i}");
+            assert_eq!(*cached, prefix.len(), "{which:?} continuation {i}");
+        }
+        // The context's blocks are shared, not copied: what is live beyond them is
+        // the continuations' own blocks, now cached (at most their questions and
+        // replies, plus the copied last block each).
+        let per_continuation = (full[0].len() - prefix.len() + n).div_ceil(KV_BLOCK_TOKENS) + 2;
+        let extra = settled_live(&lm, |b| {
+            b <= one_context + 6 * per_continuation * lm.model.kv_block_bytes()
+        }) - one_context;
+        assert!(
+            extra <= 6 * per_continuation * lm.model.kv_block_bytes(),
+            "{which:?}: {extra} bytes beyond the context's {one_context}"
+        );
+    }
+}
+
+/// More distinct prefixes than the pool holds: each request's text is still the
+/// uncached one, and once idle the model's KV bytes are within the bound.
+#[test]
+fn a_small_pool_evicts_and_stays_within_its_bound() {
+    let lm = load(RealModel::SmolLM2);
+    let block = lm.model.kv_block_bytes();
+    let bound = 12 * block;
+    let s = scheduler(&lm, Some(bound));
+    let uncached = scheduler(&lm, Some(0));
+    for round in 0..1 {
+        for i in 0..5 {
+            let p = lm.encode_raw(&format!(
+                "Document {i}: {}\nSummary:",
+                "numbers and letters and words ".repeat(20 + i)
+            ));
+            let (got, _) = run_each(&s, std::slice::from_ref(&p), 8).remove(0);
+            let (want, _) = run_each(&uncached, std::slice::from_ref(&p), 8).remove(0);
+            assert_eq!(got, want, "round {round}, document {i}");
+            let live = settled_live(&lm, |b| b <= bound);
+            assert!(live <= bound, "{live} live bytes past the bound of {bound}");
+        }
+    }
+    let (cached, free) = s.kv_cache().blocks();
+    assert!(
+        cached > 0 && cached <= 12 && free == cached,
+        "{cached} cached, {free} free"
+    );
+}
