@@ -115,6 +115,7 @@ impl Runtime {
             arrived: Instant::now(),
             thinking: None,
             prompt_text: None,
+            calls: None,
             context: None,
             keep: Some(tx),
         })?;

@@ -66,6 +66,7 @@ fn job(
         arrived: Instant::now(),
         thinking: None,
         prompt_text: None,
+        calls: None,
         context,
         keep: None,
     };
