@@ -42,18 +42,20 @@ def test_refusal_carries_the_servers_message_and_location():
 
 
 def test_validate_only_reports_what_is_not_enforced():
+    # `date` is enforced; `json-pointer` is not, and says so.
     report = llamay.Grammar.check_json_schema(
-        '{"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}'
+        '{"type": "object", "properties": {"d": {"type": "string", "format": "date"},'
+        ' "p": {"type": "string", "format": "json-pointer"}}}'
     )
     assert [(r["keyword"], r["location"], r["kind"]) for r in report] == [
-        ("format", "properties.d", "ignored")
+        ("format", "properties.p", "ignored")
     ]
     with pytest.raises(llamay.ConstraintError):
         llamay.Grammar.check_json_schema({"if": {}})
     with pytest.raises(llamay.ConstraintError):
         llamay.Grammar.check_json_schema("{not json")
     assert llamay.Grammar.check_gbnf('root ::= "x"') is None
-    g = llamay.Grammar.json_schema({"type": "string", "format": "uuid"})
+    g = llamay.Grammar.json_schema({"type": "string", "format": "json-pointer"})
     assert not g.is_fully_enforced and g.report[0]["keyword"] == "format"
 
 
