@@ -120,6 +120,10 @@ fuzz_target!(|data: &[u8]| {
         ConstraintSpec::None => return,
         ConstraintSpec::Json => Constraint::any_json(vocab().clone()),
         ConstraintSpec::Grammar(g) => Constraint::from_gbnf(g, vocab().clone()),
+        ConstraintSpec::Regex(p) => Constraint::from_regex(p, vocab().clone()),
+        ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
+            Constraint::from_lexicon(l, vocab().clone())
+        }
         ConstraintSpec::Schema(s) | ConstraintSpec::Tools(s) | ConstraintSpec::ToolsOr(_, s) => {
             Constraint::from_grammar(&s.grammar, vocab().clone())
         }
