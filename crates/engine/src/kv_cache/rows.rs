@@ -26,6 +26,7 @@ impl<'a> Paged<'a> {
     }
 
     /// Whether positions `..end` have rows of `width` values.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) fn holds(self, end: usize, width: usize) -> bool {
         fn holds_of<E>(v: &[&[E]], end: usize, width: usize) -> bool {
             (0..end.div_ceil(KV_BLOCK_TOKENS)).all(|b| {

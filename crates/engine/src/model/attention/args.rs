@@ -8,6 +8,7 @@ use super::simd;
 /// Keys per chunk of the value sums: both attention paths add each chunk's sum to the
 /// total in order (the split by keys needs chunks for its tasks), so they agree bit
 /// for bit.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) const VALUE_CHUNK: usize = 128;
 
 /// One sequence's attention inputs for one layer. Keys come in two runs: those already
@@ -70,6 +71,7 @@ impl AttnArgs<'_> {
     }
 
     /// Whether `k_old` and `v_old` hold every cached position before `end`.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(super) fn holds_old(&self, end: usize) -> bool {
         let (kw, vw) = (
             self.n_head_kv * self.head_dim_k,

@@ -4,7 +4,9 @@
 
 use std::cell::RefCell;
 
-use super::args::{visible, AttnArgs, AttnJob, TaskEpilogue, VALUE_CHUNK};
+#[cfg(target_arch = "x86_64")]
+use super::args::VALUE_CHUNK;
+use super::args::{visible, AttnArgs, AttnJob, TaskEpilogue};
 #[cfg(target_arch = "x86_64")]
 use super::simd::{self, PREFETCH_ROWS};
 use crate::kv_cache::rows::Row;
