@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use llamay_constrain::Constraint;
 use llamay_engine::SeqState;
 use llamay_engine::ThreadPool;
-use llamay_engine::MAX_STEP_TOKENS;
 use llamay_engine::{BatchItem, LogitsWanted};
+use llamay_engine::{KV_BLOCK_TOKENS, MAX_STEP_TOKENS};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::constraint::EnforcementReport;
@@ -39,8 +39,10 @@ pub struct SchedulerConfig {
     pub max_queue: usize,
     /// Longest a request may take from arrival to its last token.
     pub timeout: Duration,
-    /// The KV pool bound in bytes (`-kv-cache-mb`): past it, unreferenced cached
-    /// prefix blocks are evicted (`None`: [`crate::kv::default_pool_bytes`]).
+    /// The KV pool bound in bytes (`-kv-cache-mb`) on every block alive: cached
+    /// prefixes, contexts and running sequences. Unreferenced cached blocks are
+    /// evicted past it, and a request waits until what it may write fits (0: nothing
+    /// is cached and nothing waits; `None`: [`crate::kv::default_pool_bytes`]).
     pub kv_cache_bytes: Option<usize>,
 }
 
@@ -192,6 +194,21 @@ impl Scheduler {
     }
 }
 
+/// Blocks a job's sequence holds at its longest: its prompt and, unless it only
+/// prefills a context, a reply of its token limit, within the context size.
+fn blocks_needed(job: &Job, n_ctx: usize) -> usize {
+    let reply = if job.keep.is_some() {
+        0
+    } else {
+        job.params.max_tokens
+    };
+    job.prompt
+        .len()
+        .saturating_add(reply)
+        .min(n_ctx)
+        .div_ceil(KV_BLOCK_TOKENS)
+}
+
 /// One sequence being decoded.
 struct Slot {
     job: Job,
@@ -273,6 +290,12 @@ impl EngineLoop {
 
     fn admit(&mut self) {
         while self.active.len() < self.cfg.max_active {
+            let Some(job) = self.waiting.front() else {
+                break;
+            };
+            if !job.events.is_closed() && !self.room_for(job) {
+                break; // first come, first served: the next job waits its turn too
+            }
             let Some(job) = self.waiting.pop_front() else {
                 break;
             };
@@ -309,6 +332,36 @@ impl EngineLoop {
                 job,
             });
         }
+    }
+
+    /// Whether the KV pool can hold all `job` may write (its prompt and its reply up
+    /// to the token limit) beside all the running sequences may still write, once
+    /// unreferenced cached blocks are evicted (here, before the step that fills its
+    /// blocks, which the eviction after each step would only catch afterwards).
+    /// Reserving the worst case up front keeps the pool a hard bound without
+    /// preempting anyone; a job that waits for room costs a queue turn, not memory.
+    /// With nothing running a job always has room: a request larger than the pool
+    /// runs alone rather than never.
+    fn room_for(&self, job: &Job) -> bool {
+        let model = &self.lm.model;
+        let reserved: usize = self
+            .active
+            .iter()
+            .map(|s| blocks_needed(&s.job, model.n_ctx()).saturating_sub(s.seq.blocks().len()))
+            .sum();
+        // Blocks the job would share (held here, so eviction cannot take them); a
+        // context's partly filled last block is copied on the first write, so only
+        // its full blocks count.
+        let shared = match &job.context {
+            Some(ctx) if job.prompt.starts_with(&ctx.tokens) => ctx.len() / KV_BLOCK_TOKENS,
+            _ => 0,
+        };
+        let found = self
+            .cache
+            .longest(&job.prompt, job.prompt.len().saturating_sub(1));
+        let shared = shared.max(found.blocks.len());
+        let own = blocks_needed(job, model.n_ctx()).saturating_sub(shared);
+        self.cache.make_room(model, reserved + own) || self.active.is_empty()
     }
 
     /// The sequence a job starts from, and how many of its prompt tokens it already

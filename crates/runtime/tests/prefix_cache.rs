@@ -304,3 +304,54 @@ fn a_small_pool_evicts_and_stays_within_its_bound() {
         "{cached} cached, {free} free"
     );
 }
+
+#[test]
+fn running_sequences_wait_for_room_in_a_small_pool() {
+    let lm = load(RealModel::SmolLM2);
+    let block = lm.model.kv_block_bytes();
+    let bound = 12 * block;
+    let prompts: Vec<Vec<u32>> = (0..4)
+        .map(|i| {
+            lm.encode_raw(&format!(
+                "Report {i}: {}\nSummary:",
+                "apples pears plums figs ".repeat(24 + i)
+            ))
+        })
+        .collect();
+    let reply = 16;
+    let needed: usize = prompts
+        .iter()
+        .map(|p| (p.len() + reply).div_ceil(KV_BLOCK_TOKENS))
+        .sum();
+    assert!(
+        needed * block > bound,
+        "the four jobs ({needed} blocks) would fit anyway"
+    );
+    let uncached = scheduler(&lm, Some(0));
+    let want = run_each(&uncached, &prompts, reply);
+    drop(uncached);
+    settled_live(&lm, |b| b == 0);
+
+    let s = scheduler(&lm, Some(bound));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = {
+        let (lm, done) = (lm.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(lm.model.kv_bytes_live());
+                std::thread::yield_now();
+            }
+            peak
+        })
+    };
+    let got = run_together(&s, prompts.into_iter().map(|p| (p, None)).collect(), reply);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = watch.join().unwrap();
+    let texts = |v: &[(String, usize)]| v.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>();
+    assert_eq!(texts(&got), texts(&want));
+    assert!(
+        peak <= bound,
+        "{peak} live bytes while running, past the bound of {bound}"
+    );
+}

@@ -5,7 +5,8 @@
 //! reference count: sequences that share a prefix hold the same blocks, and a write
 //! into a block another holder still sees copies that block first (`Arc::make_mut`).
 //! Attention reads the blocks in place, one slice per block (`rows::Paged`), so
-//! sharing costs nothing at read time.
+//! sharing costs nothing at read time. A block's storage is pages of its own
+//! ([`pages`]), returned to the OS when the block goes.
 //!
 //! Every layer keeps every position, sliding-window ones included: a sliding layer
 //! only *reads* its last `window` positions, but a block shared with a shorter
@@ -14,6 +15,7 @@
 //! default). Who keeps blocks alive beyond a sequence (a prefix cache, named contexts)
 //! is the runtime's business; the engine only counts the bytes alive per model.
 
+mod pages;
 pub(crate) mod rows;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,6 +24,7 @@ use std::sync::Arc;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+use pages::Pages;
 use rows::Paged;
 
 /// Positions per [`KvBlock`]: the granularity of prefix sharing.
@@ -55,15 +58,15 @@ impl KvType {
 
 #[derive(Clone, Debug)]
 enum Store {
-    F32(Box<[f32]>),
-    F16(Box<[f16]>),
+    F32(Pages<f32>),
+    F16(Pages<f16>),
 }
 
 impl Store {
     fn zeroed(ty: KvType, n: usize) -> Store {
         match ty {
-            KvType::F32 => Store::F32(vec![0.0; n].into_boxed_slice()),
-            KvType::F16 => Store::F16(vec![f16::ZERO; n].into_boxed_slice()),
+            KvType::F32 => Store::F32(Pages::zeroed(n)),
+            KvType::F16 => Store::F16(Pages::zeroed(n)),
         }
     }
 

@@ -8,7 +8,7 @@
 
 use super::linear::{matmul_many, ActsCache, Product};
 use super::ops::{rms_norm, softcap, RopeTable};
-use super::weights::Qkv;
+use super::weights::{GateUp, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 use crate::kv_cache::KvType;
@@ -299,6 +299,12 @@ impl Model {
             self.weights.layers.first().map(|l| &l.qkv),
             Some(Qkv::Fused(_))
         );
+        // Only a fused gate/up weight writes both halves into `gate`; resizing touches
+        // every page, so a separate one's buffer is sized for the gate alone.
+        let fused_gate_up = matches!(
+            self.weights.layers.first().map(|l| &l.gate_up),
+            Some(GateUp::Fused(_))
+        );
         let mut b = self.scratch.take();
         b.acts.invalidate();
         b.x.resize(t * hp.n_embd, 0.0);
@@ -313,7 +319,8 @@ impl Model {
         b.qkv.resize(qkv, 0.0);
         b.attn.resize(t * hp.n_head * hp.head_dim_v, 0.0);
         b.proj.resize(t * hp.n_embd, 0.0);
-        b.gate.resize(t * hp.n_ff * 2, 0.0);
+        b.gate
+            .resize(t * hp.n_ff * if fused_gate_up { 2 } else { 1 }, 0.0);
         b.up.resize(t * hp.n_ff, 0.0);
         b
     }

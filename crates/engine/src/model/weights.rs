@@ -57,13 +57,19 @@ impl Weights {
                 .map(Arena::footprint)
                 .sum(),
         );
-        let token_embd = Weight::load(file, &arena, "token_embd.weight", e, hp.n_vocab)?;
+        let tied = file.tensor("output.weight").is_none();
+        let token_embd = if tied {
+            Weight::load(file, &arena, "token_embd.weight", e, hp.n_vocab)?
+        } else {
+            Weight::load_rows(file, "token_embd.weight", e, hp.n_vocab)?
+        };
         let layers = (0..hp.n_layer)
             .map(|il| load_layer(file, &arena, hp, il))
             .collect::<Result<_, _>>()?;
-        let output = match file.tensor("output.weight") {
-            Some(_) => Some(Weight::load(file, &arena, "output.weight", e, hp.n_vocab)?),
-            None => None,
+        let output = if tied {
+            None
+        } else {
+            Some(Weight::load(file, &arena, "output.weight", e, hp.n_vocab)?)
         };
         Ok(Weights {
             token_embd,

@@ -172,7 +172,26 @@ impl PrefixCache {
     /// `model`'s KV bytes are within the bound or nothing more can go. Returns
     /// whether the model is within the bound.
     pub fn enforce(&self, model: &Model) -> bool {
-        if model.kv_bytes_live() <= self.bound {
+        self.evict_to(model, self.bound)
+    }
+
+    /// Whether `blocks` more blocks fit in the pool beside what is alive now,
+    /// evicting unreferenced blocks to make room. Always true for a pool of 0 bytes,
+    /// which caches nothing and bounds nothing.
+    pub fn make_room(&self, model: &Model, blocks: usize) -> bool {
+        if self.bound == 0 {
+            return true;
+        }
+        match self.bound.checked_sub(blocks * model.kv_block_bytes()) {
+            Some(target) => self.evict_to(model, target),
+            None => false,
+        }
+    }
+
+    /// Evicts unreferenced blocks (LRU, deepest first) until `model`'s KV bytes are
+    /// at most `target`; whether they are.
+    fn evict_to(&self, model: &Model, target: usize) -> bool {
+        if model.kv_bytes_live() <= target {
             return true;
         }
         let mut inner = self.lock();
@@ -185,7 +204,7 @@ impl PrefixCache {
         free.sort_unstable();
         let mut evicted = 0;
         for (_, _, h) in free {
-            if model.kv_bytes_live() <= self.bound {
+            if model.kv_bytes_live() <= target {
                 break;
             }
             // Dropping the node drops the cache's (only) reference to the block.
@@ -195,7 +214,7 @@ impl PrefixCache {
         self.counters
             .evicted_blocks
             .fetch_add(evicted, Ordering::Relaxed);
-        model.kv_bytes_live() <= self.bound
+        model.kv_bytes_live() <= target
     }
 
     /// Blocks filed, and how many of them nobody but the cache holds.

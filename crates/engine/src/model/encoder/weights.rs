@@ -53,6 +53,8 @@ impl EncoderWeights {
                 .sum(),
         );
         let weight = |name: &str, cols, rows| Weight::load(file, &arena, name, cols, rows);
+        // Embedding tables are read row by row, in the file's layout.
+        let table = |name: &str, cols, rows| Weight::load_rows(file, name, cols, rows);
         let affine = |name: &str, cols, rows| -> Result<Affine, ModelError> {
             Ok(Affine {
                 w: weight(&format!("{name}.weight"), cols, rows)?,
@@ -65,18 +67,18 @@ impl EncoderWeights {
                 b: load_vector(file, &format!("{name}.bias"), e)?,
             })
         };
-        let token_embd = weight("token_embd.weight", e, hp.n_vocab)?;
+        let token_embd = table("token_embd.weight", e, hp.n_vocab)?;
         let type0 = match file.tensor("token_types.weight") {
             Some(t) => {
                 let n_types = t.dims.get(1).copied().unwrap_or(0) as usize;
-                let w = weight("token_types.weight", e, n_types.max(1))?;
+                let w = table("token_types.weight", e, n_types.max(1))?;
                 let mut row = vec![0.0; e];
                 w.row_f32(file, 0, &mut row)?;
                 row
             }
             None => vec![0.0; e],
         };
-        let pos = weight("position_embd.weight", e, hp.n_ctx_train)?;
+        let pos = table("position_embd.weight", e, hp.n_ctx_train)?;
         let mut positions = vec![0.0; hp.n_ctx_train * e];
         for (p, row) in positions.chunks_exact_mut(e).enumerate() {
             pos.row_f32(file, p, row)?;
