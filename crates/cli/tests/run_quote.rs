@@ -29,6 +29,31 @@ fn quoted(out: &Out) -> String {
     doc["q"].as_str().expect("q is a string").to_string()
 }
 
+/// A chat run at temperature 0.8 under `schema`, with one `-source` if given: the
+/// quoted value.
+fn quote_run(
+    model: &std::path::Path,
+    schema: &std::path::Path,
+    source: Option<&str>,
+    seed: &str,
+    prompt: &str,
+) -> String {
+    let mut args = vec!["-chat", "-schema", schema.to_str().unwrap()];
+    if let Some(s) = source {
+        args.extend(["-source", s]);
+    }
+    args.extend(["-n", "40", "-temp", "0.8", "-seed", seed, "-p", prompt]);
+    quoted(&run_model(model, &args))
+}
+
+/// A plain substring test, independent of the constraint.
+fn assert_span(q: &str, source: &str) {
+    assert!(
+        !q.is_empty() && source.contains(q),
+        "{q:?} is not a span of {source:?}"
+    );
+}
+
 #[test]
 fn a_named_source_and_the_prompt_are_quoted_and_a_missing_name_is_refused() {
     let model = real_model(RealModel::SmolLM2);
@@ -40,70 +65,26 @@ fn a_named_source_and_the_prompt_are_quoted_and_a_missing_name_is_refused() {
     let named = schema_file(&dir, "named", json!("doc"));
     let prompt = "Quote the delivery clause: Clause 4 says the goods ship within 10 days.";
     for seed in ["1", "2", "3"] {
-        let args = [
-            "-chat",
-            "-schema",
-            named.to_str().unwrap(),
-            "-source",
-            &source,
-            "-n",
-            "40",
-            "-temp",
-            "0.8",
-            "-seed",
+        let q = quote_run(
+            &model,
+            &named,
+            Some(&source),
             seed,
-            "-p",
             "Quote the fees clause.",
-        ];
-        let q = quoted(&run_model(&model, &args));
-        assert!(
-            !q.is_empty() && CONTRACT.contains(&q),
-            "{q:?} is not a span of the file"
         );
+        assert_span(&q, CONTRACT);
     }
     // `-source FILE`: named by the file's stem.
     let by_stem = schema_file(&dir, "stem", json!("contract"));
-    let args = [
-        "-chat",
-        "-schema",
-        by_stem.to_str().unwrap(),
-        "-source",
-        contract.to_str().unwrap(),
-        "-n",
-        "40",
-        "-temp",
-        "0.8",
-        "-seed",
-        "4",
-        "-p",
-        "Quote the fees clause.",
-    ];
-    let q = quoted(&run_model(&model, &args));
-    assert!(
-        !q.is_empty() && CONTRACT.contains(&q),
-        "{q:?} is not a span of the file"
+    let file = contract.to_str().unwrap();
+    assert_span(
+        &quote_run(&model, &by_stem, Some(file), "4", "Quote the fees clause."),
+        CONTRACT,
     );
     // `true`: the prompt's user text.
     let input = schema_file(&dir, "input", json!(true));
     for seed in ["1", "2"] {
-        let args = [
-            "-chat",
-            "-schema",
-            input.to_str().unwrap(),
-            "-n",
-            "40",
-            "-temp",
-            "0.8",
-            "-seed",
-            seed,
-            "-p",
-            prompt,
-        ];
-        let q = quoted(&run_model(&model, &args));
-        assert!(
-            !q.is_empty() && prompt.contains(&q),
-            "{q:?} is not a span of the prompt"
-        );
+        assert_span(&quote_run(&model, &input, None, seed, prompt), prompt);
     }
     // A name no -source gives: exit 2 (a usage error, decided before the model loads),
     // naming the keyword, the name and the sources there are.

@@ -1,10 +1,14 @@
 //! `x-llamay-quote` benchmark: compiling a quote over a 1 MB source (schema to a ready
 //! constraint), and the masks of a quoted string beside an ordinary one (`maxLength`,
 //! no quote) on a real vocabulary, each replaying the same tokenised value through a
-//! fresh matcher. "cold" builds the vocabulary afresh, so no mask is cached anywhere;
-//! "warm" reuses the constraint, as a second request with the same source would.
+//! fresh matcher. "cold" compiles afresh on a fresh vocabulary, as a first request with
+//! a new source would: the only masks ready are those the vocabulary precomputes (the
+//! ordinary string's) and those compiling walks (the quoted string's first, inside the
+//! quotes, whose time is the compile's); "warm" reuses the constraint, as a second
+//! request with the same source would.
 //!
-//! `cargo bench -p llamay-constrain --bench quote [-- smollm2|gemma3]`
+//! `cargo bench -p llamay-constrain --bench quote [-- smollm2|gemma3]`; with
+//! `QUOTE_BENCH_PROFILE=1|plain`, one cold request and nothing else, for callgrind.
 
 #[path = "../tests/common/real_vocab.rs"]
 mod real_vocab;
