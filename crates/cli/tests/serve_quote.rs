@@ -1,4 +1,4 @@
-//! `x-llamay-quote` over HTTP: `llamay_sources` on every route, `true` quoting the
+//! `x-llamay-quote` over HTTP: `llamay_sources` on every route (the six that take a schema), `true` quoting the
 //! request's own user text, the enforcement report, and a missing source as a 400 in
 //! each API's shape, naming the keyword.
 
@@ -24,6 +24,10 @@ fn content(route: &str, v: &Value) -> String {
         "/v1/completions" => v["choices"][0]["text"].as_str().unwrap().into(),
         "/v1/messages" => v["content"][0]["text"].as_str().unwrap().into(),
         "/api/chat" => v["message"]["content"].as_str().unwrap().into(),
+        "/v1/responses" => v["output"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .into(),
         _ => v["response"].as_str().unwrap().into(),
     }
 }
@@ -51,6 +55,11 @@ fn body(
             "messages": [{"role": "user", "content": user}],
             "output_config": {"format": {"type": "json_schema", "schema": schema}}})
         }
+        "/v1/responses" => {
+            json!({"model": model, "seed": seed, "temperature": 0.8, "max_output_tokens": 40,
+            "input": user,
+            "text": {"format": {"type": "json_schema", "name": "q", "schema": schema}}})
+        }
         "/api/chat" => json!({"model": model, "stream": false, "format": schema,
             "options": {"seed": seed, "temperature": 0.8, "num_predict": 40},
             "messages": [{"role": "user", "content": user}]}),
@@ -63,9 +72,10 @@ fn body(
     b
 }
 
-const ROUTES: [&str; 5] = [
+const ROUTES: [&str; 6] = [
     "/v1/chat/completions",
     "/v1/completions",
+    "/v1/responses",
     "/v1/messages",
     "/api/chat",
     "/api/generate",
@@ -143,6 +153,12 @@ fn every_route_quotes_its_sources_and_refuses_a_missing_one() {
         );
         let (st, v) = post(&c, &s.url(route), &b);
         assert_eq!(st, 400, "{route}: {v}");
-        assert!(v.to_string().contains("llamay_sources"), "{route}: {v}");
+        let text = v.to_string();
+        assert!(
+            text.contains(
+                r#"llamay_sources must be an object of source names to texts, e.g. {\"contract\": \"...\"}"#
+            ),
+            "{route}: {v}"
+        );
     }
 }

@@ -1,10 +1,14 @@
 //! `x-llamay-quote` benchmark: compiling a quote over a 1 MB source (schema to a ready
 //! constraint), and the masks of a quoted string beside an ordinary one (`maxLength`,
 //! no quote) on a real vocabulary, each replaying the same tokenised value through a
-//! fresh matcher. "cold" builds the vocabulary afresh, so no mask is cached anywhere;
-//! "warm" reuses the constraint, as a second request with the same source would.
+//! fresh matcher. "cold" compiles afresh on a fresh vocabulary, as a first request with
+//! a new source would: the only masks ready are those the vocabulary precomputes (the
+//! ordinary string's) and those compiling walks (the quoted string's first, inside the
+//! quotes, whose time is the compile's); "warm" reuses the constraint, as a second
+//! request with the same source would.
 //!
-//! `cargo bench -p llamay-constrain --bench quote [-- smollm2|gemma3]`
+//! `cargo bench -p llamay-constrain --bench quote [-- smollm2|gemma3]`; with
+//! `QUOTE_BENCH_PROFILE=1|plain`, one cold request and nothing else, for callgrind.
 
 #[path = "../tests/common/real_vocab.rs"]
 mod real_vocab;
@@ -44,6 +48,15 @@ fn source() -> String {
 
 fn best(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
     (0..runs).map(|_| f()).min().unwrap()
+}
+
+/// CPU time this thread has run (Linux's schedstat, in ns), which other processes on a
+/// loaded machine do not inflate the way they do wall time; `None` elsewhere.
+fn thread_cpu() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(Duration::from_nanos(
+        s.split_whitespace().next()?.parse().ok()?,
+    ))
 }
 
 /// Masks for each token of `tokens` through a fresh matcher: total time.
@@ -114,6 +127,14 @@ fn main() {
             let (g, _) = grammar_with(schema, &sources).unwrap();
             Constraint::from_grammar(&g, vocab).unwrap()
         };
+        if let Some(p) = std::env::var_os("QUOTE_BENCH_PROFILE") {
+            // One cold request (`=plain`: of the ordinary string), for a profiler
+            // (`valgrind --tool=callgrind --toggle-collect='*quote::masks*'`).
+            let schema = if p == "plain" { &plain } else { &quoted };
+            let c = compile(schema, fresh());
+            println!("{m:?}: cold masks {:?}", masks(&c, &tokens));
+            continue;
+        }
         let vocab = fresh();
         let sam = best(5, || {
             let t0 = Instant::now();
@@ -123,15 +144,19 @@ fn main() {
             drop(a);
             d
         });
-        let compile_quote = best(5, || {
-            let t0 = Instant::now();
+        let mut compile_cpu = Duration::MAX;
+        let compile_quote = best(7, || {
+            let (t0, c0) = (Instant::now(), thread_cpu());
             let c = compile(&quoted, vocab.clone());
             let d = t0.elapsed();
+            if let (Some(a), Some(b)) = (c0, thread_cpu()) {
+                compile_cpu = compile_cpu.min(b - a);
+            }
             drop(c);
             d
         });
         let cold = |schema: &serde_json::Value| {
-            best(3, || {
+            best(7, || {
                 let c = compile(schema, fresh());
                 masks(&c, &tokens)
             })
@@ -140,16 +165,17 @@ fn main() {
         let warm = |schema: &serde_json::Value| {
             let c = compile(schema, fresh());
             masks(&c, &tokens);
-            best(5, || masks(&c, &tokens))
+            best(20, || masks(&c, &tokens))
         };
         let (warm_q, warm_p) = (warm(&quoted), warm(&plain));
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
-            "{m:?}: {} tokens; compile (1 MB quote, schema -> constraint) {:.1} ms (suffix automaton alone {:.1} ms)\n  \
+            "{m:?}: {} tokens; compile (1 MB quote, schema -> constraint) {:.1} ms wall, {:.1} ms CPU (suffix automaton alone {:.1} ms)\n  \
              masks cold: quoted {:.2} ms, ordinary {:.2} ms, ratio {:.2}\n  \
              masks warm: quoted {:.3} ms, ordinary {:.3} ms, ratio {:.2}",
             tokens.len(),
             ms(compile_quote),
+            ms(compile_cpu),
             ms(sam),
             ms(cold_q),
             ms(cold_p),

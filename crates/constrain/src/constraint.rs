@@ -63,7 +63,7 @@ const LOCAL_MASK_LIMIT: usize = 256;
 
 impl Inner {
     fn new(program: Program, vocab: Arc<Vocabulary>, limits: Limits) -> Self {
-        Inner {
+        let inner = Inner {
             program_bytes: program.heap_bytes(&mut Seen::default()),
             program,
             vocab,
@@ -71,7 +71,15 @@ impl Inner {
             local: LocalMaskCache::new(LOCAL_MASK_LIMIT),
             memos: Mutex::new(FxHashMap::default()),
             distances: OnceLock::new(),
+        };
+        // A quoted string's first mask inside the quotes walks every span of its
+        // source: part of compiling it, not of the request's first steps.
+        for (spec, prog) in inner.program.strings.iter().enumerate() {
+            if let Some(aux) = prog.quote_opened() {
+                inner.local_mask(spec as u32, aux);
+            }
         }
+        inner
     }
 
     /// Heap bytes kept alive now: the program, and the string masks, step memos and
@@ -141,7 +149,7 @@ impl Inner {
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else if prog.is_quote() {
             let compute =
-                || LocalMask::compute_direct(&prog.with_bounds(min, max), aux, &self.vocab);
+                || crate::automaton::quoted::mask(&prog.with_bounds(min, max), aux, &self.vocab);
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
             let walk = || {

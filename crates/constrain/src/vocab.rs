@@ -44,6 +44,8 @@ pub(crate) struct Trie {
     /// Token lists of nodes where several tokens end (identical byte strings).
     many: Vec<Box<[u32]>>,
     pub max_depth: usize,
+    /// The root's child on each byte (0: none), for walks that know their first bytes.
+    pub first: Vec<u32>,
 }
 
 /// One trie node.
@@ -197,6 +199,12 @@ impl Trie {
         }
         for node in path {
             t.nodes[node as usize].end = t.nodes.len() as u32;
+        }
+        t.first = vec![0; 256];
+        let mut i = 1;
+        while i < t.nodes.len() {
+            t.first[usize::from(t.nodes[i].byte)] = i as u32;
+            i = t.nodes[i].end as usize;
         }
         t
     }

@@ -129,7 +129,7 @@ impl Surfaces {
         let Some(v) = v else { return Ok(()) };
         let bad = || {
             Error::bad_request(
-                "llamay_sources must be an object of source names to texts, e.g.                  {\"contract\": \"...\"}",
+                "llamay_sources must be an object of source names to texts, e.g. {\"contract\": \"...\"}",
             )
         };
         let obj = v.as_object().ok_or_else(bad)?;
@@ -545,6 +545,22 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn llamay_sources_takes_texts_and_refuses_anything_else_in_one_clean_line() {
+        let mut s = Surfaces::default();
+        s.llamay_sources(Some(&json!({"contract": "Clause 4"})))
+            .unwrap();
+        assert_eq!(s.sources.named["contract"], "Clause 4");
+        for bad in [json!({"a": 1}), json!(["x"]), json!("x")] {
+            let e = Surfaces::default().llamay_sources(Some(&bad)).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidRequest);
+            assert_eq!(
+                e.message,
+                "llamay_sources must be an object of source names to texts, e.g. {\"contract\": \"...\"}"
+            );
+        }
     }
 
     #[test]

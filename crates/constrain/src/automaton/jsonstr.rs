@@ -153,6 +153,44 @@ impl StringProg {
         self.quote.is_some()
     }
 
+    /// A quoted string's state just past its opening quote, where its first mask
+    /// inside walks the vocabulary through every span of the source (see
+    /// [`super::quoted`]); `None` for other strings.
+    pub fn quote_opened(&self) -> Option<u64> {
+        self.quote.as_ref()?;
+        match self.step(0, b'"') {
+            StrStep::Inside(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// For a quoted string in state `aux`: every byte a token may begin with (bit `b`
+    /// of word `b / 64`), a superset of those [`Self::step`] takes. At a character
+    /// boundary that is the span's raw-writable successors, the escape and the closing
+    /// quote; inside a raw UTF-8 character, the span's successors. `None` inside an
+    /// escape (every byte must be tried) and for other strings.
+    pub fn quote_first_bytes(&self, aux: u64) -> Option<[u64; 4]> {
+        let q = self.quote.as_ref()?;
+        let s = St::unpack(aux);
+        let mut set = [0u64; 4];
+        let mut add = |b: u8| set[usize::from(b >> 6)] |= 1 << (b & 63);
+        match s.phase {
+            NORMAL => {
+                // Control characters, quotes and backslashes are written as escapes.
+                q.successors(Self::span(&s), |b| {
+                    if b >= 0x20 && b != b'"' && b != b'\\' {
+                        add(b)
+                    }
+                });
+                add(b'"');
+                add(b'\\');
+            }
+            CONT1..=CONT_F4 => q.successors(Self::span(&s), &mut add),
+            _ => return None,
+        }
+        Some(set)
+    }
+
     /// The span automaton's state in `s` (quoted strings only).
     fn span(s: &St) -> u32 {
         s.dfa | s.excl << 12
@@ -612,6 +650,17 @@ impl StringProg {
         }
         let start = Self::span(s);
         let need = self.min.saturating_sub(s.count + 1);
+        if (lo, hi) == (0, 0x10FFFF) {
+            // Any character (a backslash, which may still spell any): the source is
+            // UTF-8 and the span ends on a character boundary, so each byte that can
+            // follow it begins a whole character. One look at the span's few edges
+            // instead of every UTF-8 sequence.
+            let mut ok = false;
+            q.successors(start, |b| {
+                ok = ok || q.next(start, b).is_some_and(|t| q.room(t) >= need);
+            });
+            return ok;
+        }
         for seq in Utf8Sequences::new(a, b) {
             let mut states = vec![start];
             for r in seq.as_slice() {

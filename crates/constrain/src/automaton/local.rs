@@ -85,41 +85,6 @@ impl LocalMask {
     }
 }
 
-impl LocalMask {
-    /// Walks the trie through the string automaton alone, stepping the decoder at every
-    /// node rather than through a memo: for a quoted string, whose states are as many as
-    /// its source has bytes and rarely meet again, a memo would only grow. The walk dies
-    /// where the span does, so past the first characters it is short.
-    pub fn compute_direct(prog: &StringProg, aux: u64, vocab: &Vocabulary) -> LocalMask {
-        let trie = &vocab.trie;
-        let mut inside = TokenMask::new(vocab.len());
-        let mut closing = Vec::new();
-        let mut stack = vec![aux; trie.max_depth + 1];
-        let mut i = 1;
-        while i < trie.len() {
-            let d = trie.nodes[i].depth as usize;
-            match prog.step(stack[d - 1], trie.nodes[i].byte) {
-                StrStep::Inside(a) => {
-                    stack[d] = a;
-                    for &t in trie.tokens_at(i) {
-                        inside.allow(t);
-                    }
-                    i += 1;
-                }
-                StrStep::Closed => {
-                    closing.push(i as u32);
-                    i = trie.nodes[i].end as usize;
-                }
-                StrStep::Dead => i = trie.nodes[i].end as usize,
-            }
-        }
-        LocalMask {
-            inside: Arc::new(inside),
-            closing,
-        }
-    }
-}
-
 /// What a first-byte subtree holds from one string state: the tokens consumed inside the
 /// string (the subtree root's own included) and the nodes whose byte closes it.
 pub(crate) struct Subtree {

@@ -10,6 +10,7 @@
 //! - [`states`]: the per-matcher state table: configurations interned lazily as small
 //!   integers (bounded, cleared when full), byte transitions cached per state.
 //! - [`local`]: stack-free string masks shared across matchers.
+//! - [`quoted`]: those of quoted strings (`x-llamay-quote`), walked directly.
 //! - [`distance`]: the fewest bytes that complete the output (budget-aware closing).
 //!
 //! How a mask is computed (in [`crate::Matcher`]): walk the vocabulary trie from the
@@ -38,4 +39,5 @@ pub(crate) mod distance;
 pub(crate) mod jsonstr;
 pub(crate) mod local;
 pub(crate) mod program;
+pub(crate) mod quoted;
 pub(crate) mod states;

@@ -78,13 +78,15 @@ pub struct SpanAutomaton {
     normalize: Normalize,
     /// The normalised source (for equality, and for callers that check spans).
     text: Vec<u8>,
-    /// The automaton's states and edges (the start state's edges in `root`).
-    graph: Builder,
-    /// Characters (UTF-8 lead bytes) after each byte of the source: what can still
-    /// follow a span ending there.
-    after: Vec<u32>,
-    /// Characters in the whole source.
-    chars: u32,
+    /// Per state: its first edge (an index into `edges`, or [`END`]) and how many
+    /// characters can still follow the span it stands for. Side by side, since a step
+    /// reads both.
+    nodes: Vec<(u32, u32)>,
+    /// Edge arena: (target, next edge of the same state | byte << 24); 8 bytes an
+    /// edge, since at most `3n` of them fit 24 bits for [`MAX_SOURCE_BYTES`].
+    edges: Vec<(u32, u32)>,
+    /// The start state's edges, dense: it sees every byte of the source.
+    root: Box<[u32; 256]>,
 }
 
 impl PartialEq for SpanAutomaton {
@@ -98,20 +100,27 @@ impl fmt::Debug for SpanAutomaton {
         f.debug_struct("SpanAutomaton")
             .field("normalize", &self.normalize)
             .field("source_bytes", &self.text.len())
-            .field("states", &self.graph.head.len())
+            .field("states", &self.nodes.len())
             .finish_non_exhaustive()
     }
 }
 
+/// One state under construction. Its fields side by side: the online construction
+/// walks suffix links reading all of them, and the automaton of a 1 MB source is far
+/// larger than any cache, so each state visited is one memory access rather than four.
+#[derive(Clone, Copy)]
+struct State {
+    len: u32,
+    link: u32,
+    /// First edge in the arena ([`END`]: none).
+    head: u32,
+    /// End (byte index) of the state's first occurrence.
+    end: u32,
+}
+
 /// The automaton under construction: edges as per-state linked lists in one arena.
 struct Builder {
-    len: Vec<u32>,
-    link: Vec<u32>,
-    head: Vec<u32>,
-    /// End (byte index) of each state's first occurrence.
-    end: Vec<u32>,
-    /// Arena: (target, next edge of the same state | byte << 24); 8 bytes an edge,
-    /// since at most `3n` of them fit 24 bits for [`MAX_SOURCE_BYTES`].
+    states: Vec<State>,
     edges: Vec<(u32, u32)>,
     root: Box<[u32; 256]>,
 }
@@ -119,7 +128,7 @@ struct Builder {
 impl Builder {
     /// The edge of `s` on `b` (an index into `edges`), for a state other than the root.
     fn find(&self, s: u32, b: u8) -> u32 {
-        let mut e = self.head[s as usize];
+        let mut e = self.states[s as usize].head;
         while e != END {
             let link = self.edges[e as usize].1;
             if (link >> 24) as u8 == b {
@@ -146,17 +155,19 @@ impl Builder {
             self.root[b as usize] = to;
             return;
         }
-        self.edges
-            .push((to, self.head[s as usize] | u32::from(b) << 24));
-        self.head[s as usize] = (self.edges.len() - 1) as u32;
+        let st = &mut self.states[s as usize];
+        self.edges.push((to, st.head | u32::from(b) << 24));
+        st.head = (self.edges.len() - 1) as u32;
     }
 
     fn add_state(&mut self, len: u32, end: u32) -> u32 {
-        self.len.push(len);
-        self.link.push(NONE);
-        self.head.push(END);
-        self.end.push(end);
-        (self.len.len() - 1) as u32
+        self.states.push(State {
+            len,
+            link: NONE,
+            head: END,
+            end,
+        });
+        (self.states.len() - 1) as u32
     }
 }
 
@@ -172,37 +183,35 @@ impl SpanAutomaton {
         }
         let n = text.len();
         let mut b = Builder {
-            len: Vec::with_capacity(2 * n + 1),
-            link: Vec::with_capacity(2 * n + 1),
-            head: Vec::with_capacity(2 * n + 1),
-            end: Vec::with_capacity(2 * n + 1),
+            states: Vec::with_capacity(2 * n + 1),
             edges: Vec::with_capacity(3 * n),
             root: Box::new([NONE; 256]),
         };
         b.add_state(0, 0);
         let mut last = 0u32;
         for (i, &c) in text.iter().enumerate() {
-            let cur = b.add_state(b.len[last as usize] + 1, i as u32);
+            let cur = b.add_state(b.states[last as usize].len + 1, i as u32);
             let mut p = last;
             while p != NONE && b.get(p, c) == NONE {
                 b.push(p, c, cur);
-                p = b.link[p as usize];
+                p = b.states[p as usize].link;
             }
             if p == NONE {
-                b.link[cur as usize] = 0;
+                b.states[cur as usize].link = 0;
             } else {
                 let q = b.get(p, c);
-                if b.len[p as usize] + 1 == b.len[q as usize] {
-                    b.link[cur as usize] = q;
+                let (p_len, q_st) = (b.states[p as usize].len, b.states[q as usize]);
+                if p_len + 1 == q_st.len {
+                    b.states[cur as usize].link = q;
                 } else {
-                    let clone = b.add_state(b.len[p as usize] + 1, b.end[q as usize]);
-                    let mut e = b.head[q as usize];
+                    let clone = b.add_state(p_len + 1, q_st.end);
+                    let mut e = q_st.head;
                     while e != END {
                         let (to, link) = b.edges[e as usize];
                         b.push(clone, (link >> 24) as u8, to);
                         e = link & END;
                     }
-                    b.link[clone as usize] = b.link[q as usize];
+                    b.states[clone as usize].link = q_st.link;
                     // Redirect `p`'s edge on `c` (and its suffix links') from `q` to the clone.
                     while p != NONE {
                         if p == 0 {
@@ -217,10 +226,10 @@ impl SpanAutomaton {
                             }
                             b.edges[e as usize].0 = clone;
                         }
-                        p = b.link[p as usize];
+                        p = b.states[p as usize].link;
                     }
-                    b.link[q as usize] = clone;
-                    b.link[cur as usize] = clone;
+                    b.states[q as usize].link = clone;
+                    b.states[cur as usize].link = clone;
                 }
             }
             last = cur;
@@ -228,8 +237,10 @@ impl SpanAutomaton {
         Ok(Self::finish(b, text, normalize))
     }
 
-    /// Counts what can follow each byte, and drops what only the construction needed.
-    fn finish(mut b: Builder, text: Vec<u8>, normalize: Normalize) -> Self {
+    /// Counts what can follow each state's span, and drops what only the construction
+    /// needed.
+    fn finish(b: Builder, text: Vec<u8>, normalize: Normalize) -> Self {
+        // Characters (UTF-8 lead bytes) after each byte of the source.
         let mut after = vec![0u32; text.len()];
         let mut count = 0u32;
         for i in (0..text.len()).rev() {
@@ -238,14 +249,27 @@ impl SpanAutomaton {
                 count += 1;
             }
         }
-        b.len = Vec::new();
-        b.link = Vec::new();
+        let nodes = b
+            .states
+            .iter()
+            .enumerate()
+            .map(|(s, st)| {
+                (
+                    st.head,
+                    if s == 0 {
+                        count
+                    } else {
+                        after[st.end as usize]
+                    },
+                )
+            })
+            .collect();
         SpanAutomaton {
             normalize,
             text,
-            graph: b,
-            after,
-            chars: count,
+            nodes,
+            edges: b.edges,
+            root: b.root,
         }
     }
 
@@ -261,14 +285,13 @@ impl SpanAutomaton {
 
     /// Number of states.
     pub fn states(&self) -> usize {
-        self.graph.head.len()
+        self.nodes.len()
     }
 
     /// Heap bytes of the tables.
     pub(crate) fn heap_bytes(&self) -> usize {
         use crate::heap::vec;
-        let g = &self.graph;
-        vec(&self.text) + vec(&g.head) + vec(&g.end) + vec(&g.edges) + vec(&self.after) + 256 * 4
+        vec(&self.text) + vec(&self.nodes) + vec(&self.edges) + 256 * 4
     }
 
     /// The start state (the empty span).
@@ -277,8 +300,19 @@ impl SpanAutomaton {
     }
 
     fn raw_next(&self, s: u32, b: u8) -> Option<u32> {
-        let t = self.graph.get(s, b);
-        (t != NONE).then_some(t)
+        if s == 0 {
+            let t = self.root[b as usize];
+            return (t != NONE).then_some(t);
+        }
+        let mut e = self.nodes[s as usize].0;
+        while e != END {
+            let (to, link) = self.edges[e as usize];
+            if (link >> 24) as u8 == b {
+                return Some(to);
+            }
+            e = link & END;
+        }
+        None
     }
 
     /// The state after one more byte of the (decoded) value, `None` when the value so
@@ -299,12 +333,51 @@ impl SpanAutomaton {
         }
     }
 
+    /// Calls `f` with every byte `b` for which [`Self::next`]`(state, b)` is a state, in
+    /// no particular order and each once: the state's own edges, widened by the
+    /// normalisation (an upper-case letter for a lower-case edge; every whitespace byte
+    /// for a space edge, or after whitespace).
+    pub fn successors(&self, state: u32, mut f: impl FnMut(u8)) {
+        let s = state & STATE_MASK;
+        let ws_run = self.normalize == Normalize::Whitespace && state & AFTER_WS != 0;
+        let mut each = |b: u8| match self.normalize {
+            Normalize::Case if b.is_ascii_lowercase() => {
+                f(b);
+                f(b.to_ascii_uppercase());
+            }
+            // After whitespace every whitespace byte stays put: given below, once.
+            Normalize::Whitespace if b == b' ' && ws_run => {}
+            Normalize::Whitespace if b == b' ' => {
+                for w in [b' ', b'\t', b'\n', b'\r'] {
+                    f(w);
+                }
+            }
+            _ => f(b),
+        };
+        if s == 0 {
+            for (b, &t) in self.root.iter().enumerate() {
+                if t != NONE {
+                    each(b as u8);
+                }
+            }
+        } else {
+            let mut e = self.nodes[s as usize].0;
+            while e != END {
+                let link = self.edges[e as usize].1;
+                each((link >> 24) as u8);
+                e = link & END;
+            }
+        }
+        if ws_run {
+            for w in [b' ', b'\t', b'\n', b'\r'] {
+                f(w);
+            }
+        }
+    }
+
     /// The most characters that can still follow the span `state` stands for.
     pub fn room(&self, state: u32) -> u32 {
-        match state & STATE_MASK {
-            0 => self.chars,
-            s => self.after[self.graph.end[s as usize] as usize],
-        }
+        self.nodes[(state & STATE_MASK) as usize].1
     }
 
     /// Whether `value` is a span of the source under this normalisation (the
@@ -372,6 +445,32 @@ mod tests {
         let a = SpanAutomaton::new("ACME GmbH", Normalize::Case).unwrap();
         assert!(a.accepts("acme gmbh") && a.accepts("Acme GMBH"));
         assert!(!a.accepts("acme  gmbh"));
+    }
+
+    #[test]
+    fn successors_are_exactly_the_bytes_next_takes() {
+        let src = "Total:\n\t  1 234,50 EUR; Müller \"GmbH\" aA";
+        for norm in [Normalize::None, Normalize::Whitespace, Normalize::Case] {
+            let a = SpanAutomaton::new(src, norm).unwrap();
+            // Every state a prefix of some span reaches, plus the start.
+            let mut states = vec![0u32];
+            for i in 0..src.len() {
+                let mut s = 0;
+                for &b in &src.as_bytes()[i..] {
+                    let Some(t) = a.next(s, b) else { break };
+                    states.push(t);
+                    s = t;
+                }
+            }
+            for s in states {
+                let mut got = [0u8; 256];
+                a.successors(s, |b| got[b as usize] += 1);
+                for b in 0..=255u8 {
+                    let want = u8::from(a.next(s, b).is_some());
+                    assert_eq!(got[b as usize], want, "{norm:?} state {s:#x} byte {b:#x}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 
 use llamay_runtime::chat::ChatMessage;
 
-use super::constraint::Constraint;
+use super::constraint::{Constraint, QuoteSources};
 
 /// The sampling knobs `run` and the chat's `/set parameter` set.
 #[derive(Clone, Debug)]
@@ -27,6 +27,18 @@ pub enum Input {
     Chat(Vec<ChatMessage>),
 }
 
+impl Input {
+    /// The text an `x-llamay-quote: true` quotes: the runtime's own rule
+    /// ([`llamay_runtime::Prompt::user_text`]), so a local run and a server agree.
+    pub fn user_text(&self) -> String {
+        match self {
+            Input::Raw(text) => llamay_runtime::Prompt::Raw(text.clone()),
+            Input::Chat(msgs) => llamay_runtime::Prompt::Chat(msgs.clone()),
+        }
+        .user_text()
+    }
+}
+
 /// What one generation wrote and cost.
 pub struct Reply {
     pub text: String,
@@ -45,6 +57,7 @@ pub trait Backend {
         &mut self,
         input: &Input,
         constraint: &Constraint,
+        sources: &QuoteSources,
         knobs: &Knobs,
         cancel: &AtomicBool,
         on_text: &mut dyn FnMut(&str),

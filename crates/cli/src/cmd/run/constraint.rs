@@ -2,12 +2,40 @@
 //! commands): decided and checked before any model work, by the runtime's own rules
 //! for a local run, or sent as the Ollama fields a server reads.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
+use llamay_constrain::schema::Sources;
 use llamay_runtime::{ConstraintSpec, Surfaces};
 use serde_json::{json, Value};
 
+use super::backend::Input;
 use crate::cmd::UsageError;
+
+/// `-source [NAME=]FILE`s: the texts a schema's `"x-llamay-quote": "NAME"` must quote;
+/// `true` quotes the prompt's user text, as a server would.
+#[derive(Clone, Debug, Default)]
+pub struct QuoteSources(pub BTreeMap<String, String>);
+
+impl QuoteSources {
+    /// What quotes are checked against for `input` (`None`: not known yet, as when a
+    /// chat has not started; then the input is taken as empty, so only what the
+    /// schema itself asks is checked).
+    pub fn for_input(&self, input: Option<&Input>) -> Sources {
+        Sources {
+            input: Some(input.map_or_else(String::new, Input::user_text)),
+            named: self.0.clone(),
+            ..Sources::default()
+        }
+    }
+
+    /// The same sources as a server reads them (`llamay_sources`).
+    pub fn add_to_body(&self, body: &mut Value) {
+        if !self.0.is_empty() {
+            body["llamay_sources"] = json!(self.0);
+        }
+    }
+}
 
 #[derive(Clone, Debug, Default)]
 pub enum Constraint {
@@ -22,7 +50,7 @@ pub enum Constraint {
 
 impl Constraint {
     /// `-json`, `-schema FILE`, `-grammar-file FILE` and Ollama's `--format`, of which
-    /// at most one may be given.
+    /// at most one may be given. Checked once the input is known ([`Self::spec_with`]).
     pub fn from_flags(
         json: bool,
         schema: Option<&Path>,
@@ -59,7 +87,6 @@ impl Constraint {
         } else {
             Constraint::None
         };
-        c.spec()?;
         Ok(c)
     }
 
@@ -90,9 +117,19 @@ impl Constraint {
         )))
     }
 
-    /// The runtime's constraint, refused here (exit 2) if it cannot be enforced.
+    /// The runtime's constraint with no sources to quote.
+    #[cfg(test)]
     pub fn spec(&self) -> Result<ConstraintSpec, UsageError> {
-        let mut surfaces = Surfaces::default();
+        self.spec_with(&Sources::default())
+    }
+
+    /// The runtime's constraint, its quotes bound to `sources` (as the server binds a
+    /// request's), refused here (exit 2) if it cannot be enforced.
+    pub fn spec_with(&self, sources: &Sources) -> Result<ConstraintSpec, UsageError> {
+        let mut surfaces = Surfaces {
+            sources: sources.clone(),
+            ..Surfaces::default()
+        };
         match self {
             Constraint::None => {}
             Constraint::Json => surfaces.json = Some("-json"),
@@ -173,6 +210,36 @@ mod tests {
         assert!(matches!(s, Ok(Constraint::Schema(_))));
         assert!(Constraint::format("yaml").is_err());
         assert!(Constraint::format("{not json").is_err());
+    }
+
+    #[test]
+    fn quotes_take_the_prompt_and_named_sources() {
+        let schema = |q: Value| Constraint::Schema(json!({"type": "string", "x-llamay-quote": q}));
+        let sources = QuoteSources([("contract".to_string(), "Clause 4".to_string())].into());
+        let input = Input::Raw("the prompt".into());
+        assert!(schema(json!(true))
+            .spec_with(&sources.for_input(Some(&input)))
+            .is_ok());
+        assert!(schema(json!("contract"))
+            .spec_with(&sources.for_input(None))
+            .is_ok());
+        let e = schema(json!("invoice"))
+            .spec_with(&sources.for_input(Some(&input)))
+            .unwrap_err();
+        assert!(
+            e.0.contains("x-llamay-quote")
+                && e.0.contains("\"invoice\"")
+                && e.0.contains("contract"),
+            "{}",
+            e.0
+        );
+        // Before a chat's first message, a quote of the input is not refused.
+        assert!(schema(json!(true))
+            .spec_with(&sources.for_input(None))
+            .is_ok());
+        let mut body = json!({});
+        sources.add_to_body(&mut body);
+        assert_eq!(body["llamay_sources"]["contract"], "Clause 4");
     }
 
     #[test]

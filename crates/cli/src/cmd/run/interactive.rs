@@ -10,7 +10,7 @@ use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 
 use super::backend::{Backend, Input, Knobs, Reply};
-use super::constraint::Constraint;
+use super::constraint::{Constraint, QuoteSources};
 use super::slash::{self, Slash};
 use super::Output;
 use crate::interrupt;
@@ -19,6 +19,8 @@ pub struct Chat<'a> {
     pub backend: &'a mut dyn Backend,
     pub knobs: Knobs,
     pub constraint: Constraint,
+    /// `-source`s, for the schema's quotes.
+    pub sources: QuoteSources,
     pub system: Option<String>,
     pub verbose: bool,
     /// Where the model runs, for the first line.
@@ -107,6 +109,7 @@ impl Chat<'_> {
         let reply = self.backend.generate(
             &Input::Chat(all),
             &self.constraint,
+            &self.sources,
             &self.knobs,
             interrupt::cancel_flag(),
             &mut |s| out.write(s),
@@ -169,7 +172,8 @@ impl Chat<'_> {
 
     /// A new constraint, taken only if it can be enforced.
     fn constrain(&mut self, c: Result<Constraint, crate::cmd::UsageError>) {
-        match c.and_then(|c| c.spec().map(|_| c)) {
+        let sources = self.sources.for_input(None);
+        match c.and_then(|c| c.spec_with(&sources).map(|_| c)) {
             Ok(c) => {
                 eprintln!("Replies are constrained to {}.", c.label());
                 self.constraint = c;

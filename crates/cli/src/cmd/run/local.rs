@@ -13,7 +13,7 @@ use llamay_runtime::{
 };
 
 use super::backend::{Backend, Input, Knobs, Reply};
-use super::constraint::Constraint;
+use super::constraint::{Constraint, QuoteSources};
 
 pub struct Local {
     lm: LoadedModel,
@@ -116,12 +116,13 @@ impl Backend for Local {
         &mut self,
         input: &Input,
         constraint: &Constraint,
+        sources: &QuoteSources,
         knobs: &Knobs,
         cancel: &AtomicBool,
         on_text: &mut dyn FnMut(&str),
     ) -> anyhow::Result<Reply> {
         let lm = &self.lm;
-        let spec = constraint.spec()?;
+        let spec = constraint.spec_with(&sources.for_input(Some(input)))?;
         let compile_start = Instant::now();
         let (automaton, _) = spec.build(lm).map_err(|e| anyhow::anyhow!(e.message))?;
         let compile_time = compile_start.elapsed();

@@ -21,7 +21,7 @@ use super::UsageError;
 use crate::client::ServerClient;
 use crate::interrupt;
 use backend::{Backend, Input, Knobs};
-use constraint::Constraint;
+use constraint::{Constraint, QuoteSources};
 
 /// The small default model, as a store name.
 pub const DEFAULT_MODEL: &str = "smollm2:135m";
@@ -66,6 +66,10 @@ pub struct RunArgs {
     /// Constrain the output to one term of a lexicon: a file of one term per line.
     #[arg(long, value_name = "FILE")]
     pub lexicon: Option<PathBuf>,
+    /// A text the schema's `x-llamay-quote` may name, as `NAME=FILE` or `FILE` (named
+    /// by its stem); repeatable. `"x-llamay-quote": true` quotes the prompt.
+    #[arg(long = "source", value_name = "[NAME=]FILE")]
+    pub source: Vec<String>,
     /// Ollama's spelling: `json`, or a JSON Schema (inline or a file).
     #[arg(long, value_name = "json|SCHEMA")]
     pub format: Option<String>,
@@ -199,6 +203,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         a.format.as_deref(),
         a.lexicon.as_deref(),
     )?;
+    let sources = QuoteSources(super::sources::read_sources(&a.source)?);
     a.load.options()?;
     let asked = asked(&a)?;
     let interactive = asked.prompt.is_none() && std::io::stdin().is_terminal();
@@ -231,34 +236,40 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         seed: a.seed,
         max_tokens: a.n_predict,
     };
+    let chat = !a.raw && (a.chat || a.system.is_some() || asked.ollama_form);
+    let input = prompt.map(|prompt| {
+        if chat {
+            let mut msgs = Vec::new();
+            if let Some(s) = &a.system {
+                msgs.push(ChatMessage::new("system", s));
+            }
+            msgs.push(ChatMessage::new("user", &prompt));
+            Input::Chat(msgs)
+        } else {
+            Input::Raw(prompt)
+        }
+    });
+    // Refused before any model work (exit 2), its quotes bound as the run will bind them.
+    constraint.spec_with(&sources.for_input(input.as_ref()))?;
     interrupt::install(interactive);
     let (mut backend, served_by) = backend(&a, &asked.model)?;
-    let Some(prompt) = prompt else {
+    let Some(input) = input else {
         return interactive::Chat {
             backend: backend.as_mut(),
             knobs,
             constraint,
+            sources,
             system: a.system.clone(),
             verbose: a.stats,
             served_by,
         }
         .run();
     };
-    let chat = !a.raw && (a.chat || a.system.is_some() || asked.ollama_form);
-    let input = if chat {
-        let mut msgs = Vec::new();
-        if let Some(s) = &a.system {
-            msgs.push(ChatMessage::new("system", s));
-        }
-        msgs.push(ChatMessage::new("user", &prompt));
-        Input::Chat(msgs)
-    } else {
-        Input::Raw(prompt)
-    };
     let mut out = Output::new(constraint.is_json());
     let reply = backend.generate(
         &input,
         &constraint,
+        &sources,
         &knobs,
         interrupt::cancel_flag(),
         &mut |s| out.write(s),

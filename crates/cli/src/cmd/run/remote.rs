@@ -11,7 +11,7 @@ use llamay_runtime::generate::GenerationStats;
 use serde_json::{json, Value};
 
 use super::backend::{Backend, Input, Knobs, Reply};
-use super::constraint::Constraint;
+use super::constraint::{Constraint, QuoteSources};
 use crate::client::{ServerClient, ServerError};
 
 pub struct Remote {
@@ -45,6 +45,7 @@ impl Backend for Remote {
         &mut self,
         input: &Input,
         constraint: &Constraint,
+        sources: &QuoteSources,
         knobs: &Knobs,
         cancel: &AtomicBool,
         on_text: &mut dyn FnMut(&str),
@@ -71,6 +72,7 @@ impl Backend for Remote {
         body["stream"] = json!(true);
         body["options"] = options;
         constraint.add_to_body(&mut body);
+        sources.add_to_body(&mut body);
         let response = self.client.post(path, &body)?;
         let lines = read_lines(response);
         let mut text = String::new();
