@@ -120,6 +120,10 @@ impl Inner {
             self.vocab
                 .plain_strings
                 .get_or_compute((aux, min, max), compute)
+        } else if let Some(m) = self.local.get(&(spec, aux, min, max)) {
+            // Looked up before deciding how to compute it: the decision costs more
+            // than the lookup (it builds the plain string).
+            m
         } else if let Some((plain, paux)) = max.is_none().then(|| prog.as_plain(aux)).flatten() {
             // Exclusions, or a pattern that can no longer refuse a character (e.g. an
             // unanchored one): the plain string's mask, keeping only the closing tokens
