@@ -148,6 +148,14 @@ impl StringProg {
         self.dfa.is_none() && self.quote.is_none() && self.trie.len() == 1
     }
 
+    /// The pattern's DFA, for a string with a pattern and nothing else shaping its
+    /// masks besides length bounds (no exclusions, no quote).
+    pub fn pattern_only(&self) -> Option<&Arc<ByteDfa>> {
+        self.dfa
+            .as_ref()
+            .filter(|_| self.quote.is_none() && self.trie.len() == 1)
+    }
+
     /// Whether the value must be a span of a source (its masks are walked directly: a
     /// span automaton has as many states as its source has bytes, too many to memoise).
     pub fn is_quote(&self) -> bool {
