@@ -117,8 +117,13 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str) -> Option<T> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    let path = args.first().expect("usage: replay FILE smollm2|gemma3 [--case ID]");
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let path = args
+        .first()
+        .expect("usage: replay FILE smollm2|gemma3 [--case ID]");
     let model = RealModel::ALL
         .into_iter()
         .find(|m| args.iter().any(|a| a == "gemma3") == (*m == RealModel::Gemma3))

@@ -67,7 +67,9 @@ const LOCAL_MASK_LIMIT: usize = 256;
 impl Inner {
     fn new(program: Program, vocab: Arc<Vocabulary>, limits: Limits) -> Self {
         Inner {
-            pattern_ids: (0..program.strings.len()).map(|_| OnceLock::new()).collect(),
+            pattern_ids: (0..program.strings.len())
+                .map(|_| OnceLock::new())
+                .collect(),
             program_bytes: program.heap_bytes(&mut Seen::default()),
             program,
             vocab,

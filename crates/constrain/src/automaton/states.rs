@@ -1,7 +1,9 @@
 //! The per-matcher state table: configurations interned as small integers, with their
 //! byte transitions cached lazily (cheap, numerous), separately from masks.
 
-use super::config::{closure, step, Frame, Item, Scratch, Stacks, ACCEPT, EMPTY_STACK, EXIT, EXIT_STACK};
+use super::config::{
+    closure, step, Frame, Item, Scratch, Stacks, ACCEPT, EMPTY_STACK, EXIT, EXIT_STACK,
+};
 use super::program::{Node, Program};
 use crate::grammar::ByteSet;
 use rustc_hash::FxHashMap;

@@ -506,7 +506,13 @@ fn dense_signature(trans: &[u32], accept: &[bool], s: u32, limit: usize) -> Opti
     }
     let mut sig = Vec::with_capacity(order.len() * 257);
     for &from in &order {
-        sig.extend(row(from).iter().map(|&t| if t == DFA_DEAD { DFA_DEAD } else { ids[t as usize] }));
+        sig.extend(row(from).iter().map(|&t| {
+            if t == DFA_DEAD {
+                DFA_DEAD
+            } else {
+                ids[t as usize]
+            }
+        }));
     }
     sig.extend(order.iter().map(|&t| u32::from(accept[t as usize])));
     Some(sig.into())
@@ -519,11 +525,19 @@ mod tests {
     #[test]
     fn the_dense_tail_signature_is_the_mapped_one() {
         let mut some = 0;
-        for pat in [r"^[a-z]+-\d{4}$", r"(ab|cd)*e?", r"^(https?://)?([\da-z.-]+)\.([a-z.]{2,6})$", "x"] {
+        for pat in [
+            r"^[a-z]+-\d{4}$",
+            r"(ab|cd)*e?",
+            r"^(https?://)?([\da-z.-]+)\.([a-z.]{2,6})$",
+            "x",
+        ] {
             let d = ByteDfa::new(pat).unwrap();
             for s in 0..d.len() as u32 {
                 for limit in [1, 3, 32] {
-                    let (a, b) = (d.tail_signature(s, limit), d.tail_signature_mapped(s, limit));
+                    let (a, b) = (
+                        d.tail_signature(s, limit),
+                        d.tail_signature_mapped(s, limit),
+                    );
                     some += usize::from(a.is_some());
                     assert_eq!(a, b, "{pat} state {s} limit {limit}");
                 }
