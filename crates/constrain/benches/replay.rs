@@ -2,9 +2,11 @@
 //! of the file is one protocol request (`{"id", "format", "grammar", "tokens"}`), walked
 //! as `llamay mask-worker` walks it (JSON Schema semantics, a fresh compile and matcher
 //! per request, masks written into 32-bit words). Prints the mask percentiles and the
-//! slowest steps, each replayed again on a fresh compile (best of 3) to tell a slow mask
-//! from a preemption on a loaded machine; `--case ID` walks one request only (for
-//! `valgrind --tool=callgrind`).
+//! slowest steps, each replayed again on a fresh compile (best of 3; what lives on the
+//! vocabulary stays warm) to tell a slow mask from a preemption on a loaded machine;
+//! `--case ID` walks one request only (for `valgrind --tool=callgrind`), `--show`
+//! prints the text before each slow step, `REPLAY_DIGEST=1` a hash of each walk's
+//! masks (to check that a change keeps them bit-identical).
 //!
 //! Record the requests by putting `tee` in front of the worker:
 //!
