@@ -47,6 +47,9 @@ pub(crate) struct Inner {
     /// Shortest-completion costs, computed on first use (only budget-aware decoding
     /// needs them).
     distances: OnceLock<Distances>,
+    /// Per string, its pattern's id on the vocabulary (see [`Vocabulary`]'s
+    /// `pattern_states`), looked up on first use.
+    pattern_ids: Vec<OnceLock<Option<u32>>>,
 }
 
 /// A string id with its (canonical) length bounds.
@@ -64,6 +67,9 @@ const LOCAL_MASK_LIMIT: usize = 256;
 impl Inner {
     fn new(program: Program, vocab: Arc<Vocabulary>, limits: Limits) -> Self {
         let inner = Inner {
+            pattern_ids: (0..program.strings.len())
+                .map(|_| OnceLock::new())
+                .collect(),
             program_bytes: program.heap_bytes(&mut Seen::default()),
             program,
             vocab,
@@ -128,6 +134,10 @@ impl Inner {
             self.vocab
                 .plain_strings
                 .get_or_compute((aux, min, max), compute)
+        } else if let Some(m) = self.local.get(&(spec, aux, min, max)) {
+            // Looked up before deciding how to compute it: the decision costs more
+            // than the lookup (it builds the plain string).
+            m
         } else if let Some((plain, paux)) = max.is_none().then(|| prog.as_plain(aux)).flatten() {
             // Exclusions, or a pattern that can no longer refuse a character (e.g. an
             // unanchored one): the plain string's mask, keeping only the closing tokens
@@ -170,12 +180,24 @@ impl Inner {
             // A short enough pattern tail is looked up by its shape on the vocabulary:
             // another schema ending alike may have walked it already. The walk itself
             // stays on this constraint's memo, whose subtrees its states share.
-            let compute = || match prog.tail_key(aux, TAIL_LIMIT) {
+            let by_tail = || match prog.tail_key(aux, TAIL_LIMIT) {
                 Some((sig, taux)) => {
                     let key = (sig, taux, min, max);
                     LocalMask::clone(&self.vocab.pattern_tails.get_or_compute(key, walk))
                 }
                 None => walk(),
+            };
+            // Failing that, by the whole pattern, if another schema wrote the same one.
+            let pattern = self.pattern_ids[spec as usize]
+                .get_or_init(|| prog.pattern_only().map(|d| self.vocab.patterns.id(d)));
+            let compute = || match *pattern {
+                Some(id) => LocalMask::clone(
+                    &self
+                        .vocab
+                        .pattern_states
+                        .get_or_compute((id, aux, min, max), by_tail),
+                ),
+                None => by_tail(),
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         }

@@ -2,7 +2,7 @@
 
 use crate::automaton::jsonstr::{StrStep, StringProg};
 use crate::automaton::local::{LocalMaskCache, PlainProfile, SharedCache};
-use crate::grammar::JsonString;
+use crate::grammar::{ByteDfa, JsonString};
 use crate::pool::MaskPool;
 
 /// A model's vocabulary as byte strings, with its end-of-generation and special tokens.
@@ -28,8 +28,68 @@ pub struct Vocabulary {
     /// Stack-free masks of patterned strings by pattern tail (signature, decoder state
     /// in it, length bounds): shared by every constraint whose pattern ends alike.
     pub(crate) pattern_tails: LocalMaskCache<PatternTailKey>,
+    /// Stack-free masks of patterned strings by (pattern, decoder state, length
+    /// bounds), the pattern named by its id in `patterns`: a pattern many schemas
+    /// write (a `format`, a URL or e-mail pattern), compiled afresh with each schema,
+    /// is walked once per state for them all.
+    pub(crate) pattern_states: LocalMaskCache<PatternStateKey>,
+    pub(crate) patterns: PatternIds,
     /// Spare mask buffers for matchers' mask caches.
     pub(crate) mask_pool: MaskPool,
+}
+
+/// Most pattern-state masks kept per vocabulary (cleared when full): 512 of Gemma 3's
+/// 32 KiB masks are 16 MiB.
+const PATTERN_STATES_LIMIT: usize = 512;
+
+/// A pattern's id, the decoder state and the length bounds.
+pub(crate) type PatternStateKey = (u32, u64, u32, Option<u32>);
+
+/// Ids for equal pattern DFAs, whichever constraint compiled them. Never reused: when
+/// the table is emptied (it keeps [`PATTERN_IDS_LIMIT`] DFAs alive at most), masks
+/// keyed by old ids are only unreachable.
+#[derive(Debug, Default)]
+pub(crate) struct PatternIds {
+    inner: std::sync::Mutex<PatternTable>,
+}
+
+#[derive(Debug, Default)]
+struct PatternTable {
+    /// By the pattern's source: the equal DFAs' representative and id.
+    by_source: rustc_hash::FxHashMap<String, Vec<(std::sync::Arc<ByteDfa>, u32)>>,
+    held: usize,
+    next: u32,
+}
+
+/// Most DFAs [`PatternIds`] keeps before it is emptied.
+const PATTERN_IDS_LIMIT: usize = 256;
+
+impl PatternIds {
+    /// The id of `dfa`'s equals (compared in full: equal sources may still compile
+    /// to other automata, e.g. with other flags).
+    pub fn id(&self, dfa: &std::sync::Arc<ByteDfa>) -> u32 {
+        let mut t = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(same) = t.by_source.get(dfa.pattern()) {
+            if let Some((_, id)) = same
+                .iter()
+                .find(|(d, _)| std::sync::Arc::ptr_eq(d, dfa) || **d == **dfa)
+            {
+                return *id;
+            }
+        }
+        if t.held >= PATTERN_IDS_LIMIT {
+            t.by_source.clear();
+            t.held = 0;
+        }
+        let id = t.next;
+        t.next += 1;
+        t.held += 1;
+        t.by_source
+            .entry(dfa.pattern().to_string())
+            .or_default()
+            .push((dfa.clone(), id));
+        id
+    }
 }
 
 /// A pattern tail's signature, the decoder state in it, and the length bounds.
@@ -105,6 +165,8 @@ impl Vocabulary {
             plain_strings: LocalMaskCache::new(256),
             plain_profiles: SharedCache::new(8),
             pattern_tails: LocalMaskCache::new(256),
+            pattern_states: LocalMaskCache::new(PATTERN_STATES_LIMIT),
+            patterns: PatternIds::default(),
             mask_pool: MaskPool::new(n),
         };
         v.warm_plain_strings();

@@ -53,6 +53,22 @@ fn undeclared_keys_are_open_only_under_json_semantics() {
 }
 
 #[test]
+fn a_declared_key_appears_once_in_any_spelling_in_an_open_object() {
+    let s = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}});
+    assert!(accepts(&s, &OPEN, r#"{"a":1,"b":2,"c":3}"#));
+    // Once as declared, never again as an undeclared key, escaped or not, before
+    // or after the other members.
+    for doc in [
+        r#"{"a":1,"\u0061":2}"#,
+        r#"{"\u0061":"x","a":1}"#,
+        r#"{"a":1,"c":2,"a":3}"#,
+        r#"{"b":1,"c":2,"\u0062":3}"#,
+    ] {
+        assert!(!accepts(&s, &OPEN, doc), "open accepted {doc}");
+    }
+}
+
+#[test]
 fn keywords_without_type_apply_only_to_their_own_type_under_json_semantics() {
     let s = json!({"properties": {"a": {"type": "integer"}}, "minLength": 2});
     for doc in [r#""text""#, "3", "null", "[1]", r#"{"a":1}"#] {

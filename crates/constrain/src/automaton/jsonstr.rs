@@ -26,8 +26,9 @@ pub(crate) struct StringProg {
     quote: Option<Arc<SpanAutomaton>>,
     min: u32,
     max: Option<u32>,
-    /// Exclusion trie: children per node, and whether a node ends an excluded value.
-    trie: Vec<(FxHashMap<u8, u32>, bool)>,
+    /// Exclusion trie: children per node, and whether a node ends an excluded value
+    /// (shared: masks copy the program with other bounds).
+    trie: Arc<Vec<(FxHashMap<u8, u32>, bool)>>,
 }
 
 /// A shared DFA's bytes, counted the first time it is met.
@@ -137,7 +138,7 @@ impl StringProg {
             quote: spec.quote.clone(),
             min: spec.min_chars,
             max: spec.max_chars,
-            trie,
+            trie: Arc::new(trie),
         }
     }
 
@@ -145,6 +146,14 @@ impl StringProg {
     /// such strings behave the same in every grammar.
     pub fn is_unpatterned(&self) -> bool {
         self.dfa.is_none() && self.quote.is_none() && self.trie.len() == 1
+    }
+
+    /// The pattern's DFA, for a string with a pattern and nothing else shaping its
+    /// masks besides length bounds (no exclusions, no quote).
+    pub fn pattern_only(&self) -> Option<&Arc<ByteDfa>> {
+        self.dfa
+            .as_ref()
+            .filter(|_| self.quote.is_none() && self.trie.len() == 1)
     }
 
     /// Whether the value must be a span of a source (its masks are walked directly: a
@@ -250,10 +259,14 @@ impl StringProg {
                 return None;
             }
         }
+        // Built field by field: `..self.clone()` would copy the exclusion trie only to
+        // drop it, on every mask of an open object's extra key.
         let prog = StringProg {
             dfa: None,
-            trie: vec![(FxHashMap::default(), false)],
-            ..self.clone()
+            quote: None,
+            min: self.min,
+            max: self.max,
+            trie: Arc::new(vec![(FxHashMap::default(), false)]),
         };
         let excl = if s.phase == BEFORE_OPEN { 0 } else { OFF_TRIE };
         Some((prog, St { excl, dfa: 0, ..s }.pack()))

@@ -404,6 +404,12 @@ impl<K: Hash + Eq, V> SharedCache<K, V> {
         crate::heap::map(&map) + values
     }
 
+    /// The value under `key`, if computed.
+    pub fn get(&self, key: &K) -> Option<Arc<V>> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key).cloned()
+    }
+
     pub fn get_or_compute(&self, key: K, compute: impl FnOnce() -> V) -> Arc<V> {
         let lock = || self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = lock().get(&key) {

@@ -27,7 +27,8 @@
 //!   on an accepted value. Other patterned strings walk per state, their decoder steps
 //!   and first-byte subtrees memoised across walks, and their masks kept on the
 //!   vocabulary by the shape of the pattern's remaining tail, which other schemas
-//!   often share;
+//!   often share, and by the whole pattern (equal DFAs share an id there), so a
+//!   `format` many schemas write is walked once per state for them all;
 //! - the other items are walked on their own.
 //!
 //! A state with no string items whose items share one stack is walked once with that

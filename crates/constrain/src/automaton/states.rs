@@ -1,10 +1,13 @@
 //! The per-matcher state table: configurations interned as small integers, with their
 //! byte transitions cached lazily (cheap, numerous), separately from masks.
 
-use super::config::{closure, step, Frame, Item, Stacks, ACCEPT, EMPTY_STACK, EXIT, EXIT_STACK};
+use super::config::{
+    closure, step, Frame, Item, Scratch, Stacks, ACCEPT, EMPTY_STACK, EXIT, EXIT_STACK,
+};
 use super::program::{Node, Program};
 use crate::grammar::ByteSet;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// A transition not computed yet.
 const UNKNOWN: u32 = u32::MAX;
@@ -28,8 +31,10 @@ pub const ITEM_LIMIT: usize = 1 << 20;
 
 /// Interned configurations and their transitions.
 pub(crate) struct StateTable {
-    configs: Vec<Box<[Item]>>,
-    ids: FxHashMap<Box<[Item]>, u32>,
+    /// Shared with `ids` (one allocation per state).
+    configs: Vec<Arc<[Item]>>,
+    ids: FxHashMap<Arc<[Item]>, u32>,
+    scratch: Scratch,
     accepting: Vec<bool>,
     /// Whether a state holds the [`EXIT`] pseudo-item.
     exits: Vec<bool>,
@@ -75,6 +80,7 @@ impl StateTable {
         StateTable {
             configs: Vec::new(),
             ids: FxHashMap::default(),
+            scratch: Scratch::default(),
             accepting: Vec::new(),
             exits: Vec::new(),
             row_of: Vec::new(),
@@ -102,7 +108,7 @@ impl StateTable {
                 aux: 0,
             }],
         );
-        self.intern(kernel)
+        self.intern(&kernel)
     }
 
     /// The items of state `s`.
@@ -113,26 +119,26 @@ impl StateTable {
     /// The state reached from `seeds` without consuming input.
     pub fn enter(&mut self, p: &Program, seeds: Vec<Item>) -> u32 {
         let kernel = closure(p, &mut self.stacks, seeds);
-        self.intern(kernel)
+        self.intern(&kernel)
     }
 
     /// The state holding just `items` (a subset of some state's items: its tokens are
     /// the ones some of those items allow, since a configuration steps item by item).
     pub fn subset(&mut self, mut items: Vec<Item>) -> u32 {
         items.sort_unstable();
-        self.intern(items)
+        self.intern(&items)
     }
 
     pub fn len(&self) -> usize {
         self.configs.len()
     }
 
-    fn intern(&mut self, kernel: Vec<Item>) -> u32 {
-        if let Some(&id) = self.ids.get(kernel.as_slice()) {
+    fn intern(&mut self, kernel: &[Item]) -> u32 {
+        if let Some(&id) = self.ids.get(kernel) {
             return id;
         }
         let id = self.configs.len() as u32;
-        let kernel: Box<[Item]> = kernel.into();
+        let kernel: Arc<[Item]> = kernel.into();
         self.accepting
             .push(kernel.iter().any(|it| it.pos == ACCEPT));
         self.exits.push(kernel.iter().any(|it| it.pos == EXIT));
@@ -173,7 +179,7 @@ impl StateTable {
             })
             .collect();
         kernel.sort_unstable();
-        Some((self.intern(kernel), stack))
+        Some((self.intern(&kernel), stack))
     }
 
     /// Whether the input may end in state `s`.
@@ -259,11 +265,15 @@ impl StateTable {
     #[cold]
     fn compute(&mut self, p: &Program, s: u32, b: u8, ws_allowed: bool) -> u32 {
         let kernel = self.configs[s as usize].clone();
-        let (next, ws_used) = step(p, &mut self.stacks, &kernel, b, ws_allowed);
-        if next.is_empty() {
-            return DEAD;
-        }
-        self.intern(next) | if ws_used { WS_FLAG } else { 0 }
+        let mut sc = std::mem::take(&mut self.scratch);
+        let ws_used = step(p, &mut self.stacks, &mut sc, &kernel, b, ws_allowed);
+        let t = if sc.kernel.is_empty() {
+            DEAD
+        } else {
+            self.intern(&sc.kernel) | if ws_used { WS_FLAG } else { 0 }
+        };
+        self.scratch = sc;
+        t
     }
 
     /// Whether the table has reached its limit (of states, or of items in all) and
@@ -300,7 +310,7 @@ impl StateTable {
                     })
                     .collect();
                 kernel.sort_unstable();
-                self.intern(kernel)
+                self.intern(&kernel)
             })
             .collect()
     }
@@ -364,7 +374,7 @@ mod tests {
         };
         let mut n = 0;
         while !t.is_full() {
-            t.intern(config(n).collect());
+            t.intern(&config(n).collect::<Vec<_>>());
             n += 1;
         }
         assert_eq!(n as usize, ITEM_LIMIT.div_ceil(1000));
@@ -398,7 +408,7 @@ mod tests {
             aux: 9,
             parent: EMPTY_STACK,
         });
-        let s = t.intern(items.clone());
+        let s = t.intern(&items);
         let before: Vec<Vec<(u32, u64)>> = items
             .iter()
             .map(|it| {

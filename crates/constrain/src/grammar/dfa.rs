@@ -346,6 +346,17 @@ impl ByteDfa {
     /// pattern the states came from: a pattern's tail (`.*$`, `-\d{4}$`) recurs across
     /// schemas, so masks keyed by it are shared by them.
     pub(crate) fn tail_signature(&self, s: u32, limit: usize) -> Option<Box<[u32]>> {
+        match &self.table {
+            // Computed per string state a mask walk meets: for a dense table of a
+            // pattern's size, state numbers index a plain array rather than a map.
+            Table::Dense(trans) if self.accept.len() <= DENSE_SIGNATURE_STATES => {
+                Some(dense_signature(trans, &self.accept, s, limit)?)
+            }
+            _ => self.tail_signature_mapped(s, limit),
+        }
+    }
+
+    fn tail_signature_mapped(&self, s: u32, limit: usize) -> Option<Box<[u32]>> {
         let mut ids: FxHashMap<u32, u32> = FxHashMap::default();
         let mut order = vec![s];
         ids.insert(s, 0);
@@ -470,9 +481,70 @@ impl ByteDfa {
     }
 }
 
+/// States up to which [`ByteDfa::tail_signature`] numbers a dense table's states in an
+/// array (one `u32` each, set per call).
+const DENSE_SIGNATURE_STATES: usize = 4096;
+
+/// [`ByteDfa::tail_signature`] of a dense table: the same breadth-first numbering.
+fn dense_signature(trans: &[u32], accept: &[bool], s: u32, limit: usize) -> Option<Box<[u32]>> {
+    let row = |q: u32| &trans[q as usize * 256..][..256];
+    let mut ids = vec![u32::MAX; accept.len()];
+    let mut order = vec![s];
+    ids[s as usize] = 0;
+    let mut k = 0;
+    while k < order.len() {
+        for &t in row(order[k]) {
+            if t != DFA_DEAD && ids[t as usize] == u32::MAX {
+                if order.len() >= limit {
+                    return None;
+                }
+                ids[t as usize] = order.len() as u32;
+                order.push(t);
+            }
+        }
+        k += 1;
+    }
+    let mut sig = Vec::with_capacity(order.len() * 257);
+    for &from in &order {
+        sig.extend(row(from).iter().map(|&t| {
+            if t == DFA_DEAD {
+                DFA_DEAD
+            } else {
+                ids[t as usize]
+            }
+        }));
+    }
+    sig.extend(order.iter().map(|&t| u32::from(accept[t as usize])));
+    Some(sig.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dense_tail_signature_is_the_mapped_one() {
+        let mut some = 0;
+        for pat in [
+            r"^[a-z]+-\d{4}$",
+            r"(ab|cd)*e?",
+            r"^(https?://)?([\da-z.-]+)\.([a-z.]{2,6})$",
+            "x",
+        ] {
+            let d = ByteDfa::new(pat).unwrap();
+            for s in 0..d.len() as u32 {
+                for limit in [1, 3, 32] {
+                    let (a, b) = (
+                        d.tail_signature(s, limit),
+                        d.tail_signature_mapped(s, limit),
+                    );
+                    some += usize::from(a.is_some());
+                    assert_eq!(a, b, "{pat} state {s} limit {limit}");
+                }
+            }
+        }
+        assert!(some > 10, "too few signatures compared: {some}");
+    }
 
     #[test]
     fn a_trie_is_exactly_its_terms() {
