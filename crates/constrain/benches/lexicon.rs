@@ -12,20 +12,7 @@ use llamay_testdata::RealModel;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use llamay_testdata::XorShift as Rng;
 
 /// `n` distinct terms: product-like ids, words and non-ASCII names.
 fn file(n: usize) -> Vec<u8> {

@@ -15,20 +15,7 @@ use llamay_runtime::{generate, ConstraintSpec, GenerationParams, LoadedModel, Su
 use llamay_testdata::{real_model, RealModel};
 use serde_json::{json, Value};
 
-/// xorshift64*, seeded.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[(self.next() % xs.len() as u64) as usize]
-    }
-}
+use llamay_testdata::XorShift as Rng;
 
 /// A short document with what JSON must escape (quotes, backslashes, newlines, tabs)
 /// and non-ASCII text.
@@ -72,7 +59,8 @@ fn document(rng: &mut Rng) -> String {
                 ' '
             });
         }
-        s.push_str(rng.pick(&words));
+        let word: &&str = rng.pick(&words);
+        s.push_str(word);
     }
     s
 }

@@ -263,3 +263,37 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
 pub fn hf_tokenizer_config(name: &str) -> PathBuf {
     fetched_by("fetch-hf-tokenizers", &[name], name).join("tokenizer_config.json")
 }
+
+/// xorshift64*: a small seeded generator, so a test's (or bench's) random walks repeat
+/// exactly, run after run. `XorShift(x)` starts from `x` as it is (not 0);
+/// [`XorShift::new`] spreads any seed first.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn new(seed: u64) -> XorShift {
+        XorShift(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1)
+    }
+
+    #[allow(clippy::should_implement_trait)] // not an iterator: it never ends
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+
+    /// One of `xs` (not empty).
+    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+}

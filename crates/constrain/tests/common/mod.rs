@@ -4,26 +4,7 @@
 use llamay_constrain::{Constraint, Matcher, TokenMask, Vocabulary};
 use std::sync::Arc;
 
-/// xorshift64* — deterministic, dependency-free.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    pub fn chance(&mut self, p: f64) -> bool {
-        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-}
+pub use llamay_testdata::XorShift as Rng;
 
 /// Every single byte, plus multi-byte tokens that span JSON structure, whitespace runs,
 /// escapes, UTF-8 characters and words; then `extra`; then a special and an EOG token.
