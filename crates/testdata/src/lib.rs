@@ -162,6 +162,12 @@ fn fetched_by(script: &str, args: &[&str], key: &str) -> PathBuf {
     PathBuf::from(path.trim())
 }
 
+/// A tiny model with RoPE scaling made by `scripts/make-rope-variants` from a
+/// shared/ref/tiny file (`llama-yarn`, `phi3-longrope`, ...).
+pub fn rope_variant(name: &str) -> PathBuf {
+    fetched_by("make-rope-variants", &[], name)
+}
+
 /// One of llama.cpp's vocabulary test sets (`scripts/fetch-llamacpp-vocab`): the
 /// vocabulary-only GGUF `ggml-vocab-<vocab>.gguf`, with its `.inp` and `.out` beside it.
 pub fn llamacpp_vocab(vocab: &str) -> PathBuf {

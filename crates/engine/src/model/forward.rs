@@ -7,7 +7,8 @@
 //! as one step per thread (`split`).
 
 use super::linear::{matmul_many, ActsCache, Product};
-use super::ops::{rms_norm, softcap, RopeTable};
+use super::ops::{rms_norm, softcap};
+use super::rope::RopeTable;
 use super::weights::{GateUp, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
@@ -221,18 +222,9 @@ impl Model {
             .iter()
             .flat_map(|s| s.start_pos..s.start_pos + s.n)
             .collect();
-        let rope = RopeTable::new(
-            positions.iter().copied(),
-            hp.rope_dims,
-            hp.rope_base,
-            hp.rope_freq_scale,
-        );
-        let rope_swa = RopeTable::new(
-            positions.iter().copied(),
-            hp.rope_dims,
-            hp.rope_base_swa,
-            hp.rope_freq_scale_swa,
-        );
+        let factors = self.rope_factors.as_deref();
+        let rope = RopeTable::new(positions.iter().copied(), &hp.rope, factors);
+        let rope_swa = RopeTable::new(positions.iter().copied(), &hp.rope_swa, factors);
         // Per token: its sequence has an f16 cache (see `HeadPrep::round16`).
         let round16: Vec<bool> = batch
             .iter()

@@ -4,7 +4,8 @@
 //! handing them on, or one thread can take whole rows.
 
 use super::hparams::HParams;
-use super::ops::{rms_norm_inplace, round_to_f16, RopeTable};
+use super::ops::{rms_norm_inplace, round_to_f16};
+use super::rope::RopeTable;
 use super::weights::Layer;
 
 /// One layer's preparation of the heads of one step.

@@ -1,5 +1,6 @@
 //! Architecture hyper-parameters, read from GGUF metadata with llama.cpp's defaults.
 
+use super::rope::{Rope, RopeScaling, RopeStyle};
 use super::ModelError;
 use crate::gguf::GgufFile;
 
@@ -33,15 +34,6 @@ impl Arch {
     }
 }
 
-/// How RoPE pairs up the dimensions of a head.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum RopeStyle {
-    /// Adjacent pairs (2i, 2i+1): llama's GGUF layout, whose Q/K rows the converter permuted.
-    Normal,
-    /// Halves (i, i + d/2): GPT-NeoX layout.
-    Neox,
-}
-
 /// The feed-forward gate activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Activation {
@@ -63,15 +55,11 @@ pub(super) struct HParams {
     pub n_vocab: usize,
     pub n_ctx_train: usize,
     pub rms_eps: f32,
-    /// Dimensions of each head that RoPE rotates (the first ones).
-    pub rope_dims: usize,
     pub rope_style: RopeStyle,
-    pub rope_base: f32,
-    /// Position multiplier (1 / linear scaling factor).
-    pub rope_freq_scale: f32,
-    /// RoPE base and scale on sliding-window layers.
-    pub rope_base_swa: f32,
-    pub rope_freq_scale_swa: f32,
+    pub rope_scaling: RopeScaling,
+    pub rope: Rope,
+    /// The rotation of sliding-window layers (their own base, and scale on Gemma 3).
+    pub rope_swa: Rope,
     /// Window of the sliding layers (query i sees keys i - window < j <= i).
     pub sliding_window: Option<usize>,
     /// Per layer: does it use the sliding window?
@@ -138,10 +126,8 @@ impl HParams {
             )));
         }
         let rope_base = file.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
-        let rope_freq_scale = match file.opt_f32(&key("rope.scaling.factor"))? {
-            Some(f) if f > 0.0 => 1.0 / f,
-            _ => 1.0,
-        };
+        let rope_scaling = RopeScaling::from_gguf(file, arch_name, n_ctx_train)?;
+        let rope_freq_scale = rope_scaling.freq_scale;
         // Which layers slide, and their RoPE, follow llama.cpp's per-architecture
         // defaults; the other architectures ignore a sliding-window key, as llama.cpp does.
         let (sliding_window, pattern, default_swa_base, swa_scale) = match arch {
@@ -189,16 +175,14 @@ impl HParams {
             n_vocab,
             n_ctx_train,
             rms_eps,
-            rope_dims,
             rope_style: if arch == Arch::Llama {
                 RopeStyle::Normal
             } else {
                 RopeStyle::Neox
             },
-            rope_base,
-            rope_freq_scale,
-            rope_base_swa,
-            rope_freq_scale_swa: swa_scale,
+            rope: Rope::new(rope_dims, rope_base, rope_freq_scale, &rope_scaling),
+            rope_swa: Rope::new(rope_dims, rope_base_swa, swa_scale, &rope_scaling),
+            rope_scaling,
             sliding_window,
             swa_layers,
             attn_softcap,
@@ -251,7 +235,7 @@ mod tests {
         assert_eq!(hp.arch, Arch::Gemma3);
         assert_eq!(hp.swa_layers, vec![true; 4]);
         assert_eq!(
-            (hp.sliding_window, hp.rope_base_swa, hp.rope_base),
+            (hp.sliding_window, hp.rope_swa.base, hp.rope.base),
             (Some(16), 10_000.0, 1e6)
         );
     }

@@ -13,6 +13,7 @@ mod hparams;
 mod layer;
 mod linear;
 mod ops;
+mod rope;
 mod split;
 mod weights;
 
@@ -77,6 +78,8 @@ pub struct Model {
     weights: Weights,
     pool: ThreadPool,
     n_ctx: usize,
+    /// Per-pair RoPE frequency divisors (Llama 3's, or LongRoPE's for `n_ctx`).
+    rope_factors: Option<Vec<f32>>,
     kv_type: KvType,
     id: usize,
     facts: ModelFacts,
@@ -107,12 +110,14 @@ impl Model {
         let facts = loaded_facts(&file, &hp)?;
         let n_threads = opts.n_threads.unwrap_or_else(physical_cores).max(1);
         let n_ctx = opts.n_ctx.unwrap_or(hp.n_ctx_train).max(1);
+        let rope_factors = rope::freq_factors(&file, hp.arch, &hp.rope, &hp.rope_scaling, n_ctx)?;
         Ok(Arc::new(Model {
             file,
             hp,
             weights,
             pool: ThreadPool::new(n_threads),
             n_ctx,
+            rope_factors,
             kv_type: opts.kv_type,
             id: NEXT_MODEL_ID.fetch_add(1, Ordering::Relaxed),
             facts,

@@ -1,7 +1,5 @@
 //! Element-wise and per-row operations of the transformer blocks.
 
-use super::hparams::RopeStyle;
-
 /// `1 / sqrt(mean(x²) + eps)`, the sum taken in f64 so long rows lose nothing, in
 /// eight interleaved lanes: one running f64 sum cannot be reordered, so it would be
 /// a chain of dependent additions (a row of 576 cost more than quantizing it).
@@ -35,59 +33,6 @@ pub(super) fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
     let scale = rms_scale(x, eps);
     for (v, &g) in x.iter_mut().zip(w) {
         *v *= scale * g;
-    }
-}
-
-/// Cosines and sines of the RoPE angles for a run of positions.
-pub(super) struct RopeTable {
-    half: usize,
-    /// `[pos_index][i]` interleaved as (cos, sin).
-    cs: Vec<(f32, f32)>,
-}
-
-impl RopeTable {
-    /// Angles `pos * scale * base^(-2i/dims)` for `i < dims/2` and each position.
-    pub(super) fn new(
-        positions: impl Iterator<Item = usize>,
-        dims: usize,
-        base: f32,
-        scale: f32,
-    ) -> Self {
-        let half = dims / 2;
-        let inv: Vec<f64> = (0..half)
-            .map(|i| (base as f64).powf(-2.0 * i as f64 / dims as f64))
-            .collect();
-        let mut cs = Vec::new();
-        for p in positions {
-            let p = p as f64 * scale as f64;
-            cs.extend(inv.iter().map(|&f| {
-                let (s, c) = (p * f).sin_cos();
-                (c as f32, s as f32)
-            }));
-        }
-        RopeTable { half, cs }
-    }
-
-    /// Rotates one head (`x.len()` >= dims) for the `idx`-th position of the table.
-    pub(super) fn apply(&self, x: &mut [f32], idx: usize, style: RopeStyle) {
-        let cs = &self.cs[idx * self.half..(idx + 1) * self.half];
-        match style {
-            RopeStyle::Normal => {
-                for (pair, &(c, s)) in x.chunks_exact_mut(2).zip(cs) {
-                    let (a, b) = (pair[0], pair[1]);
-                    pair[0] = a * c - b * s;
-                    pair[1] = a * s + b * c;
-                }
-            }
-            RopeStyle::Neox => {
-                let (lo, hi) = x[..2 * self.half].split_at_mut(self.half);
-                for ((a, b), &(c, s)) in lo.iter_mut().zip(hi.iter_mut()).zip(cs) {
-                    let (x0, x1) = (*a, *b);
-                    *a = x0 * c - x1 * s;
-                    *b = x0 * s + x1 * c;
-                }
-            }
-        }
     }
 }
 
@@ -228,20 +173,6 @@ gated!(gelu_tanh_gate, gelu_tanh);
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rope_styles_rotate_different_pairs() {
-        let t = RopeTable::new([1usize].into_iter(), 4, 10000.0, 1.0);
-        let mut a = [1.0, 0.0, 0.0, 0.0];
-        t.apply(&mut a, 0, RopeStyle::Normal);
-        // Pair (0,1) rotated by 1 radian.
-        assert!((a[0] - 1f32.cos()).abs() < 1e-6 && (a[1] - 1f32.sin()).abs() < 1e-6);
-        let mut b = [1.0, 0.0, 0.0, 0.0];
-        t.apply(&mut b, 0, RopeStyle::Neox);
-        // Pair (0,2) rotated by 1 radian.
-        assert!((b[0] - 1f32.cos()).abs() < 1e-6 && (b[2] - 1f32.sin()).abs() < 1e-6);
-        assert_eq!(b[1], 0.0);
-    }
 
     #[test]
     fn gelu_matches_the_tanh_formula() {
