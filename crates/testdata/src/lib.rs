@@ -209,6 +209,17 @@ pub fn llamacpp_vocab_cases(gguf: &Path) -> Vec<(String, Vec<u32>)> {
     texts.into_iter().zip(ids).collect()
 }
 
+/// Mistral Nemo's tekken vocabulary as a vocabulary-only GGUF, built from
+/// mistral-common's wheel by `scripts/make-tekken-vocab` (when missing): the
+/// `(gguf, reference)` paths, the reference holding mistral-common's own ids per case.
+pub fn tekken_vocab() -> (PathBuf, PathBuf) {
+    let d = fetched_by("make-tekken-vocab", &[], "tekken");
+    (
+        d.join("tekken-240718.gguf"),
+        d.join("tekken-240718.ref.json"),
+    )
+}
+
 /// An encoder test model built by `scripts/fetch-embed-models` (`minilm`: all-MiniLM-L6-v2
 /// converted by llamay's converter; `reranker`: the random-weight cross-encoder).
 pub fn embed_model(name: &str) -> PathBuf {

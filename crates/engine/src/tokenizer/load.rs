@@ -333,7 +333,10 @@ fn read_add_special(
 ) -> Result<(bool, bool), TokenizerError> {
     let (mut add_bos, mut add_eos) = match kind {
         TokenizerKind::Spm | TokenizerKind::Wpm => (true, false),
-        TokenizerKind::Bpe { pre } => (pre == PreTokenizer::Llama3, false),
+        TokenizerKind::Bpe { pre } => (
+            matches!(pre, PreTokenizer::Llama3 | PreTokenizer::Tekken),
+            false,
+        ),
     };
     if let Some(b) = f.opt_bool(&key("add_bos_token"))? {
         add_bos = b;

@@ -6,7 +6,7 @@
 //! no lookaround), reproducing llama.cpp's leftmost-first results, including its
 //! `\s+(?!\S)` rule (a run of spaces leaves its last one to the next word).
 
-use super::unicode::{Flags, ACCENT, LETTER, NUMBER, PUNCT, SPACE};
+use super::unicode::{Flags, ACCENT, LETTER, LOWER, NUMBER, PUNCT, SPACE, UPPER};
 
 /// A regex bracket class body (`a-zA-Z...`, no escapes) as code point ranges, at
 /// compile time.
@@ -40,6 +40,11 @@ pub enum PreTokenizer {
     DeepseekCoder,
     /// `qwen35`: Qwen 2's regex with combining marks (`\p{M}`) kept in words.
     Qwen35,
+    /// `tekken` (Mistral's tiktoken vocabularies): words split where letter case
+    /// changes, single digits. This is the pattern of the tekken JSON, as tiktoken
+    /// runs it for mistral-common; llama.cpp rewrites it without `\p{M}`, so it splits
+    /// words at combining marks (Devanagari, Thai, ...) where mistral-common does not.
+    Tekken,
     /// Gemma 4's SentencePiece-style BPE (`tokenizer.ggml.model = gemma4`): spaces
     /// escaped to `▁`, words are runs of newlines and runs of everything else, and
     /// merges run over characters rather than GPT-2's byte alphabet.
@@ -67,13 +72,15 @@ enum Step {
     /// `\s?[<class>]+` over an explicit class.
     OptSpaceClassRun(&'static [(u32, u32)]),
     /// `\s?\p{X}+` over a general category (flag bits of `unicode`).
-    OptSpaceCategoryRun(u8),
+    OptSpaceCategoryRun(u16),
     /// `[^\n]+|[\n]+`.
     NewlineRuns,
     /// `\s+$`.
     TrailingSpace,
     /// `[<class>]+`.
     ClassRun(&'static [(u32, u32)]),
+    /// The regex of tekken's `config.pattern`.
+    Tekken,
 }
 
 impl PreTokenizer {
@@ -98,6 +105,7 @@ impl PreTokenizer {
             "qwen35" => PreTokenizer::Qwen35,
             "falcon" => PreTokenizer::Falcon,
             "gemma4" => PreTokenizer::Gemma4,
+            "tekken" => PreTokenizer::Tekken,
             _ => return None,
         })
     }
@@ -118,6 +126,7 @@ impl PreTokenizer {
                 | "solar-open"
                 | "trillion"
                 | "granite-docling"
+                | "tekken"
         )
     }
 
@@ -152,6 +161,7 @@ impl PreTokenizer {
                 Step::DigitEach,
             ],
             PreTokenizer::Gemma4 => &[Step::NewlineRuns],
+            PreTokenizer::Tekken => &[Step::Tekken],
             PreTokenizer::DeepseekLlm => &[
                 Step::NewlineEach,
                 Step::OptSpaceClassRun(DEEPSEEK_LETTERS),
@@ -167,7 +177,8 @@ impl PreTokenizer {
     /// Whether a whole word found in the vocabulary skips the merges (llama.cpp's
     /// `ignore_merges`).
     pub fn ignore_merges(self) -> bool {
-        self == PreTokenizer::Llama3
+        // tiktoken, whose vocabularies tekken carries, looks a whole word up first.
+        matches!(self, PreTokenizer::Llama3 | PreTokenizer::Tekken)
     }
 
     /// Whether words are GPT-2 byte-encoded before merging (all but Gemma 4, whose
@@ -327,6 +338,7 @@ impl Splitter<'_> {
             Step::ClassRun(class) => self.by_matches(a, b, out, |p| {
                 self.run(p, b, |c| in_class(class, self.wide(c)))
             }),
+            Step::Tekken => self.tekken(a, b, out),
         }
     }
 
@@ -381,7 +393,7 @@ impl Splitter<'_> {
     }
 
     /// Flags at `p`, `None` outside the piece.
-    fn at(&self, p: usize, b: usize) -> Option<u8> {
+    fn at(&self, p: usize, b: usize) -> Option<u16> {
         (p < b).then(|| self.fl.of(self.c[p]))
     }
 
@@ -421,7 +433,7 @@ impl Splitter<'_> {
     }
 
     fn gpt2(&self, a: usize, b: usize, out: &mut Vec<(usize, usize)>) {
-        const WLN: u8 = SPACE | LETTER | NUMBER;
+        const WLN: u16 = SPACE | LETTER | NUMBER;
         let mut p = a;
         while p < b {
             let end = if let Some(e) = self.contraction(p, b, false) {
@@ -454,8 +466,8 @@ impl Splitter<'_> {
         marks: bool,
         out: &mut Vec<(usize, usize)>,
     ) {
-        let word: u8 = if marks { LETTER | ACCENT } else { LETTER };
-        let wln: u8 = SPACE | word | NUMBER;
+        let word: u16 = if marks { LETTER | ACCENT } else { LETTER };
+        let wln: u16 = SPACE | word | NUMBER;
         let is_nl = |c: u32| c == 0x0A || c == 0x0D;
         let mut p = a;
         while p < b {
@@ -508,6 +520,93 @@ impl Splitter<'_> {
             out.push((p, e));
             p = e;
         }
+    }
+
+    /// tekken's regex, alternative by alternative, first match wins:
+    /// `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+`
+    /// `|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*`
+    /// `|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
+    /// Call the two letter classes "upper" and "lower": modifier and other letters
+    /// (`Lm`, `Lo`) and marks are in both.
+    fn tekken(&self, a: usize, b: usize, out: &mut Vec<(usize, usize)>) {
+        let is_nl = |c: u32| c == 0x0A || c == 0x0D;
+        let mut p = a;
+        while p < b {
+            let c = self.c[p];
+            let f = self.fl.of(c);
+            // The optional lead: neither CR, LF, a letter nor a number.
+            let lead = !is_nl(c) && f & (LETTER | NUMBER) == 0;
+            let e = (lead && p + 1 < b)
+                .then(|| self.tekken_upper_lower(p + 1, b))
+                .flatten()
+                .or_else(|| self.tekken_upper_lower(p, b))
+                .or_else(|| {
+                    let q = if lead && p + 1 < b && self.tekken_upper(self.c[p + 1]) {
+                        p + 1
+                    } else if self.tekken_upper(c) {
+                        p
+                    } else {
+                        return None;
+                    };
+                    let e = self.run(q, b, |c| self.tekken_upper(c)).unwrap();
+                    Some(self.run(e, b, |c| self.tekken_lower(c)).unwrap_or(e))
+                })
+                .unwrap_or_else(|| self.tekken_rest(p, b));
+            out.push((p, e));
+            p = e;
+        }
+    }
+
+    /// `[upper]*[lower]+` at `q`: the upper run, then the lower run after it; where
+    /// none follows, backtracking gives back upper characters until one is also
+    /// lower, which then ends the match.
+    fn tekken_upper_lower(&self, q: usize, b: usize) -> Option<usize> {
+        let e = self.run(q, b, |c| self.tekken_upper(c)).unwrap_or(q);
+        if let Some(end) = self.run(e, b, |c| self.tekken_lower(c)) {
+            return Some(end);
+        }
+        (q..e)
+            .rev()
+            .find(|&k| self.tekken_lower(self.c[k]))
+            .map(|k| k + 1)
+    }
+
+    /// The alternatives after the two word ones, at `p`.
+    fn tekken_rest(&self, p: usize, b: usize) -> usize {
+        const SLN: u16 = SPACE | LETTER | NUMBER;
+        let c = self.c[p];
+        let is_nl = |c: u32| c == 0x0A || c == 0x0D;
+        // \p{N}
+        if self.fl.of(c) & NUMBER != 0 {
+            return p + 1;
+        }
+        // ' '?[^\s\p{L}\p{N}]+[\r\n/]*
+        let q = if c == 0x20 { p + 1 } else { p };
+        if self.at(q, b).is_some_and(|g| g & SLN == 0) {
+            let mut e = self.run(q, b, |c| self.fl.of(c) & SLN == 0).unwrap();
+            while e < b && (is_nl(self.c[e]) || self.c[e] == 0x2F) {
+                e += 1;
+            }
+            return e;
+        }
+        // \s*[\r\n]+ | \s+(?!\S) | \s+ (every other character is a space by now)
+        let ws_end = self.run(p, b, |c| self.fl.of(c) & SPACE != 0).unwrap_or(p);
+        match (p..ws_end).rev().find(|&i| is_nl(self.c[i])) {
+            Some(i) => i + 1,
+            None => self.spaces(p, b),
+        }
+    }
+
+    /// `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
+    fn tekken_upper(&self, c: u32) -> bool {
+        let f = self.fl.of(c);
+        f & ACCENT != 0 || (f & LETTER != 0 && f & LOWER == 0)
+    }
+
+    /// `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
+    fn tekken_lower(&self, c: u32) -> bool {
+        let f = self.fl.of(c);
+        f & ACCENT != 0 || (f & LETTER != 0 && f & UPPER == 0)
     }
 }
 
@@ -592,6 +691,59 @@ mod tests {
         let w = words(PreTokenizer::DeepseekLlm, "Hello, 世界 123\n");
         assert_eq!(w, ["Hello", ",", " ", "世界", " ", "123", "\n"]);
         assert_eq!(words(PreTokenizer::DeepseekLlm, "ab  "), ["ab", "  "]);
+    }
+
+    #[test]
+    fn tekken_regex() {
+        // Python's `regex.findall` with the pattern of tekken_240718.json's config.
+        assert_eq!(
+            words(
+                PreTokenizer::Tekken,
+                "helloWorld HELLOworld ʰA 中文ABC don't I'M a/b\n/c"
+            ),
+            [
+                "hello",
+                "World",
+                " HELLOworld",
+                " ʰ",
+                "A",
+                " 中文",
+                "ABC",
+                " don",
+                "'t",
+                " I",
+                "'M",
+                " a",
+                "/b",
+                "\n",
+                "/c"
+            ]
+        );
+        assert_eq!(
+            words(
+                PreTokenizer::Tekken,
+                "x=12;//\n\n  y\u{301}\u{301}Z \u{301}ABC\t\tend  "
+            ),
+            [
+                "x",
+                "=",
+                "1",
+                "2",
+                ";//\n\n",
+                " ",
+                " y\u{301}\u{301}",
+                "Z",
+                " \u{301}",
+                "ABC",
+                "\t",
+                "\tend",
+                "  "
+            ]
+        );
+        assert_eq!(
+            words(PreTokenizer::Tekken, "ǅemal ÉCOLEs ß!?\r\n"),
+            ["ǅemal", " ÉCOLEs", " ß", "!?\r\n"]
+        );
     }
 
     #[test]

@@ -1,22 +1,27 @@
 //! Code points as llama.cpp sees them: its lax UTF-8 decoder, the general-category
-//! classes its pre-tokenizers use, and GPT-2's byte <-> character mapping.
+//! classes its pre-tokenizers use (and the letter cases tekken's uses), and GPT-2's
+//! byte <-> character mapping.
 
 use std::sync::OnceLock;
 
 /// `\p{L}`.
-pub(super) const LETTER: u8 = 1;
+pub(super) const LETTER: u16 = 1;
 /// `\p{N}`.
-pub(super) const NUMBER: u8 = 2;
+pub(super) const NUMBER: u16 = 2;
 /// `\p{P}`.
-pub(super) const PUNCT: u8 = 4;
+pub(super) const PUNCT: u16 = 4;
 /// Unicode `White_Space` (what Python's `regex` `\s` matches; llama.cpp's table).
-pub(super) const SPACE: u8 = 8;
+pub(super) const SPACE: u16 = 8;
 /// llama.cpp's "control": `\p{Cc}`, `\p{Cf}`, `\p{Co}` and the surrogates (not unassigned `Cn`).
-pub(super) const CONTROL: u8 = 16;
+pub(super) const CONTROL: u16 = 16;
 /// `\p{M}` (llama.cpp's "accent mark").
-pub(super) const ACCENT: u8 = 32;
+pub(super) const ACCENT: u16 = 32;
 /// `\p{S}`.
-pub(super) const SYMBOL: u8 = 64;
+pub(super) const SYMBOL: u16 = 64;
+/// `[\p{Lu}\p{Lt}]`: the letters tekken's regex allows only before lowercase ones.
+pub(super) const UPPER: u16 = 128;
+/// `\p{Ll}`: the letters tekken's regex allows only after uppercase ones.
+pub(super) const LOWER: u16 = 256;
 
 /// One past the largest code point.
 const N_CPTS: usize = 0x11_0000;
@@ -27,10 +32,10 @@ const WHITE_SPACE: &[u32] = &[
     0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
 ];
 
-fn table() -> &'static [u8] {
-    static TABLE: OnceLock<Vec<u8>> = OnceLock::new();
+fn table() -> &'static [u16] {
+    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut t = vec![0u8; N_CPTS];
+        let mut t = vec![0u16; N_CPTS];
         for (class, bit) in [
             (r"\p{L}", LETTER),
             (r"\p{N}", NUMBER),
@@ -38,6 +43,8 @@ fn table() -> &'static [u8] {
             (r"[\p{Cc}\p{Cf}\p{Co}]", CONTROL),
             (r"\p{M}", ACCENT),
             (r"\p{S}", SYMBOL),
+            (r"[\p{Lu}\p{Lt}]", UPPER),
+            (r"\p{Ll}", LOWER),
         ] {
             for (lo, hi) in class_ranges(class) {
                 for f in &mut t[lo as usize..=hi as usize] {
@@ -73,7 +80,7 @@ fn class_ranges(class: &str) -> Vec<(u32, u32)> {
 
 /// A flags lookup bound to the table, to keep the `OnceLock` check out of hot loops.
 #[derive(Clone, Copy)]
-pub(super) struct Flags(&'static [u8]);
+pub(super) struct Flags(&'static [u16]);
 
 impl Flags {
     pub(super) fn get() -> Flags {
@@ -81,7 +88,7 @@ impl Flags {
     }
 
     #[inline]
-    pub(super) fn of(self, cpt: u32) -> u8 {
+    pub(super) fn of(self, cpt: u32) -> u16 {
         self.0.get(cpt as usize).copied().unwrap_or(0)
     }
 }
@@ -200,8 +207,12 @@ mod tests {
     #[test]
     fn categories() {
         let flags = |c: u32| Flags::get().of(c);
-        assert_eq!(flags('a' as u32), LETTER);
-        assert_eq!(flags('é' as u32), LETTER);
+        assert_eq!(flags('a' as u32), LETTER | LOWER);
+        assert_eq!(flags('é' as u32), LETTER | LOWER);
+        assert_eq!(flags('É' as u32), LETTER | UPPER);
+        assert_eq!(flags(0x1C5), LETTER | UPPER); // ǅ, titlecase
+        assert_eq!(flags(0x2B0), LETTER); // ʰ, a modifier letter
+        assert_eq!(flags('中' as u32), LETTER);
         assert_eq!(flags('7' as u32), NUMBER);
         assert_eq!(flags('٣' as u32), NUMBER);
         assert_eq!(flags('!' as u32), PUNCT);
