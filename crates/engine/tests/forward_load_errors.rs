@@ -99,3 +99,35 @@ fn missing_wrong_shaped_or_uncomputable_tensors() {
         "{e}"
     );
 }
+
+#[test]
+fn bad_rope_scaling_is_refused_by_name() {
+    for (key, value, says) in [
+        (
+            "llama.rope.scaling.type",
+            V::Str("ntk"),
+            "rope.scaling.type \"ntk\"",
+        ),
+        (
+            "llama.rope.scaling.factor",
+            V::F32(-2.0),
+            "rope.scaling.factor -2",
+        ),
+        (
+            "llama.rope.scaling.factor",
+            V::F32(f32::NAN),
+            "rope.scaling.factor NaN",
+        ),
+        (
+            "llama.rope.scaling.attn_factor",
+            V::F32(f32::INFINITY),
+            "attn_factor inf",
+        ),
+    ] {
+        let mut kv = hparams("llama");
+        kv.push((key, value));
+        let e = load(kv, vec![], 0);
+        assert!(matches!(&e, ModelError::Invalid(_)), "{key}: {e}");
+        assert!(e.to_string().contains(says), "{key}: {e}");
+    }
+}

@@ -192,26 +192,18 @@ pub(super) fn freq_factors(
     scaling: &RopeScaling,
     n_ctx: usize,
 ) -> Result<Option<Vec<f32>>, ModelError> {
-    let half = rope.dims / 2;
-    let long_short = match arch {
-        Arch::Llama => {
-            if let Some(f) = opt_vector(file, "rope_freqs.weight", half)? {
-                return Ok(Some(f));
-            }
-            scaling.kind == ScalingType::LongRope
-        }
-        Arch::Phi3 => true,
-        _ => false,
-    };
-    if !long_short {
-        return Ok(None);
-    }
-    let name = if n_ctx > scaling.n_ctx_orig {
+    let long_or_short = if n_ctx > scaling.n_ctx_orig {
         "rope_factors_long.weight"
     } else {
         "rope_factors_short.weight"
     };
-    let factors = opt_vector(file, name, half)?;
+    let name = match arch {
+        Arch::Llama if file.tensor("rope_freqs.weight").is_some() => "rope_freqs.weight",
+        Arch::Llama if scaling.kind == ScalingType::LongRope => long_or_short,
+        Arch::Phi3 => long_or_short,
+        _ => return Ok(None),
+    };
+    let factors = opt_vector(file, name, rope.dims / 2)?;
     if let Some(bad) = factors
         .iter()
         .flatten()
