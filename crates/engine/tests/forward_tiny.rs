@@ -6,7 +6,7 @@ use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
 
 mod support;
-use support::reference::{argmax, forced_step, ids, pairs};
+use support::reference::{argmax, floats, forced_step, ids, pairs};
 
 /// Table A's tolerance for a file, by its weight type (the stem's suffix).
 fn table_a_atol(stem: &str) -> f32 {
@@ -71,12 +71,7 @@ fn check_sequence(model: &Model, name: &str, r: &Value, atol: f32, kv: KvType, w
         .unwrap();
     let logits = &out[0];
     assert_eq!(logits.n_rows(), prompt.len());
-    let last_ref: Vec<f32> = r["last_logits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap() as f32)
-        .collect();
+    let last_ref = floats(&r["last_logits"]);
     let last = logits.last().unwrap();
     for (i, (&a, &b)) in last.iter().zip(&last_ref).enumerate() {
         let d = (a - b).abs();

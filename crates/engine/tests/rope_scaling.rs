@@ -10,6 +10,9 @@ use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+mod support;
+use support::reference::{floats, ids};
+
 /// Table A's tolerance (shared/ref/README.md §6) by the base file's weight type.
 fn atol(variant: &str) -> f32 {
     if variant.starts_with("llama-") {
@@ -87,12 +90,7 @@ fn scaled_rope_matches_llama_cpp() {
              (rerun scripts/rope-reference after changing scripts/make-rope-variants)",
             file.display()
         );
-        let tokens: Vec<u32> = case["token_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t.as_u64().unwrap() as u32)
-            .collect();
+        let tokens = ids(&case["token_ids"]);
         let ours = logits_of(&file, n_ctx, &tokens);
         let unscaled = logits_of(&llamay_testdata::ref_path(base_of(variant)), n_ctx, &tokens);
         // LongRoPE with the other factors: the long ones when the context allows more
@@ -103,12 +101,7 @@ fn scaled_rope_matches_llama_cpp() {
         let (mut worst, mut scaling_effect, mut wrong_factors) = (0f32, 0f32, 0f32);
         for p in case["positions"].as_array().unwrap() {
             let pos = p["pos"].as_u64().unwrap() as usize;
-            let want: Vec<f32> = p["logits"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap() as f32)
-                .collect();
+            let want = floats(&p["logits"]);
             let d = max_diff(&ours[pos], &want);
             assert!(
                 d <= tol,

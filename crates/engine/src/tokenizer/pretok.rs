@@ -283,6 +283,11 @@ struct Splitter<'a> {
     fl: Flags,
 }
 
+/// `[\r\n]`.
+fn is_nl(c: u32) -> bool {
+    c == 0x0A || c == 0x0D
+}
+
 impl Splitter<'_> {
     fn apply(&self, step: Step, a: usize, b: usize, out: &mut Vec<(usize, usize)>) {
         match step {
@@ -468,7 +473,6 @@ impl Splitter<'_> {
     ) {
         let word: u16 = if marks { LETTER | ACCENT } else { LETTER };
         let wln: u16 = SPACE | word | NUMBER;
-        let is_nl = |c: u32| c == 0x0A || c == 0x0D;
         let mut p = a;
         while p < b {
             let c = self.c[p];
@@ -500,23 +504,11 @@ impl Splitter<'_> {
                 }
                 continue;
             }
-            // ' '?[^\s\p{L}\p{N}]+[\r\n]*
-            let q = if c == 0x20 { p + 1 } else { p };
-            if self.at(q, b).is_some_and(|g| g & wln == 0) {
-                let mut e = self.run(q, b, |c| self.fl.of(c) & wln == 0).unwrap();
-                while e < b && is_nl(self.c[e]) {
-                    e += 1;
-                }
-                out.push((p, e));
-                p = e;
-                continue;
-            }
-            // \s*[\r\n]+ | \s+(?!\S) | \s+ | anything else alone
-            let ws_end = self.run(p, b, |c| self.fl.of(c) & SPACE != 0).unwrap_or(p);
-            let e = match (p..ws_end).rev().find(|&i| is_nl(self.c[i])) {
-                Some(i) => i + 1,
-                None => self.spaces(p, b),
-            };
+            // ' '?[^\s\p{L}\p{N}]+[\r\n]*, else \s*[\r\n]+ | \s+(?!\S) | \s+ | anything
+            // else alone
+            let e = self
+                .symbols(p, b, wln, is_nl)
+                .unwrap_or_else(|| self.space_tail(p, b));
             out.push((p, e));
             p = e;
         }
@@ -529,7 +521,6 @@ impl Splitter<'_> {
     /// Call the two letter classes "upper" and "lower": modifier and other letters
     /// (`Lm`, `Lo`) and marks are in both.
     fn tekken(&self, a: usize, b: usize, out: &mut Vec<(usize, usize)>) {
-        let is_nl = |c: u32| c == 0x0A || c == 0x0D;
         let mut p = a;
         while p < b {
             let c = self.c[p];
@@ -575,21 +566,31 @@ impl Splitter<'_> {
     fn tekken_rest(&self, p: usize, b: usize) -> usize {
         const SLN: u16 = SPACE | LETTER | NUMBER;
         let c = self.c[p];
-        let is_nl = |c: u32| c == 0x0A || c == 0x0D;
         // \p{N}
         if self.fl.of(c) & NUMBER != 0 {
             return p + 1;
         }
-        // ' '?[^\s\p{L}\p{N}]+[\r\n/]*
-        let q = if c == 0x20 { p + 1 } else { p };
-        if self.at(q, b).is_some_and(|g| g & SLN == 0) {
-            let mut e = self.run(q, b, |c| self.fl.of(c) & SLN == 0).unwrap();
-            while e < b && (is_nl(self.c[e]) || self.c[e] == 0x2F) {
-                e += 1;
-            }
-            return e;
+        // ' '?[^\s\p{L}\p{N}]+[\r\n/]*, else \s*[\r\n]+ | \s+(?!\S) | \s+ (every other
+        // character is a space by now)
+        self.symbols(p, b, SLN, |c| is_nl(c) || c == 0x2F)
+            .unwrap_or_else(|| self.space_tail(p, b))
+    }
+
+    /// `' '?[^<stop>]+[<tail>]*` at `p` (`stop`: flag bits), `None` where it does not match.
+    fn symbols(&self, p: usize, b: usize, stop: u16, tail: impl Fn(u32) -> bool) -> Option<usize> {
+        let q = if self.c[p] == 0x20 { p + 1 } else { p };
+        if self.at(q, b).is_none_or(|g| g & stop != 0) {
+            return None;
         }
-        // \s*[\r\n]+ | \s+(?!\S) | \s+ (every other character is a space by now)
+        let mut e = self.run(q, b, |c| self.fl.of(c) & stop == 0).unwrap();
+        while e < b && tail(self.c[e]) {
+            e += 1;
+        }
+        Some(e)
+    }
+
+    /// `\s*[\r\n]+ | \s+(?!\S) | \s+` at `p`, or the character at `p` alone.
+    fn space_tail(&self, p: usize, b: usize) -> usize {
         let ws_end = self.run(p, b, |c| self.fl.of(c) & SPACE != 0).unwrap_or(p);
         match (p..ws_end).rev().find(|&i| is_nl(self.c[i])) {
             Some(i) => i + 1,

@@ -29,6 +29,15 @@ pub fn ids(v: &Value) -> Vec<u32> {
         .collect()
 }
 
+/// A list of floats (logits), as f32.
+pub fn floats(v: &Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
 /// The index of the largest value; ties go to the lowest id, as in the reference.
 pub fn argmax(x: &[f32]) -> usize {
     let mut best = 0;
