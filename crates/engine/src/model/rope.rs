@@ -166,10 +166,11 @@ impl Rope {
         }
     }
 
-    /// The angle of pair `i` at `pos` (the divisor `factor` from the factors tensor).
-    fn theta(&self, pos: f64, i: usize, factor: f32) -> f64 {
-        let extrap =
-            pos * (self.base as f64).powf(-2.0 * i as f64 / self.dims as f64) / factor as f64;
+    /// The angle of pair `i` per position (the divisor `factor` from the factors
+    /// tensor): YaRN blends the interpolated and extrapolated frequencies, so the angle
+    /// stays linear in the position.
+    fn rate(&self, i: usize, factor: f32) -> f64 {
+        let extrap = (self.base as f64).powf(-2.0 * i as f64 / self.dims as f64) / factor as f64;
         let interp = self.freq_scale as f64 * extrap;
         if self.ext_factor == 0.0 {
             return interp;
@@ -178,6 +179,11 @@ impl Rope {
         let y = (i as f32 - low) / (high - low).max(0.001);
         let ramp = ((1.0 - y.clamp(0.0, 1.0)) * self.ext_factor) as f64;
         interp * (1.0 - ramp) + extrap * ramp
+    }
+
+    #[cfg(test)]
+    fn theta(&self, pos: f64, i: usize, factor: f32) -> f64 {
+        pos * self.rate(i, factor)
     }
 }
 
@@ -233,11 +239,12 @@ impl RopeTable {
     ) -> Self {
         let half = rope.dims / 2;
         let factor = |i: usize| factors.and_then(|f| f.get(i)).copied().unwrap_or(1.0);
+        let rates: Vec<f64> = (0..half).map(|i| rope.rate(i, factor(i))).collect();
         let m = rope.mscale;
         let mut cs = Vec::new();
         for p in positions {
-            cs.extend((0..half).map(|i| {
-                let (s, c) = rope.theta(p as f64, i, factor(i)).sin_cos();
+            cs.extend(rates.iter().map(|&r| {
+                let (s, c) = (p as f64 * r).sin_cos();
                 (c as f32 * m, s as f32 * m)
             }));
         }
