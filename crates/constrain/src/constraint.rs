@@ -113,32 +113,19 @@ impl Inner {
     /// compiled schema finds them ready.
     pub fn local_mask(&self, spec: u32, aux: u64) -> Arc<LocalMask> {
         let prog = &self.program.strings[spec as usize];
-        let (min, max, aux) = prog.canonical(aux, self.vocab.trie.max_depth as u32);
         if prog.is_unpatterned() {
-            // Bounds are counted by the walk, so the decoder's own states stay few. The
-            // walk counts a character where it starts; the decoder counts an escape once
-            // complete, so an escape under way has one character more spent.
-            let pending = u32::from(StringProg::in_escape(aux));
-            let remaining = Remaining {
-                min: min.saturating_sub(pending),
-                max: max.map(|m| m - pending),
-            };
-            let compute = || {
-                let open = prog.with_bounds(0, None);
-                let profile = self
-                    .vocab
-                    .plain_profiles
-                    .get_or_compute(aux, || PlainProfile::compute(&open, aux, &self.vocab));
-                profile.mask(remaining, self.vocab.len(), None)
-            };
-            self.vocab
-                .plain_strings
-                .get_or_compute((aux, min, max), compute)
-        } else if let Some(m) = self.local.get(&(spec, aux, min, max)) {
-            // Looked up before deciding how to compute it: the decision costs more
-            // than the lookup (it builds the plain string).
-            m
-        } else if let Some((plain, paux)) = max.is_none().then(|| prog.as_plain(aux)).flatten() {
+            return self.plain_mask(prog, aux);
+        }
+        if let Some((plain, paux)) = prog.as_settled(aux) {
+            return self.plain_mask(&plain, paux);
+        }
+        let (min, max, aux) = prog.canonical(aux, self.vocab.trie.max_depth as u32);
+        // Looked up before deciding how to compute it: the decision costs more than the
+        // lookup (it builds the plain string).
+        if let Some(m) = self.local.get(&(spec, aux, min, max)) {
+            return m;
+        }
+        if let Some((plain, paux)) = max.is_none().then(|| prog.as_plain(aux)).flatten() {
             // Exclusions, or a pattern that can no longer refuse a character (e.g. an
             // unanchored one): the plain string's mask, keeping only the closing tokens
             // that end on a value this string accepts.
@@ -202,6 +189,31 @@ impl Inner {
             self.local.get_or_compute((spec, aux, min, max), compute)
         }
     }
+
+    /// The mask of a string without pattern or exclusions in state `aux`: the same in
+    /// every grammar, so it lives on the vocabulary.
+    fn plain_mask(&self, prog: &StringProg, aux: u64) -> Arc<LocalMask> {
+        let (min, max, aux) = prog.canonical(aux, self.vocab.trie.max_depth as u32);
+        // Bounds are counted by the walk, so the decoder's own states stay few. The
+        // walk counts a character where it starts; the decoder counts an escape once
+        // complete, so an escape under way has one character more spent.
+        let pending = u32::from(StringProg::in_escape(aux));
+        let remaining = Remaining {
+            min: min.saturating_sub(pending),
+            max: max.map(|m| m - pending),
+        };
+        let compute = || {
+            let open = prog.with_bounds(0, None);
+            let profile = self
+                .vocab
+                .plain_profiles
+                .get_or_compute(aux, || PlainProfile::compute(&open, aux, &self.vocab));
+            profile.mask(remaining, self.vocab.len(), None)
+        };
+        self.vocab
+            .plain_strings
+            .get_or_compute((aux, min, max), compute)
+    }
 }
 
 /// A compiled constraint: grammar program plus vocabulary. Cheap to clone (`Arc`),
@@ -241,10 +253,7 @@ impl Constraint {
     /// Output that matches `pattern` in whole.
     pub fn from_regex(pattern: &str, vocab: Arc<Vocabulary>) -> Result<Self> {
         let mut b = GrammarBuilder::new();
-        let root = b.rule(
-            "root",
-            vec![vec![Symbol::Regex(Arc::new(ByteDfa::new(pattern)?))]],
-        );
+        let root = b.rule("root", vec![vec![Symbol::Regex(ByteDfa::shared(pattern)?)]]);
         Self::from_grammar(&b.build(root)?, vocab)
     }
 

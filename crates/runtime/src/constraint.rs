@@ -330,7 +330,7 @@ impl Surfaces {
             let whole = format!("^(?:{pattern})$");
             let checked = llamay_constrain::schema::Pattern::compile(&whole, field)
                 .map_err(|e| Error::bad_request(format!("{field}: {}", e.message)))?;
-            llamay_constrain::grammar::ByteDfa::new(&checked.regex).map_err(term_error)?;
+            checked.dfa().refuse_empty().map_err(term_error)?;
             ConstraintSpec::Regex(checked.regex.as_str().into())
         } else if let Some((_, strings)) = &self.choice {
             let l = Lexicon::from_terms(field, strings).map_err(term_error)?;

@@ -272,6 +272,18 @@ impl StringProg {
         Some((prog, St { excl, dfa: 0, ..s }.pack()))
     }
 
+    /// [`as_plain`](Self::as_plain) where the length bounds may stay: the string has no
+    /// exclusions and its pattern is met for good from `aux` (see
+    /// [`ByteDfa::is_settled`]), so it takes and closes exactly as the plain one does.
+    pub fn as_settled(&self, aux: u64) -> Option<(StringProg, u64)> {
+        let (d, s) = (self.dfa.as_ref()?, St::unpack(aux).dfa);
+        // Acceptance first: it is a lookup, settledness is derived on first use.
+        if self.trie.len() > 1 || !d.is_accepting(s) || !d.is_settled(s) {
+            return None;
+        }
+        self.as_plain(aux)
+    }
+
     /// What decides this string's masks from state `aux` besides the length bounds:
     /// the signature of its pattern's tail from there (see [`ByteDfa::tail_signature`],
     /// at most `limit` DFA states) and the decoder state without the pattern's. `None`

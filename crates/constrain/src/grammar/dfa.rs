@@ -33,7 +33,9 @@ pub struct ByteDfa {
     min_chars_to_accept: Vec<u32>,
     /// Per state, whether every continuation of characters stays alive (see
     /// [`ByteDfa::is_universal`]); computed on first use, since only mask walks ask.
-    universal: Universal,
+    universal: Derived,
+    /// Per state, [`ByteDfa::is_settled`]; computed on first use.
+    settled: Derived,
 }
 
 /// How a [`ByteDfa`] stores its transitions.
@@ -71,15 +73,15 @@ impl Trie {
 
 /// A lazily derived table: equal for equal DFAs, so it takes no part in comparisons.
 #[derive(Clone, Debug, Default)]
-struct Universal(OnceLock<Vec<bool>>);
+struct Derived(OnceLock<Vec<bool>>);
 
-impl PartialEq for Universal {
+impl PartialEq for Derived {
     fn eq(&self, _: &Self) -> bool {
         true
     }
 }
 
-impl Eq for Universal {}
+impl Eq for Derived {}
 
 impl ByteDfa {
     /// Heap bytes of the tables (see [`crate::heap`]).
@@ -94,6 +96,7 @@ impl ByteDfa {
             + vec(&self.accept)
             + vec(&self.min_chars_to_accept)
             + self.universal.0.get().map_or(0, vec)
+            + self.settled.0.get().map_or(0, vec)
     }
 
     /// Compiles `pattern` with the default state limit.
@@ -101,8 +104,33 @@ impl ByteDfa {
         Self::with_limit(pattern, DEFAULT_DFA_STATE_LIMIT)
     }
 
+    /// [`new`](Self::new), shared: built once per process (see `shared_dfa`).
+    pub fn shared(pattern: &str) -> Result<Arc<Self>> {
+        let dfa = super::shared_dfa::language(pattern, DEFAULT_DFA_STATE_LIMIT)?;
+        dfa.refuse_empty()?;
+        Ok(dfa)
+    }
+
     /// Compiles `pattern`, refusing it if its DFA needs more than `limit` states.
     pub fn with_limit(pattern: &str, limit: usize) -> Result<Self> {
+        let out = Self::language(pattern, limit)?;
+        out.refuse_empty()?;
+        Ok(out)
+    }
+
+    /// Refuses a DFA whose language is empty (no input can ever be accepted).
+    pub fn refuse_empty(&self) -> Result<()> {
+        if self.min_chars_to_accept[0] == u32::MAX {
+            return Err(Error::Regex {
+                pattern: self.pattern.clone(),
+                msg: "matches no string".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The DFA of `pattern` with at most `limit` states, even if it matches nothing.
+    pub(crate) fn language(pattern: &str, limit: usize) -> Result<Self> {
         let err = |msg: String| Error::Regex {
             pattern: pattern.to_string(),
             msg,
@@ -158,12 +186,10 @@ impl ByteDfa {
             table: Table::Dense(raw),
             accept,
             min_chars_to_accept: Vec::new(),
-            universal: Universal::default(),
+            universal: Derived::default(),
+            settled: Derived::default(),
         };
         out.prune_and_measure();
-        if out.min_chars_to_accept[0] == u32::MAX {
-            return Err(err("matches no string".into()));
-        }
         Ok(out)
     }
 
@@ -280,6 +306,42 @@ impl ByteDfa {
             return false;
         }
         self.universal.0.get_or_init(|| self.universal_states())[s as usize]
+    }
+
+    /// Whether state `s` (at a character boundary) is universal and accepting, and so
+    /// is every state after it: the pattern is met for good, as an unanchored one's is
+    /// once it has matched, and a string from here is a plain string.
+    pub fn is_settled(&self, s: u32) -> bool {
+        if matches!(self.table, Table::Trie(_)) {
+            return false;
+        }
+        self.settled.0.get_or_init(|| self.settled_states())[s as usize]
+    }
+
+    /// [`is_settled`](Self::is_settled) for every state: the greatest set of universal,
+    /// accepting states closed under character successors.
+    fn settled_states(&self) -> Vec<bool> {
+        let n = self.accept.len();
+        let mut settled: Vec<bool> = (0..n)
+            .map(|s| self.accept[s] && self.is_universal(s as u32))
+            .collect();
+        let succ: Vec<Vec<u32>> = (0..n)
+            .map(|s| match settled[s] {
+                true => self.char_successors(s as u32).unwrap_or_default(),
+                false => Vec::new(),
+            })
+            .collect();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for s in 0..n {
+                if settled[s] && succ[s].iter().any(|&t| !settled[t as usize]) {
+                    settled[s] = false;
+                    changed = true;
+                }
+            }
+        }
+        settled
     }
 
     /// [`is_universal`](Self::is_universal) for every state: the states whose every
@@ -464,7 +526,8 @@ impl ByteDfa {
             })),
             accept,
             min_chars_to_accept: dist,
-            universal: Universal::default(),
+            universal: Derived::default(),
+            settled: Derived::default(),
         })
     }
 
@@ -602,6 +665,18 @@ mod tests {
         let c = ByteDfa::new("x-[0-9]{2}z").unwrap();
         assert_ne!(tail(&a, "x"), tail(&c, "x"));
         assert!(a.tail_signature(0, 2).is_none());
+    }
+
+    #[test]
+    fn settled_states_accept_every_continuation() {
+        let d = ByteDfa::new("(?s:.*)(?:^[A-Za-z][A-Za-z0-9_]*)(?s:.*)").unwrap();
+        assert!(!d.is_settled(0), "nothing matched yet");
+        assert!(d.is_settled(after(&d, "T")) && d.is_settled(after(&d, "T-é!")));
+        // Universal and accepting, but a newline would end the match for good.
+        let d = ByteDfa::new("(?s:.*)(?:^\\$.*$)(?s:.*)").unwrap();
+        assert!(!d.is_settled(after(&d, "$")));
+        let d = ByteDfa::new("(?s:.*)(?:a)(?s:.*)").unwrap();
+        assert!(d.is_universal(0) && !d.is_settled(0) && d.is_settled(after(&d, "xa")));
     }
 
     #[test]

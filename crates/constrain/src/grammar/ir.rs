@@ -123,7 +123,7 @@ impl JsonString {
     /// A string whose decoded value matches `pattern` in whole.
     pub fn matching(pattern: &str) -> Result<Self> {
         Ok(JsonString {
-            pattern: Some(Arc::new(ByteDfa::new(pattern)?)),
+            pattern: Some(ByteDfa::shared(pattern)?),
             ..Self::default()
         })
     }
@@ -285,7 +285,7 @@ impl Symbol {
 
     /// A whole match of `pattern` over raw bytes (DFA at most 2,000 states).
     pub fn regex(pattern: &str) -> Result<Self> {
-        Ok(Symbol::Regex(Arc::new(ByteDfa::new(pattern)?)))
+        Ok(Symbol::Regex(ByteDfa::shared(pattern)?))
     }
 
     /// A JSON string literal obeying `spec`.

@@ -62,6 +62,7 @@ mod fixpoint;
 mod import;
 mod ir;
 pub mod json;
+pub(crate) mod shared_dfa;
 mod span;
 
 pub use builder::GrammarBuilder;

@@ -329,9 +329,9 @@ fn literals(values: &[Value]) -> Result<Symbol, SchemaError> {
     if !strings.is_empty() {
         let pattern = format!("(?:{})", strings.join("|"));
         let dfa =
-            ByteDfa::new(&pattern).map_err(|e| refused("enum", format!("enum strings: {e}")))?;
+            ByteDfa::shared(&pattern).map_err(|e| refused("enum", format!("enum strings: {e}")))?;
         let spec = JsonString {
-            pattern: Some(Arc::new(dfa)),
+            pattern: Some(dfa),
             ..JsonString::default()
         };
         alts.push(vec![Symbol::json_string(spec)]);
@@ -371,12 +371,13 @@ fn string(spec: &StringSpec, quote: Option<Arc<SpanAutomaton>>) -> Result<Symbol
         None => None,
         Some(p) => {
             super::budget::check("the schema", &format!("the pattern {:?}", p.source))?;
-            Some(Arc::new(ByteDfa::new(&p.regex).map_err(|e| {
+            p.dfa().refuse_empty().map_err(|e| {
                 refused(
                     "pattern",
                     format!("pattern {:?} cannot be enforced: {e}", p.source),
                 )
-            })?))
+            })?;
+            Some(p.dfa().clone())
         }
     };
     let js = JsonString {
@@ -431,7 +432,7 @@ fn stepped(b: &mut GrammarBuilder, pattern: &str, k: u128) -> Result<Symbol, Sch
     if k > MAX_STEP_STATES as u128 {
         return Err(too_big());
     }
-    let dfa = ByteDfa::new(pattern).map_err(|_| too_big())?;
+    let dfa = ByteDfa::shared(pattern).map_err(|_| too_big())?;
     let start = (dfa.start(), 0u128);
     let mut index: HashMap<(u32, u128), usize> = HashMap::from([(start, 0)]);
     let mut states = vec![start];

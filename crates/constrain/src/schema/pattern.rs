@@ -8,22 +8,15 @@
 //! match, so the pattern is wrapped as `.*(?:pattern).*` and matched whole
 //! (a `^`/`$` inside still pins it to the value's start/end).
 
-use regex_automata::dfa::{dense, Automaton};
-use regex_automata::nfa::thompson;
-use regex_automata::util::primitives::StateID;
-use regex_automata::util::start;
-use regex_automata::{Anchored, MatchKind};
 use regex_syntax::ast::{self, Ast, ClassAsciiKind, ClassPerlKind, ClassSet, ClassSetItem};
 use regex_syntax::hir::{self, Hir, HirKind, Look};
-use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 
 use super::error::SchemaError;
+use crate::grammar::ByteDfa;
 
 /// Most DFA states a pattern may need.
 pub const MAX_PATTERN_STATES: usize = 2000;
-
-/// Memory cap while determinizing, so a pathological pattern fails fast.
-const DETERMINIZE_BYTES: usize = 8 << 20;
 
 /// A checked pattern.
 #[derive(Clone)]
@@ -35,7 +28,7 @@ pub struct Pattern {
     pub regex: String,
     /// States of its DFA (byte-level, as counted here).
     pub states: usize,
-    dfa: dense::DFA<Vec<u32>>,
+    dfa: Arc<ByteDfa>,
 }
 
 impl std::fmt::Debug for Pattern {
@@ -94,7 +87,8 @@ impl Pattern {
             .print(&parsed, &mut core)
             .map_err(|_| refuse("unprintable syntax"))?;
         let regex = format!("(?s:.*)(?:{core})(?s:.*)");
-        let whole = regex_syntax::ParserBuilder::new()
+        // The wrapped pattern must parse too (the DFA's own parse only says "too big").
+        regex_syntax::ParserBuilder::new()
             .utf8(true)
             .build()
             .parse(&regex)
@@ -112,24 +106,11 @@ impl Pattern {
                 format!("{source:?} needs more than {MAX_PATTERN_STATES} automaton states"),
             )
         };
-        let nfa = thompson::Compiler::new()
-            .configure(thompson::Config::new().nfa_size_limit(Some(DETERMINIZE_BYTES)))
-            .build_from_hir(&whole)
+        // Built once for the check here and the lowering later, and shared with every
+        // other schema that says the same.
+        let dfa = crate::grammar::shared_dfa::language(&regex, MAX_PATTERN_STATES)
             .map_err(|_| too_big())?;
-        let dfa = dense::Builder::new()
-            .configure(
-                dense::Config::new()
-                    .start_kind(regex_automata::dfa::StartKind::Anchored)
-                    .match_kind(MatchKind::All)
-                    .determinize_size_limit(Some(DETERMINIZE_BYTES))
-                    .dfa_size_limit(Some(DETERMINIZE_BYTES)),
-            )
-            .build_from_nfa(&nfa)
-            .map_err(|_| too_big())?;
-        let states = count_states(&dfa, MAX_PATTERN_STATES + 1).ok_or_else(too_big)?;
-        if states > MAX_PATTERN_STATES {
-            return Err(too_big());
-        }
+        let states = dfa.len();
         Ok(Pattern {
             source: source.to_string(),
             regex,
@@ -140,39 +121,13 @@ impl Pattern {
 
     /// True when the whole of `text` is in the pattern's language.
     pub fn matches(&self, text: &str) -> bool {
-        let config = start::Config::new().anchored(Anchored::Yes);
-        let Ok(mut state) = self.dfa.start_state(&config) else {
-            return false;
-        };
-        for &b in text.as_bytes() {
-            state = self.dfa.next_state(state, b);
-            if self.dfa.is_dead_state(state) {
-                return false;
-            }
-        }
-        self.dfa.is_match_state(self.dfa.next_eoi_state(state))
+        self.dfa.matches(text.as_bytes())
     }
-}
 
-/// States reachable from the anchored start, or `None` past `cap`.
-fn count_states(dfa: &dense::DFA<Vec<u32>>, cap: usize) -> Option<usize> {
-    let config = start::Config::new().anchored(Anchored::Yes);
-    let start = dfa.start_state(&config).ok()?;
-    let mut seen: HashSet<StateID> = HashSet::from([start]);
-    let mut queue = VecDeque::from([start]);
-    while let Some(s) = queue.pop_front() {
-        for b in 0..=255u8 {
-            let t = dfa.next_state(s, b);
-            if dfa.is_dead_state(t) || !seen.insert(t) {
-                continue;
-            }
-            if seen.len() > cap {
-                return None;
-            }
-            queue.push_back(t);
-        }
+    /// The whole-value language's DFA; it may accept nothing (refused when lowered).
+    pub fn dfa(&self) -> &Arc<ByteDfa> {
+        &self.dfa
     }
-    Some(seen.len())
 }
 
 /// The refused assertion a pattern uses, if any.

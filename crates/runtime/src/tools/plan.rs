@@ -64,11 +64,11 @@ impl ToolSet {
                 answer("grammar", &g, &text, &Report::default())?
             }
             ConstraintSpec::Regex(pattern) => {
-                let dfa = ByteDfa::new(&pattern).map_err(bad)?;
+                let dfa = ByteDfa::shared(&pattern).map_err(bad)?;
                 let key = format!("regex {pattern}");
                 answer(
                     "regex",
-                    &dfa_grammar(Arc::new(dfa)).map_err(bad)?,
+                    &dfa_grammar(dfa).map_err(bad)?,
                     &key,
                     &Report::default(),
                 )?
