@@ -130,11 +130,7 @@ impl Inner {
             // unanchored one): the plain string's mask, keeping only the closing tokens
             // that end on a value this string accepts.
             let compute = || {
-                let open = plain.with_bounds(0, None);
-                let profile = self
-                    .vocab
-                    .plain_profiles
-                    .get_or_compute(paux, || PlainProfile::compute(&open, paux, &self.vocab));
+                let profile = self.plain_profile(&plain, paux);
                 let pending = u32::from(StringProg::in_escape(aux));
                 let remaining = Remaining {
                     min: min.saturating_sub(pending),
@@ -203,16 +199,20 @@ impl Inner {
             max: max.map(|m| m - pending),
         };
         let compute = || {
-            let open = prog.with_bounds(0, None);
-            let profile = self
-                .vocab
-                .plain_profiles
-                .get_or_compute(aux, || PlainProfile::compute(&open, aux, &self.vocab));
+            let profile = self.plain_profile(prog, aux);
             profile.mask(remaining, self.vocab.len(), None)
         };
         self.vocab
             .plain_strings
             .get_or_compute((aux, min, max), compute)
+    }
+
+    /// The vocabulary's profile of plain string `prog` (its bounds set aside) from `aux`.
+    fn plain_profile(&self, prog: &StringProg, aux: u64) -> Arc<PlainProfile> {
+        let open = prog.with_bounds(0, None);
+        self.vocab
+            .plain_profiles
+            .get_or_compute(aux, || PlainProfile::compute(&open, aux, &self.vocab))
     }
 }
 

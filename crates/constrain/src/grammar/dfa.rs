@@ -31,11 +31,9 @@ pub struct ByteDfa {
     accept: Vec<bool>,
     /// Fewest characters (UTF-8 lead bytes) still needed to reach acceptance from `s`.
     min_chars_to_accept: Vec<u32>,
-    /// Per state, whether every continuation of characters stays alive (see
-    /// [`ByteDfa::is_universal`]); computed on first use, since only mask walks ask.
-    universal: Derived,
-    /// Per state, [`ByteDfa::is_settled`]; computed on first use.
-    settled: Derived,
+    /// Per state, what whole characters do from it ([`ByteDfa::is_universal`],
+    /// [`ByteDfa::is_settled`]); derived on first use, since only mask walks ask.
+    chars: Derived,
 }
 
 /// How a [`ByteDfa`] stores its transitions.
@@ -71,9 +69,15 @@ impl Trie {
     }
 }
 
-/// A lazily derived table: equal for equal DFAs, so it takes no part in comparisons.
+/// Lazily derived tables: equal for equal DFAs, so they take no part in comparisons.
 #[derive(Clone, Debug, Default)]
-struct Derived(OnceLock<Vec<bool>>);
+struct Derived(OnceLock<CharTables>);
+
+#[derive(Clone, Debug)]
+struct CharTables {
+    universal: Vec<bool>,
+    settled: Vec<bool>,
+}
 
 impl PartialEq for Derived {
     fn eq(&self, _: &Self) -> bool {
@@ -95,8 +99,11 @@ impl ByteDfa {
             + table
             + vec(&self.accept)
             + vec(&self.min_chars_to_accept)
-            + self.universal.0.get().map_or(0, vec)
-            + self.settled.0.get().map_or(0, vec)
+            + self
+                .chars
+                .0
+                .get()
+                .map_or(0, |c| vec(&c.universal) + vec(&c.settled))
     }
 
     /// Compiles `pattern` with the default state limit.
@@ -186,8 +193,7 @@ impl ByteDfa {
             table: Table::Dense(raw),
             accept,
             min_chars_to_accept: Vec::new(),
-            universal: Derived::default(),
-            settled: Derived::default(),
+            chars: Derived::default(),
         };
         out.prune_and_measure();
         Ok(out)
@@ -305,7 +311,7 @@ impl ByteDfa {
         if matches!(self.table, Table::Trie(_)) {
             return false;
         }
-        self.universal.0.get_or_init(|| self.universal_states())[s as usize]
+        self.chars.0.get_or_init(|| self.char_tables()).universal[s as usize]
     }
 
     /// Whether state `s` (at a character boundary) is universal and accepting, and so
@@ -315,40 +321,14 @@ impl ByteDfa {
         if matches!(self.table, Table::Trie(_)) {
             return false;
         }
-        self.settled.0.get_or_init(|| self.settled_states())[s as usize]
+        self.chars.0.get_or_init(|| self.char_tables()).settled[s as usize]
     }
 
-    /// [`is_settled`](Self::is_settled) for every state: the greatest set of universal,
-    /// accepting states closed under character successors.
-    fn settled_states(&self) -> Vec<bool> {
-        let n = self.accept.len();
-        let mut settled: Vec<bool> = (0..n)
-            .map(|s| self.accept[s] && self.is_universal(s as u32))
-            .collect();
-        let succ: Vec<Vec<u32>> = (0..n)
-            .map(|s| match settled[s] {
-                true => self.char_successors(s as u32).unwrap_or_default(),
-                false => Vec::new(),
-            })
-            .collect();
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for s in 0..n {
-                if settled[s] && succ[s].iter().any(|&t| !settled[t as usize]) {
-                    settled[s] = false;
-                    changed = true;
-                }
-            }
-        }
-        settled
-    }
-
-    /// [`is_universal`](Self::is_universal) for every state: the states whose every
-    /// character is live and whose every character successor is universal too (the
-    /// greatest such set, by removing failures backwards from the states that refuse
-    /// some character).
-    fn universal_states(&self) -> Vec<bool> {
+    /// [`is_universal`](Self::is_universal) and [`is_settled`](Self::is_settled) for
+    /// every state. Universal: every character is live and leads to a universal state;
+    /// settled: universal and accepting, and every character leads to a settled state.
+    /// Each is the greatest such set, found by removing failures backwards.
+    fn char_tables(&self) -> CharTables {
         let n = self.accept.len();
         let mut complete = vec![true; n];
         let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -362,17 +342,10 @@ impl ByteDfa {
                 None => *ok = false,
             }
         }
-        let mut universal = complete;
-        let mut work: Vec<u32> = (0..n as u32).filter(|&s| !universal[s as usize]).collect();
-        while let Some(t) = work.pop() {
-            for &s in &preds[t as usize] {
-                if universal[s as usize] {
-                    universal[s as usize] = false;
-                    work.push(s);
-                }
-            }
-        }
-        universal
+        let universal = greatest(&preds, complete);
+        let accepting_universal = universal.iter().zip(&self.accept).map(|(&u, &a)| u && a);
+        let settled = greatest(&preds, accepting_universal.collect());
+        CharTables { universal, settled }
     }
 
     /// The states after one whole character from `s`, or `None` if some scalar value
@@ -526,8 +499,7 @@ impl ByteDfa {
             })),
             accept,
             min_chars_to_accept: dist,
-            universal: Derived::default(),
-            settled: Derived::default(),
+            chars: Derived::default(),
         })
     }
 
@@ -579,6 +551,23 @@ fn dense_signature(trans: &[u32], accept: &[bool], s: u32, limit: usize) -> Opti
     }
     sig.extend(order.iter().map(|&t| u32::from(accept[t as usize])));
     Some(sig.into())
+}
+
+/// The greatest subset of `keep` closed under successors: every predecessor of a state
+/// outside it is removed, transitively.
+fn greatest(preds: &[Vec<u32>], mut keep: Vec<bool>) -> Vec<bool> {
+    let mut work: Vec<u32> = (0..keep.len() as u32)
+        .filter(|&s| !keep[s as usize])
+        .collect();
+    while let Some(t) = work.pop() {
+        for &s in &preds[t as usize] {
+            if keep[s as usize] {
+                keep[s as usize] = false;
+                work.push(s);
+            }
+        }
+    }
+    keep
 }
 
 #[cfg(test)]
