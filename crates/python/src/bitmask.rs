@@ -5,7 +5,9 @@
 
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
+use pyo3::{intern, Py};
 
 /// One row's memory: an address and a length in words.
 #[derive(Clone, Copy)]
@@ -32,31 +34,53 @@ pub struct Buffer {
     words: usize,
 }
 
+/// `torch.int32` and `torch.uint32`, looked up once (torch is imported already when a
+/// tensor is passed).
+fn torch_dtypes(py: Python<'_>) -> PyResult<(&Bound<'_, PyAny>, &Bound<'_, PyAny>)> {
+    static DTYPES: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+    let (int32, uint32) = DTYPES.get_or_try_init(py, || -> PyResult<_> {
+        let torch = py.import("torch")?;
+        Ok((
+            torch.getattr("int32")?.unbind(),
+            torch.getattr("uint32")?.unbind(),
+        ))
+    })?;
+    Ok((int32.bind(py), uint32.bind(py)))
+}
+
 impl Buffer {
     /// Reads a numpy array or a torch tensor's layout, refusing anything but a
     /// contiguous, writable int32 (or uint32) buffer on the CPU.
     pub fn of(obj: &Bound<'_, PyAny>, min_words: usize) -> PyResult<Buffer> {
-        let (ptr, shape) = if let Ok(data_ptr) = obj.getattr("data_ptr") {
-            let dtype: String = obj.getattr("dtype")?.str()?.extract()?;
-            let dtype = dtype.as_str();
-            if dtype != "torch.int32" && dtype != "torch.uint32" {
+        let py = obj.py();
+        // Attribute names interned, dtypes compared by identity, `is_cpu` read rather
+        // than the device's name: this runs once per fill, mostly with the interpreter's
+        // and torch's code out of cache after the caller's own Python (each string made
+        // and each object formatted there cost a fill microseconds).
+        let (ptr, shape) = if let Ok(data_ptr) = obj.getattr(intern!(py, "data_ptr")) {
+            let dtype = obj.getattr(intern!(py, "dtype"))?;
+            let (int32, uint32) = torch_dtypes(py)?;
+            if !dtype.is(int32) && !dtype.is(uint32) {
                 return Err(PyTypeError::new_err(format!(
-                    "the bitmask must be torch.int32, not {dtype}"
+                    "the bitmask must be torch.int32, not {}",
+                    dtype.str()?
                 )));
             }
-            let device = obj.getattr("device")?.getattr("type")?;
-            if device.str()?.extract::<String>()? != "cpu" {
+            if !obj.getattr(intern!(py, "is_cpu"))?.extract::<bool>()? {
                 return Err(PyValueError::new_err(
                     "the bitmask must be on the CPU: fill it there, then move it \
                      (apply_token_bitmask_inplace moves it to the logits' device)",
                 ));
             }
-            if !obj.call_method0("is_contiguous")?.extract::<bool>()? {
+            if !obj
+                .call_method0(intern!(py, "is_contiguous"))?
+                .extract::<bool>()?
+            {
                 return Err(PyValueError::new_err("the bitmask must be contiguous"));
             }
-            let shape: Vec<usize> = obj.getattr("shape")?.extract()?;
+            let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
             (data_ptr.call0()?.extract::<usize>()?, shape)
-        } else if let Ok(ai) = obj.getattr("__array_interface__") {
+        } else if let Ok(ai) = obj.getattr(intern!(py, "__array_interface__")) {
             let ai = ai.cast_into::<PyDict>()?;
             let get = |k: &str| {
                 ai.get_item(k)?

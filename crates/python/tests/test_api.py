@@ -112,6 +112,9 @@ def test_bitmask_in_numpy_and_torch_matches_the_allowed_list():
         (np.zeros((2, 9), dtype=np.int64), TypeError),
         (np.zeros((9, 2), dtype=np.int32).T, ValueError),  # not contiguous
         (torch.zeros(2, 9, dtype=torch.float32), TypeError),
+        (torch.zeros(2, 9, dtype=torch.int64), TypeError),
+        (torch.zeros(9, 2, dtype=torch.int32).T, ValueError),  # not contiguous
+        (torch.zeros(2, 3, dtype=torch.int32), ValueError),  # too narrow
         ([0] * 9, TypeError),
     ],
 )
@@ -121,6 +124,18 @@ def test_bad_bitmasks_are_refused(bad, err):
         m.fill_next_token_bitmask(bad, 0)
     with pytest.raises(IndexError):
         m.fill_next_token_bitmask(np.zeros((2, 9), dtype=np.int32), 2)
+
+
+def test_torch_bitmasks_of_either_32_bit_dtype_are_filled_alike():
+    m = llamay.Matcher(toy(), llamay.Grammar.any_json())
+    signed = torch.zeros(2, 9, dtype=torch.int32)
+    unsigned = torch.zeros(2, 9, dtype=torch.uint32)
+    m.fill_next_token_bitmask(signed, 1)
+    m.fill_next_token_bitmask(unsigned, 1)
+    assert signed[1].any()
+    assert (signed.view(torch.uint32) == unsigned).all()
+    with pytest.raises(TypeError, match="torch.float32"):
+        m.fill_next_token_bitmask(torch.zeros(2, 9, dtype=torch.float32), 0)
 
 
 def test_batch_fill_equals_row_by_row(smollm2):
