@@ -141,8 +141,9 @@ impl Inner {
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else if prog.is_quote() {
-            let compute =
-                || crate::automaton::quoted::mask(&prog.with_bounds(min, max), aux, &self.vocab);
+            let compute = || {
+                crate::automaton::quoted::mask(&prog.with_bounds(min, max), aux, &self.vocab.trie)
+            };
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else {
             let walk = || {
@@ -152,7 +153,7 @@ impl Inner {
                 let key = (spec, min, max);
                 let lock = || self.memos.lock().unwrap_or_else(|e| e.into_inner());
                 let mut memo = lock().remove(&key).unwrap_or_default();
-                let m = LocalMask::compute(&bounded, aux, &self.vocab, &mut memo);
+                let m = LocalMask::compute(&bounded, aux, &self.vocab.trie, &mut memo);
                 let mut memos = lock();
                 if memos.len() >= MEMO_LIMIT {
                     memos.clear();
@@ -212,7 +213,7 @@ impl Inner {
         let open = prog.with_bounds(0, None);
         self.vocab
             .plain_profiles
-            .get_or_compute(aux, || PlainProfile::compute(&open, aux, &self.vocab))
+            .get_or_compute(aux, || PlainProfile::compute(&open, aux, &self.vocab.trie))
     }
 }
 

@@ -5,7 +5,7 @@
 //! 32 KiB allocation, and allocating and freeing them per request showed up as a tenth
 //! of a mask worker's time. Buffers of finished matchers are kept here for the next.
 
-use crate::vocab::TokenMask;
+use crate::mask::TokenMask;
 use std::sync::Mutex;
 
 /// Most bytes of spare buffers kept per vocabulary.

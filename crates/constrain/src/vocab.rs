@@ -4,6 +4,7 @@ use crate::automaton::jsonstr::{StrStep, StringProg};
 use crate::automaton::local::{LocalMaskCache, PlainProfile, SharedCache};
 use crate::grammar::{ByteDfa, JsonString};
 use crate::pool::MaskPool;
+use crate::trie::Trie;
 
 /// A model's vocabulary as byte strings, with its end-of-generation and special tokens.
 ///
@@ -95,33 +96,6 @@ impl PatternIds {
 /// A pattern tail's signature, the decoder state in it, and the length bounds.
 pub(crate) type PatternTailKey = (Box<[u32]>, u64, u32, Option<u32>);
 
-/// The token trie in depth-first preorder: node 0 is the root; node `i` is reached by
-/// `nodes[i].byte` from its parent at depth `nodes[i].depth - 1`; its subtree is
-/// `i..nodes[i].end`. One compact record per node, since mask walks stream through them.
-#[derive(Debug, Default)]
-pub(crate) struct Trie {
-    pub nodes: Vec<TrieNode>,
-    /// Token lists of nodes where several tokens end (identical byte strings).
-    many: Vec<Box<[u32]>>,
-    pub max_depth: usize,
-    /// The root's child on each byte (0: none), for walks that know their first bytes.
-    pub first: Vec<u32>,
-}
-
-/// One trie node.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct TrieNode {
-    /// One past the last node of this node's subtree.
-    pub end: u32,
-    /// The token ending here, [`NO_TOKEN`], or `MANY | index` into `Trie::many`.
-    tok: u32,
-    pub depth: u16,
-    pub byte: u8,
-}
-
-const NO_TOKEN: u32 = u32::MAX;
-const MANY: u32 = 1 << 31;
-
 /// Longest token (in bytes) put in the trie; longer ones are never allowed.
 const MAX_TOKEN_LEN: usize = 1024;
 
@@ -179,7 +153,7 @@ impl Vocabulary {
         let prog = StringProg::new(&JsonString::default());
         if let StrStep::Inside(aux) = prog.step(0, b'"') {
             self.plain_profiles
-                .get_or_compute(aux, || PlainProfile::compute(&prog, aux, self));
+                .get_or_compute(aux, || PlainProfile::compute(&prog, aux, &self.trie));
         }
     }
 
@@ -214,192 +188,6 @@ impl Vocabulary {
     }
 }
 
-impl Trie {
-    fn build(tokens: &[Vec<u8>], sorted: &[u32]) -> Trie {
-        let mut t = Trie {
-            nodes: vec![TrieNode {
-                tok: NO_TOKEN,
-                ..TrieNode::default()
-            }],
-            ..Trie::default()
-        };
-        // Path of node indices from the root to the previous token's last node.
-        let mut path: Vec<u32> = vec![0];
-        let mut prev: &[u8] = &[];
-        for &id in sorted {
-            let bytes = tokens[id as usize].as_slice();
-            let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
-            while path.len() > common + 1 {
-                let node = path.pop().unwrap();
-                t.nodes[node as usize].end = t.nodes.len() as u32;
-            }
-            for (d, &b) in bytes.iter().enumerate().skip(common) {
-                t.nodes.push(TrieNode {
-                    end: 0,
-                    tok: NO_TOKEN,
-                    depth: (d + 1) as u16,
-                    byte: b,
-                });
-                path.push((t.nodes.len() - 1) as u32);
-            }
-            let node = &mut t.nodes[*path.last().unwrap() as usize];
-            // Sorted input: byte-identical tokens arrive one after another.
-            node.tok = match node.tok {
-                NO_TOKEN => id,
-                one if one & MANY == 0 => {
-                    t.many.push(Box::new([one, id]));
-                    MANY | (t.many.len() - 1) as u32
-                }
-                many => {
-                    let i = (many & !MANY) as usize;
-                    t.many[i] = t.many[i].iter().copied().chain([id]).collect();
-                    many
-                }
-            };
-            t.max_depth = t.max_depth.max(bytes.len());
-            prev = bytes;
-        }
-        for node in path {
-            t.nodes[node as usize].end = t.nodes.len() as u32;
-        }
-        t.first = vec![0; 256];
-        let mut i = 1;
-        while i < t.nodes.len() {
-            t.first[usize::from(t.nodes[i].byte)] = i as u32;
-            i = t.nodes[i].end as usize;
-        }
-        t
-    }
-
-    /// The tokens ending at node `i`.
-    #[inline]
-    pub fn tokens_at(&self, i: usize) -> &[u32] {
-        let n = &self.nodes[i];
-        match n.tok {
-            NO_TOKEN => &[],
-            t if t & MANY == 0 => std::slice::from_ref(&n.tok),
-            t => &self.many[(t & !MANY) as usize],
-        }
-    }
-
-    /// Number of nodes, root included.
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-}
-
-/// A bitset over the vocabulary: bit `i` set = token `i` allowed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TokenMask {
-    words: Vec<u64>,
-    n: usize,
-}
-
-impl TokenMask {
-    /// An all-disallowed mask for `n` tokens.
-    pub fn new(n: usize) -> Self {
-        TokenMask {
-            words: vec![0; n.div_ceil(64)],
-            n,
-        }
-    }
-
-    /// Number of tokens covered.
-    pub fn len(&self) -> usize {
-        self.n
-    }
-
-    /// Heap bytes of the bitset.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        crate::heap::vec(&self.words)
-    }
-
-    /// Whether the mask covers no tokens.
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
-    /// Disallows everything.
-    pub fn clear(&mut self) {
-        self.words.fill(0);
-    }
-
-    /// Allows token `t`.
-    #[inline]
-    pub fn allow(&mut self, t: u32) {
-        self.words[(t >> 6) as usize] |= 1 << (t & 63);
-    }
-
-    /// Disallows token `t` (no effect beyond the mask's length).
-    #[inline]
-    pub fn disallow(&mut self, t: u32) {
-        if let Some(w) = self.words.get_mut((t >> 6) as usize) {
-            *w &= !(1 << (t & 63));
-        }
-    }
-
-    /// Whether token `t` is allowed.
-    #[inline]
-    pub fn is_allowed(&self, t: u32) -> bool {
-        (t as usize) < self.n && self.words[(t >> 6) as usize] >> (t & 63) & 1 != 0
-    }
-
-    /// Number of allowed tokens.
-    pub fn count(&self) -> usize {
-        self.words.iter().map(|w| w.count_ones() as usize).sum()
-    }
-
-    /// The allowed token ids in increasing order.
-    pub fn allowed(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
-                (w != 0).then(|| {
-                    let b = w.trailing_zeros();
-                    w &= w - 1;
-                    (i as u32) * 64 + b
-                })
-            })
-        })
-    }
-
-    /// The 64-bit words (bit `i % 64` of word `i / 64` is token `i`).
-    pub fn words(&self) -> &[u64] {
-        &self.words
-    }
-
-    /// Writes the mask as 32-bit words (bit `i % 32` of word `i / 32`), as llama.cpp-style
-    /// samplers and the benchmark protocol expect. `out` needs `ceil(n / 32)` words.
-    pub fn write_u32_words(&self, out: &mut [u32]) {
-        // Pairs in lockstep, so the loop compiles to straight vector moves: a mask is
-        // written every step, and over a 262k vocabulary an indexed loop costs
-        // microseconds.
-        let mut pairs = out.chunks_exact_mut(2);
-        let mut words = self.words.iter();
-        for (pair, &w) in (&mut pairs).zip(&mut words) {
-            pair[0] = w as u32;
-            pair[1] = (w >> 32) as u32;
-        }
-        let rest = pairs.into_remainder();
-        if let Some(o) = rest.first_mut() {
-            *o = words.next().map_or(0, |&w| w as u32);
-        }
-        // Beyond the mask (a longer `out`): nothing allowed.
-        let covered = (self.words.len() * 2).min(out.len());
-        out[covered..].fill(0);
-    }
-
-    pub(crate) fn copy_from(&mut self, other: &TokenMask) {
-        self.words.copy_from_slice(&other.words);
-    }
-
-    pub(crate) fn union_with(&mut self, other: &TokenMask) {
-        for (a, b) in self.words.iter_mut().zip(&other.words) {
-            *a |= b;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,21 +217,5 @@ mod tests {
         assert_eq!(found, vec![0, 1, 2, 3, 5, 7]);
         assert_eq!(v.max_ws, 2);
         assert!(v.is_special(6) && v.is_eog(6) && !v.is_special(0));
-    }
-
-    #[test]
-    fn mask_words() {
-        let mut m = TokenMask::new(70);
-        m.allow(0);
-        m.allow(33);
-        m.allow(69);
-        assert_eq!(m.allowed().collect::<Vec<_>>(), vec![0, 33, 69]);
-        let mut w = [0u32; 3];
-        m.write_u32_words(&mut w);
-        assert_eq!(w, [1, 2, 1 << 5]);
-        let mut w = [7u32; 5];
-        m.write_u32_words(&mut w);
-        assert_eq!(w, [1, 2, 1 << 5, 0, 0]);
-        assert!(!m.is_allowed(1000));
     }
 }

@@ -6,7 +6,8 @@
 //! tokens that close the string, walked with the real stack.
 
 use super::jsonstr::{StrStep, StringProg};
-use crate::vocab::{TokenMask, Vocabulary};
+use crate::mask::TokenMask;
+use crate::trie::Trie;
 use rustc_hash::FxHashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -52,16 +53,10 @@ impl LocalMask {
     /// is walked once per string state after that byte and kept in the memo: a pattern's
     /// states tend to meet again one byte on (in `[^/]+/`, the start and the state after a
     /// character both go to the latter), so most of a new state's walk is a replay.
-    pub fn compute(
-        prog: &StringProg,
-        aux: u64,
-        vocab: &Vocabulary,
-        memo: &mut StepMemo,
-    ) -> LocalMask {
+    pub fn compute(prog: &StringProg, aux: u64, trie: &Trie, memo: &mut StepMemo) -> LocalMask {
         memo.make_room();
-        let trie = &vocab.trie;
         let start = memo.id(aux) as usize;
-        let mut inside = TokenMask::new(vocab.len());
+        let mut inside = TokenMask::new(trie.n_tokens);
         let mut closing = Vec::new();
         let mut i = 1;
         while i < trie.len() {
@@ -69,7 +64,7 @@ impl LocalMask {
                 CLOSED => closing.push(i as u32),
                 DEAD => {}
                 to => {
-                    let sub = memo.subtree(prog, vocab, i, to);
+                    let sub = memo.subtree(prog, trie, i, to);
                     for &t in sub.inside.iter() {
                         inside.allow(t);
                     }
@@ -106,7 +101,7 @@ pub(crate) struct PlainProfile {
 
 impl PlainProfile {
     /// One walk from `aux`; `prog` must not count characters itself (no bounds).
-    pub fn compute(prog: &StringProg, aux: u64, vocab: &Vocabulary) -> PlainProfile {
+    pub fn compute(prog: &StringProg, aux: u64, trie: &Trie) -> PlainProfile {
         let mut by_chars: Vec<Vec<u32>> = Vec::new();
         let mut closing = Vec::new();
         let open = Some(Remaining { min: 0, max: None });
@@ -114,7 +109,7 @@ impl PlainProfile {
             prog,
             aux,
             open,
-            vocab,
+            trie,
             &mut StepMemo::default(),
             |t, chars| {
                 let c = chars as usize;
@@ -126,7 +121,7 @@ impl PlainProfile {
             |i, chars, path| closing.push((i, chars, path.into())),
         );
         let mut upto = Vec::with_capacity(by_chars.len());
-        let mut acc = TokenMask::new(vocab.len());
+        let mut acc = TokenMask::new(trie.n_tokens);
         for bucket in by_chars {
             for t in bucket {
                 acc.allow(t);
@@ -187,7 +182,7 @@ fn walk_string(
     prog: &StringProg,
     aux: u64,
     remaining: Option<Remaining>,
-    vocab: &Vocabulary,
+    trie: &Trie,
     memo: &mut StepMemo,
     inside: impl FnMut(u32, u32),
     closes: impl FnMut(u32, u32, &[u8]),
@@ -196,10 +191,10 @@ fn walk_string(
     let start = memo.id(aux);
     // Specialised: the uncounted walk (patterned strings) is the hot one.
     match remaining {
-        Some(r) => walk_string_with::<true>(prog, 0, start, r, vocab, memo, inside, closes),
+        Some(r) => walk_string_with::<true>(prog, 0, start, r, trie, memo, inside, closes),
         None => {
             let r = Remaining { min: 0, max: None };
-            walk_string_with::<false>(prog, 0, start, r, vocab, memo, inside, closes)
+            walk_string_with::<false>(prog, 0, start, r, trie, memo, inside, closes)
         }
     }
 }
@@ -213,12 +208,11 @@ fn walk_string_with<const COUNT: bool>(
     root: usize,
     start: u32,
     r: Remaining,
-    vocab: &Vocabulary,
+    trie: &Trie,
     memo: &mut StepMemo,
     mut inside: impl FnMut(u32, u32),
     mut closes: impl FnMut(u32, u32, &[u8]),
 ) {
-    let trie = &vocab.trie;
     let mut stack = vec![start; trie.max_depth + 1];
     let mut chars = vec![0u32; trie.max_depth + 1];
     let mut path = vec![0u8; trie.max_depth + 1];
@@ -302,17 +296,11 @@ impl StepMemo {
 
     /// What the subtree of first-byte node `i` holds from state number `to`, reached by
     /// its byte: walked once, then kept.
-    fn subtree(
-        &mut self,
-        prog: &StringProg,
-        vocab: &Vocabulary,
-        i: usize,
-        to: u32,
-    ) -> Arc<Subtree> {
+    fn subtree(&mut self, prog: &StringProg, trie: &Trie, i: usize, to: u32) -> Arc<Subtree> {
         if let Some(s) = self.subtrees.get(&(i as u32, to)) {
             return s.clone();
         }
-        let mut inside: Vec<u32> = vocab.trie.tokens_at(i).to_vec();
+        let mut inside: Vec<u32> = trie.tokens_at(i).to_vec();
         let mut closing = Vec::new();
         let open = Remaining { min: 0, max: None };
         walk_string_with::<false>(
@@ -320,7 +308,7 @@ impl StepMemo {
             i,
             to,
             open,
-            vocab,
+            trie,
             self,
             |t, _| inside.push(t),
             |n, _, _| closing.push(n),

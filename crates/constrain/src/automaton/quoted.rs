@@ -13,15 +13,15 @@ use std::sync::Arc;
 
 use super::jsonstr::{StrStep, StringProg};
 use super::local::LocalMask;
-use crate::vocab::{TokenMask, Vocabulary};
+use crate::mask::TokenMask;
+use crate::trie::Trie;
 
 /// The stack-free mask of quoted string `prog` in state `aux`.
-pub(crate) fn mask(prog: &StringProg, aux: u64, vocab: &Vocabulary) -> LocalMask {
-    let trie = &vocab.trie;
+pub(crate) fn mask(prog: &StringProg, aux: u64, trie: &Trie) -> LocalMask {
     let mut w = Walk {
         prog,
-        vocab,
-        inside: TokenMask::new(vocab.len()),
+        trie,
+        inside: TokenMask::new(trie.n_tokens),
         closing: Vec::new(),
         stack: vec![aux; trie.max_depth + 1],
     };
@@ -49,7 +49,7 @@ pub(crate) fn mask(prog: &StringProg, aux: u64, vocab: &Vocabulary) -> LocalMask
 
 struct Walk<'a> {
     prog: &'a StringProg,
-    vocab: &'a Vocabulary,
+    trie: &'a Trie,
     inside: TokenMask,
     closing: Vec<u32>,
     /// Decoder state at each depth of the current path (depth 0: the walk's start).
@@ -59,7 +59,7 @@ struct Walk<'a> {
 impl Walk<'_> {
     /// Walks the trie nodes `from..to`, a run of whole sibling subtrees below the root.
     fn subtrees(&mut self, from: usize, to: usize) {
-        let trie = &self.vocab.trie;
+        let trie = self.trie;
         let mut i = from;
         while i < to {
             let d = trie.nodes[i].depth as usize;
@@ -85,6 +85,7 @@ impl Walk<'_> {
 mod tests {
     use super::*;
     use crate::grammar::{JsonString, Normalize, SpanAutomaton};
+    use crate::vocab::Vocabulary;
 
     fn vocab() -> Vocabulary {
         let mut tokens: Vec<Vec<u8>> = (0u8..=255).map(|b| vec![b]).collect();
@@ -168,10 +169,10 @@ mod tests {
                 let all = states(&prog, 7);
                 assert!(all.len() > 50, "{norm:?}: only {} states", all.len());
                 for aux in all {
-                    let fast = mask(&prog, aux, &v);
+                    let fast = mask(&prog, aux, &v.trie);
                     let mut slow = Walk {
                         prog: &prog,
-                        vocab: &v,
+                        trie: &v.trie,
                         inside: TokenMask::new(v.len()),
                         closing: Vec::new(),
                         stack: vec![aux; v.trie.max_depth + 1],

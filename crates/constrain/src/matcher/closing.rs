@@ -9,7 +9,7 @@
 use super::Matcher;
 use crate::automaton::config::{ACCEPT, EMPTY_STACK, EXIT, EXIT_STACK};
 use crate::automaton::distance::{add, FAR};
-use crate::vocab::TokenMask;
+use crate::mask::TokenMask;
 use std::time::Instant;
 
 /// A state whose distance is not computed yet.
