@@ -103,7 +103,11 @@ def run_sglang(args, schemas):
         outs = engine.generate([prompt(s) for s in schemas], params)
     finally:
         engine.shutdown()
-    return [(o["text"], o["meta_info"]["finish_reason"]["type"] == "length") for o in outs]
+    def cut_off(o):
+        reason = o["meta_info"].get("finish_reason")
+        return isinstance(reason, dict) and reason.get("type") == "length"
+
+    return [(o["text"], cut_off(o)) for o in outs]
 
 
 def main():
