@@ -39,7 +39,10 @@ pub struct Buffer {
 fn torch_dtypes(py: Python<'_>) -> PyResult<(&Bound<'_, PyAny>, &Bound<'_, PyAny>)> {
     static DTYPES: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
     let (int32, uint32) = DTYPES.get_or_try_init(py, || -> PyResult<_> {
-        let torch = py.import("torch")?;
+        // Something with `data_ptr` but no torch to compare with is not a tensor.
+        let torch = py.import("torch").map_err(|_| {
+            PyTypeError::new_err("the bitmask must be a numpy array or a torch tensor")
+        })?;
         Ok((
             torch.getattr("int32")?.unbind(),
             torch.getattr("uint32")?.unbind(),
