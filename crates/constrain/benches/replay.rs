@@ -14,7 +14,7 @@
 //! --peer-cmd "llamay=sh -c 'tee -a /tmp/reqs-{gguf}.jsonl | llamay mask-worker --gguf {gguf}'"
 //! ```
 //!
-//! `cargo bench -p llamay-constrain --bench replay -- FILE smollm2|gemma3 [--case ID] [--top K] [--repeat N]`
+//! `cargo bench -p llamay-constrain --bench replay -- FILE smollm2|gemma3 [--case ID] [--top K] [--repeat N] [--steps N] [--cold MIB]`
 
 #[path = "../tests/common/real_vocab.rs"]
 mod real_vocab;
@@ -84,7 +84,7 @@ fn walk(r: &Request, vocab: &Arc<Vocabulary>, stop: usize) -> Option<(f64, Vec<f
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for k in 0..=r.tokens.len().min(stop) {
         let t0 = Instant::now();
-        m.mask_ref().write_u32_words(&mut words);
+        m.write_mask_words(&mut words);
         times.push(t0.elapsed().as_secs_f64() * 1e6);
         if digest {
             use std::hash::Hash;
@@ -133,6 +133,11 @@ fn main() {
     let case: Option<String> = arg(&args, "--case");
     let top: usize = arg(&args, "--top").unwrap_or(12);
     let repeat: usize = arg(&args, "--repeat").unwrap_or(1);
+    // Only the first masks of each walk (e.g. to profile a fresh matcher's start).
+    let stop: usize = arg(&args, "--steps").unwrap_or(usize::MAX);
+    // Writes over this many MiB between requests, as another engine running between
+    // them does in the harness: what a walk keeps warm in cache is then gone.
+    let mut cold = vec![0u8; arg::<usize>(&args, "--cold").unwrap_or(0) << 20];
     let reqs: Vec<Request> = read(path)
         .into_iter()
         .filter(|r| case.as_ref().is_none_or(|c| &r.id == c))
@@ -145,7 +150,10 @@ fn main() {
     let (mut refused, mut rejected) = (0, 0);
     for _ in 0..repeat {
         for (k, r) in reqs.iter().enumerate() {
-            match walk(r, &vocab, usize::MAX) {
+            for (i, b) in cold.iter_mut().enumerate() {
+                *b = b.wrapping_add(i as u8);
+            }
+            match walk(r, &vocab, stop) {
                 None => refused += 1,
                 Some((c, times, ok)) => {
                     compiles.push(c);

@@ -112,6 +112,26 @@ impl TokenMask {
     }
 }
 
+/// Where a trie walk puts the tokens it allows: a bitset, or a list of ids (a mask
+/// kept as a bulk mask plus a few tokens).
+pub(crate) trait Allow {
+    fn allow_token(&mut self, t: u32);
+}
+
+impl Allow for TokenMask {
+    #[inline]
+    fn allow_token(&mut self, t: u32) {
+        self.allow(t);
+    }
+}
+
+impl Allow for Vec<u32> {
+    #[inline]
+    fn allow_token(&mut self, t: u32) {
+        self.push(t);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

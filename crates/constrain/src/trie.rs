@@ -14,7 +14,19 @@ pub(crate) struct Trie {
     pub max_depth: usize,
     /// The root's child on each byte (0: none), for walks that know their first bytes.
     pub first: Vec<u32>,
+    /// Nodes of many children (the root, ` `, `\n`, …), ascending, with their children:
+    /// `kids_at[k]..kids_at[k + 1]` in `kid_bytes` / `kid_nodes` for `wide[k]`.
+    wide: Vec<u32>,
+    kids_at: Vec<u32>,
+    kid_bytes: Vec<u8>,
+    kid_nodes: Vec<u32>,
 }
+
+/// Children from which a node gets a child list: a walk that reaches such a node alive
+/// asks which of those bytes live on from its state and touches only their subtrees,
+/// instead of one scattered node per child (over Gemma's vocabulary the ` ` node alone
+/// has thousands of children, spread over megabytes: cold cache lines and pages).
+const WIDE: usize = 16;
 
 /// One trie node.
 #[derive(Clone, Copy, Debug, Default)]
@@ -25,6 +37,8 @@ pub(crate) struct TrieNode {
     tok: u32,
     pub depth: u16,
     pub byte: u8,
+    /// Whether the node has a child list (see [`WIDE`]).
+    pub wide: bool,
 }
 
 const NO_TOKEN: u32 = u32::MAX;
@@ -58,6 +72,7 @@ impl Trie {
                     tok: NO_TOKEN,
                     depth: (d + 1) as u16,
                     byte: b,
+                    wide: false,
                 });
                 path.push((t.nodes.len() - 1) as u32);
             }
@@ -87,7 +102,40 @@ impl Trie {
             t.first[usize::from(t.nodes[i].byte)] = i as u32;
             i = t.nodes[i].end as usize;
         }
+        t.index_wide_nodes();
         t
+    }
+
+    fn index_wide_nodes(&mut self) {
+        self.kids_at.push(0);
+        for i in 0..self.nodes.len() {
+            let mut kids = Vec::new();
+            let mut j = i + 1;
+            while j < self.nodes[i].end as usize {
+                kids.push(j as u32);
+                j = self.nodes[j].end as usize;
+            }
+            if kids.len() >= WIDE {
+                self.nodes[i].wide = true;
+                self.wide.push(i as u32);
+                self.kid_bytes
+                    .extend(kids.iter().map(|&k| self.nodes[k as usize].byte));
+                self.kid_nodes.extend_from_slice(&kids);
+                self.kids_at.push(self.kid_nodes.len() as u32);
+            }
+        }
+    }
+
+    /// The children of a [`wide`](TrieNode::wide) node, their bytes and nodes (none
+    /// for another node).
+    pub fn kids(&self, i: usize) -> (&[u8], &[u32]) {
+        match self.wide.binary_search(&(i as u32)) {
+            Ok(k) => {
+                let r = self.kids_at[k] as usize..self.kids_at[k + 1] as usize;
+                (&self.kid_bytes[r.clone()], &self.kid_nodes[r])
+            }
+            Err(_) => (&[], &[]),
+        }
     }
 
     /// The tokens ending at node `i`.

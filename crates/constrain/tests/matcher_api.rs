@@ -204,6 +204,8 @@ fn split_string_masks_equal_plain_walks() {
     let mut rng = Rng::new(8);
     let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
     let mut compared = 0;
+    // Padded like a caller's tensor row: the words past the vocabulary must be cleared.
+    let (mut words, mut want) = (vec![0u32; vocab.len().div_ceil(32) + 2], Vec::new());
     for _ in 0..40 {
         let w = random_walk(&c, eog, special, &mut rng, 60, 3000, &|t| {
             t.iter().all(|b| b"}]\"0:".contains(b))
@@ -213,6 +215,12 @@ fn split_string_masks_equal_plain_walks() {
             m.mask(&mut a);
             m.mask_by_plain_walk(&mut b);
             assert_eq!(a, b);
+            words.fill(u32::MAX);
+            m.write_mask_words(&mut words);
+            want.resize(words.len(), 0);
+            a.write_u32_words(&mut want);
+            assert_eq!(words, want);
+            assert_eq!(m.mask_ref(), &a);
             compared += 1;
             m.commit(byte as u32).unwrap();
         }

@@ -31,7 +31,7 @@ impl State {
         // row to one matcher only.
         let out = unsafe { row.slice() };
         let Some(remaining) = remaining else {
-            self.m.mask_ref().write_u32_words(out);
+            self.m.write_mask_words(out);
             return;
         };
         let n = self.m.constraint().vocab().len();

@@ -137,7 +137,7 @@ fn serve(req: &Value, vocab: &Arc<Vocabulary>, eos: u32, options: &Options) -> V
     for k in 0..=tokens.len() {
         let t0 = Instant::now();
         // The matcher's own copy goes straight into the words: no intermediate mask.
-        m.mask_ref().write_u32_words(&mut words);
+        m.write_mask_words(&mut words);
         mask_us.push(us(t0));
         if record {
             allowed.push(words.iter().map(|w| w.count_ones() as usize).sum::<usize>());

@@ -2,6 +2,8 @@
 //! rollback, forced bytes, statistics, and budget-aware closing ([`closing`]).
 
 mod closing;
+mod kept;
+mod walk;
 
 use crate::automaton::config::Item;
 use crate::automaton::distance::StringMemo;
@@ -12,9 +14,11 @@ use crate::constraint::Constraint;
 use crate::error::{Error, Result};
 use crate::mask::TokenMask;
 use crate::stats::MatcherStats;
+use kept::Kept;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::Instant;
+use walk::Detached;
 
 impl Constraint {
     /// A fresh matcher at the start of the grammar.
@@ -25,12 +29,6 @@ impl Constraint {
 
 /// Most detached walks a matcher keeps (cleared when full).
 const DETACHED_LIMIT: usize = 64;
-
-/// The stack-independent part of a mask (see [`Matcher::walk_detached`]).
-struct Detached {
-    mask: Arc<TokenMask>,
-    frontier: Vec<(u32, Box<[u8]>)>,
-}
 
 /// How many commits [`Matcher::rollback`] can always undo (a quarter more are kept
 /// before the oldest are forgotten).
@@ -53,10 +51,16 @@ pub struct Matcher {
     cur: Pos,
     history: Vec<Pos>,
     masks: FxHashMap<(u32, u32), usize>,
-    mask_store: Vec<TokenMask>,
+    mask_store: Vec<Kept>,
+    /// A kept mask spelled out, for [`mask_ref`](Matcher::mask_ref).
+    view: TokenMask,
+    /// Tokens a mask computation walks on top of its bulk masks.
+    extra: Vec<u32>,
     /// Detached walks by (placeholder-stack state, budget class).
     detached: FxHashMap<(u32, u32), Arc<Detached>>,
     walk: Vec<(u32, u32)>,
+    /// The bytes from the root to the node a detached walk is at.
+    path: Vec<u8>,
     stats: MatcherStats,
     /// Distance to acceptance per state ([`closing::UNKNOWN`] until computed).
     dist: Vec<u32>,
@@ -68,8 +72,7 @@ pub struct Matcher {
 /// Hands the cached masks' buffers to the next matcher of the vocabulary.
 impl Drop for Matcher {
     fn drop(&mut self) {
-        let pool = &self.c.inner.vocab.mask_pool;
-        pool.give(self.mask_store.drain(..));
+        self.forget_masks();
     }
 }
 
@@ -89,8 +92,11 @@ impl Matcher {
             history: Vec::new(),
             masks: FxHashMap::default(),
             mask_store: Vec::new(),
+            view: TokenMask::new(0),
+            extra: Vec::new(),
             detached: FxHashMap::default(),
             walk: vec![(0, 0); depth],
+            path: vec![0; depth],
             stats: MatcherStats {
                 masks_limit: c.inner.limits.masks,
                 ..MatcherStats::default()
@@ -115,11 +121,17 @@ impl Matcher {
             p.state = id;
         }
         self.cur.state = *ids.last().unwrap();
-        self.masks.clear();
-        self.c.inner.vocab.mask_pool.give(self.mask_store.drain(..));
+        self.forget_masks();
         self.detached.clear();
         self.dist.clear();
         self.stack_dist.clear();
+    }
+
+    /// Empties the mask cache, handing its bitsets to the vocabulary's pool.
+    fn forget_masks(&mut self) {
+        self.masks.clear();
+        let dense = self.mask_store.drain(..).filter_map(Kept::into_dense);
+        self.c.inner.vocab.mask_pool.give(dense);
     }
 
     fn budget_class(&self, budget: u32) -> u32 {
@@ -145,18 +157,33 @@ impl Matcher {
             *out = TokenMask::new(self.c.inner.vocab.len());
         }
         let i = self.cached_mask();
-        out.copy_from(&self.mask_store[i]);
+        self.mask_store[i].write_to(out);
     }
 
-    /// The allowed tokens for the next step, as the matcher keeps them (valid until the
-    /// matcher changes): for a caller that converts the mask anyway (e.g. into 32-bit
-    /// words), one copy of the whole vocabulary's bits fewer than [`mask`](Self::mask).
+    /// The allowed tokens for the next step, valid until the matcher changes.
     pub fn mask_ref(&mut self) -> &TokenMask {
         let t0 = Instant::now();
         self.stats.steps += 1;
         let i = self.cached_mask();
+        let n = self.c.inner.vocab.len();
+        if self.view.len() != n {
+            self.view = TokenMask::new(n);
+        }
+        self.mask_store[i].write_to(&mut self.view);
         self.stats.mask_time += t0.elapsed();
-        &self.mask_store[i]
+        &self.view
+    }
+
+    /// Writes the allowed tokens for the next step as 32-bit words (bit `i % 32` of word
+    /// `i / 32`; `out` needs `ceil(n / 32)` words, any beyond are cleared): for a caller
+    /// that converts the mask anyway, one pass over the vocabulary's bits fewer than
+    /// [`mask`](Self::mask), and the same cost for a mask just computed as for a cached one.
+    pub fn write_mask_words(&mut self, out: &mut [u32]) {
+        let t0 = Instant::now();
+        self.stats.steps += 1;
+        let i = self.cached_mask();
+        self.mask_store[i].write_u32_words(out, self.c.inner.vocab.len());
+        self.stats.mask_time += t0.elapsed();
     }
 
     /// The index in the mask store of the current state's mask, computed straight into
@@ -173,16 +200,14 @@ impl Matcher {
             self.stats.cache_hits += u64::from(!self.cur.ended);
             return i;
         }
-        let mut kept = self.c.inner.vocab.mask_pool.take();
-        if self.cur.ended {
-            kept.clear();
+        let kept = if self.cur.ended {
+            Kept::none()
         } else {
             self.stats.states_wanting_mask += 1;
-            self.compute_mask(&mut kept);
-        }
+            self.compute_mask()
+        };
         if self.mask_store.len() >= self.c.inner.limits.masks.max(1) {
-            self.masks.clear();
-            self.c.inner.vocab.mask_pool.give(self.mask_store.drain(..));
+            self.forget_masks();
         }
         self.masks.insert(key, self.mask_store.len());
         self.mask_store.push(kept);
@@ -193,19 +218,26 @@ impl Matcher {
     /// Items inside JSON strings take their string's stack-free mask (shared across
     /// matchers) plus walks below the tokens that close it, and the other items are
     /// walked on their own; a state on one stack is walked detached from it.
-    fn compute_mask(&mut self, out: &mut TokenMask) {
+    fn compute_mask(&mut self) -> Kept {
+        let inner = self.c.inner.clone();
+        let mut out = std::mem::take(&mut self.extra);
+        out.clear();
+        let bases = self.compute_into(&mut out);
+        let kept = Kept::build(&bases, &out, inner.vocab.len(), &inner.vocab.mask_pool);
+        self.extra = out;
+        kept
+    }
+
+    /// Walks the current state's mask: the bulk masks it is made of are returned, and
+    /// the tokens walked on top of them go into `out`.
+    fn compute_into(&mut self, out: &mut Vec<u32>) -> Vec<Arc<TokenMask>> {
         let inner = self.c.inner.clone();
         let (p, trie) = (&inner.program, &inner.vocab.trie);
         let (groups, rest) = self.string_groups();
-        // The first bulk mask is copied rather than cleared and merged into: one pass
-        // over the vocabulary's bits instead of two.
-        let mut base: Option<Arc<TokenMask>> = None;
         let detached = if groups.is_empty() {
-            self.states.detach(self.cur.state).map(|(local, _)| {
-                let d = self.detached_walk(local);
-                base = Some(d.mask.clone());
-                d
-            })
+            self.states
+                .detach(self.cur.state)
+                .map(|(local, _)| self.detached_walk(local))
         } else {
             None
         };
@@ -213,29 +245,16 @@ impl Matcher {
             .iter()
             .map(|&(spec, aux, _)| inner.local_mask(spec, aux))
             .collect();
-        if let Some(first) = locals.first() {
-            base = Some(first.inside.clone());
-        }
-        match &base {
-            Some(m) => out.copy_from(m),
-            None => out.clear(),
-        }
         if self.states.is_accepting(self.cur.state) {
-            for &t in inner.vocab.eog() {
-                out.allow(t);
-            }
+            out.extend_from_slice(inner.vocab.eog());
         }
         if !groups.is_empty() {
-            for (k, ((_, _, seeds), local)) in groups.into_iter().zip(locals).enumerate() {
-                if k > 0 {
-                    out.union_with(&local.inside);
-                }
+            let bases = locals.iter().map(|l| l.inside.clone()).collect();
+            for ((_, _, seeds), local) in groups.into_iter().zip(locals) {
                 let closed = self.states.enter(p, seeds);
                 for &i in &local.closing {
                     let i = i as usize;
-                    for &t in trie.tokens_at(i) {
-                        out.allow(t);
-                    }
+                    out.extend_from_slice(trie.tokens_at(i));
                     self.walk(i, (closed, self.cur.budget), out);
                 }
             }
@@ -246,22 +265,21 @@ impl Matcher {
                 let rest = self.states.subset(rest);
                 self.walk(0, (rest, self.cur.budget), out);
             }
-            return;
+            return bases;
         }
         if let Some(d) = detached {
             for (i, path) in &d.frontier {
                 let i = *i as usize;
                 // The path was alive from the placeholder, so it is from the real stack.
                 if let Some(at) = self.advance(self.cur, path) {
-                    for &t in trie.tokens_at(i) {
-                        out.allow(t);
-                    }
+                    out.extend_from_slice(trie.tokens_at(i));
                     self.walk(i, (at.state, at.budget), out);
                 }
             }
-            return;
+            return vec![d.mask.clone()];
         }
         self.walk(0, (self.cur.state, self.cur.budget), out);
+        Vec::new()
     }
 
     /// The detached walk of placeholder-stack state `local`, cached per budget class.
@@ -304,79 +322,6 @@ impl Matcher {
             }
         }
         (groups, rest)
-    }
-
-    /// Walks the trie from a state on the placeholder stack: tokens that never return
-    /// into the real stack are decided here, once for every real stack; where a prefix
-    /// may return into it, the node and its byte path are kept for the real walk.
-    fn walk_detached(&mut self, local: u32) -> Detached {
-        let inner = &*self.c.inner;
-        let (p, trie) = (&inner.program, &inner.vocab.trie);
-        let mut mask = TokenMask::new(inner.vocab.len());
-        let mut frontier = Vec::new();
-        let mut path = vec![0u8; trie.max_depth + 1];
-        let walk = &mut self.walk;
-        walk[0] = (local, self.cur.budget);
-        let mut i = 1;
-        while i < trie.len() {
-            let depth = trie.nodes[i].depth as usize;
-            let (ps, pb) = walk[depth - 1];
-            match self.states.next(p, ps, trie.nodes[i].byte, pb > 0) {
-                None => i = trie.nodes[i].end as usize,
-                Some(nx) => {
-                    path[depth - 1] = trie.nodes[i].byte;
-                    if self.states.exits(nx.state) {
-                        frontier.push((i as u32, path[..depth].into()));
-                        i = trie.nodes[i].end as usize;
-                        continue;
-                    }
-                    walk[depth] = (nx.state, pb - u32::from(nx.ws_used));
-                    for &t in trie.tokens_at(i) {
-                        mask.allow(t);
-                    }
-                    i += 1;
-                }
-            }
-        }
-        Detached {
-            mask: Arc::new(mask),
-            frontier,
-        }
-    }
-
-    /// Allows every token below trie node `root` (not `root`'s own) that stays alive from
-    /// `start`, pruning a subtree as soon as its prefix dies.
-    fn walk(&mut self, root: usize, start: (u32, u32), out: &mut TokenMask) {
-        if self.c.inner.program.uses_ws {
-            self.walk_with::<true>(root, start, out)
-        } else {
-            self.walk_with::<false>(root, start, out)
-        }
-    }
-
-    /// [`walk`](Self::walk), specialised on whether the whitespace budget is tracked.
-    fn walk_with<const WS: bool>(&mut self, root: usize, start: (u32, u32), out: &mut TokenMask) {
-        let inner = &*self.c.inner;
-        let (p, trie) = (&inner.program, &inner.vocab.trie);
-        let walk = &mut self.walk;
-        walk[trie.nodes[root].depth as usize] = start;
-        let end = trie.nodes[root].end as usize;
-        let mut i = root + 1;
-        while i < end {
-            let node = trie.nodes[i];
-            let d = node.depth as usize;
-            let (ps, pb) = walk[d - 1];
-            match self.states.next(p, ps, node.byte, WS && pb > 0) {
-                None => i = node.end as usize,
-                Some(nx) => {
-                    walk[d] = (nx.state, if WS { pb - u32::from(nx.ws_used) } else { pb });
-                    for &t in trie.tokens_at(i) {
-                        out.allow(t);
-                    }
-                    i += 1;
-                }
-            }
-        }
     }
 
     fn advance(&mut self, from: Pos, bytes: &[u8]) -> Option<Pos> {
