@@ -213,9 +213,11 @@ fn walk_string_with<const COUNT: bool>(
     mut inside: impl FnMut(u32, u32),
     mut closes: impl FnMut(u32, u32, &[u8]),
 ) {
-    let mut stack = vec![start; trie.max_depth + 1];
-    let mut chars = vec![0u32; trie.max_depth + 1];
-    let mut path = vec![0u8; trie.max_depth + 1];
+    // A memo's buffers: a patterned string's first walk calls this once per first-byte
+    // subtree (hundreds), and three fresh vectors each time were a tenth of the walk.
+    let mut buf = std::mem::take(&mut memo.buf);
+    buf.reset(trie.max_depth + 1, start);
+    let (stack, chars, path) = (&mut buf.stack, &mut buf.chars, &mut buf.path);
     let end = trie.nodes[root].end as usize;
     let mut i = root + 1;
     while i < end {
@@ -252,6 +254,26 @@ fn walk_string_with<const COUNT: bool>(
             }
         }
     }
+    memo.buf = buf;
+}
+
+/// Per-depth buffers of a string walk.
+#[derive(Default)]
+struct WalkBuf {
+    stack: Vec<u32>,
+    chars: Vec<u32>,
+    path: Vec<u8>,
+}
+
+impl WalkBuf {
+    fn reset(&mut self, depth: usize, start: u32) {
+        self.stack.clear();
+        self.stack.resize(depth, start);
+        self.chars.clear();
+        self.chars.resize(depth, 0);
+        self.path.clear();
+        self.path.resize(depth, 0);
+    }
 }
 
 /// String states met by walks of one string program, numbered, with their byte
@@ -266,6 +288,7 @@ pub(crate) struct StepMemo {
     subtrees: FxHashMap<(u32, u32), Arc<Subtree>>,
     /// Token and node ids the subtrees hold.
     subtree_ids: usize,
+    buf: WalkBuf,
 }
 
 /// States a memo holds before it is emptied.

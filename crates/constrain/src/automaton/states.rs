@@ -79,13 +79,15 @@ impl StateTable {
     pub fn new(p: &Program, limit: usize) -> Self {
         StateTable {
             configs: Vec::new(),
-            ids: FxHashMap::default(),
+            // Sized for a typical walk: growing from empty rehashed a few percent of the
+            // mask time away in fresh matchers.
+            ids: FxHashMap::with_capacity_and_hasher(128, Default::default()),
             scratch: Scratch::default(),
             accepting: Vec::new(),
             exits: Vec::new(),
             row_of: Vec::new(),
             rows: Vec::new(),
-            sparse: FxHashMap::default(),
+            sparse: FxHashMap::with_capacity_and_hasher(512, Default::default()),
             sparse_slots: Vec::new(),
             firsts: Vec::new(),
             stride: if p.uses_ws { 512 } else { 256 },
