@@ -332,14 +332,19 @@ impl ByteDfa {
         let n = self.accept.len();
         let mut complete = vec![true; n];
         let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let classes = match &self.table {
+            Table::Dense(trans) => byte_classes(trans, n),
+            Table::Trie(_) => (0..=255).collect(),
+        };
+        let seqs = class_sequences(&classes);
+        let mut buf = CharSteps::default();
         for (s, ok) in complete.iter_mut().enumerate() {
-            match self.char_successors(s as u32) {
-                Some(succ) => {
-                    for t in succ {
-                        preds[t as usize].push(s as u32);
-                    }
+            if self.char_successors(s as u32, &seqs, &mut buf) {
+                for &t in &buf.out {
+                    preds[t as usize].push(s as u32);
                 }
-                None => *ok = false,
+            } else {
+                *ok = false;
             }
         }
         let universal = greatest(&preds, complete);
@@ -348,31 +353,36 @@ impl ByteDfa {
         CharTables { universal, settled }
     }
 
-    /// The states after one whole character from `s`, or `None` if some scalar value
-    /// dies there.
-    fn char_successors(&self, s: u32) -> Option<Vec<u32>> {
-        let mut out: Vec<u32> = Vec::new();
-        for seq in Utf8Sequences::new('\0', char::MAX) {
-            let mut states = vec![s];
-            for r in seq.as_slice() {
-                let mut next: Vec<u32> = Vec::new();
-                for &st in &states {
-                    for b in r.start..=r.end {
-                        let t = self.next(st, b)?;
+    /// Into `buf.out`, the states after one whole character from `s`; false if some
+    /// scalar value dies there. `seqs` are the UTF-8 sequences as bytes to step (see
+    /// [`class_sequences`]); `buf`'s vectors are reused from state to state.
+    fn char_successors(&self, s: u32, seqs: &[Vec<Vec<u8>>], buf: &mut CharSteps) -> bool {
+        let CharSteps { states, next, out } = buf;
+        out.clear();
+        for seq in seqs {
+            states.clear();
+            states.push(s);
+            for bytes in seq {
+                next.clear();
+                for &st in states.iter() {
+                    for &b in bytes {
+                        let Some(t) = self.next(st, b) else {
+                            return false;
+                        };
                         if !next.contains(&t) {
                             next.push(t);
                         }
                     }
                 }
-                states = next;
+                std::mem::swap(states, next);
             }
-            for t in states {
+            for &t in states.iter() {
                 if !out.contains(&t) {
                     out.push(t);
                 }
             }
         }
-        Some(out)
+        true
     }
 
     /// The signature of the part of the DFA reachable from `s` (its table, renumbered
@@ -553,6 +563,75 @@ fn dense_signature(trans: &[u32], accept: &[bool], s: u32, limit: usize) -> Opti
     Some(sig.into())
 }
 
+/// Buffers of [`ByteDfa::char_successors`].
+#[derive(Default)]
+struct CharSteps {
+    states: Vec<u32>,
+    next: Vec<u32>,
+    out: Vec<u32>,
+}
+
+/// The UTF-8 sequences of every scalar value, each byte range cut to one byte per class
+/// of `classes` (see [`byte_classes`]): stepping the others would find the same states.
+/// A pattern with thousands of states steps these for each of them, 64 bytes per
+/// continuation range, in a single mask.
+fn class_sequences(classes: &[u16]) -> Vec<Vec<Vec<u8>>> {
+    Utf8Sequences::new('\0', char::MAX)
+        .map(|seq| {
+            seq.as_slice()
+                .iter()
+                .map(|r| {
+                    let mut bytes: Vec<u8> = Vec::new();
+                    for b in r.start..=r.end {
+                        let class = classes[usize::from(b)];
+                        if !bytes.iter().any(|&x| classes[usize::from(x)] == class) {
+                            bytes.push(b);
+                        }
+                    }
+                    bytes
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Bytes numbered by class: two bytes share a class when every state of the dense
+/// table `trans` (`n` states) sends them to the same state. Columns are grouped by a
+/// hash and then checked in full, row by row (the table is read in its own order: a
+/// column at a time strides a kilobyte per state); a byte whose column differs from its
+/// group's first gets a class of its own, so a class never joins bytes that differ.
+fn byte_classes(trans: &[u32], n: usize) -> Vec<u16> {
+    let mut hashes = [0xcbf2_9ce4_8422_2325u64; 256];
+    for row in trans.chunks_exact(256).take(n) {
+        for (h, &t) in hashes.iter_mut().zip(row) {
+            *h = (*h ^ u64::from(t)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    // Each byte's group: the first byte of its hash.
+    let mut first = [0usize; 256];
+    for b in 0..256 {
+        first[b] = (0..=b).find(|&r| hashes[r] == hashes[b]).unwrap_or(b);
+    }
+    for row in trans.chunks_exact(256).take(n) {
+        for b in 0..256 {
+            if row[b] != row[first[b]] {
+                first[b] = b;
+            }
+        }
+    }
+    let mut class = vec![0u16; 256];
+    let mut next = 0u16;
+    for b in 0..256 {
+        class[b] = if first[b] == b {
+            next += 1;
+            next - 1
+        } else {
+            class[first[b]]
+        };
+    }
+    class
+}
+
 /// The greatest subset of `keep` closed under successors: every predecessor of a state
 /// outside it is removed, transitively.
 fn greatest(preds: &[Vec<u32>], mut keep: Vec<bool>) -> Vec<bool> {
@@ -573,6 +652,36 @@ fn greatest(preds: &[Vec<u32>], mut keep: Vec<bool>) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_classes_keep_every_whole_character_successor() {
+        let every: Vec<u16> = (0..=255).collect();
+        for pat in [
+            r"(afs1-az1|ape1-az2|[^a]é|\x{1F600})",
+            r"^[a-z]+-\d{4}$",
+            r"^.*(ab|é)+.*$",
+            "x",
+        ] {
+            let d = ByteDfa::new(pat).unwrap();
+            let Table::Dense(trans) = &d.table else {
+                unreachable!("a pattern's table is dense")
+            };
+            let classes = byte_classes(trans, d.len());
+            assert!(
+                classes.iter().max().unwrap() < &255,
+                "{pat}: no byte shares a class"
+            );
+            for s in 0..d.len() as u32 {
+                let succ = |classes: &[u16]| {
+                    let mut buf = CharSteps::default();
+                    let live = d.char_successors(s, &class_sequences(classes), &mut buf);
+                    buf.out.sort_unstable();
+                    live.then_some(buf.out)
+                };
+                assert_eq!(succ(&classes), succ(&every), "{pat}, state {s}");
+            }
+        }
+    }
 
     #[test]
     fn the_dense_tail_signature_is_the_mapped_one() {
