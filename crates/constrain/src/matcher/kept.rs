@@ -72,7 +72,7 @@ impl Kept {
     }
 
     /// Writes the mask as 32-bit words (see [`TokenMask::write_u32_words`]).
-    pub fn write_u32_words(&self, out: &mut [u32], n: usize) {
+    pub fn write_u32_words(&self, out: &mut [u32]) {
         match self {
             Kept::Dense(m) => m.write_u32_words(out),
             Kept::Sparse { base, extra } => {
@@ -81,10 +81,8 @@ impl Kept {
                     None => out.fill(0),
                 }
                 for &t in extra.iter() {
-                    if (t as usize) < n {
-                        if let Some(w) = out.get_mut(t as usize / 32) {
-                            *w |= 1 << (t % 32);
-                        }
+                    if let Some(w) = out.get_mut(t as usize / 32) {
+                        *w |= 1 << (t % 32);
                     }
                 }
             }
@@ -142,7 +140,7 @@ mod tests {
             let mut words = vec![u32::MAX; n.div_ceil(32) + 1];
             let mut want_words = vec![0; words.len()];
             want.write_u32_words(&mut want_words);
-            k.write_u32_words(&mut words, n);
+            k.write_u32_words(&mut words);
             assert_eq!(words, want_words);
         }
     }

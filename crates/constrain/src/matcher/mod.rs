@@ -182,7 +182,7 @@ impl Matcher {
         let t0 = Instant::now();
         self.stats.steps += 1;
         let i = self.cached_mask();
-        self.mask_store[i].write_u32_words(out, self.c.inner.vocab.len());
+        self.mask_store[i].write_u32_words(out);
         self.stats.mask_time += t0.elapsed();
     }
 
