@@ -13,9 +13,12 @@
 #![warn(unreachable_pub, unnameable_types)]
 
 mod batch;
+mod device;
 mod facts;
 mod ggml_type;
 mod gguf;
+#[cfg(feature = "gpu")]
+mod gpu;
 mod kv_cache;
 mod model;
 mod pool;
@@ -25,6 +28,7 @@ mod tokenizer;
 
 // The engine's door: what the other crates use, named from the root.
 pub use batch::{BatchItem, ItemLogits, LogitsWanted};
+pub use device::{AdapterPick, BadDeviceChoice, DeviceChoice, GpuAdapter};
 pub use facts::ModelFacts;
 pub use ggml_type::GgmlType;
 pub use gguf::{
@@ -32,7 +36,8 @@ pub use gguf::{
 };
 pub use kv_cache::{KvBlock, KvType, SeqState, KV_BLOCK_TOKENS};
 pub use model::{
-    l2_normalize, BatchSplit, Encoder, LoadOptions, Model, ModelError, Pooling, MAX_STEP_TOKENS,
+    gpu_adapters, l2_normalize, BatchSplit, Encoder, LoadOptions, Model, ModelError, Pooling,
+    MAX_STEP_TOKENS,
 };
 pub use pool::ThreadPool;
 pub use quant::{Backend, KernelSet, QuantError};

@@ -378,6 +378,9 @@ pub struct SeqState {
     pub(crate) n_ctx: usize,
     /// Identifies the model the cache was built for.
     pub(crate) model_id: usize,
+    /// The cache on the GPU, for a model that runs there (`kv` then stays empty).
+    #[cfg(feature = "gpu")]
+    pub(crate) device: Option<crate::model::DeviceKv>,
 }
 
 impl SeqState {
@@ -426,6 +429,10 @@ impl SeqState {
 
     /// Bytes held by the KV blocks (blocks shared with other sequences counted in full).
     pub fn kv_bytes(&self) -> usize {
+        #[cfg(feature = "gpu")]
+        if let Some(d) = &self.device {
+            return self.kv.bytes() + d.bytes();
+        }
         self.kv.bytes()
     }
 }

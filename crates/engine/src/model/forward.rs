@@ -130,6 +130,10 @@ impl Model {
         self.validate(batch)?;
         let total: usize = batch.iter().map(|i| i.tokens.len()).sum();
         if total <= MAX_STEP_TOKENS {
+            #[cfg(feature = "gpu")]
+            if let Some(dev) = &self.device {
+                return self.device_step(dev, batch);
+            }
             return self.step_split(batch, total);
         }
         let mut out = Vec::with_capacity(batch.len());
@@ -187,6 +191,10 @@ impl Model {
 
     /// One step over validated inputs.
     pub(super) fn step(&self, batch: &mut [BatchItem]) -> Result<Vec<ItemLogits>, ModelError> {
+        #[cfg(feature = "gpu")]
+        if let Some(dev) = &self.device {
+            return self.device_step(dev, batch);
+        }
         let mut hidden = self.step_layers(batch)?;
         let out = self.logits(&mut [(&*batch, hidden.as_mut())]);
         self.give_back(hidden);

@@ -93,6 +93,12 @@ impl Weight {
     }
 
     /// The activation format the kernels take for this weight.
+    /// The tensor as the file holds it (the GPU backend uploads its bytes).
+    #[cfg(feature = "gpu")]
+    pub(super) fn info(&self) -> &TensorInfo {
+        &self.info
+    }
+
     pub(super) fn act_format(&self) -> ActFormat {
         self.act
     }

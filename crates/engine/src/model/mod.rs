@@ -6,6 +6,8 @@
 
 mod arena;
 mod attention;
+#[cfg(feature = "gpu")]
+mod device;
 mod encoder;
 mod forward;
 mod heads;
@@ -21,10 +23,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+#[cfg(feature = "gpu")]
+pub(crate) use device::DeviceKv;
 pub use encoder::{l2_normalize, Encoder, Pooling};
 pub use forward::MAX_STEP_TOKENS;
 pub use split::BatchSplit;
 
+use crate::device::{DeviceChoice, GpuAdapter};
 use crate::facts::ModelFacts;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufError, GgufFile};
@@ -55,6 +60,8 @@ pub enum ModelError {
     ForeignSequence,
     #[error("KV blocks do not fit this model: {0}")]
     ForeignBlocks(String),
+    #[error("{0}")]
+    Device(String),
 }
 
 /// How to load a model.
@@ -69,6 +76,8 @@ pub struct LoadOptions {
     /// How steps of many short sequences are split over the threads (default:
     /// measured as they run).
     pub batch_split: BatchSplit,
+    /// Where the forward pass runs (default: the CPU).
+    pub device: DeviceChoice,
 }
 
 /// A loaded model: read-only and shareable between threads.
@@ -87,6 +96,11 @@ pub struct Model {
     split: split::SplitChooser,
     /// Bytes held by this model's live KV blocks, whoever holds them.
     kv_live: Arc<AtomicUsize>,
+    /// The weights on a GPU, when the forward pass runs there.
+    #[cfg(feature = "gpu")]
+    device: Option<device::DeviceModel>,
+    /// Why a GPU that `auto` would have used is not used.
+    device_note: Option<String>,
 }
 
 impl std::fmt::Debug for Model {
@@ -111,7 +125,13 @@ impl Model {
         let n_threads = opts.n_threads.unwrap_or_else(physical_cores).max(1);
         let n_ctx = opts.n_ctx.unwrap_or(hp.n_ctx_train).max(1);
         let rope_factors = rope::freq_factors(&file, hp.arch, &hp.rope, &hp.rope_scaling, n_ctx)?;
+        let (device, device_note) = open_device(&opts.device, &file, &hp, &weights)?;
+        #[cfg(not(feature = "gpu"))]
+        let () = device;
         Ok(Arc::new(Model {
+            #[cfg(feature = "gpu")]
+            device,
+            device_note,
             file,
             hp,
             weights,
@@ -144,6 +164,21 @@ impl Model {
         self.pool.n_threads()
     }
 
+    /// The GPU adapter the forward pass runs on; `None` on the CPU.
+    pub fn device(&self) -> Option<&GpuAdapter> {
+        #[cfg(feature = "gpu")]
+        if let Some(d) = &self.device {
+            return Some(d.adapter());
+        }
+        None
+    }
+
+    /// Why `-device auto` stayed on the CPU although an adapter was present (a model
+    /// the GPU cannot hold or run), as one line.
+    pub fn device_note(&self) -> Option<&str> {
+        self.device_note.as_deref()
+    }
+
     /// The forward pass's threads, for per-step work between passes (sampling, masks):
     /// they are awake then, where threads started for the purpose would not be.
     pub fn pool(&self) -> &ThreadPool {
@@ -172,6 +207,8 @@ impl Model {
             n_past: 0,
             n_ctx: n_ctx.max(1),
             model_id: self.id,
+            #[cfg(feature = "gpu")]
+            device: None,
         }
     }
 
@@ -252,6 +289,63 @@ impl Model {
                 ))
             })
     }
+}
+
+#[cfg(feature = "gpu")]
+type OpenedDevice = Option<device::DeviceModel>;
+#[cfg(not(feature = "gpu"))]
+type OpenedDevice = ();
+
+/// The device `choice` names, with the model's weights uploaded: `None` for the CPU,
+/// and for `auto` where no hardware adapter is present or it cannot hold the model
+/// (then with a note saying why).
+fn open_device(
+    choice: &DeviceChoice,
+    file: &GgufFile,
+    hp: &HParams,
+    weights: &Weights,
+) -> Result<(OpenedDevice, Option<String>), ModelError> {
+    #[cfg(feature = "gpu")]
+    {
+        use crate::device::AdapterPick;
+        use crate::gpu::{Gpu, GpuError};
+        let (pick, required) = match choice {
+            DeviceChoice::Cpu => return Ok((None, None)),
+            DeviceChoice::Auto => (AdapterPick::First, false),
+            DeviceChoice::Gpu(p) => (p.clone(), true),
+        };
+        let gpu = match Gpu::open(&pick) {
+            Ok(g) => g,
+            Err(GpuError::NoAdapter(_)) if !required => return Ok((None, None)),
+            Err(e) if !required => return Ok((None, Some(format!("{e}; running on the CPU")))),
+            Err(e) => return Err(e.into()),
+        };
+        let name = gpu.adapter.to_string();
+        match device::DeviceModel::load(gpu, file, hp, weights) {
+            Ok(d) => Ok((Some(d), None)),
+            Err(e) if !required => Ok((None, Some(format!("{name}: {e}; running on the CPU")))),
+            Err(e) => Err(e),
+        }
+    }
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = (file, hp, weights);
+        match choice {
+            DeviceChoice::Gpu(_) => Err(ModelError::Device(
+                "this build of llamay has no GPU backend (built without the gpu feature)".into(),
+            )),
+            _ => Ok(((), None)),
+        }
+    }
+}
+
+/// The adapters the system offers (`llamay show`, `-device` errors); empty in a build
+/// without the GPU backend.
+pub fn gpu_adapters() -> Vec<GpuAdapter> {
+    #[cfg(feature = "gpu")]
+    return crate::gpu::adapters();
+    #[cfg(not(feature = "gpu"))]
+    Vec::new()
 }
 
 /// The facts of `file`, loaded with hyper-parameters `hp`: the shape figures as the

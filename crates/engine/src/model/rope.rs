@@ -252,6 +252,13 @@ impl RopeTable {
     }
 
     /// Rotates one head (`x.len()` >= dims) for the `idx`-th position of the table.
+    /// Every position's (cos, sin) pairs, position after position (the GPU backend
+    /// uploads them).
+    #[cfg(feature = "gpu")]
+    pub(super) fn pairs(&self) -> &[(f32, f32)] {
+        &self.cs
+    }
+
     pub(super) fn apply(&self, x: &mut [f32], idx: usize, style: RopeStyle) {
         let cs = &self.cs[idx * self.half..(idx + 1) * self.half];
         match style {

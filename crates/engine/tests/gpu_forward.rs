@@ -1,0 +1,177 @@
+//! The GPU backend against the CPU engine, which stays the reference: every tiny
+//! reference model and both real test models, logits at every prompt position and
+//! over 16 greedy steps, within shared/ref/README.md §6's tolerances (table A for the
+//! tiny files by weight type, table B for the real ones), the argmax equal wherever
+//! the CPU's margin is at least the table's greedy margin.
+//!
+//! The adapter is `LLAMAY_TEST_GPU` (a `-device` value), by default `gpu:llvmpipe`:
+//! Mesa's lavapipe, Vulkan on the CPU, which `.ci/run` installs.
+#![cfg(feature = "gpu")]
+
+use llamay_engine::{BatchItem, DeviceChoice, KvType, LoadOptions, LogitsWanted, Model};
+use llamay_testdata::RealModel;
+use serde_json::Value;
+
+mod support;
+use support::reference::{argmax, ids};
+
+fn gpu_choice() -> DeviceChoice {
+    let s = std::env::var("LLAMAY_TEST_GPU").unwrap_or_else(|_| "gpu:llvmpipe".into());
+    s.parse().expect("LLAMAY_TEST_GPU is a -device value")
+}
+
+fn load(path: &std::path::Path, device: DeviceChoice) -> std::sync::Arc<Model> {
+    let opts = LoadOptions {
+        n_ctx: Some(1024),
+        kv_type: KvType::F16,
+        device,
+        ..Default::default()
+    };
+    Model::load(path, &opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// How two rows of logits may differ.
+struct Tolerance {
+    /// Largest |Δ| over the compared ids.
+    max: f32,
+    /// Largest mean |Δ| over the compared ids.
+    mean: f32,
+    /// Compare only the CPU's top this many ids (None: every id).
+    top: Option<usize>,
+    /// The argmax must agree where the CPU's top-1 − top-2 is at least this.
+    margin: f32,
+}
+
+fn top_ids(row: &[f32], k: usize) -> Vec<usize> {
+    let mut ids: Vec<usize> = (0..row.len()).collect();
+    ids.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+    ids.truncate(k);
+    ids
+}
+
+#[derive(Default, Debug)]
+struct Seen {
+    rows: usize,
+    worst: f32,
+    argmax_checked: usize,
+}
+
+fn compare(cpu: &[f32], gpu: &[f32], tol: &Tolerance, what: &str, seen: &mut Seen) {
+    assert_eq!(cpu.len(), gpu.len(), "{what}: row length");
+    let ids = match tol.top {
+        Some(k) => top_ids(cpu, k),
+        None => (0..cpu.len()).collect(),
+    };
+    let diffs: Vec<f32> = ids.iter().map(|&i| (cpu[i] - gpu[i]).abs()).collect();
+    let max = diffs.iter().cloned().fold(0.0, f32::max);
+    let mean = diffs.iter().sum::<f32>() / diffs.len() as f32;
+    assert!(
+        max <= tol.max && mean <= tol.mean && max.is_finite(),
+        "{what}: max |Δ| {max} (≤ {}), mean {mean} (≤ {})",
+        tol.max,
+        tol.mean
+    );
+    let top2 = top_ids(cpu, 2);
+    if cpu[top2[0]] - cpu[top2[1]] >= tol.margin {
+        assert_eq!(argmax(gpu), top2[0], "{what}: argmax differs");
+        seen.argmax_checked += 1;
+    }
+    seen.rows += 1;
+    seen.worst = seen.worst.max(max);
+}
+
+/// One prompt on both backends: all its positions' logits in one step, then 16
+/// greedy steps on the CPU's choices (so both see the same tokens).
+fn run_prompt(cpu: &Model, gpu: &Model, prompt: &[u32], tol: &Tolerance, name: &str) -> Seen {
+    let (mut sc, mut sg) = (cpu.new_sequence(), gpu.new_sequence());
+    let mut seen = Seen::default();
+    let mut step = |sc: &mut _, sg: &mut _, tokens: &[u32], want| {
+        let c = cpu
+            .forward(&mut [BatchItem { seq: sc, tokens, want_logits: want }])
+            .unwrap();
+        let g = gpu
+            .forward(&mut [BatchItem { seq: sg, tokens, want_logits: want }])
+            .unwrap();
+        (c.into_iter().next().unwrap(), g.into_iter().next().unwrap())
+    };
+    let (c, g) = step(&mut sc, &mut sg, prompt, LogitsWanted::All);
+    assert_eq!(c.n_rows(), prompt.len());
+    for r in 0..c.n_rows() {
+        compare(c.row(r), g.row(r), tol, &format!("{name} position {r}"), &mut seen);
+    }
+    let mut next = argmax(c.last().unwrap()) as u32;
+    for s in 0..16 {
+        let (c, g) = step(&mut sc, &mut sg, &[next], LogitsWanted::Last);
+        compare(c.last().unwrap(), g.last().unwrap(), tol, &format!("{name} step {s}"), &mut seen);
+        next = argmax(c.last().unwrap()) as u32;
+    }
+    assert_eq!(sg.len(), prompt.len() + 16);
+    seen
+}
+
+#[test]
+fn tiny_models_match_the_cpu_engine() {
+    for path in llamay_testdata::tiny_models() {
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+        let atol = match stem.rsplit('-').next().unwrap() {
+            "F32" | "F16" => 2e-3,
+            "BF16" => 1e-2,
+            _ => 7.5e-2,
+        };
+        let tol = Tolerance {
+            max: atol,
+            mean: atol,
+            top: None,
+            margin: 2.0 * atol,
+        };
+        let cpu = load(&path, DeviceChoice::Cpu);
+        let gpu = load(&path, gpu_choice());
+        assert!(gpu.device().is_some() && cpu.device().is_none());
+        let refs = llamay_testdata::ref_path(&format!("logits/{stem}.json"));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(refs).unwrap()).unwrap();
+        for (name, seq) in v["sequences"].as_object().unwrap() {
+            let prompt = ids(&seq["token_ids"]);
+            let seen = run_prompt(&cpu, &gpu, &prompt, &tol, &format!("{stem} {name}"));
+            eprintln!("{stem} {name}: {seen:?}");
+            assert!(seen.argmax_checked > 0, "{stem} {name}: no argmax was decisive");
+        }
+    }
+}
+
+fn real_model_matches(m: RealModel) {
+    let path = llamay_testdata::real_model(m);
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(m.logits_ref()).unwrap()).unwrap();
+    let tol = Tolerance {
+        max: 2.0,
+        mean: 1.0,
+        top: Some(40),
+        margin: 0.75,
+    };
+    let cpu = load(&path, DeviceChoice::Cpu);
+    let gpu = load(&path, gpu_choice());
+    assert!(gpu.device().is_some());
+    let prompts: Vec<(String, Vec<u32>)> = v["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_string(), ids(&p["token_ids"])))
+        .filter(|(_, ids)| ids.len() <= 64)
+        .collect();
+    assert!(prompts.len() >= 3);
+    for (name, prompt) in prompts {
+        let seen = run_prompt(&cpu, &gpu, &prompt, &tol, &format!("{} {name}", m.stem()));
+        eprintln!("{} {name}: {seen:?}", m.stem());
+        assert!(seen.argmax_checked > 0);
+    }
+}
+
+#[test]
+fn smollm2_matches_the_cpu_engine() {
+    real_model_matches(RealModel::SmolLM2);
+}
+
+#[test]
+fn gemma3_matches_the_cpu_engine() {
+    real_model_matches(RealModel::Gemma3);
+}
