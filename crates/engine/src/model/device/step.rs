@@ -47,7 +47,7 @@ fn matmul(
         if lo >= hi {
             continue;
         }
-        let [gx, gy] = grid((hi - lo) as u64);
+        let [gx, gy] = grid((hi - lo).div_ceil(8) as u64);
         let params = [
             U((hi - lo) as u32),
             U(m.cols as u32),
