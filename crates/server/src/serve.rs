@@ -98,6 +98,16 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
             .ok_or(ServeError::NoDefaultModel)?;
         let model = &instance.lm.model;
         let facts = model.facts();
+        let now = || chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f%:z");
+        if let Some(a) = model.device() {
+            eprintln!(
+                "time={} level=INFO msg=\"device graph attached\" device=\"{a}\"",
+                now()
+            );
+        }
+        if let Some(note) = model.device_note() {
+            eprintln!("time={} level=WARN msg=\"{note}\"", now());
+        }
         eprintln!(
             "{}",
             banner::log_line(

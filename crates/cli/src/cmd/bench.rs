@@ -66,6 +66,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let model =
         Model::load(&path, &opts).with_context(|| format!("cannot load model {}", a.model))?;
     let load_s = t.elapsed().as_secs_f64();
+    super::load_args::announce_device(&model);
     if workload.ctx_needed() > model.n_ctx_train() {
         return Err(UsageError(format!(
             "the benchmark needs {} positions, more than the model's context of {}",
@@ -173,7 +174,10 @@ fn summarise(
         file_type: info.file_type.clone(),
         file_size: info.file_size,
         threads: model.n_threads(),
-        kernels: format!("{:?}", Backend::active().set()).to_lowercase(),
+        kernels: match model.device() {
+            Some(a) => format!("gpu {a}"),
+            None => format!("{:?}", Backend::active().set()).to_lowercase(),
+        },
         kv_type: a.load.kv.clone(),
         reps: rounds.len(),
         load_s,

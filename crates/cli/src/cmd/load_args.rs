@@ -1,8 +1,8 @@
-//! `-threads`, `-ctx` and `-kv`: how a model is loaded, spelled once for `run`,
+//! `-threads`, `-ctx`, `-kv` and `-device`: how a model is loaded, spelled once for `run`,
 //! `serve` and `bench`.
 
 use clap::Args;
-use llamay_engine::{KvType, LoadOptions};
+use llamay_engine::{resolve_device, DeviceChoice, KvType, LoadOptions, Model};
 
 use super::UsageError;
 
@@ -17,6 +17,11 @@ pub struct LoadArgs {
     /// KV cache type: f32 or f16.
     #[arg(long, default_value = "f32", value_parser = ["f32", "f16"])]
     pub kv: String,
+    /// Where the forward pass runs: cpu, auto (a hardware GPU when present, else the
+    /// CPU), gpu, gpu:N (the Nth hardware adapter) or gpu:NAME (any adapter whose name
+    /// contains NAME, software ones included: gpu:llvmpipe).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
 }
 
 /// Most threads anyone means to ask for.
@@ -41,11 +46,29 @@ impl LoadArgs {
         if self.ctx == Some(0) {
             return Err(UsageError("-ctx must be at least 1".into()));
         }
+        let device: DeviceChoice = self
+            .device
+            .parse()
+            .map_err(|e: llamay_engine::BadDeviceChoice| UsageError(e.to_string()))?;
+        // A GPU that is not there is the caller's mistake, told before anything loads.
+        resolve_device(&device).map_err(|e| UsageError(e.to_string()))?;
         Ok(LoadOptions {
             n_threads: self.threads,
             n_ctx: self.ctx,
             kv_type,
+            device,
             ..LoadOptions::default()
         })
+    }
+}
+
+/// Tells on stderr where a model runs when it is not the plain CPU default: the
+/// adapter, or why `auto` stayed on the CPU.
+pub fn announce_device(model: &Model) {
+    if let Some(a) = model.device() {
+        eprintln!("llamay: device {a}");
+    }
+    if let Some(note) = model.device_note() {
+        eprintln!("llamay: -device auto: {note}");
     }
 }

@@ -138,7 +138,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let spec = resolve(&a.model)?;
     let embed = a.embed.as_deref().map(resolve).transpose()?;
     let rerank = a.rerank.as_deref().map(resolve).transpose()?;
-    let encoders = Arc::new(Encoders::new(embed, rerank, load.clone()));
+    // Encoders stay on the CPU: their passes are short and few.
+    let encoder_load = llamay_engine::LoadOptions {
+        device: llamay_engine::DeviceChoice::Cpu,
+        ..load.clone()
+    };
+    let encoders = Arc::new(Encoders::new(embed, rerank, encoder_load));
     let store = llamay_store::Store::from_env().ok();
     load.n_ctx = Some(a.load.ctx.unwrap_or_else(|| {
         GgufFile::open(&spec.path)

@@ -3,7 +3,8 @@
 use crate::units::human_count;
 use anyhow::Context;
 use clap::Args;
-use llamay_engine::GgufFile;
+use super::UsageError;
+use llamay_engine::{resolve_device, DeviceChoice, GgufFile};
 use llamay_engine::ModelFacts;
 
 #[derive(Args)]
@@ -13,6 +14,9 @@ pub struct ShowArgs {
     /// Print the facts as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// The `-device` to name the adapter of (as run, serve and bench take it).
+    #[arg(long, default_value = "auto")]
+    pub device: String,
 }
 
 pub fn run(a: ShowArgs) -> anyhow::Result<()> {
@@ -28,13 +32,20 @@ pub fn run(a: ShowArgs) -> anyhow::Result<()> {
     };
     let f = GgufFile::open(&path).with_context(|| format!("cannot open model {}", a.model))?;
     let facts = ModelFacts::from_gguf(&f).context("cannot describe model")?;
+    let choice: DeviceChoice = a
+        .device
+        .parse()
+        .map_err(|e: llamay_engine::BadDeviceChoice| UsageError(e.to_string()))?;
+    let device = resolve_device(&choice)
+        .map_err(|e| UsageError(e.to_string()))?
+        .map_or_else(|| "cpu".to_string(), |d| d.to_string());
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&to_json(&a.model, &facts))?
-        );
+        let mut v = to_json(&a.model, &facts);
+        v["device"] = device.into();
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", render(&a.model, &facts));
+        println!("  {:<18}{device}", "device");
     }
     Ok(())
 }

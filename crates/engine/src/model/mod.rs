@@ -257,6 +257,11 @@ impl Model {
                 b.layout()
             )));
         }
+        if self.device().is_some() && n > 0 {
+            return Err(ModelError::Device(
+                "the GPU backend keeps each sequence's KV on the device: shared prefixes, contexts and snapshots run on the CPU engine".into(),
+            ));
+        }
         if blocks.len() != n.div_ceil(KV_BLOCK_TOKENS) {
             return Err(ModelError::ForeignBlocks(format!(
                 "{} blocks cannot hold exactly {n} positions",
@@ -346,6 +351,37 @@ pub fn gpu_adapters() -> Vec<GpuAdapter> {
     return crate::gpu::adapters();
     #[cfg(not(feature = "gpu"))]
     Vec::new()
+}
+
+/// The adapter `choice` would run on: `None` for the CPU (`cpu`, or `auto` without a
+/// hardware adapter), an error naming what is present when a `gpu…` request names
+/// none. Opens nothing: for checking a flag before a model loads, and `llamay show`.
+pub fn resolve_device(choice: &DeviceChoice) -> Result<Option<GpuAdapter>, ModelError> {
+    use crate::device::{pick_adapter, AdapterPick};
+    let pick = match choice {
+        DeviceChoice::Cpu => return Ok(None),
+        DeviceChoice::Auto => AdapterPick::First,
+        DeviceChoice::Gpu(p) => p.clone(),
+    };
+    let all = gpu_adapters();
+    match pick_adapter(&all, &pick) {
+        Some(i) => Ok(Some(all[i].clone())),
+        None if *choice == DeviceChoice::Auto => Ok(None),
+        None if cfg!(not(feature = "gpu")) => Err(ModelError::Device(
+            "this build of llamay has no GPU backend (built without the gpu feature)".into(),
+        )),
+        None => {
+            let present: Vec<String> = all.iter().map(|a| a.to_string()).collect();
+            Err(ModelError::Device(if present.is_empty() {
+                format!("-device {choice}: no GPU adapter found")
+            } else {
+                format!(
+                    "-device {choice}: no such GPU adapter (present: {}; software adapters are chosen only by name, as gpu:NAME)",
+                    present.join(", ")
+                )
+            }))
+        }
+    }
 }
 
 /// The facts of `file`, loaded with hyper-parameters `hp`: the shape figures as the

@@ -197,8 +197,11 @@ pub fn header_for(
 /// -prompt-cache` writes one after each prompt).
 pub fn of_sequence(model: &Model, model_digest: &str, seq: &SeqState, tokens: &[u32]) -> Vec<u8> {
     let n = tokens.len().min(seq.len());
-    let blocks: Vec<Vec<u8>> = seq.blocks()[..n.div_ceil(KV_BLOCK_TOKENS)]
+    // `take`, not a slice: a GPU sequence holds no CPU blocks, and its snapshot is
+    // refused when read back rather than here.
+    let blocks: Vec<Vec<u8>> = seq.blocks()
         .iter()
+        .take(n.div_ceil(KV_BLOCK_TOKENS))
         .map(|b| b.to_le_bytes())
         .collect();
     write(

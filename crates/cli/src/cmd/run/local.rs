@@ -16,7 +16,7 @@ use super::backend::{Backend, Input, Knobs, Reply};
 use super::constraint::{Constraint, QuoteSources};
 
 pub struct Local {
-    lm: LoadedModel,
+    pub(super) lm: LoadedModel,
     path: PathBuf,
     /// `-kv` as given, for the details line.
     kv: String,

@@ -191,6 +191,7 @@ fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String
     }
     let opts = a.load.options()?;
     let mut l = local::Local::load(model, &opts, &a.load.kv, !a.no_fast_forward)?;
+    super::load_args::announce_device(&l.lm.model);
     l.prompt_cache = a.prompt_cache.clone();
     Ok((Box::new(l), format!("{model} · running in this process")))
 }
