@@ -142,6 +142,9 @@ mod tests {
         assert_eq!(pick_adapter(&mixed, &AdapterPick::First), Some(1));
         assert_eq!(pick_adapter(&mixed, &AdapterPick::Index(1)), Some(2));
         assert_eq!(pick_adapter(&mixed, &AdapterPick::Index(2)), None);
-        assert_eq!(pick_adapter(&mixed, &AdapterPick::Name("b".into())), Some(2));
+        assert_eq!(
+            pick_adapter(&mixed, &AdapterPick::Name("b".into())),
+            Some(2)
+        );
     }
 }

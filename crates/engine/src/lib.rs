@@ -36,8 +36,8 @@ pub use gguf::{
 };
 pub use kv_cache::{KvBlock, KvType, SeqState, KV_BLOCK_TOKENS};
 pub use model::{
-    gpu_adapters, l2_normalize, resolve_device, BatchSplit, Encoder, LoadOptions, Model, ModelError, Pooling,
-    MAX_STEP_TOKENS,
+    gpu_adapters, l2_normalize, resolve_device, BatchSplit, Encoder, LoadOptions, Model,
+    ModelError, Pooling, MAX_STEP_TOKENS,
 };
 pub use pool::ThreadPool;
 pub use quant::{Backend, KernelSet, QuantError};

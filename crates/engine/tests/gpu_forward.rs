@@ -82,33 +82,52 @@ fn compare(cpu: &[f32], gpu: &[f32], tol: &Tolerance, what: &str, seen: &mut See
 
 /// One prompt on both backends: all its positions' logits in one step, then 16
 /// greedy steps on the CPU's choices (so both see the same tokens).
-fn run_prompt(cpu: &Model, gpu: &Model, prompt: &[u32], tol: &Tolerance, name: &str) -> Seen {
+fn run_prompt(
+    cpu: &Model,
+    gpu: &Model,
+    prompt: &[u32],
+    tol: &Tolerance,
+    name: &str,
+) -> (Seen, [llamay_engine::ItemLogits; 2]) {
     let (mut sc, mut sg) = (cpu.new_sequence(), gpu.new_sequence());
     let mut seen = Seen::default();
-    let mut step = |sc: &mut _, sg: &mut _, tokens: &[u32], want| {
+    let step = |sc: &mut _, sg: &mut _, tokens: &[u32], want| {
         let c = cpu
-            .forward(&mut [BatchItem { seq: sc, tokens, want_logits: want }])
+            .forward(&mut [BatchItem {
+                seq: sc,
+                tokens,
+                want_logits: want,
+            }])
             .unwrap();
         let g = gpu
-            .forward(&mut [BatchItem { seq: sg, tokens, want_logits: want }])
+            .forward(&mut [BatchItem {
+                seq: sg,
+                tokens,
+                want_logits: want,
+            }])
             .unwrap();
         (c.into_iter().next().unwrap(), g.into_iter().next().unwrap())
     };
-    let t0 = std::time::Instant::now();
     let (c, g) = step(&mut sc, &mut sg, prompt, LogitsWanted::All);
-    eprintln!("{name}: prompt of {} on both in {:?}", prompt.len(), t0.elapsed());
     assert_eq!(c.n_rows(), prompt.len());
     for r in 0..c.n_rows() {
-        compare(c.row(r), g.row(r), tol, &format!("{name} position {r}"), &mut seen);
+        compare(
+            c.row(r),
+            g.row(r),
+            tol,
+            &format!("{name} position {r}"),
+            &mut seen,
+        );
     }
     let mut next = argmax(c.last().unwrap()) as u32;
     for s in 0..16 {
         let (c, g) = step(&mut sc, &mut sg, &[next], LogitsWanted::Last);
-        compare(c.last().unwrap(), g.last().unwrap(), tol, &format!("{name} step {s}"), &mut seen);
+        let what = format!("{name} step {s}");
+        compare(c.last().unwrap(), g.last().unwrap(), tol, &what, &mut seen);
         next = argmax(c.last().unwrap()) as u32;
     }
     assert_eq!(sg.len(), prompt.len() + 16);
-    seen
+    (seen, [c, g])
 }
 
 #[test]
@@ -133,61 +152,75 @@ fn tiny_models_match_the_cpu_engine() {
         let v: Value = serde_json::from_str(&std::fs::read_to_string(refs).unwrap()).unwrap();
         for (name, seq) in v["sequences"].as_object().unwrap() {
             let prompt = ids(&seq["token_ids"]);
-            let seen = run_prompt(&cpu, &gpu, &prompt, &tol, &format!("{stem} {name}"));
+            let (seen, _) = run_prompt(&cpu, &gpu, &prompt, &tol, &format!("{stem} {name}"));
             eprintln!("{stem} {name}: {seen:?}");
-            assert!(seen.argmax_checked > 0, "{stem} {name}: no argmax was decisive");
+            assert!(
+                seen.argmax_checked > 0,
+                "{stem} {name}: no argmax was decisive"
+            );
         }
     }
 }
 
+/// The recorded positions of one llama.cpp prompt against our rows (table B: max
+/// and mean |Δ| over its top-40 ids).
+fn against_llamacpp(entry: &Value, rows: &llamay_engine::ItemLogits, who: &str) {
+    for pos in entry["positions"].as_array().unwrap() {
+        let at = pos["pos"].as_u64().unwrap() as usize;
+        let top = support::reference::pairs(&pos["top"]);
+        let d: Vec<f32> = top
+            .iter()
+            .map(|&(id, l)| (rows.row(at)[id] - l).abs())
+            .collect();
+        let max = d.iter().cloned().fold(0.0, f32::max);
+        let mean = d.iter().sum::<f32>() / d.len() as f32;
+        eprintln!("{who} position {at} vs llama.cpp: max {max:.3} mean {mean:.3}");
+        assert!(
+            max <= 2.0 && mean <= 1.0,
+            "{who} position {at}: max {max} mean {mean}"
+        );
+    }
+}
+
+/// The GPU against the CPU on the real model's prompts (all of them with
+/// `LLAMAY_GPU_PROMPTS=all`; by default the short `plain` one, lavapipe being slow),
+/// and both against llama.cpp's recorded positions.
+///
+/// Table B bounds one engine's distance from llama.cpp. Between the two backends the
+/// max and argmax bounds are table B's own; the mean is allowed twice table B's
+/// (1.0 + 1.0): the CPU quantizes activations to Q8 as llama.cpp does and the GPU
+/// keeps them f32, so their errors add where they point apart (measured: SmolLM2's
+/// chat prompt, position 19, mean 1.16 between them while the GPU is at 0.37 from
+/// llama.cpp and the CPU at 0.81).
 fn real_model_matches(m: RealModel) {
     let path = llamay_testdata::real_model(m);
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(m.logits_ref()).unwrap()).unwrap();
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(m.logits_ref()).unwrap()).unwrap();
     let tol = Tolerance {
         max: 2.0,
-        mean: 1.0,
+        mean: 2.0,
         top: Some(40),
         margin: 0.75,
     };
     let cpu = load(&path, DeviceChoice::Cpu);
     let gpu = load(&path, gpu_choice());
     assert!(gpu.device().is_some());
-    let prompts: Vec<(String, Vec<u32>)> = v["prompts"]
+    let all = std::env::var("LLAMAY_GPU_PROMPTS").is_ok_and(|p| p == "all");
+    let entries: Vec<&Value> = v["prompts"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p["name"].as_str().unwrap().to_string(), ids(&p["token_ids"])))
-        .filter(|(_, ids)| ids.len() <= 64)
-        .filter(|(n, _)| std::env::var("LLAMAY_GPU_PROMPT").map_or(true, |p| *n == p))
+        .filter(|p| all || p["name"] == "plain")
         .collect();
-    assert!(!prompts.is_empty());
-    for (name, prompt) in &prompts {
-        // The GPU against llama.cpp itself at the recorded positions (table B).
-        let entry = v["prompts"].as_array().unwrap().iter().find(|p| p["name"] == name.as_str()).unwrap();
-        let mut seq = gpu.new_sequence();
-        let g = gpu
-            .forward(&mut [BatchItem { seq: &mut seq, tokens: prompt, want_logits: LogitsWanted::All }])
-            .unwrap();
-        let mut sc = cpu.new_sequence();
-        let c = cpu
-            .forward(&mut [BatchItem { seq: &mut sc, tokens: prompt, want_logits: LogitsWanted::All }])
-            .unwrap();
-        for pos in entry["positions"].as_array().unwrap() {
-            let at = pos["pos"].as_u64().unwrap() as usize;
-            let top = support::reference::pairs(&pos["top"]);
-            for (who, rows) in [("gpu", &g[0]), ("cpu", &c[0])] {
-                let d: Vec<f32> = top.iter().map(|&(id, l)| (rows.row(at)[id] - l).abs()).collect();
-                let max = d.iter().cloned().fold(0.0, f32::max);
-                let mean = d.iter().sum::<f32>() / d.len() as f32;
-                eprintln!("{name} pos {at} {who} vs llama.cpp: max {max} mean {mean}");
-            }
-        }
-    }
-    for (name, prompt) in prompts {
-        let seen = run_prompt(&cpu, &gpu, &prompt, &tol, &format!("{} {name}", m.stem()));
-        eprintln!("{} {name}: {seen:?}", m.stem());
+    assert!(!entries.is_empty());
+    for entry in entries {
+        let name = entry["name"].as_str().unwrap();
+        let prompt = ids(&entry["token_ids"]);
+        let who = format!("{} {name}", m.stem());
+        let (seen, [c, g]) = run_prompt(&cpu, &gpu, &prompt, &tol, &who);
+        eprintln!("{who}: {seen:?}");
         assert!(seen.argmax_checked > 0);
+        against_llamacpp(entry, &g, &format!("{who} gpu"));
+        against_llamacpp(entry, &c, &format!("{who} cpu"));
     }
 }
 
@@ -199,4 +232,73 @@ fn smollm2_matches_the_cpu_engine() {
 #[test]
 fn gemma3_matches_the_cpu_engine() {
     real_model_matches(RealModel::Gemma3);
+}
+
+/// Continuous batching's shapes on the device: three sequences of different lengths
+/// in one step, then batched decode steps, one of them a fork sharing its parent's
+/// cache until it writes; each item's logits as the CPU gives them.
+#[test]
+fn batched_and_forked_sequences_match_the_cpu_engine() {
+    let path = llamay_testdata::ref_path("tiny/tiny-qwen2-Q8_0.gguf");
+    let (cpu, gpu) = (load(&path, DeviceChoice::Cpu), load(&path, gpu_choice()));
+    let tol = Tolerance {
+        max: 7.5e-2,
+        mean: 7.5e-2,
+        top: None,
+        margin: 0.15,
+    };
+    let prompts: [Vec<u32>; 3] = [
+        vec![5, 17, 99, 3],
+        vec![42],
+        (0..37).map(|i| i * 7 % 500).collect(),
+    ];
+    let mut seen = Seen::default();
+    let run = |m: &Model| {
+        let mut seqs: Vec<_> = prompts.iter().map(|_| m.new_sequence()).collect();
+        let mut out = Vec::new();
+        let mut batch: Vec<BatchItem> = seqs
+            .iter_mut()
+            .zip(&prompts)
+            .map(|(seq, p)| BatchItem {
+                seq,
+                tokens: p,
+                want_logits: LogitsWanted::Last,
+            })
+            .collect();
+        out.push(m.forward(&mut batch).unwrap());
+        drop(batch);
+        let fork = seqs[2].fork();
+        seqs.push(fork);
+        for step in 0..6u32 {
+            let toks: Vec<[u32; 1]> = (0..seqs.len() as u32)
+                .map(|i| [(step * 31 + i * 11) % 500])
+                .collect();
+            let mut batch: Vec<BatchItem> = seqs
+                .iter_mut()
+                .zip(&toks)
+                .map(|(seq, t)| BatchItem {
+                    seq,
+                    tokens: t,
+                    want_logits: LogitsWanted::Last,
+                })
+                .collect();
+            out.push(m.forward(&mut batch).unwrap());
+        }
+        out
+    };
+    let (c, g) = (run(&cpu), run(&gpu));
+    for (s, (cs, gs)) in c.iter().zip(&g).enumerate() {
+        assert_eq!(cs.len(), gs.len());
+        for (i, (ci, gi)) in cs.iter().zip(gs).enumerate() {
+            let what = format!("step {s} item {i}");
+            compare(
+                ci.last().unwrap(),
+                gi.last().unwrap(),
+                &tol,
+                &what,
+                &mut seen,
+            );
+        }
+    }
+    assert_eq!(seen.rows, 3 + 6 * 4);
 }

@@ -1,11 +1,11 @@
 //! `llamay show MODEL [-json]`.
 
+use super::UsageError;
 use crate::units::human_count;
 use anyhow::Context;
 use clap::Args;
-use super::UsageError;
-use llamay_engine::{resolve_device, DeviceChoice, GgufFile};
 use llamay_engine::ModelFacts;
+use llamay_engine::{resolve_device, DeviceChoice, GgufFile};
 
 #[derive(Args)]
 pub struct ShowArgs {

@@ -56,7 +56,10 @@ fn enumerate() -> Vec<wgpu::Adapter> {
 
 /// The adapters the system offers, in its order.
 pub(crate) fn adapters() -> Vec<GpuAdapter> {
-    enumerate().iter().map(|a| describe(&a.get_info())).collect()
+    enumerate()
+        .iter()
+        .map(|a| describe(&a.get_info()))
+        .collect()
 }
 
 /// An opened GPU: device, queue and the kernels compiled so far.

@@ -14,6 +14,8 @@ pub(crate) enum Kernel {
     StoreKv,
     Attention,
     Elementwise,
+    /// Activations rounded to 8-bit blocks, as the CPU engine quantizes them.
+    ActQuant,
 }
 
 /// The formats the kernels decode.
@@ -49,6 +51,7 @@ impl Kernel {
             Kernel::StoreKv => "store_kv",
             Kernel::Attention => "attention",
             Kernel::Elementwise => "elementwise",
+            Kernel::ActQuant => "act_quant",
         }
     }
 }
@@ -67,5 +70,6 @@ pub(super) fn source(k: Kernel) -> String {
         Kernel::StoreKv => include_str!("shaders/store_kv.wgsl").into(),
         Kernel::Attention => include_str!("shaders/attention.wgsl").into(),
         Kernel::Elementwise => include_str!("shaders/elementwise.wgsl").into(),
+        Kernel::ActQuant => include_str!("shaders/act_quant.wgsl").into(),
     }
 }

@@ -199,7 +199,8 @@ pub fn of_sequence(model: &Model, model_digest: &str, seq: &SeqState, tokens: &[
     let n = tokens.len().min(seq.len());
     // `take`, not a slice: a GPU sequence holds no CPU blocks, and its snapshot is
     // refused when read back rather than here.
-    let blocks: Vec<Vec<u8>> = seq.blocks()
+    let blocks: Vec<Vec<u8>> = seq
+        .blocks()
         .iter()
         .take(n.div_ceil(KV_BLOCK_TOKENS))
         .map(|b| b.to_le_bytes())

@@ -31,17 +31,29 @@ const SILU: u32 = 0;
 const GELU_TANH: u32 = 1;
 const SOFTCAP: u32 = 2;
 
-/// Records `y[t, y_off + r - rows.start] (=|+=) W[r]·x[t]` for weight rows `rows`.
+/// Records `y[t, y_off + r - rows.start] (=|+=) W[r]·x[t]` for weight rows `rows`;
+/// `xq` is scratch for the rounded activations (at least `tokens × m.cols`).
 #[allow(clippy::too_many_arguments)]
 fn matmul(
     rec: &mut Recorder,
     m: &DevMatrix,
     rows: Range<usize>,
-    x: &wgpu::Buffer,
+    (x, xq): (&wgpu::Buffer, &wgpu::Buffer),
     (y, y_stride, y_off): (&wgpu::Buffer, usize, usize),
     tokens: usize,
     add: bool,
 ) {
+    // Quantized weights see their activations rounded as the CPU engine's do.
+    let x = match m.act_block {
+        Some(block) => {
+            let n_blocks = (tokens * m.cols / block) as u64;
+            let [gx, gy] = grid(n_blocks);
+            let params = [U(n_blocks as u32), U(block as u32)];
+            rec.dispatch(Kernel::ActQuant, &[x, xq], &params, [gx, gy, 1]);
+            xq
+        }
+        None => x,
+    };
     for (buf, r0, n) in &m.parts {
         let (lo, hi) = (rows.start.max(*r0), rows.end.min(r0 + n));
         if lo >= hi {
@@ -75,6 +87,8 @@ struct Acts {
     proj: wgpu::Buffer,
     gate: wgpu::Buffer,
     up: wgpu::Buffer,
+    /// Rounded activations of the product being recorded.
+    xq: wgpu::Buffer,
     scores: wgpu::Buffer,
 }
 
@@ -203,6 +217,7 @@ impl Model {
             proj: fl(total * e, "proj"),
             gate: fl(total * ff, "gate"),
             up: fl(total * ff, "up"),
+            xq: fl(total * e.max(ff).max(ow), "xq"),
             scores: gpu.buffer(span_bytes as u64, "scores"),
         };
         let emb = &dev.token_embd;
@@ -215,7 +230,12 @@ impl Model {
                 F(hp.embed_scale.unwrap_or(1.0)),
             ];
             let groups = [total as u32, 1, 1];
-            rec.dispatch(Kernel::Embed(emb.ty), &[buf, &tokens, &a.x], &params, groups);
+            rec.dispatch(
+                Kernel::Embed(emb.ty),
+                &[buf, &tokens, &a.x],
+                &params,
+                groups,
+            );
         }
         for il in 0..hp.n_layer {
             let cs = if hp.swa_layers[il] { &cs_swa } else { &cs };
@@ -250,9 +270,9 @@ impl Model {
     ) {
         let e = self.hp.n_embd;
         match post {
-            None => matmul(rec, w, 0..e, input, (&a.x, e, 0), total, true),
+            None => matmul(rec, w, 0..e, (input, &a.xq), (&a.x, e, 0), total, true),
             Some(norm) => {
-                matmul(rec, w, 0..e, input, (&a.proj, e, 0), total, false);
+                matmul(rec, w, 0..e, (input, &a.xq), (&a.proj, e, 0), total, false);
                 self.norm(rec, (&a.proj, norm, &a.x), total, true);
             }
         }
@@ -276,16 +296,16 @@ impl Model {
         self.norm(rec, (&a.x, &l.attn_norm, &a.xn), total, false);
         match &l.qkv {
             DevQkv::Separate { q, k, v } => {
-                matmul(rec, q, 0..qw, &a.xn, (&a.q, qw, 0), total, false);
-                matmul(rec, k, 0..kw, &a.xn, (&a.k, kw, 0), total, false);
-                matmul(rec, v, 0..vw, &a.xn, (&a.v, vw, 0), total, false);
+                matmul(rec, q, 0..qw, (&a.xn, &a.xq), (&a.q, qw, 0), total, false);
+                matmul(rec, k, 0..kw, (&a.xn, &a.xq), (&a.k, kw, 0), total, false);
+                matmul(rec, v, 0..vw, (&a.xn, &a.xq), (&a.v, vw, 0), total, false);
             }
             DevQkv::Fused(w) => {
-                matmul(rec, w, 0..qw, &a.xn, (&a.q, qw, 0), total, false);
+                matmul(rec, w, 0..qw, (&a.xn, &a.xq), (&a.q, qw, 0), total, false);
                 let kr = qw..qw + kw;
-                matmul(rec, w, kr, &a.xn, (&a.k, kw, 0), total, false);
+                matmul(rec, w, kr, (&a.xn, &a.xq), (&a.k, kw, 0), total, false);
                 let vr = qw + kw..qw + kw + vw;
-                matmul(rec, w, vr, &a.xn, (&a.v, vw, 0), total, false);
+                matmul(rec, w, vr, (&a.xn, &a.xq), (&a.v, vw, 0), total, false);
             }
         }
         let dummy = &dev.dummy;
@@ -301,26 +321,39 @@ impl Model {
             let kv = item.seq.device.as_ref().expect("rooms were made");
             let round = if kv.f16() { ROUND } else { 0 };
             let n = s.n as u32;
-            let heads = |rec: &mut Recorder, buf, b: Option<&wgpu::Buffer>, norm: Option<&wgpu::Buffer>, rope: bool, (width, hd, heads, mul): (usize, usize, usize, f32)| {
-                let flags = b.map_or(0, |_| BIAS)
-                    | norm.map_or(0, |_| NORM)
-                    | if rope { ROPE } else { 0 }
-                    | round;
-                let params = [
-                    U(width as u32),
-                    U(hd as u32),
-                    U(flags),
-                    F(hp.rms_eps),
-                    F(mul),
-                    U(half),
-                    U(neox),
-                    U(s.row0 as u32),
-                ];
-                let bufs = [buf, b.unwrap_or(dummy), norm.unwrap_or(dummy), cs];
-                rec.dispatch(Kernel::Heads, &bufs, &params, [heads as u32, n, 1]);
-            };
+            let heads =
+                |rec: &mut Recorder,
+                 buf,
+                 b: Option<&wgpu::Buffer>,
+                 norm: Option<&wgpu::Buffer>,
+                 rope: bool,
+                 (width, hd, heads, mul): (usize, usize, usize, f32)| {
+                    let flags = b.map_or(0, |_| BIAS)
+                        | norm.map_or(0, |_| NORM)
+                        | if rope { ROPE } else { 0 }
+                        | round;
+                    let params = [
+                        U(width as u32),
+                        U(hd as u32),
+                        U(flags),
+                        F(hp.rms_eps),
+                        F(mul),
+                        U(half),
+                        U(neox),
+                        U(s.row0 as u32),
+                    ];
+                    let bufs = [buf, b.unwrap_or(dummy), norm.unwrap_or(dummy), cs];
+                    rec.dispatch(Kernel::Heads, &bufs, &params, [heads as u32, n, 1]);
+                };
             let (qn, kn) = (l.q_norm.as_ref(), l.k_norm.as_ref());
-            heads(rec, &a.q, bias(0), qn, true, (qw, hk, hp.n_head, hp.attn_scale));
+            heads(
+                rec,
+                &a.q,
+                bias(0),
+                qn,
+                true,
+                (qw, hk, hp.n_head, hp.attn_scale),
+            );
             heads(rec, &a.k, bias(1), kn, true, (kw, hk, hp.n_head_kv, 1.0));
             heads(rec, &a.v, bias(2), None, false, (vw, hv, hp.n_head_kv, 1.0));
             let f16 = kv.f16() as u32;
@@ -332,7 +365,11 @@ impl Model {
                     U(n),
                     U(f16),
                 ];
-                let items = if kv.f16() { s.n * width / 2 } else { s.n * width };
+                let items = if kv.f16() {
+                    s.n * width / 2
+                } else {
+                    s.n * width
+                };
                 rec.dispatch_items(Kernel::StoreKv, &[src, cache], &params, items as u64);
             }
             let params = [
@@ -366,12 +403,36 @@ impl Model {
         self.norm(rec, (&a.x, &l.ffn_norm, &a.xn), total, false);
         match &l.gate_up {
             DevGateUp::Separate { gate, up } => {
-                matmul(rec, gate, 0..ff, &a.xn, (&a.gate, ff, 0), total, false);
-                matmul(rec, up, 0..ff, &a.xn, (&a.up, ff, 0), total, false);
+                matmul(
+                    rec,
+                    gate,
+                    0..ff,
+                    (&a.xn, &a.xq),
+                    (&a.gate, ff, 0),
+                    total,
+                    false,
+                );
+                matmul(rec, up, 0..ff, (&a.xn, &a.xq), (&a.up, ff, 0), total, false);
             }
             DevGateUp::Fused(w) => {
-                matmul(rec, w, 0..ff, &a.xn, (&a.gate, ff, 0), total, false);
-                matmul(rec, w, ff..2 * ff, &a.xn, (&a.up, ff, 0), total, false);
+                matmul(
+                    rec,
+                    w,
+                    0..ff,
+                    (&a.xn, &a.xq),
+                    (&a.gate, ff, 0),
+                    total,
+                    false,
+                );
+                matmul(
+                    rec,
+                    w,
+                    ff..2 * ff,
+                    (&a.xn, &a.xq),
+                    (&a.up, ff, 0),
+                    total,
+                    false,
+                );
             }
         }
         let op = match hp.activation {
@@ -421,7 +482,7 @@ impl Model {
             let xn = gpu.buffer((r * e * 4) as u64, "normed rows");
             self.norm(rec, (&xg, &dev.output_norm, &xn), r, false);
             let logits = gpu.buffer((r * v * 4) as u64, "logits");
-            matmul(rec, out, 0..v, &xn, (&logits, v, 0), r, false);
+            matmul(rec, out, 0..v, (&xn, &a.xq), (&logits, v, 0), r, false);
             if let Some(cap) = hp.final_softcap {
                 let n = (r * v) as u64;
                 let params = [U(n as u32), U(SOFTCAP), F(cap)];

@@ -7,12 +7,16 @@ use super::super::ModelError;
 use crate::ggml_type::GgmlType;
 use crate::gguf::GgufFile;
 use crate::gpu::{decodes, Gpu, GpuError};
+use crate::quant::ActFormat;
 
 /// A weight matrix on the device: `parts` hold consecutive row ranges.
 pub(super) struct DevMatrix {
     pub ty: GgmlType,
     pub cols: usize,
     pub row_bytes: usize,
+    /// Values per block its activations are rounded in (the CPU engine's Q8 or Q8_K
+    /// blocks); `None` for float weights, whose activations stay f32.
+    pub act_block: Option<usize>,
     /// (buffer, its first row, its rows).
     pub parts: Vec<(wgpu::Buffer, usize, usize)>,
 }
@@ -84,8 +88,13 @@ impl Uploader<'_> {
                 (self.gpu.upload(bytes, &info.name), r0, n)
             })
             .collect();
+        let act_block = match w.act_format() {
+            ActFormat::F32 => None,
+            f => Some(f.block_elems()),
+        };
         Ok(DevMatrix {
             ty,
+            act_block,
             cols: w.cols,
             row_bytes,
             parts,
