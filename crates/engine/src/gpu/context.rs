@@ -115,7 +115,8 @@ impl Gpu {
             device,
             queue,
             adapter: described[i].clone(),
-            max_binding: u64::from(limits.max_storage_buffer_binding_size)
+            max_binding: limits
+                .max_storage_buffer_binding_size
                 .min(limits.max_buffer_size),
             pipelines: Mutex::default(),
         })

@@ -469,7 +469,7 @@ impl Model {
             .collect();
         let rows: Vec<usize> = wanted.iter().flat_map(|r| r.clone()).collect();
         // Rows per output pass: its logits must fit one binding.
-        let per_pass = ((gpu.max_binding as usize / (v * 4)).max(1)).min(256);
+        let per_pass = (gpu.max_binding as usize / (v * 4)).clamp(1, 256);
         let mut all = Vec::with_capacity(rows.len() * v);
         let out = dev.output();
         for chunk in rows.chunks(per_pass) {
