@@ -6,16 +6,7 @@ use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
 
 mod support;
-use support::reference::{argmax, floats, forced_step, ids, pairs};
-
-/// Table A's tolerance for a file, by its weight type (the stem's suffix).
-fn table_a_atol(stem: &str) -> f32 {
-    match stem.rsplit('-').next().unwrap() {
-        "F32" | "F16" => 2e-3,
-        "BF16" => 1e-2,
-        _ => 7.5e-2,
-    }
-}
+use support::reference::{argmax, floats, forced_step, ids, pairs, table_a_atol};
 
 /// Files whose weights are float: the kernels keep activations in f32 for them.
 fn f32_activations(stem: &str) -> bool {

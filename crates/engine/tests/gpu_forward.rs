@@ -13,7 +13,7 @@ use llamay_testdata::RealModel;
 use serde_json::Value;
 
 mod support;
-use support::reference::{argmax, ids};
+use support::reference::{argmax, ids, table_a_atol};
 
 fn gpu_choice() -> DeviceChoice {
     let s = std::env::var("LLAMAY_TEST_GPU").unwrap_or_else(|_| "gpu:llvmpipe".into());
@@ -134,11 +134,7 @@ fn run_prompt(
 fn tiny_models_match_the_cpu_engine() {
     for path in llamay_testdata::tiny_models() {
         let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
-        let atol = match stem.rsplit('-').next().unwrap() {
-            "F32" | "F16" => 2e-3,
-            "BF16" => 1e-2,
-            _ => 7.5e-2,
-        };
+        let atol = table_a_atol(&stem);
         let tol = Tolerance {
             max: atol,
             mean: atol,

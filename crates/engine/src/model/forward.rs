@@ -119,6 +119,37 @@ pub(super) struct Span {
     pub start_pos: usize,
 }
 
+impl Span {
+    /// Each item's span, stacked in batch order, and the step's total rows.
+    pub(super) fn of_batch(batch: &[BatchItem]) -> (Vec<Span>, usize) {
+        let mut total = 0usize;
+        let spans = batch
+            .iter()
+            .map(|item| {
+                let s = Span {
+                    row0: total,
+                    n: item.tokens.len(),
+                    start_pos: item.seq.n_past,
+                };
+                total += s.n;
+                s
+            })
+            .collect();
+        (spans, total)
+    }
+
+    /// The rows whose logits `want` asks for.
+    pub(super) fn wanted_rows(&self, want: LogitsWanted) -> std::ops::Range<usize> {
+        match want {
+            LogitsWanted::None => 0..0,
+            LogitsWanted::Last => {
+                (self.row0 + self.n).saturating_sub(1).max(self.row0)..self.row0 + self.n
+            }
+            LogitsWanted::All => self.row0..self.row0 + self.n,
+        }
+    }
+}
+
 impl Model {
     /// Runs one step: appends each item's tokens to its sequence and returns, per item,
     /// the logits its [`LogitsWanted`] asked for. Inputs are checked first (token ids,
@@ -208,16 +239,7 @@ impl Model {
         batch: &mut [BatchItem],
     ) -> Result<Option<Hidden>, ModelError> {
         let hp = &self.hp;
-        let mut spans = Vec::with_capacity(batch.len());
-        let mut total = 0usize;
-        for item in batch.iter() {
-            spans.push(Span {
-                row0: total,
-                n: item.tokens.len(),
-                start_pos: item.seq.n_past,
-            });
-            total += item.tokens.len();
-        }
+        let (spans, total) = Span::of_batch(batch);
         if total == 0 {
             return Ok(None);
         }
@@ -348,18 +370,13 @@ impl Model {
     ) -> Result<Vec<ItemLogits>, ModelError> {
         let hp = &self.hp;
         let (e, v) = (hp.n_embd, hp.n_vocab);
-        let wanted = |item: &BatchItem, s: &Span| match item.want_logits {
-            LogitsWanted::None => 0..0,
-            LogitsWanted::Last => (s.row0 + s.n).saturating_sub(1).max(s.row0)..s.row0 + s.n,
-            LogitsWanted::All => s.row0..s.row0 + s.n,
-        };
         // The wanted rows, normed, in batch order.
         let mut xl = Vec::new();
         let mut n_rows = Vec::new();
         for (items, hidden) in groups.iter() {
             for (k, item) in items.iter().enumerate() {
                 let rows = match hidden {
-                    Some(h) => wanted(item, &h.spans[k]),
+                    Some(h) => h.spans[k].wanted_rows(item.want_logits),
                     None => 0..0,
                 };
                 n_rows.push(rows.len());

@@ -296,6 +296,10 @@ impl Model {
     }
 }
 
+/// A GPU request in a build without the backend.
+const NO_GPU_BACKEND: &str =
+    "this build of llamay has no GPU backend (built without the gpu feature)";
+
 #[cfg(feature = "gpu")]
 type OpenedDevice = Option<device::DeviceModel>;
 #[cfg(not(feature = "gpu"))]
@@ -336,9 +340,7 @@ fn open_device(
     {
         let _ = (file, hp, weights);
         match choice {
-            DeviceChoice::Gpu(_) => Err(ModelError::Device(
-                "this build of llamay has no GPU backend (built without the gpu feature)".into(),
-            )),
+            DeviceChoice::Gpu(_) => Err(ModelError::Device(NO_GPU_BACKEND.into())),
             _ => Ok(((), None)),
         }
     }
@@ -367,9 +369,7 @@ pub fn resolve_device(choice: &DeviceChoice) -> Result<Option<GpuAdapter>, Model
     match pick_adapter(&all, &pick) {
         Some(i) => Ok(Some(all[i].clone())),
         None if *choice == DeviceChoice::Auto => Ok(None),
-        None if cfg!(not(feature = "gpu")) => Err(ModelError::Device(
-            "this build of llamay has no GPU backend (built without the gpu feature)".into(),
-        )),
+        None if cfg!(not(feature = "gpu")) => Err(ModelError::Device(NO_GPU_BACKEND.into())),
         None => {
             let present: Vec<String> = all.iter().map(|a| a.to_string()).collect();
             Err(ModelError::Device(if present.is_empty() {

@@ -61,3 +61,13 @@ pub fn forced_step(model: &Model, seq: &mut SeqState, token: u32) -> Vec<f32> {
         .unwrap();
     out[0].last().unwrap().to_vec()
 }
+
+/// Table A's tolerance (shared/ref/README.md §6) for a tiny file, by its weight type
+/// (the stem's suffix).
+pub fn table_a_atol(stem: &str) -> f32 {
+    match stem.rsplit('-').next().unwrap() {
+        "F32" | "F16" => 2e-3,
+        "BF16" => 1e-2,
+        _ => 7.5e-2,
+    }
+}

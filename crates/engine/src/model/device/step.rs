@@ -148,16 +148,7 @@ impl Model {
     ) -> Result<Vec<ItemLogits>, ModelError> {
         let _one_at_a_time = dev.steps.lock().unwrap_or_else(|e| e.into_inner());
         let (hp, gpu) = (&self.hp, &dev.gpu);
-        let mut spans = Vec::with_capacity(batch.len());
-        let mut total = 0usize;
-        for item in batch.iter() {
-            spans.push(Span {
-                row0: total,
-                n: item.tokens.len(),
-                start_pos: item.seq.n_past,
-            });
-            total += item.tokens.len();
-        }
+        let (spans, total) = Span::of_batch(batch);
         if total == 0 {
             return Ok(batch
                 .iter()
@@ -290,7 +281,7 @@ impl Model {
         let hp = &self.hp;
         let l = &dev.layers[il];
         let total: usize = spans.iter().map(|s| s.n).sum();
-        let (e, qw, kw, vw) = (hp.n_embd, hp.q_width(), hp.k_width(), hp.v_width());
+        let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
         let (hk, hv) = (hp.head_dim_k, hp.head_dim_v);
         let ow = hp.n_head * hv;
         self.norm(rec, (&a.x, &l.attn_norm, &a.xn), total, false);
@@ -391,7 +382,6 @@ impl Model {
             let bufs = [&a.q, kv.keys(il), kv.values(il), &a.attn, &a.scores];
             rec.dispatch(Kernel::Attention, &bufs, &params, [hp.n_head as u32, n, 1]);
         }
-        let _ = e;
         let post = l.post_attn_norm.as_ref();
         self.device_residual(rec, (&l.attn_out, post), &a.attn, total, a);
     }
@@ -461,11 +451,7 @@ impl Model {
         let wanted: Vec<Range<usize>> = batch
             .iter()
             .zip(spans)
-            .map(|(item, s)| match item.want_logits {
-                LogitsWanted::None => 0..0,
-                LogitsWanted::Last => (s.row0 + s.n).saturating_sub(1).max(s.row0)..s.row0 + s.n,
-                LogitsWanted::All => s.row0..s.row0 + s.n,
-            })
+            .map(|(item, s)| s.wanted_rows(item.want_logits))
             .collect();
         let rows: Vec<usize> = wanted.iter().flat_map(|r| r.clone()).collect();
         // Rows per output pass: its logits must fit one binding.
