@@ -1,9 +1,9 @@
 fn dq32(base: u32, sb: u32) {
     let s = sb & 7u;
     let o = base + (sb >> 3u) * 144u;
-    let sm = k4_scale_min(o + 4u, s);
-    let d1 = half_at(o) * sm.x;
-    let m1 = half_at(o + 2u) * sm.y;
+    let dm = k_scale_offset(o, s);
+    let d1 = dm.x;
+    let m1 = dm.y;
     let q = o + 16u + (s >> 1u) * 32u;
     let shift = (s & 1u) * 4u;
     for (var l = 0u; l < 32u; l++) {

@@ -42,3 +42,10 @@ fn k4_scale_min(o: u32, j: u32) -> vec2<f32> {
     let mn = (a >> 4u) | ((byte_at(o + j) >> 6u) << 4u);
     return vec2<f32>(f32(sc), f32(mn));
 }
+
+// Q4_K / Q5_K: sub-block `s`'s scale d·scale[s] and offset dmin·min[s], for the block
+// at `o` (d, dmin, then the 12 scale bytes).
+fn k_scale_offset(o: u32, s: u32) -> vec2<f32> {
+    let sm = k4_scale_min(o + 4u, s);
+    return vec2<f32>(half_at(o) * sm.x, half_at(o + 2u) * sm.y);
+}
