@@ -44,13 +44,16 @@ fn main(
             for (var i = 0u; i < 8u; i++) {
                 w4[i] = vec4<f32>(vals[4u * i], vals[4u * i + 1u], vals[4u * i + 2u], vals[4u * i + 3u]);
             }
-            for (var t = 0u; t < nt; t++) {
-                let xo = ((t0 + t) * p.x_stride + sb * 32u) / 4u;
-                var s = 0.0;
-                for (var i = 0u; i < 8u; i++) {
-                    s += dot(w4[i], x[xo + i]);
+            // A constant trip count, so the loop unrolls and `acc` stays in registers.
+            for (var t = 0u; t < TT; t++) {
+                if t < nt {
+                    let xo = ((t0 + t) * p.x_stride + sb * 32u) / 4u;
+                    var s = 0.0;
+                    for (var i = 0u; i < 8u; i++) {
+                        s += dot(w4[i], x[xo + i]);
+                    }
+                    acc[t] += s;
                 }
-                acc[t] += s;
             }
         }
     }
