@@ -6,7 +6,7 @@ use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
 
 mod support;
-use support::reference::{argmax, floats, forced_step, ids, pairs, table_a_atol};
+use support::reference::{argmax, floats, forced_step, ids, logits_in_steps, pairs, table_a_atol};
 
 /// Files whose weights are float: the kernels keep activations in f32 for them.
 fn f32_activations(stem: &str) -> bool {
@@ -355,19 +355,7 @@ fn long_inputs_are_chunked_with_the_same_result() {
     let tokens: Vec<u32> = (0..n).map(|i| ((i * 131 + 7) % 506) as u32).collect();
     let run = |splits: &[usize], want: LogitsWanted| {
         let mut seq = model.new_sequence_with(KvType::F32, 1024);
-        let mut rows = Vec::new();
-        let mut at = 0;
-        for &end in splits {
-            let out = model
-                .forward(&mut [BatchItem {
-                    seq: &mut seq,
-                    tokens: &tokens[at..end],
-                    want_logits: want,
-                }])
-                .unwrap();
-            rows.extend_from_slice(&out[0].data);
-            at = end;
-        }
+        let rows = logits_in_steps(&model, &mut seq, &tokens, splits, want);
         assert_eq!(seq.len(), n);
         rows
     };

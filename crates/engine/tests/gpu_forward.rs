@@ -13,7 +13,7 @@ use llamay_testdata::RealModel;
 use serde_json::Value;
 
 mod support;
-use support::reference::{argmax, ids, table_a_atol};
+use support::reference::{argmax, ids, logits_in_steps, table_a_atol};
 
 fn gpu_choice() -> DeviceChoice {
     let s = std::env::var("LLAMAY_TEST_GPU").unwrap_or_else(|_| "gpu:llvmpipe".into());
@@ -158,25 +158,6 @@ fn tiny_models_match_the_cpu_engine() {
     }
 }
 
-/// Every row's logits of `tokens` fed in steps ending at `ends`.
-fn logits_in_steps(model: &Model, tokens: &[u32], ends: &[usize]) -> Vec<f32> {
-    let mut seq = model.new_sequence_with(KvType::F16, 1024);
-    let mut rows = Vec::new();
-    let mut at = 0;
-    for &end in ends {
-        let out = model
-            .forward(&mut [BatchItem {
-                seq: &mut seq,
-                tokens: &tokens[at..end],
-                want_logits: LogitsWanted::All,
-            }])
-            .unwrap();
-        rows.extend_from_slice(&out[0].data);
-        at = end;
-    }
-    rows
-}
-
 /// The device's results do not depend on how a prompt is cut into steps: one step of
 /// 12 tokens (a whole 8-token tile and a part) and 12 steps of one give the same
 /// bits, so continuous batching and the prefix cache cannot change a greedy reply.
@@ -191,8 +172,12 @@ fn a_prompt_in_one_step_gives_the_bits_of_one_token_at_a_time() {
         let tokens: Vec<u32> = (0..n)
             .map(|i| ((i * 131 + 7) % nv.min(500)) as u32)
             .collect();
-        let whole = logits_in_steps(&gpu, &tokens, &[n]);
-        let singles = logits_in_steps(&gpu, &tokens, &(1..=n).collect::<Vec<_>>());
+        let run = |ends: &[usize]| {
+            let mut seq = gpu.new_sequence_with(KvType::F16, 1024);
+            logits_in_steps(&gpu, &mut seq, &tokens, ends, LogitsWanted::All)
+        };
+        let whole = run(&[n]);
+        let singles = run(&(1..=n).collect::<Vec<_>>());
         assert_eq!(whole.len(), n * nv);
         for t in 0..n {
             let (a, b) = (&whole[t * nv..(t + 1) * nv], &singles[t * nv..(t + 1) * nv]);

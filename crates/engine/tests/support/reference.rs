@@ -62,6 +62,31 @@ pub fn forced_step(model: &Model, seq: &mut SeqState, token: u32) -> Vec<f32> {
     out[0].last().unwrap().to_vec()
 }
 
+/// The logits `want` asks for of `tokens` fed to `seq` in steps ending at `ends`, one
+/// step after another, concatenated.
+pub fn logits_in_steps(
+    model: &Model,
+    seq: &mut SeqState,
+    tokens: &[u32],
+    ends: &[usize],
+    want: LogitsWanted,
+) -> Vec<f32> {
+    let mut rows = Vec::new();
+    let mut at = 0;
+    for &end in ends {
+        let out = model
+            .forward(&mut [BatchItem {
+                seq: &mut *seq,
+                tokens: &tokens[at..end],
+                want_logits: want,
+            }])
+            .unwrap();
+        rows.extend_from_slice(&out[0].data);
+        at = end;
+    }
+    rows
+}
+
 /// Table A's tolerance (shared/ref/README.md §6) for a tiny file, by its weight type
 /// (the stem's suffix).
 pub fn table_a_atol(stem: &str) -> f32 {
