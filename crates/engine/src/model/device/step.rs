@@ -31,28 +31,48 @@ const SILU: u32 = 0;
 const GELU_TANH: u32 = 1;
 const SOFTCAP: u32 = 2;
 
-/// Records `y[t, y_off + r - rows.start] (=|+=) W[r]·x[t]` for weight rows `rows`;
-/// `xq` is scratch for the rounded activations (at least `tokens × m.cols`).
-#[allow(clippy::too_many_arguments)]
+/// A matmul's input `x` and the scratch `xq` its rounded copy goes to (at least
+/// `tokens × cols`), remembering which rounding `xq` holds: matrices that read the
+/// same input (q, k and v; gate and up) round it once.
+struct Input<'a> {
+    x: &'a wgpu::Buffer,
+    xq: &'a wgpu::Buffer,
+    /// The block size `xq` holds `x` rounded to, if it does.
+    rounded: Option<usize>,
+}
+
+impl<'a> Input<'a> {
+    fn new(x: &'a wgpu::Buffer, xq: &'a wgpu::Buffer) -> Self {
+        Input {
+            x,
+            xq,
+            rounded: None,
+        }
+    }
+}
+
+/// Records `y[t, y_off + r - rows.start] (=|+=) W[r]·x[t]` for weight rows `rows`.
 fn matmul(
     rec: &mut Recorder,
     m: &DevMatrix,
     rows: Range<usize>,
-    (x, xq): (&wgpu::Buffer, &wgpu::Buffer),
+    input: &mut Input,
     (y, y_stride, y_off): (&wgpu::Buffer, usize, usize),
-    tokens: usize,
-    add: bool,
+    (tokens, add): (usize, bool),
 ) {
     // Quantized weights see their activations rounded as the CPU engine's do.
     let x = match m.act_block {
         Some(block) => {
-            let n_blocks = (tokens * m.cols / block) as u64;
-            let [gx, gy] = grid(n_blocks);
-            let params = [U(n_blocks as u32), U(block as u32)];
-            rec.dispatch(Kernel::ActQuant, &[x, xq], &params, [gx, gy, 1]);
-            xq
+            if input.rounded != Some(block) {
+                let n_blocks = (tokens * m.cols / block) as u64;
+                let [gx, gy] = grid(n_blocks);
+                let params = [U(n_blocks as u32), U(block as u32)];
+                rec.dispatch(Kernel::ActQuant, &[input.x, input.xq], &params, [gx, gy, 1]);
+                input.rounded = Some(block);
+            }
+            input.xq
         }
-        None => x,
+        None => input.x,
     };
     for (buf, r0, n) in &m.parts {
         let (lo, hi) = (rows.start.max(*r0), rows.end.min(r0 + n));
@@ -260,10 +280,11 @@ impl Model {
         a: &Acts,
     ) {
         let e = self.hp.n_embd;
+        let mut input = Input::new(input, &a.xq);
         match post {
-            None => matmul(rec, w, 0..e, (input, &a.xq), (&a.x, e, 0), total, true),
+            None => matmul(rec, w, 0..e, &mut input, (&a.x, e, 0), (total, true)),
             Some(norm) => {
-                matmul(rec, w, 0..e, (input, &a.xq), (&a.proj, e, 0), total, false);
+                matmul(rec, w, 0..e, &mut input, (&a.proj, e, 0), (total, false));
                 self.norm(rec, (&a.proj, norm, &a.x), total, true);
             }
         }
@@ -285,18 +306,19 @@ impl Model {
         let (hk, hv) = (hp.head_dim_k, hp.head_dim_v);
         let ow = hp.n_head * hv;
         self.norm(rec, (&a.x, &l.attn_norm, &a.xn), total, false);
+        let mut xn = Input::new(&a.xn, &a.xq);
         match &l.qkv {
             DevQkv::Separate { q, k, v } => {
-                matmul(rec, q, 0..qw, (&a.xn, &a.xq), (&a.q, qw, 0), total, false);
-                matmul(rec, k, 0..kw, (&a.xn, &a.xq), (&a.k, kw, 0), total, false);
-                matmul(rec, v, 0..vw, (&a.xn, &a.xq), (&a.v, vw, 0), total, false);
+                matmul(rec, q, 0..qw, &mut xn, (&a.q, qw, 0), (total, false));
+                matmul(rec, k, 0..kw, &mut xn, (&a.k, kw, 0), (total, false));
+                matmul(rec, v, 0..vw, &mut xn, (&a.v, vw, 0), (total, false));
             }
             DevQkv::Fused(w) => {
-                matmul(rec, w, 0..qw, (&a.xn, &a.xq), (&a.q, qw, 0), total, false);
+                matmul(rec, w, 0..qw, &mut xn, (&a.q, qw, 0), (total, false));
                 let kr = qw..qw + kw;
-                matmul(rec, w, kr, (&a.xn, &a.xq), (&a.k, kw, 0), total, false);
+                matmul(rec, w, kr, &mut xn, (&a.k, kw, 0), (total, false));
                 let vr = qw + kw..qw + kw + vw;
-                matmul(rec, w, vr, (&a.xn, &a.xq), (&a.v, vw, 0), total, false);
+                matmul(rec, w, vr, &mut xn, (&a.v, vw, 0), (total, false));
             }
         }
         let dummy = &dev.dummy;
@@ -391,40 +413,14 @@ impl Model {
         let l = &dev.layers[il];
         let ff = hp.n_ff;
         self.norm(rec, (&a.x, &l.ffn_norm, &a.xn), total, false);
-        match &l.gate_up {
-            DevGateUp::Separate { gate, up } => {
-                matmul(
-                    rec,
-                    gate,
-                    0..ff,
-                    (&a.xn, &a.xq),
-                    (&a.gate, ff, 0),
-                    total,
-                    false,
-                );
-                matmul(rec, up, 0..ff, (&a.xn, &a.xq), (&a.up, ff, 0), total, false);
-            }
-            DevGateUp::Fused(w) => {
-                matmul(
-                    rec,
-                    w,
-                    0..ff,
-                    (&a.xn, &a.xq),
-                    (&a.gate, ff, 0),
-                    total,
-                    false,
-                );
-                matmul(
-                    rec,
-                    w,
-                    ff..2 * ff,
-                    (&a.xn, &a.xq),
-                    (&a.up, ff, 0),
-                    total,
-                    false,
-                );
-            }
-        }
+        // Gate and up: two matrices, or two row ranges of one.
+        let (gate, up, up_rows) = match &l.gate_up {
+            DevGateUp::Separate { gate, up } => (gate, up, 0..ff),
+            DevGateUp::Fused(w) => (w, w, ff..2 * ff),
+        };
+        let mut xn = Input::new(&a.xn, &a.xq);
+        matmul(rec, gate, 0..ff, &mut xn, (&a.gate, ff, 0), (total, false));
+        matmul(rec, up, up_rows, &mut xn, (&a.up, ff, 0), (total, false));
         let op = match hp.activation {
             Activation::Silu => SILU,
             Activation::GeluTanh => GELU_TANH,
@@ -468,7 +464,14 @@ impl Model {
             let xn = gpu.buffer((r * e * 4) as u64, "normed rows");
             self.norm(rec, (&xg, &dev.output_norm, &xn), r, false);
             let logits = gpu.buffer((r * v * 4) as u64, "logits");
-            matmul(rec, out, 0..v, (&xn, &a.xq), (&logits, v, 0), r, false);
+            matmul(
+                rec,
+                out,
+                0..v,
+                &mut Input::new(&xn, &a.xq),
+                (&logits, v, 0),
+                (r, false),
+            );
             if let Some(cap) = hp.final_softcap {
                 let n = (r * v) as u64;
                 let params = [U(n as u32), U(SOFTCAP), F(cap)];
