@@ -4,7 +4,8 @@
 //! per request, masks written into 32-bit words). Prints the mask percentiles and the
 //! slowest steps, each replayed again on a fresh compile (best of 3; what lives on the
 //! vocabulary stays warm) to tell a slow mask from a preemption on a loaded machine;
-//! `--case ID` walks one request only (for `valgrind --tool=callgrind`), `--show`
+//! `--case ID` walks one request only (for `valgrind --tool=callgrind`), `--fresh N`
+//! walks the requests N times, each on a vocabulary loaded afresh, `--show`
 //! prints the text before each slow step, `REPLAY_DIGEST=1` a hash of each walk's
 //! masks (to check that a change keeps them bit-identical).
 //!
@@ -14,7 +15,7 @@
 //! --peer-cmd "llamay=sh -c 'tee -a /tmp/reqs-{gguf}.jsonl | llamay mask-worker --gguf {gguf}'"
 //! ```
 //!
-//! `cargo bench -p llamay-constrain --bench replay -- FILE smollm2|gemma3 [--case ID] [--top K] [--repeat N] [--steps N] [--cold MIB]`
+//! `cargo bench -p llamay-constrain --bench replay -- FILE smollm2|gemma3 [--case ID] [--top K] [--repeat N] [--steps N] [--cold MIB] [--fresh N] [--band US]`
 
 #[path = "../tests/common/real_vocab.rs"]
 mod real_vocab;
@@ -105,6 +106,46 @@ fn walk(r: &Request, vocab: &Arc<Vocabulary>, stop: usize) -> Option<(f64, Vec<f
     Some((compile_us, times, true))
 }
 
+/// Masks of at least `lo` µs grouped by the last bytes before them: where the tail's
+/// time goes (`--band LO`).
+fn band(steps: &[(f64, usize, usize)], lo: f64, reqs: &[Request], vocab: &Vocabulary) {
+    let mut groups: std::collections::HashMap<String, (usize, f64, Vec<String>)> =
+        Default::default();
+    let total: f64 = steps.iter().map(|s| s.0).sum();
+    let mut inband = 0.0;
+    for &(t, k, s) in steps.iter().filter(|s| s.0 >= lo) {
+        let text: Vec<u8> = reqs[k].tokens[..s]
+            .iter()
+            .flat_map(|&t| vocab.token_bytes(t).unwrap_or(&[]).to_vec())
+            .collect();
+        let tail = String::from_utf8_lossy(&text[text.len().saturating_sub(3)..]).into_owned();
+        let bucket = [100.0, 300.0, 1000.0, f64::MAX]
+            .iter()
+            .position(|&b| t < b)
+            .unwrap();
+        let bucket = ["<100", "<300", "<1000", ">=1000"][bucket];
+        let g = groups.entry(format!("{tail:?} {bucket}")).or_default();
+        g.0 += 1;
+        g.1 += t;
+        if g.2.len() < 4 {
+            g.2.push(format!("{} step {s} {t:.0} µs", reqs[k].id));
+        }
+        inband += t;
+    }
+    let mut g: Vec<_> = groups.into_iter().collect();
+    g.sort_by(|a, b| b.1 .1.partial_cmp(&a.1 .1).unwrap());
+    println!(
+        "masks >= {lo} µs: {:.1}% of all mask time; by the last 3 bytes before them:",
+        100.0 * inband / total
+    );
+    for (tail, (n, t, examples)) in g.iter().take(25) {
+        println!(
+            "  {tail:>18} {n:>6} masks {t:>8.0} µs  e.g. {}",
+            examples.join(", ")
+        );
+    }
+}
+
 fn pct(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -142,6 +183,27 @@ fn main() {
         .into_iter()
         .filter(|r| case.as_ref().is_none_or(|c| &r.id == c))
         .collect();
+    // `--fresh N`: the requests walked N times, each on a vocabulary loaded afresh (no
+    // masks shared from an earlier walk), the mask time of each round printed: a
+    // steadier figure for first walks than single masks on a noisy machine.
+    if let Some(rounds) = arg::<usize>(&args, "--fresh") {
+        let mut totals = Vec::new();
+        for _ in 0..rounds {
+            let vocab = real_vocab::load(model).vocab.clone();
+            let t: f64 = reqs
+                .iter()
+                .filter_map(|r| walk(r, &vocab, stop))
+                .map(|(_, times, _)| times.iter().sum::<f64>())
+                .sum();
+            totals.push(t);
+        }
+        println!(
+            "fresh rounds: mask time {:.0} µs best, {:.0} median ({totals:.0?})",
+            pct(&totals, 0.0),
+            pct(&totals, 0.5)
+        );
+        return;
+    }
     let rv = real_vocab::load(model);
     let vocab = rv.vocab.clone();
     println!("{}: {} requests from {path}", model.stem(), reqs.len());
@@ -177,6 +239,9 @@ fn main() {
         pct(&compiles, 0.5),
     );
     steps.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap());
+    if let Some(lo) = arg::<f64>(&args, "--band") {
+        band(&steps, lo, &reqs, &vocab);
+    }
     println!("slowest steps (wall, then replayed on a fresh compile, best of 3):");
     for &(t, k, s) in steps.iter().take(top) {
         let best = (0..3)

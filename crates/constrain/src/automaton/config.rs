@@ -67,12 +67,11 @@ impl Stacks {
     }
 
     pub fn push(&mut self, f: Frame) -> u32 {
-        if let Some(&id) = self.ids.get(&f) {
-            return id;
+        let next = self.frames.len() as u32;
+        let id = *self.ids.entry(f).or_insert(next);
+        if id == next {
+            self.frames.push(f);
         }
-        let id = self.frames.len() as u32;
-        self.frames.push(f);
-        self.ids.insert(f, id);
         id
     }
 

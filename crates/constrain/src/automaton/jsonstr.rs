@@ -272,6 +272,38 @@ impl StringProg {
         Some((prog, St { excl, dfa: 0, ..s }.pack()))
     }
 
+    /// Whether this string, without bounds, pattern or quote, in state `aux`, closes on
+    /// `bytes` (ending in the closing quote), when the plain string does and no escape
+    /// is among them: then only the exclusions can refuse, read off their trie by the raw
+    /// bytes. `None` where that shortcut does not apply.
+    pub fn closes_unescaped(&self, aux: u64, bytes: &[u8]) -> Option<bool> {
+        let s = St::unpack(aux);
+        let (body, last) = bytes.split_at(bytes.len().checked_sub(1)?);
+        let plain_phase = s.phase == NORMAL || (CONT1..=CONT_F4).contains(&s.phase);
+        if self.dfa.is_some()
+            || self.quote.is_some()
+            || self.min > 0
+            || self.max.is_some()
+            || !plain_phase
+            || last != b"\""
+            || body.contains(&b'\\')
+        {
+            return None;
+        }
+        let mut excl = s.excl;
+        for &b in body {
+            if excl == OFF_TRIE {
+                break;
+            }
+            excl = self.trie[excl as usize]
+                .0
+                .get(&b)
+                .copied()
+                .unwrap_or(OFF_TRIE);
+        }
+        Some(excl == OFF_TRIE || !self.trie[excl as usize].1)
+    }
+
     /// [`as_plain`](Self::as_plain) where the length bounds may stay: the string has no
     /// exclusions and its pattern is met for good from `aux` (see
     /// [`ByteDfa::is_settled`]), so it takes and closes exactly as the plain one does.

@@ -58,9 +58,15 @@ impl LocalMask {
         let start = memo.id(aux) as usize;
         let mut inside = TokenMask::new(trie.n_tokens);
         let mut closing = Vec::new();
-        let mut i = 1;
-        while i < trie.len() {
-            match memo.next(prog, start, trie.nodes[i].byte) {
+        // The root's children by byte from its table, so only the live ones are
+        // touched: they lie all across the trie, a cold cache line each, and a pattern
+        // (an enum's, a format's) often lets few first bytes live.
+        for (b, &i) in trie.first.iter().enumerate() {
+            if i == 0 {
+                continue;
+            }
+            let i = i as usize;
+            match memo.next(prog, start, b as u8) {
                 CLOSED => closing.push(i as u32),
                 DEAD => {}
                 to => {
@@ -71,7 +77,6 @@ impl LocalMask {
                     closing.extend_from_slice(&sub.closing);
                 }
             }
-            i = trie.nodes[i].end as usize;
         }
         LocalMask {
             inside: Arc::new(inside),
@@ -161,6 +166,9 @@ impl PlainProfile {
 /// Whether string `prog` in state `aux` stays inside it up to the last of `bytes` and
 /// closes there.
 fn closes_on(prog: &StringProg, mut aux: u64, bytes: &[u8]) -> bool {
+    if let Some(closes) = prog.closes_unescaped(aux, bytes) {
+        return closes;
+    }
     for (k, &b) in bytes.iter().enumerate() {
         match prog.step(aux, b) {
             StrStep::Inside(a) => aux = a,

@@ -13,6 +13,8 @@ use std::sync::Arc;
 const UNKNOWN: u32 = u32::MAX;
 /// No item survives the byte.
 const DEAD: u32 = u32::MAX - 1;
+/// The end of a chain of states of one hash.
+const NO_STATE: u32 = u32::MAX;
 /// A state without a transition row.
 const NO_ROW: u32 = u32::MAX;
 /// Cached transitions after which a state gets a full row.
@@ -31,9 +33,12 @@ pub const ITEM_LIMIT: usize = 1 << 20;
 
 /// Interned configurations and their transitions.
 pub(crate) struct StateTable {
-    /// Shared with `ids` (one allocation per state).
     configs: Vec<Arc<[Item]>>,
-    ids: FxHashMap<Arc<[Item]>, u32>,
+    /// States by the hash of their configuration: the newest state of each hash, the
+    /// others chained through `same_hash`. A configuration is hashed once, not again
+    /// to insert it, and the map's keys are plain integers.
+    ids: FxHashMap<u64, u32>,
+    same_hash: Vec<u32>,
     scratch: Scratch,
     accepting: Vec<bool>,
     /// Whether a state holds the [`EXIT`] pseudo-item.
@@ -42,13 +47,11 @@ pub(crate) struct StateTable {
     /// mode 1 = whitespace budget left.
     row_of: Vec<u32>,
     rows: Vec<u32>,
-    /// Transitions of states without a row yet, by `(state << 9) | slot`. Most states a
-    /// trie walk meets are passed once or twice (e.g. each character of a length-bounded
-    /// string is a state), so a row is only given to a state with several transitions.
-    sparse: FxHashMap<u64, u32>,
-    /// Per state without a row, the slots it has in `sparse` (so a promotion moves
-    /// just those, rather than probing the map for every slot of the row).
-    sparse_slots: Vec<SparseSlots>,
+    /// Per state without a row yet, its few cached transitions. Most states a trie walk
+    /// meets are passed once or twice (e.g. each character of a length-bounded string
+    /// is a state), so a row is only given to a state with several transitions; until
+    /// then a scan of a handful of slots beats hashing into a map.
+    sparse: Vec<SparseSlots>,
     /// Per state, the bytes some item could take (computed on the first uncached
     /// transition): other bytes are dead without stepping the items.
     firsts: Vec<Option<ByteSet>>,
@@ -61,11 +64,23 @@ pub(crate) struct StateTable {
     pub clears: u64,
 }
 
-/// The slots a state holds in the sparse map, in the order they were stored.
+/// The transitions a state without a row holds, in the order they were stored.
 #[derive(Clone, Copy, Default)]
 struct SparseSlots {
     slots: [u16; PROMOTE_AFTER],
-    len: usize,
+    targets: [u32; PROMOTE_AFTER],
+    len: u8,
+}
+
+impl SparseSlots {
+    #[inline]
+    fn get(&self, slot: usize) -> Option<u32> {
+        let n = usize::from(self.len);
+        let i = self.slots[..n]
+            .iter()
+            .position(|&x| usize::from(x) == slot)?;
+        Some(self.targets[i])
+    }
 }
 
 /// Outcome of a cached transition.
@@ -82,13 +97,13 @@ impl StateTable {
             // Sized for a typical walk: growing from empty rehashed a few percent of the
             // mask time away in fresh matchers.
             ids: FxHashMap::with_capacity_and_hasher(128, Default::default()),
+            same_hash: Vec::new(),
             scratch: Scratch::default(),
             accepting: Vec::new(),
             exits: Vec::new(),
             row_of: Vec::new(),
             rows: Vec::new(),
-            sparse: FxHashMap::with_capacity_and_hasher(512, Default::default()),
-            sparse_slots: Vec::new(),
+            sparse: Vec::new(),
             firsts: Vec::new(),
             stride: if p.uses_ws { 512 } else { 256 },
             stacks: Stacks::new(),
@@ -136,19 +151,38 @@ impl StateTable {
     }
 
     fn intern(&mut self, kernel: &[Item]) -> u32 {
-        if let Some(&id) = self.ids.get(kernel) {
-            return id;
-        }
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            kernel.hash(&mut h);
+            h.finish()
+        };
         let id = self.configs.len() as u32;
+        let newest = match self.ids.entry(hash) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let mut at = *e.get();
+                while at != NO_STATE {
+                    if *self.configs[at as usize] == *kernel {
+                        return at;
+                    }
+                    at = self.same_hash[at as usize];
+                }
+                e.insert(id)
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(id);
+                NO_STATE
+            }
+        };
+        self.same_hash.push(newest);
         let kernel: Arc<[Item]> = kernel.into();
         self.accepting
             .push(kernel.iter().any(|it| it.pos == ACCEPT));
         self.exits.push(kernel.iter().any(|it| it.pos == EXIT));
         self.items += kernel.len();
-        self.ids.insert(kernel.clone(), id);
         self.configs.push(kernel);
         self.row_of.push(NO_ROW);
-        self.sparse_slots.push(SparseSlots::default());
+        self.sparse.push(SparseSlots::default());
         self.firsts.push(None);
         self.peak = self.peak.max(self.configs.len());
         id
@@ -233,7 +267,7 @@ impl StateTable {
             return DEAD;
         }
         if self.row_of[s as usize] == NO_ROW {
-            if let Some(&t) = self.sparse.get(&(u64::from(s) << 9 | slot as u64)) {
+            if let Some(t) = self.sparse[s as usize].get(slot) {
                 return t;
             }
         }
@@ -248,17 +282,18 @@ impl StateTable {
             self.rows[row as usize * self.stride + slot] = t;
             return;
         }
-        self.sparse.insert(u64::from(s) << 9 | slot as u64, t);
-        let held = &mut self.sparse_slots[s as usize];
-        held.slots[held.len] = slot as u16;
+        let held = &mut self.sparse[s as usize];
+        let n = usize::from(held.len);
+        held.slots[n] = slot as u16;
+        held.targets[n] = t;
         held.len += 1;
-        if held.len >= PROMOTE_AFTER {
+        if usize::from(held.len) >= PROMOTE_AFTER {
+            let held = *held;
             let row = (self.rows.len() / self.stride) as u32;
             self.rows.resize(self.rows.len() + self.stride, UNKNOWN);
-            for &slot in &held.slots[..held.len] {
-                if let Some(t) = self.sparse.remove(&(u64::from(s) << 9 | u64::from(slot))) {
-                    self.rows[row as usize * self.stride + slot as usize] = t;
-                }
+            let base = row as usize * self.stride;
+            for (&slot, &t) in held.slots.iter().zip(&held.targets) {
+                self.rows[base + usize::from(slot)] = t;
             }
             self.row_of[s as usize] = row;
         }
@@ -292,12 +327,12 @@ impl StateTable {
         let old_configs = std::mem::take(&mut self.configs);
         self.items = 0;
         self.ids.clear();
+        self.same_hash.clear();
         self.accepting.clear();
         self.exits.clear();
         self.row_of.clear();
         self.rows.clear();
         self.sparse.clear();
-        self.sparse_slots.clear();
         self.firsts.clear();
         self.clears += 1;
         let mut moved: FxHashMap<u32, u32> =

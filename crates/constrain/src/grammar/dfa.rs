@@ -311,6 +311,11 @@ impl ByteDfa {
         if matches!(self.table, Table::Trie(_)) {
             return false;
         }
+        // A universal state takes every ASCII character: a handful of lookups settles
+        // most states (an enum's, a format's) without deriving the tables.
+        if self.chars.0.get().is_none() && (0..0x80).any(|b| self.next(s, b).is_none()) {
+            return false;
+        }
         self.chars.0.get_or_init(|| self.char_tables()).universal[s as usize]
     }
 
@@ -319,6 +324,10 @@ impl ByteDfa {
     /// once it has matched, and a string from here is a plain string.
     pub fn is_settled(&self, s: u32) -> bool {
         if matches!(self.table, Table::Trie(_)) {
+            return false;
+        }
+        // Settled states are universal (see above).
+        if self.chars.0.get().is_none() && (0..0x80).any(|b| self.next(s, b).is_none()) {
             return false;
         }
         self.chars.0.get_or_init(|| self.char_tables()).settled[s as usize]
