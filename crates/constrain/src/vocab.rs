@@ -37,6 +37,9 @@ pub struct Vocabulary {
     pub(crate) patterns: PatternIds,
     /// Spare mask buffers for matchers' mask caches.
     pub(crate) mask_pool: MaskPool,
+    /// Tokens holding two quotes or more, which may hold a whole object key (see
+    /// `matcher::keys`).
+    pub(crate) quoted: Vec<u32>,
 }
 
 /// Most pattern-state masks kept per vocabulary (cleared when full): 512 of Gemma 3's
@@ -130,7 +133,13 @@ impl Vocabulary {
             })
             .max()
             .unwrap_or(0);
+        let quoted = ids
+            .iter()
+            .copied()
+            .filter(|&t| tokens[t as usize].iter().filter(|&&b| b == b'"').count() >= 2)
+            .collect();
         let v = Vocabulary {
+            quoted,
             tokens,
             eog,
             special: is_special,

@@ -171,10 +171,6 @@ fn numbers_fit_f64(doc: &[u8]) -> bool {
     true
 }
 
-/// Known gap: an open object's undeclared keys are not remembered, so one may repeat
-/// (declared keys never do). Counted apart, and bounded.
-const REPEATED_KEY: &str = "an undeclared key repeats";
-
 /// Checks a finished document; `None` if it is sound.
 fn judge(
     doc: &[u8],
@@ -201,8 +197,8 @@ fn judge(
     if let Some(k) = repeats.iter().find(|k| declared.contains(*k)) {
         return Some(format!("declared key {k:?} repeats"));
     }
-    if !repeats.is_empty() {
-        return Some(REPEATED_KEY.into());
+    if let Some(k) = repeats.first() {
+        return Some(format!("undeclared key {k:?} repeats"));
     }
     if let Err(e) = tree.check(&value) {
         return Some(format!("llamay's own check refuses it: {e:?}"));
@@ -232,7 +228,7 @@ fn random_walks_over_the_schema_corpus_are_sound() {
     let stride = if all { 1 } else { 4 };
     let started = std::time::Instant::now();
     let (mut schemas, mut refused, mut validated_schemas) = (0, 0, 0);
-    let (mut finished, mut cut, mut validated, mut repeated) = (0, 0, 0, 0);
+    let (mut finished, mut cut, mut validated) = (0, 0, 0);
     let mut wrong: Vec<String> = Vec::new();
     let mut rng = Rng::new(2024);
     for (k, case) in corpus::cases().into_iter().enumerate() {
@@ -264,7 +260,6 @@ fn random_walks_over_the_schema_corpus_are_sound() {
                     validated += usize::from(validator.is_some());
                     match judge(&doc, &tree, &declared, validator.as_ref()) {
                         None => {}
-                        Some(e) if e == REPEATED_KEY => repeated += 1,
                         Some(e) => {
                             let short: String =
                                 String::from_utf8_lossy(&doc).chars().take(300).collect();
@@ -278,7 +273,7 @@ fn random_walks_over_the_schema_corpus_are_sound() {
     println!(
         "{schemas} schemas walked ({refused} refused), {validated_schemas} fully enforced; \
          {finished} walks finished ({validated} validated by jsonschema), {cut} cut at the \
-         token cap, {repeated} with a repeated undeclared key, {} unsound, in {:?}",
+         token cap, {} unsound, in {:?}",
         wrong.len(),
         started.elapsed()
     );
@@ -288,11 +283,6 @@ fn random_walks_over_the_schema_corpus_are_sound() {
     assert!(schemas >= if all { 1500 } else { 380 }, "{schemas} schemas");
     assert!(finished >= schemas * walks * 9 / 10, "{finished} finished");
     assert!(wrong.is_empty(), "{} unsound walks", wrong.len());
-    // Measured: 1 in 12,861 walks over the whole corpus.
-    assert!(
-        repeated * 1000 <= finished,
-        "{repeated} repeated undeclared keys"
-    );
 }
 
 /// Every property name the schema declares anywhere.

@@ -97,3 +97,88 @@ fn the_names_round_trip() {
     }
     assert_eq!(AdditionalProperties::from_name("loose"), None);
 }
+
+#[test]
+fn an_undeclared_key_appears_once_per_object_in_any_spelling() {
+    let s = json!({"type": "object", "properties": {"a": {}}});
+    for doc in [
+        r#"{"x":1,"x":2}"#,
+        r#"{"x":1,"\u0078":2}"#,
+        r#"{"\u0078":1,"a":2,"x":3}"#,
+        r#"{"😀":1,"\ud83d\ude00":2}"#,
+    ] {
+        assert!(!accepts(&s, &OPEN, doc), "open accepted {doc}");
+    }
+    // Per object: the same key in a nested or a sibling object is another key.
+    for doc in [
+        r#"{"x":{"x":1},"y":[{"x":1},{"x":{"x":2}}],"xy":3}"#,
+        r#"{"x":1,"a":{"x":2,"y":3},"y":4}"#,
+    ] {
+        assert!(accepts(&s, &OPEN, doc), "open refused {doc}");
+    }
+    // Unconstrained objects (`{"type":"object"}`, any JSON) under the API's reading too.
+    let any = json!({"type": "object", "properties": {"m": {}}, "required": ["m"]});
+    let closed = Options::default();
+    assert!(accepts(&any, &closed, r#"{"m":{"k":1,"l":[{"k":2}]}}"#));
+    assert!(!accepts(&any, &closed, r#"{"m":{"k":1,"l":2,"k":3}}"#));
+    assert!(!accepts(
+        &json!({"type": "object"}),
+        &closed,
+        r#"{"k":1,"k":2}"#
+    ));
+}
+
+#[test]
+fn masks_refuse_exactly_the_tokens_that_commit_refuses_for_repeated_keys() {
+    let extra = [
+        "x\"",
+        "\"x\"",
+        ",\"x\"",
+        "x\":",
+        "\\u0078\"",
+        "78\"",
+        "\", \"x\"",
+        "y\"",
+        ",\"y\":1,\"y\"",
+    ];
+    let (vocab, _, _) = synthetic_vocab(&extra);
+    let s = json!({"type": "object", "properties": {"a": {}}});
+    let (c, _) = schema::constraint_with(&s, vocab.clone(), &OPEN).unwrap();
+    let token = |text: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(text.as_bytes()) && !vocab.is_special(t))
+            .unwrap_or_else(|| panic!("no token {text:?}"))
+    };
+    let mut mask = llamay_constrain::TokenMask::new(vocab.len());
+    for (prefix, refused, allowed) in [
+        (r#"{"x":1,""#, &["x\"", "x\":", "\\u0078\""][..], "y\""),
+        (r#"{"x":1,"\u00"#, &["78\""][..], "12"),
+        (r#"{"x":1"#, &[",\"x\"", ",\"y\":1,\"y\""][..], ",\""),
+        (r#"{"x":1,"#, &["\"x\""][..], "\"a\""),
+        (r#"{"x":"ab"#, &["\", \"x\""][..], "\"}"),
+    ] {
+        let mut m = c.matcher();
+        m.commit_bytes(prefix.as_bytes()).unwrap();
+        m.mask(&mut mask);
+        for r in refused {
+            assert!(!mask.is_allowed(token(r)), "after {prefix}: {r} allowed");
+        }
+        assert!(
+            mask.is_allowed(token(allowed)),
+            "after {prefix}: {allowed} refused"
+        );
+        // The mask and commit agree on every token.
+        for t in 0..vocab.len() as u32 {
+            let committed = m.commit(t).is_ok();
+            if committed {
+                m.rollback(1).unwrap();
+            }
+            let text = String::from_utf8_lossy(vocab.token_bytes(t).unwrap_or(b""));
+            assert_eq!(
+                mask.is_allowed(t),
+                committed,
+                "after {prefix}: token {text:?}"
+            );
+        }
+    }
+}

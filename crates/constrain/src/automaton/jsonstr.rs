@@ -29,6 +29,8 @@ pub(crate) struct StringProg {
     /// Exclusion trie: children per node, and whether a node ends an excluded value
     /// (shared: masks copy the program with other bounds).
     trie: Arc<Vec<(FxHashMap<u8, u32>, bool)>>,
+    /// See [`JsonString::object_key`]: read by the matcher, not by the string's steps.
+    pub object_key: bool,
 }
 
 /// A shared DFA's bytes, counted the first time it is met.
@@ -139,7 +141,20 @@ impl StringProg {
             min: spec.min_chars,
             max: spec.max_chars,
             trie: Arc::new(trie),
+            object_key: spec.object_key,
         }
+    }
+
+    /// Whether `decoded` is one of the values the string excludes.
+    pub fn excludes(&self, decoded: &[u8]) -> bool {
+        let mut n = 0usize;
+        for b in decoded {
+            match self.trie[n].0.get(b) {
+                Some(&c) => n = c as usize,
+                None => return false,
+            }
+        }
+        self.trie[n].1
     }
 
     /// Whether the string has neither a pattern nor exclusions (length bounds allowed):
@@ -267,6 +282,7 @@ impl StringProg {
             min: self.min,
             max: self.max,
             trie: Arc::new(vec![(FxHashMap::default(), false)]),
+            object_key: false,
         };
         let excl = if s.phase == BEFORE_OPEN { 0 } else { OFF_TRIE };
         Some((prog, St { excl, dfa: 0, ..s }.pack()))

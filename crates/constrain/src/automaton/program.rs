@@ -106,6 +106,7 @@ type StringDigest = (
     Vec<Vec<u8>>,
     Option<String>,
     Option<usize>,
+    bool,
 );
 
 fn digest(spec: &JsonString) -> StringDigest {
@@ -116,6 +117,7 @@ fn digest(spec: &JsonString) -> StringDigest {
         spec.pattern.as_ref().map(|d| d.pattern().to_string()),
         // A quote's source stands by its length (equal digests are compared in full).
         spec.quote.as_ref().map(|q| q.text().len()),
+        spec.object_key,
     )
 }
 

@@ -112,6 +112,10 @@ pub struct JsonString {
     /// The decoded value must be a span of this source (a grounded quote); not combined
     /// with `pattern` or `exclude`.
     pub quote: Option<Arc<SpanAutomaton>>,
+    /// An object's key that no declaration names (an open object's extra key, any key
+    /// of an unconstrained object): the matcher refuses a second key of the same
+    /// decoded text in one object, which the string's own states cannot know.
+    pub object_key: bool,
 }
 
 impl JsonString {
@@ -141,6 +145,12 @@ impl JsonString {
             quote: Some(source),
             ..Self::default()
         }
+    }
+
+    /// The same string as an undeclared object key (see [`object_key`](Self::object_key)).
+    pub fn as_object_key(mut self) -> Self {
+        self.object_key = true;
+        self
     }
 
     /// Any string except the given decoded values.

@@ -53,7 +53,7 @@ pub fn add_any_value(b: &mut GrammarBuilder) -> RuleId {
     let member = b.rule(
         "json-member",
         vec![vec![
-            Symbol::json_string(JsonString::any()),
+            Symbol::json_string(JsonString::any().as_object_key()),
             Symbol::ws(),
             Symbol::lit(":"),
             Symbol::ws(),

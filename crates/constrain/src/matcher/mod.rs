@@ -3,6 +3,7 @@
 
 mod closing;
 mod kept;
+mod keys;
 mod walk;
 
 use crate::automaton::config::Item;
@@ -15,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::mask::TokenMask;
 use crate::stats::MatcherStats;
 use kept::Kept;
+use keys::{Event, KeyTracker};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -67,6 +69,10 @@ pub struct Matcher {
     /// What resuming a stack's frames costs, per stack.
     stack_dist: FxHashMap<u32, u32>,
     strings: StringMemo,
+    /// The committed JSON's objects and their undeclared keys, where the grammar has
+    /// such keys (see [`keys`]); one entry per `history` entry.
+    keys: Option<KeyTracker>,
+    keys_history: Vec<KeyTracker>,
 }
 
 /// Hands the cached masks' buffers to the next matcher of the vocabulary.
@@ -104,6 +110,14 @@ impl Matcher {
             dist: Vec::new(),
             stack_dist: FxHashMap::default(),
             strings: StringMemo::default(),
+            keys: c
+                .inner
+                .program
+                .strings
+                .iter()
+                .any(|s| s.object_key)
+                .then(KeyTracker::default),
+            keys_history: Vec::new(),
             c,
         }
     }
@@ -158,6 +172,9 @@ impl Matcher {
         }
         let i = self.cached_mask();
         self.mask_store[i].write_to(out);
+        for t in self.repeats(|t| out.is_allowed(t)) {
+            out.disallow(t);
+        }
     }
 
     /// The allowed tokens for the next step, valid until the matcher changes.
@@ -170,6 +187,10 @@ impl Matcher {
             self.view = TokenMask::new(n);
         }
         self.mask_store[i].write_to(&mut self.view);
+        let view = &self.view;
+        for t in self.repeats(|t| view.is_allowed(t)) {
+            self.view.disallow(t);
+        }
         self.stats.mask_time += t0.elapsed();
         &self.view
     }
@@ -183,7 +204,22 @@ impl Matcher {
         self.stats.steps += 1;
         let i = self.cached_mask();
         self.mask_store[i].write_u32_words(out);
+        let bit = |t: u32| (t as usize / 32, 1u32 << (t % 32));
+        let allowed = |t: u32| out.get(bit(t).0).is_some_and(|w| w & bit(t).1 != 0);
+        for t in self.repeats(allowed) {
+            out[bit(t).0] &= !bit(t).1;
+        }
         self.stats.mask_time += t0.elapsed();
+    }
+
+    /// The tokens `allowed` by the current state's mask that would close a key on one
+    /// of its object's undeclared keys (see [`keys`]).
+    fn repeats(&self, allowed: impl Fn(u32) -> bool) -> Vec<u32> {
+        let mut out = Vec::new();
+        if let Some(k) = self.keys.as_ref().filter(|_| !self.cur.ended) {
+            k.repeats(&self.c.inner.vocab, allowed, &mut out);
+        }
+        out
     }
 
     /// The index in the mask store of the current state's mask, computed straight into
@@ -347,18 +383,19 @@ impl Matcher {
         if self.cur.ended {
             return reject;
         }
-        let next = if vocab.is_eog(token) {
+        let (next, keys) = if vocab.is_eog(token) {
             if !self.states.is_accepting(self.cur.state) {
                 return reject;
             }
-            Pos {
+            let end = Pos {
                 ended: true,
                 ..self.cur
-            }
+            };
+            (end, None)
         } else {
             match vocab.token_bytes(token) {
                 Some(bytes) if !vocab.is_special(token) && !bytes.is_empty() => {
-                    match self.advance(self.cur, bytes) {
+                    match self.advance_committed(self.cur, bytes) {
                         Some(p) => p,
                         None => return reject,
                     }
@@ -368,7 +405,56 @@ impl Matcher {
         };
         self.remember(self.cur);
         self.cur = next;
+        if keys.is_some() {
+            self.keys = keys;
+        }
         Ok(())
+    }
+
+    /// [`advance`](Self::advance) over committed bytes, which also moves the key
+    /// tracker (its new state is returned): `None` where the grammar refuses the
+    /// bytes or they repeat an undeclared key of their object.
+    fn advance_committed(&mut self, from: Pos, bytes: &[u8]) -> Option<(Pos, Option<KeyTracker>)> {
+        let Some(mut keys) = self.keys.clone() else {
+            return self.advance(from, bytes).map(|p| (p, None));
+        };
+        let inner = self.c.inner.clone();
+        let (mut s, mut budget) = (from.state, from.budget);
+        for &b in bytes {
+            let nx = self.states.next(&inner.program, s, b, budget > 0)?;
+            if keys.step(b) == Event::KeyClosed {
+                if keys.is_repeat() {
+                    return None;
+                }
+                if self.closes_undeclared_key(s, keys.key()) {
+                    keys.remember();
+                }
+            }
+            s = nx.state;
+            budget -= u32::from(nx.ws_used);
+        }
+        let at = Pos {
+            state: s,
+            budget,
+            ended: false,
+        };
+        Some((at, Some(keys)))
+    }
+
+    /// Whether state `s` has an undeclared key's string that `key` (its decoded text)
+    /// may close.
+    fn closes_undeclared_key(&self, s: u32, key: &[u8]) -> bool {
+        let p = &self.c.inner.program;
+        self.states
+            .config(s)
+            .iter()
+            .any(|it| match p.nodes.get(it.pos as usize) {
+                Some(&Node::JsonStr { spec, .. }) if StringProg::is_inside(it.aux) => {
+                    let prog = &p.strings[spec as usize];
+                    prog.object_key && !prog.excludes(key)
+                }
+                _ => false,
+            })
     }
 
     /// Consumes raw bytes (e.g. text forced by the caller). Refused, state unchanged,
@@ -376,12 +462,15 @@ impl Matcher {
     pub fn commit_bytes(&mut self, bytes: &[u8]) -> Result<()> {
         self.make_room();
         match (!self.cur.ended)
-            .then(|| self.advance(self.cur, bytes))
+            .then(|| self.advance_committed(self.cur, bytes))
             .flatten()
         {
-            Some(p) => {
+            Some((p, keys)) => {
                 self.remember(self.cur);
                 self.cur = p;
+                if keys.is_some() {
+                    self.keys = keys;
+                }
                 Ok(())
             }
             None => Err(Error::grammar("the bytes leave the grammar")),
@@ -394,8 +483,14 @@ impl Matcher {
     fn remember(&mut self, p: Pos) {
         if self.history.len() >= MAX_ROLLBACK + MAX_ROLLBACK / 4 {
             self.history.drain(..MAX_ROLLBACK / 4);
+            if self.keys.is_some() {
+                self.keys_history.drain(..MAX_ROLLBACK / 4);
+            }
         }
         self.history.push(p);
+        if let Some(k) = &self.keys {
+            self.keys_history.push(k.clone());
+        }
     }
 
     /// Undoes the last `n` commits (at most the last [`MAX_ROLLBACK`]).
@@ -409,8 +504,12 @@ impl Matcher {
         let at = self.history.len() - n;
         if n > 0 {
             self.cur = self.history[at];
+            if self.keys.is_some() {
+                self.keys = Some(self.keys_history[at].clone());
+            }
         }
         self.history.truncate(at);
+        self.keys_history.truncate(at);
         Ok(())
     }
 
@@ -470,6 +569,10 @@ impl Matcher {
             }
         }
         self.walk(0, (self.cur.state, self.cur.budget), out);
+        let plain = &*out;
+        for t in self.repeats(|t| plain.is_allowed(t)) {
+            out.disallow(t);
+        }
     }
 
     /// Statistics so far.

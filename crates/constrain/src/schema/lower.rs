@@ -284,7 +284,9 @@ impl Lowerer<'_> {
             Some(a) => {
                 let names = spec.properties.iter().map(|p| p.name.as_bytes());
                 let names = names.chain(spec.impossible.iter().map(String::as_bytes));
-                let mut m = vec![Symbol::json_string(JsonString::excluding(names))];
+                let mut m = vec![Symbol::json_string(
+                    JsonString::excluding(names).as_object_key(),
+                )];
                 m.extend(colon());
                 m.push(self.value(a)?);
                 Some(m)
@@ -389,6 +391,7 @@ fn string(spec: &StringSpec, quote: Option<Arc<SpanAutomaton>>) -> Result<Symbol
             _ => spec.min_length as u32,
         },
         quote,
+        object_key: false,
     };
     Ok(Symbol::json_string(js))
 }
