@@ -422,13 +422,13 @@ impl Matcher {
         let (mut s, mut budget) = (from.state, from.budget);
         for &b in bytes {
             let nx = self.states.next(&inner.program, s, b, budget > 0)?;
-            if keys.step(b) == Event::KeyClosed {
+            // Only where the automaton closes an undeclared key too: text around a
+            // document that the tracker misreads as JSON records and refuses nothing.
+            if keys.step(b) == Event::KeyClosed && self.closes_undeclared_key(s, keys.key()) {
                 if keys.is_repeat() {
                     return None;
                 }
-                if self.closes_undeclared_key(s, keys.key()) {
-                    keys.remember();
-                }
+                keys.remember();
             }
             s = nx.state;
             budget -= u32::from(nx.ws_used);
