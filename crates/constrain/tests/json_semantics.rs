@@ -54,6 +54,10 @@ fn undeclared_keys_are_open_only_under_json_semantics() {
 
 #[test]
 fn a_declared_key_appears_once_in_any_spelling_in_an_open_object() {
+    // The empty key too: it is excluded from the extra keys like any other.
+    let empty = json!({"type": "object", "properties": {"": {}}});
+    assert!(accepts(&empty, &OPEN, r#"{"":1,"x":2}"#));
+    assert!(!accepts(&empty, &OPEN, r#"{"":1,"":2}"#));
     let s = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}});
     assert!(accepts(&s, &OPEN, r#"{"a":1,"b":2,"c":3}"#));
     // Once as declared, never again as an undeclared key, escaped or not, before
@@ -106,6 +110,7 @@ fn an_undeclared_key_appears_once_per_object_in_any_spelling() {
         r#"{"x":1,"\u0078":2}"#,
         r#"{"\u0078":1,"a":2,"x":3}"#,
         r#"{"😀":1,"\ud83d\ude00":2}"#,
+        r#"{"":1,"":2}"#,
     ] {
         assert!(!accepts(&s, &OPEN, doc), "open accepted {doc}");
     }
@@ -152,6 +157,7 @@ fn masks_refuse_exactly_the_tokens_that_commit_refuses_for_repeated_keys() {
     let mut mask = llamay_constrain::TokenMask::new(vocab.len());
     for (prefix, refused, allowed) in [
         (r#"{"x":1,""#, &["x\"", "x\":", "\\u0078\""][..], "y\""),
+        (r#"{"":1,""#, &["\""][..], "y\""),
         (r#"{"x":1,"\u00"#, &["78\""][..], "12"),
         (r#"{"x":1"#, &[",\"x\"", ",\"y\":1,\"y\""][..], ",\""),
         (r#"{"x":1,"#, &["\"x\""][..], "\"a\""),
@@ -181,4 +187,41 @@ fn masks_refuse_exactly_the_tokens_that_commit_refuses_for_repeated_keys() {
             );
         }
     }
+}
+
+#[test]
+fn many_undeclared_keys_stay_refused_across_chunks() {
+    // 120 keys of 10 bytes: several of the matcher's exclusion chunks, and one key too
+    // long for any (refused by the commit check alone).
+    let (vocab, _, _) = synthetic_vocab(&["0\"", "7\""]);
+    let s = json!({"type": "object", "properties": {"a": {}}});
+    let (c, _) = schema::constraint_with(&s, vocab.clone(), &OPEN).unwrap();
+    let long = "L".repeat(5000);
+    let mut doc = format!(r#"{{"{long}":0"#);
+    for i in 0..120 {
+        doc.push_str(&format!(r#","key{i:07}":{i}"#));
+    }
+    let token = |text: &str| {
+        (0..vocab.len() as u32)
+            .find(|&t| vocab.token_bytes(t) == Some(text.as_bytes()) && !vocab.is_special(t))
+            .unwrap()
+    };
+    let mut mask = llamay_constrain::TokenMask::new(vocab.len());
+    // The first key and one of the last (other chunks), then a key not seen.
+    for (key, last, seen) in [
+        ("key000000", "0\"", true),
+        ("key000011", "7\"", true),
+        ("key000012", "0\"", false),
+    ] {
+        let mut m = c.matcher();
+        m.commit_bytes(format!(r#"{doc},"{key}"#).as_bytes())
+            .unwrap();
+        m.mask(&mut mask);
+        assert_eq!(mask.is_allowed(token(last)), !seen, "{key}{last}");
+        assert_eq!(m.commit(token(last)).is_ok(), !seen, "{key}{last}");
+    }
+    let mut m = c.matcher();
+    m.commit_bytes(doc.as_bytes()).unwrap();
+    assert!(m.commit_bytes(format!(r#","{long}""#).as_bytes()).is_err());
+    assert!(m.commit_bytes(format!(r#","{long}L""#).as_bytes()).is_ok());
 }

@@ -18,6 +18,9 @@ use std::sync::Arc;
 
 /// Exclusion-trie node meaning "no excluded value has this prefix".
 const OFF_TRIE: u32 = 0xFFF;
+/// Most bytes of excluded values one string takes: its trie's nodes must stay below
+/// [`OFF_TRIE`].
+pub(crate) const MAX_EXCLUDED_BYTES: usize = OFF_TRIE as usize - 1;
 
 /// A JSON string spec prepared for matching.
 #[derive(Clone, Debug)]
@@ -145,22 +148,55 @@ impl StringProg {
         }
     }
 
+    /// Whether some value is excluded (the empty one too: a root that ends a value).
+    fn has_exclusions(&self) -> bool {
+        self.trie.len() > 1 || self.trie[0].1
+    }
+
+    /// Whether the value read so far (state `aux`) begins one the string excludes.
+    pub fn on_excluded(aux: u64) -> bool {
+        St::unpack(aux).excl != OFF_TRIE
+    }
+
+    /// In a plain phase, the bytes after which state `aux` may still be on a value the
+    /// string excludes, or closes (the exclusion trie's next bytes, the backslash, the
+    /// quote); `None` inside an escape or a UTF-8 sequence, where any byte may.
+    pub fn excluded_next(&self, aux: u64) -> Option<impl Iterator<Item = u8> + '_> {
+        let s = St::unpack(aux);
+        (s.phase == NORMAL && s.excl != OFF_TRIE).then(|| {
+            let next = self.trie[s.excl as usize].0.keys().copied();
+            next.chain([b'"', b'\\'])
+        })
+    }
+
     /// Whether `decoded` is one of the values the string excludes.
     pub fn excludes(&self, decoded: &[u8]) -> bool {
-        let mut n = 0usize;
+        self.ends_excluded(self.excl_after(0, decoded))
+    }
+
+    /// The exclusion-trie node after `decoded` bytes from node `at` ([`OFF_TRIE`] once
+    /// no excluded value begins so).
+    #[inline]
+    fn excl_after(&self, at: u32, decoded: &[u8]) -> u32 {
+        let mut n = at;
         for b in decoded {
-            match self.trie[n].0.get(b) {
-                Some(&c) => n = c as usize,
-                None => return false,
+            if n == OFF_TRIE {
+                break;
             }
+            n = self.trie[n as usize].0.get(b).copied().unwrap_or(OFF_TRIE);
         }
-        self.trie[n].1
+        n
+    }
+
+    /// Whether exclusion-trie node `n` ends an excluded value.
+    fn ends_excluded(&self, n: u32) -> bool {
+        n != OFF_TRIE && self.trie[n as usize].1
     }
 
     /// Whether the string has neither a pattern nor exclusions (length bounds allowed):
     /// such strings behave the same in every grammar.
     pub fn is_unpatterned(&self) -> bool {
-        self.dfa.is_none() && self.quote.is_none() && self.trie.len() == 1
+        self.dfa.is_none() && self.quote.is_none() && !self.has_exclusions()
     }
 
     /// The pattern's DFA, for a string with a pattern and nothing else shaping its
@@ -168,7 +204,7 @@ impl StringProg {
     pub fn pattern_only(&self) -> Option<&Arc<ByteDfa>> {
         self.dfa
             .as_ref()
-            .filter(|_| self.quote.is_none() && self.trie.len() == 1)
+            .filter(|_| self.quote.is_none() && !self.has_exclusions())
     }
 
     /// Whether the value must be a span of a source (its masks are walked directly: a
@@ -306,18 +342,7 @@ impl StringProg {
         {
             return None;
         }
-        let mut excl = s.excl;
-        for &b in body {
-            if excl == OFF_TRIE {
-                break;
-            }
-            excl = self.trie[excl as usize]
-                .0
-                .get(&b)
-                .copied()
-                .unwrap_or(OFF_TRIE);
-        }
-        Some(excl == OFF_TRIE || !self.trie[excl as usize].1)
+        Some(!self.ends_excluded(self.excl_after(s.excl, body)))
     }
 
     /// [`as_plain`](Self::as_plain) where the length bounds may stay: the string has no
@@ -326,7 +351,7 @@ impl StringProg {
     pub fn as_settled(&self, aux: u64) -> Option<(StringProg, u64)> {
         let (d, s) = (self.dfa.as_ref()?, St::unpack(aux).dfa);
         // Acceptance first: it is a lookup, settledness is derived on first use.
-        if self.trie.len() > 1 || !d.is_accepting(s) || !d.is_settled(s) {
+        if self.has_exclusions() || !d.is_accepting(s) || !d.is_settled(s) {
             return None;
         }
         self.as_plain(aux)
@@ -339,7 +364,7 @@ impl StringProg {
     /// larger tail.
     pub fn tail_key(&self, aux: u64, limit: usize) -> Option<(Box<[u32]>, u64)> {
         let d = self.dfa.as_ref()?;
-        if self.trie.len() > 1 {
+        if self.has_exclusions() {
             return None;
         }
         let s = St::unpack(aux);
@@ -371,7 +396,7 @@ impl StringProg {
                 .filter(|n| self.fits(n)),
             BEFORE_OPEN => (b == b'"').then_some(St {
                 phase: NORMAL,
-                excl: if self.trie.len() > 1 { 0 } else { OFF_TRIE },
+                excl: if self.has_exclusions() { 0 } else { OFF_TRIE },
                 ..s
             }),
             NORMAL => match b {
@@ -534,7 +559,7 @@ impl StringProg {
         }
         s.count >= self.min
             && self.dfa.as_ref().is_none_or(|d| d.is_accepting(s.dfa))
-            && !(s.excl != OFF_TRIE && self.trie[s.excl as usize].1)
+            && !self.ends_excluded(s.excl)
     }
 
     /// Advances the pattern DFA and the exclusion trie by one byte of the decoded value.
@@ -545,13 +570,7 @@ impl StringProg {
         if let Some(d) = &self.dfa {
             s.dfa = d.next(s.dfa, b)?;
         }
-        if s.excl != OFF_TRIE {
-            s.excl = self.trie[s.excl as usize]
-                .0
-                .get(&b)
-                .copied()
-                .unwrap_or(OFF_TRIE);
-        }
+        s.excl = self.excl_after(s.excl, &[b]);
         Some(s)
     }
 

@@ -311,9 +311,7 @@ impl ByteDfa {
         if matches!(self.table, Table::Trie(_)) {
             return false;
         }
-        // A universal state takes every ASCII character: a handful of lookups settles
-        // most states (an enum's, a format's) without deriving the tables.
-        if self.chars.0.get().is_none() && (0..0x80).any(|b| self.next(s, b).is_none()) {
+        if self.refuses_ascii_untabled(s) {
             return false;
         }
         self.chars.0.get_or_init(|| self.char_tables()).universal[s as usize]
@@ -326,11 +324,17 @@ impl ByteDfa {
         if matches!(self.table, Table::Trie(_)) {
             return false;
         }
-        // Settled states are universal (see above).
-        if self.chars.0.get().is_none() && (0..0x80).any(|b| self.next(s, b).is_none()) {
+        if self.refuses_ascii_untabled(s) {
             return false;
         }
         self.chars.0.get_or_init(|| self.char_tables()).settled[s as usize]
+    }
+
+    /// Whether the character tables are not derived yet and state `s` refuses some ASCII
+    /// byte, so is neither universal nor settled: a handful of lookups settles most
+    /// states (an enum's, a format's) without deriving the tables.
+    fn refuses_ascii_untabled(&self, s: u32) -> bool {
+        self.chars.0.get().is_none() && (0..0x80).any(|b| self.next(s, b).is_none())
     }
 
     /// [`is_universal`](Self::is_universal) and [`is_settled`](Self::is_settled) for

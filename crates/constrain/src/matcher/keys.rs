@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use crate::automaton::jsonstr::{StrStep, StringProg, MAX_EXCLUDED_BYTES};
+use crate::grammar::JsonString;
 use crate::trie::Trie;
 use crate::vocab::Vocabulary;
 
@@ -18,9 +20,12 @@ pub(super) struct KeyTracker {
     below: Option<Arc<Frame>>,
     /// Inside a string, and whether it is a key.
     in_string: Option<bool>,
-    /// The key being written, decoded so far.
+    /// After a backslash inside a string (the next byte cannot close it).
+    escaped: bool,
+    /// The key being written, as written (escapes undecoded).
+    raw: Vec<u8>,
+    /// The key just closed, decoded.
     key: Vec<u8>,
-    esc: Escape,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,9 +59,33 @@ struct Frame {
 struct Seen {
     key: Box<[u8]>,
     next: Option<Arc<Seen>>,
+    /// The strings that exclude this key and the older ones, for the masks: built as
+    /// keys are remembered, not per mask.
+    chunk: Option<Arc<Chunk>>,
 }
 
-fn keys(mut s: &Option<Arc<Seen>>) -> impl Iterator<Item = &[u8]> {
+/// A string excluding some of an object's keys (`members`); `older` holds the others.
+#[derive(Debug)]
+struct Chunk {
+    prog: StringProg,
+    members: Vec<Box<[u8]>>,
+    bytes: usize,
+    older: Option<Arc<Chunk>>,
+}
+
+/// Bytes of keys per [`Chunk`]: a new key rebuilds its chunk's trie, so a chunk stays
+/// small; a longer key has one to itself.
+const CHUNK_BYTES: usize = 256;
+
+fn chunks(mut c: &Option<Arc<Chunk>>) -> impl Iterator<Item = &StringProg> {
+    std::iter::from_fn(move || {
+        let n = c.as_ref()?;
+        c = &n.older;
+        Some(&n.prog)
+    })
+}
+
+fn keys_of(mut s: &Option<Arc<Seen>>) -> impl Iterator<Item = &[u8]> {
     std::iter::from_fn(move || {
         let n = s.as_ref()?;
         s = &n.next;
@@ -82,8 +111,8 @@ impl KeyTracker {
                 b'}' | b']' => self.close(),
                 b'"' => {
                     self.in_string = Some(self.top.kind == Kind::Object && self.top.expect_key);
-                    self.key.clear();
-                    self.esc = Escape::default();
+                    self.raw.clear();
+                    self.escaped = false;
                 }
                 b':' => self.top.expect_key = false,
                 b',' => self.top.expect_key = self.top.kind == Kind::Object,
@@ -91,25 +120,18 @@ impl KeyTracker {
             }
             return Event::Other;
         };
-        if self.esc.len > 0 {
-            if let Decoded::Char(c, n) = self.esc.push(b) {
-                if is_key {
-                    self.key.extend_from_slice(&c[..n]);
-                }
+        if b == b'"' && !self.escaped {
+            self.in_string = None;
+            if is_key {
+                self.top.expect_key = false;
+                self.key = decode(&self.raw);
+                return Event::KeyClosed;
             }
             return Event::Other;
         }
-        match b {
-            b'\\' => self.esc.push(b).ignore(),
-            b'"' => {
-                self.in_string = None;
-                if is_key {
-                    self.top.expect_key = false;
-                    return Event::KeyClosed;
-                }
-            }
-            _ if is_key => self.key.push(b),
-            _ => {}
+        self.escaped = b == b'\\' && !self.escaped;
+        if is_key {
+            self.raw.push(b);
         }
         Event::Other
     }
@@ -150,15 +172,41 @@ impl KeyTracker {
 
     /// Whether the key just closed is one of its object's undeclared keys already.
     pub fn is_repeat(&self) -> bool {
-        keys(&self.top.seen).any(|k| k == self.key)
+        keys_of(&self.top.seen).any(|k| k == self.key)
     }
 
     /// Remembers the key just closed as one of its object's undeclared keys.
     pub fn remember(&mut self) {
+        let newest = self.top.seen.as_ref().and_then(|n| n.chunk.clone());
+        let key: Box<[u8]> = self.key.as_slice().into();
+        let chunk = if key.len() > MAX_EXCLUDED_BYTES {
+            // Past what one string's trie holds: such a key's repeat is refused by the
+            // commit check alone.
+            newest
+        } else {
+            let (mut members, older) = match newest {
+                Some(c) if c.bytes + key.len() <= CHUNK_BYTES => {
+                    (c.members.clone(), c.older.clone())
+                }
+                c => (Vec::new(), c),
+            };
+            members.push(key);
+            Some(Arc::new(Chunk {
+                prog: StringProg::new(&JsonString::excluding(&members)),
+                bytes: members.iter().map(|m| m.len()).sum(),
+                members,
+                older,
+            }))
+        };
+        self.push_seen(chunk);
+    }
+
+    fn push_seen(&mut self, chunk: Option<Arc<Chunk>>) {
         let next = self.top.seen.take();
         self.top.seen = Some(Arc::new(Seen {
             key: self.key.clone().into(),
             next,
+            chunk,
         }));
     }
 
@@ -179,12 +227,21 @@ impl KeyTracker {
         if !self.any_seen() {
             return;
         }
-        // The key being written, closed by a token's first quote: a walk down the
-        // trie along every spelling of each seen key's rest.
+        // The key being written, closed by a token's first quote: the tokens that
+        // close it on a seen key, found by the string that excludes them, walked down
+        // the trie only while the value read still begins one.
         if self.in_string == Some(true) {
-            for k in keys(&self.top.seen) {
-                if let Some(rest) = k.strip_prefix(self.key.as_slice()) {
-                    spell(&vocab.trie, 0, rest, self.esc, out);
+            let newest = self.top.seen.as_ref().and_then(|n| n.chunk.clone());
+            for prog in chunks(&newest) {
+                let mut aux = Some(0);
+                for &b in b"\"".iter().chain(&self.raw) {
+                    aux = match aux.map(|a| prog.step(a, b)) {
+                        Some(StrStep::Inside(a)) if StringProg::on_excluded(a) => Some(a),
+                        _ => None,
+                    };
+                }
+                if let Some(aux) = aux {
+                    closing_on_excluded(&vocab.trie, 0, prog, aux, out);
                 }
             }
         }
@@ -205,141 +262,57 @@ impl KeyTracker {
                 if t.is_repeat() {
                     return true;
                 }
-                t.remember();
+                // Only for this check: no chunk (its string is for masks).
+                t.push_seen(None);
             }
         }
         false
     }
 }
 
-/// Into `out`, the tokens below trie node `i` whose bytes spell `rest` (decoded, from
-/// escape state `esc`) and then the closing quote.
-fn spell(trie: &Trie, i: usize, rest: &[u8], esc: Escape, out: &mut Vec<u32>) {
-    let end = trie.nodes[i].end as usize;
-    let mut j = i + 1;
-    while j < end {
-        let b = trie.nodes[j].byte;
+/// The decoded text of a key written as `raw` (without its quotes); the grammar has
+/// accepted it as a JSON string, so it decodes.
+fn decode(raw: &[u8]) -> Vec<u8> {
+    if !raw.contains(&b'\\') {
+        return raw.to_vec();
+    }
+    let quoted = [&b"\""[..], raw, b"\""].concat();
+    serde_json::from_slice::<String>(&quoted).map_or_else(|_| raw.to_vec(), String::into_bytes)
+}
+
+/// Into `out`, the tokens below trie node `i` that close string `prog` (in state `aux`)
+/// on a value it excludes.
+fn closing_on_excluded(trie: &Trie, i: usize, prog: &StringProg, aux: u64, out: &mut Vec<u32>) {
+    let mut visit = |j: usize| {
         let next = trie.nodes[j].end as usize;
-        let mut e = esc;
-        if e.len > 0 {
-            match e.push(b) {
-                Decoded::Pending => spell(trie, j, rest, e, out),
-                Decoded::Char(c, n) => {
-                    if let Some(r) = rest.strip_prefix(&c[..n]) {
-                        spell(trie, j, r, Escape::default(), out);
-                    }
-                }
-                Decoded::Bad => {}
+        match prog.step(aux, trie.nodes[j].byte) {
+            StrStep::Inside(a) if StringProg::on_excluded(a) => {
+                closing_on_excluded(trie, j, prog, a, out)
             }
-        } else {
-            match b {
-                b'"' if rest.is_empty() => {
-                    (j..next).for_each(|n| out.extend_from_slice(trie.tokens_at(n)))
-                }
-                b'\\' => {
-                    e.push(b).ignore();
-                    spell(trie, j, rest, e, out);
-                }
-                _ if rest.first() == Some(&b) => spell(trie, j, &rest[1..], esc, out),
-                _ => {}
-            }
-        }
-        j = next;
-    }
-}
-
-/// A JSON escape being read: its bytes so far (a surrogate pair is 12).
-#[derive(Clone, Copy, Debug, Default)]
-struct Escape {
-    buf: [u8; 12],
-    len: u8,
-}
-
-enum Decoded {
-    Pending,
-    /// The character's UTF-8 and its length.
-    Char([u8; 4], usize),
-    Bad,
-}
-
-impl Decoded {
-    fn ignore(self) {}
-}
-
-impl Escape {
-    /// Adds a byte (the first is the backslash); the escape is over unless `Pending`.
-    fn push(&mut self, b: u8) -> Decoded {
-        self.buf[self.len as usize] = b;
-        self.len += 1;
-        let d = self.decode();
-        if !matches!(d, Decoded::Pending) {
-            *self = Escape::default();
-        }
-        d
-    }
-
-    fn decode(&self) -> Decoded {
-        let s = &self.buf[..self.len as usize];
-        let short = |c: u8| Decoded::Char([c, 0, 0, 0], 1);
-        match s.len() {
-            1 => return Decoded::Pending,
-            2 => {
-                return match s[1] {
-                    b'"' | b'\\' | b'/' => short(s[1]),
-                    b'b' => short(8),
-                    b'f' => short(12),
-                    b'n' => short(b'\n'),
-                    b'r' => short(b'\r'),
-                    b't' => short(b'\t'),
-                    b'u' => Decoded::Pending,
-                    _ => Decoded::Bad,
-                }
+            // Only an excluded value makes the closing quote dead.
+            StrStep::Dead if trie.nodes[j].byte == b'"' => {
+                (j..next).for_each(|n| out.extend_from_slice(trie.tokens_at(n)))
             }
             _ => {}
         }
-        let Some(hi) = hex4(&s[2..s.len().min(6)], s.len() < 6) else {
-            return Decoded::Bad;
-        };
-        if s.len() < 6 {
-            return Decoded::Pending;
-        }
-        let unit = |c: u32| match char::from_u32(c) {
-            Some(ch) => {
-                let mut buf = [0u8; 4];
-                let n = ch.encode_utf8(&mut buf).len();
-                Decoded::Char(buf, n)
+    };
+    // Where few bytes can matter, only their children are stepped: the root and the
+    // other wide nodes have hundreds.
+    if let Some(bytes) = prog.excluded_next(aux).filter(|_| trie.nodes[i].wide) {
+        let (kid_bytes, kids) = trie.kids(i);
+        for b in bytes {
+            if let Ok(k) = kid_bytes.binary_search(&b) {
+                visit(kids[k] as usize);
             }
-            None => Decoded::Bad,
-        };
-        match hi {
-            0xD800..=0xDBFF => match s.len() {
-                6 => Decoded::Pending,
-                7 if s[6] == b'\\' => Decoded::Pending,
-                8 if s[7] == b'u' => Decoded::Pending,
-                9..=12 => match hex4(&s[8..], s.len() < 12) {
-                    None => Decoded::Bad,
-                    Some(_) if s.len() < 12 => Decoded::Pending,
-                    Some(lo @ 0xDC00..=0xDFFF) => {
-                        unit(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
-                    }
-                    Some(_) => Decoded::Bad,
-                },
-                _ => Decoded::Bad,
-            },
-            _ => unit(hi),
         }
+        return;
     }
-}
-
-/// The value of up to four hex digits (`None` if one is not); `partial` allows fewer.
-fn hex4(digits: &[u8], partial: bool) -> Option<u32> {
-    if digits.len() != 4 && !partial {
-        return None;
+    let end = trie.nodes[i].end as usize;
+    let mut j = i + 1;
+    while j < end {
+        visit(j);
+        j = trie.nodes[j].end as usize;
     }
-    digits.iter().try_fold(0u32, |v, &d| {
-        let x = (d as char).to_digit(16)?;
-        Some(v << 4 | x)
-    })
 }
 
 #[cfg(test)]
@@ -367,28 +340,10 @@ mod tests {
             r#"{"a":"x\"y","b\u00e9":[{"a":1},"s"],"\ud83d\ude00":{"c":{}},"#,
         );
         assert_eq!(closed, ["a", "bé", "a", "😀", "c"]);
-        let top: Vec<&[u8]> = keys(&t.top.seen).collect();
+        let top: Vec<&[u8]> = keys_of(&t.top.seen).collect();
         assert_eq!(top, [&b"\xf0\x9f\x98\x80"[..], "bé".as_bytes(), b"a"]);
         assert!(t.token_repeats(br#""a""#) && !t.token_repeats(br#""c""#));
         // A token that writes a key twice is refused though neither was seen before.
         assert!(t.token_repeats(br#""d":1,"d""#));
-    }
-
-    #[test]
-    fn escapes_decode_like_json() {
-        let mut e = Escape::default();
-        let mut last = Decoded::Pending;
-        for &b in br"\uD83D\uDE00" {
-            last = e.push(b);
-        }
-        assert!(matches!(last, Decoded::Char(c, 4) if c == *"😀".as_bytes()));
-        let mut e = Escape::default();
-        for &b in br"\uDE00" {
-            last = e.push(b);
-        }
-        assert!(matches!(last, Decoded::Bad), "a lone low surrogate");
-        let mut e = Escape::default();
-        e.push(b'\\').ignore();
-        assert!(matches!(e.push(b'x'), Decoded::Bad));
     }
 }

@@ -172,9 +172,7 @@ impl Matcher {
         }
         let i = self.cached_mask();
         self.mask_store[i].write_to(out);
-        for t in self.repeats(|t| out.is_allowed(t)) {
-            out.disallow(t);
-        }
+        self.drop_repeats(out);
     }
 
     /// The allowed tokens for the next step, valid until the matcher changes.
@@ -187,10 +185,9 @@ impl Matcher {
             self.view = TokenMask::new(n);
         }
         self.mask_store[i].write_to(&mut self.view);
-        let view = &self.view;
-        for t in self.repeats(|t| view.is_allowed(t)) {
-            self.view.disallow(t);
-        }
+        let mut view = std::mem::replace(&mut self.view, TokenMask::new(0));
+        self.drop_repeats(&mut view);
+        self.view = view;
         self.stats.mask_time += t0.elapsed();
         &self.view
     }
@@ -210,6 +207,13 @@ impl Matcher {
             out[bit(t).0] &= !bit(t).1;
         }
         self.stats.mask_time += t0.elapsed();
+    }
+
+    /// Takes from `mask` the tokens that would repeat an undeclared key.
+    fn drop_repeats(&self, mask: &mut TokenMask) {
+        for t in self.repeats(|t| mask.is_allowed(t)) {
+            mask.disallow(t);
+        }
     }
 
     /// The tokens `allowed` by the current state's mask that would close a key on one
@@ -361,10 +365,23 @@ impl Matcher {
     }
 
     fn advance(&mut self, from: Pos, bytes: &[u8]) -> Option<Pos> {
-        let p = &self.c.inner.program;
+        self.advance_watching(from, bytes, |_, _, _| true)
+    }
+
+    /// [`advance`](Self::advance), asking `watch` before each byte (with the state it
+    /// leaves) whether it may be taken.
+    fn advance_watching(
+        &mut self,
+        from: Pos,
+        bytes: &[u8],
+        mut watch: impl FnMut(&Self, u32, u8) -> bool,
+    ) -> Option<Pos> {
         let (mut s, mut budget) = (from.state, from.budget);
         for &b in bytes {
-            let nx = self.states.next(p, s, b, budget > 0)?;
+            if !watch(self, s, b) {
+                return None;
+            }
+            let nx = self.states.next(&self.c.inner.program, s, b, budget > 0)?;
             s = nx.state;
             budget -= u32::from(nx.ws_used);
         }
@@ -403,12 +420,18 @@ impl Matcher {
                 _ => return reject,
             }
         };
+        self.move_to(next, keys);
+        Ok(())
+    }
+
+    /// Makes `next` (and the key tracker's `keys`, if moved) current, the current
+    /// position kept for rollback.
+    fn move_to(&mut self, next: Pos, keys: Option<KeyTracker>) {
         self.remember(self.cur);
         self.cur = next;
         if keys.is_some() {
             self.keys = keys;
         }
-        Ok(())
     }
 
     /// [`advance`](Self::advance) over committed bytes, which also moves the key
@@ -418,26 +441,16 @@ impl Matcher {
         let Some(mut keys) = self.keys.clone() else {
             return self.advance(from, bytes).map(|p| (p, None));
         };
-        let inner = self.c.inner.clone();
-        let (mut s, mut budget) = (from.state, from.budget);
-        for &b in bytes {
-            let nx = self.states.next(&inner.program, s, b, budget > 0)?;
+        let at = self.advance_watching(from, bytes, |m, s, b| {
             // Only where the automaton closes an undeclared key too: text around a
             // document that the tracker misreads as JSON records and refuses nothing.
-            if keys.step(b) == Event::KeyClosed && self.closes_undeclared_key(s, keys.key()) {
-                if keys.is_repeat() {
-                    return None;
-                }
-                keys.remember();
+            if keys.step(b) != Event::KeyClosed || !m.closes_undeclared_key(s, keys.key()) {
+                return true;
             }
-            s = nx.state;
-            budget -= u32::from(nx.ws_used);
-        }
-        let at = Pos {
-            state: s,
-            budget,
-            ended: false,
-        };
+            let fresh = !keys.is_repeat();
+            keys.remember();
+            fresh
+        })?;
         Some((at, Some(keys)))
     }
 
@@ -466,11 +479,7 @@ impl Matcher {
             .flatten()
         {
             Some((p, keys)) => {
-                self.remember(self.cur);
-                self.cur = p;
-                if keys.is_some() {
-                    self.keys = keys;
-                }
+                self.move_to(p, keys);
                 Ok(())
             }
             None => Err(Error::grammar("the bytes leave the grammar")),
@@ -569,10 +578,7 @@ impl Matcher {
             }
         }
         self.walk(0, (self.cur.state, self.cur.budget), out);
-        let plain = &*out;
-        for t in self.repeats(|t| plain.is_allowed(t)) {
-            out.disallow(t);
-        }
+        self.drop_repeats(out);
     }
 
     /// Statistics so far.
