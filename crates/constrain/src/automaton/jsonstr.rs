@@ -11,7 +11,7 @@
 //! hex digit that can still complete an acceptable code point). So the automaton never
 //! enters a state with no continuation.
 
-use crate::grammar::{ByteDfa, JsonString, SpanAutomaton};
+use crate::grammar::{ByteDfa, ByteSet, JsonString, SpanAutomaton};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -249,6 +249,43 @@ impl StringProg {
             _ => return None,
         }
         Some(set)
+    }
+
+    /// A superset of the bytes [`step`](Self::step) takes from `aux`, found without
+    /// stepping the decoder: the state table skips every other byte unstepped, and
+    /// most of a token trie's bytes are dead below a string's prefixes.
+    pub fn first_bytes(&self, aux: u64) -> ByteSet {
+        let s = St::unpack(aux);
+        // Raw bytes go to the pattern as they are; a quote, a backslash or an escape's
+        // bytes do not.
+        let raw = |lo: u8, hi: u8| {
+            let set = ByteSet::range(lo, hi);
+            match &self.dfa {
+                Some(d) => set.intersect(&d.live_bytes(s.dfa)),
+                None => set,
+            }
+        };
+        if self.quote.is_some() && s.phase != BEFORE_OPEN {
+            return self
+                .quote_first_bytes(aux)
+                .map_or(ByteSet([u64::MAX; 4]), ByteSet);
+        }
+        match s.phase {
+            BEFORE_OPEN => ByteSet::of(b"\""),
+            NORMAL => raw(0x20, 0x7F)
+                .union(&raw(0xC2, 0xF4))
+                .union(&ByteSet::of(b"\"\\")),
+            BACKSLASH => ByteSet::of(b"\"\\/bfnrtu"),
+            HEX0..=6 | LOW_HEX0..=12 => ByteSet::of(b"0123456789abcdefABCDEF"),
+            EXPECT_BS_LOW => ByteSet::of(b"\\"),
+            EXPECT_U_LOW => ByteSet::of(b"u"),
+            CONT_E0 => raw(0xA0, 0xBF),
+            CONT_ED => raw(0x80, 0x9F),
+            CONT_F0 => raw(0x90, 0xBF),
+            CONT_F4 => raw(0x80, 0x8F),
+            CONT1..=15 => raw(0x80, 0xBF),
+            _ => ByteSet([u64::MAX; 4]),
+        }
     }
 
     /// The span automaton's state in `s` (quoted strings only).
@@ -901,5 +938,60 @@ mod tests {
         assert_eq!(run(&p, br#""abc""#), Ok(()));
         assert_eq!(run(&p, br#""\u0061""#), Err(7));
         assert_eq!(run(&p, br#""b""#), Ok(()));
+    }
+
+    /// Every state reached within `depth` bytes of the start, trying every byte.
+    fn reachable(p: &StringProg, depth: usize) -> Vec<u64> {
+        let mut seen = std::collections::HashSet::from([0u64]);
+        let mut frontier = vec![0u64];
+        for _ in 0..depth {
+            let mut next = Vec::new();
+            for &aux in &frontier {
+                for b in 0..=255u8 {
+                    if let StrStep::Inside(a) = p.step(aux, b) {
+                        if seen.insert(a) {
+                            next.push(a);
+                        }
+                    }
+                }
+            }
+            frontier = next;
+        }
+        seen.into_iter().collect()
+    }
+
+    #[test]
+    fn first_bytes_hold_every_byte_a_step_takes() {
+        let source =
+            crate::grammar::SpanAutomaton::new("Ab \"é\" 😀\\x", crate::grammar::Normalize::None)
+                .unwrap();
+        let specs = [
+            JsonString::any(),
+            JsonString::any().with_length(1, Some(2)),
+            JsonString::matching("[0-9a-f]{2}é-x").unwrap(),
+            JsonString::matching("(?s:.*)(?:^[a-c]+$)(?s:.*)").unwrap(),
+            JsonString::excluding(["ab", "a\"", "é"]),
+            JsonString::quoting(Arc::new(source)),
+        ];
+        for spec in specs {
+            let p = StringProg::new(&spec);
+            let states = reachable(&p, 6);
+            assert!(states.len() > 10, "{spec:?}: {} states", states.len());
+            for aux in states {
+                let first = p.first_bytes(aux);
+                for b in 0..=255u8 {
+                    if p.step(aux, b) != StrStep::Dead {
+                        assert!(first.contains(b), "{spec:?} {aux:#x} takes {b:#x}");
+                    }
+                }
+            }
+        }
+        // Not everything: a hex digit's state leaves out the other letters.
+        let p = StringProg::new(&JsonString::matching("[0-9a-f]{2}").unwrap());
+        let StrStep::Inside(aux) = p.step(0, b'"') else {
+            panic!("the quote opens the string")
+        };
+        let first = p.first_bytes(aux);
+        assert!(first.contains(b'a') && !first.contains(b'g') && !first.contains(b' '));
     }
 }

@@ -354,7 +354,9 @@ impl StateTable {
 }
 
 /// The bytes some item of a configuration could take: exact for byte edges and
-/// whitespace, everything for the terminals with their own state.
+/// whitespace, a cheap superset for regexes and strings (their live bytes without a
+/// step). A number's state, say, takes a dozen bytes of the hundreds a trie walk tries,
+/// and each byte let through is a closure computed, though it dies.
 fn first_bytes(p: &Program, items: &[Item]) -> ByteSet {
     let mut f = ByteSet::EMPTY;
     for it in items {
@@ -368,6 +370,12 @@ fn first_bytes(p: &Program, items: &[Item]) -> ByteSet {
                 for b in [b' ', b'\t', b'\n', b'\r'] {
                     f.insert(b);
                 }
+            }
+            Some(Node::Regex { dfa, .. }) => {
+                f = f.union(&p.dfas[*dfa as usize].live_bytes(it.aux as u32));
+            }
+            Some(Node::JsonStr { spec, .. }) => {
+                f = f.union(&p.strings[*spec as usize].first_bytes(it.aux));
             }
             // The accepting and exit pseudo-items take no byte.
             None if it.pos == ACCEPT || it.pos == EXIT => {}

@@ -51,6 +51,16 @@ impl ByteSet {
         self.0[(b >> 6) as usize] >> (b & 63) & 1 != 0
     }
 
+    /// The bytes in both sets.
+    pub fn intersect(&self, other: &ByteSet) -> ByteSet {
+        ByteSet(std::array::from_fn(|i| self.0[i] & other.0[i]))
+    }
+
+    /// The bytes in either set.
+    pub fn union(&self, other: &ByteSet) -> ByteSet {
+        ByteSet(std::array::from_fn(|i| self.0[i] | other.0[i]))
+    }
+
     /// Whether the set is empty.
     pub fn is_empty(&self) -> bool {
         self.0 == [0; 4]

@@ -6,6 +6,7 @@
 //! so a live DFA state always has a way to finish. The DFA matches the *whole* input
 //! (anchored at both ends); a caller that wants "contains" wraps the pattern in `.*`.
 
+use super::ByteSet;
 use crate::error::{Error, Result};
 use regex_automata::dfa::{dense, Automaton};
 use regex_automata::{util::syntax, Anchored, Input, MatchKind};
@@ -279,6 +280,28 @@ impl ByteDfa {
             }
             Table::Trie(trie) => trie.next(s, b),
         }
+    }
+
+    /// The bytes state `s` has a transition on.
+    pub fn live_bytes(&self, s: u32) -> ByteSet {
+        let mut set = ByteSet::EMPTY;
+        match &self.table {
+            Table::Dense(trans) => {
+                let row = &trans[s as usize * 256..][..256];
+                for (b, &t) in row.iter().enumerate() {
+                    if t != DFA_DEAD {
+                        set.insert(b as u8);
+                    }
+                }
+            }
+            Table::Trie(trie) => {
+                let (lo, hi) = (trie.first[s as usize], trie.first[s as usize + 1]);
+                for &b in &trie.label[lo as usize..hi as usize] {
+                    set.insert(b);
+                }
+            }
+        }
+        set
     }
 
     /// Whether the input may end in `s`.
