@@ -137,7 +137,7 @@ impl Inner {
                     max: None,
                 };
                 let closes = prog.with_bounds(0, None);
-                profile.mask(remaining, self.vocab.len(), Some((&closes, aux)))
+                profile.mask(remaining, Some((&closes, aux)))
             };
             self.local.get_or_compute((spec, aux, min, max), compute)
         } else if prog.is_quote() {
@@ -201,7 +201,7 @@ impl Inner {
         };
         let compute = || {
             let profile = self.plain_profile(prog, aux);
-            profile.mask(remaining, self.vocab.len(), None)
+            profile.mask(remaining, None)
         };
         self.vocab
             .plain_strings

@@ -1,7 +1,7 @@
 //! The vocabulary: token byte strings, organised once into a byte trie for mask walks.
 
 use crate::automaton::jsonstr::{StrStep, StringProg};
-use crate::automaton::local::{LocalMaskCache, PlainProfile, SharedCache};
+use crate::automaton::local::{LocalMask, LocalMaskCache, PlainProfile, SharedCache};
 use crate::grammar::{ByteDfa, JsonString};
 use crate::pool::MaskPool;
 use crate::trie::Trie;
@@ -42,16 +42,25 @@ pub struct Vocabulary {
     pub(crate) quoted: Vec<u32>,
 }
 
-/// Most pattern-state masks kept per vocabulary (cleared when full): 512 of Gemma 3's
-/// 32 KiB masks are 16 MiB.
-const PATTERN_STATES_LIMIT: usize = 512;
+/// Most pattern-state masks kept per vocabulary, and the most bytes they may take in
+/// all (cleared when full). A pattern's states are many (a UUID's, a date's: one per
+/// character) and a mask's first walk may cost as much as a millisecond, so the cache
+/// holds tens of thousands; most are lists of a few hundred tokens, and a bitset of
+/// Gemma 3's vocabulary is 32 KiB.
+const PATTERN_STATES_LIMIT: usize = 1 << 16;
+const PATTERN_STATES_BYTES: usize = 64 << 20;
+
+/// The bytes a cached mask weighs.
+fn mask_bytes(m: &LocalMask) -> usize {
+    m.heap_bytes(&mut crate::heap::Seen::default())
+}
 
 /// A pattern's id, the decoder state and the length bounds.
 pub(crate) type PatternStateKey = (u32, u64, u32, Option<u32>);
 
 /// Ids for equal pattern DFAs, whichever constraint compiled them. Never reused: when
-/// the table is emptied (it keeps [`PATTERN_IDS_LIMIT`] DFAs alive at most), masks
-/// keyed by old ids are only unreachable.
+/// the table is emptied (it keeps [`PATTERN_IDS_LIMIT`] DFAs of [`PATTERN_IDS_BYTES`]
+/// alive at most), masks keyed by old ids are only unreachable.
 #[derive(Debug, Default)]
 pub(crate) struct PatternIds {
     inner: std::sync::Mutex<PatternTable>,
@@ -62,11 +71,16 @@ struct PatternTable {
     /// By the pattern's source: the equal DFAs' representative and id.
     by_source: rustc_hash::FxHashMap<String, Vec<(std::sync::Arc<ByteDfa>, u32)>>,
     held: usize,
+    /// The held DFAs' tables, in bytes.
+    bytes: usize,
     next: u32,
 }
 
-/// Most DFAs [`PatternIds`] keeps before it is emptied.
-const PATTERN_IDS_LIMIT: usize = 256;
+/// Most DFAs [`PatternIds`] keeps, and the most bytes their tables may take, before it
+/// is emptied: emptying it orphans every pattern-state mask, so it holds as many
+/// patterns as those masks are kept for.
+const PATTERN_IDS_LIMIT: usize = 4096;
+const PATTERN_IDS_BYTES: usize = 256 << 20;
 
 impl PatternIds {
     /// The id of `dfa`'s equals (compared in full: equal sources may still compile
@@ -81,13 +95,16 @@ impl PatternIds {
                 return *id;
             }
         }
-        if t.held >= PATTERN_IDS_LIMIT {
+        let bytes = dfa.heap_bytes();
+        if t.held >= PATTERN_IDS_LIMIT || t.bytes.saturating_add(bytes) > PATTERN_IDS_BYTES {
             t.by_source.clear();
             t.held = 0;
+            t.bytes = 0;
         }
         let id = t.next;
         t.next += 1;
         t.held += 1;
+        t.bytes += bytes;
         t.by_source
             .entry(dfa.pattern().to_string())
             .or_default()
@@ -147,8 +164,16 @@ impl Vocabulary {
             max_ws,
             plain_strings: LocalMaskCache::new(256),
             plain_profiles: SharedCache::new(8),
-            pattern_tails: LocalMaskCache::new(256),
-            pattern_states: LocalMaskCache::new(PATTERN_STATES_LIMIT),
+            pattern_tails: LocalMaskCache::with_budget(
+                PATTERN_STATES_LIMIT,
+                PATTERN_STATES_BYTES,
+                mask_bytes,
+            ),
+            pattern_states: LocalMaskCache::with_budget(
+                PATTERN_STATES_LIMIT,
+                PATTERN_STATES_BYTES,
+                mask_bytes,
+            ),
             patterns: PatternIds::default(),
             mask_pool: MaskPool::new(n),
         };

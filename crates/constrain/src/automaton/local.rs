@@ -15,13 +15,75 @@ use std::sync::{Arc, Mutex};
 /// The stack-free part of a mask for one string state.
 #[derive(Clone)]
 pub(crate) struct LocalMask {
-    /// Tokens consumed entirely inside the string (shared with the profile it may be
-    /// cut from: a 262k-token mask is worth not copying).
-    pub inside: Arc<TokenMask>,
+    /// Tokens consumed entirely inside the string.
+    pub inside: Inside,
     /// Trie nodes whose byte closes the string: the token ending there is allowed, and
     /// the subtree below must be walked from the state after the string.
     pub closing: Vec<u32>,
 }
+
+/// The tokens a string state keeps inside the string.
+#[derive(Clone)]
+pub(crate) enum Inside {
+    /// As a bitset (shared with the profile it may be cut from: a 262k-token mask is
+    /// worth not copying).
+    Dense(Arc<TokenMask>),
+    /// As a list, when they are few: most states of a pattern (a digit's, a hex
+    /// digit's) keep a few hundred tokens, and the vocabulary keeps thousands of such
+    /// masks, which as bitsets would cost 32 KiB each on a 262k vocabulary.
+    Few(Box<[u32]>),
+}
+
+impl Inside {
+    /// The tokens `tokens` (distinct) of an `n`-token vocabulary, in whichever form fits.
+    pub fn of(tokens: Vec<u32>, n: usize) -> Inside {
+        if tokens.len() <= n / FEW_DIVISOR {
+            return Inside::Few(tokens.into());
+        }
+        let mut m = TokenMask::new(n);
+        for t in tokens {
+            m.allow(t);
+        }
+        Inside::Dense(Arc::new(m))
+    }
+
+    /// [`of`](Self::of) for tokens gathered in a bitset.
+    pub fn of_mask(m: TokenMask) -> Inside {
+        if m.count() <= m.len() / FEW_DIVISOR {
+            return Inside::Few(m.allowed().collect());
+        }
+        Inside::Dense(Arc::new(m))
+    }
+
+    /// Heap bytes; a bitset only the first time it is met (it may be shared with a
+    /// profile on the vocabulary; counted in full then).
+    pub fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
+        match self {
+            Inside::Dense(m) if seen.first(Arc::as_ptr(m)) => {
+                std::mem::size_of::<TokenMask>() + m.heap_bytes()
+            }
+            Inside::Dense(_) => 0,
+            Inside::Few(t) => crate::heap::slice(t),
+        }
+    }
+
+    /// The tokens as a bitset of `n` tokens (for tests).
+    #[cfg(test)]
+    pub fn to_mask(&self, n: usize) -> TokenMask {
+        match self {
+            Inside::Dense(m) => TokenMask::clone(m),
+            Inside::Few(t) => {
+                let mut m = TokenMask::new(n);
+                t.iter().for_each(|&t| m.allow(t));
+                m
+            }
+        }
+    }
+}
+
+/// An [`Inside`] of at most `n / FEW_DIVISOR` tokens is kept as a list (as a kept
+/// mask is, see [`crate::matcher`]).
+const FEW_DIVISOR: usize = 128;
 
 /// A string state not seen yet in this walk; `CLOSED`/`DEAD` mark the other outcomes.
 const UNKNOWN: u32 = u32::MAX;
@@ -37,15 +99,9 @@ pub(crate) struct Remaining {
 }
 
 impl LocalMask {
-    /// Heap bytes: the closing nodes, and the inside mask the first time it is met
-    /// (it may be shared with a profile on the vocabulary; counted in full then).
+    /// Heap bytes: the closing nodes and the inside tokens (see [`Inside::heap_bytes`]).
     pub fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
-        let inside = if seen.first(Arc::as_ptr(&self.inside)) {
-            std::mem::size_of::<TokenMask>() + self.inside.heap_bytes()
-        } else {
-            0
-        };
-        crate::heap::vec(&self.closing) + inside
+        crate::heap::vec(&self.closing) + self.inside.heap_bytes(seen)
     }
 
     /// Walks the trie through the string automaton alone (see [`walk_string`]).
@@ -56,7 +112,7 @@ impl LocalMask {
     pub fn compute(prog: &StringProg, aux: u64, trie: &Trie, memo: &mut StepMemo) -> LocalMask {
         memo.make_room();
         let start = memo.id(aux) as usize;
-        let mut inside = TokenMask::new(trie.n_tokens);
+        let mut inside = Vec::new();
         let mut closing = Vec::new();
         // The root's children by byte from its table, so only the live ones are
         // touched: they lie all across the trie, a cold cache line each, and a pattern
@@ -71,15 +127,13 @@ impl LocalMask {
                 DEAD => {}
                 to => {
                     let sub = memo.subtree(prog, trie, i, to);
-                    for &t in sub.inside.iter() {
-                        inside.allow(t);
-                    }
+                    inside.extend_from_slice(&sub.inside);
                     closing.extend_from_slice(&sub.closing);
                 }
             }
         }
         LocalMask {
-            inside: Arc::new(inside),
+            inside: Inside::of(inside, trie.n_tokens),
             closing,
         }
     }
@@ -141,16 +195,11 @@ impl PlainProfile {
     /// state closes on its bytes: for a string that takes the same bytes as the plain
     /// one inside (see [`StringProg::as_plain`]) and so differs only in which values
     /// may end.
-    pub fn mask(
-        &self,
-        r: Remaining,
-        n_tokens: usize,
-        closes: Option<(&StringProg, u64)>,
-    ) -> LocalMask {
+    pub fn mask(&self, r: Remaining, closes: Option<(&StringProg, u64)>) -> LocalMask {
         let k = r.max.map_or(usize::MAX, |m| m as usize);
         let inside = match self.upto.get(k).or(self.upto.last()) {
-            Some(m) => m.clone(),
-            None => Arc::new(TokenMask::new(n_tokens)),
+            Some(m) => Inside::Dense(m.clone()),
+            None => Inside::Few(Box::new([])),
         };
         let closing = self
             .closing
@@ -387,11 +436,20 @@ fn is_normal_close(prog: &StringProg, aux: u64) -> bool {
     matches!(prog.step(aux, b'"'), StrStep::Closed)
 }
 
-/// A bounded, thread-safe map of shared computed values (cleared when full). Computation
-/// runs outside the lock; two threads racing on one key both compute, one result is kept.
+/// A bounded, thread-safe map of shared computed values, cleared when full: of entries,
+/// or of the bytes its values weigh in all. Computation runs outside the lock; two
+/// threads racing on one key both compute, one result is kept.
 pub(crate) struct SharedCache<K, V = LocalMask> {
-    map: Mutex<FxHashMap<K, Arc<V>>>,
+    map: Mutex<Held<K, V>>,
     limit: usize,
+    budget: usize,
+    weigh: fn(&V) -> usize,
+}
+
+struct Held<K, V> {
+    map: FxHashMap<K, Arc<V>>,
+    /// What the values weigh in all.
+    bytes: usize,
 }
 
 /// Stack-free masks by their key.
@@ -406,39 +464,61 @@ impl<K, V> std::fmt::Debug for SharedCache<K, V> {
 }
 
 impl<K: Hash + Eq, V> SharedCache<K, V> {
+    /// A cache of at most `limit` entries.
     pub fn new(limit: usize) -> Self {
+        Self::with_budget(limit, usize::MAX, |_| 0)
+    }
+
+    /// A cache of at most `limit` entries whose values weigh at most `budget` bytes
+    /// in all, each as `weigh` tells.
+    pub fn with_budget(limit: usize, budget: usize, weigh: fn(&V) -> usize) -> Self {
         SharedCache {
-            map: Mutex::new(FxHashMap::default()),
+            map: Mutex::new(Held {
+                map: FxHashMap::default(),
+                bytes: 0,
+            }),
             limit,
+            budget,
+            weigh,
         }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held<K, V>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Heap bytes of the table plus `value_bytes` of each value.
     pub fn heap_bytes(&self, mut value_bytes: impl FnMut(&V) -> usize) -> usize {
-        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let values: usize = map
+        let held = self.lock();
+        let values: usize = held
+            .map
             .values()
             .map(|v| std::mem::size_of::<V>() + value_bytes(v))
             .sum();
-        crate::heap::map(&map) + values
+        crate::heap::map(&held.map) + values
     }
 
     /// The value under `key`, if computed.
     pub fn get(&self, key: &K) -> Option<Arc<V>> {
-        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(key).cloned()
+        self.lock().map.get(key).cloned()
     }
 
     pub fn get_or_compute(&self, key: K, compute: impl FnOnce() -> V) -> Arc<V> {
-        let lock = || self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = lock().get(&key) {
+        if let Some(m) = self.lock().map.get(&key) {
             return m.clone();
         }
         let m = Arc::new(compute());
-        let mut map = lock();
-        if map.len() >= self.limit {
-            map.clear();
+        let w = (self.weigh)(&m);
+        let mut held = self.lock();
+        if let Some(won) = held.map.get(&key) {
+            return won.clone();
         }
-        map.entry(key).or_insert(m).clone()
+        if held.map.len() >= self.limit || held.bytes.saturating_add(w) > self.budget {
+            held.map.clear();
+            held.bytes = 0;
+        }
+        held.bytes += w;
+        held.map.insert(key, m.clone());
+        m
     }
 }

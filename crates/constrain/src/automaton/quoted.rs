@@ -9,10 +9,8 @@
 //! token that is a substring of the source: its mask is walked when the constraint is
 //! compiled ([`StringProg::quote_opened`]), not on the request's first steps.
 
-use std::sync::Arc;
-
 use super::jsonstr::{StrStep, StringProg};
-use super::local::LocalMask;
+use super::local::{Inside, LocalMask};
 use crate::mask::TokenMask;
 use crate::trie::Trie;
 
@@ -42,7 +40,7 @@ pub(crate) fn mask(prog: &StringProg, aux: u64, trie: &Trie) -> LocalMask {
         None => w.subtrees(1, trie.len()),
     }
     LocalMask {
-        inside: Arc::new(w.inside),
+        inside: Inside::of_mask(w.inside),
         closing: w.closing,
     }
 }
@@ -86,6 +84,7 @@ mod tests {
     use super::*;
     use crate::grammar::{JsonString, Normalize, SpanAutomaton};
     use crate::vocab::Vocabulary;
+    use std::sync::Arc;
 
     fn vocab() -> Vocabulary {
         let mut tokens: Vec<Vec<u8>> = (0u8..=255).map(|b| vec![b]).collect();
@@ -178,7 +177,11 @@ mod tests {
                         stack: vec![aux; v.trie.max_depth + 1],
                     };
                     slow.subtrees(1, v.trie.len());
-                    assert_eq!(*fast.inside, slow.inside, "{norm:?} {aux:#x}");
+                    assert_eq!(
+                        fast.inside.to_mask(v.len()),
+                        slow.inside,
+                        "{norm:?} {aux:#x}"
+                    );
                     let mut c = fast.closing.clone();
                     c.sort_unstable();
                     assert_eq!(c, slow.closing, "{norm:?} {aux:#x}");

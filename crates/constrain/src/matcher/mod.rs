@@ -9,6 +9,7 @@ mod walk;
 use crate::automaton::config::Item;
 use crate::automaton::distance::StringMemo;
 use crate::automaton::jsonstr::StringProg;
+use crate::automaton::local::Inside;
 use crate::automaton::program::Node;
 use crate::automaton::states::StateTable;
 use crate::constraint::Constraint;
@@ -289,7 +290,13 @@ impl Matcher {
             out.extend_from_slice(inner.vocab.eog());
         }
         if !groups.is_empty() {
-            let bases = locals.iter().map(|l| l.inside.clone()).collect();
+            let mut bases = Vec::new();
+            for l in &locals {
+                match &l.inside {
+                    Inside::Dense(m) => bases.push(m.clone()),
+                    Inside::Few(t) => out.extend_from_slice(t),
+                }
+            }
             for ((_, _, seeds), local) in groups.into_iter().zip(locals) {
                 let closed = self.states.enter(p, seeds);
                 for &i in &local.closing {
