@@ -42,6 +42,7 @@ mod pool;
 pub mod schema;
 mod stats;
 mod trie;
+mod utf8;
 mod vocab;
 
 pub use cache::ConstraintCache;

@@ -116,6 +116,12 @@ impl TokenMask {
 /// kept as a bulk mask plus a few tokens).
 pub(crate) trait Allow {
     fn allow_token(&mut self, t: u32);
+
+    fn allow_tokens(&mut self, ts: &[u32]) {
+        for &t in ts {
+            self.allow_token(t);
+        }
+    }
 }
 
 impl Allow for TokenMask {
@@ -129,6 +135,10 @@ impl Allow for Vec<u32> {
     #[inline]
     fn allow_token(&mut self, t: u32) {
         self.push(t);
+    }
+
+    fn allow_tokens(&mut self, ts: &[u32]) {
+        self.extend_from_slice(ts);
     }
 }
 

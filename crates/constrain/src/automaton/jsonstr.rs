@@ -288,6 +288,25 @@ impl StringProg {
         }
     }
 
+    /// How many characters written raw (see [`ByteDfa::is_raw_universal`]) may follow
+    /// state `aux`, in any order, and stay inside the string: none unless at a
+    /// character boundary, without a quote, and with a pattern (if any) that cannot
+    /// refuse them; then as many as the upper bound leaves once the pattern's longest
+    /// way to acceptance is set aside (`u32::MAX` without one). Exclusions and a lower
+    /// bound only decide where the string may close.
+    pub fn raw_room(&self, aux: u64) -> u32 {
+        let s = St::unpack(aux);
+        let raw = s.phase == NORMAL
+            && self.quote.is_none()
+            && self.dfa.as_ref().is_none_or(|d| d.is_raw_universal(s.dfa));
+        if !raw {
+            return 0;
+        }
+        let need = self.dfa.as_ref().map_or(0, |d| d.max_min_chars_to_accept());
+        self.max
+            .map_or(u32::MAX, |m| m.saturating_sub(s.count.saturating_add(need)))
+    }
+
     /// The span automaton's state in `s` (quoted strings only).
     fn span(s: &St) -> u32 {
         s.dfa | s.excl << 12

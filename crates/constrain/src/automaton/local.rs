@@ -7,7 +7,7 @@
 
 use super::jsonstr::{StrStep, StringProg};
 use crate::mask::TokenMask;
-use crate::trie::Trie;
+use crate::trie::{loops_on, Shape, Trie, NOT_RAW, SHORTCUT_NODES, UNCLEAN};
 use rustc_hash::FxHashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -161,24 +161,22 @@ pub(crate) struct PlainProfile {
 impl PlainProfile {
     /// One walk from `aux`; `prog` must not count characters itself (no bounds).
     pub fn compute(prog: &StringProg, aux: u64, trie: &Trie) -> PlainProfile {
-        let mut by_chars: Vec<Vec<u32>> = Vec::new();
         let mut closing = Vec::new();
-        let open = Some(Remaining { min: 0, max: None });
-        walk_string(
+        let found = walk_counting(
             prog,
             aux,
-            open,
             trie,
             &mut StepMemo::default(),
-            |t, chars| {
-                let c = chars as usize;
-                if by_chars.len() <= c {
-                    by_chars.resize(c + 1, Vec::new());
-                }
-                by_chars[c].push(t);
-            },
             |i, chars, path| closing.push((i, chars, path.into())),
         );
+        let mut by_chars: Vec<Vec<u32>> = Vec::new();
+        for (&t, &chars) in found.inside.iter().zip(&found.chars) {
+            let c = chars as usize;
+            if by_chars.len() <= c {
+                by_chars.resize(c + 1, Vec::new());
+            }
+            by_chars[c].push(t);
+        }
         let mut upto = Vec::with_capacity(by_chars.len());
         let mut acc = TokenMask::new(trie.n_tokens);
         for bucket in by_chars {
@@ -228,37 +226,41 @@ fn closes_on(prog: &StringProg, mut aux: u64, bytes: &[u8]) -> bool {
     false
 }
 
-/// Walks the trie through the string automaton alone, calling `inside(token, chars)` for
-/// each token consumed entirely inside the string and `closes(node, chars)` for each
-/// node whose byte closes it, with its bytes (`chars`: characters counted by the walk, 0 without
-/// `remaining`). String states met on the way are numbered and their byte transitions
-/// memoised, so the walk costs a table lookup per trie node, not a decoder step. With
-/// `remaining`, `prog` must not count characters itself (no bounds): they are counted
-/// here per trie depth, so the memoised states stay few.
-fn walk_string(
-    prog: &StringProg,
-    aux: u64,
-    remaining: Option<Remaining>,
-    trie: &Trie,
-    memo: &mut StepMemo,
-    inside: impl FnMut(u32, u32),
-    closes: impl FnMut(u32, u32, &[u8]),
-) {
-    memo.make_room();
-    let start = memo.id(aux);
-    // Specialised: the uncounted walk (patterned strings) is the hot one.
-    match remaining {
-        Some(r) => walk_string_with::<true>(prog, 0, start, r, trie, memo, inside, closes),
-        None => {
-            let r = Remaining { min: 0, max: None };
-            walk_string_with::<false>(prog, 0, start, r, trie, memo, inside, closes)
-        }
-    }
+/// What a string walk found: the tokens consumed entirely inside the string (with the
+/// characters each spent, when counted), and the nodes whose byte closes it.
+#[derive(Default)]
+struct Found {
+    inside: Vec<u32>,
+    /// Parallel to `inside` when the walk counts characters; empty otherwise.
+    chars: Vec<u32>,
 }
 
-/// [`walk_string`] below trie node `root` (not `root`'s own tokens), from the string
-/// state numbered `start`; characters are counted from `root` (the trie root when
-/// counting matters).
+/// Walks the trie through the string automaton alone, from state `aux` with the
+/// length bounds left open: every token consumed inside the string with the characters
+/// it spends, and `closes(node, chars, bytes)` for each node whose byte closes it.
+/// `prog` must not count characters itself (no bounds): they are counted here per trie
+/// depth, so the memoised states stay few.
+fn walk_counting(
+    prog: &StringProg,
+    aux: u64,
+    trie: &Trie,
+    memo: &mut StepMemo,
+    closes: impl FnMut(u32, u32, &[u8]),
+) -> Found {
+    memo.make_room();
+    let start = memo.id(aux);
+    let open = Remaining { min: 0, max: None };
+    let mut found = Found::default();
+    walk_string_with::<true>(prog, 0, start, open, trie, memo, &mut found, closes);
+    found
+}
+
+/// Walks the trie below node `root` (not `root`'s own tokens) through the string
+/// automaton alone, from the string state numbered `start`, into `found`, calling
+/// `closes(node, chars, bytes)` for each node whose byte closes the string. String
+/// states met on the way are numbered and their byte transitions memoised, so the walk
+/// costs a table lookup per trie node, not a decoder step. With `COUNT`, characters
+/// are counted from `root` (the trie root then) and bounds `r` applied.
 #[allow(clippy::too_many_arguments)]
 fn walk_string_with<const COUNT: bool>(
     prog: &StringProg,
@@ -267,7 +269,7 @@ fn walk_string_with<const COUNT: bool>(
     r: Remaining,
     trie: &Trie,
     memo: &mut StepMemo,
-    mut inside: impl FnMut(u32, u32),
+    found: &mut Found,
     mut closes: impl FnMut(u32, u32, &[u8]),
 ) {
     // A memo's buffers: a patterned string's first walk calls this once per first-byte
@@ -276,10 +278,12 @@ fn walk_string_with<const COUNT: bool>(
     buf.reset(trie.max_depth + 1, start);
     let (stack, chars, path) = (&mut buf.stack, &mut buf.chars, &mut buf.path);
     let end = trie.nodes[root].end as usize;
+    let nodes = &trie.nodes[..end];
     let mut i = root + 1;
     while i < end {
-        let d = trie.nodes[i].depth as usize;
-        let (from, b) = (stack[d - 1] as usize, trie.nodes[i].byte);
+        let node = nodes[i];
+        let d = node.depth as usize;
+        let (from, b) = (stack[d - 1] as usize, node.byte);
         if COUNT {
             let starts = StringProg::starts_char(memo.auxes[from], b);
             chars[d] = chars[d - 1] + u32::from(starts);
@@ -289,27 +293,41 @@ fn walk_string_with<const COUNT: bool>(
                 && chars[d - 1] < r.min
                 && is_normal_close(prog, memo.auxes[from]);
             if too_long || too_short {
-                i = trie.nodes[i].end as usize;
+                i = node.end as usize;
                 continue;
             }
         }
-        let to = memo.next(prog, from, b);
-        match to {
-            CLOSED => {
+        let mut to = memo.table[from * 256 + b as usize];
+        if to == UNKNOWN {
+            to = memo.next(prog, from, b);
+        }
+        // One test for both ends of a path (`DEAD` and `CLOSED` are the largest ids).
+        if to >= DEAD {
+            if to == CLOSED {
                 path[d - 1] = b;
                 closes(i as u32, chars[d], &path[..d]);
-                i = trie.nodes[i].end as usize;
             }
-            DEAD => i = trie.nodes[i].end as usize,
-            _ => {
-                stack[d] = to;
-                path[d - 1] = b;
-                for &t in trie.tokens_at(i) {
-                    inside(t, if COUNT { chars[d] } else { 0 });
-                }
-                i += 1;
+            i = node.end as usize;
+            continue;
+        }
+        stack[d] = to;
+        path[d - 1] = b;
+        let before = found.inside.len();
+        trie.push_tokens(&node, &mut found.inside);
+        if COUNT {
+            let spent = found.inside.len() - before;
+            found.chars.extend(std::iter::repeat_n(chars[d], spent));
+        } else if node.end as usize - i > SHORTCUT_NODES {
+            // Below a node whose state every byte under it leads back to, every token
+            // stays inside: the whole subtree is taken unwalked (most of a `.*` or
+            // `[^/]+` state's walk).
+            if trie.shape(i) & UNCLEAN == 0 && memo.keeps_inside(prog, to, trie, i) {
+                found.inside.extend_from_slice(trie.tokens_below(i));
+                i = node.end as usize;
+                continue;
             }
         }
+        i += 1;
     }
     memo.buf = buf;
 }
@@ -341,6 +359,10 @@ pub(crate) struct StepMemo {
     auxes: Vec<u64>,
     ids: FxHashMap<u64, u32>,
     table: Vec<u32>,
+    /// Per state, the [`Shape`] bits known, and those of them that lead back to it.
+    loops: Vec<(Shape, Shape)>,
+    /// Per state, its [`StringProg::raw_room`], once asked.
+    room: Vec<Option<u32>>,
     /// First-byte subtrees by (trie node, state after its byte).
     subtrees: FxHashMap<(u32, u32), Arc<Subtree>>,
     /// Token and node ids the subtrees hold.
@@ -364,7 +386,13 @@ impl StepMemo {
             .values()
             .map(|s| std::mem::size_of::<Subtree>() + slice(&s.inside) + slice(&s.closing))
             .sum();
-        vec(&self.auxes) + map(&self.ids) + vec(&self.table) + map(&self.subtrees) + subtrees
+        vec(&self.auxes)
+            + map(&self.ids)
+            + vec(&self.table)
+            + vec(&self.loops)
+            + vec(&self.room)
+            + map(&self.subtrees)
+            + subtrees
     }
 
     /// Empties the memo if it is full.
@@ -380,19 +408,16 @@ impl StepMemo {
         if let Some(s) = self.subtrees.get(&(i as u32, to)) {
             return s.clone();
         }
-        let mut inside: Vec<u32> = trie.tokens_at(i).to_vec();
+        let mut found = Found {
+            inside: trie.tokens_at(i).to_vec(),
+            chars: Vec::new(),
+        };
         let mut closing = Vec::new();
         let open = Remaining { min: 0, max: None };
-        walk_string_with::<false>(
-            prog,
-            i,
-            to,
-            open,
-            trie,
-            self,
-            |t, _| inside.push(t),
-            |n, _, _| closing.push(n),
-        );
+        walk_string_with::<false>(prog, i, to, open, trie, self, &mut found, |n, _, _| {
+            closing.push(n)
+        });
+        let inside = found.inside;
         self.subtree_ids += inside.len() + closing.len();
         let s = Arc::new(Subtree {
             inside: inside.into(),
@@ -408,10 +433,32 @@ impl StepMemo {
             return id;
         }
         self.auxes.push(aux);
+        self.loops.push((0, 0));
+        self.room.push(None);
         self.table.resize(self.auxes.len() * 256, UNKNOWN);
         let id = (self.auxes.len() - 1) as u32;
         self.ids.insert(aux, id);
         id
+    }
+
+    /// Whether every token below trie node `i` (its shape clean) stays inside the string
+    /// from state number `s`: the state has room for any characters written raw, as
+    /// many as the tokens below spell, and they write no other; or every character of
+    /// the shape's classes leads `s` back to `s` (see [`loops_on`]).
+    fn keeps_inside(&mut self, prog: &StringProg, s: u32, trie: &Trie, i: usize) -> bool {
+        let shape = trie.shape(i);
+        let aux = self.auxes[s as usize];
+        let room = *self.room[s as usize].get_or_insert_with(|| prog.raw_room(aux));
+        if shape & NOT_RAW == 0 && room >= trie.reach(i) {
+            return true;
+        }
+        let mut learnt = self.loops[s as usize];
+        let loops = loops_on(s, shape, &mut learnt, |t, b| {
+            let to = self.next(prog, t as usize, b);
+            (to < DEAD).then_some(to)
+        });
+        self.loops[s as usize] = learnt;
+        loops
     }
 
     /// The state after byte `b` from state number `from`, or `CLOSED`/`DEAD`.

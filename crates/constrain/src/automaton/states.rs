@@ -6,6 +6,7 @@ use super::config::{
 };
 use super::program::{Node, Program};
 use crate::grammar::ByteSet;
+use crate::trie::{classes, Shape, ASCII_CLASSES, CLASS_BYTES};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
@@ -55,6 +56,9 @@ pub(crate) struct StateTable {
     /// Per state, the bytes some item could take (computed on the first uncached
     /// transition): other bytes are dead without stepping the items.
     firsts: Vec<Option<ByteSet>>,
+    /// Per state, the byte classes known to lead back to it or not (see
+    /// [`loops_on`](Self::loops_on)).
+    loops: Vec<(Shape, Shape)>,
     stride: usize,
     stacks: Stacks,
     /// Items in `configs`, in all.
@@ -105,6 +109,7 @@ impl StateTable {
             rows: Vec::new(),
             sparse: Vec::new(),
             firsts: Vec::new(),
+            loops: Vec::new(),
             stride: if p.uses_ws { 512 } else { 256 },
             stacks: Stacks::new(),
             items: 0,
@@ -184,6 +189,7 @@ impl StateTable {
         self.row_of.push(NO_ROW);
         self.sparse.push(SparseSlots::default());
         self.firsts.push(None);
+        self.loops.push((0, 0));
         self.peak = self.peak.max(self.configs.len());
         id
     }
@@ -313,6 +319,35 @@ impl StateTable {
         t
     }
 
+    /// Whether every character of `shape`'s classes leads state `s` back to `s`
+    /// without spending budgeted whitespace (see [`crate::trie::loops_on`]), with no
+    /// whitespace budget left or no whitespace in `shape`.
+    pub fn loops_on(&mut self, p: &Program, s: u32, shape: Shape) -> bool {
+        let mut learnt = self.loops[s as usize];
+        if shape & learnt.0 & !learnt.1 != 0 {
+            return false;
+        }
+        // A class with a byte no item takes does not loop: most states (a key's, a
+        // number's) are told so without a transition computed.
+        let unknown = shape & ASCII_CLASSES & !learnt.0;
+        if unknown != 0 {
+            let items = &self.configs[s as usize];
+            let firsts = self.firsts[s as usize].get_or_insert_with(|| first_bytes(p, items));
+            let live = u128::from(firsts.0[0]) | u128::from(firsts.0[1]) << 64;
+            if let Some(k) = classes(unknown).find(|&k| CLASS_BYTES[k as usize] & !live != 0) {
+                learnt.0 |= 1 << k;
+                self.loops[s as usize] = learnt;
+                return false;
+            }
+        }
+        let loops = crate::trie::loops_on(s, shape, &mut learnt, |t, b| {
+            let nx = self.next(p, t, b, false)?;
+            (!nx.ws_used).then_some(nx.state)
+        });
+        self.loops[s as usize] = learnt;
+        loops
+    }
+
     /// Whether the table has reached its limit (of states, or of items in all) and
     /// should be cleared before the next step.
     pub fn is_full(&self) -> bool {
@@ -334,6 +369,7 @@ impl StateTable {
         self.rows.clear();
         self.sparse.clear();
         self.firsts.clear();
+        self.loops.clear();
         self.clears += 1;
         let mut moved: FxHashMap<u32, u32> =
             FxHashMap::from_iter([(EMPTY_STACK, EMPTY_STACK), (EXIT_STACK, EXIT_STACK)]);

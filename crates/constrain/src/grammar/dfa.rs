@@ -78,6 +78,9 @@ struct Derived(OnceLock<CharTables>);
 struct CharTables {
     universal: Vec<bool>,
     settled: Vec<bool>,
+    /// Universal over the characters a JSON string writes raw (see
+    /// [`ByteDfa::is_raw_universal`]).
+    raw_universal: Vec<bool>,
 }
 
 impl PartialEq for Derived {
@@ -353,6 +356,23 @@ impl ByteDfa {
         self.chars.0.get_or_init(|| self.char_tables()).settled[s as usize]
     }
 
+    /// Whether from state `s` every sequence of the characters a JSON string spells raw
+    /// (U+0020 and up, but for `"` and `\\`) stays alive: weaker than
+    /// [`is_universal`](Self::is_universal), which `.` (no newline) already fails, yet
+    /// enough to keep inside the string every token that writes only such characters.
+    pub fn is_raw_universal(&self, s: u32) -> bool {
+        if matches!(self.table, Table::Trie(_)) {
+            return false;
+        }
+        if (0x20..0x80).any(|b| b != b'"' && b != b'\\' && self.next(s, b).is_none()) {
+            return false;
+        }
+        self.chars
+            .0
+            .get_or_init(|| self.char_tables())
+            .raw_universal[s as usize]
+    }
+
     /// Whether the character tables are not derived yet and state `s` refuses some ASCII
     /// byte, so is neither universal nor settled: a handful of lookups settles most
     /// states (an enum's, a format's) without deriving the tables.
@@ -366,27 +386,36 @@ impl ByteDfa {
     /// Each is the greatest such set, found by removing failures backwards.
     fn char_tables(&self) -> CharTables {
         let n = self.accept.len();
-        let mut complete = vec![true; n];
-        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
         let classes = match &self.table {
             Table::Dense(trans) => byte_classes(trans, n),
             Table::Trie(_) => (0..=255).collect(),
         };
-        let seqs = class_sequences(&classes);
-        let mut buf = CharSteps::default();
-        for (s, ok) in complete.iter_mut().enumerate() {
-            if self.char_successors(s as u32, &seqs, &mut buf) {
-                for &t in &buf.out {
-                    preds[t as usize].push(s as u32);
+        let all = class_sequences(&classes, &[('\0', char::MAX)]);
+        let raw = class_sequences(&classes, &[(' ', '!'), ('#', '['), (']', char::MAX)]);
+        let universal_over = |seqs: &[Vec<Vec<u8>>]| {
+            let mut complete = vec![true; n];
+            let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+            let mut buf = CharSteps::default();
+            for (s, ok) in complete.iter_mut().enumerate() {
+                if self.char_successors(s as u32, seqs, &mut buf) {
+                    for &t in &buf.out {
+                        preds[t as usize].push(s as u32);
+                    }
+                } else {
+                    *ok = false;
                 }
-            } else {
-                *ok = false;
             }
-        }
-        let universal = greatest(&preds, complete);
+            (greatest(&preds, complete), preds)
+        };
+        let (universal, preds) = universal_over(&all);
         let accepting_universal = universal.iter().zip(&self.accept).map(|(&u, &a)| u && a);
         let settled = greatest(&preds, accepting_universal.collect());
-        CharTables { universal, settled }
+        let (raw_universal, _) = universal_over(&raw);
+        CharTables {
+            universal,
+            settled,
+            raw_universal,
+        }
     }
 
     /// Into `buf.out`, the states after one whole character from `s`; false if some
@@ -607,12 +636,14 @@ struct CharSteps {
     out: Vec<u32>,
 }
 
-/// The UTF-8 sequences of every scalar value, each byte range cut to one byte per class
+/// The UTF-8 sequences of the scalar values in `ranges`, each byte range cut to one byte per class
 /// of `classes` (see [`byte_classes`]): stepping the others would find the same states.
 /// A pattern with thousands of states steps these for each of them, 64 bytes per
 /// continuation range, in a single mask.
-fn class_sequences(classes: &[u16]) -> Vec<Vec<Vec<u8>>> {
-    Utf8Sequences::new('\0', char::MAX)
+fn class_sequences(classes: &[u16], ranges: &[(char, char)]) -> Vec<Vec<Vec<u8>>> {
+    ranges
+        .iter()
+        .flat_map(|&(lo, hi)| Utf8Sequences::new(lo, hi))
         .map(|seq| {
             seq.as_slice()
                 .iter()
@@ -710,7 +741,11 @@ mod tests {
             for s in 0..d.len() as u32 {
                 let succ = |classes: &[u16]| {
                     let mut buf = CharSteps::default();
-                    let live = d.char_successors(s, &class_sequences(classes), &mut buf);
+                    let live = d.char_successors(
+                        s,
+                        &class_sequences(classes, &[('\0', char::MAX)]),
+                        &mut buf,
+                    );
                     buf.out.sort_unstable();
                     live.then_some(buf.out)
                 };

@@ -9,6 +9,7 @@
 use super::Matcher;
 use crate::constraint::Inner;
 use crate::mask::{Allow, TokenMask};
+use crate::trie::{SHORTCUT_NODES, UNCLEAN, WS_CLASSES};
 use std::sync::Arc;
 
 /// The stack-independent part of a mask (see [`Matcher::walk_detached`]).
@@ -92,6 +93,11 @@ impl Matcher {
             for &t in trie.tokens_at(i) {
                 out.allow_token(t);
             }
+            if self.keeps_every_token::<WS>(inner, i, at) {
+                out.allow_tokens(trie.tokens_below(i));
+                i = node.end as usize;
+                continue;
+            }
             if node.wide {
                 // Below, only this walk's deeper levels are written; the levels above
                 // are read again as they were.
@@ -137,7 +143,32 @@ impl Matcher {
             for &t in trie.tokens_at(child) {
                 out.allow_token(t);
             }
+            if self.keeps_every_token::<WS>(inner, child, (nx.state, budget)) {
+                out.allow_tokens(trie.tokens_below(child));
+                continue;
+            }
             self.walk_with::<WS, DET>(inner, child, (nx.state, budget), out, frontier);
         }
+    }
+
+    /// Whether every token below trie node `i` stays alive from `at`, the state there:
+    /// it loops on every character below (as a free-text rule's state does, say
+    /// `[^\n]+`), so the subtree's tokens are taken without walking it. A state that
+    /// loops never returns into the real stack, so a detached walk may take them too.
+    #[inline]
+    fn keeps_every_token<const WS: bool>(
+        &mut self,
+        inner: &Inner,
+        i: usize,
+        at: (u32, u32),
+    ) -> bool {
+        let trie = &inner.vocab.trie;
+        if trie.nodes[i].end as usize - i <= SHORTCUT_NODES {
+            return false;
+        }
+        let shape = trie.shape(i);
+        // With whitespace budget left, a whitespace byte takes another transition.
+        let budgeted = WS && at.1 > 0 && shape & WS_CLASSES != 0;
+        shape & UNCLEAN == 0 && !budgeted && self.states.loops_on(&inner.program, at.0, shape)
     }
 }
