@@ -27,7 +27,7 @@ pub(crate) struct Trie {
     order: Vec<u32>,
     tok_at: Vec<u32>,
     /// Per node, the [`Shape`] of the bytes below it, and the most bytes a token below
-    /// it adds to it (at most 255).
+    /// it adds to it (255 standing for 255 or more).
     shapes: Vec<Shape>,
     reach: Vec<u8>,
 }
@@ -333,10 +333,14 @@ impl Trie {
         self.shapes[i]
     }
 
-    /// The most bytes a token below node `i` adds to the node's (at most 255).
+    /// The most bytes a token below node `i` adds to the node's (`u32::MAX` from 255 on:
+    /// the count is kept in a byte).
     #[inline]
     pub fn reach(&self, i: usize) -> u32 {
-        u32::from(self.reach[i])
+        match self.reach[i] {
+            u8::MAX => u32::MAX,
+            r => u32::from(r),
+        }
     }
 
     /// The tokens below node `i` (not its own).

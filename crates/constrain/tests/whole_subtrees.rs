@@ -144,6 +144,8 @@ fn whole_subtrees_stop_at_broken_and_unfinished_characters() {
     // Below `q`, a stray continuation byte; below `p`, a character cut short (valid).
     tokens.push(b"q\x80".to_vec());
     tokens.push("p中".as_bytes()[..3].to_vec());
+    // A token longer than a node's reach can count (255 bytes), for a bounded string.
+    tokens.extend([b"b".to_vec(), vec![b'b'; 300], vec![b'b'; 40]]);
     let v = Arc::new(Vocabulary::new(tokens, &[0], &[]));
     let mut rng = XorShift::new(7);
     let grammar = "root ::= [^é\"]+ \"\\\"\"";
@@ -152,4 +154,16 @@ fn whole_subtrees_stop_at_broken_and_unfinished_characters() {
     let schema = string_schema("^[^é]+$", None);
     let (c, _) = llamay_constrain::schema::constraint(&schema, v.clone()).unwrap();
     assert!(compare_walk("^[^é]+$", &c, &v, &mut rng, 6) > 50);
+    let schema = string_schema("^b.*", Some(280));
+    let (c, _) = llamay_constrain::schema::constraint(&schema, v.clone()).unwrap();
+    let mut m = c.matcher();
+    m.commit_bytes(b"\"").unwrap();
+    let mut mask = TokenMask::new(v.len());
+    m.mask(&mut mask);
+    assert_eq!(mask, mask_by_commits(&mut m, v.len()));
+    let long = (0..v.len() as u32).find(|&t| v.token_bytes(t).is_some_and(|b| b.len() == 300));
+    assert!(
+        !mask.is_allowed(long.unwrap()),
+        "300 characters in a string of at most 280"
+    );
 }
