@@ -34,11 +34,11 @@ pub(crate) struct Trie {
 
 /// What the bytes below a trie node are made of: bit `k < 40` for the ASCII class `k`
 /// (see [`ascii_class`]), bit `40 + k` for non-ASCII characters whose lead byte is in
-/// [`LEAD_CLASSES`](crate::utf8::LEAD_CLASSES)`[k]`, and [`UNCLEAN`] where the node is not at a character boundary
-/// or some token below it is not well-formed UTF-8 from there (a stray continuation
-/// byte, an overlong or surrogate sequence; one cut short at its end is well-formed).
-/// A string state that every character of those classes leads back to keeps all the
-/// tokens below inside the string, without walking them.
+/// `LEAD_CLASSES[k]`, and [`UNCLEAN`] where the node is not at a character boundary or
+/// some token below it is not well-formed UTF-8 from there (a stray continuation byte,
+/// an overlong or surrogate sequence; one cut short at its end is well-formed). A state
+/// that every character of those classes leads back to keeps every token below alive,
+/// so a walk takes them without walking them.
 pub(crate) type Shape = u64;
 pub(crate) const UNCLEAN: Shape = 1 << 63;
 /// The bits of the ASCII classes.
