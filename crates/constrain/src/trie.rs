@@ -224,15 +224,13 @@ impl Trie {
     }
 
     fn index_tokens(&mut self) {
-        self.tok_at = Vec::with_capacity(self.nodes.len() + 1);
-        for i in 0..self.nodes.len() {
-            self.tok_at.push(self.order.len() as u32);
-            let node = self.nodes[i];
-            let mut order = std::mem::take(&mut self.order);
-            self.push_tokens(&node, &mut order);
-            self.order = order;
+        let (mut order, mut tok_at) = (Vec::new(), Vec::with_capacity(self.nodes.len() + 1));
+        for node in &self.nodes {
+            tok_at.push(order.len() as u32);
+            self.push_tokens(node, &mut order);
         }
-        self.tok_at.push(self.order.len() as u32);
+        tok_at.push(order.len() as u32);
+        (self.order, self.tok_at) = (order, tok_at);
     }
 
     /// Computes every node's [`Shape`]: the UTF-8 places going down, the bytes below

@@ -853,6 +853,28 @@ fn search_bytes(s: St, restricted: bool) -> impl Iterator<Item = u8> {
     })
 }
 
+/// Every state reached from `from` within `depth` bytes, trying every byte (for tests).
+#[cfg(test)]
+pub(crate) fn reachable(p: &StringProg, from: u64, depth: usize) -> Vec<u64> {
+    let mut out = vec![from];
+    let mut frontier = out.clone();
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for &aux in &frontier {
+            for b in 0..=255u8 {
+                if let StrStep::Inside(a) = p.step(aux, b) {
+                    if !out.contains(&a) {
+                        out.push(a);
+                        next.push(a);
+                    }
+                }
+            }
+        }
+        frontier = next;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -959,26 +981,6 @@ mod tests {
         assert_eq!(run(&p, br#""b""#), Ok(()));
     }
 
-    /// Every state reached within `depth` bytes of the start, trying every byte.
-    fn reachable(p: &StringProg, depth: usize) -> Vec<u64> {
-        let mut seen = std::collections::HashSet::from([0u64]);
-        let mut frontier = vec![0u64];
-        for _ in 0..depth {
-            let mut next = Vec::new();
-            for &aux in &frontier {
-                for b in 0..=255u8 {
-                    if let StrStep::Inside(a) = p.step(aux, b) {
-                        if seen.insert(a) {
-                            next.push(a);
-                        }
-                    }
-                }
-            }
-            frontier = next;
-        }
-        seen.into_iter().collect()
-    }
-
     #[test]
     fn first_bytes_hold_every_byte_a_step_takes() {
         let source =
@@ -994,7 +996,7 @@ mod tests {
         ];
         for spec in specs {
             let p = StringProg::new(&spec);
-            let states = reachable(&p, 6);
+            let states = reachable(&p, 0, 6);
             assert!(states.len() > 10, "{spec:?}: {} states", states.len());
             for aux in states {
                 let first = p.first_bytes(aux);

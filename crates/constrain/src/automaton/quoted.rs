@@ -82,6 +82,7 @@ impl Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::automaton::jsonstr::reachable;
     use crate::grammar::{JsonString, Normalize, SpanAutomaton};
     use crate::vocab::Vocabulary;
     use std::sync::Arc;
@@ -131,26 +132,6 @@ mod tests {
 
     /// Every state a walk of `prog` reaches from the opening quote within `depth` bytes
     /// (escapes and all), breadth first.
-    fn states(prog: &StringProg, depth: usize) -> Vec<u64> {
-        let mut out = vec![prog.quote_opened().unwrap()];
-        let mut frontier = out.clone();
-        for _ in 0..depth {
-            let mut next = Vec::new();
-            for &a in &frontier {
-                for b in 0..=255u8 {
-                    if let StrStep::Inside(n) = prog.step(a, b) {
-                        if !out.contains(&n) {
-                            out.push(n);
-                            next.push(n);
-                        }
-                    }
-                }
-            }
-            frontier = next;
-        }
-        out
-    }
-
     #[test]
     fn entering_only_the_first_bytes_finds_what_trying_every_byte_finds() {
         let v = vocab();
@@ -165,7 +146,7 @@ mod tests {
                     ..JsonString::default()
                 };
                 let prog = StringProg::new(&spec);
-                let all = states(&prog, 7);
+                let all = reachable(&prog, prog.quote_opened().unwrap(), 7);
                 assert!(all.len() > 50, "{norm:?}: only {} states", all.len());
                 for aux in all {
                     let fast = mask(&prog, aux, &v.trie);
