@@ -7,7 +7,9 @@
 //! `--case ID` walks one request only (for `valgrind --tool=callgrind`), `--fresh N`
 //! walks the requests N times, each on a vocabulary loaded afresh, `--show`
 //! prints the text before each slow step, `REPLAY_DIGEST=1` a hash of each walk's
-//! masks (to check that a change keeps them bit-identical).
+//! masks (to check that a change keeps them bit-identical), and `--mark FILE` (lines
+//! `ID STEP`) writes those masks through a function of their own, so that
+//! `valgrind --tool=callgrind --toggle-collect='*marked*'` counts them alone.
 //!
 //! Record the requests by putting `tee` in front of the worker:
 //!
@@ -15,7 +17,7 @@
 //! --peer-cmd "llamay=sh -c 'tee -a /tmp/reqs-{gguf}.jsonl | llamay mask-worker --gguf {gguf}'"
 //! ```
 //!
-//! `cargo bench -p llamay-constrain --bench replay -- FILE smollm2|gemma3 [--case ID] [--top K] [--repeat N] [--steps N] [--cold MIB] [--fresh N] [--band US]`
+//! `cargo bench -p llamay-constrain --bench replay -- FILE smollm2|gemma3 [--case ID] [--top K] [--repeat N] [--steps N] [--cold MIB] [--fresh N] [--band US] [--mark FILE]`
 
 #[path = "../tests/common/real_vocab.rs"]
 mod real_vocab;
@@ -73,6 +75,17 @@ fn compile(r: &Request, vocab: &Arc<Vocabulary>) -> Option<Constraint> {
     }
 }
 
+thread_local! {
+    static MARKED: std::cell::RefCell<std::collections::HashSet<(String, usize)>> = Default::default();
+}
+
+/// The masks named by `--mark FILE` (lines `ID STEP`) are written through here, so
+/// `valgrind --tool=callgrind --toggle-collect='*marked*'` counts just them.
+#[inline(never)]
+fn marked(m: &mut llamay_constrain::Matcher, words: &mut [u32]) {
+    m.write_mask_words(words)
+}
+
 /// Walks a request: the time of each mask, `stop` steps at most; `None` if refused.
 fn walk(r: &Request, vocab: &Arc<Vocabulary>, stop: usize) -> Option<(f64, Vec<f64>, bool)> {
     let t0 = Instant::now();
@@ -85,7 +98,11 @@ fn walk(r: &Request, vocab: &Arc<Vocabulary>, stop: usize) -> Option<(f64, Vec<f
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for k in 0..=r.tokens.len().min(stop) {
         let t0 = Instant::now();
-        m.write_mask_words(&mut words);
+        if MARKED.with(|s| s.borrow().contains(&(r.id.clone(), k))) {
+            marked(&mut m, &mut words);
+        } else {
+            m.write_mask_words(&mut words);
+        }
         times.push(t0.elapsed().as_secs_f64() * 1e6);
         if digest {
             use std::hash::Hash;
@@ -172,6 +189,15 @@ fn main() {
         .find(|m| args.iter().any(|a| a == "gemma3") == (*m == RealModel::Gemma3))
         .unwrap_or(RealModel::SmolLM2);
     let case: Option<String> = arg(&args, "--case");
+    if let Some(path) = arg::<String>(&args, "--mark") {
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        MARKED.with(|m| {
+            m.borrow_mut().extend(text.lines().filter_map(|l| {
+                let (id, step) = l.split_once(' ')?;
+                Some((id.to_string(), step.trim().parse().ok()?))
+            }))
+        });
+    }
     let top: usize = arg(&args, "--top").unwrap_or(12);
     let repeat: usize = arg(&args, "--repeat").unwrap_or(1);
     // Only the first masks of each walk (e.g. to profile a fresh matcher's start).

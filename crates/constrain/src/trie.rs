@@ -292,6 +292,23 @@ impl Trie {
         }
     }
 
+    /// The child of node `i` on byte `b`, if there is one.
+    pub fn child(&self, i: usize, b: u8) -> Option<usize> {
+        if i == 0 {
+            return Some(self.first[usize::from(b)] as usize).filter(|&c| c != 0);
+        }
+        if self.nodes[i].wide {
+            let (bytes, kids) = self.kids(i);
+            return bytes.binary_search(&b).ok().map(|k| kids[k] as usize);
+        }
+        // Children come in byte order, each after its elder sibling's subtree.
+        let (mut j, end) = (i + 1, self.nodes[i].end as usize);
+        while j < end && self.nodes[j].byte < b {
+            j = self.nodes[j].end as usize;
+        }
+        (j < end && self.nodes[j].byte == b).then_some(j)
+    }
+
     /// The children of a [`wide`](TrieNode::wide) node, their bytes and nodes (none
     /// for another node).
     pub fn kids(&self, i: usize) -> (&[u8], &[u32]) {

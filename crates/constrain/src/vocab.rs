@@ -2,6 +2,7 @@
 
 use crate::automaton::jsonstr::{StrStep, StringProg};
 use crate::automaton::local::{LocalMask, LocalMaskCache, PlainProfile, SharedCache};
+use crate::automaton::states::TablePool;
 use crate::grammar::{ByteDfa, JsonString};
 use crate::pool::MaskPool;
 use crate::trie::Trie;
@@ -37,6 +38,8 @@ pub struct Vocabulary {
     pub(crate) patterns: PatternIds,
     /// Spare mask buffers for matchers' mask caches.
     pub(crate) mask_pool: MaskPool,
+    /// Spare state tables for matchers.
+    pub(crate) state_tables: TablePool,
     /// Tokens holding two quotes or more, which may hold a whole object key (see
     /// `matcher::keys`).
     pub(crate) quoted: Vec<u32>,
@@ -176,6 +179,7 @@ impl Vocabulary {
             ),
             patterns: PatternIds::default(),
             mask_pool: MaskPool::new(n),
+            state_tables: TablePool::default(),
         };
         v.warm_plain_strings();
         v

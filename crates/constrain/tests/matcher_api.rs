@@ -359,3 +359,40 @@ fn schemas_sharing_a_pattern_tail_share_its_masks_exactly() {
         assert!(m.is_accepting());
     }
 }
+
+/// A matcher takes the state table a finished one handed back to the vocabulary,
+/// emptied: masks are those of a matcher on a table of its own, whether the earlier
+/// grammar tracked a whitespace budget (two transition rows per state) or not, and
+/// however many states it left there.
+#[test]
+fn a_reused_state_table_gives_the_masks_of_a_fresh_one() {
+    let (vocab, _, _) = synthetic_vocab(&[]);
+    let json = Constraint::any_json(vocab.clone()).unwrap();
+    let gbnf = Constraint::from_gbnf("root ::= [a-z]+ \"!\" | \"{}\"", vocab.clone()).unwrap();
+    let masks = |c: &Constraint, m: &mut Matcher, text: &[u8]| {
+        let mut out = Vec::new();
+        for &b in text {
+            let mut mask = TokenMask::new(vocab.len());
+            m.mask(&mut mask);
+            out.push(mask);
+            m.commit_bytes(&[b]).unwrap();
+        }
+        assert_eq!(m.constraint().vocab().len(), c.vocab().len());
+        out
+    };
+    let json_text = b"{\"a\": [1, {\"b\": null}], \"c\": \"d\"}";
+    let gbnf_text = b"abc!";
+    // Fresh tables: each matcher is made while the other lives, so neither is reused.
+    let (mut a, mut b) = (json.matcher(), gbnf.matcher());
+    let want_json = masks(&json, &mut a, json_text);
+    let want_gbnf = masks(&gbnf, &mut b, gbnf_text);
+    drop((a, b));
+    for _ in 0..3 {
+        let mut m = gbnf.matcher();
+        assert_eq!(masks(&gbnf, &mut m, gbnf_text), want_gbnf);
+        drop(m);
+        let mut m = json.matcher();
+        assert_eq!(masks(&json, &mut m, json_text), want_json);
+        assert_eq!(m.stats().states_peak, m.stats().states_used);
+    }
+}

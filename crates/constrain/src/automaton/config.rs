@@ -66,6 +66,12 @@ impl Stacks {
         }
     }
 
+    /// Back to the empty and placeholder stacks alone, keeping the buffers.
+    pub fn reset(&mut self) {
+        self.frames.truncate(2);
+        self.ids.clear();
+    }
+
     pub fn push(&mut self, f: Frame) -> u32 {
         let next = self.frames.len() as u32;
         let id = *self.ids.entry(f).or_insert(next);

@@ -2,13 +2,12 @@
 //! byte transitions cached lazily (cheap, numerous), separately from masks.
 
 use super::config::{
-    closure, step, Frame, Item, Scratch, Stacks, ACCEPT, EMPTY_STACK, EXIT, EXIT_STACK,
+    closure, closure_in, step, Frame, Item, Scratch, Stacks, ACCEPT, EMPTY_STACK, EXIT, EXIT_STACK,
 };
 use super::program::{Node, Program};
 use crate::grammar::ByteSet;
 use crate::trie::{classes, Shape, ASCII_CLASSES, CLASS_BYTES};
 use rustc_hash::FxHashMap;
-use std::sync::Arc;
 
 /// A transition not computed yet.
 const UNKNOWN: u32 = u32::MAX;
@@ -20,6 +19,10 @@ const NO_STATE: u32 = u32::MAX;
 const NO_ROW: u32 = u32::MAX;
 /// Cached transitions after which a state gets a full row.
 const PROMOTE_AFTER: usize = 6;
+/// A state not yet asked whether it spells a literal, one that does, one that does not.
+const UNKNOWN_LITERAL: u8 = 0;
+const LITERAL: u8 = 1;
+const NOT_LITERAL: u8 = 2;
 /// Set on a cached transition that consumed budgeted whitespace.
 const WS_FLAG: u32 = 1 << 31;
 
@@ -34,7 +37,12 @@ pub const ITEM_LIMIT: usize = 1 << 20;
 
 /// Interned configurations and their transitions.
 pub(crate) struct StateTable {
-    configs: Vec<Arc<[Item]>>,
+    /// Every state's items, one after another: state `s`'s are `spans[s]`, so a new
+    /// state costs no allocation of its own.
+    arena: Vec<Item>,
+    spans: Vec<(u32, u32)>,
+    /// A state's items while its transition is computed (the arena grows meanwhile).
+    stepping: Vec<Item>,
     /// States by the hash of their configuration: the newest state of each hash, the
     /// others chained through `same_hash`. A configuration is hashed once, not again
     /// to insert it, and the map's keys are plain integers.
@@ -59,10 +67,11 @@ pub(crate) struct StateTable {
     /// Per state, the byte classes known to lead back to it or not (see
     /// [`loops_on`](Self::loops_on)).
     loops: Vec<(Shape, Shape)>,
+    /// Per state, whether it is one item spelling a literal (see
+    /// [`literal`](Self::literal)): [`UNKNOWN_LITERAL`] until asked.
+    literal: Vec<u8>,
     stride: usize,
     stacks: Stacks,
-    /// Items in `configs`, in all.
-    items: usize,
     pub limit: usize,
     pub peak: usize,
     pub clears: u64,
@@ -94,13 +103,69 @@ pub(crate) struct Next {
     pub ws_used: bool,
 }
 
+/// Spare state tables of finished matchers, for the next matchers of a vocabulary: a
+/// fresh matcher's table grows to hundreds of states and their transition rows (2 KiB
+/// each), and growing it from empty, reallocating and touching new pages as it went,
+/// cost the first masks of every request a tenth of their time.
+#[derive(Default)]
+pub(crate) struct TablePool {
+    spare: std::sync::Mutex<Vec<StateTable>>,
+}
+
+/// Most tables a pool keeps, and the most bytes of rows a kept table may hold (one
+/// that grew past them is dropped: its like is rare).
+const POOLED_TABLES: usize = 8;
+const POOLED_ROW_BYTES: usize = 4 << 20;
+
+impl std::fmt::Debug for TablePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TablePool").finish_non_exhaustive()
+    }
+}
+
+impl TablePool {
+    /// An empty table for `p`, a spare one if there is one.
+    pub fn take(&self, p: &Program, limit: usize) -> StateTable {
+        match self.lock().pop() {
+            Some(mut t) => {
+                t.reset(p, limit);
+                t
+            }
+            None => StateTable::new(p, limit),
+        }
+    }
+
+    /// Keeps `t` for a later taker, if the pool has room and `t` is not oversized.
+    pub fn give(&self, t: StateTable) {
+        let mut spare = self.lock();
+        if spare.len() < POOLED_TABLES && t.rows.capacity() * 4 <= POOLED_ROW_BYTES {
+            spare.push(t);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<StateTable>> {
+        // A poisoned pool holds whole tables still, each reset before use.
+        self.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 impl StateTable {
     pub fn new(p: &Program, limit: usize) -> Self {
+        let mut t = StateTable::empty();
+        // Sized for a typical walk: growing from empty rehashed a few percent of the
+        // mask time away in fresh matchers.
+        t.ids.reserve(128);
+        t.reset(p, limit);
+        t
+    }
+
+    /// A table of no states and no capacity (for a limit of none).
+    pub fn empty() -> Self {
         StateTable {
-            configs: Vec::new(),
-            // Sized for a typical walk: growing from empty rehashed a few percent of the
-            // mask time away in fresh matchers.
-            ids: FxHashMap::with_capacity_and_hasher(128, Default::default()),
+            arena: Vec::new(),
+            spans: Vec::new(),
+            stepping: Vec::new(),
+            ids: FxHashMap::default(),
             same_hash: Vec::new(),
             scratch: Scratch::default(),
             accepting: Vec::new(),
@@ -110,13 +175,39 @@ impl StateTable {
             sparse: Vec::new(),
             firsts: Vec::new(),
             loops: Vec::new(),
-            stride: if p.uses_ws { 512 } else { 256 },
+            literal: Vec::new(),
+            stride: 256,
             stacks: Stacks::new(),
-            items: 0,
-            limit,
+            limit: 0,
             peak: 0,
             clears: 0,
         }
+    }
+
+    /// Empties the table for a matcher of `p`, keeping its buffers.
+    fn reset(&mut self, p: &Program, limit: usize) {
+        self.clear();
+        self.stacks.reset();
+        self.stride = if p.uses_ws { 512 } else { 256 };
+        self.limit = limit;
+        self.peak = 0;
+        self.clears = 0;
+    }
+
+    /// Forgets every state (the stacks stay).
+    fn clear(&mut self) {
+        self.arena.clear();
+        self.spans.clear();
+        self.ids.clear();
+        self.same_hash.clear();
+        self.accepting.clear();
+        self.exits.clear();
+        self.row_of.clear();
+        self.rows.clear();
+        self.sparse.clear();
+        self.firsts.clear();
+        self.loops.clear();
+        self.literal.clear();
     }
 
     /// The initial state of `p`.
@@ -135,7 +226,8 @@ impl StateTable {
 
     /// The items of state `s`.
     pub fn config(&self, s: u32) -> &[Item] {
-        &self.configs[s as usize]
+        let (at, n) = self.spans[s as usize];
+        &self.arena[at as usize..(at + n) as usize]
     }
 
     /// The state reached from `seeds` without consuming input.
@@ -152,7 +244,7 @@ impl StateTable {
     }
 
     pub fn len(&self) -> usize {
-        self.configs.len()
+        self.spans.len()
     }
 
     fn intern(&mut self, kernel: &[Item]) -> u32 {
@@ -162,12 +254,13 @@ impl StateTable {
             kernel.hash(&mut h);
             h.finish()
         };
-        let id = self.configs.len() as u32;
+        let id = self.spans.len() as u32;
         let newest = match self.ids.entry(hash) {
             std::collections::hash_map::Entry::Occupied(mut e) => {
                 let mut at = *e.get();
                 while at != NO_STATE {
-                    if *self.configs[at as usize] == *kernel {
+                    let (from, n) = self.spans[at as usize];
+                    if self.arena[from as usize..(from + n) as usize] == *kernel {
                         return at;
                     }
                     at = self.same_hash[at as usize];
@@ -180,17 +273,18 @@ impl StateTable {
             }
         };
         self.same_hash.push(newest);
-        let kernel: Arc<[Item]> = kernel.into();
         self.accepting
             .push(kernel.iter().any(|it| it.pos == ACCEPT));
         self.exits.push(kernel.iter().any(|it| it.pos == EXIT));
-        self.items += kernel.len();
-        self.configs.push(kernel);
+        self.spans
+            .push((self.arena.len() as u32, kernel.len() as u32));
+        self.arena.extend_from_slice(kernel);
         self.row_of.push(NO_ROW);
         self.sparse.push(SparseSlots::default());
         self.firsts.push(None);
         self.loops.push((0, 0));
-        self.peak = self.peak.max(self.configs.len());
+        self.literal.push(UNKNOWN_LITERAL);
+        self.peak = self.peak.max(self.spans.len());
         id
     }
 
@@ -208,7 +302,7 @@ impl StateTable {
     /// If every item of `s` sits on one stack other than the empty one, the state with
     /// that stack replaced by the placeholder, and the stack.
     pub fn detach(&mut self, s: u32) -> Option<(u32, u32)> {
-        let items = &self.configs[s as usize];
+        let items = self.config(s);
         let stack = items[0].stack;
         if stack == 0 || stack == EXIT_STACK || items.iter().any(|it| it.stack != stack) {
             return None;
@@ -222,6 +316,40 @@ impl StateTable {
             .collect();
         kernel.sort_unstable();
         Some((self.intern(&kernel), stack))
+    }
+
+    /// The one item of state `s` if that is all it holds and the item stands at a node
+    /// of one byte: the state spells a literal (a key, an enum's or a const's value)
+    /// whose next byte leaves one item again, or a state after it.
+    #[inline]
+    pub fn literal(&mut self, p: &Program, s: u32) -> Option<Item> {
+        let known = self.literal[s as usize];
+        if known == NOT_LITERAL {
+            return None;
+        }
+        let items = self.config(s);
+        if known == LITERAL {
+            return Some(items[0]);
+        }
+        let one = match *items {
+            [it] => matches!(p.nodes.get(it.pos as usize), Some(Node::Byte { set, .. }) if set.single().is_some())
+                .then_some(it),
+            _ => None,
+        };
+        self.literal[s as usize] = if one.is_some() { LITERAL } else { NOT_LITERAL };
+        one
+    }
+
+    /// The state of the item `it` alone, closed (as a byte step leaves it), or `None`
+    /// if its closure is empty (a dead end).
+    pub fn of_item(&mut self, p: &Program, it: Item) -> Option<u32> {
+        let mut sc = std::mem::take(&mut self.scratch);
+        sc.work.clear();
+        sc.work.push(it);
+        closure_in(p, &mut self.stacks, &mut sc);
+        let s = (!sc.kernel.is_empty()).then(|| self.intern(&sc.kernel));
+        self.scratch = sc;
+        s
     }
 
     /// Whether the input may end in state `s`.
@@ -242,12 +370,15 @@ impl StateTable {
         let mut t = UNKNOWN;
         if row != NO_ROW {
             t = self.rows[row as usize * self.stride + slot];
-        } else if let Some(f) = &self.firsts[s as usize] {
-            if !f.contains(b) {
-                return None;
-            }
         }
         if t == UNKNOWN {
+            // A row's dead bytes are not stored (most of a state's 256 never come up):
+            // they are told by the first bytes here, not out of line.
+            if let Some(f) = &self.firsts[s as usize] {
+                if !f.contains(b) {
+                    return None;
+                }
+            }
             t = self.next_slow(p, s, slot);
         }
         (t != DEAD).then_some(Next {
@@ -264,7 +395,7 @@ impl StateTable {
         let firsts = match self.firsts[s as usize] {
             Some(f) => f,
             None => {
-                let f = first_bytes(p, &self.configs[s as usize]);
+                let f = first_bytes(p, self.config(s));
                 self.firsts[s as usize] = Some(f);
                 f
             }
@@ -307,9 +438,12 @@ impl StateTable {
 
     #[cold]
     fn compute(&mut self, p: &Program, s: u32, b: u8, ws_allowed: bool) -> u32 {
-        let kernel = self.configs[s as usize].clone();
+        let mut from = std::mem::take(&mut self.stepping);
+        from.clear();
+        from.extend_from_slice(self.config(s));
         let mut sc = std::mem::take(&mut self.scratch);
-        let ws_used = step(p, &mut self.stacks, &mut sc, &kernel, b, ws_allowed);
+        let ws_used = step(p, &mut self.stacks, &mut sc, &from, b, ws_allowed);
+        self.stepping = from;
         let t = if sc.kernel.is_empty() {
             DEAD
         } else {
@@ -331,7 +465,8 @@ impl StateTable {
         // number's) are told so without a transition computed.
         let unknown = shape & ASCII_CLASSES & !learnt.0;
         if unknown != 0 {
-            let items = &self.configs[s as usize];
+            let (at, n) = self.spans[s as usize];
+            let items = &self.arena[at as usize..(at + n) as usize];
             let firsts = self.firsts[s as usize].get_or_insert_with(|| first_bytes(p, items));
             let live = u128::from(firsts.0[0]) | u128::from(firsts.0[1]) << 64;
             if let Some(k) = classes(unknown).find(|&k| CLASS_BYTES[k as usize] & !live != 0) {
@@ -351,7 +486,7 @@ impl StateTable {
     /// Whether the table has reached its limit (of states, or of items in all) and
     /// should be cleared before the next step.
     pub fn is_full(&self) -> bool {
-        self.configs.len() >= self.limit || self.items >= ITEM_LIMIT
+        self.spans.len() >= self.limit || self.arena.len() >= ITEM_LIMIT
     }
 
     /// Empties the table, keeping only the given states (renumbered; the new ids are
@@ -359,23 +494,16 @@ impl StateTable {
     /// kept state stands on do not leak.
     pub fn clear_keeping(&mut self, keep: &[u32]) -> Vec<u32> {
         let old_stacks = std::mem::replace(&mut self.stacks, Stacks::new());
-        let old_configs = std::mem::take(&mut self.configs);
-        self.items = 0;
-        self.ids.clear();
-        self.same_hash.clear();
-        self.accepting.clear();
-        self.exits.clear();
-        self.row_of.clear();
-        self.rows.clear();
-        self.sparse.clear();
-        self.firsts.clear();
-        self.loops.clear();
+        let old_arena = std::mem::take(&mut self.arena);
+        let old_spans = std::mem::take(&mut self.spans);
+        self.clear();
         self.clears += 1;
         let mut moved: FxHashMap<u32, u32> =
             FxHashMap::from_iter([(EMPTY_STACK, EMPTY_STACK), (EXIT_STACK, EXIT_STACK)]);
         keep.iter()
             .map(|&s| {
-                let mut kernel: Vec<Item> = old_configs[s as usize]
+                let (at, n) = old_spans[s as usize];
+                let mut kernel: Vec<Item> = old_arena[at as usize..(at + n) as usize]
                     .iter()
                     .map(|it| Item {
                         stack: old_stacks.copy_into(it.stack, &mut self.stacks, &mut moved),
@@ -459,7 +587,7 @@ mod tests {
             n += 1;
         }
         assert_eq!(n as usize, ITEM_LIMIT.div_ceil(1000));
-        assert!(t.configs.len() < t.limit);
+        assert!(t.spans.len() < t.limit);
         t.clear_keeping(&[]);
         assert!(!t.is_full());
     }

@@ -61,6 +61,14 @@ impl ByteSet {
         ByteSet(std::array::from_fn(|i| self.0[i] | other.0[i]))
     }
 
+    /// The set's one member, if it has exactly one.
+    #[inline]
+    pub fn single(&self) -> Option<u8> {
+        let ones: u32 = self.0.iter().map(|w| w.count_ones()).sum();
+        let k = self.0.iter().position(|&w| w != 0)?;
+        (ones == 1).then(|| (k as u32 * 64 + self.0[k].trailing_zeros()) as u8)
+    }
+
     /// Whether the set is empty.
     pub fn is_empty(&self) -> bool {
         self.0 == [0; 4]
@@ -169,6 +177,16 @@ impl CharClass {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_set_names_its_one_member() {
+        assert_eq!(ByteSet::of(b"q").single(), Some(b'q'));
+        assert_eq!(ByteSet::of(&[0]).single(), Some(0));
+        assert_eq!(ByteSet::of(&[255]).single(), Some(255));
+        assert_eq!(ByteSet::of(b"ab").single(), None);
+        assert_eq!(ByteSet::of(&[1, 200]).single(), None);
+        assert_eq!(ByteSet::EMPTY.single(), None);
+    }
 
     #[test]
     fn negation_skips_surrogates_and_round_trips() {

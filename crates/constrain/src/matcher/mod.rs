@@ -80,12 +80,14 @@ pub struct Matcher {
 impl Drop for Matcher {
     fn drop(&mut self) {
         self.forget_masks();
+        let states = std::mem::replace(&mut self.states, StateTable::empty());
+        self.c.inner.vocab.state_tables.give(states);
     }
 }
 
 impl Matcher {
     pub(crate) fn new(c: Constraint) -> Self {
-        let mut states = StateTable::new(&c.inner.program, c.inner.limits.states);
+        let mut states = (c.inner.vocab.state_tables).take(&c.inner.program, c.inner.limits.states);
         let state = states.start(&c.inner.program);
         let budget = c.inner.program.ws_budget;
         let depth = c.inner.vocab.trie.max_depth + 1;

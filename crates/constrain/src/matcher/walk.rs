@@ -7,6 +7,8 @@
 //! line and page each, and the first masks of a fresh matcher met them all.
 
 use super::Matcher;
+use crate::automaton::config::Item;
+use crate::automaton::program::Node;
 use crate::constraint::Inner;
 use crate::mask::{Allow, TokenMask};
 use crate::trie::{SHORTCUT_NODES, UNCLEAN, WS_CLASSES};
@@ -66,6 +68,10 @@ impl Matcher {
         frontier: &mut Frontier,
     ) {
         let (p, trie) = (&inner.program, &inner.vocab.trie);
+        if let Some(it) = self.states.literal(p, start.0) {
+            self.walk_literal::<WS, DET>(inner, root, start.1, it, out, frontier);
+            return;
+        }
         if trie.nodes[root].wide {
             self.walk_kids::<WS, DET>(inner, root, start, out, frontier);
             return;
@@ -97,6 +103,13 @@ impl Matcher {
                 out.allow_tokens(trie.tokens_below(i));
                 i = node.end as usize;
                 continue;
+            }
+            if node.end as usize > i + 1 {
+                if let Some(it) = self.states.literal(p, at.0) {
+                    self.walk_literal::<WS, DET>(inner, i, at.1, it, out, frontier);
+                    i = node.end as usize;
+                    continue;
+                }
             }
             if node.wide {
                 // Below, only this walk's deeper levels are written; the levels above
@@ -148,6 +161,73 @@ impl Matcher {
                 continue;
             }
             self.walk_with::<WS, DET>(inner, child, (nx.state, budget), out, frontier);
+        }
+    }
+
+    /// Walks below trie node `i`, alive in a state that is one item spelling a literal
+    /// (a key, an enum's value; see [`StateTable::literal`]) with `budget` left: only
+    /// the child on the literal's next byte can live, so the walk follows the trie
+    /// down the literal, making no state for its bytes, and makes one where the
+    /// literal ends, to walk what lies below from there.
+    ///
+    /// [`StateTable::literal`]: crate::automaton::states::StateTable::literal
+    fn walk_literal<const WS: bool, const DET: bool>(
+        &mut self,
+        inner: &Inner,
+        mut i: usize,
+        budget: u32,
+        it: Item,
+        out: &mut impl Allow,
+        frontier: &mut Frontier,
+    ) {
+        let (p, trie) = (&inner.program, &inner.vocab.trie);
+        let mut pos = it.pos;
+        loop {
+            let Node::Byte { set, next } = &p.nodes[pos as usize] else {
+                unreachable!("a literal's items stand at byte nodes")
+            };
+            let b = set.single().expect("a literal's nodes take one byte");
+            let Some(child) = trie.child(i, b) else {
+                return;
+            };
+            if DET {
+                self.path[trie.nodes[child].depth as usize - 1] = b;
+            }
+            pos = *next;
+            i = child;
+            let more = matches!(p.nodes.get(pos as usize), Some(Node::Byte { set, .. }) if set.single().is_some());
+            if !more {
+                break;
+            }
+            for &t in trie.tokens_at(i) {
+                out.allow_token(t);
+            }
+        }
+        // Where the literal ends: the state after it, as a byte step would make it.
+        let Some(s) = self.states.of_item(
+            p,
+            Item {
+                pos,
+                stack: it.stack,
+                aux: 0,
+            },
+        ) else {
+            return;
+        };
+        if DET && self.states.exits(s) {
+            let d = trie.nodes[i].depth as usize;
+            frontier.push((i as u32, self.path[..d].into()));
+            return;
+        }
+        for &t in trie.tokens_at(i) {
+            out.allow_token(t);
+        }
+        if self.keeps_every_token::<WS>(inner, i, (s, budget)) {
+            out.allow_tokens(trie.tokens_below(i));
+            return;
+        }
+        if trie.nodes[i].end as usize > i + 1 {
+            self.walk_with::<WS, DET>(inner, i, (s, budget), out, frontier);
         }
     }
 
