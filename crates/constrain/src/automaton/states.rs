@@ -112,10 +112,11 @@ pub(crate) struct TablePool {
     spare: std::sync::Mutex<Vec<StateTable>>,
 }
 
-/// Most tables a pool keeps, and the most bytes of rows a kept table may hold (one
-/// that grew past them is dropped: its like is rare).
+/// Most tables a pool keeps, and the most bytes of rows and items a kept table may
+/// hold (one that grew past them is dropped: its like is rare), so a vocabulary keeps
+/// 16 MiB of spare tables at most.
 const POOLED_TABLES: usize = 8;
-const POOLED_ROW_BYTES: usize = 4 << 20;
+const POOLED_TABLE_BYTES: usize = 2 << 20;
 
 impl std::fmt::Debug for TablePool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -138,7 +139,9 @@ impl TablePool {
     /// Keeps `t` for a later taker, if the pool has room and `t` is not oversized.
     pub fn give(&self, t: StateTable) {
         let mut spare = self.lock();
-        if spare.len() < POOLED_TABLES && t.rows.capacity() * 4 <= POOLED_ROW_BYTES {
+        let bytes = t.rows.capacity() * std::mem::size_of::<u32>()
+            + t.arena.capacity() * std::mem::size_of::<Item>();
+        if spare.len() < POOLED_TABLES && bytes <= POOLED_TABLE_BYTES {
             spare.push(t);
         }
     }
