@@ -1,6 +1,6 @@
 //! The vocabulary: token byte strings, organised once into a byte trie for mask walks.
 
-use crate::automaton::jsonstr::{StrStep, StringProg};
+use crate::automaton::jsonstr::{StrStep, StringProg, TailSignature};
 use crate::automaton::local::{LocalMask, LocalMaskCache, PlainProfile, SharedCache};
 use crate::automaton::states::TablePool;
 use crate::grammar::{ByteDfa, JsonString};
@@ -117,7 +117,7 @@ impl PatternIds {
 }
 
 /// A pattern tail's signature, the decoder state in it, and the length bounds.
-pub(crate) type PatternTailKey = (Box<[u32]>, u64, u32, Option<u32>);
+pub(crate) type PatternTailKey = (TailSignature, u64, u32, Option<u32>);
 
 /// Longest token (in bytes) put in the trie; longer ones are never allowed.
 const MAX_TOKEN_LEN: usize = 1024;

@@ -14,7 +14,34 @@
 use crate::grammar::{ByteDfa, ByteSet, JsonString, SpanAutomaton};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+
+/// A pattern tail's signature (see [`ByteDfa::tail_signature`]), hashed once: one runs
+/// to thousands of words, and a cache keyed by it hashed them all again at every
+/// lookup, and for every key it held each time its table grew (a mask of 4 ms).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TailSignature {
+    hash: u64,
+    words: Box<[u32]>,
+}
+
+impl TailSignature {
+    pub fn new(words: Box<[u32]>) -> Self {
+        let mut h = rustc_hash::FxHasher::default();
+        words.hash(&mut h);
+        TailSignature {
+            hash: h.finish(),
+            words,
+        }
+    }
+}
+
+impl Hash for TailSignature {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
 
 /// Exclusion-trie node meaning "no excluded value has this prefix".
 const OFF_TRIE: u32 = 0xFFF;
@@ -418,14 +445,14 @@ impl StringProg {
     /// at most `limit` DFA states) and the decoder state without the pattern's. `None`
     /// with exclusions (which the key does not capture), without a pattern, or for a
     /// larger tail.
-    pub fn tail_key(&self, aux: u64, limit: usize) -> Option<(Box<[u32]>, u64)> {
+    pub fn tail_key(&self, aux: u64, limit: usize) -> Option<(TailSignature, u64)> {
         let d = self.dfa.as_ref()?;
         if self.has_exclusions() {
             return None;
         }
         let s = St::unpack(aux);
         let sig = d.tail_signature(s.dfa, limit)?;
-        Some((sig, St { dfa: 0, ..s }.pack()))
+        Some((TailSignature::new(sig), St { dfa: 0, ..s }.pack()))
     }
 
     /// The same string with other length bounds (for computing canonical masks).
@@ -878,6 +905,23 @@ pub(crate) fn reachable(p: &StringProg, from: u64, depth: usize) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_signature_is_hashed_once_and_compared_in_full() {
+        use std::hash::BuildHasher;
+        let hash = |s: &TailSignature| rustc_hash::FxBuildHasher.hash_one(s);
+        let a = TailSignature::new(vec![1, 2, 3].into());
+        assert_eq!(a, TailSignature::new(vec![1, 2, 3].into()));
+        assert_eq!(hash(&a), hash(&TailSignature::new(vec![1, 2, 3].into())));
+        assert_ne!(a, TailSignature::new(vec![1, 2, 4].into()));
+        // Equal hashes do not make equal signatures.
+        let forged = TailSignature {
+            hash: a.hash,
+            words: vec![9].into(),
+        };
+        assert_eq!(hash(&forged), hash(&a));
+        assert_ne!(forged, a);
+    }
 
     fn run(p: &StringProg, input: &[u8]) -> Result<(), usize> {
         let mut aux = 0;
