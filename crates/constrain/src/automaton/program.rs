@@ -128,6 +128,16 @@ fn too_large() -> Error {
 }
 
 impl Program {
+    /// The byte a one-byte node takes (a literal's: a key's, an enum's value's) and the
+    /// position after it; `None` for any other node or position.
+    #[inline]
+    pub fn one_byte(&self, pos: Pos) -> Option<(u8, Pos)> {
+        match self.nodes.get(pos as usize)? {
+            Node::Byte { set, next } => Some((set.single()?, *next)),
+            _ => None,
+        }
+    }
+
     /// Heap bytes of the program: nodes, split targets, DFAs, string and unordered
     /// tables (each shared DFA once, through `seen`).
     pub fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {

@@ -335,8 +335,7 @@ impl StateTable {
             return Some(items[0]);
         }
         let one = match *items {
-            [it] => matches!(p.nodes.get(it.pos as usize), Some(Node::Byte { set, .. }) if set.single().is_some())
-                .then_some(it),
+            [it] => p.one_byte(it.pos).map(|_| it),
             _ => None,
         };
         self.literal[s as usize] = if one.is_some() { LITERAL } else { NOT_LITERAL };

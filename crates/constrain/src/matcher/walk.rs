@@ -8,7 +8,6 @@
 
 use super::Matcher;
 use crate::automaton::config::Item;
-use crate::automaton::program::Node;
 use crate::constraint::Inner;
 use crate::mask::{Allow, TokenMask};
 use crate::trie::{SHORTCUT_NODES, UNCLEAN, WS_CLASSES};
@@ -182,21 +181,17 @@ impl Matcher {
     ) {
         let (p, trie) = (&inner.program, &inner.vocab.trie);
         let mut pos = it.pos;
-        loop {
-            let Node::Byte { set, next } = &p.nodes[pos as usize] else {
-                unreachable!("a literal's items stand at byte nodes")
-            };
-            let b = set.single().expect("a literal's nodes take one byte");
+        let mut byte = p.one_byte(pos);
+        while let Some((b, next)) = byte {
             let Some(child) = trie.child(i, b) else {
                 return;
             };
             if DET {
                 self.path[trie.nodes[child].depth as usize - 1] = b;
             }
-            pos = *next;
-            i = child;
-            let more = matches!(p.nodes.get(pos as usize), Some(Node::Byte { set, .. }) if set.single().is_some());
-            if !more {
+            (pos, i) = (next, child);
+            byte = p.one_byte(pos);
+            if byte.is_none() {
                 break;
             }
             for &t in trie.tokens_at(i) {
