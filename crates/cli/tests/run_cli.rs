@@ -263,3 +263,27 @@ fn ctrl_c_stops_cleanly_with_the_statistics() {
     // Whole characters only, even when cut short.
     assert!(String::from_utf8([&first[..], &rest].concat()).is_ok());
 }
+
+/// `llamay run … | head -c 1`: the reader goes away mid-generation, and the run still
+/// ends as a run does, with its statistics, rather than in a panic.
+#[test]
+fn a_reader_that_goes_away_ends_the_run_without_a_panic() {
+    let model = real_model(RealModel::SmolLM2);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llamay"))
+        .args(["run", "--local", "-m", model.to_str().unwrap(), "-n", "24"])
+        .args(["-p", "Once upon a time"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.lines().any(|l| l.starts_with("prompt ")), "{stderr}");
+}

@@ -317,7 +317,8 @@ impl Output {
 
     fn end_line(&mut self) {
         if !self.last_newline {
-            println!();
+            // As in `write`: a reader that has gone (`| head`) is no reason to panic.
+            let _ = writeln!(std::io::stdout().lock());
             self.last_newline = true;
         }
     }
