@@ -216,29 +216,29 @@ fn the_prompt_can_come_from_stdin() {
     );
 }
 
-#[test]
-fn ctrl_c_stops_cleanly_with_the_statistics() {
+/// `llamay run -m SmolLM2 <args> -p "Once upon a time"` with its output piped, once it
+/// has written its first byte: the child, the rest of its stdout, and that byte.
+fn run_until_first_byte(args: &[&str]) -> (std::process::Child, std::process::ChildStdout, u8) {
     let model = real_model(RealModel::SmolLM2);
     let mut child = Command::new(env!("CARGO_BIN_EXE_llamay"))
-        .args([
-            "run",
-            "-m",
-            model.to_str().unwrap(),
-            "-n",
-            "4000",
-            "-ctx",
-            "4096",
-        ])
+        .args(["run", "-m", model.to_str().unwrap()])
+        .args(args)
         .args(["-p", "Once upon a time"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the first text, so the signal lands mid-generation.
     let mut stdout = child.stdout.take().unwrap();
     let mut first = [0u8; 1];
     stdout.read_exact(&mut first).unwrap();
+    (child, stdout, first[0])
+}
+
+#[test]
+fn ctrl_c_stops_cleanly_with_the_statistics() {
+    // Wait for the first text, so the signal lands mid-generation.
+    let (child, mut stdout, first) = run_until_first_byte(&["-n", "4000", "-ctx", "4096"]);
     let sent = Instant::now();
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -261,25 +261,14 @@ fn ctrl_c_stops_cleanly_with_the_statistics() {
         .unwrap_or("");
     assert!(line.ends_with("stop: cancelled"), "{stderr}");
     // Whole characters only, even when cut short.
-    assert!(String::from_utf8([&first[..], &rest].concat()).is_ok());
+    assert!(String::from_utf8([&[first][..], &rest].concat()).is_ok());
 }
 
 /// `llamay run … | head -c 1`: the reader goes away mid-generation, and the run still
 /// ends as a run does, with its statistics, rather than in a panic.
 #[test]
 fn a_reader_that_goes_away_ends_the_run_without_a_panic() {
-    let model = real_model(RealModel::SmolLM2);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llamay"))
-        .args(["run", "--local", "-m", model.to_str().unwrap(), "-n", "24"])
-        .args(["-p", "Once upon a time"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut first = [0u8; 1];
-    stdout.read_exact(&mut first).unwrap();
+    let (child, stdout, _) = run_until_first_byte(&["--local", "-n", "24"]);
     drop(stdout);
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
