@@ -149,15 +149,23 @@ def test_tool_choice_required_and_named(oai, server):
     assert len(calls_of(r)) == 1
 
 
-def test_streamed_call_arrives_whole(oai, server):
+def test_streamed_call_arguments_arrive_piece_by_piece(oai, server):
     events = list(oai.responses.create(model=server["model"], input="Weather in Paris?",
                                        tools=TOOLS[:1], tool_choice="required", stream=True,
                                        max_output_tokens=96, extra_body={"seed": 7}))
     done = [e for e in events if e.type == "response.function_call_arguments.done"]
-    assert done
+    assert len(done) == 1
+    pieces = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
+    assert len([p for p in pieces if p]) >= 5, pieces
+    acc = ""
+    for p in pieces:
+        acc += p
+        assert done[0].arguments.startswith(acc)
+    assert acc == done[0].arguments
     jsonschema.validate(json.loads(done[0].arguments), WEATHER)
     final = events[-1].response
-    assert [o.type for o in final.output if o.type == "function_call"] == ["function_call"]
+    calls = [o for o in final.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].arguments == acc
 
 
 def test_previous_response_id_continues_and_tool_results_go_back(oai, server):

@@ -1,7 +1,8 @@
 """Tool calls through the official `openai`, `anthropic` and `ollama` SDKs, unchanged
 except for the base URL: forced calls fit their tool's schema, named choices hold,
-`none` offers nothing, single-call choices make one call, streams carry a call
-whole, and a full loop (call, run the tool, send the result back) works."""
+`none` offers nothing, single-call choices make one call, streams carry a call piece
+by piece (whole on Ollama's shape and with `whole_tool_calls`), text streams with a
+tool offered, and a full loop (call, run the tool, send the result back) works."""
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -117,17 +118,48 @@ def test_openai_tool_loop(oai, server):
     assert nxt.usage.prompt_tokens > r.usage.prompt_tokens
 
 
-def test_openai_tool_stream_sends_the_call_whole(oai, server):
+def assert_streamed(pieces, final):
+    """A call's argument deltas: several, each concatenation a prefix of the final
+    arguments text, which is valid JSON."""
+    assert len([p for p in pieces if p]) >= 5, pieces
+    acc = ""
+    for p in pieces:
+        acc += p
+        assert final.startswith(acc), (acc, final)
+    assert acc == final
+    return json.loads(final)
+
+
+def test_openai_tool_stream_sends_the_call_piece_by_piece(oai, server):
     chunks = list(oai.chat.completions.create(
         model=server["model"], messages=ASK, tools=OPENAI_TOOLS, stream=True, max_tokens=96, seed=6,
         tool_choice={"type": "function", "function": {"name": "get_weather"}}))
-    deltas = [c.choices[0].delta.tool_calls for c in chunks if c.choices and c.choices[0].delta.tool_calls]
-    assert len(deltas) == 1, chunks
-    for d in deltas[0]:
-        assert CALL_ID.match(d.id) and d.function.name == "get_weather"
-        jsonschema.validate(json.loads(d.function.arguments), WEATHER)
+    deltas = [d for c in chunks if c.choices and c.choices[0].delta.tool_calls
+              for d in c.choices[0].delta.tool_calls]
+    # The id, type and name come first, as OpenAI sends them; then only arguments.
+    assert CALL_ID.match(deltas[0].id) and deltas[0].function.name == "get_weather"
+    assert all(d.id is None and d.function.name is None and d.index == 0 for d in deltas[1:])
+    pieces = [d.function.arguments for d in deltas]
+    args = assert_streamed(pieces, "".join(pieces))
+    jsonschema.validate(args, WEATHER)
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     assert not "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    # whole_tool_calls restores one delta per call.
+    chunks = list(oai.chat.completions.create(
+        model=server["model"], messages=ASK, tools=OPENAI_TOOLS, stream=True, max_tokens=96, seed=6,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        extra_body={"llamay_options": {"whole_tool_calls": True}}))
+    deltas = [c.choices[0].delta.tool_calls for c in chunks if c.choices and c.choices[0].delta.tool_calls]
+    assert len(deltas) == 1 and json.loads(deltas[0][0].function.arguments) == args
+
+
+def test_openai_text_streams_with_a_tool_offered(oai, server):
+    ask = [{"role": "user", "content": "Tell me a short story about a lighthouse keeper."}]
+    chunks = list(oai.chat.completions.create(
+        model=server["model"], messages=ask, tools=OPENAI_TOOLS[:1], stream=True, max_tokens=48, seed=1))
+    texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(texts) >= 30, texts
+    assert not any(c.choices[0].delta.tool_calls for c in chunks if c.choices)
 
 
 # --- anthropic ------------------------------------------------------------------------
@@ -184,17 +216,19 @@ def test_anthropic_tool_loop(ant, server):
     assert nxt.content and nxt.usage.input_tokens > m.usage.input_tokens
 
 
-def test_anthropic_tool_stream_sends_the_call_whole(ant, server):
+def test_anthropic_tool_stream_sends_the_input_piece_by_piece(ant, server):
     with ant.messages.stream(model=server["model"], max_tokens=96, messages=ASK, tools=ANTHROPIC_TOOLS,
                              tool_choice={"type": "tool", "name": "get_weather"},
                              extra_body={"seed": 8}) as s:
         events = list(s)
         final = s.get_final_message()
-    json_deltas = [e for e in events if e.type == "content_block_delta" and e.delta.type == "input_json_delta"]
-    assert len(json_deltas) == len([b for b in final.content if b.type == "tool_use"]) >= 1
-    for d in json_deltas:
-        jsonschema.validate(json.loads(d.delta.partial_json), WEATHER)
-    assert [u.name for u in tool_uses(final)] == ["get_weather"] * len(json_deltas)
+    starts = [e for e in events if e.type == "content_block_start" and e.content_block.type == "tool_use"]
+    assert len(starts) == 1 and CALL_ID.match(starts[0].content_block.id)
+    pieces = [e.delta.partial_json for e in events
+              if e.type == "content_block_delta" and e.delta.type == "input_json_delta"]
+    args = assert_streamed(pieces, "".join(pieces))
+    [use] = tool_uses(final)
+    assert use.name == "get_weather" and use.input == args
 
 
 # --- ollama ---------------------------------------------------------------------------

@@ -181,14 +181,29 @@ fn structured_output_holds_on_every_shape() {
         &json!({"model": s.model, "messages": user("Give me a JSON object with keys name, port and tls for a local server."), "format": "json", "stream": false, "options": {"temperature": 0, "num_predict": 80}}),
     );
     assert_eq!(v["done_reason"], "stop", "{v}");
-    serde_json::from_str::<Value>(v["message"]["content"].as_str().unwrap()).unwrap();
+    let doc: Value = serde_json::from_str(v["message"]["content"].as_str().unwrap()).unwrap();
+    assert!(doc.is_object(), "JSON mode answered {doc}");
     let (_, v) = post(
         &c,
         &s.url("/v1/messages"),
         &json!({"model": s.model, "max_tokens": 80, "temperature": 0, "messages": user("Give me a JSON object with keys name, port and tls for a local server."), "llamay_format": "json"}),
     );
     assert_eq!(v["stop_reason"], "end_turn", "{v}");
-    serde_json::from_str::<Value>(v["content"][0]["text"].as_str().unwrap()).unwrap();
+    let doc: Value = serde_json::from_str(v["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert!(doc.is_object(), "llamay_format json answered {doc}");
+    // Any JSON value is a format of its own.
+    let (_, v) = post(
+        &c,
+        &s.url("/v1/messages"),
+        &json!({"model": s.model, "max_tokens": 12, "temperature": 0, "messages": user("How many legs has a spider? Answer with the number."), "llamay_format": "json_value"}),
+    );
+    assert_eq!(v["llamay"]["constraint"], "json_value", "{v}");
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/messages"),
+        &json!({"model": s.model, "max_tokens": 4, "messages": user("x"), "llamay_format": "yaml"}),
+    );
+    assert_eq!(st, 400, "{v}");
 
     // A grammar and a schema together: 400, on each shape.
     for (path, body) in [

@@ -1,5 +1,5 @@
 //! No web page can drive the server: a foreign `Origin`, a foreign `Host` (DNS
-//! rebinding) or a body not declared JSON is refused before any handler runs, so a
+//! rebinding) or a page's body not declared JSON is refused before any handler runs, so a
 //! pull a page asks for never reaches the network. The SDKs' requests (no `Origin`,
 //! a loopback `Host`, JSON) still pass.
 
@@ -67,10 +67,21 @@ fn pages_and_rebound_names_are_refused_and_nothing_is_fetched() {
             "application/json",
         );
         assert_eq!(st, 403, "{method} {path} for a foreign host: {v}");
-        let (st, v) = send(&[], "text/plain");
+        // A form post from a page, even a loopback one: browsers mark it with
+        // Origin and Sec-Fetch-Site.
+        let page = [
+            ("origin", "http://localhost:5173".to_string()),
+            ("sec-fetch-site", "same-site".to_string()),
+        ];
+        let (st, v) = send(&page, "text/plain");
         assert_eq!(st, 415, "{method} {path} as text/plain: {v}");
-        let (st, _) = send(&[], "application/x-www-form-urlencoded");
+        let (st, _) = send(&page, "application/x-www-form-urlencoded");
         assert_eq!(st, 415, "{method} {path} as a form");
+        let (st, _) = send(
+            &[("sec-fetch-site", "cross-site".into())],
+            "multipart/form-data",
+        );
+        assert_eq!(st, 415, "{method} {path} as a cross-site multipart form");
     }
     std::thread::sleep(Duration::from_millis(200));
     assert!(
@@ -152,4 +163,58 @@ fn a_connection_that_never_finishes_its_headers_is_closed() {
         t0.elapsed()
     );
     assert!(t0.elapsed() < Duration::from_secs(25), "{:?}", t0.elapsed());
+}
+
+/// Ollama's API documentation drives the server with `curl … -d '{…}'`, which sends
+/// JSON typed as a form and no `Origin`; each example works as written (only the
+/// model name is ours).
+#[test]
+fn ollamas_curl_examples_are_read_as_json() {
+    let s = Server::start(&[]);
+    let c = client();
+    let examples = [
+        (
+            "/api/generate",
+            r#"{
+  "model": "MODEL",
+  "prompt": "Why is the sky blue?"
+}"#,
+        ),
+        (
+            "/api/chat",
+            r#"{
+  "model": "MODEL",
+  "messages": [
+    {
+      "role": "user",
+      "content": "why is the sky blue?"
+    }
+  ]
+}"#,
+        ),
+        (
+            "/api/embed",
+            r#"{
+  "model": "MODEL",
+  "input": "Why is the sky blue?"
+}"#,
+        ),
+    ];
+    for (path, body) in examples {
+        let r = c
+            .post(s.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.replace("MODEL", &s.model))
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        let text = r.text().unwrap();
+        // Generation streams NDJSON by default; its last line says it is done.
+        let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        match path {
+            "/api/embed" => assert!(last["embeddings"][0].as_array().unwrap().len() > 8),
+            _ => assert_eq!(last["done"], true, "{path}: {last}"),
+        }
+        assert!(text.lines().count() > 1 || path == "/api/embed", "{path}");
+    }
 }

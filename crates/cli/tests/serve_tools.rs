@@ -1,7 +1,8 @@
 //! Tool calls through the real `llamay serve` (SmolLM2): forced calls match their
 //! tool's schema on every API shape, named choices hold, `none` offers nothing,
-//! single-call choices make one call, streams carry a call whole, earlier calls
-//! and their results go back into the prompt, and refusals come before inference.
+//! single-call choices make one call, streams carry a call piece by piece (whole
+//! with `whole_tool_calls`), earlier calls and their results go back into the
+//! prompt, and refusals come before inference.
 
 mod serve_common;
 
@@ -178,38 +179,57 @@ fn openai_shape_forced_named_none_single_stream_and_loop() {
     );
     assert_eq!(openai_calls(&v).len(), 1, "{v}");
 
-    // Streaming: the call arrives whole in one delta.
-    let body = c
-        .post(&url)
-        .json(
-            &json!({"model": s.model, "messages": ask, "tools": [weather],
-            "tool_choice": "required", "parallel_tool_calls": false, "max_tokens": 64,
-            "seed": 5, "stream": true}),
-        )
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
-    let chunks = openai_chunks(&body);
-    let with_calls: Vec<&Value> = chunks
-        .iter()
-        .filter(|c| !c["choices"][0]["delta"]["tool_calls"].is_null())
-        .collect();
-    assert_eq!(with_calls.len(), 1, "{body}");
-    let call = &with_calls[0]["choices"][0]["delta"]["tool_calls"][0];
-    assert_call_id(&call["id"]);
-    assert_eq!(call["function"]["name"], "get_weather");
-    let args: Value =
-        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
-    assert_valid(&weather_params(), &args);
-    assert!(chunks.iter().all(|c| c["choices"][0]["delta"]["content"]
-        .as_str()
-        .unwrap_or("")
-        .is_empty()));
-    assert_eq!(
-        chunks.last().unwrap()["choices"][0]["finish_reason"],
-        "tool_calls"
-    );
+    // Streaming: the call's id and name come first, then its arguments piece by
+    // piece, each concatenation a prefix of the final text; with whole_tool_calls
+    // the call arrives whole in one delta.
+    for whole in [false, true] {
+        let body = c
+            .post(&url)
+            .json(
+                &json!({"model": s.model, "messages": ask, "tools": [weather],
+                "tool_choice": "required", "parallel_tool_calls": false, "max_tokens": 64,
+                "seed": 5, "stream": true, "llamay_options": {"whole_tool_calls": whole}}),
+            )
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        let chunks = openai_chunks(&body);
+        let with_calls: Vec<&Value> = chunks
+            .iter()
+            .map(|c| &c["choices"][0]["delta"]["tool_calls"][0])
+            .filter(|c| !c.is_null())
+            .collect();
+        let first = with_calls[0];
+        assert_call_id(&first["id"]);
+        assert_eq!(first["function"]["name"], "get_weather");
+        assert!(with_calls[1..]
+            .iter()
+            .all(|c| c["id"].is_null() && c["index"] == 0));
+        let pieces: Vec<&str> = with_calls
+            .iter()
+            .map(|c| c["function"]["arguments"].as_str().unwrap())
+            .collect();
+        let text = pieces.concat();
+        let args: Value = serde_json::from_str(&text).unwrap();
+        assert_valid(&weather_params(), &args);
+        if whole {
+            assert_eq!(with_calls.len(), 1, "{body}");
+        } else {
+            assert!(
+                pieces.iter().filter(|p| !p.is_empty()).count() >= 5,
+                "{pieces:?}"
+            );
+        }
+        assert!(chunks.iter().all(|c| c["choices"][0]["delta"]["content"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty()));
+        assert_eq!(
+            chunks.last().unwrap()["choices"][0]["finish_reason"],
+            "tool_calls"
+        );
+    }
 
     // The loop: the call and its result go back, and the next turn is produced.
     let (_, first) = post(
@@ -298,42 +318,44 @@ fn anthropic_and_ollama_shapes() {
         }
     }
 
-    // Streaming: one tool_use block, its input in one input_json_delta.
-    let body = c
-        .post(&messages)
-        .json(
-            &json!({"model": s.model, "max_tokens": 64, "messages": ask, "tools": tools,
-            "tool_choice": {"type": "tool", "name": "get_weather"}, "stream": true, "seed": 2}),
-        )
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
-    let events = sse_events(&body);
-    let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap()).collect();
-    assert_eq!(
-        names,
-        [
-            "message_start",
-            "ping",
-            "content_block_start",
-            "content_block_delta",
-            "content_block_stop",
-            "message_delta",
-            "message_stop"
-        ],
-        "{body}"
-    );
-    let start: Value = serde_json::from_str(&events[2].1).unwrap();
-    assert_eq!(start["content_block"]["type"], "tool_use");
-    assert_eq!(start["content_block"]["name"], "get_weather");
-    let delta: Value = serde_json::from_str(&events[3].1).unwrap();
-    assert_eq!(delta["delta"]["type"], "input_json_delta");
-    let input: Value =
-        serde_json::from_str(delta["delta"]["partial_json"].as_str().unwrap()).unwrap();
-    assert_valid(&weather_params(), &input);
-    let md: Value = serde_json::from_str(&events[5].1).unwrap();
-    assert_eq!(md["delta"]["stop_reason"], "tool_use");
+    // Streaming: one tool_use block, its input in input_json_deltas whose
+    // concatenation is the input; with whole_tool_calls, in one.
+    for whole in [false, true] {
+        let body = c
+            .post(&messages)
+            .json(
+                &json!({"model": s.model, "max_tokens": 64, "messages": ask, "tools": tools,
+                "tool_choice": {"type": "tool", "name": "get_weather"}, "stream": true, "seed": 2,
+                "llamay_options": {"whole_tool_calls": whole}}),
+            )
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        let events = sse_events(&body);
+        let names: Vec<&str> = events.iter().map(|(e, _)| e.as_deref().unwrap()).collect();
+        let deltas = names.len() - 6;
+        let expected: Vec<&str> = ["message_start", "ping", "content_block_start"]
+            .into_iter()
+            .chain(std::iter::repeat_n("content_block_delta", deltas))
+            .chain(["content_block_stop", "message_delta", "message_stop"])
+            .collect();
+        assert_eq!(names, expected, "{body}");
+        assert!(if whole { deltas == 1 } else { deltas >= 5 }, "{body}");
+        let start: Value = serde_json::from_str(&events[2].1).unwrap();
+        assert_eq!(start["content_block"]["type"], "tool_use");
+        assert_eq!(start["content_block"]["name"], "get_weather");
+        let mut partial = String::new();
+        for (_, data) in &events[3..3 + deltas] {
+            let delta: Value = serde_json::from_str(data).unwrap();
+            assert_eq!(delta["delta"]["type"], "input_json_delta");
+            partial.push_str(delta["delta"]["partial_json"].as_str().unwrap());
+        }
+        let input: Value = serde_json::from_str(&partial).unwrap();
+        assert_valid(&weather_params(), &input);
+        let md: Value = serde_json::from_str(&events[events.len() - 2].1).unwrap();
+        assert_eq!(md["delta"]["stop_reason"], "tool_use");
+    }
 
     // The loop: tool_use then tool_result go back; the next turn is produced.
     let (_, first) = post(

@@ -128,6 +128,11 @@ impl ConstraintCache {
         self.get_or_build("any-json", "", Constraint::any_json)
     }
 
+    /// Any JSON object, compiled once.
+    pub fn json_object(&self) -> Result<Constraint> {
+        self.get_or_build("json-object", "", Constraint::json_object)
+    }
+
     /// A whole-output regex, compiled once.
     pub fn regex(&self, pattern: &str) -> Result<Constraint> {
         self.get_or_build("regex", pattern, |v| Constraint::from_regex(pattern, v))

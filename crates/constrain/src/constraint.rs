@@ -251,6 +251,11 @@ impl Constraint {
         Self::from_grammar(&json::any_json()?, vocab)
     }
 
+    /// Any JSON object (JSON mode), with the default whitespace budget.
+    pub fn json_object(vocab: Arc<Vocabulary>) -> Result<Self> {
+        Self::from_grammar(&json::json_object()?, vocab)
+    }
+
     /// Output that matches `pattern` in whole.
     pub fn from_regex(pattern: &str, vocab: Arc<Vocabulary>) -> Result<Self> {
         let mut b = GrammarBuilder::new();

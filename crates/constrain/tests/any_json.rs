@@ -192,3 +192,38 @@ fn corpus_instances_are_accepted_token_by_token() {
     }
     assert!(tokens > 1000);
 }
+
+#[test]
+fn json_mode_is_an_object_whose_members_are_any_values() {
+    let (vocab, eog, special) = synthetic_vocab(&[]);
+    let c = Constraint::json_object(vocab).unwrap();
+    let mut rng = Rng::new(5);
+    for doc in [
+        "{}",
+        " {\"a\": 42}",
+        r#"{"a":[1,"x",{"b":null}],"c":-0.5e3}"#,
+    ] {
+        assert!(accepts_chunked(&c, doc.as_bytes(), &mut rng, 4), "{doc:?}");
+    }
+    // The scalars a model reaches for when asked "how old…", and arrays: refused.
+    for doc in ["42", "6.7", "\"Alec\"", "true", "null", "[{}]", "{} {}"] {
+        assert!(
+            !accepts_chunked(&c, doc.as_bytes(), &mut rng, 4),
+            "accepted {doc:?}"
+        );
+    }
+    let mut objects = 0;
+    for _ in 0..100 {
+        let w = random_walk(&c, eog, special, &mut rng, 60, 3000, &json_closer);
+        if w.finished {
+            let v: serde_json::Value = match serde_json::from_slice(&w.bytes) {
+                Ok(v) => v,
+                Err(e) if e.to_string().contains("number out of range") => continue,
+                Err(e) => panic!("{e}: {:?}", String::from_utf8_lossy(&w.bytes)),
+            };
+            assert!(v.is_object(), "{v}");
+            objects += 1;
+        }
+    }
+    assert!(objects >= 80, "only {objects}/100 walks ended in an object");
+}

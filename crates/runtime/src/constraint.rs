@@ -29,8 +29,11 @@ const MAX_GRAMMAR_BYTES: usize = 256 << 10;
 pub enum ConstraintSpec {
     #[default]
     None,
-    /// Any valid JSON value.
+    /// JSON mode: any JSON object (`json_object`, `format: "json"`, `-json`,
+    /// `llamay_format: "json"`), as OpenAI's and Ollama's JSON modes answer.
     Json,
+    /// Any JSON value, scalars included (`llamay_format: "json_value"`).
+    JsonValue,
     /// A JSON Schema, already lowered to the grammar IR.
     Schema(Arc<CompiledSchema>),
     /// GBNF text (already parsed once, so it is known to be valid).
@@ -38,7 +41,7 @@ pub enum ConstraintSpec {
     /// A forced tool call: the call grammar over the tools' parameter schemas.
     Tools(Arc<CompiledSchema>),
     /// `auto` tools beside a response constraint (its kind: `schema`, `json`,
-    /// `grammar`, `regex` or `lexicon`): calls, or an answer in that constraint's
+    /// `json_value`, `grammar`, `regex` or `lexicon`): calls, or an answer in that constraint's
     /// language.
     ToolsOr(&'static str, Arc<CompiledSchema>),
     /// A whole-output regex (`llamay_regex`), already checked.
@@ -87,8 +90,12 @@ pub struct EnforcementReport {
 pub struct Surfaces {
     /// A JSON Schema from the request (`llamay_schema` first, then the API's own).
     pub schemas: Vec<(&'static str, Value)>,
-    /// `json` was asked for (`json_object`, `format: "json"`, `llamay_format`).
+    /// JSON mode was asked for (`json_object`, `format: "json"`, `llamay_format`):
+    /// the field that asked.
     pub json: Option<&'static str>,
+    /// The JSON asked for may be any value, not only an object
+    /// (`llamay_format: "json_value"`).
+    pub json_value: bool,
     /// GBNF text (`llamay_grammar` / `grammar`).
     pub grammar: Option<(&'static str, String)>,
     /// What `x-llamay-quote` values must be spans of: the request's input and its
@@ -102,6 +109,8 @@ pub struct Surfaces {
     pub lexicon: Option<(&'static str, LexiconAsk)>,
     /// How a schema is read (`llamay_options`).
     pub options: Options,
+    /// `llamay_options.whole_tool_calls`: a stream sends each call whole at the end.
+    pub whole_tool_calls: bool,
 }
 
 /// Constraints resolved at once; more wait their turn, so a burst of huge grammars
@@ -140,7 +149,8 @@ impl Surfaces {
         Ok(())
     }
 
-    /// Takes `llamay_options`: `{"additional_properties": "open" | "closed"}`.
+    /// Takes `llamay_options`: `{"additional_properties": "open" | "closed",
+    /// "whole_tool_calls": bool}`.
     pub fn llamay_options(&mut self, v: Option<&Value>) -> Result<(), Error> {
         let Some(v) = v else { return Ok(()) };
         let obj = v.as_object().ok_or_else(|| {
@@ -160,9 +170,17 @@ impl Surfaces {
                             ))
                         })?;
                 }
+                "whole_tool_calls" => {
+                    self.whole_tool_calls = value.as_bool().ok_or_else(|| {
+                        Error::bad_request(format!(
+                            "llamay_options.whole_tool_calls must be true or false, not {value}"
+                        ))
+                    })?;
+                }
                 other => {
                     return Err(Error::bad_request(format!(
-                        "llamay_options has no option {other:?}; the options are: additional_properties"
+                        "llamay_options has no option {other:?}; the options are: \
+                         additional_properties, whole_tool_calls"
                     )))
                 }
             }
@@ -226,13 +244,18 @@ impl Surfaces {
         self.sources.input = Some(text);
     }
 
-    /// Takes `llamay_format`, whose only value is `"json"`.
+    /// Takes `llamay_format`: `"json"` (an object, as JSON mode) or `"json_value"`
+    /// (any JSON value).
     pub fn llamay_format(&mut self, format: Option<&String>) -> Result<(), Error> {
         if let Some(f) = format {
-            if f != "json" {
-                return Err(Error::bad_request(format!(
-                    "llamay_format must be \"json\", not {f:?}"
-                )));
+            match f.as_str() {
+                "json" => {}
+                "json_value" => self.json_value = true,
+                _ => {
+                    return Err(Error::bad_request(format!(
+                        "llamay_format must be \"json\" (an object) or \"json_value\" (any JSON value), not {f:?}"
+                    )))
+                }
             }
             self.json = Some("llamay_format");
         }
@@ -287,6 +310,7 @@ impl Surfaces {
                 .inspect_err(|e| crate::compile_budget::remember_failure(key, e));
         }
         Ok(match self.json {
+            Some(_) if self.json_value => ConstraintSpec::JsonValue,
             Some(_) => ConstraintSpec::Json,
             None => ConstraintSpec::None,
         })
@@ -422,6 +446,7 @@ impl ConstraintSpec {
         match self {
             ConstraintSpec::None => "none",
             ConstraintSpec::Json => "json",
+            ConstraintSpec::JsonValue => "json_value",
             ConstraintSpec::Schema(_) => "schema",
             ConstraintSpec::Grammar(_) => "grammar",
             ConstraintSpec::Tools(_) => "tools",
@@ -430,6 +455,7 @@ impl ConstraintSpec {
             ConstraintSpec::Lexicon(_) => "lexicon",
             ConstraintSpec::ToolsOr("schema", _) => "tools_or_schema",
             ConstraintSpec::ToolsOr("json", _) => "tools_or_json",
+            ConstraintSpec::ToolsOr("json_value", _) => "tools_or_json_value",
             ConstraintSpec::ToolsOr("regex", _) => "tools_or_regex",
             ConstraintSpec::ToolsOr("lexicon", _) => "tools_or_lexicon",
             ConstraintSpec::ToolsOr(_, _) => "tools_or_grammar",
@@ -451,7 +477,8 @@ impl ConstraintSpec {
         };
         let c = match self {
             ConstraintSpec::None => None,
-            ConstraintSpec::Json => Some(lm.constraints.any_json().map_err(fail)?),
+            ConstraintSpec::Json => Some(lm.constraints.json_object().map_err(fail)?),
+            ConstraintSpec::JsonValue => Some(lm.constraints.any_json().map_err(fail)?),
             ConstraintSpec::Grammar(text) => Some(lm.constraints.gbnf(text).map_err(fail)?),
             ConstraintSpec::Regex(pattern) => Some(
                 lm.constraints

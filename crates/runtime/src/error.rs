@@ -32,6 +32,18 @@ pub struct Error {
     pub retry_after: Option<u64>,
     /// The request field at fault, as the API shape spells it (OpenAI's `param`).
     pub param: Option<String>,
+    /// The prompt does not fit the context: each API shape words this case as its own
+    /// server does, because the clients' trimming and fallback logic looks for that.
+    pub overflow: Option<ContextOverflow>,
+}
+
+/// A prompt longer than the context can hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextOverflow {
+    /// The prompt's tokens.
+    pub prompt: usize,
+    /// The tokens the context holds.
+    pub context: usize,
 }
 
 impl Error {
@@ -42,6 +54,18 @@ impl Error {
             refusal: false,
             retry_after: None,
             param: None,
+            overflow: None,
+        }
+    }
+
+    /// A prompt of `prompt` tokens for a context of `context`: a bad request that
+    /// says so in numbers.
+    pub fn context_overflow(prompt: usize, context: usize) -> Error {
+        Error {
+            overflow: Some(ContextOverflow { prompt, context }),
+            ..Self::bad_request(format!(
+                "the prompt has {prompt} tokens, but the context holds {context}"
+            ))
         }
     }
 

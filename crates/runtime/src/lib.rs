@@ -43,7 +43,7 @@ pub use embed::{
     embed_blocking, EmbedInput, EmbedOptions, EmbedRequest, Embedded, Encoders, LoadedEncoder,
     Purpose, RerankRequest, Reranked,
 };
-pub use error::{Error, ErrorKind};
+pub use error::{ContextOverflow, Error, ErrorKind};
 pub use generate::{
     check_prompt, generate, generate_continuing, Finish, GenerateError, Generation,
     GenerationParams,

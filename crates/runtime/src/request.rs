@@ -59,15 +59,32 @@ pub struct GenRequest {
     /// A named context the prompt continues (`llamay_context`): its messages (or
     /// tokens) come first, and its computed blocks are reused as they are.
     pub context: Option<String>,
+    /// With tools offered, a stream carries each call whole at the end instead of
+    /// piece by piece (`llamay_options.whole_tool_calls`, and Ollama's shape, whose
+    /// server sends calls whole).
+    pub whole_tool_calls: bool,
 }
 
 /// What a generation sends back, in order: any number of `Reasoning` (a reasoning
 /// model's thinking), any number of `Text` (the answer), then one `Done` or one
-/// `Error`.
+/// `Error`. A stream with tools offered also sends its calls as they are written: a
+/// `CallStart`, then that call's `CallArgs`; `Done` then carries every call, those
+/// already sent included (same index, id and arguments text).
 #[derive(Clone, Debug)]
 pub enum GenEvent {
     Reasoning(String),
     Text(String),
+    /// Call `index` (0-based, among the answer's calls) opened.
+    CallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    /// More of call `index`'s arguments text.
+    CallArgs {
+        index: usize,
+        delta: String,
+    },
     Done(Box<Outcome>),
     Error(crate::error::Error),
 }

@@ -10,8 +10,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use crate::capabilities::no_tools;
 use crate::constraint::ConstraintSpec;
 use crate::error::Error;
-use crate::generate::check_prompt;
 use crate::generate::GenerationParams;
+use crate::generate::{check_prompt, GenerateError};
 use crate::hold::hold;
 use crate::loaded::{PromptLayers, TemplateSource};
 use crate::reasoning::{decide, start_of, ThinkPlan};
@@ -120,8 +120,12 @@ impl Runtime {
                 Some(c) => c.continued_tokens(tokens, lm.tokenizer.bos(), merged),
                 None => tokens,
             };
-            check_prompt(&tokens, lm.model.n_ctx())
-                .map_err(|e| Error::bad_request(e.to_string()))?;
+            check_prompt(&tokens, lm.model.n_ctx()).map_err(|e| match e {
+                GenerateError::PromptTooLong { prompt, ctx } => {
+                    Error::context_overflow(prompt, ctx)
+                }
+                e => Error::bad_request(e.to_string()),
+            })?;
             let (spec, calls) = match tools.as_deref() {
                 Some(set) => plan::apply(set, lm.tool_convention, spec, &lm)?,
                 None => (spec, None),
@@ -165,7 +169,7 @@ impl Runtime {
         })?;
         Ok(Started {
             events: match req.tools {
-                Some(set) => hold(rx, set),
+                Some(set) => hold(rx, set, req.stream && !req.whole_tool_calls),
                 None => rx,
             },
             model: instance.spec.name.clone(),
@@ -182,8 +186,8 @@ pub async fn collect(mut events: UnboundedReceiver<GenEvent>) -> Result<(String,
     while let Some(ev) = events.recv().await {
         match ev {
             GenEvent::Text(t) => text.push_str(&t),
-            // The outcome carries the whole thinking text.
-            GenEvent::Reasoning(_) => {}
+            // The outcome carries the whole thinking text, and every call.
+            GenEvent::Reasoning(_) | GenEvent::CallStart { .. } | GenEvent::CallArgs { .. } => {}
             GenEvent::Done(o) => return Ok((text, *o)),
             GenEvent::Error(e) => return Err(e),
         }

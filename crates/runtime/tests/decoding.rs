@@ -270,6 +270,9 @@ fn the_scheduler_gives_each_request_what_generate_gives_it_alone() {
                 GenEvent::Text(t) => text.push_str(&t),
                 GenEvent::Reasoning(t) => panic!("no thinking was asked for: {t}"),
                 GenEvent::Done(_) => break,
+                GenEvent::CallStart { .. } | GenEvent::CallArgs { .. } => {
+                    panic!("no tools were offered")
+                }
                 GenEvent::Error(e) => panic!("{}", e.message),
             }
         }

@@ -79,7 +79,7 @@ fn wait(mut rx: tokio::sync::mpsc::UnboundedReceiver<GenEvent>) -> (String, usiz
     loop {
         match rx.blocking_recv().expect("the engine hung up") {
             GenEvent::Text(t) => text.push_str(&t),
-            GenEvent::Reasoning(_) => {}
+            GenEvent::Reasoning(_) | GenEvent::CallStart { .. } | GenEvent::CallArgs { .. } => {}
             GenEvent::Done(o) => return (text, o.cached_tokens),
             GenEvent::Error(e) => panic!("{}", e.message),
         }

@@ -4,11 +4,14 @@
 //! A web page the user visits can send requests to a loopback server. Three checks
 //! stop it: a foreign `Origin` is refused (browsers send one on every cross-origin
 //! request and every POST), a foreign `Host` is refused (DNS rebinding makes a
-//! page's own name point at 127.0.0.1, but its `Host` stays that name), and a body
-//! must be declared `application/json` (the content types a page can send without a
-//! preflight are form encodings, `text/plain`, or none). The SDKs send no `Origin`,
-//! a loopback `Host` and JSON, so they pass untouched. Model management changes what
-//! is on disk, so beyond loopback it also needs the API key.
+//! page's own name point at 127.0.0.1, but its `Host` stays that name), and a body a
+//! browser sends must be declared `application/json` (the content types a page can
+//! send without a preflight are form encodings, `text/plain`, or none, and that is
+//! how a page on an allowed origin could still be tricked into a form post). A body
+//! from a program that is not a browser (no `Origin`, no cross-site `Sec-Fetch-Site`;
+//! browsers send both on every POST) is read as JSON whatever its type, because
+//! `curl -d` and LiteLLM's Ollama providers send JSON untyped. Model management
+//! changes what is on disk, so beyond loopback it also needs the API key.
 
 use std::net::IpAddr;
 
@@ -37,7 +40,7 @@ pub struct Boundary {
 pub enum Refusal {
     /// 403, with the reason.
     Forbidden(String),
-    /// 415: the body is not declared JSON.
+    /// 415: a browser's body is not declared JSON.
     NotJson,
 }
 
@@ -83,7 +86,7 @@ impl Boundary {
                 )));
             }
         }
-        if has_body(headers) && !is_json(headers) {
+        if has_body(headers) && from_browser(headers) && !is_json(headers) {
             return Err(Refusal::NotJson);
         }
         if changes_state(uri.path()) && self.beyond_loopback && !self.has_key {
@@ -152,6 +155,17 @@ fn has_body(headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     declared.is_some_and(|n| n > 0) || headers.contains_key(header::TRANSFER_ENCODING)
+}
+
+/// Whether a browser sent the request: browsers put `Origin` on every POST and
+/// `Sec-Fetch-Site` on every request; `same-origin` and `none` (typed by the user)
+/// are the two values no other site can cause.
+fn from_browser(headers: &HeaderMap) -> bool {
+    let fetch_site = headers
+        .get("sec-fetch-site")
+        .map(|v| v.to_str().unwrap_or("").to_ascii_lowercase());
+    headers.contains_key(header::ORIGIN)
+        || fetch_site.is_some_and(|s| s != "same-origin" && s != "none")
 }
 
 /// `application/json`, or any `+json` type, with or without parameters.
@@ -236,18 +250,44 @@ mod tests {
         let mut rebound = sdk.clone();
         rebound.insert(header::HOST, HeaderValue::from_static("evil.example:11435"));
         assert_eq!(status(&b, Method::POST, "/api/pull", &rebound), 403);
+        // A page on an allowed (loopback) origin still cannot post a form.
+        let mut browser = sdk.clone();
+        browser.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://localhost:3000"),
+        );
+        let mut fetched = sdk.clone();
+        fetched.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
         for ct in [
             "text/plain",
             "application/x-www-form-urlencoded",
             "multipart/form-data",
         ] {
-            let mut plain = sdk.clone();
-            plain.insert(header::CONTENT_TYPE, HeaderValue::from_str(ct).unwrap());
-            assert_eq!(status(&b, Method::POST, "/api/pull", &plain), 415, "{ct}");
+            for from in [&browser, &fetched] {
+                let mut plain = from.clone();
+                plain.insert(header::CONTENT_TYPE, HeaderValue::from_str(ct).unwrap());
+                assert_eq!(status(&b, Method::POST, "/api/pull", &plain), 415, "{ct}");
+            }
+            // curl -d and LiteLLM: no Origin, no Sec-Fetch-Site, a form type.
+            let mut curl = sdk.clone();
+            curl.insert(header::CONTENT_TYPE, HeaderValue::from_str(ct).unwrap());
+            assert_eq!(status(&b, Method::POST, "/api/chat", &curl), 200, "{ct}");
         }
-        let mut none = sdk.clone();
+        let mut none = browser.clone();
         none.remove(header::CONTENT_TYPE);
         assert_eq!(status(&b, Method::POST, "/v1/chat/completions", &none), 415);
+        let mut untyped = sdk.clone();
+        untyped.remove(header::CONTENT_TYPE);
+        assert_eq!(
+            status(&b, Method::POST, "/v1/chat/completions", &untyped),
+            200
+        );
+        let mut typed_by_user = untyped.clone();
+        typed_by_user.insert("sec-fetch-site", HeaderValue::from_static("none"));
+        assert_eq!(
+            status(&b, Method::POST, "/api/generate", &typed_by_user),
+            200
+        );
         let charset = headers(&[
             (header::CONTENT_TYPE, "Application/JSON; charset=utf-8"),
             (header::CONTENT_LENGTH, "2"),

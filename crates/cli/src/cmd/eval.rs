@@ -326,6 +326,7 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
             template_kwargs: None,
             echo_prompt: false,
             context: None,
+            whole_tool_calls: false,
         })
         .await;
     let started = match started {

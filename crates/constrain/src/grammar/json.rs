@@ -1,4 +1,5 @@
-//! JSON building blocks on the IR, and the "any JSON value" grammar.
+//! JSON building blocks on the IR, and the "any JSON value" and "any JSON object"
+//! grammars.
 //!
 //! Structural whitespace is [`Symbol::Ws`] (budgeted), placed so the grammar stays
 //! unambiguous: after `{`, `[`, `,`, `:` and after each member/element, never twice in a row.
@@ -49,6 +50,11 @@ pub fn number_symbols() -> Vec<Symbol> {
 /// schema lowering can use it for `{}` schemas or open `additionalProperties`. Rules are
 /// named `json-value`, `json-object`, `json-member`, `json-array` (suffixed if taken).
 pub fn add_any_value(b: &mut GrammarBuilder) -> RuleId {
+    add_value_rules(b).0
+}
+
+/// The rules of [`add_any_value`], returning the value rule and the object rule.
+fn add_value_rules(b: &mut GrammarBuilder) -> (RuleId, RuleId) {
     let value = b.declare("json-value");
     let member = b.rule(
         "json-member",
@@ -114,7 +120,7 @@ pub fn add_any_value(b: &mut GrammarBuilder) -> RuleId {
             vec![Symbol::lit("null")],
         ],
     );
-    value
+    (value, object)
 }
 
 /// A grammar for any single JSON value, optionally preceded by whitespace (all
@@ -124,5 +130,15 @@ pub fn any_json() -> Result<Grammar> {
     let mut b = GrammarBuilder::new();
     let value = add_any_value(&mut b);
     let root = b.rule("root", vec![vec![Symbol::ws(), Symbol::rule(value)]]);
+    b.build(root)
+}
+
+/// A grammar for any JSON object (JSON mode: OpenAI's `json_object` and Ollama's
+/// `format: "json"` answer an object, and the clients built on them parse one),
+/// optionally preceded by whitespace; its members are any JSON values.
+pub fn json_object() -> Result<Grammar> {
+    let mut b = GrammarBuilder::new();
+    let (_, object) = add_value_rules(&mut b);
+    let root = b.rule("root", vec![vec![Symbol::ws(), Symbol::rule(object)]]);
     b.build(root)
 }

@@ -14,14 +14,16 @@
 //!   `auto` call is constrained from the moment the model opens it;
 //! - [`parse`]: calls are read back out of what the model wrote (the same text the
 //!   grammars emit), calls to tools not offered are dropped;
-//! - holding (the runtime's `hold` module, beside the request plumbing): with
-//!   tools offered, a generation's text is held back until it is whole, so a call
-//!   never leaks into `content` and streams carry it in one piece.
+//! - [`stream`]: a stream with tools offered sends text as it is written (held back
+//!   only while it could begin a call) and each call as its name, then its arguments
+//!   piece by piece; the runtime's `hold` module drives it, or holds the whole
+//!   answer back for a whole response, Ollama's shape and `whole_tool_calls`.
 
 pub(crate) mod grammar;
 mod parse;
 pub(crate) mod plan;
 pub(crate) mod prompt;
+pub(crate) mod stream;
 
 use std::sync::Arc;
 
@@ -203,12 +205,29 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments object.
     pub arguments: Value,
+    /// The arguments text as the model wrote it, when a stream sent it piece by
+    /// piece: the final text must be the deltas' concatenation.
+    pub written: Option<String>,
 }
 
 impl ToolCall {
-    /// The arguments as compact JSON text (OpenAI's `arguments` string).
+    /// A call to `name` (a fresh id).
+    pub fn new(name: impl Into<String>, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: crate::ids::call_id(),
+            name: name.into(),
+            arguments,
+            written: None,
+        }
+    }
+
+    /// The arguments as JSON text (OpenAI's `arguments` string): as streamed, else
+    /// compact.
     pub fn arguments_text(&self) -> String {
-        self.arguments.to_string()
+        match &self.written {
+            Some(w) => w.clone(),
+            None => self.arguments.to_string(),
+        }
     }
 }
 

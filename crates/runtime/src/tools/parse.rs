@@ -17,10 +17,9 @@ use serde_json::Value;
 
 use super::{ToolCall, ToolSet};
 use crate::chat::MARKERS;
-use crate::ids::call_id;
 
-const OPEN_TAG: &str = "<tool_call>";
-const CLOSE_TAG: &str = "</tool_call>";
+pub(super) const OPEN_TAG: &str = "<tool_call>";
+pub(super) const CLOSE_TAG: &str = "</tool_call>";
 
 /// What a generation's text holds.
 #[derive(Debug, Default, PartialEq)]
@@ -150,11 +149,7 @@ fn call_of(v: &Value, set: &ToolSet) -> Option<ToolCall> {
         },
         Some(_) => return None,
     };
-    Some(ToolCall {
-        id: call_id(),
-        name: name.to_string(),
-        arguments,
-    })
+    Some(ToolCall::new(name, arguments))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use llamay_constrain::grammar::json::any_json;
+use llamay_constrain::grammar::json::{any_json, json_object};
 use llamay_constrain::grammar::{ByteDfa, Grammar, GrammarBuilder, Symbol};
 use llamay_constrain::schema::Report;
 use llamay_constrain::Constraint;
@@ -55,8 +55,14 @@ impl ToolSet {
             ConstraintSpec::Schema(s) => answer("schema", &s.grammar, &s.key, &s.report)?,
             ConstraintSpec::Json => answer(
                 "json",
-                &any_json().map_err(bad)?,
+                &json_object().map_err(bad)?,
                 "json",
+                &Report::default(),
+            )?,
+            ConstraintSpec::JsonValue => answer(
+                "json_value",
+                &any_json().map_err(bad)?,
+                "json_value",
                 &Report::default(),
             )?,
             ConstraintSpec::Grammar(text) => {

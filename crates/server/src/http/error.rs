@@ -4,6 +4,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+pub use llamay_runtime::ContextOverflow;
 
 /// What went wrong, in the terms the API shapes have words for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +32,8 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// The request field at fault (OpenAI's `param`).
     pub param: Option<String>,
+    /// The prompt does not fit the context (each shape words it its own way).
+    pub overflow: Option<ContextOverflow>,
 }
 
 impl ApiError {
@@ -42,6 +45,7 @@ impl ApiError {
             refusal: false,
             retry_after: None,
             param: None,
+            overflow: None,
         }
     }
 
@@ -148,6 +152,7 @@ impl From<llamay_runtime::Error> for ApiError {
             refusal: e.refusal,
             retry_after: e.retry_after,
             param: e.param,
+            overflow: e.overflow,
         }
     }
 }

@@ -54,7 +54,7 @@ pub struct RunArgs {
     /// A system message (implies -chat).
     #[arg(long)]
     pub system: Option<String>,
-    /// Constrain the output to any valid JSON value.
+    /// Constrain the output to a JSON object (JSON mode).
     #[arg(long)]
     pub json: bool,
     /// Constrain the output to a JSON Schema (a file).

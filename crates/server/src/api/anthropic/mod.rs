@@ -32,6 +32,14 @@ pub fn routes() -> Router<AppState> {
 
 /// Anthropic's error body: `{"type":"error","error":{"type":…,"message":…}}`.
 pub fn error_body(e: &ApiError) -> Value {
+    if let Some(o) = e.overflow {
+        // Anthropic's own words for the case, which its clients match.
+        let message = format!(
+            "prompt is too long: {} tokens > {} maximum",
+            o.prompt, o.context
+        );
+        return json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
+    }
     let kind = match e.kind {
         ErrorKind::InvalidRequest => "invalid_request_error",
         ErrorKind::Authentication => "authentication_error",
@@ -357,6 +365,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     }
     let prompt = Prompt::Chat(chat);
     s.input(prompt.user_text());
+    let whole_tool_calls = s.whole_tool_calls;
     let constraint = s.resolve_blocking().await?;
     let params = Sampling {
         temperature: r.temperature,
@@ -388,6 +397,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
             template_kwargs: None,
             echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
             context: r.llamay_context,
+            whole_tool_calls,
         })
         .await?;
     let id = crate::ids::response_id("msg_");
@@ -458,6 +468,8 @@ fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
         head.extend(blocks.open(BlockKind::Text));
     }
     head.push(stream::sse(Some("ping"), &json!({"type": "ping"})));
+    // Calls already sent piece by piece; `Done` sends the rest whole.
+    let mut streamed_calls = 0;
     let body = stream::body(started.events, head, move |ev| match ev {
         GenEvent::Reasoning(t) => {
             let mut bytes = blocks.open(BlockKind::Thinking);
@@ -476,27 +488,28 @@ fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
             ));
             Frames { bytes, end: false }
         }
+        GenEvent::CallStart { index, id, name } => {
+            streamed_calls = index + 1;
+            Frames {
+                bytes: blocks.open_tool(&id, &name),
+                end: false,
+            }
+        }
+        GenEvent::CallArgs { delta, .. } => Frames {
+            bytes: vec![input_json_delta(blocks.index(), &delta)],
+            end: false,
+        },
         GenEvent::Done(o) => {
             let mut bytes = Vec::new();
             if o.tool_calls.is_empty() && blocks.texts == 0 {
                 bytes.extend(blocks.open(BlockKind::Text));
             }
-            bytes.extend(blocks.close());
-            for c in &o.tool_calls {
-                let index = blocks.next;
-                blocks.next += 1;
-                bytes.push(stream::sse(
-                    Some("content_block_start"),
-                    &json!({"type": "content_block_start", "index": index,
-                        "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}}}),
-                ));
-                bytes.push(stream::sse(
-                    Some("content_block_delta"),
-                    &json!({"type": "content_block_delta", "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": c.arguments_text()}}),
-                ));
-                bytes.push(block_stop(index));
+            // The calls not streamed go out whole.
+            for c in o.tool_calls.iter().skip(streamed_calls) {
+                bytes.extend(blocks.open_tool(&c.id, &c.name));
+                bytes.push(input_json_delta(blocks.index(), &c.arguments_text()));
             }
+            bytes.extend(blocks.close());
             bytes.push(stream::sse(
                 Some("message_delta"),
                 &json!({"type": "message_delta",
@@ -522,6 +535,8 @@ fn stream_messages(started: Started, id: String, with_tools: bool) -> Response {
 enum BlockKind {
     Thinking,
     Text,
+    /// A `tool_use` block (each call its own).
+    Tool,
 }
 
 /// The content block a stream has open, and the index the next one takes.
@@ -558,7 +573,24 @@ impl Blocks {
                 &json!({"type": "content_block_start", "index": index,
                     "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
             ),
+            // A call's block starts with its id and name: `open_tool`.
+            BlockKind::Tool => return bytes,
         });
+        bytes
+    }
+
+    /// Opens a `tool_use` block for a call (closing the open block); its input
+    /// follows as `input_json_delta`s.
+    fn open_tool(&mut self, id: &str, name: &str) -> Vec<Bytes> {
+        let mut bytes = self.close();
+        let index = self.next;
+        self.next += 1;
+        self.open = Some(BlockKind::Tool);
+        bytes.push(stream::sse(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index,
+                "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        ));
         bytes
     }
 
@@ -584,6 +616,14 @@ fn text_block_start(index: usize) -> Bytes {
     stream::sse(
         Some("content_block_start"),
         &json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+    )
+}
+
+fn input_json_delta(index: usize, partial: &str) -> Bytes {
+    stream::sse(
+        Some("content_block_delta"),
+        &json!({"type": "content_block_delta", "index": index,
+            "delta": {"type": "input_json_delta", "partial_json": partial}}),
     )
 }
 

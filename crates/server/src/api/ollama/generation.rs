@@ -369,6 +369,8 @@ async fn run_inner(
             template_kwargs: None,
             echo_prompt: c.llamay_echo_prompt.unwrap_or(false),
             context: c.llamay_context,
+            // Ollama sends a call whole, in the message that ends the stream.
+            whole_tool_calls: true,
         })
         .await?;
     let model = started.model.clone();
@@ -417,6 +419,11 @@ async fn run_inner(
             GenEvent::Error(e) => Frames {
                 bytes: vec![stream::ndjson(&error_body(&e.into()))],
                 end: true,
+            },
+            // Ollama's calls arrive whole (its requests ask for whole calls).
+            GenEvent::CallStart { .. } | GenEvent::CallArgs { .. } => Frames {
+                bytes: Vec::new(),
+                end: false,
             },
         });
         return Ok(stream_response("application/x-ndjson", body));

@@ -9,6 +9,13 @@ use crate::http::error::{ApiError, ErrorShape};
 
 /// Ollama's error body: `{"error":"…"}`.
 pub fn error_body(e: &ApiError) -> Value {
+    if let Some(o) = e.overflow {
+        // Ollama's words when it does not truncate (`truncate: false`), with the numbers.
+        return json!({"error": format!(
+            "the input length exceeds the context length ({} tokens; the context holds {})",
+            o.prompt, o.context
+        )});
+    }
     json!({"error": e.message})
 }
 

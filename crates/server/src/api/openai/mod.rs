@@ -35,8 +35,25 @@ pub fn routes() -> Router<AppState> {
 
 /// OpenAI's error body. A refused schema is an `invalid_request_error` like any other
 /// bad request (what OpenAI's clients branch on), with `param` naming the field that
-/// carried it and `code` saying why.
+/// carried it and `code` saying why. A prompt past the context is OpenAI's
+/// `context_length_exceeded`, in its wording: LiteLLM, LangChain and pydantic-ai
+/// classify the error by those, and only then trim or fall back. The code is named in
+/// the message too, because the openai SDK's exception text is the message alone and
+/// LangChain looks for the code there.
 pub fn error_body(e: &ApiError) -> Value {
+    if let Some(o) = e.overflow {
+        return json!({"error": {
+            "message": format!(
+                "This model's maximum context length is {} tokens. However, your messages \
+                 resulted in {} tokens. Please reduce the length of the messages. \
+                 (code: context_length_exceeded)",
+                o.context, o.prompt
+            ),
+            "type": "invalid_request_error",
+            "param": e.param.as_deref().unwrap_or("messages"),
+            "code": "context_length_exceeded",
+        }});
+    }
     let kind = match e.kind {
         ErrorKind::InvalidRequest | ErrorKind::TooLarge => "invalid_request_error",
         ErrorKind::Authentication => "authentication_error",
@@ -280,6 +297,7 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let include_usage = StreamOptions::include_usage(r.stream_options);
     let prompt = Prompt::Chat(chat_messages(r.messages)?);
     surfaces.input(prompt.user_text());
+    let whole_tool_calls = surfaces.whole_tool_calls;
     let constraint = surfaces.resolve_blocking().await?;
     let req = GenRequest {
         model: r.model,
@@ -293,6 +311,7 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
         template_kwargs: r.chat_template_kwargs,
         echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
         context: r.llamay_context,
+        whole_tool_calls,
     };
     let started = st.runtime.start(req).await?;
     let id = crate::ids::response_id("chatcmpl-");
@@ -310,7 +329,7 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
         if text.is_empty() {
             message["content"] = Value::Null;
         }
-        message["tool_calls"] = tool_calls_json(&outcome.tool_calls);
+        message["tool_calls"] = tool_calls_json(&outcome.tool_calls, 0);
     }
     Ok(json_response(
         StatusCode::OK,
@@ -333,10 +352,25 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
 }
 
 /// Calls in OpenAI's shape, arguments as a JSON string.
-fn tool_calls_json(calls: &[ToolCall]) -> Value {
+/// A chunk whose delta is one piece of one call.
+fn call_delta(chunk: &impl Fn(Value) -> Value, call: Value) -> Frames {
+    Frames {
+        bytes: vec![stream::sse(
+            None,
+            &chunk(
+                json!([{"index": 0, "delta": {"tool_calls": [call]}, "logprobs": null, "finish_reason": null}]),
+            ),
+        )],
+        end: false,
+    }
+}
+
+/// OpenAI's `tool_calls`, from the `from`th call on.
+fn tool_calls_json(calls: &[ToolCall], from: usize) -> Value {
     calls
         .iter()
         .enumerate()
+        .skip(from)
         .map(|(i, c)| {
             json!({"index": i, "id": c.id, "type": "function",
                 "function": {"name": c.name, "arguments": c.arguments_text()}})
@@ -369,6 +403,8 @@ fn stream_chat(started: Started, id: String, include_usage: bool) -> Response {
             json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null, "finish_reason": null}]),
         ),
     )];
+    // Calls already sent piece by piece; `Done` sends the rest whole.
+    let mut streamed_calls = 0;
     let body = stream::body(started.events, head, move |ev| match ev {
         GenEvent::Reasoning(t) => Frames {
             bytes: vec![stream::sse(
@@ -379,6 +415,20 @@ fn stream_chat(started: Started, id: String, include_usage: bool) -> Response {
             )],
             end: false,
         },
+        // OpenAI's form: the first delta of a call has its id, type and name, the
+        // next ones more of its arguments.
+        GenEvent::CallStart { index, id, name } => {
+            streamed_calls = index + 1;
+            call_delta(
+                &chunk,
+                json!({"index": index, "id": id, "type": "function",
+                    "function": {"name": name, "arguments": ""}}),
+            )
+        }
+        GenEvent::CallArgs { index, delta } => call_delta(
+            &chunk,
+            json!({"index": index, "function": {"arguments": delta}}),
+        ),
         GenEvent::Text(t) => Frames {
             bytes: vec![stream::sse(
                 None,
@@ -390,12 +440,13 @@ fn stream_chat(started: Started, id: String, include_usage: bool) -> Response {
         },
         GenEvent::Done(o) => {
             let mut bytes = Vec::new();
-            if !o.tool_calls.is_empty() {
-                // The calls go out whole, in one delta.
+            let unsent = tool_calls_json(&o.tool_calls, streamed_calls);
+            if unsent.as_array().is_some_and(|a| !a.is_empty()) {
+                // The calls not streamed go out whole, in one delta.
                 bytes.push(stream::sse(
                     None,
                     &chunk(
-                        json!([{"index": 0, "delta": {"tool_calls": tool_calls_json(&o.tool_calls)}, "logprobs": null, "finish_reason": null}]),
+                        json!([{"index": 0, "delta": {"tool_calls": unsent}, "logprobs": null, "finish_reason": null}]),
                     ),
                 ));
             }
@@ -494,6 +545,7 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
             template_kwargs: None,
             echo_prompt: false,
             context: r.llamay_context,
+            whole_tool_calls: false,
         })
         .await?;
     let id = crate::ids::response_id("cmpl-");
@@ -502,10 +554,13 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
     let chunk = move |choices: Value| json!({"id": id, "object": "text_completion", "created": created, "model": model, "choices": choices});
     if stream {
         let body = stream::body(started.events, Vec::new(), move |ev| match ev {
-            GenEvent::Reasoning(_) => Frames {
-                bytes: Vec::new(),
-                end: false,
-            },
+            // A completion has no thinking shown and no tools.
+            GenEvent::Reasoning(_) | GenEvent::CallStart { .. } | GenEvent::CallArgs { .. } => {
+                Frames {
+                    bytes: Vec::new(),
+                    end: false,
+                }
+            }
             GenEvent::Text(t) => Frames {
                 bytes: vec![stream::sse(
                     None,

@@ -16,7 +16,6 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 
-use crate::api::openai::error_body;
 use crate::api::reasoning_wire::with_budget;
 use crate::http::error::{ApiError, ErrorShape};
 use crate::http::stream::{self, Frames};
@@ -40,6 +39,20 @@ pub fn routes() -> Router<AppState> {
 
 fn fail(e: impl Into<ApiError>) -> Response {
     e.into().into_response_as(ErrorShape(error_body))
+}
+
+/// OpenAI's error body, in the Responses API's words for a prompt past the context.
+fn error_body(e: &ApiError) -> Value {
+    let mut v = crate::api::openai::error_body(e);
+    if let Some(o) = e.overflow {
+        v["error"]["message"] = json!(format!(
+            "Your input exceeds the context window of this model ({} tokens; the context \
+             holds {}). Please adjust your input and try again.",
+            o.prompt, o.context
+        ));
+        v["error"]["param"] = json!("input");
+    }
+    v
 }
 
 /// What a response object repeats of its request, and where it goes when done.
@@ -171,6 +184,7 @@ async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> 
     chat.extend(conversation.iter().cloned());
     let prompt = Prompt::Chat(chat);
     surfaces.input(prompt.user_text());
+    let whole_tool_calls = surfaces.whole_tool_calls;
     let constraint = surfaces.resolve_blocking().await?;
     let stream = r.stream.unwrap_or(false);
     let fields = json!({
@@ -202,6 +216,7 @@ async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> 
             template_kwargs: None,
             echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
             context: r.llamay_context.clone(),
+            whole_tool_calls,
         })
         .await?;
     let echo = Echo {
@@ -256,6 +271,14 @@ fn stream_response_events(
             GenEvent::Text(t) => {
                 text.push_str(&t);
                 d.text(&t);
+                false
+            }
+            GenEvent::CallStart { id, name, .. } => {
+                d.call_start(&id, &name);
+                false
+            }
+            GenEvent::CallArgs { delta, .. } => {
+                d.call_args(&delta);
                 false
             }
             GenEvent::Done(o) => {

@@ -2,7 +2,9 @@
 //! `output_text` part, then `function_call`s. The same builder serves a whole
 //! response and a stream; a stream also gets each step as the events the official
 //! SDK assembles (`response.output_item.added`, `response.content_part.added`, the
-//! deltas, their `.done`s, `response.output_item.done`).
+//! deltas, their `.done`s, `response.output_item.done`). A call streamed piece by
+//! piece is an open `function_call` item whose arguments grow by
+//! `response.function_call_arguments.delta`.
 
 use serde_json::{json, Value};
 
@@ -11,8 +13,20 @@ use llamay_runtime::tools::ToolCall;
 use crate::ids::response_id;
 
 enum Open {
-    Reasoning { id: String, text: String },
-    Message { id: String, text: String },
+    Reasoning {
+        id: String,
+        text: String,
+    },
+    Message {
+        id: String,
+        text: String,
+    },
+    Call {
+        id: String,
+        call_id: String,
+        name: String,
+        args: String,
+    },
 }
 
 /// The output so far, and the events a stream sends for it.
@@ -23,6 +37,8 @@ pub(super) struct Draft {
     open: Option<Open>,
     seq: u64,
     messages: usize,
+    /// Calls streamed piece by piece (the first calls of `finish`'s list).
+    streamed_calls: usize,
     /// Events not yet sent (a stream drains them; a whole response ignores them).
     pub events: Vec<Value>,
 }
@@ -99,38 +115,48 @@ impl Draft {
         }
     }
 
+    /// Opens a `function_call` item (closing the open one).
+    pub fn call_start(&mut self, call_id: &str, name: &str) {
+        self.close();
+        let id = response_id("fc_");
+        self.event(
+            "response.output_item.added",
+            json!({"output_index": self.index(), "item": {"type": "function_call", "id": id,
+                "call_id": call_id, "name": name, "arguments": "", "status": "in_progress"}}),
+        );
+        self.open = Some(Open::Call {
+            id,
+            call_id: call_id.to_string(),
+            name: name.to_string(),
+            args: String::new(),
+        });
+        self.streamed_calls += 1;
+    }
+
+    /// More of the open call's arguments.
+    pub fn call_args(&mut self, delta: &str) {
+        let index = self.index();
+        if let Some(Open::Call { id, args, .. }) = &mut self.open {
+            args.push_str(delta);
+            let id = id.clone();
+            self.event(
+                "response.function_call_arguments.delta",
+                json!({"output_index": index, "item_id": id, "delta": delta}),
+            );
+        }
+    }
+
     /// Ends the output: the open item, an empty message when there is nothing else
-    /// to show, then the calls.
+    /// to show, then the calls not streamed.
     pub fn finish(&mut self, calls: &[ToolCall], status: &str) {
         if calls.is_empty() && self.messages == 0 {
             self.text("");
         }
         self.close_as(status);
-        for c in calls {
-            let index = self.index();
-            let id = response_id("fc_");
-            let args = c.arguments_text();
-            let mut item = json!({"type": "function_call", "id": id, "call_id": c.id,
-                "name": c.name, "arguments": "", "status": "in_progress"});
-            self.event(
-                "response.output_item.added",
-                json!({"output_index": index, "item": item}),
-            );
-            self.event(
-                "response.function_call_arguments.delta",
-                json!({"output_index": index, "item_id": id, "delta": args}),
-            );
-            self.event(
-                "response.function_call_arguments.done",
-                json!({"output_index": index, "item_id": id, "name": c.name, "arguments": args}),
-            );
-            item["arguments"] = json!(args);
-            item["status"] = json!("completed");
-            self.event(
-                "response.output_item.done",
-                json!({"output_index": index, "item": item}),
-            );
-            self.items.push(item);
+        for c in calls.iter().skip(self.streamed_calls) {
+            self.call_start(&c.id, &c.name);
+            self.call_args(&c.arguments_text());
+            self.close();
         }
     }
 
@@ -170,6 +196,19 @@ impl Draft {
                     "item_id": id, "content_index": 0, "part": part}),
                 );
                 json!({"type": "message", "id": id, "role": "assistant", "content": [part], "status": status})
+            }
+            Some(Open::Call {
+                id,
+                call_id,
+                name,
+                args,
+            }) => {
+                self.event(
+                    "response.function_call_arguments.done",
+                    json!({"output_index": index, "item_id": id, "name": name, "arguments": args}),
+                );
+                json!({"type": "function_call", "id": id, "call_id": call_id, "name": name,
+                    "arguments": args, "status": "completed"})
             }
         };
         self.event(
