@@ -118,7 +118,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let c = match &spec {
         ConstraintSpec::None => return,
-        ConstraintSpec::Json => Constraint::any_json(vocab().clone()),
+        ConstraintSpec::Json => Constraint::json_object(vocab().clone()),
+        ConstraintSpec::JsonValue => Constraint::any_json(vocab().clone()),
         ConstraintSpec::Grammar(g) => Constraint::from_gbnf(g, vocab().clone()),
         ConstraintSpec::Regex(p) => Constraint::from_regex(p, vocab().clone()),
         ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {

@@ -288,3 +288,42 @@ def test_ollama_tool_stream_sends_the_call_whole(oll, server):
     assert len(with_calls) == 1
     ollama_call(with_calls[0])
     assert parts[-1].done and not "".join(p.message.content or "" for p in parts)
+
+
+# --- long arguments, every shape ------------------------------------------------------
+# A call whose arguments run to dozens of tokens streams them in as many deltas on
+# chat, Responses and Anthropic alike (issue #45).
+
+NOTE = {"type": "object",
+        "properties": {"title": {"type": "string", "minLength": 20, "maxLength": 60},
+                       "body": {"type": "string", "minLength": 80, "maxLength": 200}},
+        "required": ["title", "body"]}
+NOTE_ASK = [{"role": "user", "content": "Save a note about the trip to Paris next week."}]
+
+
+def test_long_arguments_stream_in_many_deltas_on_every_shape(oai, ant, server):
+    def check(pieces):
+        args = assert_streamed(pieces, "".join(pieces))
+        jsonschema.validate(args, NOTE)
+        assert len([p for p in pieces if p]) >= 20, pieces
+        return len(pieces)
+
+    tool = {"type": "function", "function": {"name": "save_note", "parameters": NOTE}}
+    chunks = list(oai.chat.completions.create(
+        model=server["model"], messages=NOTE_ASK, tools=[tool], stream=True, max_tokens=160,
+        seed=3, tool_choice={"type": "function", "function": {"name": "save_note"}}))
+    chat = check([d.function.arguments for c in chunks if c.choices and c.choices[0].delta.tool_calls
+                  for d in c.choices[0].delta.tool_calls])
+    events = list(oai.responses.create(
+        model=server["model"], input=NOTE_ASK[0]["content"], stream=True, max_output_tokens=160,
+        tools=[{"type": "function", "name": "save_note", "parameters": NOTE}], tool_choice="required",
+        extra_body={"seed": 3}))
+    responses = check([e.delta for e in events if e.type == "response.function_call_arguments.delta"])
+    with ant.messages.stream(model=server["model"], max_tokens=160, messages=NOTE_ASK,
+                             tools=[{"name": "save_note", "input_schema": NOTE}],
+                             tool_choice={"type": "tool", "name": "save_note"},
+                             extra_body={"seed": 3}) as s:
+        pieces = [e.delta.partial_json for e in s
+                  if e.type == "content_block_delta" and e.delta.type == "input_json_delta"]
+    anthropic_ = check(pieces)
+    print(f"argument deltas: chat {chat}, responses {responses}, anthropic {anthropic_}")
