@@ -53,18 +53,17 @@ impl ToolSet {
         };
         Ok(match asked {
             ConstraintSpec::Schema(s) => answer("schema", &s.grammar, &s.key, &s.report)?,
+            // The kind is also the cache key: the grammar is the same for every request.
             ConstraintSpec::Json => answer(
                 "json",
                 &json_object().map_err(bad)?,
                 "json",
                 &Report::default(),
             )?,
-            ConstraintSpec::JsonValue => answer(
-                "json_value",
-                &any_json().map_err(bad)?,
-                "json_value",
-                &Report::default(),
-            )?,
+            ConstraintSpec::JsonValue => {
+                let g = any_json().map_err(bad)?;
+                answer("json_value", &g, "json_value", &Report::default())?
+            }
             ConstraintSpec::Grammar(text) => {
                 let g = llamay_constrain::gbnf::parse_gbnf(&text).map_err(bad)?;
                 answer("grammar", &g, &text, &Report::default())?
