@@ -205,6 +205,41 @@ fn structured_output_holds_on_every_shape() {
     );
     assert_eq!(st, 400, "{v}");
 
+    // The order schema again, on Ollama's shape and another prompt: its grammar IR is
+    // found by the runtime's resolver, not compiled again.
+    let constraints = || -> Value {
+        c.get(s.url("/v1/stats"))
+            .send()
+            .unwrap()
+            .json::<Value>()
+            .unwrap()["constraints"]
+            .clone()
+    };
+    let before = constraints();
+    let (st, v) = post(
+        &c,
+        &s.url("/api/chat"),
+        &json!({"model": s.model, "messages": user(&format!("{prompt} Urgent.")), "format": order_schema(),
+            "stream": false, "options": {"temperature": 0, "num_predict": 8}}),
+    );
+    assert_eq!(
+        (st, &v["llamay"]["constraint"]),
+        (200, &json!("schema")),
+        "{v}"
+    );
+    let after = constraints();
+    let n = |v: &Value, k: &str| v[k].as_u64().unwrap();
+    assert_eq!(
+        n(&after, "schema_lookups"),
+        n(&before, "schema_lookups") + 1,
+        "{after}"
+    );
+    assert_eq!(
+        n(&after, "schema_hits"),
+        n(&before, "schema_hits") + 1,
+        "{after}"
+    );
+
     // A grammar and a schema together: 400, on each shape.
     for (path, body) in [
         (

@@ -1,16 +1,17 @@
-//! What a request's output must be, decided in one place for every route and for
-//! `llamay run`.
-//!
-//! Each API shape (and the CLI) names the surfaces it read (`response_format`,
-//! `format`, `llamay_schema`, `output_config.format`, `llamay_grammar`, `-schema`...)
-//! in [`Surfaces`], which [`Surfaces::resolve`] checks and turns into a
-//! [`ConstraintSpec`]; [`ConstraintSpec::decide`] then puts the server's default
-//! grammar in place of nothing, and offered tools have their say once the model's
-//! convention is known (`tools::plan`). Schemas and grammars are compiled to their
-//! model-independent form here, so a refusal is answered before a model loads or a token is decoded;
-//! only the vocabulary-specific automaton is built later, per model, and cached.
+//! What a request's output must be: the surfaces a request used ([`Surfaces`]),
+//! checked and turned into a [`ConstraintSpec`] by [`Surfaces::resolve`] (the rules:
+//! one output constraint, grammars not beside schemas, schemas compiled or refused
+//! with the compiler's message), and the spec built into an automaton for a model's
+//! vocabulary ([`ConstraintSpec::build`]). Requests reach this through the runtime's
+//! [`crate::Resolver`], inside `Runtime::start`, which keeps compiled schemas; `llamay
+//! run` resolves its flags here directly. Offered tools have their say once the
+//! model's convention is known (`tools::plan`). Schemas and grammars are compiled to
+//! their model-independent form before a model loads or a token is decoded; only
+//! the vocabulary-specific automaton is built later, per model, and cached.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use llamay_constrain::grammar::Grammar;
@@ -64,9 +65,98 @@ pub enum LexiconAsk {
 pub struct CompiledSchema {
     /// The schema text, canonical (serde_json's), used as the cache key.
     pub key: String,
-    pub grammar: Grammar,
+    pub grammar: Arc<Grammar>,
     pub report: Report,
     pub compile_time: Duration,
+}
+
+impl CompiledSchema {
+    /// This compile again for another request, which spent only `since.elapsed()`
+    /// finding it.
+    fn reused(&self, since: Instant) -> Arc<CompiledSchema> {
+        Arc::new(CompiledSchema {
+            key: self.key.clone(),
+            grammar: self.grammar.clone(),
+            report: self.report.clone(),
+            compile_time: since.elapsed(),
+        })
+    }
+}
+
+/// What one refusal is counted as in a [`SchemaMemo`].
+const REFUSAL_BYTES: usize = 256;
+
+/// A compile's outcome, by its key.
+type Compiled = Result<Arc<CompiledSchema>, Error>;
+
+/// Schema compiles a `Resolver` has done (the IR or the refusal, by compile key, within
+/// `bound` bytes: it starts over when full), and how often they were found again.
+pub(crate) struct SchemaMemo {
+    kept: Mutex<Kept>,
+    bound: usize,
+    lookups: AtomicU64,
+    hits: AtomicU64,
+}
+
+#[derive(Default)]
+struct Kept {
+    by_key: HashMap<u64, Compiled>,
+    bytes: usize,
+}
+
+impl SchemaMemo {
+    /// The outcome of a compile with `key`, counted.
+    pub(crate) fn get(&self, key: u64) -> Option<Compiled> {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let found = kept.by_key.get(&key).cloned();
+        if found.is_some() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// Keeps a compile's outcome, unless it alone is past the bound.
+    pub(crate) fn put(&self, key: u64, compiled: Compiled) {
+        let size = match &compiled {
+            Ok(s) => s.key.len() + s.grammar.heap_bytes(),
+            Err(e) => REFUSAL_BYTES + e.message.len(),
+        };
+        if size > self.bound {
+            return;
+        }
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.bytes + size > self.bound {
+            *kept = Kept::default();
+        }
+        if kept.by_key.insert(key, compiled).is_none() {
+            kept.bytes += size;
+        }
+    }
+
+    pub(crate) fn new(bound: usize) -> SchemaMemo {
+        SchemaMemo {
+            kept: Mutex::default(),
+            bound,
+            lookups: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+        }
+    }
+
+    /// The figures of `/v1/stats`' `constraints` object.
+    pub(crate) fn stats_json(&self) -> Value {
+        let lookups = self.lookups.load(Ordering::Relaxed);
+        let hits = self.hits.load(Ordering::Relaxed);
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        serde_json::json!({
+            "schema_lookups": lookups,
+            "schema_hits": hits,
+            "schema_hit_rate": if lookups == 0 { 0.0 } else { hits as f64 / lookups as f64 },
+            "schemas_kept": kept.by_key.len(),
+            "schema_bytes": kept.bytes,
+            "schema_bound_bytes": self.bound,
+        })
+    }
 }
 
 /// The enforcement report every response carries.
@@ -85,7 +175,7 @@ pub struct EnforcementReport {
 /// What a request asked its output to be, by the field it used (the API shape names
 /// it in messages). It owns what it holds, so resolving it (parsing a grammar,
 /// compiling a schema: milliseconds to seconds for a large one) can run off the async
-/// runtime's threads ([`Surfaces::resolve_blocking`]).
+/// runtime's threads ([`crate::Resolver`]).
 #[derive(Clone, Debug, Default)]
 pub struct Surfaces {
     /// A JSON Schema from the request (`llamay_schema` first, then the API's own).
@@ -112,10 +202,6 @@ pub struct Surfaces {
     /// `llamay_options.whole_tool_calls`: a stream sends each call whole at the end.
     pub whole_tool_calls: bool,
 }
-
-/// Constraints resolved at once; more wait their turn, so a burst of huge grammars
-/// cannot take every core from decoding.
-static RESOLVING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 impl Surfaces {
     /// Adds a schema; earlier ones win (so add `llamay_schema` first).
@@ -262,27 +348,24 @@ impl Surfaces {
         Ok(())
     }
 
-    /// [`Self::resolve`] on a blocking thread, at most two at once.
-    pub async fn resolve_blocking(self) -> Result<ConstraintSpec, Error> {
-        let heavy = self.grammar.is_some()
-            || self.regex.is_some()
-            || self.choice.is_some()
-            || self.lexicon.is_some();
-        if !heavy && self.schemas.is_empty() {
-            return self.resolve();
-        }
-        let _turn = RESOLVING
-            .acquire()
-            .await
-            .map_err(|_| Error::internal("the constraint compiler is closed"))?;
-        tokio::task::spawn_blocking(move || self.resolve())
-            .await
-            .map_err(|e| Error::internal(format!("compiling the constraint failed: {e}")))?
+    /// Whether resolving costs next to nothing (no grammar, regex, choice, lexicon
+    /// or schema to read): then it needs no blocking thread.
+    pub(crate) fn is_light(&self) -> bool {
+        self.grammar.is_none()
+            && self.regex.is_none()
+            && self.choice.is_none()
+            && self.lexicon.is_none()
+            && self.schemas.is_empty()
     }
 
     /// Decides the constraint: a grammar together with a schema or JSON is refused,
     /// a schema is compiled (or refused with the compiler's message).
-    pub fn resolve(mut self) -> Result<ConstraintSpec, Error> {
+    pub fn resolve(self) -> Result<ConstraintSpec, Error> {
+        self.resolve_in(None)
+    }
+
+    /// [`Self::resolve`], a schema's compile taken from (or kept in) `memo`.
+    pub(crate) fn resolve_in(mut self, memo: Option<&SchemaMemo>) -> Result<ConstraintSpec, Error> {
         if let Some(spec) = self.resolve_exact()? {
             return Ok(spec);
         }
@@ -302,12 +385,21 @@ impl Surfaces {
         if let Some((field, schema)) = self.schemas.first() {
             self.sources.lexicons = crate::lexicons::served_lexicons();
             self.options.budget = crate::compile_budget::compile_budget();
+            let Some(memo) = memo else {
+                return compile_schema(field, schema, &self.sources, &self.options)
+                    .map(ConstraintSpec::Schema);
+            };
+            let t0 = Instant::now();
             let key = crate::compile_budget::compile_key(schema, &self.options, &self.sources);
-            if let Some(e) = crate::compile_budget::known_failure(key) {
-                return Err(e);
-            }
-            return schema_spec(field, schema, &self.sources, &self.options)
-                .inspect_err(|e| crate::compile_budget::remember_failure(key, e));
+            let compiled = match memo.get(key) {
+                Some(done) => done.map(|s| s.reused(t0)),
+                None => {
+                    let done = compile_schema(field, schema, &self.sources, &self.options);
+                    memo.put(key, done.clone());
+                    done
+                }
+            };
+            return compiled.map(ConstraintSpec::Schema);
         }
         Ok(match self.json {
             Some(_) if self.json_value => ConstraintSpec::JsonValue,
@@ -392,12 +484,12 @@ pub fn checked_grammar(field: &str, text: &str) -> Result<Arc<str>, Error> {
     Ok(text.into())
 }
 
-fn schema_spec(
+fn compile_schema(
     field: &str,
     schema: &Value,
     sources: &Sources,
     options: &Options,
-) -> Result<ConstraintSpec, Error> {
+) -> Result<Arc<CompiledSchema>, Error> {
     if !schema.is_object() && !schema.is_boolean() {
         return Err(Error::bad_request(format!(
             "{field} must be a JSON Schema object"
@@ -412,12 +504,12 @@ fn schema_spec(
         AdditionalProperties::Closed => schema.to_string(),
         open => format!("{}:{schema}", open.name()),
     };
-    Ok(ConstraintSpec::Schema(Arc::new(CompiledSchema {
+    Ok(Arc::new(CompiledSchema {
         key,
-        grammar,
+        grammar: Arc::new(grammar),
         report,
         compile_time: t0.elapsed(),
-    })))
+    }))
 }
 
 impl ConstraintSpec {

@@ -268,11 +268,11 @@ impl Runtime {
         .await
         .map_err(|e| Error::internal(format!("reading the snapshot failed: {e}")))??;
         self.check_pool(instance, prefix.blocks.len())?;
-        // Its full blocks serve the prefix cache too.
+        // Its blocks serve the prefix cache too.
         instance
             .scheduler
             .kv_cache()
-            .insert(&prefix.tokens, &prefix.blocks);
+            .insert_settled(&prefix.tokens, &prefix.blocks);
         let mut ctx = NamedContext::new(
             format!("ctx_{}", crate::ids::short_id()),
             instance.spec.name.clone(),

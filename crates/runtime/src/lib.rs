@@ -27,6 +27,7 @@ mod params;
 pub mod reasoning;
 mod registry;
 mod request;
+mod resolver;
 mod retrieval;
 mod scheduler;
 mod service;
@@ -60,6 +61,7 @@ pub use loaded::{
 pub use params::{Sampling, DEFAULT_MAX_TOKENS};
 pub use registry::{same_name, Instance, ModelSpec, Registry, RegistryConfig, MAX_LISTED_NAMES};
 pub use request::{GenEvent, GenRequest, Outcome, Prompt};
+pub use resolver::{Resolver, DEFAULT_MEMO_BYTES};
 pub use scheduler::{Counts, Job, Scheduler, SchedulerConfig};
 pub use service::{collect, Runtime, Started};
 pub use stats::Stats;

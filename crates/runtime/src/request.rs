@@ -7,7 +7,7 @@ use std::time::Duration;
 use llamay_constrain::MatcherStats;
 
 use crate::chat::ChatMessage;
-use crate::constraint::{ConstraintSpec, EnforcementReport};
+use crate::constraint::{EnforcementReport, Surfaces};
 use crate::generate::{Finish, GenerationParams};
 use crate::reasoning::ThinkingAsk;
 use crate::tools::{ToolCall, ToolSet};
@@ -37,14 +37,21 @@ impl Prompt {
     }
 }
 
-/// One generation request, whatever API it came from.
+/// One generation request, whatever API it came from: what the client asked, as it
+/// asked it. [`crate::Runtime::start`] checks and resolves it (the constraint among
+/// the rest). Built with [`GenRequest::new`], then the fields a shape reads.
 #[derive(Clone, Debug)]
 pub struct GenRequest {
     /// The model name as the client wrote it (empty: the server's default model).
     pub model: String,
     pub prompt: Prompt,
     pub params: GenerationParams,
-    pub constraint: ConstraintSpec,
+    /// The output constraint's surfaces as the request used them (none: the server's
+    /// default grammar, if any). `constraint.whole_tool_calls`: with tools offered, a
+    /// stream carries each call whole at the end instead of piece by piece
+    /// (`llamay_options.whole_tool_calls`, and Ollama's shape, whose server sends
+    /// calls whole).
+    pub constraint: Surfaces,
     pub stream: bool,
     /// How long the model stays loaded after this request (Ollama's `keep_alive`).
     pub keep_alive: Option<Duration>,
@@ -59,10 +66,26 @@ pub struct GenRequest {
     /// A named context the prompt continues (`llamay_context`): its messages (or
     /// tokens) come first, and its computed blocks are reused as they are.
     pub context: Option<String>,
-    /// With tools offered, a stream carries each call whole at the end instead of
-    /// piece by piece (`llamay_options.whole_tool_calls`, and Ollama's shape, whose
-    /// server sends calls whole).
-    pub whole_tool_calls: bool,
+}
+
+impl GenRequest {
+    /// A request for `prompt` on `model` with `params`: no constraint, not streamed,
+    /// no tools, thinking as the model's template decides, no context.
+    pub fn new(model: String, prompt: Prompt, params: GenerationParams) -> GenRequest {
+        GenRequest {
+            model,
+            prompt,
+            params,
+            constraint: Surfaces::default(),
+            stream: false,
+            keep_alive: None,
+            tools: None,
+            thinking: ThinkingAsk::default(),
+            template_kwargs: None,
+            echo_prompt: false,
+            context: None,
+        }
+    }
 }
 
 /// What a generation sends back, in order: any number of `Reasoning` (a reasoning

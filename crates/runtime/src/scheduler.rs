@@ -356,17 +356,18 @@ impl EngineLoop {
             Some(ctx) if job.prompt.starts_with(&ctx.tokens) => ctx.len() / KV_BLOCK_TOKENS,
             _ => 0,
         };
+        // Likewise a cached prefix's partly matched last block.
         let found = self
             .cache
             .longest(&job.prompt, job.prompt.len().saturating_sub(1));
-        let shared = shared.max(found.blocks.len());
+        let shared = shared.max(found.tokens / KV_BLOCK_TOKENS);
         let own = blocks_needed(job, model.n_ctx()).saturating_sub(shared);
         self.cache.make_room(model, reserved + own) || self.active.is_empty()
     }
 
     /// The sequence a job starts from, and how many of its prompt tokens it already
     /// holds: its context's blocks when the prompt continues the context, else the
-    /// longest cached prefix (block by block), else nothing. At least one prompt
+    /// longest cached prefix, else nothing. At least one prompt
     /// token is always left to feed, for the next-token logits.
     fn attach(&self, job: &Job) -> (SeqState, usize) {
         let model = &self.lm.model;
@@ -567,8 +568,8 @@ impl EngineLoop {
 
     fn finish(&self, s: Slot, r: Result<Finish, String>) {
         // Everything the sequence computed (prompt and reply) is cached: the next
-        // turn of a chat resends both.
-        self.cache.insert(&s.history, s.seq.blocks());
+        // turn of a chat resends both, and a repeated prompt finds all of itself.
+        self.cache.insert_settled(&s.history, s.seq.blocks());
         let finish = match r {
             Ok(f) => f,
             Err(e) => {

@@ -8,7 +8,6 @@ use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::capabilities::no_tools;
-use crate::constraint::ConstraintSpec;
 use crate::error::Error;
 use crate::generate::GenerationParams;
 use crate::generate::{check_prompt, GenerateError};
@@ -26,8 +25,8 @@ use crate::tools::{plan, prompt};
 pub struct Runtime {
     pub registry: Arc<Registry>,
     pub stats: Arc<Stats>,
-    /// `serve -grammar-file`: the grammar of requests that bring no constraint.
-    pub default_grammar: Option<Arc<str>>,
+    /// Resolves every request's constraint, with `serve -grammar-file`'s default.
+    pub constraints: crate::resolver::Resolver,
     /// The encoder models (`serve -embed`, `-rerank`, and encoders named by requests).
     pub encoders: Arc<crate::embed::Encoders>,
 }
@@ -60,8 +59,10 @@ impl Runtime {
         if let Some(enc) = self.encoders.served(&req.model) {
             return Err(crate::capabilities::cannot_generate(&enc.name));
         }
+        // A refused constraint is answered before any model loads.
+        let whole_tool_calls = req.constraint.whole_tool_calls;
+        let spec = self.constraints.resolve(req.constraint).await?;
         let instance = self.registry.get(&req.model, req.keep_alive).await?;
-        let spec = ConstraintSpec::decide(req.constraint, self.default_grammar.as_ref());
         let lm = instance.lm.clone();
         let context = match &req.context {
             Some(id) => Some(
@@ -169,7 +170,7 @@ impl Runtime {
         })?;
         Ok(Started {
             events: match req.tools {
-                Some(set) => hold(rx, set, req.stream && !req.whole_tool_calls),
+                Some(set) => hold(rx, set, req.stream && !whole_tool_calls),
                 None => rx,
             },
             model: instance.spec.name.clone(),

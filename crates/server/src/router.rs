@@ -255,6 +255,7 @@ async fn stats(State(st): State<AppState>) -> Response {
         }
     }
     v["contexts"] = rt.registry.contexts().len().into();
+    v["constraints"] = rt.constraints.stats_json();
     v["active"] = active.into();
     v["queue_depth"] = queued.into();
     v["models"] = models.into();

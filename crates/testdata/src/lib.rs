@@ -114,6 +114,31 @@ impl RealModel {
 
 static FETCH_LOCK: Mutex<()> = Mutex::new(());
 
+/// A tiny random-weight Qwen3 with Qwen3's real tokenizer and chat template (tools,
+/// thinking), built by `scripts/make-test-qwen3` if it is not cached yet: fast to load,
+/// for tests of everything around the weights (routes, templates, constraints).
+pub fn tiny_chat_model() -> PathBuf {
+    let _guard = FETCH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let script = repo_root().join("scripts").join("make-test-qwen3");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg("--path")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "building the tiny Qwen3 failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    PathBuf::from(path)
+}
+
 /// The path of a real test model, fetched (and sha256-checked) if it is not cached yet.
 /// Panics with the fetch script's reason when it cannot be had.
 pub fn real_model(m: RealModel) -> PathBuf {

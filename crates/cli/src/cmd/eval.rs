@@ -24,8 +24,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use llamay_constrain::schema::{CompiledSchema, Sources};
 use llamay_runtime::chat::ChatMessage;
 use llamay_runtime::{
-    collect, ConstraintSpec, Encoders, GenRequest, Prompt, Registry, RegistryConfig, Runtime,
-    Sampling, SchedulerConfig, Stats, Surfaces,
+    collect, Encoders, GenRequest, Prompt, Registry, RegistryConfig, Runtime, Sampling,
+    SchedulerConfig, Stats, Surfaces,
 };
 use serde_json::Value;
 
@@ -190,7 +190,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
     let runtime = Arc::new(Runtime {
         registry: Arc::new(Registry::new(Some(spec), None, cfg, stats.clone())),
         stats,
-        default_grammar: None,
+        constraints: llamay_runtime::Resolver::new(None),
         encoders: Arc::new(Encoders::new(None, None, Default::default())),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -285,18 +285,11 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
         error: Some(e),
         ..Run::default()
     };
-    let constraint = match mode {
-        Mode::Prompted => ConstraintSpec::None,
-        Mode::Constrained => {
-            let mut s = Surfaces::default();
-            s.schema("-schema", &plan.schema);
-            s.sources = sources_of(plan, case);
-            match s.resolve_blocking().await {
-                Ok(c) => c,
-                Err(e) => return fail(e.message),
-            }
-        }
-    };
+    let mut constraint = Surfaces::default();
+    if mode == Mode::Constrained {
+        constraint.schema("-schema", &plan.schema);
+        constraint.sources = sources_of(plan, case);
+    }
     let text = plan
         .template
         .replace("{schema}", &plan.schema_text)
@@ -313,22 +306,10 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
         Err(e) => return fail(e.message),
     };
     let t0 = Instant::now();
-    let started = runtime
-        .start(GenRequest {
-            model: String::new(),
-            prompt: Prompt::Chat(vec![ChatMessage::new("user", &text)]),
-            params,
-            constraint,
-            stream: false,
-            keep_alive: None,
-            tools: None,
-            thinking: Default::default(),
-            template_kwargs: None,
-            echo_prompt: false,
-            context: None,
-            whole_tool_calls: false,
-        })
-        .await;
+    let prompt = Prompt::Chat(vec![ChatMessage::new("user", &text)]);
+    let mut req = GenRequest::new(String::new(), prompt, params);
+    req.constraint = constraint;
+    let started = runtime.start(req).await;
     let started = match started {
         Ok(s) => s,
         Err(e) => return fail(e.message),

@@ -169,7 +169,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let runtime = Arc::new(Runtime {
         registry: Arc::new(Registry::new(Some(spec), store, cfg, stats.clone())),
         stats,
-        default_grammar,
+        // The model-independent IR is kept beside the per-model automata, in a
+        // quarter of their budget.
+        constraints: llamay_runtime::Resolver::with_memo_bytes(
+            default_grammar,
+            a.constraint_cache_mb.saturating_mul(1 << 20) / 4,
+        ),
         encoders,
     });
     llamay_server::serve(

@@ -115,13 +115,6 @@ impl ByteDfa {
         Self::with_limit(pattern, DEFAULT_DFA_STATE_LIMIT)
     }
 
-    /// [`new`](Self::new), shared: built once per process (see `shared_dfa`).
-    pub fn shared(pattern: &str) -> Result<Arc<Self>> {
-        let dfa = super::shared_dfa::language(pattern, DEFAULT_DFA_STATE_LIMIT)?;
-        dfa.refuse_empty()?;
-        Ok(dfa)
-    }
-
     /// Compiles `pattern`, refusing it if its DFA needs more than `limit` states.
     pub fn with_limit(pattern: &str, limit: usize) -> Result<Self> {
         let out = Self::language(pattern, limit)?;

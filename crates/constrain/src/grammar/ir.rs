@@ -4,6 +4,7 @@ use super::charclass::{ByteSet, CharClass};
 use super::dfa::ByteDfa;
 use super::span::SpanAutomaton;
 use crate::error::Result;
+use crate::heap;
 use std::sync::Arc;
 
 /// Largest bound allowed in a bounded repetition (each count is unrolled into states).
@@ -219,6 +220,66 @@ impl Grammar {
             .iter()
             .flat_map(|r| r.alts.iter().flatten())
             .any(walk)
+    }
+}
+
+impl Grammar {
+    /// Heap bytes the grammar keeps alive (see [`crate::heap`]: shared tables, a
+    /// pattern's DFA or a quote's automaton, counted once), for a byte budget on kept
+    /// grammars.
+    pub fn heap_bytes(&self) -> usize {
+        let mut seen = heap::Seen::default();
+        heap::vec(&self.rules)
+            + self
+                .rules
+                .iter()
+                .map(|r| {
+                    r.name.capacity()
+                        + heap::vec(&r.alts)
+                        + r.alts
+                            .iter()
+                            .map(|a| seq_bytes(a, &mut seen))
+                            .sum::<usize>()
+                })
+                .sum::<usize>()
+    }
+}
+
+/// Heap bytes of a sequence of symbols and what they hold.
+fn seq_bytes(seq: &Vec<Symbol>, seen: &mut heap::Seen) -> usize {
+    heap::vec(seq) + seq.iter().map(|s| symbol_bytes(s, seen)).sum::<usize>()
+}
+
+fn symbol_bytes(s: &Symbol, seen: &mut heap::Seen) -> usize {
+    match s {
+        Symbol::Literal(b) => heap::vec(b),
+        Symbol::Class(c) => heap::slice(c.ranges()),
+        Symbol::Group(alts) => {
+            heap::vec(alts) + alts.iter().map(|a| seq_bytes(a, seen)).sum::<usize>()
+        }
+        Symbol::Repeat { inner, .. } => std::mem::size_of::<Symbol>() + symbol_bytes(inner, seen),
+        Symbol::Unordered(u) if seen.first(Arc::as_ptr(u)) => {
+            heap::vec(&u.members)
+                + u.members
+                    .iter()
+                    .map(|m| heap::vec(&m.key) + seq_bytes(&m.value, seen))
+                    .sum::<usize>()
+                + seq_bytes(&u.separator, seen)
+                + u.additional.as_ref().map_or(0, |a| seq_bytes(a, seen))
+        }
+        Symbol::Regex(d) if seen.first(Arc::as_ptr(d)) => d.heap_bytes(),
+        Symbol::JsonString(j) if seen.first(Arc::as_ptr(j)) => {
+            let pattern = match &j.pattern {
+                Some(d) if seen.first(Arc::as_ptr(d)) => d.heap_bytes(),
+                _ => 0,
+            };
+            let quote = match &j.quote {
+                Some(q) if seen.first(Arc::as_ptr(q)) => q.heap_bytes(),
+                _ => 0,
+            };
+            pattern + quote + heap::vec(&j.exclude) + j.exclude.iter().map(heap::vec).sum::<usize>()
+        }
+        _ => 0,
     }
 }
 

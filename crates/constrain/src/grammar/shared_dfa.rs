@@ -6,7 +6,7 @@
 //! checked and when it is lowered. A DFA never changes once built, so one copy serves
 //! every constraint (and its lazily derived tables are derived once).
 
-use super::dfa::ByteDfa;
+use super::dfa::{ByteDfa, DEFAULT_DFA_STATE_LIMIT};
 use crate::error::Result;
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,15 @@ struct Memo {
 }
 
 static MEMO: Mutex<Option<Memo>> = Mutex::new(None);
+
+impl ByteDfa {
+    /// [`new`](Self::new), shared: built once per process.
+    pub fn shared(pattern: &str) -> Result<Arc<Self>> {
+        let dfa = language(pattern, DEFAULT_DFA_STATE_LIMIT)?;
+        dfa.refuse_empty()?;
+        Ok(dfa)
+    }
+}
 
 /// [`ByteDfa::language`] of `pattern`, built once per process while it fits the memo.
 /// The lock is not held while building: two threads may both build a new pattern.

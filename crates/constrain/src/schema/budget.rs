@@ -17,12 +17,15 @@ pub struct Budget {
     pub nodes: usize,
 }
 
+/// Most nodes one schema may compile to, by default.
+pub const MAX_NODES: usize = 100_000;
+
 /// The default: 5 s and 100,000 nodes.
 impl Default for Budget {
     fn default() -> Self {
         Budget {
             time: Some(Duration::from_secs(5)),
-            nodes: super::build::MAX_NODES,
+            nodes: MAX_NODES,
         }
     }
 }

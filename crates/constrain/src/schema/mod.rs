@@ -76,9 +76,7 @@ pub mod pattern;
 pub mod quote;
 
 mod build;
-mod exclusive;
 mod facets;
-mod shape;
 
 pub use error::{NotEnforced, Report, ReportEntry, SchemaError, ONE_OF_EXCLUSIVITY};
 pub use node::{
@@ -239,7 +237,7 @@ pub struct SchemaLimits {
 /// The limits this build enforces.
 pub fn limits() -> SchemaLimits {
     SchemaLimits {
-        properties_per_object: shape::MAX_PROPERTIES,
+        properties_per_object: build::MAX_PROPERTIES,
         enum_members: facets::MAX_ENUM,
         any_of_alternatives: facets::MAX_ALTERNATIVES,
         pattern_states: pattern::MAX_PATTERN_STATES,

@@ -13,8 +13,12 @@
 //! sequence (a prefix another request continues) must still hold what that sequence
 //! needs. Storage is f32 by default or f16 to halve the memory (as llama.cpp does by
 //! default). Who keeps blocks alive beyond a sequence (a prefix cache, named contexts)
-//! is the runtime's business; the engine only counts the bytes alive per model.
+//! is the runtime's business; the engine only counts the bytes alive per model. A
+//! model that runs on a GPU keeps a sequence's keys and values on the device instead
+//! ([`device`]: buffers grown by doubling, copied on write after a fork).
 
+#[cfg(feature = "gpu")]
+mod device;
 mod pages;
 pub(crate) mod rows;
 
@@ -24,6 +28,8 @@ use std::sync::Arc;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+#[cfg(feature = "gpu")]
+pub(crate) use device::DeviceKv;
 use pages::Pages;
 use rows::Paged;
 
@@ -380,7 +386,7 @@ pub struct SeqState {
     pub(crate) model_id: usize,
     /// The cache on the GPU, for a model that runs there (`kv` then stays empty).
     #[cfg(feature = "gpu")]
-    pub(crate) device: Option<crate::model::DeviceKv>,
+    pub(crate) device: Option<DeviceKv>,
 }
 
 impl SeqState {

@@ -1,50 +1,14 @@
 //! Architecture hyper-parameters, read from GGUF metadata with llama.cpp's defaults.
 
+use super::family::{self, Activation, Family};
 use super::rope::{Rope, RopeScaling, RopeStyle};
 use super::ModelError;
 use crate::gguf::GgufFile;
 
-/// The architectures the engine runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Arch {
-    Llama,
-    Qwen2,
-    Qwen3,
-    Gemma2,
-    Gemma3,
-    Phi3,
-}
-
-impl Arch {
-    /// The architecture named by `general.architecture`.
-    pub(super) fn from_name(name: &str) -> Option<Arch> {
-        Some(match name {
-            "llama" => Arch::Llama,
-            "qwen2" => Arch::Qwen2,
-            "qwen3" => Arch::Qwen3,
-            "gemma2" => Arch::Gemma2,
-            "gemma3" => Arch::Gemma3,
-            "phi3" => Arch::Phi3,
-            _ => return None,
-        })
-    }
-
-    fn is_gemma(self) -> bool {
-        matches!(self, Arch::Gemma2 | Arch::Gemma3)
-    }
-}
-
-/// The feed-forward gate activation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Activation {
-    Silu,
-    GeluTanh,
-}
-
 /// Everything the forward pass needs to know about a model's shape.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct HParams {
-    pub arch: Arch,
+    pub family: &'static Family,
     pub n_layer: usize,
     pub n_embd: usize,
     pub n_ff: usize,
@@ -81,7 +45,7 @@ impl HParams {
     /// Reads the hyper-parameters of `file`, failing with the missing or bad key.
     pub(super) fn from_gguf(file: &GgufFile) -> Result<HParams, ModelError> {
         let arch_name = file.architecture()?;
-        let arch = Arch::from_name(arch_name)
+        let family = family::by_name(arch_name)
             .ok_or_else(|| ModelError::UnsupportedArch(arch_name.to_string()))?;
         let key = |s: &str| format!("{arch_name}.{s}");
         let req = |s: &str| -> Result<usize, ModelError> {
@@ -128,17 +92,16 @@ impl HParams {
         let rope_base = file.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
         let rope_scaling = RopeScaling::from_gguf(file, arch_name, n_ctx_train)?;
         let rope_freq_scale = rope_scaling.freq_scale;
-        // Which layers slide, and their RoPE, follow llama.cpp's per-architecture
-        // defaults; the other architectures ignore a sliding-window key, as llama.cpp does.
-        let (sliding_window, pattern, default_swa_base, swa_scale) = match arch {
-            Arch::Gemma2 => (
+        // Which layers slide, and their RoPE, follow llama.cpp's per-family defaults;
+        // the other families ignore a sliding-window key, as llama.cpp does.
+        let (sliding_window, pattern, default_swa_base, swa_scale) = match &family.sliding {
+            Some(s) => (
                 opt("attention.sliding_window")?,
-                2,
-                rope_base,
-                rope_freq_scale,
+                s.pattern,
+                s.base.unwrap_or(rope_base),
+                if s.scaled { rope_freq_scale } else { 1.0 },
             ),
-            Arch::Gemma3 => (opt("attention.sliding_window")?, 6, 10_000.0, 1.0),
-            _ => (None, 0, rope_base, rope_freq_scale),
+            None => (None, 0, rope_base, rope_freq_scale),
         };
         let pattern = match file.opt_u32(&key("attention.sliding_window_pattern"))? {
             Some(p) => p as usize,
@@ -155,7 +118,7 @@ impl HParams {
         let softcap = |s: &str| -> Result<Option<f32>, ModelError> {
             Ok(file.opt_f32(&key(s))?.filter(|&c| c > 0.0))
         };
-        let (attn_softcap, final_softcap) = if arch == Arch::Gemma2 {
+        let (attn_softcap, final_softcap) = if family.attn_softcap {
             (
                 softcap("attn_logit_softcapping")?,
                 softcap("final_logit_softcapping")?,
@@ -164,7 +127,7 @@ impl HParams {
             (None, softcap("final_logit_softcapping")?)
         };
         Ok(HParams {
-            arch,
+            family,
             n_layer,
             n_embd,
             n_ff,
@@ -175,11 +138,7 @@ impl HParams {
             n_vocab,
             n_ctx_train,
             rms_eps,
-            rope_style: if arch == Arch::Llama {
-                RopeStyle::Normal
-            } else {
-                RopeStyle::Neox
-            },
+            rope_style: family.rope_style,
             rope: Rope::new(rope_dims, rope_base, rope_freq_scale, &rope_scaling),
             rope_swa: Rope::new(rope_dims, rope_base_swa, swa_scale, &rope_scaling),
             rope_scaling,
@@ -188,12 +147,8 @@ impl HParams {
             attn_softcap,
             final_softcap,
             attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
-            embed_scale: arch.is_gemma().then(|| (n_embd as f32).sqrt()),
-            activation: if arch.is_gemma() {
-                Activation::GeluTanh
-            } else {
-                Activation::Silu
-            },
+            embed_scale: family.scale_embeddings.then(|| (n_embd as f32).sqrt()),
+            activation: family.activation,
         })
     }
 
@@ -232,7 +187,7 @@ mod tests {
     fn gemma3_sliding_layers_and_their_rope_base() {
         let path = llamay_testdata::ref_path("tiny/tiny-gemma3-Q4_K.gguf");
         let hp = HParams::from_gguf(&GgufFile::open(path).unwrap()).unwrap();
-        assert_eq!(hp.arch, Arch::Gemma3);
+        assert_eq!(hp.family.name, "gemma3");
         assert_eq!(hp.swa_layers, vec![true; 4]);
         assert_eq!(
             (hp.sliding_window, hp.rope_swa.base, hp.rope.base),

@@ -3,9 +3,9 @@
 //! product's quantized input) before handing it on.
 
 use super::attention::{attend_batch, AttnArgs, AttnJob};
+use super::family::Activation;
 use super::forward::{Buffers, Span};
 use super::heads::HeadPrep;
-use super::hparams::Activation;
 use super::linear::{gated_product, matmul_many, Product, Weight};
 use super::ops::{gelu_tanh_gate, rms_norm_inplace, rms_scale, silu_gate};
 use super::rope::RopeTable;

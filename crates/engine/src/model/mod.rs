@@ -9,6 +9,7 @@ mod attention;
 #[cfg(feature = "gpu")]
 mod device;
 mod encoder;
+mod family;
 mod forward;
 mod heads;
 mod hparams;
@@ -23,8 +24,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-#[cfg(feature = "gpu")]
-pub(crate) use device::DeviceKv;
 pub use encoder::{l2_normalize, Encoder, Pooling};
 pub use forward::MAX_STEP_TOKENS;
 pub use split::BatchSplit;
@@ -124,7 +123,13 @@ impl Model {
         let facts = loaded_facts(&file, &hp)?;
         let n_threads = opts.n_threads.unwrap_or_else(physical_cores).max(1);
         let n_ctx = opts.n_ctx.unwrap_or(hp.n_ctx_train).max(1);
-        let rope_factors = rope::freq_factors(&file, hp.arch, &hp.rope, &hp.rope_scaling, n_ctx)?;
+        let rope_factors = rope::freq_factors(
+            &file,
+            &hp.family.rope_factors,
+            &hp.rope,
+            &hp.rope_scaling,
+            n_ctx,
+        )?;
         let (device, device_note) = open_device(&opts.device, &file, &hp, &weights)?;
         #[cfg(not(feature = "gpu"))]
         let () = device;

@@ -4,7 +4,6 @@
 //! pairs, magnitudes corrected) and per-pair frequency divisors (Llama 3's
 //! `rope_freqs`, LongRoPE's `rope_factors_long` / `rope_factors_short`).
 
-use super::hparams::Arch;
 use super::linear::opt_vector;
 use super::ModelError;
 use crate::gguf::GgufFile;
@@ -16,6 +15,17 @@ pub(super) enum RopeStyle {
     Normal,
     /// Halves (i, i + d/2): GPT-NeoX layout.
     Neox,
+}
+
+/// The per-pair RoPE frequency divisors a family's graph applies.
+#[derive(Debug, PartialEq)]
+pub(super) enum RopeFactors {
+    None,
+    /// Llama 3.1's `rope_freqs` when present, else LongRoPE's factors when the
+    /// scaling type says so.
+    FreqsOrLongRope,
+    /// LongRoPE's long or short factors always (Phi-3).
+    LongRope,
 }
 
 /// `rope.scaling.type`; llama.cpp reads an absent one as `linear`.
@@ -187,13 +197,13 @@ impl Rope {
     }
 }
 
-/// The per-pair frequency divisors llama.cpp applies for `arch`: Llama's `rope_freqs`
-/// (Llama 3.1's scaling, baked in by the converter), else LongRoPE's long factors when a
-/// sequence may hold more than the original context (`n_ctx`), its short ones otherwise.
-/// Other architectures' graphs pass none.
+/// The per-pair frequency divisors llama.cpp applies for a family's `kind`: Llama's
+/// `rope_freqs` (Llama 3.1's scaling, baked in by the converter), else LongRoPE's long
+/// factors when a sequence may hold more than the original context (`n_ctx`), its
+/// short ones otherwise.
 pub(super) fn freq_factors(
     file: &GgufFile,
-    arch: Arch,
+    kind: &RopeFactors,
     rope: &Rope,
     scaling: &RopeScaling,
     n_ctx: usize,
@@ -203,11 +213,13 @@ pub(super) fn freq_factors(
     } else {
         "rope_factors_short.weight"
     };
-    let name = match arch {
-        Arch::Llama if file.tensor("rope_freqs.weight").is_some() => "rope_freqs.weight",
-        Arch::Llama if scaling.kind == ScalingType::LongRope => long_or_short,
-        Arch::Phi3 => long_or_short,
-        _ => return Ok(None),
+    let name = match kind {
+        RopeFactors::FreqsOrLongRope if file.tensor("rope_freqs.weight").is_some() => {
+            "rope_freqs.weight"
+        }
+        RopeFactors::FreqsOrLongRope if scaling.kind == ScalingType::LongRope => long_or_short,
+        RopeFactors::LongRope => long_or_short,
+        RopeFactors::FreqsOrLongRope | RopeFactors::None => return Ok(None),
     };
     let factors = opt_vector(file, name, rope.dims / 2)?;
     if let Some(bad) = factors

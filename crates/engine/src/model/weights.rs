@@ -1,7 +1,7 @@
 //! The tensors of a model, located and shape-checked at load time.
 
 use super::arena::Arena;
-use super::hparams::{Arch, HParams};
+use super::hparams::HParams;
 use super::linear::{interleaved_len, load_vector, opt_vector, Weight};
 use super::ModelError;
 use crate::gguf::GgufFile;
@@ -95,7 +95,8 @@ fn load_layer(
     let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
     let e = hp.n_embd;
     let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
-    let qkv = if hp.arch == Arch::Phi3 {
+    let layout = &hp.family.tensors;
+    let qkv = if layout.fused {
         Qkv::Fused(load("attn_qkv.weight", e, qw + kw + vw)?)
     } else {
         Qkv::Separate {
@@ -117,7 +118,7 @@ fn load_layer(
             )))
         }
     };
-    let gate_up = if hp.arch == Arch::Phi3 {
+    let gate_up = if layout.fused {
         GateUp::Fused(load("ffn_up.weight", e, 2 * hp.n_ff)?)
     } else {
         GateUp::Separate {
@@ -125,17 +126,15 @@ fn load_layer(
             up: load("ffn_up.weight", e, hp.n_ff)?,
         }
     };
-    let gemma = matches!(hp.arch, Arch::Gemma2 | Arch::Gemma3);
-    let needs_qk_norm = matches!(hp.arch, Arch::Qwen3 | Arch::Gemma3);
     let qk_norm = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
-        if needs_qk_norm {
+        if layout.qk_norm {
             load_vector(file, &n(s), hp.head_dim_k).map(Some)
         } else {
             Ok(None)
         }
     };
     let post = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
-        if gemma {
+        if layout.post_norms {
             load_vector(file, &n(s), e).map(Some)
         } else {
             Ok(None)

@@ -3,7 +3,12 @@
 //!
 //! A full block of [`KV_BLOCK_TOKENS`] positions is filed under a hash of its tokens
 //! *and* of every token before it (the chain of its ancestors), so a lookup walks a
-//! new prompt block by block and stops at the first block nobody has computed. The
+//! new prompt block by block and stops at the first block nobody has computed. A
+//! sequence's partly filled last block is filed too, and where the walk stops the
+//! child of the last block found that shares the most leading tokens with the rest
+//! of the prompt lends its first rows: the sequence writes after them into a copy
+//! (copy-on-write), so a repeated prompt, or one that goes on mid-block, skips all
+//! of its computed tokens rather than all but the last partial block. The
 //! cache holds each block by reference count (`Arc`), like any sequence does: a block
 //! a sequence or a named context still holds is "in use"; one only the cache holds is
 //! "unreferenced" and may be evicted, least recently used first (deepest first among
@@ -29,7 +34,59 @@ struct Node {
 #[derive(Default)]
 struct Inner {
     nodes: HashMap<u64, Node>,
+    /// The blocks filed after each chain (full and partly filled), for the lookup's
+    /// last, partial step.
+    children: HashMap<u64, Vec<u64>>,
     tick: u64,
+}
+
+impl Inner {
+    fn file(&mut self, h: u64, node: Node) {
+        self.children.entry(node.parent).or_default().push(h);
+        self.nodes.insert(h, node);
+    }
+
+    fn unfile(&mut self, h: u64) {
+        let Some(node) = self.nodes.remove(&h) else {
+            return;
+        };
+        if let Some(kids) = self.children.get_mut(&node.parent) {
+            kids.retain(|&k| k != h);
+            if kids.is_empty() {
+                self.children.remove(&node.parent);
+            }
+        }
+    }
+
+    /// The child of `parent` sharing the most leading tokens with `rest` (at least
+    /// one, fewer than a block), and how many.
+    fn best_child(
+        &mut self,
+        parent: u64,
+        rest: &[u32],
+        tick: u64,
+    ) -> Option<(Arc<KvBlock>, usize)> {
+        let kids = self.children.get(&parent)?;
+        let (h, m) = kids
+            .iter()
+            .map(|h| {
+                let n = &self.nodes[h];
+                let m = n
+                    .tokens
+                    .iter()
+                    .zip(rest)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (*h, m)
+            })
+            .max_by_key(|&(_, m)| m)?;
+        if m == 0 {
+            return None;
+        }
+        let n = self.nodes.get_mut(&h)?;
+        n.last_used = tick;
+        Some((n.block.clone(), m))
+    }
 }
 
 /// Counters of one model's cache, for `/v1/stats`.
@@ -73,7 +130,9 @@ fn chain_hash(parent: u64, tokens: &[u32]) -> u64 {
 /// The hash of the empty prefix, the root every chain starts from.
 const ROOT: u64 = 0;
 
-/// A prefix found in the cache: its blocks and how many positions they hold.
+/// A prefix found in the cache: its blocks and how many positions they hold. The
+/// last block may hold more rows than `tokens` counts (a partial match): a sequence
+/// built on it writes there through a copy.
 pub struct Found {
     pub blocks: Vec<Arc<KvBlock>>,
     pub tokens: usize,
@@ -96,11 +155,19 @@ impl PrefixCache {
         self.bound
     }
 
-    /// The longest cached prefix of `prompt`, in whole blocks, leaving at least one
-    /// token to feed (the next-token logits come from feeding it). Counted in the
-    /// hit statistics.
+    /// The longest cached prefix of `prompt`, leaving at least one token to feed
+    /// (the next-token logits come from feeding it). Counted in the hit statistics.
+    ///
+    /// A partly matched last block comes as a private copy: the sequence writes into
+    /// it next, and copying now rather than at that write lets the pool count the
+    /// copy as the sequence's own block (the cached original becomes evictable).
     pub fn lookup(&self, prompt: &[u32]) -> Found {
-        let found = self.longest(prompt, prompt.len().saturating_sub(1));
+        let mut found = self.longest(prompt, prompt.len().saturating_sub(1));
+        if !found.tokens.is_multiple_of(KV_BLOCK_TOKENS) {
+            if let Some(last) = found.blocks.last_mut() {
+                *last = Arc::new(KvBlock::clone(last));
+            }
+        }
         let c = &self.counters;
         c.lookups.fetch_add(1, Ordering::Relaxed);
         c.prompt_tokens
@@ -113,15 +180,17 @@ impl PrefixCache {
         found
     }
 
-    /// The longest cached prefix of `tokens` of at most `limit` positions, in whole
-    /// blocks (no statistics).
+    /// The longest cached prefix of `tokens` of at most `limit` positions: whole
+    /// blocks along the chain, then the leading rows of the best child where the
+    /// chain stops (no statistics).
     pub fn longest(&self, tokens: &[u32], limit: usize) -> Found {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
+        let tokens = &tokens[..limit.min(tokens.len())];
         let mut blocks = Vec::new();
         let mut parent = ROOT;
-        for chunk in tokens[..limit.min(tokens.len())].chunks_exact(KV_BLOCK_TOKENS) {
+        for chunk in tokens.chunks_exact(KV_BLOCK_TOKENS) {
             let h = chain_hash(parent, chunk);
             match inner.nodes.get_mut(&h) {
                 Some(n) if n.parent == parent && *n.tokens == *chunk => {
@@ -132,27 +201,43 @@ impl PrefixCache {
             }
             parent = h;
         }
-        let tokens = blocks.len() * KV_BLOCK_TOKENS;
-        Found { blocks, tokens }
+        let mut n = blocks.len() * KV_BLOCK_TOKENS;
+        if let Some((block, m)) = inner.best_child(parent, &tokens[n..], tick) {
+            blocks.push(block);
+            n += m;
+        }
+        Found { blocks, tokens: n }
     }
 
-    /// Files the full blocks of a sequence that holds `tokens` (its positions, in
-    /// order) in `blocks`. Blocks already cached for the same tokens are kept (the
-    /// first computed wins; both hold the same values).
+    /// Files the full blocks of a running sequence that holds `tokens` (its
+    /// positions, in order) in `blocks`. Its partly filled last block is left out:
+    /// the cache holding it would make the sequence's next write copy it, a block
+    /// the pool's reservation does not count. Blocks already cached for the same
+    /// tokens are kept (the first computed wins; both hold the same values).
     pub fn insert(&self, tokens: &[u32], blocks: &[Arc<KvBlock>]) {
+        let full = tokens.len() / KV_BLOCK_TOKENS * KV_BLOCK_TOKENS;
+        self.file(&tokens[..full], blocks);
+    }
+
+    /// Files all the blocks of a sequence nobody writes into any more (a finished
+    /// reply, a context), the partly filled last one included.
+    pub fn insert_settled(&self, tokens: &[u32], blocks: &[Arc<KvBlock>]) {
+        self.file(tokens, blocks);
+    }
+
+    fn file(&self, tokens: &[u32], blocks: &[Arc<KvBlock>]) {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
         let mut parent = ROOT;
-        for (depth, (chunk, block)) in tokens.chunks_exact(KV_BLOCK_TOKENS).zip(blocks).enumerate()
-        {
+        for (depth, (chunk, block)) in tokens.chunks(KV_BLOCK_TOKENS).zip(blocks).enumerate() {
             let h = chain_hash(parent, chunk);
             match inner.nodes.get_mut(&h) {
                 Some(n) if n.parent == parent && *n.tokens == *chunk => n.last_used = tick,
                 // A collision with another chain: leave the first one filed.
                 Some(_) => break,
                 None => {
-                    inner.nodes.insert(
+                    inner.file(
                         h,
                         Node {
                             block: block.clone(),
@@ -208,7 +293,7 @@ impl PrefixCache {
                 break;
             }
             // Dropping the node drops the cache's (only) reference to the block.
-            inner.nodes.remove(&h);
+            inner.unfile(h);
             evicted += 1;
         }
         self.counters
@@ -230,9 +315,16 @@ impl PrefixCache {
 
     /// Drops every unreferenced block (tests, `DELETE` of everything).
     pub fn clear_unreferenced(&self) {
-        self.lock()
+        let mut inner = self.lock();
+        let free: Vec<u64> = inner
             .nodes
-            .retain(|_, n| Arc::strong_count(&n.block) > 1);
+            .iter()
+            .filter(|(_, n)| Arc::strong_count(&n.block) == 1)
+            .map(|(&h, _)| h)
+            .collect();
+        for h in free {
+            inner.unfile(h);
+        }
     }
 
     /// The cache's figures for `/v1/stats`.

@@ -16,6 +16,7 @@
 //! - [`one_call`]: strict `auto`: a single call from its opener on, which the decoder
 //!   switches to when the model opens one in free text.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use llamay_constrain::grammar::{Grammar, GrammarBuilder, RuleId, Symbol};
@@ -116,7 +117,7 @@ impl Calls {
                 true => String::new(),
                 false => json!({"calls": self.key, "as": key}).to_string(),
             },
-            grammar,
+            grammar: Arc::new(grammar),
             report: self.report,
             compile_time: self.t0.elapsed(),
         })

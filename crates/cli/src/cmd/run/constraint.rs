@@ -9,7 +9,6 @@ use llamay_constrain::schema::Sources;
 use llamay_runtime::{ConstraintSpec, Surfaces};
 use serde_json::{json, Value};
 
-use super::backend::Input;
 use crate::cmd::UsageError;
 
 /// `-source [NAME=]FILE`s: the texts a schema's `"x-llamay-quote": "NAME"` must quote;
@@ -18,12 +17,12 @@ use crate::cmd::UsageError;
 pub struct QuoteSources(pub BTreeMap<String, String>);
 
 impl QuoteSources {
-    /// What quotes are checked against for `input` (`None`: not known yet, as when a
-    /// chat has not started; then the input is taken as empty, so only what the
-    /// schema itself asks is checked).
-    pub fn for_input(&self, input: Option<&Input>) -> Sources {
+    /// What quotes are checked against for an input whose user text is `user_text`
+    /// (`None`: not known yet, as when a chat has not started; then the input is taken
+    /// as empty, so only what the schema itself asks is checked).
+    pub fn for_input(&self, user_text: Option<String>) -> Sources {
         Sources {
-            input: Some(input.map_or_else(String::new, Input::user_text)),
+            input: Some(user_text.unwrap_or_default()),
             named: self.0.clone(),
             ..Sources::default()
         }
@@ -216,15 +215,15 @@ mod tests {
     fn quotes_take_the_prompt_and_named_sources() {
         let schema = |q: Value| Constraint::Schema(json!({"type": "string", "x-llamay-quote": q}));
         let sources = QuoteSources([("contract".to_string(), "Clause 4".to_string())].into());
-        let input = Input::Raw("the prompt".into());
+        let input = || Some("the prompt".to_string());
         assert!(schema(json!(true))
-            .spec_with(&sources.for_input(Some(&input)))
+            .spec_with(&sources.for_input(input()))
             .is_ok());
         assert!(schema(json!("contract"))
             .spec_with(&sources.for_input(None))
             .is_ok());
         let e = schema(json!("invoice"))
-            .spec_with(&sources.for_input(Some(&input)))
+            .spec_with(&sources.for_input(input()))
             .unwrap_err();
         assert!(
             e.0.contains("x-llamay-quote")

@@ -122,7 +122,7 @@ impl Backend for Local {
         on_text: &mut dyn FnMut(&str),
     ) -> anyhow::Result<Reply> {
         let lm = &self.lm;
-        let spec = constraint.spec_with(&sources.for_input(Some(input)))?;
+        let spec = constraint.spec_with(&sources.for_input(Some(input.user_text())))?;
         let compile_start = Instant::now();
         let (automaton, _) = spec.build(lm).map_err(|e| anyhow::anyhow!(e.message))?;
         let compile_time = compile_start.elapsed();

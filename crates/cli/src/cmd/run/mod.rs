@@ -251,7 +251,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         }
     });
     // Refused before any model work (exit 2), its quotes bound as the run will bind them.
-    constraint.spec_with(&sources.for_input(input.as_ref()))?;
+    constraint.spec_with(&sources.for_input(input.as_ref().map(Input::user_text)))?;
     interrupt::install(interactive);
     let (mut backend, served_by) = backend(&a, &asked.model)?;
     let Some(input) = input else {

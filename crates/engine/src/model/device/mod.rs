@@ -5,11 +5,10 @@
 //! It mirrors the CPU engine's order of operations (`forward`, `layer`, `heads`), which
 //! stays the reference; activations stay in f32 (no quantized activations).
 
-mod kv;
 mod step;
 mod upload;
 
-pub(crate) use kv::DeviceKv;
+pub(crate) use crate::kv_cache::DeviceKv;
 use upload::{DevLayer, DevMatrix};
 
 use super::hparams::HParams;

@@ -4,8 +4,8 @@
 
 use std::ops::Range;
 
+use super::super::family::Activation;
 use super::super::forward::Span;
-use super::super::hparams::Activation;
 use super::super::rope::RopeTable;
 use super::super::{Model, ModelError};
 use super::upload::{DevGateUp, DevMatrix, DevQkv};

@@ -2,14 +2,13 @@
 //! vectors: 32 quants per 256-bit register, products of u8×i8 pairs with `maddubs`
 //! (signed×signed goes through the sign trick: |w| × (a with w's sign)).
 //!
-//! Every function here is only reachable through [`TABLE`], which
+//! Every function here is only reachable through `avx2_table::TABLE`, which
 //! [`super::Backend::avx2`] hands out only after detecting the CPU features; that is
-//! what makes the safe wrappers sound.
+//! what makes the safe wrappers sound. The helpers at the top of the second half
+//! (`hsum_epi32`, `load256`, `dot_u8_i8`, ...) serve the other AVX2 files too; the
+//! table has a file of its own so that no kernel file needs another's kernels.
 
 use std::arch::x86_64::*;
-
-use super::avx2_wide as wide;
-use super::{tiles, KernelSet, KernelTable};
 
 /// Whether this copy of the kernels may use AVX-512 VNNI dot products (the build script
 /// compiles a second copy of this file with the wider feature set and this set to true).
@@ -20,12 +19,13 @@ use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k};
 /// Wraps an AVX2 kernel in a safe function that can go into the table.
 macro_rules! safe {
     ($name:ident, $inner:path, $act:ty) => {
-        fn $name<const N: usize>(w: &[u8], a: [&[$act]; N], scales: &[f32]) -> [f32; N] {
+        pub(super) fn $name<const N: usize>(w: &[u8], a: [&[$act]; N], scales: &[f32]) -> [f32; N] {
             // SAFETY: see the module docs: the table is only used on AVX2+FMA+F16C CPUs.
             unsafe { $inner(w, a, scales) }
         }
     };
 }
+pub(super) use safe;
 
 safe!(f32_rows, f32_rows_avx2, f32);
 safe!(f16_rows, f16_rows_avx2, f32);
@@ -35,44 +35,9 @@ safe!(q4_1, q4_1_avx2, Q8Block);
 safe!(q5_0, q5_0_avx2, Q8Block);
 safe!(q5_1, q5_1_avx2, Q8Block);
 safe!(q8_0, q8_0_avx2, Q8Block);
-safe!(q4_0_wide, wide::q4_0_wide, Q8Block);
-safe!(q4_1_wide, wide::q4_1_wide, Q8Block);
-safe!(q5_0_wide, wide::q5_0_wide, Q8Block);
-safe!(q5_1_wide, wide::q5_1_wide, Q8Block);
-safe!(q8_0_wide, wide::q8_0_wide, Q8Block);
-
-/// One-token and two-token tiles from the per-token kernel, wider tiles from the
-/// kernel that applies scales to the whole tile at once.
-macro_rules! narrow_and_wide {
-    ($narrow:ident, $wide:ident) => {
-        super::Tiles {
-            one: $narrow::<1>,
-            two: $narrow::<2>,
-            four: $wide::<4>,
-            eight: $wide::<8>,
-        }
-    };
-}
 safe!(q4_k, q4_k_avx2, Q8KBlock);
 safe!(q5_k, q5_k_avx2, Q8KBlock);
 safe!(q6_k, q6_k_avx2, Q8KBlock);
-
-pub(crate) static TABLE: KernelTable = KernelTable {
-    set: KernelSet::Avx2,
-    quantize: &super::avx2_acts::QUANTIZERS,
-    groups: Some(&super::avx2_groups::GROUP_KERNELS),
-    f32: tiles!(f32_rows),
-    f16: tiles!(f16_rows),
-    bf16: tiles!(bf16_rows),
-    q4_0: narrow_and_wide!(q4_0, q4_0_wide),
-    q4_1: narrow_and_wide!(q4_1, q4_1_wide),
-    q5_0: narrow_and_wide!(q5_0, q5_0_wide),
-    q5_1: narrow_and_wide!(q5_1, q5_1_wide),
-    q8_0: narrow_and_wide!(q8_0, q8_0_wide),
-    q4_k: tiles!(q4_k),
-    q5_k: tiles!(q5_k),
-    q6_k: tiles!(q6_k),
-};
 
 // ---- helpers -------------------------------------------------------------------------
 

@@ -11,11 +11,11 @@
 //! exact integers until the final scaling, as in the other kernels; only the float
 //! rounding order differs from theirs.
 //!
-//! Only reachable through the tables of `avx2.rs`, on CPUs with the features.
+//! Only reachable through `avx2_table.rs`, on CPUs with the features.
 
 use std::arch::x86_64::*;
 
-use super::avx2::{dot_u8_i8, f16_at, five_bit, load256, nibbles32, VNNI};
+use super::avx2::{dot_u8_i8, f16_at, five_bit, load256, nibbles32, safe, VNNI};
 use crate::quant::act_blocks::Q8Block;
 
 /// Eight (or four) tokens' 8-lane integer sums, each reduced to one lane: lane `t` of
@@ -159,3 +159,9 @@ wide_kernel!(
     |p| (f16_at(p), Some(f16_at(p.add(2))), five_bit(p.add(8), p.add(4))),
     |u, ab| dot_u8_i8(u, qs8(ab))
 );
+
+safe!(q4_0_tiles, q4_0_wide, Q8Block);
+safe!(q4_1_tiles, q4_1_wide, Q8Block);
+safe!(q5_0_tiles, q5_0_wide, Q8Block);
+safe!(q5_1_tiles, q5_1_wide, Q8Block);
+safe!(q8_0_tiles, q8_0_wide, Q8Block);

@@ -365,8 +365,6 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     }
     let prompt = Prompt::Chat(chat);
     s.input(prompt.user_text());
-    let whole_tool_calls = s.whole_tool_calls;
-    let constraint = s.resolve_blocking().await?;
     let params = Sampling {
         temperature: r.temperature,
         top_p: r.top_p,
@@ -383,23 +381,14 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     )?;
     let stream = r.stream.unwrap_or(false);
     let with_tools = tools.is_some();
-    let started = st
-        .runtime
-        .start(GenRequest {
-            model: r.model,
-            prompt,
-            params,
-            constraint,
-            stream,
-            keep_alive: None,
-            tools,
-            thinking,
-            template_kwargs: None,
-            echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
-            context: r.llamay_context,
-            whole_tool_calls,
-        })
-        .await?;
+    let mut req = GenRequest::new(r.model, prompt, params);
+    req.constraint = s;
+    req.stream = stream;
+    req.tools = tools;
+    req.thinking = thinking;
+    req.echo_prompt = r.llamay_echo_prompt.unwrap_or(false);
+    req.context = r.llamay_context;
+    let started = st.runtime.start(req).await?;
     let id = crate::ids::response_id("msg_");
     if stream {
         return Ok(stream_messages(started, id, with_tools));

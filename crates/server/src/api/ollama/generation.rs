@@ -350,29 +350,21 @@ async fn run_inner(
 ) -> Result<Response, ApiError> {
     let mut surfaces = c.surfaces()?;
     surfaces.input(prompt.user_text());
-    let constraint = surfaces.resolve_blocking().await?;
+    // Ollama sends a call whole, in the message that ends the stream.
+    surfaces.whole_tool_calls = true;
     let keep_alive = c.keep_alive()?;
     let stream = c.stream.unwrap_or(true);
     let params = c.options.take().unwrap_or_default().knobs().into_params()?;
     let thinking = c.thinking(params.max_tokens)?;
-    let started = st
-        .runtime
-        .start(GenRequest {
-            model: c.model,
-            prompt,
-            params,
-            constraint,
-            stream,
-            keep_alive,
-            tools,
-            thinking,
-            template_kwargs: None,
-            echo_prompt: c.llamay_echo_prompt.unwrap_or(false),
-            context: c.llamay_context,
-            // Ollama sends a call whole, in the message that ends the stream.
-            whole_tool_calls: true,
-        })
-        .await?;
+    let mut req = GenRequest::new(c.model, prompt, params);
+    req.constraint = surfaces;
+    req.stream = stream;
+    req.keep_alive = keep_alive;
+    req.tools = tools;
+    req.thinking = thinking;
+    req.echo_prompt = c.llamay_echo_prompt.unwrap_or(false);
+    req.context = c.llamay_context;
+    let started = st.runtime.start(req).await?;
     let model = started.model.clone();
     let piece = move |text: &str, thinking: &str, done: bool| {
         let mut v = json!({"model": model, "created_at": now_rfc3339()});

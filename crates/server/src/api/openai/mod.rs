@@ -297,22 +297,14 @@ async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
     let include_usage = StreamOptions::include_usage(r.stream_options);
     let prompt = Prompt::Chat(chat_messages(r.messages)?);
     surfaces.input(prompt.user_text());
-    let whole_tool_calls = surfaces.whole_tool_calls;
-    let constraint = surfaces.resolve_blocking().await?;
-    let req = GenRequest {
-        model: r.model,
-        prompt,
-        params,
-        constraint,
-        stream,
-        keep_alive: None,
-        tools,
-        thinking,
-        template_kwargs: r.chat_template_kwargs,
-        echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
-        context: r.llamay_context,
-        whole_tool_calls,
-    };
+    let mut req = GenRequest::new(r.model, prompt, params);
+    req.constraint = surfaces;
+    req.stream = stream;
+    req.tools = tools;
+    req.thinking = thinking;
+    req.template_kwargs = r.chat_template_kwargs;
+    req.echo_prompt = r.llamay_echo_prompt.unwrap_or(false);
+    req.context = r.llamay_context;
     let started = st.runtime.start(req).await?;
     let id = crate::ids::response_id("chatcmpl-");
     if stream {
@@ -528,26 +520,13 @@ async fn completions_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiEr
     };
     let mut surfaces = r.constraint.surfaces()?;
     surfaces.input(prompt.clone());
-    let constraint = surfaces.resolve_blocking().await?;
     let stream = r.stream.unwrap_or(false);
     let include_usage = StreamOptions::include_usage(r.stream_options);
-    let started = st
-        .runtime
-        .start(GenRequest {
-            model: r.model,
-            prompt: Prompt::Raw(prompt),
-            params,
-            constraint,
-            stream,
-            keep_alive: None,
-            tools: None,
-            thinking: Default::default(),
-            template_kwargs: None,
-            echo_prompt: false,
-            context: r.llamay_context,
-            whole_tool_calls: false,
-        })
-        .await?;
+    let mut req = GenRequest::new(r.model, Prompt::Raw(prompt), params);
+    req.constraint = surfaces;
+    req.stream = stream;
+    req.context = r.llamay_context;
+    let started = st.runtime.start(req).await?;
     let id = crate::ids::response_id("cmpl-");
     let model = started.model.clone();
     let created = unix_secs(started.created);

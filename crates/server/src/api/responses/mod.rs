@@ -184,8 +184,6 @@ async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> 
     chat.extend(conversation.iter().cloned());
     let prompt = Prompt::Chat(chat);
     surfaces.input(prompt.user_text());
-    let whole_tool_calls = surfaces.whole_tool_calls;
-    let constraint = surfaces.resolve_blocking().await?;
     let stream = r.stream.unwrap_or(false);
     let fields = json!({
         "instructions": r.instructions,
@@ -202,23 +200,14 @@ async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> 
         "metadata": r.metadata.clone().unwrap_or(json!({})),
         "truncation": "disabled",
     });
-    let started = st
-        .runtime
-        .start(GenRequest {
-            model: r.model,
-            prompt,
-            params,
-            constraint,
-            stream,
-            keep_alive: None,
-            tools,
-            thinking,
-            template_kwargs: None,
-            echo_prompt: r.llamay_echo_prompt.unwrap_or(false),
-            context: r.llamay_context.clone(),
-            whole_tool_calls,
-        })
-        .await?;
+    let mut req = GenRequest::new(r.model, prompt, params);
+    req.constraint = surfaces;
+    req.stream = stream;
+    req.tools = tools;
+    req.thinking = thinking;
+    req.echo_prompt = r.llamay_echo_prompt.unwrap_or(false);
+    req.context = r.llamay_context.clone();
+    let started = st.runtime.start(req).await?;
     let echo = Echo {
         id: response_id("resp_"),
         created_at: unix_secs(started.created),

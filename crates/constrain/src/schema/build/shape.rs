@@ -2,15 +2,15 @@
 
 use serde_json::Value;
 
-use super::build::Compiler;
-use super::decimal::{gcd, pow10, Decimal};
-use super::error::{NotEnforced, SchemaError};
-use super::facets::{Additional, Facets, Types};
-use super::node::{
+use super::Compiler;
+use crate::schema::decimal::{gcd, pow10, Decimal};
+use crate::schema::error::{NotEnforced, SchemaError};
+use crate::schema::facets::{Additional, Facets, Types};
+use crate::schema::node::{
     ArraySpec, Bound, IntegerSpec, Node, NumberSpec, ObjectSpec, Property, StringSpec,
 };
-use super::pattern::Pattern;
-use super::AdditionalProperties;
+use crate::schema::pattern::Pattern;
+use crate::schema::AdditionalProperties;
 use std::sync::Arc;
 
 /// Largest length or item count the automaton counts to (the IR's repetition limit).
@@ -88,7 +88,7 @@ fn pattern(c: &mut Compiler, source: &str, at: &str) -> Result<Arc<Pattern>, Sch
     if let Some(p) = c.patterns.get(source) {
         return Ok(p.clone());
     }
-    super::budget::check(at, "a pattern")?;
+    crate::schema::budget::check(at, "a pattern")?;
     let p = Arc::new(Pattern::compile(source, at)?);
     c.patterns.insert(source.to_string(), p.clone());
     Ok(p)
@@ -111,14 +111,14 @@ fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
     };
     if let (Some(q), Some(_)) = (&f.quote, &pattern) {
         return Err(SchemaError::invalid(
-            super::quote::KEYWORD,
+            crate::schema::quote::KEYWORD,
             &q.location,
             "cannot be combined with \"pattern\": a quote is already the exact set of values",
         ));
     }
     if let Some((_, at)) = &f.lexicon {
         let other = [
-            (f.quote.is_some(), super::quote::KEYWORD),
+            (f.quote.is_some(), crate::schema::quote::KEYWORD),
             (pattern.is_some(), "pattern (or format)"),
             (
                 f.min_length > 0 || max_length.is_some(),
@@ -127,7 +127,7 @@ fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
         ];
         if let Some((_, kw)) = other.iter().find(|(on, _)| *on) {
             return Err(SchemaError::invalid(
-                super::facets::LEXICON,
+                crate::schema::facets::LEXICON,
                 at,
                 format!(
                     "cannot be combined with {kw}: a lexicon is already the exact set of values"
@@ -266,7 +266,7 @@ fn number(c: &mut Compiler, f: &Facets, types: Types) -> Result<Option<Node>, Sc
         };
         let integer = matches!(shape, Node::Integer(_));
         return Ok(Some(Node::Number(NumberSpec {
-            quote: Some(Box::new(super::node::QuotedNumber {
+            quote: Some(Box::new(crate::schema::node::QuotedNumber {
                 quote: q.clone(),
                 integer,
                 shape,

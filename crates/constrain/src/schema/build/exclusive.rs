@@ -22,10 +22,10 @@
 
 use serde_json::Value;
 
-use super::build::Compiler;
-use super::error::SchemaError;
-use super::facets::{json_equal, Additional, Facets, Types};
-use super::node::{DefId, IntegerSpec, Node, NumberSpec};
+use super::Compiler;
+use crate::schema::error::SchemaError;
+use crate::schema::facets::{json_equal, Additional, Facets, Types};
+use crate::schema::node::{DefId, IntegerSpec, Node, NumberSpec};
 
 /// Finds the body of a definition; `None` for one still being compiled.
 pub(crate) type Resolve<'a> = &'a dyn Fn(DefId) -> Option<&'a Node>;

@@ -5,15 +5,17 @@
 //! again later, a shared definition; either way it becomes a [`Node::Ref`] to a
 //! [`Def`]. Conjs compiled once stay inline.
 
+mod exclusive;
+mod shape;
+
 use std::collections::HashMap;
 
 use serde_json::Value;
 
 use super::error::{location_of, NotEnforced, Report, SchemaError, ONE_OF_EXCLUSIVITY};
-use super::exclusive;
 use super::facets::{Conj, Facets, MAX_ALTERNATIVES};
 use super::node::{CompiledSchema, Def, DefId, Node};
-use super::shape;
+pub(super) use shape::MAX_PROPERTIES;
 
 /// Longest chain of `$ref`s and `allOf`s followed to read one schema.
 pub const MAX_REF_DEPTH: usize = 64;
@@ -25,8 +27,6 @@ const INLINE_NODES: usize = 16;
 /// Most `anyOf` alternatives merged with their siblings in one schema (the
 /// product of several lists is explored depth first, contradictions pruned).
 pub const MAX_EXPANSIONS: usize = 20_000;
-/// Most nodes one schema may compile to.
-pub const MAX_NODES: usize = 100_000;
 
 enum Slot {
     InProgress {

@@ -33,7 +33,7 @@ impl std::fmt::Debug for DeviceKv {
 }
 
 impl DeviceKv {
-    pub(super) fn new(k_width: usize, v_width: usize, f16: bool) -> DeviceKv {
+    pub(crate) fn new(k_width: usize, v_width: usize, f16: bool) -> DeviceKv {
         DeviceKv {
             bufs: Arc::new(Buffers {
                 k: Vec::new(),
@@ -46,21 +46,21 @@ impl DeviceKv {
         }
     }
 
-    pub(super) fn f16(&self) -> bool {
+    pub(crate) fn f16(&self) -> bool {
         self.elem == 2
     }
 
-    pub(super) fn keys(&self, il: usize) -> &wgpu::Buffer {
+    pub(crate) fn keys(&self, il: usize) -> &wgpu::Buffer {
         &self.bufs.k[il]
     }
 
-    pub(super) fn values(&self, il: usize) -> &wgpu::Buffer {
+    pub(crate) fn values(&self, il: usize) -> &wgpu::Buffer {
         &self.bufs.v[il]
     }
 
     /// Makes positions `..need` writable, keeping positions `..keep`: grown (to at
     /// most `n_ctx`), or copied when shared with a fork.
-    pub(super) fn make_room(
+    pub(crate) fn make_room(
         &mut self,
         gpu: &Gpu,
         rec: &mut Recorder,

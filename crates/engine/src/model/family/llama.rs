@@ -1,0 +1,21 @@
+//! Llama (and the many files converted as `llama`: Mistral, SmolLM2, TinyLlama):
+//! adjacent-pair RoPE on the converter's permuted Q/K rows, SiLU, Llama 3.1's
+//! `rope_freqs` or LongRoPE factors.
+
+use super::{Activation, Family, Tensors};
+use crate::model::rope::{RopeFactors, RopeStyle};
+
+pub(in crate::model) const LLAMA: Family = Family {
+    name: "llama",
+    rope_style: RopeStyle::Normal,
+    activation: Activation::Silu,
+    scale_embeddings: false,
+    tensors: Tensors {
+        fused: false,
+        qk_norm: false,
+        post_norms: false,
+    },
+    sliding: None,
+    attn_softcap: false,
+    rope_factors: RopeFactors::FreqsOrLongRope,
+};

@@ -1,0 +1,89 @@
+//! The architectures the engine runs, one file each: what sets a family apart from
+//! the shared layer graph (its tensors, its RoPE and activation, its sliding layers),
+//! as data the shared hyper-parameter reader, weight loader and forward pass read.
+//! Adding a family is a file here and a row of [`FAMILIES`]; a family that needs a
+//! new block (experts, linear attention) adds it to the shared ops and a field here.
+
+mod gemma;
+mod llama;
+mod phi3;
+mod qwen;
+
+use super::rope::{RopeFactors, RopeStyle};
+
+/// The feed-forward gate activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Activation {
+    Silu,
+    GeluTanh,
+}
+
+/// One architecture, as `general.architecture` names it.
+#[derive(Debug, PartialEq)]
+pub(super) struct Family {
+    pub name: &'static str,
+    pub rope_style: RopeStyle,
+    /// The feed-forward gate's activation.
+    pub activation: Activation,
+    /// Token embeddings multiplied by sqrt(n_embd) (Gemma).
+    pub scale_embeddings: bool,
+    pub tensors: Tensors,
+    /// Sliding-window layers, when the file gives a window.
+    pub sliding: Option<Sliding>,
+    /// Reads `attn_logit_softcapping` (Gemma 2); every family reads the final one.
+    pub attn_softcap: bool,
+    pub rope_factors: RopeFactors,
+}
+
+/// How a family's layer tensors are laid out.
+#[derive(Debug, PartialEq)]
+pub(super) struct Tensors {
+    /// One `attn_qkv` matrix and one `ffn_up` holding gate then up rows (Phi-3).
+    pub fused: bool,
+    /// Per-head RMS norms of Q and K (`attn_q_norm`, `attn_k_norm`).
+    pub qk_norm: bool,
+    /// Norms of the attention and feed-forward outputs before each residual add
+    /// (`post_attention_norm`, `post_ffw_norm`).
+    pub post_norms: bool,
+}
+
+/// llama.cpp's per-family defaults for sliding-window layers.
+#[derive(Debug, PartialEq)]
+pub(super) struct Sliding {
+    /// Layer `il` slides iff `il % pattern < pattern - 1` (0: every layer), unless
+    /// the file sets `attention.sliding_window_pattern`.
+    pub pattern: usize,
+    /// The sliding layers' RoPE base when the file gives no `rope.freq_base_swa`
+    /// (`None`: the global base) and whether they keep the file's frequency scale.
+    pub base: Option<f32>,
+    pub scaled: bool,
+}
+
+/// Every family the engine runs.
+pub(super) const FAMILIES: &[&Family] = &[
+    &llama::LLAMA,
+    &qwen::QWEN2,
+    &qwen::QWEN3,
+    &gemma::GEMMA2,
+    &gemma::GEMMA3,
+    &phi3::PHI3,
+];
+
+/// The family `general.architecture` names.
+pub(super) fn by_name(name: &str) -> Option<&'static Family> {
+    FAMILIES.iter().copied().find(|f| f.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_found() {
+        for f in FAMILIES {
+            assert_eq!(by_name(f.name), Some(*f));
+            assert_eq!(FAMILIES.iter().filter(|g| g.name == f.name).count(), 1);
+        }
+        assert_eq!(by_name("gpt2"), None);
+    }
+}

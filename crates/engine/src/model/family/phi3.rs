@@ -1,0 +1,19 @@
+//! Phi-3: fused QKV and gate-up matrices, NeoX RoPE with LongRoPE factors, SiLU.
+
+use super::{Activation, Family, Tensors};
+use crate::model::rope::{RopeFactors, RopeStyle};
+
+pub(in crate::model) const PHI3: Family = Family {
+    name: "phi3",
+    rope_style: RopeStyle::Neox,
+    activation: Activation::Silu,
+    scale_embeddings: false,
+    tensors: Tensors {
+        fused: true,
+        qk_norm: false,
+        post_norms: false,
+    },
+    sliding: None,
+    attn_softcap: false,
+    rope_factors: RopeFactors::LongRope,
+};
