@@ -5,7 +5,6 @@ mod args;
 mod client;
 mod cmd;
 mod interrupt;
-mod store_cmds;
 mod units;
 
 use std::process::ExitCode;
@@ -68,17 +67,17 @@ enum Command {
     /// Serve token masks over JSON lines for the mask benchmark harness.
     MaskWorker(cmd::mask_worker::MaskWorkerArgs),
     /// Download a model from a registry (or a .gguf URL).
-    Pull(store_cmds::PullArgs),
+    Pull(cmd::store::PullArgs),
     /// List the models in the store.
-    List(store_cmds::ListArgs),
+    List(cmd::store::ListArgs),
     /// Copy a model to a new name.
-    Cp(store_cmds::CpArgs),
+    Cp(cmd::store::CpArgs),
     /// Remove a model.
-    Rm(store_cmds::RmArgs),
+    Rm(cmd::store::RmArgs),
     /// Add a local .gguf file to the store.
-    Import(store_cmds::ImportArgs),
+    Import(cmd::store::ImportArgs),
     /// Delete the blobs no model uses (and what interrupted pulls left).
-    Prune(store_cmds::PruneArgs),
+    Prune(cmd::store::PruneArgs),
     /// Print a shell completion script.
     Completions(cmd::completions::CompletionsArgs),
 }
@@ -108,12 +107,12 @@ fn main() -> ExitCode {
         Command::Tokenize(a) => cmd::tokenize::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::MaskWorker(a) => cmd::mask_worker::run(a),
-        Command::Pull(a) => store_cmds::run_pull(&a),
-        Command::List(a) => store_cmds::run_list(&a),
-        Command::Cp(a) => store_cmds::run_cp(&a),
-        Command::Rm(a) => store_cmds::run_rm(&a),
-        Command::Import(a) => store_cmds::run_import(&a),
-        Command::Prune(a) => store_cmds::run_prune(&a),
+        Command::Pull(a) => cmd::store::run_pull(&a),
+        Command::List(a) => cmd::store::run_list(&a),
+        Command::Cp(a) => cmd::store::run_cp(&a),
+        Command::Rm(a) => cmd::store::run_rm(&a),
+        Command::Import(a) => cmd::store::run_import(&a),
+        Command::Prune(a) => cmd::store::run_prune(&a),
         Command::Ps(a) => cmd::loaded::run_ps(&a),
         Command::Stop(a) => cmd::loaded::run_stop(&a),
         Command::Completions(a) => cmd::completions::run(&a, Cli::command()),

@@ -36,15 +36,15 @@ pub enum ConstraintSpec {
     /// Any JSON value, scalars included (`llamay_format: "json_value"`).
     JsonValue,
     /// A JSON Schema, already lowered to the grammar IR.
-    Schema(Arc<CompiledSchema>),
+    Schema(Arc<SchemaGrammar>),
     /// GBNF text (already parsed once, so it is known to be valid).
     Grammar(Arc<str>),
     /// A forced tool call: the call grammar over the tools' parameter schemas.
-    Tools(Arc<CompiledSchema>),
+    Tools(Arc<SchemaGrammar>),
     /// `auto` tools beside a response constraint (its kind: `schema`, `json`,
     /// `json_value`, `grammar`, `regex` or `lexicon`): calls, or an answer in that constraint's
     /// language.
-    ToolsOr(&'static str, Arc<CompiledSchema>),
+    ToolsOr(&'static str, Arc<SchemaGrammar>),
     /// A whole-output regex (`llamay_regex`), already checked.
     Regex(Arc<str>),
     /// The output is one of a request's strings (`llamay_choice`).
@@ -62,7 +62,7 @@ pub enum LexiconAsk {
 
 /// A schema compiled to the grammar IR, with its not-enforced report.
 #[derive(Debug)]
-pub struct CompiledSchema {
+pub struct SchemaGrammar {
     /// The schema text, canonical (serde_json's), used as the cache key.
     pub key: String,
     pub grammar: Arc<Grammar>,
@@ -70,11 +70,11 @@ pub struct CompiledSchema {
     pub compile_time: Duration,
 }
 
-impl CompiledSchema {
+impl SchemaGrammar {
     /// This compile again for another request, which spent only `since.elapsed()`
     /// finding it.
-    fn reused(&self, since: Instant) -> Arc<CompiledSchema> {
-        Arc::new(CompiledSchema {
+    fn reused(&self, since: Instant) -> Arc<SchemaGrammar> {
+        Arc::new(SchemaGrammar {
             key: self.key.clone(),
             grammar: self.grammar.clone(),
             report: self.report.clone(),
@@ -87,7 +87,7 @@ impl CompiledSchema {
 const REFUSAL_BYTES: usize = 256;
 
 /// A compile's outcome, by its key.
-type Compiled = Result<Arc<CompiledSchema>, Error>;
+type Compiled = Result<Arc<SchemaGrammar>, Error>;
 
 /// Schema compiles a `Resolver` has done (the IR or the refusal, by compile key, within
 /// `bound` bytes: it starts over when full), and how often they were found again.
@@ -489,7 +489,7 @@ fn compile_schema(
     schema: &Value,
     sources: &Sources,
     options: &Options,
-) -> Result<Arc<CompiledSchema>, Error> {
+) -> Result<Arc<SchemaGrammar>, Error> {
     if !schema.is_object() && !schema.is_boolean() {
         return Err(Error::bad_request(format!(
             "{field} must be a JSON Schema object"
@@ -504,7 +504,7 @@ fn compile_schema(
         AdditionalProperties::Closed => schema.to_string(),
         open => format!("{}:{schema}", open.name()),
     };
-    Ok(Arc::new(CompiledSchema {
+    Ok(Arc::new(SchemaGrammar {
         key,
         grammar: Arc::new(grammar),
         report,

@@ -37,7 +37,7 @@ pub mod tools;
 pub use capabilities::Capabilities;
 pub use compile_budget::{compile_budget, set_compile_budget};
 pub use constraint::{
-    checked_grammar, CompiledSchema, ConstraintSpec, EnforcementReport, LexiconAsk, Surfaces,
+    checked_grammar, ConstraintSpec, EnforcementReport, LexiconAsk, SchemaGrammar, Surfaces,
 };
 pub use context_service::{ContextRequest, Snapshotted};
 pub use embed::{

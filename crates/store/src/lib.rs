@@ -40,6 +40,6 @@ pub use name::{
 pub use progress::{NoProgress, Progress, PullEvent};
 pub use pull::{pull, PullOptions, PullReport};
 pub use store::{
-    check_gguf_magic, BlobFacts, ListEntry, ModelFacts, RemoveReport, ResolvedModel, Source, Store,
+    check_gguf_magic, BlobFacts, ListEntry, RemoveReport, ResolvedModel, Source, Store, StoredModel,
 };
 pub use url_pull::pull_url;

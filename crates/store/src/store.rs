@@ -98,7 +98,7 @@ pub struct BlobFacts {
 
 /// The store's facts about one model, for `show`.
 #[derive(Clone, Debug)]
-pub struct ModelFacts {
+pub struct StoredModel {
     pub name: ModelName,
     pub source: Source,
     pub manifest_path: PathBuf,
@@ -408,7 +408,7 @@ impl Store {
     }
 
     /// The store's facts about one model (manifest, layers, paths).
-    pub fn show(&self, name: &ModelName) -> Result<ModelFacts> {
+    pub fn show(&self, name: &ModelName) -> Result<StoredModel> {
         let found = self.find_required(name)?;
         let blobs = found
             .manifest
@@ -418,7 +418,7 @@ impl Store {
                 path: self.find_blob(&l.digest),
             })
             .collect();
-        Ok(ModelFacts {
+        Ok(StoredModel {
             name: name.clone(),
             source: found.source,
             manifest_digest: Digest::of_bytes(&found.bytes),

@@ -141,7 +141,7 @@ fn model_path(model: &str) -> anyhow::Result<PathBuf> {
     if Path::new(model).is_file() {
         return Ok(PathBuf::from(model));
     }
-    Ok(crate::store_cmds::open_store()?.resolve(model)?.gguf)
+    Ok(crate::cmd::store::open_store()?.resolve(model)?.gguf)
 }
 
 fn summarise(

@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use crate::client::ServerClient;
-use crate::store_cmds::{format_size, format_until, write_table};
+use crate::cmd::store::{format_size, format_until, write_table};
 
 #[derive(Args)]
 #[command(after_help = "Example:\n  llamay ps")]

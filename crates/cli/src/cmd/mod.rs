@@ -11,6 +11,7 @@ pub mod run;
 pub mod serve;
 pub mod show;
 pub mod sources;
+pub mod store;
 pub mod tokenize;
 
 /// An error the user caused by how they called llamay (exit code 2), as opposed to

@@ -201,7 +201,7 @@ pub(crate) fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
     if Path::new(m).is_file() {
         return Ok(ModelSpec::from_arg(m, PathBuf::from(m), None));
     }
-    let r = crate::store_cmds::ensure_model(m, &Default::default())?;
+    let r = crate::cmd::store::ensure_model(m, &Default::default())?;
     let layers = PromptLayers::of(&r);
     Ok(ModelSpec {
         layers,

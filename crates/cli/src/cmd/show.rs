@@ -24,11 +24,11 @@ pub fn run(a: ShowArgs) -> anyhow::Result<()> {
     let path = if std::path::Path::new(&a.model).is_file() {
         std::path::PathBuf::from(&a.model)
     } else {
-        let facts = crate::store_cmds::store_facts(&a.model)?;
+        let facts = crate::cmd::store::store_facts(&a.model)?;
         if !a.json {
-            crate::store_cmds::print_store_facts(&facts, &mut std::io::stdout())?;
+            crate::cmd::store::print_store_facts(&facts, &mut std::io::stdout())?;
         }
-        crate::store_cmds::open_store()?.resolve(&a.model)?.gguf
+        crate::cmd::store::open_store()?.resolve(&a.model)?.gguf
     };
     let f = GgufFile::open(&path).with_context(|| format!("cannot open model {}", a.model))?;
     let facts = ModelFacts::from_gguf(&f).context("cannot describe model")?;

@@ -26,7 +26,7 @@ use serde_json::json;
 
 use super::ToolSet;
 use crate::chat::{CallConvention as Convention, BARE_OPENER};
-use crate::constraint::CompiledSchema;
+use crate::constraint::SchemaGrammar;
 use crate::error::Error;
 
 /// Most calls one forced answer may hold: a model that keeps calling stops here.
@@ -106,13 +106,13 @@ impl Calls {
 
     /// The grammar, cached under the tools and `key` (an uncacheable answer, whose
     /// key is empty, leaves the whole uncached).
-    fn finish(self, root: RuleId, key: serde_json::Value) -> Result<CompiledSchema, Error> {
+    fn finish(self, root: RuleId, key: serde_json::Value) -> Result<SchemaGrammar, Error> {
         let grammar = self
             .b
             .build(root)
             .map_err(|e| Error::bad_request(format!("the tool call grammar: {e}")))?;
         let uncacheable = key.as_array().and_then(|k| k.last()) == Some(&json!(""));
-        Ok(CompiledSchema {
+        Ok(SchemaGrammar {
             key: match uncacheable {
                 true => String::new(),
                 false => json!({"calls": self.key, "as": key}).to_string(),
@@ -125,7 +125,7 @@ impl Calls {
 }
 
 /// The grammar of a forced choice: the output is calls, in `conv`.
-pub(crate) fn forced(set: &ToolSet, conv: Convention) -> Result<CompiledSchema, Error> {
+pub(crate) fn forced(set: &ToolSet, conv: Convention) -> Result<SchemaGrammar, Error> {
     let mut c = calls(set, conv.form().args_key)?;
     let root = c.answer(conv, set.parallel);
     c.finish(root, json!(["forced", conv.name(), set.parallel]))
@@ -139,7 +139,7 @@ pub(crate) fn beside(
     answer: &Grammar,
     answer_key: &str,
     answer_report: &Report,
-) -> Result<CompiledSchema, Error> {
+) -> Result<SchemaGrammar, Error> {
     let mut c = calls(set, conv.form().args_key)?;
     let calls = c.answer(conv, set.parallel);
     let answer = c.b.import(answer);
@@ -182,7 +182,7 @@ pub(crate) fn one_call(
     set: &ToolSet,
     conv: Convention,
     opener: Opener,
-) -> Result<CompiledSchema, Error> {
+) -> Result<SchemaGrammar, Error> {
     let f = conv.form();
     let mut c = calls(set, f.args_key)?;
     let root = match opener {

@@ -16,7 +16,7 @@ use llamay_constrain::Constraint;
 use super::grammar::{beside, forced, one_call, Opener};
 use super::ToolSet;
 use crate::chat::CallConvention as Convention;
-use crate::constraint::{CompiledSchema, ConstraintSpec};
+use crate::constraint::{ConstraintSpec, SchemaGrammar};
 use crate::error::Error;
 use crate::generate::calls::{CallTriggers, Trigger};
 use crate::loaded::LoadedModel;
@@ -122,7 +122,7 @@ fn triggers(set: &ToolSet, conv: Convention, lm: &LoadedModel) -> Result<CallTri
     })
 }
 
-fn cached(lm: &LoadedModel, g: &CompiledSchema) -> Result<Constraint, Error> {
+fn cached(lm: &LoadedModel, g: &SchemaGrammar) -> Result<Constraint, Error> {
     lm.constraints
         .get_or_build("tools", &g.key, |v| Constraint::from_grammar(&g.grammar, v))
         .map_err(|e| {

@@ -8,7 +8,7 @@ pub use llamay_runtime::ContextOverflow;
 
 /// What went wrong, in the terms the API shapes have words for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
+pub enum ApiErrorKind {
     InvalidRequest,
     Authentication,
     /// Refused by the browser and network boundary.
@@ -24,7 +24,7 @@ pub enum ErrorKind {
 #[derive(Clone, Debug)]
 pub struct ApiError {
     pub status: u16,
-    pub kind: ErrorKind,
+    pub kind: ApiErrorKind,
     pub message: String,
     /// A schema the constraint cannot honour (the seed's refusal shape).
     pub refusal: bool,
@@ -37,7 +37,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: u16, kind: ErrorKind, message: impl Into<String>) -> ApiError {
+    fn new(status: u16, kind: ApiErrorKind, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             kind,
@@ -50,7 +50,7 @@ impl ApiError {
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        Self::new(400, ErrorKind::InvalidRequest, message)
+        Self::new(400, ApiErrorKind::InvalidRequest, message)
     }
 
     /// A schema refused by the constraint compiler (400, before any inference).
@@ -62,25 +62,25 @@ impl ApiError {
     }
 
     pub fn not_found(message: impl Into<String>) -> ApiError {
-        Self::new(404, ErrorKind::NotFound, message)
+        Self::new(404, ApiErrorKind::NotFound, message)
     }
 
     pub fn unauthorized() -> ApiError {
         Self::new(
             401,
-            ErrorKind::Authentication,
+            ApiErrorKind::Authentication,
             "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)",
         )
     }
 
     pub fn forbidden(message: impl Into<String>) -> ApiError {
-        Self::new(403, ErrorKind::Forbidden, message)
+        Self::new(403, ApiErrorKind::Forbidden, message)
     }
 
     pub fn unsupported_media_type() -> ApiError {
         Self::new(
             415,
-            ErrorKind::InvalidRequest,
+            ApiErrorKind::InvalidRequest,
             "the request body must be JSON, sent with Content-Type: application/json",
         )
     }
@@ -88,7 +88,7 @@ impl ApiError {
     pub fn too_large(limit: usize) -> ApiError {
         Self::new(
             413,
-            ErrorKind::TooLarge,
+            ApiErrorKind::TooLarge,
             format!("the request body is larger than {limit} bytes"),
         )
     }
@@ -96,19 +96,19 @@ impl ApiError {
     pub fn overloaded(message: impl Into<String>) -> ApiError {
         ApiError {
             retry_after: Some(1),
-            ..Self::new(503, ErrorKind::Overloaded, message)
+            ..Self::new(503, ApiErrorKind::Overloaded, message)
         }
     }
 
     pub fn timeout(message: impl Into<String>) -> ApiError {
-        Self::new(504, ErrorKind::Timeout, message)
+        Self::new(504, ApiErrorKind::Timeout, message)
     }
 
     /// The body did not arrive within `limit` (408).
     pub fn body_timeout(limit: std::time::Duration) -> ApiError {
         Self::new(
             408,
-            ErrorKind::Timeout,
+            ApiErrorKind::Timeout,
             format!(
                 "the request body did not arrive within {}s",
                 limit.as_secs()
@@ -117,7 +117,7 @@ impl ApiError {
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {
-        Self::new(500, ErrorKind::Internal, message)
+        Self::new(500, ApiErrorKind::Internal, message)
     }
 
     /// Renders the error in `shape`.
@@ -137,13 +137,13 @@ impl From<llamay_runtime::Error> for ApiError {
     fn from(e: llamay_runtime::Error) -> ApiError {
         use llamay_runtime::ErrorKind as K;
         let (status, kind) = match e.kind {
-            K::InvalidRequest => (400, ErrorKind::InvalidRequest),
-            K::NotFound => (404, ErrorKind::NotFound),
-            K::Overloaded => (503, ErrorKind::Overloaded),
-            K::Timeout => (504, ErrorKind::Timeout),
-            K::Internal => (500, ErrorKind::Internal),
-            K::Conflict => (409, ErrorKind::InvalidRequest),
-            K::InsufficientStorage => (507, ErrorKind::Overloaded),
+            K::InvalidRequest => (400, ApiErrorKind::InvalidRequest),
+            K::NotFound => (404, ApiErrorKind::NotFound),
+            K::Overloaded => (503, ApiErrorKind::Overloaded),
+            K::Timeout => (504, ApiErrorKind::Timeout),
+            K::Internal => (500, ApiErrorKind::Internal),
+            K::Conflict => (409, ApiErrorKind::InvalidRequest),
+            K::InsufficientStorage => (507, ApiErrorKind::Overloaded),
         };
         ApiError {
             status,

@@ -107,7 +107,7 @@ fn resolve_model(m: &str) -> anyhow::Result<(PathBuf, PromptLayers)> {
     if p.is_file() {
         return Ok((p, PromptLayers::default()));
     }
-    let r = crate::store_cmds::ensure_model(m, &Default::default())?;
+    let r = crate::cmd::store::ensure_model(m, &Default::default())?;
     Ok((r.gguf.clone(), PromptLayers::of(&r)))
 }
 

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::reasoning_wire::with_budget;
-use crate::http::error::{ApiError, ErrorKind, ErrorShape};
+use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use llamay_runtime::chat::ChatMessage;
@@ -41,13 +41,13 @@ pub fn error_body(e: &ApiError) -> Value {
         return json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
     }
     let kind = match e.kind {
-        ErrorKind::InvalidRequest => "invalid_request_error",
-        ErrorKind::Authentication => "authentication_error",
-        ErrorKind::Forbidden => "permission_error",
-        ErrorKind::NotFound => "not_found_error",
-        ErrorKind::TooLarge => "request_too_large",
-        ErrorKind::Overloaded => "overloaded_error",
-        ErrorKind::Timeout | ErrorKind::Internal => "api_error",
+        ApiErrorKind::InvalidRequest => "invalid_request_error",
+        ApiErrorKind::Authentication => "authentication_error",
+        ApiErrorKind::Forbidden => "permission_error",
+        ApiErrorKind::NotFound => "not_found_error",
+        ApiErrorKind::TooLarge => "request_too_large",
+        ApiErrorKind::Overloaded => "overloaded_error",
+        ApiErrorKind::Timeout | ApiErrorKind::Internal => "api_error",
     };
     json!({"type": "error", "error": {"type": kind, "message": e.message}})
 }

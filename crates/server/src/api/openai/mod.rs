@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::api::reasoning_wire::with_budget;
 use crate::api::sampling::{with_sampling_knobs, StopField};
 use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
-use crate::http::error::{ApiError, ErrorKind, ErrorShape};
+use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use crate::ids::unix_secs;
@@ -55,16 +55,16 @@ pub fn error_body(e: &ApiError) -> Value {
         }});
     }
     let kind = match e.kind {
-        ErrorKind::InvalidRequest | ErrorKind::TooLarge => "invalid_request_error",
-        ErrorKind::Authentication => "authentication_error",
-        ErrorKind::Forbidden => "permission_error",
-        ErrorKind::NotFound => "not_found_error",
-        ErrorKind::Overloaded => "server_overloaded",
-        ErrorKind::Timeout => "timeout",
-        ErrorKind::Internal => "server_error",
+        ApiErrorKind::InvalidRequest | ApiErrorKind::TooLarge => "invalid_request_error",
+        ApiErrorKind::Authentication => "authentication_error",
+        ApiErrorKind::Forbidden => "permission_error",
+        ApiErrorKind::NotFound => "not_found_error",
+        ApiErrorKind::Overloaded => "server_overloaded",
+        ApiErrorKind::Timeout => "timeout",
+        ApiErrorKind::Internal => "server_error",
     };
     let code = match e.kind {
-        ErrorKind::NotFound if e.message.starts_with("model") => json!("model_not_found"),
+        ApiErrorKind::NotFound if e.message.starts_with("model") => json!("model_not_found"),
         _ if e.refusal => json!("unsupported_schema"),
         _ => Value::Null,
     };

@@ -12,7 +12,7 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::http::error::{ApiError, ErrorKind, ErrorShape};
+use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::{json_response, parse_body, AppState};
 use llamay_runtime::RerankRequest;
 
@@ -28,13 +28,13 @@ pub fn routes() -> Router<AppState> {
 /// llama.cpp's error body: `{"error": {"code", "message", "type"}}`.
 pub fn error_body(e: &ApiError) -> Value {
     let kind = match e.kind {
-        ErrorKind::InvalidRequest | ErrorKind::TooLarge => "invalid_request_error",
-        ErrorKind::Authentication => "authentication_error",
-        ErrorKind::Forbidden => "permission_error",
-        ErrorKind::NotFound => "not_found_error",
-        ErrorKind::Overloaded => "unavailable_error",
-        ErrorKind::Timeout => "timeout",
-        ErrorKind::Internal => "server_error",
+        ApiErrorKind::InvalidRequest | ApiErrorKind::TooLarge => "invalid_request_error",
+        ApiErrorKind::Authentication => "authentication_error",
+        ApiErrorKind::Forbidden => "permission_error",
+        ApiErrorKind::NotFound => "not_found_error",
+        ApiErrorKind::Overloaded => "unavailable_error",
+        ApiErrorKind::Timeout => "timeout",
+        ApiErrorKind::Internal => "server_error",
     };
     json!({"error": {"code": e.status, "message": e.message, "type": kind, "param": e.param}})
 }

@@ -1,44 +1,6 @@
 //! The model-store commands: `llamay pull | list | cp | rm | import | prune`, the
 //! store half of `show`, and `ensure_model` for `run`/`serve` (pull a missing
 //! model). Pulls typed here may reach private addresses: the user named them.
-//!
-//! Wiring in `main.rs` (done by the integrator):
-//!
-//! ```ignore
-//! mod store_cmds;
-//!
-//! #[derive(clap::Subcommand)]
-//! enum Command {
-//!     /// Download a model from a registry (or a .gguf URL)
-//!     Pull(store_cmds::PullArgs),
-//!     /// List the models in the store
-//!     List(store_cmds::ListArgs),
-//!     /// Copy a model to a new name
-//!     Cp(store_cmds::CpArgs),
-//!     /// Remove a model
-//!     Rm(store_cmds::RmArgs),
-//!     /// Add a local .gguf file to the store
-//!     Import(store_cmds::ImportArgs),
-//!     // ...run, serve, show...
-//! }
-//!
-//! let result = match cli.command {
-//!     Command::Pull(a) => store_cmds::run_pull(&a),
-//!     Command::List(a) => store_cmds::run_list(&a),
-//!     Command::Cp(a) => store_cmds::run_cp(&a),
-//!     Command::Rm(a) => store_cmds::run_rm(&a),
-//!     Command::Import(a) => store_cmds::run_import(&a),
-//!     // show: let facts = store_cmds::store_facts(&name)?;
-//!     //       store_cmds::print_store_facts(&facts, &mut std::io::stdout())?;
-//!     //       then the GGUF facts from the engine for facts.blobs' model layer.
-//!     // run/serve: let model = store_cmds::ensure_model(&m)?;  // model.gguf, .template, ...
-//!     _ => todo!(),
-//! };
-//! if let Err(e) = result {
-//!     eprintln!("error: {e:#}");
-//!     std::process::exit(1);
-//! }
-//! ```
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -49,8 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use llamay_store::{
-    blocking, ModelConfig, ModelFacts, ModelName, ModelRef, Progress, PullEvent, PullOptions,
-    ResolvedModel, Store,
+    blocking, ModelConfig, ModelName, ModelRef, Progress, PullEvent, PullOptions, ResolvedModel,
+    Store, StoredModel,
 };
 
 /// Where to pull from: shared by `pull` and by `run`/`serve` when they pull.
@@ -259,13 +221,13 @@ pub fn run_import(args: &ImportArgs) -> Result<()> {
 }
 
 /// The store's facts about a model, for `show` (which adds the GGUF's own facts).
-pub fn store_facts(name: &str) -> Result<ModelFacts> {
+pub fn store_facts(name: &str) -> Result<StoredModel> {
     let store = open_store()?;
     Ok(store.show(&ModelName::parse(name)?)?)
 }
 
 /// Prints the store facts of `show`.
-pub fn print_store_facts(f: &ModelFacts, out: &mut impl Write) -> std::io::Result<()> {
+pub fn print_store_facts(f: &StoredModel, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out, "  name        {}", f.name)?;
     writeln!(out, "  store       {}", f.source.label())?;
     writeln!(out, "  manifest    {}", f.manifest_path.display())?;
