@@ -1,14 +1,14 @@
 //! `llamay run` as a command: flags in both spellings, the prompt from stdin, usage
 //! errors (exit code 2) decided before the model loads, determinism, and Ctrl-C.
 
-mod run_support;
+mod common;
 
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::run::*;
 use llamay_testdata::{real_model, RealModel};
-use run_support::*;
 
 const NO_MODEL: &str = "/nonexistent/dir/model.gguf";
 

@@ -2,10 +2,10 @@
 //! the seed's transcripts (`-json`, `-schema`, `-grammar-file`), its statistics lines,
 //! and where each stop reason occurs.
 
-mod run_support;
+mod common;
 
+use common::run::*;
 use llamay_testdata::{real_model, RealModel};
-use run_support::*;
 
 /// stdout must be exactly one JSON document and a newline, so `| jq .` works.
 fn one_document(out: &Out) -> serde_json::Value {

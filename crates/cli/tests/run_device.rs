@@ -6,8 +6,8 @@
 //! The GPU runs are on `LLAMAY_TEST_GPU` (default `gpu:llvmpipe`, Mesa's lavapipe,
 //! which `.ci/run` installs); "no adapter" is a Vulkan loader given no driver.
 
-mod run_support;
-use run_support::{shared, Out, SEED_JSON_PROMPT, SEED_ORDER_PROMPT};
+mod common;
+use common::run::{shared, Out, SEED_JSON_PROMPT, SEED_ORDER_PROMPT};
 
 use llamay_testdata::{real_model, repo_root, RealModel};
 use std::process::Command;
@@ -88,7 +88,7 @@ fn constrained(device: &str, schema: &str, prompt: &str) -> Out {
         "-p",
         prompt,
     ];
-    run_support::run(&args, b"")
+    common::run::run(&args, b"")
 }
 
 /// The README's schema: byte-identical text. The seed's order schema: the same

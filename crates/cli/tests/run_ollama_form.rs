@@ -1,12 +1,12 @@
 //! `llamay run` as Ollama users type it: `run MODEL [PROMPT]`, the prompt piped on
 //! stdin, `--format`, and the help and completions a serious CLI ships.
 
-mod run_support;
+mod common;
 
 use std::process::Command;
 
+use common::run::*;
 use llamay_testdata::{real_model, RealModel};
-use run_support::*;
 
 fn llamay(args: &[&str]) -> Out {
     let out = Command::new(env!("CARGO_BIN_EXE_llamay"))

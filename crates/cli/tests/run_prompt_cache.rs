@@ -2,10 +2,10 @@
 //! run of a prompt sharing it reuses it and prints the same greedy text as a run
 //! without the cache; a file of another KV type is set aside with a note.
 
-mod run_support;
+mod common;
 
+use common::run::*;
 use llamay_testdata::{real_model, RealModel};
-use run_support::*;
 
 #[test]
 fn a_prompt_cache_is_written_then_reused_without_changing_the_text() {

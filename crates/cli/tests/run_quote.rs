@@ -3,10 +3,10 @@
 //! refused before the model loads. Each quoted value is checked with a plain substring
 //! search, independently of the constraint.
 
-mod run_support;
+mod common;
 
+use common::run::*;
 use llamay_testdata::{real_model, RealModel};
-use run_support::*;
 use serde_json::{json, Value};
 
 /// Escapes, quotes, a backslash and non-ASCII text, so the JSON layer is crossed too.

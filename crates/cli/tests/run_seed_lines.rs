@@ -4,10 +4,10 @@
 //! model's file (Qwen2.5-Coder-0.5B-Instruct), and a grammar file the page names
 //! becomes the shared copy of it.
 
-mod run_support;
+mod common;
 
+use common::run::*;
 use llamay_testdata::{real_model, shared_dir, RealModel};
-use run_support::*;
 
 /// The seed product page (`seeds/000_…`).
 fn seed_page() -> String {

@@ -2,12 +2,12 @@
 //! `llamay ps` lists what it holds and `llamay stop` unloads it; `--local` and load
 //! flags keep the work in the process.
 
-mod serve_common;
+mod common;
 
 use std::process::{Command, Stdio};
 
+use common::serve::{client, Server};
 use serde_json::Value;
-use serve_common::{client, Server};
 
 struct Out {
     code: Option<i32>,

@@ -1,10 +1,10 @@
 //! `llamay serve` as clients see it: routes, each API's shapes and error shapes,
 //! structured output, streaming, refusals before inference, API key, body limit.
 
-mod serve_common;
+mod common;
 
+use common::serve::{check_order, client, openai_chunks, order_schema, post, sse_events, Server};
 use serde_json::{json, Value};
-use serve_common::{check_order, client, openai_chunks, order_schema, post, sse_events, Server};
 
 const REFUSED: [(&str, &str); 4] = [
     (

@@ -3,13 +3,13 @@
 //! pull a page asks for never reaches the network. The SDKs' requests (no `Origin`,
 //! a loopback `Host`, JSON) still pass.
 
-mod serve_common;
+mod common;
 
 use std::net::TcpListener;
 use std::time::Duration;
 
+use common::serve::{client, Server};
 use serde_json::{json, Value};
-use serve_common::{client, Server};
 
 /// What a page could send, and the status each must get.
 fn attacks(model: &str, pull_url: &str) -> Vec<(&'static str, &'static str, Value)> {
@@ -91,7 +91,7 @@ fn pages_and_rebound_names_are_refused_and_nothing_is_fetched() {
     // The model is still there, under its name only.
     let tags: Value = c.get(s.url("/api/tags")).send().unwrap().json().unwrap();
     assert!(!tags.to_string().contains("stolen"), "{tags}");
-    let (st, v) = serve_common::post(
+    let (st, v) = common::serve::post(
         &c,
         &s.url("/v1/chat/completions"),
         &json!({"model": s.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}),

@@ -1,10 +1,10 @@
 //! Compiled constraints are kept within a byte budget: a hundred distinct 400 KB
 //! schemas leave the server's memory within the model, the budget and a margin.
 
-mod serve_common;
+mod common;
 
+use common::serve::{client, post, Server};
 use serde_json::{json, Value};
-use serve_common::{client, post, Server};
 
 /// Resident memory of a process, from /proc.
 fn rss_bytes(pid: u32) -> u64 {

@@ -3,13 +3,13 @@
 //! snapshot, restart, restore (refused for another KV type); errors in each API's
 //! own shape; the prefix cache's figures in `/v1/stats`.
 
-mod serve_common;
+mod common;
 
 use std::time::Duration;
 
+use common::serve::{client, post, Server};
 use llamay_testdata::{real_model, RealModel};
 use serde_json::{json, Value};
-use serve_common::{client, post, Server};
 
 fn get(c: &reqwest::blocking::Client, url: &str) -> (u16, Value) {
     let r = c.get(url).send().unwrap();

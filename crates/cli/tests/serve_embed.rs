@@ -2,13 +2,13 @@
 //! the SmolLM2 generation model, and `llamay embed`, checked against llama.cpp's
 //! references (`scripts/embed-reference`).
 
-mod serve_common;
+mod common;
 
 use std::process::Command;
 
+use common::serve::{client, post, Server};
 use llamay_testdata::{cosine, embed_model, embed_reference, f32s_from_base64};
 use serde_json::{json, Value};
-use serve_common::{client, post, Server};
 
 fn reference(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(embed_reference(name)).unwrap()).unwrap()

@@ -3,10 +3,10 @@
 //! strings with `x-llamay-lexicon` and `format`; `llamay_options`; the banner's and
 //! the catalog's lexicon counts.
 
-mod serve_common;
+mod common;
 
+use common::serve::{client, post, Server};
 use serde_json::{json, Value};
-use serve_common::{client, post, Server};
 
 const CITIES: [&str; 5] = [
     "Paris",

@@ -2,11 +2,11 @@
 //! is a 4xx (or a 200 when the mutation happens to be a valid request), never a 5xx,
 //! and the server keeps serving.
 
-mod serve_common;
+mod common;
 
+use common::serve::{client, Server};
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use serve_common::{client, Server};
 
 /// Valid requests per route, each cheap (a few tokens at most).
 fn seeds(model: &str) -> Vec<(&'static str, &'static str, Value)> {

@@ -1,12 +1,12 @@
 //! Eight requests carrying 14,000-rule grammars at once: parsing and compiling them
 //! happens off the async runtime's threads, so `/health` keeps answering.
 
-mod serve_common;
+mod common;
 
 use std::time::{Duration, Instant};
 
+use common::serve::{client, Server};
 use serde_json::json;
-use serve_common::{client, Server};
 
 /// A rule name in base 36, to keep 14,000 rules under the 256 KiB grammar limit.
 fn name(mut i: usize) -> String {

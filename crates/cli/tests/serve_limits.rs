@@ -3,12 +3,12 @@
 //! while it fetches a model (here by URL, from a file server on loopback); a prompt
 //! past the context is named as such in each shape.
 
-mod serve_common;
+mod common;
 
 use std::time::Duration;
 
+use common::serve::{client, post, Server};
 use serde_json::{json, Value};
-use serve_common::{client, post, Server};
 
 #[test]
 fn a_full_queue_answers_503_with_retry_after() {

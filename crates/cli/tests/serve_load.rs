@@ -2,13 +2,13 @@
 //! well-formed streams under load, throughput with 8 clients against 1, and a
 //! client that disconnects freeing its slot.
 
-mod serve_common;
+mod common;
 
 use std::time::{Duration, Instant};
 
+use common::serve::{sse_events, Server};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use serve_common::{sse_events, Server};
 
 /// The tests here measure time: they run one at a time, not beside each other.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -1,12 +1,12 @@
 //! Models load on first use, unload after their keep-alive, and at most
 //! `-max-loaded` stay loaded.
 
-mod serve_common;
+mod common;
 
 use std::time::{Duration, Instant};
 
+use common::serve::{client, post, Server};
 use serde_json::{json, Value};
-use serve_common::{client, post, Server};
 
 fn loaded(c: &reqwest::blocking::Client, s: &Server) -> Vec<String> {
     let v: Value = c.get(s.url("/api/ps")).send().unwrap().json().unwrap();

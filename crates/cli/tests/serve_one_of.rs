@@ -2,10 +2,10 @@
 //! document the server writes validates under `oneOf`, or the response's enforcement
 //! report lists `oneOf` as not enforced.
 
-mod serve_common;
+mod common;
 
+use common::serve::{client, post, Server};
 use serde_json::{json, Value};
-use serve_common::{client, post, Server};
 
 #[test]
 fn one_of_is_enforced_or_reported_never_claimed() {

@@ -4,7 +4,7 @@
 //! lying `Content-Length` leaves nothing behind, and a pull stops when its client
 //! leaves. The files come from servers of the test's own on loopback.
 
-mod serve_common;
+mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -16,8 +16,8 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{header, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use common::serve::{client, post, Server};
 use serde_json::{json, Value};
-use serve_common::{client, post, Server};
 
 /// The flags a server needs to pull from the test's own servers at all.
 const LOCAL_PULLS: [&str; 2] = ["-allow-private-pulls", "-insecure"];
@@ -31,7 +31,7 @@ fn tiny_gguf() -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
-/// The server's store folder (`serve_common` names it after this process and the port).
+/// The server's store folder (`common::serve` names it after this process and the port).
 fn store_dir(s: &Server) -> PathBuf {
     let port = s.base.rsplit(':').next().unwrap();
     std::env::temp_dir().join(format!("llamay-serve-test-{}-{port}", std::process::id()))

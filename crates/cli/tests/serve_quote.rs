@@ -2,10 +2,10 @@
 //! request's own user text, the enforcement report, and a missing source as a 400 in
 //! each API's shape, naming the keyword.
 
-mod serve_common;
+mod common;
 
+use common::serve::{client, post, Server};
 use serde_json::{json, Value};
-use serve_common::{client, post, Server};
 
 const CONTRACT: &str =
     "Clause 4: the \"Supplier\" ships within 10 days.\nClause 9: fees are 1.250,00 € per year.";

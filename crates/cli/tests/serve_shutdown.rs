@@ -2,14 +2,14 @@
 //! no new connections, in-flight generations get the drain timeout to finish, then
 //! each stream still running ends with its API's final event, and the process exits 0.
 
-mod serve_common;
+mod common;
 
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::serve::{client, Server};
 use serde_json::{json, Value};
-use serve_common::{client, Server};
 
 /// A grammar no generation can finish within the drain: 3,000 free choices.
 const LONG: &str = r#"root ::= ("a" | "b"){3000}"#;

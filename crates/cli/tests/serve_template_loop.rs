@@ -2,15 +2,15 @@
 //! publish) ends its request with a clear error in bounded time: the core is freed
 //! for the next request, and shutdown is not held up.
 
-mod serve_common;
+mod common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use common::serve::{post, Server};
 use llamay_engine::GgufFile;
 use llamay_testdata::{real_model, RealModel};
 use serde_json::json;
-use serve_common::{post, Server};
 
 /// 27 billion iterations that write nothing.
 const LOOP: &str = "{% for a in range(3000) %}{% for b in range(3000) %}{% for c in range(3000) %}{% endfor %}{% endfor %}{% endfor %}";

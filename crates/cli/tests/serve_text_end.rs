@@ -1,12 +1,12 @@
 //! A token limit that cuts a character: the text stops before it, on every shape,
 //! instead of ending in U+FFFD.
 
-mod serve_common;
+mod common;
 
+use common::serve::{client, post, Server};
 use llamay_engine::{GgufFile, Tokenizer};
 use llamay_testdata::{real_model, RealModel};
 use serde_json::json;
-use serve_common::{client, post, Server};
 
 const LLAMAS: &str = "🦙🦙🦙🦙";
 
@@ -71,7 +71,7 @@ fn a_token_limit_inside_an_emoji_ends_the_text_before_it() {
             .send()
             .unwrap();
         let body = r.text().unwrap();
-        let text: String = serve_common::openai_chunks(&body)
+        let text: String = common::serve::openai_chunks(&body)
             .iter()
             .filter_map(|ch| {
                 ch["choices"][0]["delta"]["content"]

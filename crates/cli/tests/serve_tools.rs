@@ -4,12 +4,12 @@
 //! with `whole_tool_calls`), earlier calls and their results go back into the
 //! prompt, and refusals come before inference.
 
-mod serve_common;
+mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::serve::{client, openai_chunks, post, sse_events, Server};
 use serde_json::{json, Value};
-use serve_common::{client, openai_chunks, post, sse_events, Server};
 
 fn weather_params() -> Value {
     json!({"type": "object",

@@ -1,10 +1,10 @@
 //! Loading refuses malformed or unsupported models with an error that names the
 //! problem (key, tensor, architecture), never a panic.
 
-mod support;
+mod common;
 
+use common::gguf_writer::{Gguf, Tensor, V};
 use llamay_engine::{GgufError, GgufFile, LoadOptions, Model, ModelError};
-use support::gguf_writer::{Gguf, Tensor, V};
 
 fn hparams(arch: &'static str) -> Vec<(&'static str, V)> {
     vec![

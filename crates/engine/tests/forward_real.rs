@@ -5,8 +5,8 @@ use llamay_engine::{BatchItem, LoadOptions, LogitsWanted, Model};
 use llamay_testdata::RealModel;
 use serde_json::Value;
 
-mod support;
-use support::reference::{argmax, forced_step, ids, pairs};
+mod common;
+use common::reference::{argmax, forced_step, ids, pairs};
 
 const MAX_TOP40: f32 = 2.0;
 const MEAN_TOP40: f32 = 1.0;

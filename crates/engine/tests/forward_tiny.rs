@@ -5,8 +5,8 @@
 use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
 
-mod support;
-use support::reference::{argmax, floats, forced_step, ids, logits_in_steps, pairs, table_a_atol};
+mod common;
+use common::reference::{argmax, floats, forced_step, ids, logits_in_steps, pairs, table_a_atol};
 
 /// Files whose weights are float: the kernels keep activations in f32 for them.
 fn f32_activations(stem: &str) -> bool {

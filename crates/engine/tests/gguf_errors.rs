@@ -1,9 +1,9 @@
 //! Each way a GGUF file can be malformed gets its own error, never a panic.
 
-mod support;
+mod common;
 
+use common::gguf_writer::{str_elems, Gguf, Tensor, V};
 use llamay_engine::{GgufError, GgufFile, What};
-use support::gguf_writer::{str_elems, Gguf, Tensor, V};
 
 fn open(g: &Gguf) -> Result<GgufFile, GgufError> {
     GgufFile::from_bytes(g.build())

@@ -5,7 +5,7 @@
 //! opening any mutated file returns Ok or Err, never panics, and when it returns Ok
 //! every tensor it reports can be read.
 
-mod support;
+mod common;
 
 use llamay_engine::GgufFile;
 use llamay_testdata::tiny_models;
@@ -31,7 +31,7 @@ fn seeds() -> Vec<Vec<u8>> {
             bytes[..keep].to_vec()
         })
         .collect();
-    v.push(support::gguf_writer::Gguf::default().build());
+    v.push(common::gguf_writer::Gguf::default().build());
     v
 }
 

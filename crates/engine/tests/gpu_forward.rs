@@ -12,8 +12,8 @@ use llamay_engine::{BatchItem, DeviceChoice, KvType, LoadOptions, LogitsWanted, 
 use llamay_testdata::RealModel;
 use serde_json::Value;
 
-mod support;
-use support::reference::{argmax, ids, logits_in_steps, table_a_atol};
+mod common;
+use common::reference::{argmax, ids, logits_in_steps, table_a_atol};
 
 fn gpu_choice() -> DeviceChoice {
     let s = std::env::var("LLAMAY_TEST_GPU").unwrap_or_else(|_| "gpu:llvmpipe".into());
@@ -192,7 +192,7 @@ fn a_prompt_in_one_step_gives_the_bits_of_one_token_at_a_time() {
 fn against_llamacpp(entry: &Value, rows: &llamay_engine::ItemLogits, who: &str) {
     for pos in entry["positions"].as_array().unwrap() {
         let at = pos["pos"].as_u64().unwrap() as usize;
-        let top = support::reference::pairs(&pos["top"]);
+        let top = common::reference::pairs(&pos["top"]);
         let d: Vec<f32> = top
             .iter()
             .map(|&(id, l)| (rows.row(at)[id] - l).abs())

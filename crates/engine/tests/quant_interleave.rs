@@ -10,8 +10,8 @@ use llamay_engine::internals::{
 use llamay_engine::{Backend, GgmlType};
 use proptest::prelude::*;
 
-mod support;
-use support::acts::dequantized;
+mod common;
+use common::acts::dequantized;
 
 const LEGACY: [GgmlType; 5] = [
     GgmlType::Q4_0,

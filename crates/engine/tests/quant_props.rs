@@ -12,8 +12,8 @@ use llamay_engine::internals::{
 use llamay_engine::{Backend, GgmlType, KernelSet};
 use proptest::prelude::*;
 
-mod support;
-use support::acts::dequantized;
+mod common;
+use common::acts::dequantized;
 
 const TYPES: [GgmlType; 11] = [
     GgmlType::F32,

@@ -8,8 +8,8 @@ use llamay_engine::internals::{dequantize_row, quantize_acts, QMatrix, Quantized
 use llamay_engine::{Backend, GgmlType, GgufFile, TensorInfo};
 use llamay_testdata::ref_path;
 
-mod support;
-use support::acts::dequantized;
+mod common;
+use common::acts::dequantized;
 
 fn open(name: &str) -> GgufFile {
     GgufFile::open(ref_path(&format!("tiny/{name}.gguf"))).expect("tiny model opens")

@@ -10,8 +10,8 @@ use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-mod support;
-use support::reference::{floats, ids};
+mod common;
+use common::reference::{floats, ids};
 
 /// Table A's tolerance (shared/ref/README.md §6) by the base file's weight type.
 fn atol(variant: &str) -> f32 {

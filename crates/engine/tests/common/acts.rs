@@ -1,6 +1,6 @@
 //! Quantized activations as the kernels use them, for checking kernels in f64.
 
-// Each test binary that includes `support` uses its own part of it.
+// Each test binary that includes `common` uses its own part of it.
 #![allow(dead_code)]
 
 use llamay_engine::internals::{ActFormat, QuantizedActs};

@@ -1,6 +1,6 @@
 //! Reading llama.cpp's recorded logits (shared/ref/logits) in the forward tests.
 
-// Each test binary that includes `support` uses its own part of it.
+// Each test binary that includes `common` uses its own part of it.
 #![allow(dead_code)]
 
 use llamay_engine::{BatchItem, LogitsWanted, Model, SeqState};
