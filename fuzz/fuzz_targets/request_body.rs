@@ -120,7 +120,7 @@ fuzz_target!(|data: &[u8]| {
         ConstraintSpec::None => return,
         ConstraintSpec::Json => Constraint::json_object(vocab().clone()),
         ConstraintSpec::JsonValue => Constraint::any_json(vocab().clone()),
-        ConstraintSpec::Grammar(g) => Constraint::from_gbnf(g, vocab().clone()),
+        ConstraintSpec::Grammar(g) => Constraint::from_grammar(&g.grammar, vocab().clone()),
         ConstraintSpec::Regex(p) => Constraint::from_regex(p, vocab().clone()),
         ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
             Constraint::from_lexicon(l, vocab().clone())

@@ -37,20 +37,52 @@ pub enum ConstraintSpec {
     JsonValue,
     /// A JSON Schema, already lowered to the grammar IR.
     Schema(Arc<SchemaGrammar>),
-    /// GBNF text (already parsed once, so it is known to be valid).
-    Grammar(Arc<str>),
+    /// A GBNF grammar, parsed once (its text is the cache key).
+    Grammar(Arc<Gbnf>),
     /// A forced tool call: the call grammar over the tools' parameter schemas.
     Tools(Arc<SchemaGrammar>),
-    /// `auto` tools beside a response constraint (its kind: `schema`, `json`,
-    /// `json_value`, `grammar`, `regex` or `lexicon`): calls, or an answer in that constraint's
-    /// language.
-    ToolsOr(&'static str, Arc<SchemaGrammar>),
+    /// `auto` tools beside a response constraint (of that kind): calls, or an answer
+    /// in that constraint's language.
+    ToolsOr(AnswerKind, Arc<SchemaGrammar>),
     /// A whole-output regex (`llamay_regex`), already checked.
     Regex(Arc<str>),
     /// The output is one of a request's strings (`llamay_choice`).
     Choice(Arc<Lexicon>),
     /// The output is one term of a lexicon (`llamay_lexicon`).
     Lexicon(Arc<Lexicon>),
+}
+
+/// A GBNF grammar as a request (or `serve -grammar-file`) sent it: its text, and the
+/// grammar IR parsed from it once.
+#[derive(Debug)]
+pub struct Gbnf {
+    pub text: Arc<str>,
+    pub grammar: Arc<Grammar>,
+}
+
+/// The constraint an `auto` tools request's answer is held to, beside its calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnswerKind {
+    Schema,
+    Json,
+    JsonValue,
+    Grammar,
+    Regex,
+    Lexicon,
+}
+
+impl AnswerKind {
+    /// The kind's name in the enforcement report, after `tools_or_`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AnswerKind::Schema => "schema",
+            AnswerKind::Json => "json",
+            AnswerKind::JsonValue => "json_value",
+            AnswerKind::Grammar => "grammar",
+            AnswerKind::Regex => "regex",
+            AnswerKind::Lexicon => "lexicon",
+        }
+    }
 }
 
 /// What `llamay_lexicon` names: a served lexicon, or the terms themselves.
@@ -470,18 +502,21 @@ fn grammar_spec(field: &str, text: &str) -> Result<ConstraintSpec, Error> {
     checked_grammar(field, text).map(ConstraintSpec::Grammar)
 }
 
-/// Checks a GBNF grammar named by `field` (size, syntax) and keeps its text: for
+/// Checks a GBNF grammar named by `field` (size, syntax) and keeps it parsed: for
 /// `llamay_grammar` and friends, and for `serve -grammar-file`.
-pub fn checked_grammar(field: &str, text: &str) -> Result<Arc<str>, Error> {
+pub fn checked_grammar(field: &str, text: &str) -> Result<Arc<Gbnf>, Error> {
     if text.len() > MAX_GRAMMAR_BYTES {
         return Err(Error::bad_request(format!(
             "{field} is {} bytes; the limit is {MAX_GRAMMAR_BYTES}",
             text.len()
         )));
     }
-    llamay_constrain::gbnf::parse_gbnf(text)
+    let grammar = llamay_constrain::gbnf::parse_gbnf(text)
         .map_err(|e| Error::bad_request(format!("{field}: {e}")))?;
-    Ok(text.into())
+    Ok(Arc::new(Gbnf {
+        text: text.into(),
+        grammar: Arc::new(grammar),
+    }))
 }
 
 fn compile_schema(
@@ -516,7 +551,7 @@ impl ConstraintSpec {
     /// The constraint a generation runs under before tools have their say
     /// (`tools::plan`): a request that asked for nothing gets the server's default
     /// grammar (`serve -grammar-file`), if it has one.
-    pub fn decide(asked: ConstraintSpec, default_grammar: Option<&Arc<str>>) -> ConstraintSpec {
+    pub fn decide(asked: ConstraintSpec, default_grammar: Option<&Arc<Gbnf>>) -> ConstraintSpec {
         match (asked, default_grammar) {
             (ConstraintSpec::None, Some(g)) => ConstraintSpec::Grammar(g.clone()),
             (asked, _) => asked,
@@ -545,12 +580,14 @@ impl ConstraintSpec {
             ConstraintSpec::Regex(_) => "regex",
             ConstraintSpec::Choice(_) => "choice",
             ConstraintSpec::Lexicon(_) => "lexicon",
-            ConstraintSpec::ToolsOr("schema", _) => "tools_or_schema",
-            ConstraintSpec::ToolsOr("json", _) => "tools_or_json",
-            ConstraintSpec::ToolsOr("json_value", _) => "tools_or_json_value",
-            ConstraintSpec::ToolsOr("regex", _) => "tools_or_regex",
-            ConstraintSpec::ToolsOr("lexicon", _) => "tools_or_lexicon",
-            ConstraintSpec::ToolsOr(_, _) => "tools_or_grammar",
+            ConstraintSpec::ToolsOr(kind, _) => match kind {
+                AnswerKind::Schema => "tools_or_schema",
+                AnswerKind::Json => "tools_or_json",
+                AnswerKind::JsonValue => "tools_or_json_value",
+                AnswerKind::Grammar => "tools_or_grammar",
+                AnswerKind::Regex => "tools_or_regex",
+                AnswerKind::Lexicon => "tools_or_lexicon",
+            },
         }
     }
 
@@ -571,12 +608,12 @@ impl ConstraintSpec {
             ConstraintSpec::None => None,
             ConstraintSpec::Json => Some(lm.constraints.json_object().map_err(fail)?),
             ConstraintSpec::JsonValue => Some(lm.constraints.any_json().map_err(fail)?),
-            ConstraintSpec::Grammar(text) => Some(lm.constraints.gbnf(text).map_err(fail)?),
-            ConstraintSpec::Regex(pattern) => Some(
+            ConstraintSpec::Grammar(g) => Some(
                 lm.constraints
-                    .get_or_build("regex", pattern, |v| Constraint::from_regex(pattern, v))
+                    .get_or_build("gbnf", &g.text, |v| Constraint::from_grammar(&g.grammar, v))
                     .map_err(fail)?,
             ),
+            ConstraintSpec::Regex(pattern) => Some(lm.constraints.regex(pattern).map_err(fail)?),
             ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
                 report
                     .enforced
@@ -698,11 +735,11 @@ mod tests {
 
     #[test]
     fn the_default_grammar_fills_only_an_empty_ask() {
-        let default: Arc<str> = "root ::= \"d\"".into();
+        let default = checked_grammar("test", "root ::= \"d\"").unwrap();
         let json = ConstraintSpec::decide(ConstraintSpec::Json, Some(&default));
         assert_eq!(json.kind(), "json");
         let none = ConstraintSpec::decide(ConstraintSpec::None, Some(&default));
-        assert!(matches!(none, ConstraintSpec::Grammar(g) if g == default));
+        assert!(matches!(none, ConstraintSpec::Grammar(g) if Arc::ptr_eq(&g, &default)));
         assert_eq!(
             ConstraintSpec::decide(ConstraintSpec::None, None).kind(),
             "none"

@@ -37,7 +37,8 @@ pub mod tools;
 pub use capabilities::Capabilities;
 pub use compile_budget::{compile_budget, set_compile_budget};
 pub use constraint::{
-    checked_grammar, ConstraintSpec, EnforcementReport, LexiconAsk, SchemaGrammar, Surfaces,
+    checked_grammar, AnswerKind, ConstraintSpec, EnforcementReport, Gbnf, LexiconAsk,
+    SchemaGrammar, Surfaces,
 };
 pub use context_service::{ContextRequest, Snapshotted};
 pub use embed::{

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use crate::constraint::{ConstraintSpec, SchemaMemo, Surfaces};
+use crate::constraint::{ConstraintSpec, Gbnf, SchemaMemo, Surfaces};
 use crate::error::Error;
 
 /// Bytes of compiles a resolver keeps unless told otherwise (`serve` gives it a
@@ -29,18 +29,18 @@ pub struct Resolver {
     turns: tokio::sync::Semaphore,
     memo: Arc<SchemaMemo>,
     /// `serve -grammar-file`: the grammar of requests that bring no constraint.
-    default_grammar: Option<Arc<str>>,
+    default_grammar: Option<Arc<Gbnf>>,
 }
 
 impl Resolver {
     /// A resolver with `default_grammar` for requests that ask for nothing, keeping
     /// [`DEFAULT_MEMO_BYTES`] of compiles.
-    pub fn new(default_grammar: Option<Arc<str>>) -> Resolver {
+    pub fn new(default_grammar: Option<Arc<Gbnf>>) -> Resolver {
         Resolver::with_memo_bytes(default_grammar, DEFAULT_MEMO_BYTES)
     }
 
     /// A resolver keeping at most `bytes` of compiles (grammar IR and refusals).
-    pub fn with_memo_bytes(default_grammar: Option<Arc<str>>, bytes: usize) -> Resolver {
+    pub fn with_memo_bytes(default_grammar: Option<Arc<Gbnf>>, bytes: usize) -> Resolver {
         Resolver {
             turns: tokio::sync::Semaphore::new(TURNS),
             memo: Arc::new(SchemaMemo::new(bytes)),
@@ -166,7 +166,8 @@ mod tests {
     /// Nothing asked: the server's default grammar.
     #[tokio::test]
     async fn the_default_grammar_fills_an_empty_ask() {
-        let r = Resolver::new(Some("root ::= \"x\"".into()));
+        let g = crate::constraint::checked_grammar("test", "root ::= \"x\"").unwrap();
+        let r = Resolver::new(Some(g));
         assert!(matches!(
             r.resolve(Surfaces::default()).await.unwrap(),
             ConstraintSpec::Grammar(_)

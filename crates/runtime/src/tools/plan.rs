@@ -16,7 +16,7 @@ use llamay_constrain::Constraint;
 use super::grammar::{beside, forced, one_call, Opener};
 use super::ToolSet;
 use crate::chat::CallConvention as Convention;
-use crate::constraint::{ConstraintSpec, SchemaGrammar};
+use crate::constraint::{AnswerKind, ConstraintSpec, SchemaGrammar};
 use crate::error::Error;
 use crate::generate::calls::{CallTriggers, Trigger};
 use crate::loaded::LoadedModel;
@@ -52,27 +52,26 @@ impl ToolSet {
             Error::bad_request(format!("the constraint could not be compiled: {e}"))
         };
         Ok(match asked {
-            ConstraintSpec::Schema(s) => answer("schema", &s.grammar, &s.key, &s.report)?,
+            ConstraintSpec::Schema(s) => answer(AnswerKind::Schema, &s.grammar, &s.key, &s.report)?,
             // The kind is also the cache key: the grammar is the same for every request.
             ConstraintSpec::Json => answer(
-                "json",
+                AnswerKind::Json,
                 &json_object().map_err(bad)?,
                 "json",
                 &Report::default(),
             )?,
             ConstraintSpec::JsonValue => {
                 let g = any_json().map_err(bad)?;
-                answer("json_value", &g, "json_value", &Report::default())?
+                answer(AnswerKind::JsonValue, &g, "json_value", &Report::default())?
             }
-            ConstraintSpec::Grammar(text) => {
-                let g = llamay_constrain::gbnf::parse_gbnf(&text).map_err(bad)?;
-                answer("grammar", &g, &text, &Report::default())?
+            ConstraintSpec::Grammar(g) => {
+                answer(AnswerKind::Grammar, &g.grammar, &g.text, &Report::default())?
             }
             ConstraintSpec::Regex(pattern) => {
                 let dfa = ByteDfa::shared(&pattern).map_err(bad)?;
                 let key = format!("regex {pattern}");
                 answer(
-                    "regex",
+                    AnswerKind::Regex,
                     &dfa_grammar(dfa).map_err(bad)?,
                     &key,
                     &Report::default(),
@@ -87,7 +86,7 @@ impl ToolSet {
                     _ => String::new(),
                 };
                 answer(
-                    "lexicon",
+                    AnswerKind::Lexicon,
                     &dfa_grammar(l.dfa().clone()).map_err(bad)?,
                     &key,
                     &Report::default(),
