@@ -3,7 +3,7 @@
 use llamay_runtime::RegistryConfig;
 
 /// `5m0s`, `1h0m0s`, `30s`: Go's duration spelling, as the seed's log line has it.
-pub fn go_duration(d: std::time::Duration) -> String {
+pub(crate) fn go_duration(d: std::time::Duration) -> String {
     let s = d.as_secs();
     match (s / 3600, (s % 3600) / 60, s % 60) {
         (0, 0, sec) => format!("{sec}s"),
@@ -13,7 +13,7 @@ pub fn go_duration(d: std::time::Duration) -> String {
 }
 
 /// Facts about the serve model for the log line.
-pub struct LogFacts<'a> {
+pub(crate) struct LogFacts<'a> {
     pub name: &'a str,
     pub arch: &'a str,
     pub params: u64,
@@ -23,7 +23,7 @@ pub struct LogFacts<'a> {
 }
 
 /// `time=… level=INFO msg="llamay serving" addr=… model=… arch=… max-loaded=2 …`
-pub fn log_line(addr: &str, m: &LogFacts, cfg: &RegistryConfig) -> String {
+pub(crate) fn log_line(addr: &str, m: &LogFacts, cfg: &RegistryConfig) -> String {
     let now = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S%.3f%:z");
     format!(
         "time={now} level=INFO msg=\"llamay serving\" addr={addr} model={} arch={} max-loaded={} keepalive={} params=\"{:.2} GB\" context={} threads={} kv={} lexicon={}",
@@ -41,7 +41,7 @@ pub fn log_line(addr: &str, m: &LogFacts, cfg: &RegistryConfig) -> String {
 
 /// The route banner (only routes this server answers). The embedding and rerank rows
 /// name the `-embed` / `-rerank` models when there are some, else say how to start one.
-pub fn routes(addr: &str, embed: Option<&str>, rerank: Option<&str>) -> String {
+pub(crate) fn routes(addr: &str, embed: Option<&str>, rerank: Option<&str>) -> String {
     let u = format!("http://{addr}");
     let embed = match embed {
         Some(m) => format!("(and /api/embed, /api/embeddings; model {m})"),

@@ -49,7 +49,7 @@ const STATE_CHANGING: [&str; 4] = ["/api/pull", "/api/copy", "/api/delete", "/ap
 
 /// Whether a route changes what is on disk (model management, and later contexts and
 /// snapshots).
-pub fn changes_state(path: &str) -> bool {
+pub(crate) fn changes_state(path: &str) -> bool {
     STATE_CHANGING.contains(&path)
 }
 
@@ -123,12 +123,12 @@ impl Boundary {
 }
 
 /// Whether `addr` (`host:port`) listens beyond loopback.
-pub fn beyond_loopback(host: &str) -> bool {
+pub(crate) fn beyond_loopback(host: &str) -> bool {
     !is_loopback_name(host)
 }
 
 /// The host of `host[:port]` or `[v6][:port]`, without brackets.
-pub fn split_host(s: &str) -> &str {
+pub(crate) fn split_host(s: &str) -> &str {
     if let Some(rest) = s.strip_prefix('[') {
         return rest.split(']').next().unwrap_or("");
     }

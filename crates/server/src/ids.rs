@@ -5,13 +5,13 @@ use std::time::SystemTime;
 use llamay_runtime::short_id;
 
 /// Seconds since the Unix epoch (the `created` fields).
-pub fn unix_secs(t: SystemTime) -> u64 {
+pub(crate) fn unix_secs(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
 
 /// An id with an API's prefix (`chatcmpl-`, `cmpl-`, `msg_`...).
-pub fn response_id(prefix: &str) -> String {
+pub(crate) fn response_id(prefix: &str) -> String {
     format!("{prefix}{}", short_id())
 }

@@ -9,20 +9,20 @@ use std::time::{Duration, Instant};
 use llamay_runtime::chat::ChatMessage;
 
 /// Responses kept at most; the oldest goes first.
-pub const MAX_KEPT: usize = 1024;
+pub(crate) const MAX_KEPT: usize = 1024;
 /// How long a response is kept.
-pub const KEPT_TTL: Duration = Duration::from_secs(3600);
+pub(crate) const KEPT_TTL: Duration = Duration::from_secs(3600);
 
 /// One kept response.
 #[derive(Clone, Debug)]
-pub struct Kept {
+pub(crate) struct Kept {
     /// The response object as it was returned.
     pub response: serde_json::Value,
     /// The turns a continuation starts from: the input, then this response's output.
     pub conversation: Vec<ChatMessage>,
 }
 
-pub struct KeptResponses {
+pub(crate) struct KeptResponses {
     inner: Mutex<Inner>,
     max: usize,
     ttl: Duration,
@@ -41,7 +41,7 @@ impl Default for KeptResponses {
 }
 
 impl KeptResponses {
-    pub fn new(max: usize, ttl: Duration) -> KeptResponses {
+    pub(crate) fn new(max: usize, ttl: Duration) -> KeptResponses {
         KeptResponses {
             inner: Mutex::new(Inner::default()),
             max: max.max(1),
@@ -53,7 +53,7 @@ impl KeptResponses {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn put(&self, id: String, kept: Kept) {
+    pub(crate) fn put(&self, id: String, kept: Kept) {
         let mut g = self.lock();
         expire(&mut g, self.ttl);
         if g.by_id.insert(id.clone(), (Instant::now(), kept)).is_none() {
@@ -66,14 +66,14 @@ impl KeptResponses {
         }
     }
 
-    pub fn get(&self, id: &str) -> Option<Kept> {
+    pub(crate) fn get(&self, id: &str) -> Option<Kept> {
         let mut g = self.lock();
         expire(&mut g, self.ttl);
         g.by_id.get(id).map(|(_, k)| k.clone())
     }
 
     /// Removes a response; whether it was there.
-    pub fn remove(&self, id: &str) -> bool {
+    pub(crate) fn remove(&self, id: &str) -> bool {
         let mut g = self.lock();
         expire(&mut g, self.ttl);
         let found = g.by_id.remove(id).is_some();

@@ -15,15 +15,15 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 /// Connections served at once.
-pub const MAX_CONNECTIONS: usize = 512;
+pub(crate) const MAX_CONNECTIONS: usize = 512;
 
 /// How long a client may take to send a request's headers (a connection that
 /// never finishes them is closed).
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `app` on `listener` until `stop` resolves, then waits for the open
 /// connections to finish what they are doing.
-pub async fn serve(listener: TcpListener, app: Router, stop: impl Future<Output = ()>) {
+pub(crate) async fn serve(listener: TcpListener, app: Router, stop: impl Future<Output = ()>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let graceful = GracefulShutdown::new();
     let mut builder = Builder::new(TokioExecutor::new());

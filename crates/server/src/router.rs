@@ -41,7 +41,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Unloads idle models past their keep-alive, every few seconds, for ever.
-pub async fn sweep_models(registry: Arc<Registry>) {
+pub(crate) async fn sweep_models(registry: Arc<Registry>) {
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     loop {
         tick.tick().await;
@@ -50,7 +50,7 @@ pub async fn sweep_models(registry: Arc<Registry>) {
 }
 
 /// The error shape of the API a path belongs to.
-pub fn shape_for(path: &str) -> ErrorShape {
+pub(crate) fn shape_for(path: &str) -> ErrorShape {
     if path.starts_with("/v1/messages") {
         ErrorShape(anthropic::error_body)
     } else if ["/rerank", "/v1/rerank", "/reranking", "/v1/reranking"].contains(&path) {
@@ -108,7 +108,7 @@ fn with_cors(mut resp: Response, origin: Option<HeaderValue>, preflight: bool) -
 }
 
 /// Longest a client may take to send a request's body.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The key, the declared size, then the handler, with errors in the path's shape.
 async fn checked(st: &AppState, shape: ErrorShape, req: Request, next: Next) -> Response {

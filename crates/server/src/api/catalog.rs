@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use crate::http::{json_response, AppState};
 use llamay_runtime::{Capabilities, ModelSpec};
 
-pub fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<AppState> {
     Router::new().route("/v1/catalog/models", get(catalog))
 }
 
@@ -55,7 +55,7 @@ async fn catalog(State(st): State<AppState>) -> Response {
 }
 
 /// One model's entry.
-pub fn entry(spec: &ModelSpec, caps: &Capabilities, loaded: bool) -> Value {
+pub(crate) fn entry(spec: &ModelSpec, caps: &Capabilities, loaded: bool) -> Value {
     let limits = schema_limits();
     let gen = caps.completion();
     let tools = caps.tools();

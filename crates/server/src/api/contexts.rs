@@ -29,7 +29,7 @@ use llamay_runtime::{ContextRequest, Prompt};
 /// Longest idle time a context may ask for: a week.
 const MAX_TTL_S: u64 = 7 * 24 * 3600;
 
-pub fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/contexts", post(create).get(list))
         .route("/v1/contexts/{id}", get(fetch).delete(remove))

@@ -5,7 +5,7 @@ use llamay_runtime::reasoning::ThinkingAsk;
 use llamay_runtime::Error;
 
 /// Adds `llamay_thinking_budget` (which also turns thinking on) to a shape's ask.
-pub fn with_budget(ask: ThinkingAsk, budget: Option<i64>) -> Result<ThinkingAsk, Error> {
+pub(crate) fn with_budget(ask: ThinkingAsk, budget: Option<i64>) -> Result<ThinkingAsk, Error> {
     let Some(b) = budget else {
         return Ok(ask);
     };

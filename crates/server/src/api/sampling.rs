@@ -5,13 +5,13 @@ use serde::Deserialize;
 /// `stop` as a string or a list of strings.
 #[derive(Debug, Deserialize, Clone)]
 #[serde(untagged)]
-pub enum StopField {
+pub(crate) enum StopField {
     One(String),
     Many(Vec<String>),
 }
 
 impl StopField {
-    pub fn into_vec(self) -> Vec<String> {
+    pub(crate) fn into_vec(self) -> Vec<String> {
         match self {
             StopField::One(s) => vec![s],
             StopField::Many(v) => v,

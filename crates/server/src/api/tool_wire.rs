@@ -11,14 +11,14 @@ use llamay_runtime::Error;
 /// An assistant's earlier call in a history message (OpenAI's and Ollama's shape;
 /// Ollama sends no id).
 #[derive(Deserialize)]
-pub struct HistoryCall {
+pub(crate) struct HistoryCall {
     #[serde(default)]
     pub id: Option<String>,
     pub function: HistoryFunction,
 }
 
 #[derive(Deserialize)]
-pub struct HistoryFunction {
+pub(crate) struct HistoryFunction {
     pub name: String,
     #[serde(default)]
     pub arguments: Value,
@@ -26,7 +26,7 @@ pub struct HistoryFunction {
 
 impl HistoryCall {
     /// The call as chat templates read it, arguments as an object.
-    pub fn into_message(self) -> ToolCallMessage {
+    pub(crate) fn into_message(self) -> ToolCallMessage {
         ToolCallMessage {
             id: self.id.unwrap_or_default(),
             kind: "function".into(),
@@ -40,7 +40,7 @@ impl HistoryCall {
 
 /// Reads a `tools` array of function tools; any other `type` is a hosted tool,
 /// refused by name.
-pub fn function_tools(v: Option<&Value>) -> Result<Vec<ToolDef>, Error> {
+pub(crate) fn function_tools(v: Option<&Value>) -> Result<Vec<ToolDef>, Error> {
     let items = match v {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(a)) => a,
@@ -72,7 +72,7 @@ pub fn function_tools(v: Option<&Value>) -> Result<Vec<ToolDef>, Error> {
 
 /// OpenAI's `tool_choice`: `"auto"`, `"none"`, `"required"` or
 /// `{"type": "function", "function": {"name": …}}` (absent: auto).
-pub fn openai_choice(v: Option<&Value>) -> Result<ToolChoice, Error> {
+pub(crate) fn openai_choice(v: Option<&Value>) -> Result<ToolChoice, Error> {
     let bad = || {
         Error::bad_request(
             "tool_choice must be \"auto\", \"none\", \"required\" or \
@@ -108,7 +108,7 @@ pub fn openai_choice(v: Option<&Value>) -> Result<ToolChoice, Error> {
 
 /// A call's arguments as a history message carries them: an object, or a string
 /// holding one (OpenAI); text that is not JSON stays a string.
-pub fn arguments_value(v: &Value) -> Value {
+pub(crate) fn arguments_value(v: &Value) -> Value {
     match v {
         Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| v.clone()),
         other => other.clone(),

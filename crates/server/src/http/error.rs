@@ -4,11 +4,11 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-pub use llamay_runtime::ContextOverflow;
+pub(crate) use llamay_runtime::ContextOverflow;
 
 /// What went wrong, in the terms the API shapes have words for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApiErrorKind {
+pub(crate) enum ApiErrorKind {
     InvalidRequest,
     Authentication,
     /// Refused by the browser and network boundary.
@@ -22,7 +22,7 @@ pub enum ApiErrorKind {
 
 /// An error answer.
 #[derive(Clone, Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub status: u16,
     pub kind: ApiErrorKind,
     pub message: String,
@@ -49,23 +49,15 @@ impl ApiError {
         }
     }
 
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
+    pub(crate) fn bad_request(message: impl Into<String>) -> ApiError {
         Self::new(400, ApiErrorKind::InvalidRequest, message)
     }
 
-    /// A schema refused by the constraint compiler (400, before any inference).
-    pub fn refusal(message: impl Into<String>) -> ApiError {
-        ApiError {
-            refusal: true,
-            ..Self::bad_request(message)
-        }
-    }
-
-    pub fn not_found(message: impl Into<String>) -> ApiError {
+    pub(crate) fn not_found(message: impl Into<String>) -> ApiError {
         Self::new(404, ApiErrorKind::NotFound, message)
     }
 
-    pub fn unauthorized() -> ApiError {
+    pub(crate) fn unauthorized() -> ApiError {
         Self::new(
             401,
             ApiErrorKind::Authentication,
@@ -73,11 +65,11 @@ impl ApiError {
         )
     }
 
-    pub fn forbidden(message: impl Into<String>) -> ApiError {
+    pub(crate) fn forbidden(message: impl Into<String>) -> ApiError {
         Self::new(403, ApiErrorKind::Forbidden, message)
     }
 
-    pub fn unsupported_media_type() -> ApiError {
+    pub(crate) fn unsupported_media_type() -> ApiError {
         Self::new(
             415,
             ApiErrorKind::InvalidRequest,
@@ -85,7 +77,7 @@ impl ApiError {
         )
     }
 
-    pub fn too_large(limit: usize) -> ApiError {
+    pub(crate) fn too_large(limit: usize) -> ApiError {
         Self::new(
             413,
             ApiErrorKind::TooLarge,
@@ -93,19 +85,8 @@ impl ApiError {
         )
     }
 
-    pub fn overloaded(message: impl Into<String>) -> ApiError {
-        ApiError {
-            retry_after: Some(1),
-            ..Self::new(503, ApiErrorKind::Overloaded, message)
-        }
-    }
-
-    pub fn timeout(message: impl Into<String>) -> ApiError {
-        Self::new(504, ApiErrorKind::Timeout, message)
-    }
-
     /// The body did not arrive within `limit` (408).
-    pub fn body_timeout(limit: std::time::Duration) -> ApiError {
+    pub(crate) fn body_timeout(limit: std::time::Duration) -> ApiError {
         Self::new(
             408,
             ApiErrorKind::Timeout,
@@ -116,12 +97,12 @@ impl ApiError {
         )
     }
 
-    pub fn internal(message: impl Into<String>) -> ApiError {
+    pub(crate) fn internal(message: impl Into<String>) -> ApiError {
         Self::new(500, ApiErrorKind::Internal, message)
     }
 
     /// Renders the error in `shape`.
-    pub fn into_response_as(self, shape: ErrorShape) -> Response {
+    pub(crate) fn into_response_as(self, shape: ErrorShape) -> Response {
         let body = shape.body(&self);
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
         let mut r = (status, axum::Json(body)).into_response();
@@ -159,7 +140,7 @@ impl From<llamay_runtime::Error> for ApiError {
 
 /// Longest message an error carries: enough for any explanation, while a message
 /// that quotes the input (serde's "invalid type: string …") never echoes megabytes.
-pub const MAX_MESSAGE_BYTES: usize = 600;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 600;
 
 fn capped(mut message: String) -> String {
     if message.len() > MAX_MESSAGE_BYTES {
@@ -176,10 +157,10 @@ fn capped(mut message: String) -> String {
 /// An API shape's error body. Each API module owns its function; the router picks
 /// one by path for errors raised before a handler runs (auth, body size).
 #[derive(Clone, Copy, Debug)]
-pub struct ErrorShape(pub fn(&ApiError) -> serde_json::Value);
+pub(crate) struct ErrorShape(pub fn(&ApiError) -> serde_json::Value);
 
 impl ErrorShape {
-    pub fn body(self, e: &ApiError) -> serde_json::Value {
+    pub(crate) fn body(self, e: &ApiError) -> serde_json::Value {
         (self.0)(e)
     }
 }

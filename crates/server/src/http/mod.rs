@@ -1,8 +1,8 @@
 //! What every route shares: the state handlers see, reading a JSON body, writing a
 //! JSON or streamed response, and errors in each API's shape.
 
-pub mod error;
-pub mod stream;
+pub(crate) mod error;
+pub(crate) mod stream;
 
 use std::sync::Arc;
 
@@ -20,31 +20,48 @@ use error::ApiError;
 /// Largest request body accepted (413 above).
 pub const DEFAULT_BODY_LIMIT: usize = 8 << 20;
 
-/// What every handler shares.
+/// What every handler shares. Built with [`AppState::new`] (the defaults of a
+/// loopback server without a key); `serve` sets the rest from its options.
 #[derive(Clone)]
 pub struct AppState {
     /// The models, their schedulers and the counters.
-    pub runtime: Arc<Runtime>,
+    pub(crate) runtime: Arc<Runtime>,
     /// When set, every route wants `Authorization: Bearer KEY` or `x-api-key: KEY`.
-    pub api_key: Option<Arc<str>>,
-    pub body_limit: usize,
+    pub(crate) api_key: Option<Arc<str>>,
+    pub(crate) body_limit: usize,
     /// Which origins, hosts and body types may reach the handlers.
-    pub boundary: Arc<Boundary>,
+    pub(crate) boundary: Arc<Boundary>,
     /// `/api/pull` may reach loopback, link-local and private addresses.
-    pub allow_private_pulls: bool,
+    pub(crate) allow_private_pulls: bool,
     /// `/api/pull` may use plain http and unverified certificates.
-    pub insecure_pulls: bool,
+    pub(crate) insecure_pulls: bool,
     /// Responses kept for `previous_response_id` (`/v1/responses`).
-    pub kept: Arc<KeptResponses>,
+    pub(crate) kept: Arc<KeptResponses>,
+}
+
+impl AppState {
+    /// The state of routes over `runtime` behind `boundary`: no API key, the default
+    /// body limit, pulls from public addresses over verified TLS only.
+    pub fn new(runtime: Arc<Runtime>, boundary: Boundary) -> AppState {
+        AppState {
+            runtime,
+            api_key: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            boundary: Arc::new(boundary),
+            allow_private_pulls: false,
+            insecure_pulls: false,
+            kept: Arc::default(),
+        }
+    }
 }
 
 /// A JSON response with a status.
-pub fn json_response(status: StatusCode, v: serde_json::Value) -> Response {
+pub(crate) fn json_response(status: StatusCode, v: serde_json::Value) -> Response {
     (status, Json(v)).into_response()
 }
 
 /// A streamed response with a content type.
-pub fn stream_response(content_type: &'static str, body: Body) -> Response {
+pub(crate) fn stream_response(content_type: &'static str, body: Body) -> Response {
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, content_type)
@@ -54,7 +71,7 @@ pub fn stream_response(content_type: &'static str, body: Body) -> Response {
 }
 
 /// Parses a JSON request body into `T`; malformed JSON and wrong types are 400s.
-pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request(
             "the request body is empty; send a JSON object",

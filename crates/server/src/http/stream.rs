@@ -14,13 +14,13 @@ use llamay_runtime::GenEvent;
 
 /// What a formatter does with one event: the bytes to send, and whether the
 /// stream is over.
-pub struct Frames {
+pub(crate) struct Frames {
     pub bytes: Vec<Bytes>,
     pub end: bool,
 }
 
 /// A body that first sends `head`, then whatever `format` makes of each event.
-pub fn body<F>(events: UnboundedReceiver<GenEvent>, head: Vec<Bytes>, format: F) -> Body
+pub(crate) fn body<F>(events: UnboundedReceiver<GenEvent>, head: Vec<Bytes>, format: F) -> Body
 where
     F: FnMut(GenEvent) -> Frames + Send + 'static,
 {
@@ -58,7 +58,7 @@ where
 }
 
 /// One SSE event: an optional `event:` line and a `data:` line.
-pub fn sse(event: Option<&str>, data: &serde_json::Value) -> Bytes {
+pub(crate) fn sse(event: Option<&str>, data: &serde_json::Value) -> Bytes {
     let mut s = String::new();
     if let Some(e) = event {
         s.push_str("event: ");
@@ -72,7 +72,7 @@ pub fn sse(event: Option<&str>, data: &serde_json::Value) -> Bytes {
 }
 
 /// One NDJSON line.
-pub fn ndjson(v: &serde_json::Value) -> Bytes {
+pub(crate) fn ndjson(v: &serde_json::Value) -> Bytes {
     let mut s = v.to_string();
     s.push('\n');
     Bytes::from(s)

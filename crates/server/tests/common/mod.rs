@@ -15,8 +15,7 @@ use http_body_util::BodyExt;
 use llamay_runtime::{
     Encoders, ModelSpec, Registry, RegistryConfig, Resolver, Runtime, SchedulerConfig, Stats,
 };
-use llamay_server::http::AppState;
-use llamay_server::Boundary;
+use llamay_server::{AppState, Boundary};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -80,21 +79,14 @@ impl App {
             constraints: Resolver::new(None),
             encoders: Arc::new(Encoders::new(None, None, Default::default())),
         });
-        let router = llamay_server::router::router(AppState {
-            runtime: runtime.clone(),
-            api_key: None,
-            body_limit: llamay_server::DEFAULT_BODY_LIMIT,
-            boundary: Arc::new(Boundary {
-                allowed_origins: Vec::new(),
-                allowed_hosts: Vec::new(),
-                bound_host: "localhost".into(),
-                beyond_loopback: false,
-                has_key: false,
-            }),
-            allow_private_pulls: false,
-            insecure_pulls: false,
-            kept: Default::default(),
-        });
+        let boundary = Boundary {
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            bound_host: "localhost".into(),
+            beyond_loopback: false,
+            has_key: false,
+        };
+        let router = llamay_server::router(AppState::new(runtime.clone(), boundary));
         App {
             router,
             model,

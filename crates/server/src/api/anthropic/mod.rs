@@ -26,12 +26,12 @@ use llamay_runtime::{collect, Started};
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
 
 /// The Anthropic route.
-pub fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<AppState> {
     Router::new().route("/v1/messages", post(messages))
 }
 
 /// Anthropic's error body: `{"type":"error","error":{"type":…,"message":…}}`.
-pub fn error_body(e: &ApiError) -> Value {
+pub(crate) fn error_body(e: &ApiError) -> Value {
     if let Some(o) = e.overflow {
         // Anthropic's own words for the case, which its clients match.
         let message = format!(

@@ -12,7 +12,7 @@ use axum::Router;
 use crate::http::AppState;
 
 /// The embedding routes.
-pub fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/embeddings", post(openai::embeddings))
         .route("/api/embed", post(ollama::embed))

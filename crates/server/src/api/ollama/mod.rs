@@ -14,10 +14,10 @@ use generation::{chat, generate};
 use models::{copy, ps, pull, remove, show, tags, version};
 
 pub(crate) use generation::parse_keep_alive;
-pub use wire::error_body;
+pub(crate) use wire::error_body;
 
 /// The Ollama routes.
-pub fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/chat", post(chat))
         .route("/api/generate", post(generate))

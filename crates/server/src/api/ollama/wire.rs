@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::http::error::{ApiError, ErrorShape};
 
 /// Ollama's error body: `{"error":"…"}`.
-pub fn error_body(e: &ApiError) -> Value {
+pub(crate) fn error_body(e: &ApiError) -> Value {
     if let Some(o) = e.overflow {
         // Ollama's words when it does not truncate (`truncate: false`), with the numbers.
         return json!({"error": format!(

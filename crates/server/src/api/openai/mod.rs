@@ -26,7 +26,7 @@ use llamay_runtime::{collect, Started};
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
 
 /// The OpenAI routes.
-pub fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
@@ -40,7 +40,7 @@ pub fn routes() -> Router<AppState> {
 /// classify the error by those, and only then trim or fall back. The code is named in
 /// the message too, because the openai SDK's exception text is the message alone and
 /// LangChain looks for the code there.
-pub fn error_body(e: &ApiError) -> Value {
+pub(crate) fn error_body(e: &ApiError) -> Value {
     if let Some(o) = e.overflow {
         return json!({"error": {
             "message": format!(

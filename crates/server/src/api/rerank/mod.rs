@@ -17,7 +17,7 @@ use crate::http::{json_response, parse_body, AppState};
 use llamay_runtime::RerankRequest;
 
 /// The rerank routes.
-pub fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/rerank", post(rerank))
         .route("/v1/rerank", post(rerank))
@@ -26,7 +26,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// llama.cpp's error body: `{"error": {"code", "message", "type"}}`.
-pub fn error_body(e: &ApiError) -> Value {
+pub(crate) fn error_body(e: &ApiError) -> Value {
     let kind = match e.kind {
         ApiErrorKind::InvalidRequest | ApiErrorKind::TooLarge => "invalid_request_error",
         ApiErrorKind::Authentication => "authentication_error",

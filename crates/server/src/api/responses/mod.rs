@@ -31,7 +31,7 @@ use output::Draft;
 use request::CreateRequest;
 
 /// The Responses routes.
-pub fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/responses", post(create))
         .route("/v1/responses/{id}", get(fetch).delete(remove))

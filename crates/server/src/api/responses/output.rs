@@ -45,7 +45,7 @@ pub(super) struct Draft {
 
 impl Draft {
     /// Queues an event of `kind` with its sequence number.
-    pub fn event(&mut self, kind: &str, mut v: Value) {
+    pub(super) fn event(&mut self, kind: &str, mut v: Value) {
         v["type"] = json!(kind);
         v["sequence_number"] = json!(self.seq);
         self.seq += 1;
@@ -56,7 +56,7 @@ impl Draft {
         self.items.len()
     }
 
-    pub fn reasoning(&mut self, t: &str) {
+    pub(super) fn reasoning(&mut self, t: &str) {
         if !matches!(self.open, Some(Open::Reasoning { .. })) {
             self.close();
             let id = response_id("rs_");
@@ -83,7 +83,7 @@ impl Draft {
         }
     }
 
-    pub fn text(&mut self, t: &str) {
+    pub(super) fn text(&mut self, t: &str) {
         if !matches!(self.open, Some(Open::Message { .. })) {
             self.close();
             let id = response_id("msg_");
@@ -116,7 +116,7 @@ impl Draft {
     }
 
     /// Opens a `function_call` item (closing the open one).
-    pub fn call_start(&mut self, call_id: &str, name: &str) {
+    pub(super) fn call_start(&mut self, call_id: &str, name: &str) {
         self.close();
         let id = response_id("fc_");
         self.event(
@@ -134,7 +134,7 @@ impl Draft {
     }
 
     /// More of the open call's arguments.
-    pub fn call_args(&mut self, delta: &str) {
+    pub(super) fn call_args(&mut self, delta: &str) {
         let index = self.index();
         if let Some(Open::Call { id, args, .. }) = &mut self.open {
             args.push_str(delta);
@@ -148,7 +148,7 @@ impl Draft {
 
     /// Ends the output: the open item, an empty message when there is nothing else
     /// to show, then the calls not streamed.
-    pub fn finish(&mut self, calls: &[ToolCall], status: &str) {
+    pub(super) fn finish(&mut self, calls: &[ToolCall], status: &str) {
         if calls.is_empty() && self.messages == 0 {
             self.text("");
         }
