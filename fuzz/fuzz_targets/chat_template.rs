@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use llamay_fuzz::conversation;
-use llamay_runtime::chat::{ChatTemplate, RenderOptions};
+use llamay_runtime::{ChatTemplate, RenderOptions};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(source) = std::str::from_utf8(data) else {

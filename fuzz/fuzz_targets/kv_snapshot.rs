@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use llamay_runtime::kv::snapshot::{parse, write};
+use llamay_runtime::snapshot::{parse, write};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = parse(data) else {

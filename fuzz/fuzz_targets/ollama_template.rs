@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use llamay_fuzz::conversation;
-use llamay_runtime::chat::OllamaTemplate;
+use llamay_runtime::OllamaTemplate;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(source) = std::str::from_utf8(data) else {

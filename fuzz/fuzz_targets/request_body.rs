@@ -12,7 +12,7 @@
 use libfuzzer_sys::fuzz_target;
 use llamay_constrain::Constraint;
 use llamay_fuzz::{vocab, walk};
-use llamay_runtime::tools::{Convention, ToolChoice, ToolDef, ToolSet};
+use llamay_runtime::{CallConvention as Convention, ToolChoice, ToolDef, ToolSet};
 use llamay_runtime::{ConstraintSpec, Sampling, Surfaces};
 use serde_json::Value;
 

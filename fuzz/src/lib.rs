@@ -3,7 +3,7 @@
 //! conversation the template targets render.
 
 use llamay_constrain::{Constraint, TokenMask, Vocabulary};
-use llamay_runtime::chat::{ChatMessage, ToolCallFunction, ToolCallMessage};
+use llamay_runtime::{ChatMessage, ToolCallFunction, ToolCallMessage};
 use std::sync::{Arc, OnceLock};
 
 /// System, user, an assistant tool call, a tool result, and tools to offer.

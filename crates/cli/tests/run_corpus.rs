@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use llamay_constrain::Constraint;
 use llamay_engine::LoadOptions;
 use llamay_engine::SamplerConfig;
-use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::ChatMessage;
 use llamay_runtime::{generate, Finish, GenerationParams, LoadedModel};
 use llamay_testdata::{real_model, shared_dir, RealModel};
 use serde_json::Value;

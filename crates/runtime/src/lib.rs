@@ -11,20 +11,20 @@
 #![warn(unreachable_pub)]
 
 mod capabilities;
-pub mod chat;
+mod chat;
 mod compile_budget;
 mod constraint;
 mod context_service;
 mod embed;
 mod error;
-pub mod generate;
+mod generate;
 mod hold;
 mod ids;
-pub mod kv;
+mod kv;
 mod lexicons;
 mod loaded;
 mod params;
-pub mod reasoning;
+mod reasoning;
 mod registry;
 mod request;
 mod resolver;
@@ -32,9 +32,13 @@ mod retrieval;
 mod scheduler;
 mod service;
 mod stats;
-pub mod tools;
+mod tools;
 
 pub use capabilities::Capabilities;
+pub use chat::{
+    Builtin, CallConvention, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions,
+    TemplateError, ToolCallFunction, ToolCallMessage,
+};
 pub use compile_budget::{compile_budget, set_compile_budget};
 pub use constraint::{
     checked_grammar, AnswerKind, ConstraintSpec, EnforcementReport, Gbnf, LexiconAsk,
@@ -48,9 +52,10 @@ pub use embed::{
 pub use error::{ContextOverflow, Error, ErrorKind};
 pub use generate::{
     check_prompt, generate, generate_continuing, Finish, GenerateError, Generation,
-    GenerationParams,
+    GenerationParams, GenerationStats,
 };
 pub use ids::{call_id, fresh_seed, short_id};
+pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache};
 pub use lexicons::{load_lexicon, serve_lexicon, served_lexicons, served_terms};
 pub use llamay_constrain::grammar::MAX_SOURCE_BYTES as MAX_QUOTE_SOURCE_BYTES;
 pub use llamay_constrain::schema::budget::Budget as CompileBudget;
@@ -60,9 +65,11 @@ pub use loaded::{
     LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
 pub use params::{Sampling, DEFAULT_MAX_TOKENS};
+pub use reasoning::ThinkingAsk;
 pub use registry::{same_name, Instance, ModelSpec, Registry, RegistryConfig, MAX_LISTED_NAMES};
 pub use request::{GenEvent, GenRequest, Outcome, Prompt};
 pub use resolver::{Resolver, DEFAULT_MEMO_BYTES};
 pub use scheduler::{Counts, Job, Scheduler, SchedulerConfig};
 pub use service::{collect, Runtime, Started};
 pub use stats::Stats;
+pub use tools::{hosted_tool, ToolCall, ToolChoice, ToolDef, ToolSet};

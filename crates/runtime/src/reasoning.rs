@@ -33,7 +33,7 @@ pub struct Convention {
 }
 
 /// The known conventions, most specific first.
-pub const CONVENTIONS: &[Convention] = &[
+pub(crate) const CONVENTIONS: &[Convention] = &[
     Convention {
         family: "qwen3",
         open: "<think>",
@@ -51,7 +51,7 @@ pub const CONVENTIONS: &[Convention] = &[
 ];
 
 /// The convention a model follows, from its chat template and vocabulary.
-pub fn convention_of(
+pub(crate) fn convention_of(
     template: Option<&str>,
     token_id: impl Fn(&str) -> Option<u32>,
 ) -> Option<&'static Convention> {

@@ -1,6 +1,6 @@
 //! Chat templates render exactly the prompts llama.cpp's reference was made from.
 
-use llamay_runtime::chat::{Builtin, ChatMessage, ChatTemplate, RenderOptions};
+use llamay_runtime::{Builtin, ChatMessage, ChatTemplate, RenderOptions};
 use llamay_testdata::{ref_path, RealModel};
 
 fn reference_prompt(model: RealModel, name: &str) -> String {

@@ -13,7 +13,7 @@ use llamay_engine::{
     BatchItem, LoadOptions, LogitsWanted, Model, Sampler, SamplerConfig, StopConditions,
     StopReason, Tokenizer,
 };
-use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::ChatMessage;
 use llamay_runtime::{
     generate, EnforcementReport, Finish, GenEvent, GenerationParams, Job, LoadedModel, Scheduler,
     SchedulerConfig, Stats,

@@ -2,7 +2,7 @@
 //! render, with tools, exactly the text Python's jinja2 renders when set up as
 //! transformers sets it up (`scripts/jinja-reference` wrote the references).
 
-use llamay_runtime::chat::{ChatMessage, ChatTemplate, RenderOptions};
+use llamay_runtime::{ChatMessage, ChatTemplate, RenderOptions};
 use llamay_testdata::{hf_tokenizer_config, repo_root};
 use serde_json::Value;
 
@@ -20,10 +20,10 @@ fn messages(v: &Value) -> Vec<ChatMessage> {
             if let Some(calls) = m["tool_calls"].as_array() {
                 msg.tool_calls = calls
                     .iter()
-                    .map(|c| llamay_runtime::chat::ToolCallMessage {
+                    .map(|c| llamay_runtime::ToolCallMessage {
                         id: c["id"].as_str().unwrap().to_string(),
                         kind: "function".into(),
-                        function: llamay_runtime::chat::ToolCallFunction {
+                        function: llamay_runtime::ToolCallFunction {
                             name: c["function"]["name"].as_str().unwrap().to_string(),
                             arguments: c["function"]["arguments"].clone(),
                         },

@@ -1,7 +1,7 @@
 //! Every template of Ollama's own set (`../shared/ollama-templates`), rendered for the
 //! three conversations Ollama's tests use, equals the text Ollama renders, byte for byte.
 
-use llamay_runtime::chat::{ChatMessage, OllamaTemplate};
+use llamay_runtime::{ChatMessage, OllamaTemplate};
 use llamay_testdata::shared_dir;
 
 /// The messages of a case file's name, as Ollama's template tests define them.

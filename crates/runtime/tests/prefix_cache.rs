@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use llamay_engine::{LoadOptions, SamplerConfig, KV_BLOCK_TOKENS};
-use llamay_runtime::kv::Prefix;
+use llamay_runtime::Prefix;
 use llamay_runtime::{
     EnforcementReport, GenEvent, GenerationParams, Job, LoadedModel, Scheduler, SchedulerConfig,
     Stats,

@@ -10,7 +10,7 @@
 use std::sync::atomic::AtomicBool;
 
 use llamay_engine::{LoadOptions, SamplerConfig};
-use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::ChatMessage;
 use llamay_runtime::{generate, ConstraintSpec, GenerationParams, LoadedModel, Surfaces};
 use llamay_testdata::{real_model, RealModel};
 use serde_json::{json, Value};

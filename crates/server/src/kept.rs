@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::ChatMessage;
 
 /// Responses kept at most; the oldest goes first.
 pub(crate) const MAX_KEPT: usize = 1024;

@@ -22,7 +22,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use llamay_constrain::schema::{CompiledSchema, Sources};
-use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::ChatMessage;
 use llamay_runtime::{
     collect, Encoders, GenRequest, Prompt, Registry, RegistryConfig, Runtime, Sampling,
     SchedulerConfig, Stats, Surfaces,

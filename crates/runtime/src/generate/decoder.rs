@@ -29,7 +29,7 @@ const MAX_BUDGET_REFUSALS: usize = 8;
 
 /// What to do after one decoding step.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Feed these tokens (the sampled one, then any fast-forwarded) to the model and
     /// call [`Decoder::step`] with the logits after the last.
     Continue(Vec<u32>),
@@ -38,7 +38,7 @@ pub enum Step {
 }
 
 /// The decoding state of one sequence.
-pub struct Decoder {
+pub(crate) struct Decoder {
     sampler: Sampler,
     stop: StopConditions,
     matcher: Option<Matcher>,
@@ -64,7 +64,7 @@ pub struct Decoder {
 }
 
 /// What a finished [`Decoder`] leaves behind.
-pub struct Decoded {
+pub(crate) struct Decoded {
     pub text: Vec<u8>,
     /// Generated token ids, EOG excluded.
     pub tokens: Vec<u32>,
@@ -85,7 +85,7 @@ pub struct Decoded {
 impl Decoder {
     /// A decoder for a sequence whose prompt is `prompt`, in a context of `n_ctx`
     /// positions, over a vocabulary of `n_vocab` tokens.
-    pub fn new(
+    pub(crate) fn new(
         tokenizer: &Tokenizer,
         n_vocab: usize,
         n_ctx: usize,
@@ -115,21 +115,21 @@ impl Decoder {
 
     /// Watches the answer for tool calls opened in free text (strict `auto`): each is
     /// held to its constraint from its opener until it closes.
-    pub fn with_call_triggers(mut self, triggers: Option<CallTriggers>) -> Decoder {
+    pub(crate) fn with_call_triggers(mut self, triggers: Option<CallTriggers>) -> Decoder {
         self.calls = triggers.map(CallWatch::new);
         self
     }
 
     /// Runs the generation as a reasoning model's: thinking first, then the answer
     /// under the constraint, with the closing marker kept out of it.
-    pub fn with_thinking(mut self, plan: Option<ThinkPlan>) -> Decoder {
+    pub(crate) fn with_thinking(mut self, plan: Option<ThinkPlan>) -> Decoder {
         let n_vocab = self.mask.len();
         self.thinking = plan.map(|p| ThinkState::new(p, n_vocab));
         self
     }
 
     /// Thinking text decoded since the last call.
-    pub fn take_reasoning(&mut self) -> Option<String> {
+    pub(crate) fn take_reasoning(&mut self) -> Option<String> {
         self.thinking.as_mut().and_then(ThinkState::take)
     }
 
@@ -166,7 +166,7 @@ impl Decoder {
 
     /// Chooses the next token from `logits` (the distribution after the last token
     /// fed). Text that became final goes to `on_text`.
-    pub fn step(
+    pub(crate) fn step(
         &mut self,
         tokenizer: &Tokenizer,
         logits: &[f32],
@@ -302,7 +302,7 @@ impl Decoder {
 
     /// Ends decoding: releases held-back text (unless a stop string matched) and
     /// returns the result.
-    pub fn finish(mut self, finish: Finish, on_text: &mut dyn FnMut(&str)) -> Decoded {
+    pub(crate) fn finish(mut self, finish: Finish, on_text: &mut dyn FnMut(&str)) -> Decoded {
         if finish != Finish::Stop {
             let rest = self.stop.flush();
             emit_answer(&mut self.text, self.thinking.as_mut(), &rest, on_text);
@@ -330,11 +330,6 @@ impl Decoder {
             },
             stop_index: self.stop_index,
         }
-    }
-
-    /// Tokens generated so far.
-    pub fn generated(&self) -> usize {
-        self.tokens.len()
     }
 }
 

@@ -20,9 +20,9 @@ use llamay_engine::Tokenizer;
 use llamay_engine::{BatchItem, ItemLogits, LogitsWanted};
 use llamay_engine::{Model, ModelError};
 
-pub use decoder::{Decoded, Decoder, Step};
-pub use stats::{format_duration, GenerationStats};
-pub use utf8::Utf8Assembler;
+pub(crate) use decoder::{Decoder, Step};
+pub use stats::GenerationStats;
+pub(crate) use utf8::Utf8Assembler;
 
 /// Why generation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

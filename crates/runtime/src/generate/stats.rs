@@ -43,7 +43,7 @@ fn rate(n: usize, d: Duration) -> f64 {
 }
 
 /// `175ms` below a second, `1.473s` above, as the seed's transcripts print them.
-pub fn format_duration(d: Duration) -> String {
+pub(super) fn format_duration(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
     } else {

@@ -4,14 +4,14 @@
 /// unfinished when the generation ends (a token limit cut it) is dropped, so the
 /// output stops before it instead of ending in U+FFFD.
 #[derive(Default, Debug)]
-pub struct Utf8Assembler {
+pub(crate) struct Utf8Assembler {
     pending: Vec<u8>,
     all: Vec<u8>,
 }
 
 impl Utf8Assembler {
     /// Adds bytes; returns the text that is now complete, if any.
-    pub fn push(&mut self, bytes: &[u8]) -> Option<String> {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Option<String> {
         self.all.extend_from_slice(bytes);
         self.pending.extend_from_slice(bytes);
         let mut out = String::new();
@@ -44,7 +44,7 @@ impl Utf8Assembler {
 
     /// Ends the text: the bytes of an unfinished last character are dropped, here
     /// and from [`Self::into_bytes`]. Returns how many were dropped.
-    pub fn finish(&mut self) -> usize {
+    pub(crate) fn finish(&mut self) -> usize {
         let cut = self.pending.len();
         self.all.truncate(self.all.len() - cut);
         self.pending.clear();
@@ -52,7 +52,7 @@ impl Utf8Assembler {
     }
 
     /// Every byte released, as pushed (invalid ones included).
-    pub fn into_bytes(self) -> Vec<u8> {
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
         self.all
     }
 }

@@ -14,11 +14,11 @@ use super::Prefix;
 use crate::error::Error;
 
 /// Default idle time before a context is dropped.
-pub const DEFAULT_CONTEXT_TTL: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_CONTEXT_TTL: Duration = Duration::from_secs(3600);
 /// Most contexts kept at once (forks included).
-pub const MAX_CONTEXTS: usize = 4096;
+pub(crate) const MAX_CONTEXTS: usize = 4096;
 /// Most forks one call makes.
-pub const MAX_FORKS: usize = 64;
+pub(crate) const MAX_FORKS: usize = 64;
 
 /// One named context.
 pub struct NamedContext {

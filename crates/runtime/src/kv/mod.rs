@@ -7,8 +7,8 @@
 //! ([`contexts`]), whose blocks are pinned while they exist and can be written to
 //! the model store ([`snapshot`]). The design is in docs/contexts.md.
 
-pub mod contexts;
-pub mod prefix;
+pub(crate) mod contexts;
+pub(crate) mod prefix;
 pub mod snapshot;
 
 use std::sync::Arc;
@@ -43,7 +43,7 @@ impl Prefix {
 
 /// The pool bound when none is given: a quarter of the machine's memory, at most
 /// 8 GiB (2 GiB where the total cannot be read).
-pub fn default_pool_bytes() -> usize {
+pub(crate) fn default_pool_bytes() -> usize {
     const GIB: usize = 1 << 30;
     let total = std::fs::read_to_string("/proc/meminfo")
         .ok()

@@ -216,8 +216,9 @@ mod tests {
     use llamay_constrain::{Constraint, Vocabulary};
     use serde_json::json;
 
-    use super::super::{Convention, ToolChoice, ToolDef, ToolSet};
+    use super::super::{ToolChoice, ToolDef, ToolSet};
     use super::*;
+    use crate::chat::CallConvention as Convention;
 
     fn byte_vocab() -> Arc<Vocabulary> {
         let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();

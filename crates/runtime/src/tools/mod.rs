@@ -30,14 +30,13 @@ use std::sync::Arc;
 use llamay_constrain::schema::{compile, CompiledSchema as SchemaTree};
 use serde_json::Value;
 
-pub use crate::chat::CallConvention as Convention;
 use crate::error::Error;
 pub(crate) use parse::parse;
 
 /// Most tools one request may offer.
-pub const MAX_TOOLS: usize = 128;
+pub(crate) const MAX_TOOLS: usize = 128;
 /// Longest tool name, in bytes.
-pub const MAX_NAME_BYTES: usize = 128;
+pub(crate) const MAX_NAME_BYTES: usize = 128;
 
 /// One function the caller offers.
 #[derive(Debug)]

@@ -23,7 +23,7 @@ use super::openai::{chat_messages, fail, Message};
 use super::tool_wire::{function_tools, openai_choice};
 use crate::http::error::ApiError;
 use crate::http::{json_response, parse_body, AppState};
-use llamay_runtime::tools::ToolSet;
+use llamay_runtime::ToolSet;
 use llamay_runtime::{ContextRequest, Prompt};
 
 /// Longest idle time a context may ask for: a week.

@@ -1,8 +1,8 @@
 //! What the API shapes share about reasoning models: llamay's
 //! `llamay_thinking_budget` beside each shape's own toggle.
 
-use llamay_runtime::reasoning::ThinkingAsk;
 use llamay_runtime::Error;
+use llamay_runtime::ThinkingAsk;
 
 /// Adds `llamay_thinking_budget` (which also turns thinking on) to a shape's ask.
 pub(crate) fn with_budget(ask: ThinkingAsk, budget: Option<i64>) -> Result<ThinkingAsk, Error> {

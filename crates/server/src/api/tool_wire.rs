@@ -4,9 +4,9 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use llamay_runtime::chat::{ToolCallFunction, ToolCallMessage};
-use llamay_runtime::tools::{hosted_tool, ToolChoice, ToolDef};
 use llamay_runtime::Error;
+use llamay_runtime::{hosted_tool, ToolChoice, ToolDef};
+use llamay_runtime::{ToolCallFunction, ToolCallMessage};
 
 /// An assistant's earlier call in a history message (OpenAI's and Ollama's shape;
 /// Ollama sends no id).

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::AtomicBool;
 
-use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::ChatMessage;
 
 use super::constraint::{Constraint, QuoteSources};
 

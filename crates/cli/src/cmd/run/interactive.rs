@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::ChatMessage;
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 

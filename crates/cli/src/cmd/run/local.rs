@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use llamay_engine::{LoadOptions, SamplerConfig};
-use llamay_runtime::kv::snapshot;
+use llamay_runtime::snapshot;
 use llamay_runtime::{
     generate_continuing, Finish, GenerationParams, LoadedModel, PromptLayers, TemplateSource,
     DEFAULT_CONSTRAINT_CACHE_BYTES,

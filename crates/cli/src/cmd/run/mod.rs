@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use llamay_runtime::chat::ChatMessage;
+use llamay_runtime::ChatMessage;
 
 use super::load_args::LoadArgs;
 use super::UsageError;

@@ -7,7 +7,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use llamay_runtime::generate::GenerationStats;
+use llamay_runtime::GenerationStats;
 use serde_json::{json, Value};
 
 use super::backend::{Backend, Input, Knobs, Reply};

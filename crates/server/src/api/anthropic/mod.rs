@@ -15,15 +15,15 @@ use crate::api::reasoning_wire::with_budget;
 use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
-use llamay_runtime::chat::ChatMessage;
-use llamay_runtime::chat::{ToolCallFunction, ToolCallMessage};
-use llamay_runtime::reasoning::ThinkingAsk;
-use llamay_runtime::tools::{hosted_tool, ToolChoice, ToolDef, ToolSet};
+use llamay_runtime::ChatMessage;
 use llamay_runtime::Finish;
 use llamay_runtime::Sampling;
 use llamay_runtime::Surfaces;
+use llamay_runtime::ThinkingAsk;
 use llamay_runtime::{collect, Started};
+use llamay_runtime::{hosted_tool, ToolChoice, ToolDef, ToolSet};
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
+use llamay_runtime::{ToolCallFunction, ToolCallMessage};
 
 /// The Anthropic route.
 pub(crate) fn routes() -> Router<AppState> {
@@ -419,7 +419,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     ))
 }
 
-fn tool_use_block(c: &llamay_runtime::tools::ToolCall) -> Value {
+fn tool_use_block(c: &llamay_runtime::ToolCall) -> Value {
     json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
 }
 

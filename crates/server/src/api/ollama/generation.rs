@@ -16,13 +16,13 @@ use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
 use crate::http::error::ApiError;
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
-use llamay_runtime::chat::ChatMessage;
 use llamay_runtime::collect;
-use llamay_runtime::reasoning::ThinkingAsk;
-use llamay_runtime::tools::{ToolCall, ToolSet};
+use llamay_runtime::ChatMessage;
 use llamay_runtime::Sampling;
 use llamay_runtime::Surfaces;
+use llamay_runtime::ThinkingAsk;
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
+use llamay_runtime::{ToolCall, ToolSet};
 
 use super::wire::{error_body, fail, now_rfc3339};
 

@@ -18,12 +18,12 @@ use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use crate::ids::unix_secs;
-use llamay_runtime::chat::ChatMessage;
-use llamay_runtime::reasoning::ThinkingAsk;
-use llamay_runtime::tools::{ToolCall, ToolSet};
+use llamay_runtime::ChatMessage;
 use llamay_runtime::Surfaces;
+use llamay_runtime::ThinkingAsk;
 use llamay_runtime::{collect, Started};
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
+use llamay_runtime::{ToolCall, ToolSet};
 
 /// The OpenAI routes.
 pub(crate) fn routes() -> Router<AppState> {

@@ -22,10 +22,10 @@ use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use crate::ids::{response_id, unix_secs};
 use crate::kept::Kept;
-use llamay_runtime::chat::{ChatMessage, ToolCallFunction, ToolCallMessage};
-use llamay_runtime::reasoning::ThinkingAsk;
-use llamay_runtime::tools::ToolSet;
+use llamay_runtime::ThinkingAsk;
+use llamay_runtime::ToolSet;
 use llamay_runtime::{collect, Finish, GenEvent, GenRequest, Outcome, Prompt};
+use llamay_runtime::{ChatMessage, ToolCallFunction, ToolCallMessage};
 
 use output::Draft;
 use request::CreateRequest;

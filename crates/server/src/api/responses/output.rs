@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use llamay_runtime::tools::ToolCall;
+use llamay_runtime::ToolCall;
 
 use crate::ids::response_id;
 

@@ -7,9 +7,9 @@ use serde_json::Value;
 use crate::api::sampling::with_sampling_knobs;
 use crate::api::tool_wire::{arguments_value, openai_choice};
 use crate::http::error::ApiError;
-use llamay_runtime::chat::{ChatMessage, ToolCallFunction, ToolCallMessage};
-use llamay_runtime::tools::{hosted_tool, ToolChoice, ToolDef};
 use llamay_runtime::Surfaces;
+use llamay_runtime::{hosted_tool, ToolChoice, ToolDef};
+use llamay_runtime::{ChatMessage, ToolCallFunction, ToolCallMessage};
 
 with_sampling_knobs! {
     #[derive(Deserialize)]
