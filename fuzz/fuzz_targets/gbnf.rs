@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use llamay_constrain::{gbnf::parse_gbnf, Constraint, Lexicon};
+use llamay_constrain::{parse_gbnf, Constraint, Lexicon};
 use llamay_fuzz::{split_input, vocab, walk};
 
 fuzz_target!(|data: &[u8]| {

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use llamay_constrain::{schema, Constraint};
+use llamay_constrain::{compile_schema, Constraint};
 use llamay_fuzz::{numbers_fit_f64, split_input, vocab, walk};
 
 fuzz_target!(|data: &[u8]| {
@@ -15,11 +15,11 @@ fuzz_target!(|data: &[u8]| {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(text) else {
         return;
     };
-    let Ok(tree) = schema::compile(&value) else {
+    let Ok(tree) = compile_schema(&value) else {
         return;
     };
     let _ = tree.report.to_string();
-    let Ok(g) = schema::lower::lower(&tree) else {
+    let Ok(g) = tree.lower() else {
         return;
     };
     let Ok(c) = Constraint::from_grammar(&g, vocab().clone()) else {

@@ -153,7 +153,7 @@ fn fifty_schema_generations_all_finish_parse_and_validate() {
             .should_validate_formats(false)
             .build(&case.schema)
             .unwrap_or_else(|e| panic!("{}: the validator refuses the schema: {e}", case.name));
-        let grammar = match llamay_constrain::schema::grammar(&case.schema) {
+        let grammar = match llamay_constrain::schema_grammar(&case.schema) {
             Ok((g, _)) => g,
             Err(e) => {
                 // A refusal is a clear error (never a panic); it must stay rare.

@@ -179,7 +179,7 @@ fn main() {
         );
         let v = vocab.clone();
         let schema = |k: usize| {
-            llamay_constrain::schema::constraint(&docs[k].0, v.clone())
+            llamay_constrain::Constraint::from_schema(&docs[k].0, v.clone())
                 .ok()
                 .map(|(c, _)| c)
         };

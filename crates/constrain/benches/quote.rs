@@ -13,8 +13,7 @@
 #[path = "../tests/common/real_vocab.rs"]
 mod real_vocab;
 
-use llamay_constrain::schema::{grammar_with, Sources};
-use llamay_constrain::{Constraint, TokenMask, Vocabulary};
+use llamay_constrain::{schema_grammar_with, Constraint, Sources, TokenMask, Vocabulary};
 use llamay_testdata::RealModel;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,7 +88,7 @@ fn main() {
     if std::env::args().any(|a| a == "--automaton-only") {
         // For `time` on a loaded machine: CPU seconds of 10 builds.
         for _ in 0..10 {
-            llamay_constrain::grammar::SpanAutomaton::new(&src, Default::default()).unwrap();
+            llamay_constrain::SpanAutomaton::new(&src, Default::default()).unwrap();
         }
         return;
     }
@@ -124,7 +123,7 @@ fn main() {
             ))
         };
         let compile = |schema: &serde_json::Value, vocab: Arc<Vocabulary>| {
-            let (g, _) = grammar_with(schema, &sources).unwrap();
+            let (g, _) = schema_grammar_with(schema, &sources).unwrap();
             Constraint::from_grammar(&g, vocab).unwrap()
         };
         if let Some(p) = std::env::var_os("QUOTE_BENCH_PROFILE") {
@@ -138,8 +137,7 @@ fn main() {
         let vocab = fresh();
         let sam = best(5, || {
             let t0 = Instant::now();
-            let a =
-                llamay_constrain::grammar::SpanAutomaton::new(&src, Default::default()).unwrap();
+            let a = llamay_constrain::SpanAutomaton::new(&src, Default::default()).unwrap();
             let d = t0.elapsed();
             drop(a);
             d

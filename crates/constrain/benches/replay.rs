@@ -22,8 +22,7 @@
 #[path = "../tests/common/real_vocab.rs"]
 mod real_vocab;
 
-use llamay_constrain::schema::{AdditionalProperties, Options};
-use llamay_constrain::{Constraint, Vocabulary};
+use llamay_constrain::{AdditionalProperties, Constraint, SchemaOptions, Vocabulary};
 use llamay_testdata::RealModel;
 use std::sync::Arc;
 use std::time::Instant;
@@ -58,14 +57,14 @@ fn read(path: &str) -> Vec<Request> {
 }
 
 fn compile(r: &Request, vocab: &Arc<Vocabulary>) -> Option<Constraint> {
-    let options = Options {
+    let options = SchemaOptions {
         additional_properties: AdditionalProperties::Open,
-        ..Options::default()
+        ..SchemaOptions::default()
     };
     match r.format.as_str() {
         "json_schema" => {
             let schema: serde_json::Value = serde_json::from_str(&r.grammar).ok()?;
-            llamay_constrain::schema::constraint_with(&schema, vocab.clone(), &options)
+            llamay_constrain::Constraint::from_schema_with(&schema, vocab.clone(), &options)
                 .ok()
                 .map(|(c, _)| c)
         }

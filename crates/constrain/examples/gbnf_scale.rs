@@ -5,7 +5,7 @@
 //! 14,000 rules; each shape is also timed at a quarter of that, so a super-linear step
 //! shows as a ratio well above 4).
 
-use llamay_constrain::{gbnf::parse_gbnf, Constraint, TokenMask, Vocabulary};
+use llamay_constrain::{parse_gbnf, Constraint, TokenMask, Vocabulary};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

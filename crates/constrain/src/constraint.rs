@@ -7,16 +7,17 @@ use crate::automaton::local::{LocalMask, LocalMaskCache, PlainProfile, Remaining
 use crate::automaton::program::Program;
 use crate::automaton::states::DEFAULT_STATE_LIMIT;
 use crate::error::Result;
-use crate::grammar::{json, ByteDfa, Grammar, GrammarBuilder, Symbol};
+use crate::grammar::{ByteDfa, Grammar, GrammarBuilder, Symbol};
 use crate::heap::{self, Seen};
 use crate::vocab::Vocabulary;
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Default mask-cache capacity.
+/// The masks a matcher caches by default ([`Limits::masks`]).
 pub const DEFAULT_MASK_LIMIT: usize = 256;
 
-/// Capacities of a matcher's caches.
+/// Capacities of a matcher's caches (set with [`Constraint::with_limits`]): bounds on
+/// memory, not on what the constraint accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Interned states before the table is cleared (default 4,096).
@@ -102,7 +103,7 @@ impl Inner {
     }
 
     /// The program's shortest-completion costs.
-    pub fn distances(&self) -> &Distances {
+    pub(crate) fn distances(&self) -> &Distances {
         self.distances
             .get_or_init(|| Distances::compute(&self.program))
     }
@@ -111,7 +112,7 @@ impl Inner {
     /// keyed by the state's canonical form. Strings without pattern or exclusions are the
     /// same in every grammar: their masks live on the vocabulary, so even a freshly
     /// compiled schema finds them ready.
-    pub fn local_mask(&self, spec: u32, aux: u64) -> Arc<LocalMask> {
+    pub(crate) fn local_mask(&self, spec: u32, aux: u64) -> Arc<LocalMask> {
         let prog = &self.program.strings[spec as usize];
         if prog.is_unpatterned() {
             return self.plain_mask(prog, aux);
@@ -248,12 +249,12 @@ impl Constraint {
 
     /// Any JSON value, with the default whitespace budget.
     pub fn any_json(vocab: Arc<Vocabulary>) -> Result<Self> {
-        Self::from_grammar(&json::any_json()?, vocab)
+        Self::from_grammar(&Grammar::any_json()?, vocab)
     }
 
     /// Any JSON object (JSON mode), with the default whitespace budget.
     pub fn json_object(vocab: Arc<Vocabulary>) -> Result<Self> {
-        Self::from_grammar(&json::json_object()?, vocab)
+        Self::from_grammar(&Grammar::json_object()?, vocab)
     }
 
     /// Output that matches `pattern` in whole.

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::grammar::ByteDfa;
 
 /// Longest term, in bytes.
-pub const MAX_TERM_BYTES: usize = 4096;
+pub(crate) const MAX_TERM_BYTES: usize = 4096;
 
 /// A named, compiled set of terms. Cheap to share (`Arc` it).
 pub struct Lexicon {

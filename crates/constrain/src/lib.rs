@@ -5,9 +5,12 @@
 //! vocabulary keep it alive (a bitset mask). It knows nothing of models or HTTP: the
 //! vocabulary arrives as plain byte strings, so the crate could be published alone.
 //!
-//! Layers: [`grammar`] (the IR every front-end lowers to), [`gbnf`] (llama.cpp's grammar
-//! format), [`schema`] (JSON Schema), the automaton (private), and the public run-time API: [`Vocabulary`],
-//! [`Constraint`] (+ [`ConstraintCache`]), [`Matcher`], [`TokenMask`], [`MatcherStats`].
+//! Other crates use the names re-exported here, at the root; the modules are the
+//! crate's own. Layers: the front-ends ([`compile_schema`] and [`schema_grammar`] for
+//! JSON Schema, [`parse_gbnf`] for llama.cpp's grammars, [`Lexicon`] for term lists),
+//! the grammar IR they lower to ([`Grammar`], built with [`GrammarBuilder`]), the
+//! automaton (private), and the run-time API: [`Vocabulary`], [`Constraint`] (+
+//! [`ConstraintCache`]), [`Matcher`], [`TokenMask`], [`MatcherStats`].
 //!
 //! For a caller with a token budget, a matcher also knows how far the output is from
 //! acceptance ([`Matcher::min_bytes_to_accept`], [`Matcher::min_bytes_after`]) and which
@@ -27,29 +30,60 @@
 //! assert!(m.is_accepting() && m.is_finished());
 //! ```
 #![forbid(unsafe_code)]
+// Every `pub` item is reachable from the root (unreachable_pub) and says what it is for
+// (missing_docs): the door is all there is, and it is written down.
+#![warn(missing_docs, unreachable_pub)]
 
 mod automaton;
 mod cache;
 mod constraint;
-pub mod error;
-pub mod gbnf;
-pub mod grammar;
+mod error;
+mod gbnf;
+mod grammar;
 mod heap;
-pub mod lexicon;
+mod lexicon;
 mod mask;
 mod matcher;
 mod pool;
-pub mod schema;
+mod schema;
 mod stats;
 mod trie;
 mod utf8;
 mod vocab;
 
+// The run time: a vocabulary, a constraint compiled for it, a matcher per sequence.
 pub use cache::ConstraintCache;
 pub use constraint::{Constraint, Limits, DEFAULT_MASK_LIMIT};
 pub use error::{Error, Result};
-pub use lexicon::Lexicon;
 pub use mask::TokenMask;
 pub use matcher::{Matcher, MAX_ROLLBACK};
 pub use stats::MatcherStats;
 pub use vocab::Vocabulary;
+
+// The grammar IR every front-end lowers to, and llama.cpp's GBNF read into it.
+pub use gbnf::parse_gbnf;
+pub use grammar::{
+    ByteDfa, ByteSet, CharClass, Grammar, GrammarBuilder, JsonString, Member, Rule, RuleId, Symbol,
+    Unordered,
+};
+
+// JSON Schema.
+pub use schema::{
+    compile_schema, compile_schema_with, schema_grammar, schema_grammar_with,
+    schema_grammar_with_options, schema_limits, AdditionalProperties, CompileBudget,
+    CompiledSchema, NotEnforced, Pattern, ReportEntry, SchemaError, SchemaLimits, SchemaMismatch,
+    SchemaOptions, SchemaReport, ENFORCED_FORMATS,
+};
+
+// Quotes (`x-llamay-quote`: a value must be a span of a source text) and lexicons.
+pub use grammar::{Normalize, SpanAutomaton, MAX_QUOTE_SOURCE_BYTES};
+pub use lexicon::Lexicon;
+pub use schema::{Quote, QuoteSource, Sources, QUOTE_KEYWORD};
+
+/// The schema tree's nodes and exact decimals, for the crate's own integration tests,
+/// which look inside a [`CompiledSchema`]. Not the API: other crates use the root names,
+/// and what is here may change with any commit.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::schema::{Decimal, IntegerSpec, Node};
+}

@@ -20,7 +20,7 @@ pub(crate) struct MaskPool {
 }
 
 impl MaskPool {
-    pub fn new(n_tokens: usize) -> Self {
+    pub(crate) fn new(n_tokens: usize) -> Self {
         let bytes = n_tokens.div_ceil(64).max(1) * 8;
         MaskPool {
             spare: Mutex::new(Vec::new()),
@@ -30,14 +30,14 @@ impl MaskPool {
     }
 
     /// A mask of the vocabulary's length, with unspecified contents.
-    pub fn take(&self) -> TokenMask {
+    pub(crate) fn take(&self) -> TokenMask {
         self.lock()
             .pop()
             .unwrap_or_else(|| TokenMask::new(self.n_tokens))
     }
 
     /// Keeps `masks` for later takers, as far as the pool has room.
-    pub fn give(&self, masks: impl IntoIterator<Item = TokenMask>) {
+    pub(crate) fn give(&self, masks: impl IntoIterator<Item = TokenMask>) {
         let mut spare = self.lock();
         let room = self.limit.saturating_sub(spare.len());
         spare.extend(

@@ -162,7 +162,7 @@ const MANY: u32 = 1 << 31;
 
 impl Trie {
     /// The trie of tokens `sorted` (ids into `tokens`, in byte order).
-    pub fn build(tokens: &[Vec<u8>], sorted: &[u32]) -> Trie {
+    pub(crate) fn build(tokens: &[Vec<u8>], sorted: &[u32]) -> Trie {
         let mut t = Trie {
             nodes: vec![TrieNode {
                 tok: NO_TOKEN,
@@ -293,7 +293,7 @@ impl Trie {
     }
 
     /// The child of node `i` on byte `b`, if there is one.
-    pub fn child(&self, i: usize, b: u8) -> Option<usize> {
+    pub(crate) fn child(&self, i: usize, b: u8) -> Option<usize> {
         if i == 0 {
             return Some(self.first[usize::from(b)] as usize).filter(|&c| c != 0);
         }
@@ -311,7 +311,7 @@ impl Trie {
 
     /// The children of a [`wide`](TrieNode::wide) node, their bytes and nodes (none
     /// for another node).
-    pub fn kids(&self, i: usize) -> (&[u8], &[u32]) {
+    pub(crate) fn kids(&self, i: usize) -> (&[u8], &[u32]) {
         match self.wide.binary_search(&(i as u32)) {
             Ok(k) => {
                 let r = self.kids_at[k] as usize..self.kids_at[k + 1] as usize;
@@ -323,7 +323,7 @@ impl Trie {
 
     /// The tokens ending at node `i`.
     #[inline]
-    pub fn tokens_at(&self, i: usize) -> &[u32] {
+    pub(crate) fn tokens_at(&self, i: usize) -> &[u32] {
         let n = &self.nodes[i];
         match n.tok {
             NO_TOKEN => &[],
@@ -334,7 +334,7 @@ impl Trie {
 
     /// Appends the tokens ending at `node` (a node of this trie) to `out`.
     #[inline]
-    pub fn push_tokens(&self, node: &TrieNode, out: &mut Vec<u32>) {
+    pub(crate) fn push_tokens(&self, node: &TrieNode, out: &mut Vec<u32>) {
         match node.tok {
             NO_TOKEN => {}
             t if t & MANY == 0 => out.push(t),
@@ -344,14 +344,14 @@ impl Trie {
 
     /// The shape of the bytes below node `i`.
     #[inline]
-    pub fn shape(&self, i: usize) -> Shape {
+    pub(crate) fn shape(&self, i: usize) -> Shape {
         self.shapes[i]
     }
 
     /// The most bytes a token below node `i` adds to the node's (`u32::MAX` from 255 on:
     /// the count is kept in a byte).
     #[inline]
-    pub fn reach(&self, i: usize) -> u32 {
+    pub(crate) fn reach(&self, i: usize) -> u32 {
         match self.reach[i] {
             u8::MAX => u32::MAX,
             r => u32::from(r),
@@ -359,13 +359,13 @@ impl Trie {
     }
 
     /// The tokens below node `i` (not its own).
-    pub fn tokens_below(&self, i: usize) -> &[u32] {
+    pub(crate) fn tokens_below(&self, i: usize) -> &[u32] {
         let end = self.nodes[i].end as usize;
         &self.order[self.tok_at[i + 1] as usize..self.tok_at[end] as usize]
     }
 
     /// Number of nodes, root included.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.nodes.len()
     }
 }

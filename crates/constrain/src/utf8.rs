@@ -29,7 +29,7 @@ pub(crate) struct Utf8At {
 }
 
 impl Utf8At {
-    pub const BOUNDARY: Utf8At = Utf8At {
+    pub(crate) const BOUNDARY: Utf8At = Utf8At {
         due: 0,
         lo: 0,
         hi: 0,
@@ -37,7 +37,7 @@ impl Utf8At {
     };
 
     /// The place after byte `b`, as the JSON-string decoder reads UTF-8.
-    pub fn after(self, b: u8) -> Utf8At {
+    pub(crate) fn after(self, b: u8) -> Utf8At {
         let broken = Utf8At {
             broken: true,
             ..self

@@ -88,7 +88,7 @@ const PATTERN_IDS_BYTES: usize = 256 << 20;
 impl PatternIds {
     /// The id of `dfa`'s equals (compared in full: equal sources may still compile
     /// to other automata, e.g. with other flags).
-    pub fn id(&self, dfa: &std::sync::Arc<ByteDfa>) -> u32 {
+    pub(crate) fn id(&self, dfa: &std::sync::Arc<ByteDfa>) -> u32 {
         let mut t = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(same) = t.by_source.get(dfa.pattern()) {
             if let Some((_, id)) = same

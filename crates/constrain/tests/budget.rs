@@ -1,8 +1,7 @@
 //! The compile budget: a schema that takes longer than its budget is refused with the
 //! part it was compiling, soon after the budget ends; the node budget likewise.
 
-use llamay_constrain::schema::budget::Budget;
-use llamay_constrain::schema::{grammar_with_options, Options, Sources};
+use llamay_constrain::{schema_grammar_with_options, CompileBudget, SchemaOptions, Sources};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -23,10 +22,10 @@ pub fn slow_schema(groups: usize) -> Value {
     json!({"type": "object", "properties": outer})
 }
 
-fn options(time: Option<Duration>, nodes: usize) -> Options {
-    Options {
-        budget: Budget { time, nodes },
-        ..Options::default()
+fn options(time: Option<Duration>, nodes: usize) -> SchemaOptions {
+    SchemaOptions {
+        budget: CompileBudget { time, nodes },
+        ..SchemaOptions::default()
     }
 }
 
@@ -34,13 +33,13 @@ fn options(time: Option<Duration>, nodes: usize) -> Options {
 fn a_compile_past_its_time_is_refused_naming_the_part() {
     let s = slow_schema(8);
     let t0 = Instant::now();
-    let unbounded = grammar_with_options(&s, &Sources::none(), &options(None, 100_000));
+    let unbounded = schema_grammar_with_options(&s, &Sources::none(), &options(None, 100_000));
     let full = t0.elapsed();
     assert!(unbounded.is_ok());
     let budget = full / 4;
     let t0 = Instant::now();
-    let e =
-        grammar_with_options(&s, &Sources::none(), &options(Some(budget), 100_000)).unwrap_err();
+    let e = schema_grammar_with_options(&s, &Sources::none(), &options(Some(budget), 100_000))
+        .unwrap_err();
     let took = t0.elapsed();
     let msg = e.to_string();
     assert!(msg.contains("ran past the compile budget"), "{msg}");
@@ -55,7 +54,7 @@ fn a_compile_past_its_time_is_refused_naming_the_part() {
 #[test]
 fn the_node_budget_is_configurable() {
     let s = slow_schema(2);
-    let e = grammar_with_options(&s, &Sources::none(), &options(None, 20)).unwrap_err();
+    let e = schema_grammar_with_options(&s, &Sources::none(), &options(None, 20)).unwrap_err();
     assert!(e.to_string().contains("past 20 nodes"), "{e}");
-    assert!(grammar_with_options(&s, &Sources::none(), &options(None, 200)).is_ok());
+    assert!(schema_grammar_with_options(&s, &Sources::none(), &options(None, 200)).is_ok());
 }

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 fn schema(v: &Arc<Vocabulary>, s: Value) -> Constraint {
-    let (g, _) = llamay_constrain::schema::grammar(&s).unwrap();
+    let (g, _) = llamay_constrain::schema_grammar(&s).unwrap();
     Constraint::from_grammar(&g, v.clone()).unwrap()
 }
 
@@ -241,7 +241,7 @@ fn closing_masks_finish_corpus_schemas_within_the_distance() {
     let mut rng = Rng::new(0xC105E);
     let (mut closed, mut validated, mut failures) = (0, 0, Vec::new());
     for case in cases.iter().step_by(stride) {
-        let Ok((g, report)) = llamay_constrain::schema::grammar(&case.schema) else {
+        let Ok((g, report)) = llamay_constrain::schema_grammar(&case.schema) else {
             continue;
         };
         let Ok(c) = Constraint::from_grammar(&g, vocab.clone()) else {

@@ -15,9 +15,9 @@ mod corpus;
 mod real_vocab;
 
 use common::Rng;
-use llamay_constrain::schema::check::Mismatch;
-use llamay_constrain::schema::{AdditionalProperties, Options};
-use llamay_constrain::{Constraint, TokenMask};
+use llamay_constrain::{
+    AdditionalProperties, Constraint, SchemaMismatch, SchemaOptions, TokenMask,
+};
 use llamay_testdata::RealModel;
 use std::collections::HashMap;
 
@@ -82,23 +82,23 @@ fn valid_instances_pass_token_by_token_and_invalid_ones_do_not() {
     let mut rejected_invalid = 0;
     let mut wrong: Vec<String> = Vec::new();
     let options = match std::env::var("LLAMAY_COMPLETENESS_SEMANTICS").as_deref() {
-        Ok("open") => Options {
+        Ok("open") => SchemaOptions {
             additional_properties: AdditionalProperties::Open,
-            ..Options::default()
+            ..SchemaOptions::default()
         },
-        _ => Options::default(),
+        _ => SchemaOptions::default(),
     };
     for (k, case) in corpus::cases().into_iter().enumerate() {
         if !case.name.starts_with("seed/") && k % stride != 0 {
             continue;
         }
-        let Ok(tree) = llamay_constrain::schema::compile_with(&case.schema, &options) else {
+        let Ok(tree) = llamay_constrain::compile_schema_with(&case.schema, &options) else {
             continue;
         };
         let built: Vec<Constraint> = toks
             .iter()
             .filter_map(|t| {
-                llamay_constrain::schema::constraint_with(
+                llamay_constrain::Constraint::from_schema_with(
                     &case.schema,
                     t.rv.vocab.clone(),
                     &options,
@@ -130,11 +130,11 @@ fn valid_instances_pass_token_by_token_and_invalid_ones_do_not() {
             }
             match tree.check(data) {
                 Ok(()) => {}
-                Err(Mismatch::ExtraKey(_) | Mismatch::WrongType(_)) => {
+                Err(SchemaMismatch::ExtraKey(_) | SchemaMismatch::WrongType(_)) => {
                     by_design += 1;
                     continue;
                 }
-                Err(Mismatch::Other(why)) => {
+                Err(SchemaMismatch::Other(why)) => {
                     wrong.push(format!(
                         "{}: tree refuses a valid instance: {why}",
                         case.name

@@ -174,7 +174,7 @@ fn numbers_fit_f64(doc: &[u8]) -> bool {
 /// Checks a finished document; `None` if it is sound.
 fn judge(
     doc: &[u8],
-    tree: &llamay_constrain::schema::CompiledSchema,
+    tree: &llamay_constrain::CompiledSchema,
     declared: &HashSet<String>,
     validator: Option<&jsonschema::Validator>,
 ) -> Option<String> {
@@ -184,7 +184,7 @@ fn judge(
     if !json_check::is_json(doc) {
         return Some("not JSON".into());
     }
-    if structural_ws(doc) > llamay_constrain::grammar::DEFAULT_WS_BUDGET {
+    if structural_ws(doc) > llamay_constrain::schema_limits().whitespace_budget {
         return Some(format!("{} whitespace bytes", structural_ws(doc)));
     }
     if !numbers_fit_f64(doc) {
@@ -235,11 +235,12 @@ fn random_walks_over_the_schema_corpus_are_sound() {
         if !case.name.starts_with("seed/") && k % stride != 0 {
             continue;
         }
-        let Ok(tree) = llamay_constrain::schema::compile(&case.schema) else {
+        let Ok(tree) = llamay_constrain::compile_schema(&case.schema) else {
             refused += 1;
             continue;
         };
-        let Ok((c, report)) = llamay_constrain::schema::constraint(&case.schema, rv.vocab.clone())
+        let Ok((c, report)) =
+            llamay_constrain::Constraint::from_schema(&case.schema, rv.vocab.clone())
         else {
             refused += 1;
             continue;
@@ -386,7 +387,7 @@ fn random_walks_over_the_gbnf_grammars_are_sound() {
     let (mut grammars, mut finished, mut cut) = (0, 0, 0);
     let mut wrong = Vec::new();
     for (name, text) in grammar_files() {
-        let g = llamay_constrain::gbnf::parse_gbnf(&text).unwrap();
+        let g = llamay_constrain::parse_gbnf(&text).unwrap();
         let c = Constraint::from_grammar(&g, rv.vocab.clone()).unwrap();
         grammars += 1;
         for _ in 0..walks {

@@ -4,14 +4,14 @@
 mod common;
 
 use common::{accepts_tokens, synthetic_vocab};
-use llamay_constrain::schema::{self, NotEnforced};
+use llamay_constrain::{schema_grammar, Constraint, NotEnforced};
 use serde_json::json;
 
 /// Whether the JSON string `value` is accepted as a whole document by `{"type":"string","format":F}`.
 fn accepts(format: &str, value: &str) -> bool {
     let (vocab, eog, _) = synthetic_vocab(&[]);
     let s = json!({"type": "string", "format": format});
-    let (c, report) = schema::constraint(&s, vocab).unwrap();
+    let (c, report) = Constraint::from_schema(&s, vocab).unwrap();
     assert!(report.is_fully_enforced(), "{format}: {report}");
     assert_eq!(report.formats, vec![format!("{format} at the schema")]);
     let text = serde_json::to_string(value).unwrap();
@@ -257,7 +257,7 @@ fn uri_rfc3986() {
 #[test]
 fn other_formats_stay_reported_and_a_pattern_beside_a_format_wins() {
     let (g, report) =
-        schema::grammar(&json!({"type": "string", "format": "uri-reference"})).unwrap();
+        schema_grammar(&json!({"type": "string", "format": "uri-reference"})).unwrap();
     drop(g);
     let e = report.of_kind(NotEnforced::Ignored).next().unwrap();
     assert_eq!(
@@ -266,12 +266,12 @@ fn other_formats_stay_reported_and_a_pattern_beside_a_format_wins() {
     );
     assert!(report.formats.is_empty());
     let s = json!({"type": "string", "format": "date", "pattern": "^x"});
-    let (_, report) = schema::grammar(&s).unwrap();
+    let (_, report) = schema_grammar(&s).unwrap();
     assert!(report.formats.is_empty());
     assert_eq!(report.of_kind(NotEnforced::Ignored).count(), 1);
     // A format inside an object's property is located there.
     let s = json!({"type": "object", "properties": {"when": {"type": "string", "format": "date"}}});
-    let (_, report) = schema::grammar(&s).unwrap();
+    let (_, report) = schema_grammar(&s).unwrap();
     assert!(report.is_fully_enforced());
     assert_eq!(report.formats, vec!["date at properties.when".to_string()]);
 }

@@ -3,8 +3,7 @@
 
 mod common;
 use common::*;
-use llamay_constrain::gbnf::parse_gbnf;
-use llamay_constrain::{Constraint, TokenMask};
+use llamay_constrain::{parse_gbnf, Constraint, TokenMask};
 use recognise_impl::recognises;
 use std::fs;
 

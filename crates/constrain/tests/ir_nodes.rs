@@ -5,16 +5,24 @@ mod common;
 #[path = "common/json_check.rs"]
 mod json_check;
 use common::*;
-use llamay_constrain::grammar::{json, GrammarBuilder, JsonString, Member, Symbol, Unordered};
-use llamay_constrain::Constraint;
+use llamay_constrain::{
+    compile_schema, Constraint, GrammarBuilder, JsonString, Member, Symbol, Unordered,
+};
 use std::collections::HashSet;
 
 /// `{ "a": int (required), "b": string, "c": [ints] (required), extra keys: any value }`
 fn object_constraint(additional: bool) -> (Constraint, u32, u32) {
     let (vocab, eog, special) = synthetic_vocab(&["\"a\":", "\"b\":", "\"c\":", "\"d\":"]);
     let mut b = GrammarBuilder::new();
-    let any = json::add_any_value(&mut b);
-    let int = b.rule("int", vec![json::integer_symbols()]);
+    // `true` is any JSON value: its lowering is the grammar's own any-value rule.
+    let any = compile_schema(&serde_json::json!(true))
+        .unwrap()
+        .lower_into(&mut b)
+        .unwrap();
+    let int = b.rule(
+        "int",
+        vec![vec![Symbol::regex("-?(?:0|[1-9][0-9]{0,18})").unwrap()]],
+    );
     let kv = |key: &str, value: Vec<Symbol>, required| Member {
         key: format!("\"{key}\"").into_bytes(),
         value: [vec![Symbol::ws(), Symbol::lit(":"), Symbol::ws()], value].concat(),
@@ -48,7 +56,7 @@ fn object_constraint(additional: bool) -> (Constraint, u32, u32) {
                 Symbol::ws(),
                 Symbol::lit(":"),
                 Symbol::ws(),
-                Symbol::rule(any),
+                any,
             ]
         }),
     };

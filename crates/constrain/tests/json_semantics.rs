@@ -5,27 +5,27 @@
 mod common;
 
 use common::{accepts_tokens, synthetic_vocab};
-use llamay_constrain::schema::{self, AdditionalProperties, Options};
+use llamay_constrain::{AdditionalProperties, Constraint, SchemaOptions};
 use serde_json::{json, Value};
 
-const OPEN: Options = Options {
+const OPEN: SchemaOptions = SchemaOptions {
     additional_properties: AdditionalProperties::Open,
-    budget: llamay_constrain::schema::budget::Budget {
+    budget: llamay_constrain::CompileBudget {
         time: None,
         nodes: 100_000,
     },
 };
 
-fn accepts(schema: &Value, options: &Options, doc: &str) -> bool {
+fn accepts(schema: &Value, options: &SchemaOptions, doc: &str) -> bool {
     let (vocab, eog, _) = synthetic_vocab(&[]);
-    let (c, _) = schema::constraint_with(schema, vocab, options).unwrap();
+    let (c, _) = Constraint::from_schema_with(schema, vocab, options).unwrap();
     accepts_tokens(&c, eog, doc.as_bytes()).is_ok()
 }
 
 #[test]
 fn undeclared_keys_are_open_only_under_json_semantics() {
     let s = json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
-    let closed = Options::default();
+    let closed = SchemaOptions::default();
     for doc in [
         r#"{"a":1}"#,
         r#"{"b":[true],"a":2}"#,
@@ -87,7 +87,7 @@ fn keywords_without_type_apply_only_to_their_own_type_under_json_semantics() {
         "properties still hold on objects"
     );
     // The API's reading: `properties` and `minLength` name the types meant.
-    let closed = Options::default();
+    let closed = SchemaOptions::default();
     assert!(accepts(&s, &closed, r#"{"a":1}"#));
     assert!(accepts(&s, &closed, r#""text""#));
     assert!(!accepts(&s, &closed, "3"));
@@ -123,7 +123,7 @@ fn an_undeclared_key_appears_once_per_object_in_any_spelling() {
     }
     // Unconstrained objects (`{"type":"object"}`, any JSON) under the API's reading too.
     let any = json!({"type": "object", "properties": {"m": {}}, "required": ["m"]});
-    let closed = Options::default();
+    let closed = SchemaOptions::default();
     assert!(accepts(&any, &closed, r#"{"m":{"k":1,"l":[{"k":2}]}}"#));
     assert!(!accepts(&any, &closed, r#"{"m":{"k":1,"l":2,"k":3}}"#));
     assert!(!accepts(
@@ -148,7 +148,7 @@ fn masks_refuse_exactly_the_tokens_that_commit_refuses_for_repeated_keys() {
     ];
     let (vocab, _, _) = synthetic_vocab(&extra);
     let s = json!({"type": "object", "properties": {"a": {}}});
-    let (c, _) = schema::constraint_with(&s, vocab.clone(), &OPEN).unwrap();
+    let (c, _) = Constraint::from_schema_with(&s, vocab.clone(), &OPEN).unwrap();
     let token = |text: &str| {
         (0..vocab.len() as u32)
             .find(|&t| vocab.token_bytes(t) == Some(text.as_bytes()) && !vocab.is_special(t))
@@ -195,7 +195,7 @@ fn many_undeclared_keys_stay_refused_across_chunks() {
     // long for any (refused by the commit check alone).
     let (vocab, _, _) = synthetic_vocab(&["0\"", "7\""]);
     let s = json!({"type": "object", "properties": {"a": {}}});
-    let (c, _) = schema::constraint_with(&s, vocab.clone(), &OPEN).unwrap();
+    let (c, _) = Constraint::from_schema_with(&s, vocab.clone(), &OPEN).unwrap();
     let long = "L".repeat(5000);
     let mut doc = format!(r#"{{"{long}":0"#);
     for i in 0..120 {

@@ -4,8 +4,7 @@
 mod common;
 
 use common::{accepts_tokens, random_walk, synthetic_vocab, Rng};
-use llamay_constrain::schema::{self, Sources};
-use llamay_constrain::{Constraint, Lexicon};
+use llamay_constrain::{schema_grammar_with, Constraint, Lexicon, Sources};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -71,7 +70,7 @@ fn a_schema_string_is_one_term_in_its_json_spelling() {
     let sources = with_lexicon(Lexicon::from_terms("cities", &words).unwrap());
     let s = json!({"type": "object", "properties": {"city": {"type": "string", "x-llamay-lexicon": "cities"},
         "n": {"type": "integer"}}, "required": ["city", "n"]});
-    let (g, report) = schema::grammar_with(&s, &sources).unwrap();
+    let (g, report) = schema_grammar_with(&s, &sources).unwrap();
     assert!(report.is_fully_enforced(), "{report}");
     assert_eq!(
         report.lexicons,
@@ -103,19 +102,19 @@ fn a_schema_string_is_one_term_in_its_json_spelling() {
 fn lexicon_refusals_name_the_schema_part() {
     let sources = with_lexicon(Lexicon::from_terms("cities", &terms(5)).unwrap());
     let missing = json!({"properties": {"c": {"type": "string", "x-llamay-lexicon": "towns"}}});
-    let e = schema::grammar_with(&missing, &sources).unwrap_err();
+    let e = schema_grammar_with(&missing, &sources).unwrap_err();
     assert!(
         e.to_string()
             .contains("\"towns\", which is not loaded (loaded: cities)"),
         "{e}"
     );
     let mixed = json!({"type": "string", "x-llamay-lexicon": "cities", "maxLength": 3});
-    let e = schema::grammar_with(&mixed, &sources).unwrap_err();
+    let e = schema_grammar_with(&mixed, &sources).unwrap_err();
     assert!(
         e.to_string()
             .contains("cannot be combined with minLength/maxLength"),
         "{e}"
     );
     let bad = json!({"type": "string", "x-llamay-lexicon": 3});
-    assert!(schema::grammar_with(&bad, &sources).is_err());
+    assert!(schema_grammar_with(&bad, &sources).is_err());
 }

@@ -15,8 +15,7 @@ mod by_commits;
 mod real_vocab;
 
 use by_commits::{compare_walk, mask_by_commits};
-use llamay_constrain::schema::{AdditionalProperties, Options};
-use llamay_constrain::{Constraint, TokenMask, Vocabulary};
+use llamay_constrain::{AdditionalProperties, Constraint, SchemaOptions, TokenMask, Vocabulary};
 use llamay_testdata::{RealModel, XorShift};
 use serde_json::json;
 use std::sync::Arc;
@@ -99,14 +98,15 @@ fn schemas() -> Vec<(&'static str, serde_json::Value)> {
 }
 
 fn check(v: &Arc<Vocabulary>, steps: usize, rounds: u64) {
-    let open = Options {
+    let open = SchemaOptions {
         additional_properties: AdditionalProperties::Open,
-        ..Options::default()
+        ..SchemaOptions::default()
     };
     for (name, schema) in schemas() {
-        for options in [Options::default(), open] {
-            let (c, _) = llamay_constrain::schema::constraint_with(&schema, v.clone(), &options)
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for options in [SchemaOptions::default(), open] {
+            let (c, _) =
+                llamay_constrain::Constraint::from_schema_with(&schema, v.clone(), &options)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(check_prefixes(name, &c, v) >= 2, "{name}");
             for round in 0..rounds {
                 let mut rng = XorShift::new(11 + round);

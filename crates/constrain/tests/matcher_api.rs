@@ -230,7 +230,7 @@ fn split_string_masks_equal_plain_walks() {
 
 #[test]
 fn canonical_string_masks_equal_plain_walks() {
-    use llamay_constrain::grammar::{GrammarBuilder, JsonString, Symbol};
+    use llamay_constrain::{GrammarBuilder, JsonString, Symbol};
     let (vocab, eog, special) = synthetic_vocab(&[
         "abcdefgh",
         "\";",
@@ -309,7 +309,7 @@ fn canonical_string_masks_equal_plain_walks() {
 
 #[test]
 fn pattern_walks_sharing_subtrees_equal_plain_walks() {
-    use llamay_constrain::grammar::{GrammarBuilder, JsonString, Symbol};
+    use llamay_constrain::{GrammarBuilder, JsonString, Symbol};
     // Word states share most first-byte subtrees with the state before them; near the
     // word limit they stop doing so.
     let (vocab, _, _) = synthetic_vocab(&["a b c d e f ", "ab cd\""]);
@@ -335,7 +335,7 @@ fn pattern_walks_sharing_subtrees_equal_plain_walks() {
 
 #[test]
 fn schemas_sharing_a_pattern_tail_share_its_masks_exactly() {
-    use llamay_constrain::grammar::{GrammarBuilder, JsonString, Symbol};
+    use llamay_constrain::{GrammarBuilder, JsonString, Symbol};
     let (vocab, _, _) = synthetic_vocab(&["-1", "-12\"", "zz-"]);
     let (mut a, mut b) = (TokenMask::new(vocab.len()), TokenMask::new(vocab.len()));
     // The second and third constraints meet the first one's tails ("-[0-9]{2}" and

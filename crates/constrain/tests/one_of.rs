@@ -4,16 +4,16 @@
 
 mod common;
 use common::{random_walk, synthetic_vocab, Rng};
-use llamay_constrain::schema::{self, ONE_OF_EXCLUSIVITY};
+use llamay_constrain::{compile_schema, Constraint};
 use serde_json::{json, Value};
 
 /// Where the schema's report says a `oneOf` is not exclusive.
 fn not_exclusive(schema: &Value) -> Vec<String> {
-    let tree = schema::compile(schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    let tree = compile_schema(schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
     tree.report
         .entries
         .iter()
-        .filter(|e| e.keyword == ONE_OF_EXCLUSIVITY)
+        .filter(|e| e.keyword == "oneOf exclusivity")
         .map(|e| e.location.clone())
         .collect()
 }
@@ -21,7 +21,7 @@ fn not_exclusive(schema: &Value) -> Vec<String> {
 /// Finished documents of `walks` random walks of the schema's constraint.
 fn documents(schema: &Value, walks: usize) -> Vec<Value> {
     let (vocab, eog, special) = synthetic_vocab(&["\"kind\"", "circle", "square", "rect", "2.5"]);
-    let (c, _) = schema::constraint(schema, vocab).unwrap();
+    let (c, _) = Constraint::from_schema(schema, vocab).unwrap();
     let mut rng = Rng::new(11);
     let closer = |t: &[u8]| t.iter().all(|b| b"}]\"0123456789".contains(b));
     let docs: Vec<Value> = (0..walks)
@@ -58,7 +58,7 @@ fn integer_beside_number_keeps_only_non_integral_numbers() {
         json!({"oneOf": [{"type": ["integer", "string"]}, {"type": "number"}]}),
     ] {
         assert!(not_exclusive(&schema).is_empty(), "{schema}");
-        let tree = schema::compile(&schema).unwrap();
+        let tree = compile_schema(&schema).unwrap();
         // An integer fits both branches, so none is valid; 2.5 fits one.
         assert!(tree.check(&json!(5)).is_err() && tree.check(&json!(5.0)).is_err());
         assert!(tree.check(&json!(2.5)).is_ok() && tree.check(&json!(-0.001)).is_ok());
@@ -93,13 +93,13 @@ fn overlapping_branches_are_reported() {
     }
     // The report is right to say so: the automaton keeps 5, which fails `oneOf`.
     let schema = &json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]});
-    assert!(schema::compile(schema).unwrap().check(&json!(5)).is_ok());
+    assert!(compile_schema(schema).unwrap().check(&json!(5)).is_ok());
     assert!(!jsonschema::validator_for(schema)
         .unwrap()
         .is_valid(&json!(5)));
     // Reported where the `oneOf` is written, in the words every response carries.
     let nested = json!({"type": "object", "properties": {"p": {"oneOf": [{}, {"type": "null"}]}}});
-    let tree = schema::compile(&nested).unwrap();
+    let tree = compile_schema(&nested).unwrap();
     assert_eq!(not_exclusive(&nested), ["properties.p"]);
     assert_eq!(
         tree.report.to_string(),

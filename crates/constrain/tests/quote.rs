@@ -5,8 +5,7 @@
 mod common;
 
 use common::{accepts_chunked, random_walk, synthetic_vocab, Rng};
-use llamay_constrain::schema::{grammar_with, Sources};
-use llamay_constrain::Constraint;
+use llamay_constrain::{schema_grammar_with, Constraint, Sources};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -28,7 +27,7 @@ fn sources(text: &str) -> Sources {
 }
 
 fn constraint(schema: &Value, text: &str, vocab: &Arc<llamay_constrain::Vocabulary>) -> Constraint {
-    let (g, report) = grammar_with(schema, &sources(text)).unwrap();
+    let (g, report) = schema_grammar_with(schema, &sources(text)).unwrap();
     assert!(!report.quotes.is_empty(), "no quote reported for {schema}");
     Constraint::from_grammar(&g, vocab.clone()).unwrap()
 }
@@ -245,7 +244,7 @@ fn quoted_numbers_are_numbers_written_in_the_source() {
 fn a_missing_source_is_refused_naming_the_keyword_and_where_it_sits() {
     let schema = json!({"type": "object", "properties": {
         "source_quote": {"type": "string", "x-llamay-quote": "contract"}}});
-    let e = grammar_with(&schema, &sources("x")).unwrap_err();
+    let e = schema_grammar_with(&schema, &sources("x")).unwrap_err();
     assert_eq!(e.keyword, "x-llamay-quote");
     assert_eq!(e.location, "properties.source_quote");
     assert!(
@@ -253,16 +252,16 @@ fn a_missing_source_is_refused_naming_the_keyword_and_where_it_sits() {
         "{e}"
     );
     let input = json!({"type": "string", "x-llamay-quote": true});
-    let e = llamay_constrain::schema::grammar(&input).unwrap_err();
+    let e = llamay_constrain::schema_grammar(&input).unwrap_err();
     assert!(
         e.message.contains("x-llamay-quote") && e.message.contains("input"),
         "{e}"
     );
     let both = json!({"type": "string", "pattern": "a+", "x-llamay-quote": true});
-    let e = grammar_with(&both, &sources("aaa")).unwrap_err();
+    let e = schema_grammar_with(&both, &sources("aaa")).unwrap_err();
     assert!(e.message.contains("pattern"), "{e}");
     let bad = json!({"type": "string", "x-llamay-quote": {"normalize": "fold"}});
-    assert!(grammar_with(&bad, &sources("a")).is_err());
+    assert!(schema_grammar_with(&bad, &sources("a")).is_err());
 }
 
 #[test]
@@ -270,7 +269,7 @@ fn the_report_names_where_quotes_are_enforced() {
     let schema = json!({"type": "object", "properties": {
         "a": {"type": "string", "x-llamay-quote": true},
         "b": {"type": ["string", "null"], "x-llamay-quote": "doc"}}});
-    let (_, report) = grammar_with(&schema, &sources("text")).unwrap();
+    let (_, report) = schema_grammar_with(&schema, &sources("text")).unwrap();
     assert_eq!(report.quotes, vec!["properties.a", "properties.b"]);
     assert!(report.is_fully_enforced(), "{report}");
 }

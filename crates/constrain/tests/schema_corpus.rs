@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use llamay_constrain::schema::{compile, NotEnforced, SchemaError};
+use llamay_constrain::{compile_schema, NotEnforced, SchemaError};
 use serde_json::Value;
 
 fn corpus_dir(name: &str) -> PathBuf {
@@ -57,7 +57,7 @@ fn jsonschemabench_acceptance() {
     let mut not_enforced: BTreeMap<String, usize> = BTreeMap::new();
     for (name, file) in &files {
         let schema = &file["schema"];
-        match compile(schema) {
+        match compile_schema(schema) {
             Ok(c) => {
                 ok += 1;
                 let mut kws: Vec<&str> = c
@@ -110,12 +110,12 @@ const FLOOR: f64 = 0.85;
 /// rejects every invalid instance of a schema whose keywords are all enforced.
 #[test]
 fn jsonschemabench_instances_against_the_tree() {
-    use llamay_constrain::schema::check::Mismatch;
+    use llamay_constrain::SchemaMismatch;
     let mut valid = [0usize; 4]; // fits, cut by closed object, by inferred type, otherwise
     let mut invalid = [0usize; 3]; // rejected, accepted, not judged (keywords not enforced)
     let mut wrong = Vec::new();
     for (name, file) in load("jsonschemabench") {
-        let Ok(c) = compile(&file["schema"]) else {
+        let Ok(c) = compile_schema(&file["schema"]) else {
             continue;
         };
         // Unknown keys mean nothing to any validator; ignored keywords, bounds over
@@ -131,12 +131,12 @@ fn jsonschemabench_instances_against_the_tree() {
             if t["valid"] == Value::Bool(true) {
                 match fits {
                     Ok(()) => valid[0] += 1,
-                    Err(Mismatch::ExtraKey(_)) => valid[1] += 1,
-                    Err(Mismatch::WrongType(why)) => {
+                    Err(SchemaMismatch::ExtraKey(_)) => valid[1] += 1,
+                    Err(SchemaMismatch::WrongType(why)) => {
                         valid[2] += 1;
                         println!("  {name}: valid instance cut by an inferred type: {why}");
                     }
-                    Err(Mismatch::Other(why)) => {
+                    Err(SchemaMismatch::Other(why)) => {
                         valid[3] += 1;
                         wrong.push(format!("{name}: valid instance rejected: {why}"));
                     }
@@ -181,7 +181,7 @@ fn jsonschemabench_instances_against_the_tree() {
 /// as digits, others as plain decimals without exponent; strings and keys as
 /// serde_json escapes them; no whitespace.
 fn spell(v: &Value, out: &mut String) {
-    use llamay_constrain::schema::decimal::Decimal;
+    use llamay_constrain::internals::Decimal;
     match v {
         Value::Number(n) => match Decimal::from_json(n) {
             Some(d) => out.push_str(&d.to_string()),
@@ -218,7 +218,7 @@ fn spell(v: &Value, out: &mut String) {
 /// tree rejects (of a fully enforced schema) is refused by it.
 #[test]
 fn jsonschemabench_instances_on_the_automaton() {
-    use llamay_constrain::schema::constraint;
+    use llamay_constrain::Constraint;
     use llamay_constrain::Vocabulary;
     use std::sync::Arc;
     let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
@@ -232,10 +232,12 @@ fn jsonschemabench_instances_on_the_automaton() {
     let started = std::time::Instant::now();
     for (name, file) in load("jsonschemabench") {
         let schema = &file["schema"];
-        let Ok(tree) = compile(schema) else { continue };
+        let Ok(tree) = compile_schema(schema) else {
+            continue;
+        };
         compiled += 1;
         let t0 = std::time::Instant::now();
-        let built = constraint(schema, vocab.clone());
+        let built = Constraint::from_schema(schema, vocab.clone());
         if std::env::var("SCHEMA_CORPUS_VERBOSE").is_ok() && t0.elapsed().as_millis() > 200 {
             eprintln!("slow build {name}: {:?}", t0.elapsed());
         }

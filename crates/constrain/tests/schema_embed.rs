@@ -1,10 +1,8 @@
-//! `lower_into`: several schemas embedded in one larger grammar, walked byte by byte.
+//! `CompiledSchema::lower_into`: several schemas embedded in one larger grammar, walked byte by byte.
 
 use std::sync::Arc;
 
-use llamay_constrain::grammar::{GrammarBuilder, Symbol};
-use llamay_constrain::schema::{compile, lower::lower_into};
-use llamay_constrain::{Constraint, Vocabulary};
+use llamay_constrain::{compile_schema, Constraint, GrammarBuilder, Symbol, Vocabulary};
 use serde_json::json;
 
 fn byte_vocab() -> Arc<Vocabulary> {
@@ -21,17 +19,17 @@ fn walks(c: &Constraint, text: &str) -> bool {
 #[test]
 fn two_schemas_with_refs_share_one_grammar() {
     // Both schemas have `$defs` with the same names: their rules must not clash.
-    let a = compile(
+    let a = compile_schema(
         &json!({"$defs": {"n": {"type": "integer", "minimum": 1, "maximum": 9}},
         "type": "object", "properties": {"n": {"$ref": "#/$defs/n"}}, "required": ["n"]}),
     )
     .unwrap();
-    let b = compile(&json!({"$defs": {"n": {"enum": ["x", "y"]}},
+    let b = compile_schema(&json!({"$defs": {"n": {"enum": ["x", "y"]}},
         "type": "array", "items": {"$ref": "#/$defs/n"}, "maxItems": 2}))
     .unwrap();
     let mut g = GrammarBuilder::new();
-    let va = lower_into(&mut g, &a).unwrap();
-    let vb = lower_into(&mut g, &b).unwrap();
+    let va = a.lower_into(&mut g).unwrap();
+    let vb = b.lower_into(&mut g).unwrap();
     let root = g.rule(
         "root",
         vec![vec![Symbol::lit("A:"), va], vec![Symbol::lit("B:"), vb]],

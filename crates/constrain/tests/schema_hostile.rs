@@ -2,12 +2,12 @@
 
 use std::time::{Duration, Instant};
 
-use llamay_constrain::schema::{compile, grammar};
+use llamay_constrain::{compile_schema, schema_grammar};
 use serde_json::{json, Value};
 
 fn refused_quickly(schema: Value, keyword: &str) {
     let t = Instant::now();
-    let e = match grammar(&schema) {
+    let e = match schema_grammar(&schema) {
         Ok(_) => panic!(
             "compiled: {}",
             schema.to_string().chars().take(200).collect::<String>()
@@ -28,21 +28,21 @@ fn any_of_products_are_bounded() {
     // 4^12 combinations; contradictory types are pruned, so four survive.
     let alt = json!({"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}, {"type": "boolean"}]});
     let t = Instant::now();
-    let c = compile(&json!({"allOf": vec![alt; 12]})).expect("pruned product");
+    let c = compile_schema(&json!({"allOf": vec![alt; 12]})).expect("pruned product");
     assert!(
         t.elapsed() < Duration::from_secs(5),
         "took {:?}",
         t.elapsed()
     );
     assert!(
-        matches!(&c.root, llamay_constrain::schema::Node::Union(v) if v.len() == 4),
+        matches!(&c.root, llamay_constrain::internals::Node::Union(v) if v.len() == 4),
         "{:?}",
         c.root
     );
     // 8^6 combinations that do not contradict: refused by the expansion budget.
     let alt = json!({"anyOf": (0..8).map(|i| json!({"type": "object", "properties": {format!("p{i}"): {}}})).collect::<Vec<_>>()});
     let t = Instant::now();
-    let e = compile(&json!({"allOf": vec![alt; 6]})).expect_err("8^6 alternatives");
+    let e = compile_schema(&json!({"allOf": vec![alt; 6]})).expect_err("8^6 alternatives");
     assert!(
         t.elapsed() < Duration::from_secs(5),
         "took {:?}",
@@ -88,7 +88,7 @@ fn wide_and_deep_but_legal_schemas_compile() {
     for i in 0..100 {
         s = json!({"type": "object", "properties": {format!("k{i}"): s}, "required": [format!("k{i}")]});
     }
-    let (g, _) = grammar(&s).expect("deep schema");
+    let (g, _) = schema_grammar(&s).expect("deep schema");
     assert!(g.rules().len() > 100);
     // Many definitions referencing each other without cycles.
     let mut defs = serde_json::Map::new();
@@ -100,5 +100,5 @@ fn wide_and_deep_but_legal_schemas_compile() {
         };
         defs.insert(format!("d{i}"), next);
     }
-    grammar(&json!({"$defs": defs, "$ref": "#/$defs/d0"})).expect("chain of definitions");
+    schema_grammar(&json!({"$defs": defs, "$ref": "#/$defs/d0"})).expect("chain of definitions");
 }

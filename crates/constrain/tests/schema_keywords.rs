@@ -2,17 +2,18 @@
 //! compiled tree accepts, ignored ones are reported, refused ones fail with the
 //! keyword, its location and the product page's wording.
 
-use llamay_constrain::schema::{
-    compile, CompiledSchema, IntegerSpec, Node, NotEnforced, SchemaError,
+use llamay_constrain::{
+    compile_schema, internals::IntegerSpec, internals::Node, CompiledSchema, NotEnforced,
+    SchemaError,
 };
 use serde_json::{json, Value};
 
 fn ok(schema: Value) -> CompiledSchema {
-    compile(&schema).unwrap_or_else(|e| panic!("{schema} refused: {e}"))
+    compile_schema(&schema).unwrap_or_else(|e| panic!("{schema} refused: {e}"))
 }
 
 fn err(schema: Value) -> SchemaError {
-    match compile(&schema) {
+    match compile_schema(&schema) {
         Ok(c) => panic!("{schema} compiled: {:?}", c.root),
         Err(e) => e,
     }

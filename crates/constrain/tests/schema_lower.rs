@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use llamay_constrain::schema::{constraint, SchemaError};
-use llamay_constrain::{Constraint, Vocabulary};
+use llamay_constrain::{Constraint, SchemaError, Vocabulary};
 use serde_json::{json, Value};
 
 /// One token per byte value, plus an end-of-generation token.
@@ -14,7 +13,7 @@ fn byte_vocab() -> Arc<Vocabulary> {
 }
 
 fn build(schema: &Value) -> Result<Constraint, SchemaError> {
-    constraint(schema, byte_vocab()).map(|(c, _)| c)
+    Constraint::from_schema(schema, byte_vocab()).map(|(c, _)| c)
 }
 
 /// True when `text`, fed one byte at a time, is a complete document.
@@ -252,7 +251,7 @@ impl Lcg {
 /// compiled tree (the reference semantics) accepts its value.
 #[test]
 fn numeric_specs_agree_with_the_tree() {
-    use llamay_constrain::schema::{compile, Node};
+    use llamay_constrain::{compile_schema, internals::Node};
     let mut rng = Lcg(7);
     let mut checked = 0;
     for round in 0..60 {
@@ -286,7 +285,9 @@ fn numeric_specs_agree_with_the_tree() {
             0 => schema["multipleOf"] = json!([0.1, 0.01, 1.0, 5.0][rng.range(0, 3) as usize]),
             _ => {}
         }
-        let Ok(tree) = compile(&schema) else { continue };
+        let Ok(tree) = compile_schema(&schema) else {
+            continue;
+        };
         let c = build(&schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
         for _ in 0..150 {
             let v = rng.range(-4000, 4000);

@@ -1,6 +1,7 @@
 //! The product page's schemas and the seed corpus compile, and their instances fit.
 
-use llamay_constrain::schema::{compile, compile_str, Node};
+use llamay_constrain::compile_schema;
+use llamay_constrain::internals::Node;
 use serde_json::Value;
 
 fn seed(name: &str) -> String {
@@ -9,7 +10,8 @@ fn seed(name: &str) -> String {
 }
 
 fn check_seed(stem: &str) {
-    let c = compile_str(&seed(&format!("{stem}.schema.json"))).expect(stem);
+    let c = compile_schema(&serde_json::from_str(&seed(&format!("{stem}.schema.json"))).unwrap())
+        .expect(stem);
     assert!(c.report.is_fully_enforced(), "{stem}: {}", c.report);
     let instances: Vec<Value> =
         serde_json::from_str(&seed(&format!("{stem}.instances.json"))).unwrap();
@@ -30,7 +32,7 @@ fn seed_corpus_schemas_compile_and_fit_their_instances() {
 #[test]
 fn product_page_order_schema() {
     let schema = llamay_testdata::PRODUCT_PAGE_ORDER_SCHEMA;
-    let c = compile_str(schema).unwrap();
+    let c = compile_schema(&serde_json::from_str(schema).unwrap()).unwrap();
     let shown: Value = serde_json::from_str(
         r#"{ "order_id": "7", "delivery": { "postcode": "69001", "city": "Lyon" }, "lines": [ { "item": "Widget 1", "unit_price": 4.50, "qty": 3 }, { "item": "Widget 2", "unit_price": 4.50, "qty": 3 }, { "item": "Widget 3", "unit_price": 4.50, "qty": 3 } ] }"#,
     )
@@ -56,7 +58,7 @@ fn product_page_order_schema() {
 /// The get_weather tool's parameters.
 #[test]
 fn product_page_tool_schema() {
-    let c = compile(&serde_json::json!({"type": "object",
+    let c = compile_schema(&serde_json::json!({"type": "object",
       "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
       "required": ["city", "unit"]}))
     .unwrap();

@@ -53,7 +53,7 @@ fn check(model: RealModel, steps: usize) {
     ];
     for (pattern, max) in patterns {
         let schema = string_schema(pattern, max);
-        let (c, _) = llamay_constrain::schema::constraint(&schema, v.clone()).unwrap();
+        let (c, _) = llamay_constrain::Constraint::from_schema(&schema, v.clone()).unwrap();
         let allowed = compare_walk(pattern, &c, &v, &mut rng, steps);
         assert!(allowed > 100, "{pattern}: {allowed}");
     }
@@ -98,10 +98,10 @@ fn whole_subtrees_stop_at_broken_and_unfinished_characters() {
     let c = Constraint::from_gbnf(grammar, v.clone()).unwrap();
     assert!(compare_walk(grammar, &c, &v, &mut rng, 6) > 50);
     let schema = string_schema("^[^é]+$", None);
-    let (c, _) = llamay_constrain::schema::constraint(&schema, v.clone()).unwrap();
+    let (c, _) = llamay_constrain::Constraint::from_schema(&schema, v.clone()).unwrap();
     assert!(compare_walk("^[^é]+$", &c, &v, &mut rng, 6) > 50);
     let schema = string_schema("^b.*", Some(280));
-    let (c, _) = llamay_constrain::schema::constraint(&schema, v.clone()).unwrap();
+    let (c, _) = llamay_constrain::Constraint::from_schema(&schema, v.clone()).unwrap();
     let mut m = c.matcher();
     m.commit_bytes(b"\"").unwrap();
     let mut mask = TokenMask::new(v.len());

@@ -1,6 +1,6 @@
 //! `ConstraintError`: a refused schema or grammar, carrying what the server's 400 says.
 
-use llamay_constrain::schema::SchemaError;
+use llamay_constrain::SchemaError;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 

@@ -3,9 +3,10 @@
 
 use crate::error;
 use crate::tokenizer::PyTokenizer;
-use llamay_constrain::grammar::Grammar;
-use llamay_constrain::schema::{self, NotEnforced, Report, Sources};
-use llamay_constrain::{Constraint, Vocabulary};
+use llamay_constrain::{
+    schema_grammar_with, Constraint, Grammar, NotEnforced, SchemaError, SchemaReport, Sources,
+    Vocabulary,
+};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -23,7 +24,7 @@ enum Source {
 pub struct PyGrammar {
     source: Source,
     kind: &'static str,
-    report: Report,
+    report: SchemaReport,
     /// Compiled constraints by vocabulary (a grammar rarely meets more than one).
     compiled: Mutex<Vec<Constraint>>,
 }
@@ -39,7 +40,7 @@ fn schema_text(schema: &Bound<'_, PyAny>) -> PyResult<String> {
 
 fn parse_schema(text: &str) -> PyResult<serde_json::Value> {
     serde_json::from_str(text).map_err(|e| {
-        error::from_schema(schema::SchemaError::new(
+        error::from_schema(SchemaError::new(
             "",
             "the schema",
             format!("the schema is not valid JSON: {e}"),
@@ -71,19 +72,19 @@ fn sources_of(sources: Option<&Bound<'_, PyAny>>) -> PyResult<Sources> {
     Ok(out)
 }
 
-fn check_schema(text: &str, sources: &Sources) -> PyResult<(Grammar, Report)> {
+fn check_schema(text: &str, sources: &Sources) -> PyResult<(Grammar, SchemaReport)> {
     let value = parse_schema(text)?;
     if !value.is_object() && !value.is_boolean() {
-        return Err(error::from_schema(schema::SchemaError::new(
+        return Err(error::from_schema(SchemaError::new(
             "",
             "the schema",
             "the schema must be a JSON Schema object".to_string(),
         )));
     }
-    schema::grammar_with(&value, sources).map_err(error::from_schema)
+    schema_grammar_with(&value, sources).map_err(error::from_schema)
 }
 
-fn report_list<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, PyList>> {
+fn report_list<'py>(py: Python<'py>, report: &SchemaReport) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for e in &report.entries {
         let d = PyDict::new(py);
@@ -102,7 +103,7 @@ fn report_list<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, PyL
 }
 
 impl PyGrammar {
-    fn new(source: Source, kind: &'static str, report: Report) -> Self {
+    fn new(source: Source, kind: &'static str, report: SchemaReport) -> Self {
         PyGrammar {
             source,
             kind,
@@ -168,23 +169,27 @@ impl PyGrammar {
     /// Any JSON value.
     #[staticmethod]
     fn any_json() -> PyResult<Self> {
-        let g = llamay_constrain::grammar::json::any_json().map_err(error::from_constrain)?;
-        Ok(Self::new(Source::Ir(g), "any_json", Report::default()))
+        let g = Grammar::any_json().map_err(error::from_constrain)?;
+        Ok(Self::new(
+            Source::Ir(g),
+            "any_json",
+            SchemaReport::default(),
+        ))
     }
 
     /// GBNF text (llama.cpp's grammar format); errors carry `line` and `column`.
     #[staticmethod]
     fn gbnf(py: Python<'_>, text: &str) -> PyResult<Self> {
         let g = py
-            .detach(|| llamay_constrain::gbnf::parse_gbnf(text))
+            .detach(|| llamay_constrain::parse_gbnf(text))
             .map_err(error::from_constrain)?;
-        Ok(Self::new(Source::Ir(g), "gbnf", Report::default()))
+        Ok(Self::new(Source::Ir(g), "gbnf", SchemaReport::default()))
     }
 
     /// Validate-only for GBNF text: `None`, or `ConstraintError`.
     #[staticmethod]
     fn check_gbnf(py: Python<'_>, text: &str) -> PyResult<()> {
-        py.detach(|| llamay_constrain::gbnf::parse_gbnf(text))
+        py.detach(|| llamay_constrain::parse_gbnf(text))
             .map(|_| ())
             .map_err(error::from_constrain)
     }
@@ -196,7 +201,7 @@ impl PyGrammar {
         Self::new(
             Source::Regex(pattern.to_string()),
             "regex",
-            Report::default(),
+            SchemaReport::default(),
         )
     }
 

@@ -6,19 +6,18 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::RwLock;
 
-use llamay_constrain::schema::budget::Budget;
-use llamay_constrain::schema::{Options, Sources};
+use llamay_constrain::{CompileBudget, SchemaOptions, Sources};
 use serde_json::Value;
 
-static BUDGET: RwLock<Option<Budget>> = RwLock::new(None);
+static BUDGET: RwLock<Option<CompileBudget>> = RwLock::new(None);
 
 /// Sets the budget every schema compile of this process runs under.
-pub fn set_compile_budget(b: Budget) {
+pub fn set_compile_budget(b: CompileBudget) {
     *BUDGET.write().unwrap_or_else(|e| e.into_inner()) = Some(b);
 }
 
 /// The budget schemas compile under now.
-pub fn compile_budget() -> Budget {
+pub fn compile_budget() -> CompileBudget {
     BUDGET
         .read()
         .unwrap_or_else(|e| e.into_inner())
@@ -28,7 +27,7 @@ pub fn compile_budget() -> Budget {
 /// The key of a compile: the schema, how it is read, and what its extensions see
 /// (the texts a quote may come from only when it has an `x-llamay-quote`, so the same
 /// schema over other inputs is the same compile).
-pub(crate) fn compile_key(schema: &Value, options: &Options, sources: &Sources) -> u64 {
+pub(crate) fn compile_key(schema: &Value, options: &SchemaOptions, sources: &Sources) -> u64 {
     let mut h = DefaultHasher::new();
     schema.to_string().hash(&mut h);
     options.hash(&mut h);

@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use llamay_constrain::grammar::Grammar;
-use llamay_constrain::schema::{AdditionalProperties, NotEnforced, Options, Report, Sources};
-use llamay_constrain::{Constraint, Lexicon};
+use llamay_constrain::{
+    AdditionalProperties, Constraint, Grammar, Lexicon, NotEnforced, SchemaOptions, SchemaReport,
+    Sources,
+};
 use serde_json::Value;
 
 use crate::error::Error;
@@ -98,7 +99,7 @@ pub struct SchemaGrammar {
     /// The schema text, canonical (serde_json's), used as the cache key.
     pub key: String,
     pub grammar: Arc<Grammar>,
-    pub report: Report,
+    pub report: SchemaReport,
     pub compile_time: Duration,
 }
 
@@ -230,7 +231,7 @@ pub struct Surfaces {
     /// The output is one term of a lexicon (`llamay_lexicon`).
     pub lexicon: Option<(&'static str, LexiconAsk)>,
     /// How a schema is read (`llamay_options`).
-    pub options: Options,
+    pub options: SchemaOptions,
     /// `llamay_options.whole_tool_calls`: a stream sends each call whole at the end.
     pub whole_tool_calls: bool,
 }
@@ -476,7 +477,7 @@ impl Surfaces {
             }
             // Read as a schema's `pattern` is (RE2, ASCII `\d` and `\w`), anchored at both ends.
             let whole = format!("^(?:{pattern})$");
-            let checked = llamay_constrain::schema::Pattern::compile(&whole, field)
+            let checked = llamay_constrain::Pattern::compile(&whole, field)
                 .map_err(|e| Error::bad_request(format!("{field}: {}", e.message)))?;
             checked.dfa().refuse_empty().map_err(term_error)?;
             ConstraintSpec::Regex(checked.regex.as_str().into())
@@ -511,7 +512,7 @@ pub fn checked_grammar(field: &str, text: &str) -> Result<Arc<Gbnf>, Error> {
             text.len()
         )));
     }
-    let grammar = llamay_constrain::gbnf::parse_gbnf(text)
+    let grammar = llamay_constrain::parse_gbnf(text)
         .map_err(|e| Error::bad_request(format!("{field}: {e}")))?;
     Ok(Arc::new(Gbnf {
         text: text.into(),
@@ -523,7 +524,7 @@ fn compile_schema(
     field: &str,
     schema: &Value,
     sources: &Sources,
-    options: &Options,
+    options: &SchemaOptions,
 ) -> Result<Arc<SchemaGrammar>, Error> {
     if !schema.is_object() && !schema.is_boolean() {
         return Err(Error::bad_request(format!(
@@ -531,9 +532,8 @@ fn compile_schema(
         )));
     }
     let t0 = Instant::now();
-    let (grammar, report) =
-        llamay_constrain::schema::grammar_with_options(schema, sources, options)
-            .map_err(|e| Error::refusal(e.to_string()).at(field))?;
+    let (grammar, report) = llamay_constrain::schema_grammar_with_options(schema, sources, options)
+        .map_err(|e| Error::refusal(e.to_string()).at(field))?;
     // The same text read under other options is another language.
     let key = match options.additional_properties {
         AdditionalProperties::Closed => schema.to_string(),
@@ -559,7 +559,7 @@ impl ConstraintSpec {
     }
 
     /// The schema's not-enforced report, for a spec that holds a schema.
-    pub fn schema_report(&self) -> Option<&Report> {
+    pub fn schema_report(&self) -> Option<&SchemaReport> {
         match self {
             ConstraintSpec::Schema(s)
             | ConstraintSpec::Tools(s)
@@ -754,7 +754,7 @@ mod tests {
         let ConstraintSpec::Regex(p) = s.resolve().unwrap() else {
             panic!()
         };
-        let dfa = llamay_constrain::grammar::ByteDfa::new(&p).unwrap();
+        let dfa = llamay_constrain::ByteDfa::new(&p).unwrap();
         assert!(dfa.matches(b"123") && !dfa.matches(b"12a") && !dfa.matches("١".as_bytes()));
         let mut s = Surfaces::default();
         s.regex_field("guided_regex", Some(&"(".to_string()));

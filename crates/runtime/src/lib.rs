@@ -57,10 +57,9 @@ pub use generate::{
 pub use ids::{call_id, fresh_seed, short_id};
 pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache};
 pub use lexicons::{load_lexicon, serve_lexicon, served_lexicons, served_terms};
-pub use llamay_constrain::grammar::MAX_SOURCE_BYTES as MAX_QUOTE_SOURCE_BYTES;
-pub use llamay_constrain::schema::budget::Budget as CompileBudget;
-pub use llamay_constrain::schema::format::ENFORCED_FORMATS;
-pub use llamay_constrain::schema::{limits as schema_limits, SchemaLimits};
+pub use llamay_constrain::{
+    schema_limits, CompileBudget, SchemaLimits, ENFORCED_FORMATS, MAX_QUOTE_SOURCE_BYTES,
+};
 pub use loaded::{
     LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
 };

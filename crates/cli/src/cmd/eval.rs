@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use llamay_constrain::schema::{CompiledSchema, Sources};
+use llamay_constrain::{CompiledSchema, Sources};
 use llamay_runtime::ChatMessage;
 use llamay_runtime::{
     collect, Encoders, GenRequest, Prompt, Registry, RegistryConfig, Runtime, Sampling,
@@ -122,7 +122,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         .map_err(|e| user_error(format!("{} is not valid JSON: {e}", a.schema.display())))?;
     // A schema the constraint refuses is refused before any model work, naming the
     // keyword and where it sits.
-    let tree = llamay_constrain::schema::compile(&schema)
+    let tree = llamay_constrain::compile_schema(&schema)
         .map_err(|e| user_error(format!("{}: {e}", a.schema.display())))?;
     let fields = score::fields_of(&schema)
         .map_err(|e| user_error(format!("{}: {e}", a.schema.display())))?;

@@ -10,8 +10,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use llamay_constrain::schema::{AdditionalProperties, Options};
-use llamay_constrain::{Constraint, Vocabulary};
+use llamay_constrain::{AdditionalProperties, Constraint, SchemaOptions, Vocabulary};
 use llamay_engine::GgufFile;
 use llamay_engine::Tokenizer;
 use serde_json::{json, Value};
@@ -40,10 +39,10 @@ pub fn run(a: MaskWorkerArgs) -> anyhow::Result<()> {
         tok.eog_ids(),
         &tok.control_ids(),
     ));
-    let options = Options {
+    let options = SchemaOptions {
         additional_properties: AdditionalProperties::from_name(&a.additional_properties)
             .context("--additional-properties is open or closed")?,
-        ..Options::default()
+        ..SchemaOptions::default()
     };
     let mut out = std::io::stdout().lock();
     let ready = json!({"event": "ready", "peer": "llamay", "version": env!("CARGO_PKG_VERSION"),
@@ -74,13 +73,13 @@ fn compile(
     format: &str,
     text: &str,
     vocab: &Arc<Vocabulary>,
-    options: &Options,
+    options: &SchemaOptions,
 ) -> Result<Option<Constraint>, String> {
     let v = vocab.clone();
     let c = match format {
         "json_schema" => {
             let schema: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-            llamay_constrain::schema::constraint_with(&schema, v, options)
+            Constraint::from_schema_with(&schema, v, options)
                 .map(|(c, _)| c)
                 .map_err(|e| e.to_string())?
         }
@@ -92,7 +91,7 @@ fn compile(
 }
 
 /// One request: compile, then mask/commit along the given tokens, timing each step.
-fn serve(req: &Value, vocab: &Arc<Vocabulary>, eos: u32, options: &Options) -> Value {
+fn serve(req: &Value, vocab: &Arc<Vocabulary>, eos: u32, options: &SchemaOptions) -> Value {
     let mut out = json!({"id": req["id"], "status": null, "compile_us": null, "matcher_us": null,
         "mask_us": [], "commit_us": [], "rejected_at": null, "error": ""});
     let t0 = Instant::now();

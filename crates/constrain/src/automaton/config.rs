@@ -51,7 +51,7 @@ pub(crate) struct Stacks {
 }
 
 impl Stacks {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Stacks {
             // Ids 0 and 1: the empty stack and the placeholder, never popped.
             frames: vec![
@@ -67,12 +67,12 @@ impl Stacks {
     }
 
     /// Back to the empty and placeholder stacks alone, keeping the buffers.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.frames.truncate(2);
         self.ids.clear();
     }
 
-    pub fn push(&mut self, f: Frame) -> u32 {
+    pub(crate) fn push(&mut self, f: Frame) -> u32 {
         let next = self.frames.len() as u32;
         let id = *self.ids.entry(f).or_insert(next);
         if id == next {
@@ -83,11 +83,11 @@ impl Stacks {
 
     /// Frames held, the empty and placeholder stacks included.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.frames.len()
     }
 
-    pub fn frame(&self, id: u32) -> Frame {
+    pub(crate) fn frame(&self, id: u32) -> Frame {
         self.frames[id as usize]
     }
 
@@ -95,7 +95,12 @@ impl Stacks {
     /// already copied (seed it with the empty and placeholder stacks), so stacks that
     /// share frames are copied once: the cost is the frames not copied yet, not the
     /// stack's depth again for every item that stands on it.
-    pub fn copy_into(&self, id: u32, to: &mut Stacks, moved: &mut FxHashMap<u32, u32>) -> u32 {
+    pub(crate) fn copy_into(
+        &self,
+        id: u32,
+        to: &mut Stacks,
+        moved: &mut FxHashMap<u32, u32>,
+    ) -> u32 {
         let mut chain = Vec::new();
         let mut at = id;
         let mut base = loop {

@@ -49,7 +49,7 @@ pub(crate) struct Distances {
 
 impl Distances {
     /// Heap bytes of the cost tables.
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         use crate::heap::vec;
         vec(&self.node)
             + vec(&self.dfa)
@@ -57,7 +57,7 @@ impl Distances {
             + vec(&self.open_string)
     }
 
-    pub fn compute(p: &Program) -> Distances {
+    pub(crate) fn compute(p: &Program) -> Distances {
         let mut d = Distances {
             node: vec![FAR; p.nodes.len()],
             dfa: p.dfas.iter().map(|d| dfa_min_bytes(d)).collect(),
@@ -138,7 +138,7 @@ impl Distances {
 
     /// Fewest bytes from position `pos`, its terminal in state `aux`, to its rule's
     /// `Return`. Strings under way are searched through `strings`.
-    pub fn from(&self, p: &Program, pos: Pos, aux: u64, strings: &mut StringMemo) -> u32 {
+    pub(crate) fn from(&self, p: &Program, pos: Pos, aux: u64, strings: &mut StringMemo) -> u32 {
         let at = |pos: Pos| self.node[pos as usize];
         match &p.nodes[pos as usize] {
             Node::Ws { next } => at(*next),

@@ -27,7 +27,7 @@ pub(crate) struct TailSignature {
 }
 
 impl TailSignature {
-    pub fn new(words: Box<[u32]>) -> Self {
+    pub(crate) fn new(words: Box<[u32]>) -> Self {
         let mut h = rustc_hash::FxHasher::default();
         words.hash(&mut h);
         TailSignature {
@@ -148,7 +148,7 @@ impl StringProg {
         trie + quote + self.dfa.as_ref().map_or(0, |d| dfa_bytes(d, seen))
     }
 
-    pub fn new(spec: &JsonString) -> Self {
+    pub(crate) fn new(spec: &JsonString) -> Self {
         let mut trie: Vec<(FxHashMap<u8, u32>, bool)> = vec![(FxHashMap::default(), false)];
         for v in &spec.exclude {
             let mut n = 0usize;
@@ -181,14 +181,14 @@ impl StringProg {
     }
 
     /// Whether the value read so far (state `aux`) begins one the string excludes.
-    pub fn on_excluded(aux: u64) -> bool {
+    pub(crate) fn on_excluded(aux: u64) -> bool {
         St::unpack(aux).excl != OFF_TRIE
     }
 
     /// In a plain phase, the bytes after which state `aux` may still be on a value the
     /// string excludes, or closes (the exclusion trie's next bytes, the backslash, the
     /// quote); `None` inside an escape or a UTF-8 sequence, where any byte may.
-    pub fn excluded_next(&self, aux: u64) -> Option<impl Iterator<Item = u8> + '_> {
+    pub(crate) fn excluded_next(&self, aux: u64) -> Option<impl Iterator<Item = u8> + '_> {
         let s = St::unpack(aux);
         (s.phase == NORMAL && s.excl != OFF_TRIE).then(|| {
             let next = self.trie[s.excl as usize].0.keys().copied();
@@ -197,7 +197,7 @@ impl StringProg {
     }
 
     /// Whether `decoded` is one of the values the string excludes.
-    pub fn excludes(&self, decoded: &[u8]) -> bool {
+    pub(crate) fn excludes(&self, decoded: &[u8]) -> bool {
         self.ends_excluded(self.excl_after(0, decoded))
     }
 
@@ -222,13 +222,13 @@ impl StringProg {
 
     /// Whether the string has neither a pattern nor exclusions (length bounds allowed):
     /// such strings behave the same in every grammar.
-    pub fn is_unpatterned(&self) -> bool {
+    pub(crate) fn is_unpatterned(&self) -> bool {
         self.dfa.is_none() && self.quote.is_none() && !self.has_exclusions()
     }
 
     /// The pattern's DFA, for a string with a pattern and nothing else shaping its
     /// masks besides length bounds (no exclusions, no quote).
-    pub fn pattern_only(&self) -> Option<&Arc<ByteDfa>> {
+    pub(crate) fn pattern_only(&self) -> Option<&Arc<ByteDfa>> {
         self.dfa
             .as_ref()
             .filter(|_| self.quote.is_none() && !self.has_exclusions())
@@ -236,14 +236,14 @@ impl StringProg {
 
     /// Whether the value must be a span of a source (its masks are walked directly: a
     /// span automaton has as many states as its source has bytes, too many to memoise).
-    pub fn is_quote(&self) -> bool {
+    pub(crate) fn is_quote(&self) -> bool {
         self.quote.is_some()
     }
 
     /// A quoted string's state just past its opening quote, where its first mask
     /// inside walks the vocabulary through every span of the source (see
     /// [`super::quoted`]); `None` for other strings.
-    pub fn quote_opened(&self) -> Option<u64> {
+    pub(crate) fn quote_opened(&self) -> Option<u64> {
         self.quote.as_ref()?;
         match self.step(0, b'"') {
             StrStep::Inside(a) => Some(a),
@@ -256,7 +256,7 @@ impl StringProg {
     /// boundary that is the span's raw-writable successors, the escape and the closing
     /// quote; inside a raw UTF-8 character, the span's successors. `None` inside an
     /// escape (every byte must be tried) and for other strings.
-    pub fn quote_first_bytes(&self, aux: u64) -> Option<[u64; 4]> {
+    pub(crate) fn quote_first_bytes(&self, aux: u64) -> Option<[u64; 4]> {
         let q = self.quote.as_ref()?;
         let s = St::unpack(aux);
         let mut set = [0u64; 4];
@@ -281,7 +281,7 @@ impl StringProg {
     /// A superset of the bytes [`step`](Self::step) takes from `aux`, found without
     /// stepping the decoder: the state table skips every other byte unstepped, and
     /// most of a token trie's bytes are dead below a string's prefixes.
-    pub fn first_bytes(&self, aux: u64) -> ByteSet {
+    pub(crate) fn first_bytes(&self, aux: u64) -> ByteSet {
         let s = St::unpack(aux);
         // Raw bytes go to the pattern as they are; a quote, a backslash or an escape's
         // bytes do not.
@@ -321,7 +321,7 @@ impl StringProg {
     /// refuse them; then as many as the upper bound leaves once the pattern's longest
     /// way to acceptance is set aside (`u32::MAX` without one). Exclusions and a lower
     /// bound only decide where the string may close.
-    pub fn raw_room(&self, aux: u64) -> u32 {
+    pub(crate) fn raw_room(&self, aux: u64) -> u32 {
         let s = St::unpack(aux);
         let raw = s.phase == NORMAL
             && self.quote.is_none()
@@ -352,7 +352,7 @@ impl StringProg {
     /// tell the difference) and the state with its count reset. Two states with equal
     /// canonical forms allow exactly the same tokens, so, e.g., the first 40 characters
     /// of a `maxLength: 60` string share one mask.
-    pub fn canonical(&self, aux: u64, horizon: u32) -> (u32, Option<u32>, u64) {
+    pub(crate) fn canonical(&self, aux: u64, horizon: u32) -> (u32, Option<u32>, u64) {
         let s = St::unpack(aux);
         let min = self.min.saturating_sub(s.count).min(horizon + 1);
         let need = self.dfa.as_ref().map_or(0, |d| d.max_min_chars_to_accept());
@@ -365,13 +365,13 @@ impl StringProg {
 
     /// Whether byte `b` in state `aux` begins a character of the decoded value (a raw
     /// character or an escape); the closing quote does not.
-    pub fn starts_char(aux: u64, b: u8) -> bool {
+    pub(crate) fn starts_char(aux: u64, b: u8) -> bool {
         St::unpack(aux).phase == NORMAL && b != b'"'
     }
 
     /// Whether `aux` is inside an escape, whose character the decoder counts only once
     /// the escape is complete.
-    pub fn in_escape(aux: u64) -> bool {
+    pub(crate) fn in_escape(aux: u64) -> bool {
         matches!(St::unpack(aux).phase, BACKSLASH..=12)
     }
 
@@ -383,7 +383,7 @@ impl StringProg {
     /// boundary (not inside a raw UTF-8 sequence), where universality is defined; the
     /// caller must rule out an upper length bound, which a pattern's shortest
     /// completion would tighten.
-    pub fn as_plain(&self, aux: u64) -> Option<(StringProg, u64)> {
+    pub(crate) fn as_plain(&self, aux: u64) -> Option<(StringProg, u64)> {
         let s = St::unpack(aux);
         if self.quote.is_some() {
             return None;
@@ -411,7 +411,7 @@ impl StringProg {
     /// `bytes` (ending in the closing quote), when the plain string does and no escape
     /// is among them: then only the exclusions can refuse, read off their trie by the raw
     /// bytes. `None` where that shortcut does not apply.
-    pub fn closes_unescaped(&self, aux: u64, bytes: &[u8]) -> Option<bool> {
+    pub(crate) fn closes_unescaped(&self, aux: u64, bytes: &[u8]) -> Option<bool> {
         let s = St::unpack(aux);
         let (body, last) = bytes.split_at(bytes.len().checked_sub(1)?);
         let plain_phase = s.phase == NORMAL || (CONT1..=CONT_F4).contains(&s.phase);
@@ -431,7 +431,7 @@ impl StringProg {
     /// [`as_plain`](Self::as_plain) where the length bounds may stay: the string has no
     /// exclusions and its pattern is met for good from `aux` (see
     /// [`ByteDfa::is_settled`]), so it takes and closes exactly as the plain one does.
-    pub fn as_settled(&self, aux: u64) -> Option<(StringProg, u64)> {
+    pub(crate) fn as_settled(&self, aux: u64) -> Option<(StringProg, u64)> {
         let (d, s) = (self.dfa.as_ref()?, St::unpack(aux).dfa);
         // Acceptance first: it is a lookup, settledness is derived on first use.
         if self.has_exclusions() || !d.is_accepting(s) || !d.is_settled(s) {
@@ -445,7 +445,7 @@ impl StringProg {
     /// at most `limit` DFA states) and the decoder state without the pattern's. `None`
     /// with exclusions (which the key does not capture), without a pattern, or for a
     /// larger tail.
-    pub fn tail_key(&self, aux: u64, limit: usize) -> Option<(TailSignature, u64)> {
+    pub(crate) fn tail_key(&self, aux: u64, limit: usize) -> Option<(TailSignature, u64)> {
         let d = self.dfa.as_ref()?;
         if self.has_exclusions() {
             return None;
@@ -456,7 +456,7 @@ impl StringProg {
     }
 
     /// The same string with other length bounds (for computing canonical masks).
-    pub fn with_bounds(&self, min: u32, max: Option<u32>) -> StringProg {
+    pub(crate) fn with_bounds(&self, min: u32, max: Option<u32>) -> StringProg {
         StringProg {
             min,
             max,
@@ -465,12 +465,12 @@ impl StringProg {
     }
 
     /// Whether `aux` is past the opening quote (inside the string).
-    pub fn is_inside(aux: u64) -> bool {
+    pub(crate) fn is_inside(aux: u64) -> bool {
         St::unpack(aux).phase != BEFORE_OPEN
     }
 
     /// Feeds one byte to the string in state `aux` (0 = before the opening quote).
-    pub fn step(&self, aux: u64, b: u8) -> StrStep {
+    pub(crate) fn step(&self, aux: u64, b: u8) -> StrStep {
         let s = St::unpack(aux);
         let next = match s.phase {
             // With nothing excluded the trie is off from the start (one state fewer).
@@ -594,7 +594,7 @@ impl StringProg {
     /// finished with every code point it can still spell, except that one not yet
     /// committed to a surrogate pair does not start one (a supplementary character as the
     /// only way on is then missed: `None`); a half-written pair may exceed the limit.
-    pub fn min_bytes_to_close(&self, aux: u64, limit: usize) -> Option<u32> {
+    pub(crate) fn min_bytes_to_close(&self, aux: u64, limit: usize) -> Option<u32> {
         let s = St::unpack(aux);
         if self.is_unpatterned() {
             match s.phase {

@@ -36,7 +36,7 @@ pub(crate) enum Inside {
 
 impl Inside {
     /// The tokens `tokens` (distinct) of an `n`-token vocabulary, in whichever form fits.
-    pub fn of(tokens: Vec<u32>, n: usize) -> Inside {
+    pub(crate) fn of(tokens: Vec<u32>, n: usize) -> Inside {
         if tokens.len() <= n / FEW_DIVISOR {
             return Inside::Few(tokens.into());
         }
@@ -48,7 +48,7 @@ impl Inside {
     }
 
     /// [`of`](Self::of) for tokens gathered in a bitset.
-    pub fn of_mask(m: TokenMask) -> Inside {
+    pub(crate) fn of_mask(m: TokenMask) -> Inside {
         if m.count() <= m.len() / FEW_DIVISOR {
             return Inside::Few(m.allowed().collect());
         }
@@ -57,7 +57,7 @@ impl Inside {
 
     /// Heap bytes; a bitset only the first time it is met (it may be shared with a
     /// profile on the vocabulary; counted in full then).
-    pub fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
+    pub(crate) fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
         match self {
             Inside::Dense(m) if seen.first(Arc::as_ptr(m)) => {
                 std::mem::size_of::<TokenMask>() + m.heap_bytes()
@@ -69,7 +69,7 @@ impl Inside {
 
     /// The tokens as a bitset of `n` tokens (for tests).
     #[cfg(test)]
-    pub fn to_mask(&self, n: usize) -> TokenMask {
+    pub(crate) fn to_mask(&self, n: usize) -> TokenMask {
         match self {
             Inside::Dense(m) => TokenMask::clone(m),
             Inside::Few(t) => {
@@ -100,7 +100,7 @@ pub(crate) struct Remaining {
 
 impl LocalMask {
     /// Heap bytes: the closing nodes and the inside tokens (see [`Inside::heap_bytes`]).
-    pub fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
+    pub(crate) fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
         crate::heap::vec(&self.closing) + self.inside.heap_bytes(seen)
     }
 
@@ -109,7 +109,12 @@ impl LocalMask {
     /// is walked once per string state after that byte and kept in the memo: a pattern's
     /// states tend to meet again one byte on (in `[^/]+/`, the start and the state after a
     /// character both go to the latter), so most of a new state's walk is a replay.
-    pub fn compute(prog: &StringProg, aux: u64, trie: &Trie, memo: &mut StepMemo) -> LocalMask {
+    pub(crate) fn compute(
+        prog: &StringProg,
+        aux: u64,
+        trie: &Trie,
+        memo: &mut StepMemo,
+    ) -> LocalMask {
         memo.make_room();
         let start = memo.id(aux) as usize;
         let mut inside = Vec::new();
@@ -160,7 +165,7 @@ pub(crate) struct PlainProfile {
 
 impl PlainProfile {
     /// One walk from `aux`; `prog` must not count characters itself (no bounds).
-    pub fn compute(prog: &StringProg, aux: u64, trie: &Trie) -> PlainProfile {
+    pub(crate) fn compute(prog: &StringProg, aux: u64, trie: &Trie) -> PlainProfile {
         let mut closing = Vec::new();
         let found = walk_counting(
             prog,
@@ -193,7 +198,7 @@ impl PlainProfile {
     /// state closes on its bytes: for a string that takes the same bytes as the plain
     /// one inside (see [`StringProg::as_plain`]) and so differs only in which values
     /// may end.
-    pub fn mask(&self, r: Remaining, closes: Option<(&StringProg, u64)>) -> LocalMask {
+    pub(crate) fn mask(&self, r: Remaining, closes: Option<(&StringProg, u64)>) -> LocalMask {
         let k = r.max.map_or(usize::MAX, |m| m as usize);
         let inside = match self.upto.get(k).or(self.upto.last()) {
             Some(m) => Inside::Dense(m.clone()),
@@ -379,7 +384,7 @@ const SUBTREE_LIMIT: usize = 1 << 20;
 
 impl StepMemo {
     /// Heap bytes of the memo: states, transitions and subtrees.
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         use crate::heap::{map, slice, vec};
         let subtrees: usize = self
             .subtrees
@@ -512,13 +517,13 @@ impl<K, V> std::fmt::Debug for SharedCache<K, V> {
 
 impl<K: Hash + Eq, V> SharedCache<K, V> {
     /// A cache of at most `limit` entries.
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self::with_budget(limit, usize::MAX, |_| 0)
     }
 
     /// A cache of at most `limit` entries whose values weigh at most `budget` bytes
     /// in all, each as `weigh` tells.
-    pub fn with_budget(limit: usize, budget: usize, weigh: fn(&V) -> usize) -> Self {
+    pub(crate) fn with_budget(limit: usize, budget: usize, weigh: fn(&V) -> usize) -> Self {
         SharedCache {
             map: Mutex::new(Held {
                 map: FxHashMap::default(),
@@ -535,7 +540,7 @@ impl<K: Hash + Eq, V> SharedCache<K, V> {
     }
 
     /// Heap bytes of the table plus `value_bytes` of each value.
-    pub fn heap_bytes(&self, mut value_bytes: impl FnMut(&V) -> usize) -> usize {
+    pub(crate) fn heap_bytes(&self, mut value_bytes: impl FnMut(&V) -> usize) -> usize {
         let held = self.lock();
         let values: usize = held
             .map
@@ -546,11 +551,11 @@ impl<K: Hash + Eq, V> SharedCache<K, V> {
     }
 
     /// The value under `key`, if computed.
-    pub fn get(&self, key: &K) -> Option<Arc<V>> {
+    pub(crate) fn get(&self, key: &K) -> Option<Arc<V>> {
         self.lock().map.get(key).cloned()
     }
 
-    pub fn get_or_compute(&self, key: K, compute: impl FnOnce() -> V) -> Arc<V> {
+    pub(crate) fn get_or_compute(&self, key: K, compute: impl FnOnce() -> V) -> Arc<V> {
         if let Some(m) = self.lock().map.get(&key) {
             return m.clone();
         }

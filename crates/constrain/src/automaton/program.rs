@@ -131,7 +131,7 @@ impl Program {
     /// The byte a one-byte node takes (a literal's: a key's, an enum's value's) and the
     /// position after it; `None` for any other node or position.
     #[inline]
-    pub fn one_byte(&self, pos: Pos) -> Option<(u8, Pos)> {
+    pub(crate) fn one_byte(&self, pos: Pos) -> Option<(u8, Pos)> {
         match self.nodes.get(pos as usize)? {
             Node::Byte { set, next } => Some((set.single()?, *next)),
             _ => None,
@@ -140,7 +140,7 @@ impl Program {
 
     /// Heap bytes of the program: nodes, split targets, DFAs, string and unordered
     /// tables (each shared DFA once, through `seen`).
-    pub fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
+    pub(crate) fn heap_bytes(&self, seen: &mut crate::heap::Seen) -> usize {
         use super::jsonstr::dfa_bytes;
         use crate::heap::{slice, vec};
         let splits: usize = self
@@ -175,7 +175,7 @@ impl Program {
     }
 
     /// Lowers a validated grammar.
-    pub fn compile(g: &Grammar) -> Result<Program> {
+    pub(crate) fn compile(g: &Grammar) -> Result<Program> {
         let mut p = Program {
             nodes: Vec::new(),
             root: 0,

@@ -27,13 +27,13 @@ const NOT_LITERAL: u8 = 2;
 const WS_FLAG: u32 = 1 << 31;
 
 /// Default state-table capacity.
-pub const DEFAULT_STATE_LIMIT: usize = 4096;
+pub(crate) const DEFAULT_STATE_LIMIT: usize = 4096;
 
 /// Parse items the table's configurations may hold in all before it is cleared (about
 /// 32 MB with the interning map's copy). A few thousand states of a handful of items
 /// each stay far below; a highly ambiguous grammar, whose configurations grow by
 /// thousands of items, would otherwise fill the state limit with gigabytes.
-pub const ITEM_LIMIT: usize = 1 << 20;
+pub(crate) const ITEM_LIMIT: usize = 1 << 20;
 
 /// Interned configurations and their transitions.
 pub(crate) struct StateTable {
@@ -126,7 +126,7 @@ impl std::fmt::Debug for TablePool {
 
 impl TablePool {
     /// An empty table for `p`, a spare one if there is one.
-    pub fn take(&self, p: &Program, limit: usize) -> StateTable {
+    pub(crate) fn take(&self, p: &Program, limit: usize) -> StateTable {
         match self.lock().pop() {
             Some(mut t) => {
                 t.reset(p, limit);
@@ -137,7 +137,7 @@ impl TablePool {
     }
 
     /// Keeps `t` for a later taker, if the pool has room and `t` is not oversized.
-    pub fn give(&self, t: StateTable) {
+    pub(crate) fn give(&self, t: StateTable) {
         let mut spare = self.lock();
         let bytes = t.rows.capacity() * std::mem::size_of::<u32>()
             + t.arena.capacity() * std::mem::size_of::<Item>();
@@ -153,7 +153,7 @@ impl TablePool {
 }
 
 impl StateTable {
-    pub fn new(p: &Program, limit: usize) -> Self {
+    pub(crate) fn new(p: &Program, limit: usize) -> Self {
         let mut t = StateTable::empty();
         // Sized for a typical walk: growing from empty rehashed a few percent of the
         // mask time away in fresh matchers.
@@ -163,7 +163,7 @@ impl StateTable {
     }
 
     /// A table of no states and no capacity (for a limit of none).
-    pub fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         StateTable {
             arena: Vec::new(),
             spans: Vec::new(),
@@ -214,7 +214,7 @@ impl StateTable {
     }
 
     /// The initial state of `p`.
-    pub fn start(&mut self, p: &Program) -> u32 {
+    pub(crate) fn start(&mut self, p: &Program) -> u32 {
         let kernel = closure(
             p,
             &mut self.stacks,
@@ -228,25 +228,25 @@ impl StateTable {
     }
 
     /// The items of state `s`.
-    pub fn config(&self, s: u32) -> &[Item] {
+    pub(crate) fn config(&self, s: u32) -> &[Item] {
         let (at, n) = self.spans[s as usize];
         &self.arena[at as usize..(at + n) as usize]
     }
 
     /// The state reached from `seeds` without consuming input.
-    pub fn enter(&mut self, p: &Program, seeds: Vec<Item>) -> u32 {
+    pub(crate) fn enter(&mut self, p: &Program, seeds: Vec<Item>) -> u32 {
         let kernel = closure(p, &mut self.stacks, seeds);
         self.intern(&kernel)
     }
 
     /// The state holding just `items` (a subset of some state's items: its tokens are
     /// the ones some of those items allow, since a configuration steps item by item).
-    pub fn subset(&mut self, mut items: Vec<Item>) -> u32 {
+    pub(crate) fn subset(&mut self, mut items: Vec<Item>) -> u32 {
         items.sort_unstable();
         self.intern(&items)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.spans.len()
     }
 
@@ -292,19 +292,19 @@ impl StateTable {
     }
 
     /// Frame `id` of the hash-consed stacks (not the empty or placeholder stack).
-    pub fn frame(&self, id: u32) -> Frame {
+    pub(crate) fn frame(&self, id: u32) -> Frame {
         self.stacks.frame(id)
     }
 
     /// Whether state `s` may have returned into the placeholder stack.
     #[inline]
-    pub fn exits(&self, s: u32) -> bool {
+    pub(crate) fn exits(&self, s: u32) -> bool {
         self.exits[s as usize]
     }
 
     /// If every item of `s` sits on one stack other than the empty one, the state with
     /// that stack replaced by the placeholder, and the stack.
-    pub fn detach(&mut self, s: u32) -> Option<(u32, u32)> {
+    pub(crate) fn detach(&mut self, s: u32) -> Option<(u32, u32)> {
         let items = self.config(s);
         let stack = items[0].stack;
         if stack == 0 || stack == EXIT_STACK || items.iter().any(|it| it.stack != stack) {
@@ -325,7 +325,7 @@ impl StateTable {
     /// of one byte: the state spells a literal (a key, an enum's or a const's value)
     /// whose next byte leaves one item again, or a state after it.
     #[inline]
-    pub fn literal(&mut self, p: &Program, s: u32) -> Option<Item> {
+    pub(crate) fn literal(&mut self, p: &Program, s: u32) -> Option<Item> {
         let known = self.literal[s as usize];
         if known == NOT_LITERAL {
             return None;
@@ -344,7 +344,7 @@ impl StateTable {
 
     /// The state of the item `it` alone, closed (as a byte step leaves it), or `None`
     /// if its closure is empty (a dead end).
-    pub fn of_item(&mut self, p: &Program, it: Item) -> Option<u32> {
+    pub(crate) fn of_item(&mut self, p: &Program, it: Item) -> Option<u32> {
         let mut sc = std::mem::take(&mut self.scratch);
         sc.work.clear();
         sc.work.push(it);
@@ -356,7 +356,7 @@ impl StateTable {
 
     /// Whether the input may end in state `s`.
     #[inline]
-    pub fn is_accepting(&self, s: u32) -> bool {
+    pub(crate) fn is_accepting(&self, s: u32) -> bool {
         self.accepting[s as usize]
     }
 
@@ -365,7 +365,7 @@ impl StateTable {
     /// without a row can take) are inlined table reads: a walk meets many dead
     /// siblings below each live prefix.
     #[inline(always)]
-    pub fn next(&mut self, p: &Program, s: u32, b: u8, ws_left: bool) -> Option<Next> {
+    pub(crate) fn next(&mut self, p: &Program, s: u32, b: u8, ws_left: bool) -> Option<Next> {
         let mode = usize::from(ws_left && self.stride == 512);
         let slot = mode * 256 + b as usize;
         let row = self.row_of[s as usize];
@@ -458,7 +458,7 @@ impl StateTable {
     /// Whether every character of `shape`'s classes leads state `s` back to `s`
     /// without spending budgeted whitespace (see [`crate::trie::loops_on`]), with no
     /// whitespace budget left or no whitespace in `shape`.
-    pub fn loops_on(&mut self, p: &Program, s: u32, shape: Shape) -> bool {
+    pub(crate) fn loops_on(&mut self, p: &Program, s: u32, shape: Shape) -> bool {
         let mut learnt = self.loops[s as usize];
         if shape & learnt.0 & !learnt.1 != 0 {
             return false;
@@ -487,14 +487,14 @@ impl StateTable {
 
     /// Whether the table has reached its limit (of states, or of items in all) and
     /// should be cleared before the next step.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.spans.len() >= self.limit || self.arena.len() >= ITEM_LIMIT
     }
 
     /// Empties the table, keeping only the given states (renumbered; the new ids are
     /// returned in the same order). Stacks are copied into a fresh table, so frames no
     /// kept state stands on do not leak.
-    pub fn clear_keeping(&mut self, keep: &[u32]) -> Vec<u32> {
+    pub(crate) fn clear_keeping(&mut self, keep: &[u32]) -> Vec<u32> {
         let old_stacks = std::mem::replace(&mut self.stacks, Stacks::new());
         let old_arena = std::mem::take(&mut self.arena);
         let old_spans = std::mem::take(&mut self.spans);

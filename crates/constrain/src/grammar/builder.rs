@@ -13,7 +13,7 @@ pub(crate) const MAX_JSON_STRING_AUX: usize = 4095;
 /// Assembles a grammar rule by rule.
 ///
 /// ```
-/// use llamay_constrain::grammar::{GrammarBuilder, Symbol, CharClass};
+/// use llamay_constrain::{CharClass, GrammarBuilder, Symbol};
 /// let mut b = GrammarBuilder::new();
 /// let digits = b.rule("digits", vec![vec![Symbol::plus(Symbol::class(CharClass::new([(0x30, 0x39)])))]]);
 /// let root = b.rule("root", vec![vec![Symbol::lit("n="), Symbol::rule(digits)]]);

@@ -7,7 +7,7 @@
 use regex_syntax::utf8::Utf8Sequences;
 
 /// The largest Unicode scalar value.
-pub const MAX_CHAR: u32 = 0x10FFFF;
+pub(super) const MAX_CHAR: u32 = 0x10FFFF;
 
 /// A set of bytes (256 bits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

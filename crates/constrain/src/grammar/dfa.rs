@@ -16,10 +16,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 
 /// Marks "no transition" in [`ByteDfa`] tables.
-pub const DFA_DEAD: u32 = u32::MAX;
+pub(super) const DFA_DEAD: u32 = u32::MAX;
 
 /// Default limit on DFA states for one pattern (the product contract's 2,000).
-pub const DEFAULT_DFA_STATE_LIMIT: usize = 2000;
+pub(super) const DEFAULT_DFA_STATE_LIMIT: usize = 2000;
 
 /// A deterministic automaton over bytes that accepts whole inputs matching a pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]

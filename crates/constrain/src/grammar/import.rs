@@ -65,11 +65,11 @@ fn remap(s: &Symbol, ids: &[RuleId]) -> Symbol {
 
 #[cfg(test)]
 mod tests {
-    use crate::grammar::{json::any_json, GrammarBuilder, Symbol};
+    use crate::grammar::{Grammar, GrammarBuilder, Symbol};
     use crate::{Constraint, Vocabulary};
     use std::sync::Arc;
 
-    fn accepts(g: &crate::grammar::Grammar, text: &str) -> bool {
+    fn accepts(g: &Grammar, text: &str) -> bool {
         let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         let c = Constraint::from_grammar(g, Arc::new(Vocabulary::new(toks, &[], &[]))).unwrap();
         let mut m = c.matcher();
@@ -78,7 +78,7 @@ mod tests {
 
     #[test]
     fn an_imported_grammar_keeps_its_language_beside_new_rules() {
-        let json = any_json().unwrap();
+        let json = Grammar::any_json().unwrap();
         let mut b = GrammarBuilder::new();
         // A name the import also uses, so renaming is exercised.
         let first = json.rules()[0].name.clone();

@@ -8,13 +8,13 @@ use crate::heap;
 use std::sync::Arc;
 
 /// Largest bound allowed in a bounded repetition (each count is unrolled into states).
-pub const MAX_REPEAT: u32 = 4096;
+pub(crate) const MAX_REPEAT: u32 = 4096;
 
 /// Most members an [`Unordered`] node may declare (the "seen" set is a `u64`).
-pub const MAX_UNORDERED_MEMBERS: usize = 64;
+pub(crate) const MAX_UNORDERED_MEMBERS: usize = 64;
 
 /// Default per-document budget of structural whitespace characters for [`Symbol::Ws`].
-pub const DEFAULT_WS_BUDGET: u32 = 64;
+pub(crate) const DEFAULT_WS_BUDGET: u32 = 64;
 
 /// Index of a rule in a [`Grammar`] (or in the [`GrammarBuilder`](super::GrammarBuilder)
 /// that made it).
@@ -169,9 +169,9 @@ impl JsonString {
 
 /// A compiled-to-IR grammar: validated rules and a start rule.
 ///
-/// Made by [`GrammarBuilder::build`](super::GrammarBuilder::build), which guarantees every
-/// referenced rule is defined, no rule is left-recursive, and repetition bounds are within
-/// [`MAX_REPEAT`].
+/// Made by [`GrammarBuilder::build`](crate::GrammarBuilder::build) (or [`crate::parse_gbnf`],
+/// [`crate::schema_grammar`]), which guarantees every referenced rule is defined, no rule
+/// is left-recursive, and repetition bounds are at most 4096.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Grammar {
     pub(crate) rules: Vec<Rule>,
@@ -224,7 +224,7 @@ impl Grammar {
 }
 
 impl Grammar {
-    /// Heap bytes the grammar keeps alive (see [`crate::heap`]: shared tables, a
+    /// Heap bytes the grammar keeps alive (the crate's `heap` accounting: shared tables, a
     /// pattern's DFA or a quote's automaton, counted once), for a byte budget on kept
     /// grammars.
     pub fn heap_bytes(&self) -> usize {

@@ -11,29 +11,18 @@ use super::ir::*;
 use crate::error::Result;
 
 /// Digits of a JSON number's integer part (19, the width of an i64).
-pub const MAX_INT_DIGITS: u32 = 19;
+pub(crate) const MAX_INT_DIGITS: u32 = 19;
 /// Digits after the decimal point (more than any f64 can use).
-pub const MAX_FRAC_DIGITS: u32 = 32;
+pub(crate) const MAX_FRAC_DIGITS: u32 = 32;
 /// Digits of an exponent: |e| ≤ 99 keeps every number inside f64's range, so every
 /// JSON parser reads the value (serde_json refuses `1e400`).
-pub const MAX_EXP_DIGITS: u32 = 2;
-
-/// A JSON integer (optional minus, no leading zeros), at most [`MAX_INT_DIGITS`] digits.
-pub fn integer_symbols() -> Vec<Symbol> {
-    static INTEGER: OnceLock<Symbol> = OnceLock::new();
-    vec![INTEGER
-        .get_or_init(|| {
-            let re = format!("-?(?:0|[1-9][0-9]{{0,{}}})", MAX_INT_DIGITS - 1);
-            Symbol::regex(&re).expect("the integer pattern compiles")
-        })
-        .clone()]
-}
+pub(crate) const MAX_EXP_DIGITS: u32 = 2;
 
 /// A JSON number: integer, optional fraction, optional exponent. Every part is
 /// bounded: a small model whose likeliest token is another digit would otherwise
 /// write digits until the token limit, or a number no parser can hold. One DFA
 /// terminal, shared, rather than repetitions (which would be expanded per use).
-pub fn number_symbols() -> Vec<Symbol> {
+pub(crate) fn number_symbols() -> Vec<Symbol> {
     static NUMBER: OnceLock<Symbol> = OnceLock::new();
     vec![NUMBER
         .get_or_init(|| {
@@ -49,7 +38,7 @@ pub fn number_symbols() -> Vec<Symbol> {
 /// Adds the rules of an unconstrained JSON value to `b` and returns the value rule, so a
 /// schema lowering can use it for `{}` schemas or open `additionalProperties`. Rules are
 /// named `json-value`, `json-object`, `json-member`, `json-array` (suffixed if taken).
-pub fn add_any_value(b: &mut GrammarBuilder) -> RuleId {
+pub(crate) fn add_any_value(b: &mut GrammarBuilder) -> RuleId {
     add_value_rules(b).0
 }
 
@@ -123,22 +112,24 @@ fn add_value_rules(b: &mut GrammarBuilder) -> (RuleId, RuleId) {
     (value, object)
 }
 
-/// A grammar for any single JSON value, optionally preceded by whitespace (all
-/// structural whitespace drawn from the default 64-character budget). Nothing may follow
-/// the value, so a finished object or array is a finished document.
-pub fn any_json() -> Result<Grammar> {
-    let mut b = GrammarBuilder::new();
-    let value = add_any_value(&mut b);
-    let root = b.rule("root", vec![vec![Symbol::ws(), Symbol::rule(value)]]);
-    b.build(root)
-}
+impl Grammar {
+    /// A grammar for any single JSON value, optionally preceded by whitespace (all
+    /// structural whitespace drawn from the default 64-character budget). Nothing may
+    /// follow the value, so a finished object or array is a finished document.
+    pub fn any_json() -> Result<Grammar> {
+        let mut b = GrammarBuilder::new();
+        let value = add_any_value(&mut b);
+        let root = b.rule("root", vec![vec![Symbol::ws(), Symbol::rule(value)]]);
+        b.build(root)
+    }
 
-/// A grammar for any JSON object (JSON mode: OpenAI's `json_object` and Ollama's
-/// `format: "json"` answer an object, and the clients built on them parse one),
-/// optionally preceded by whitespace; its members are any JSON values.
-pub fn json_object() -> Result<Grammar> {
-    let mut b = GrammarBuilder::new();
-    let (_, object) = add_value_rules(&mut b);
-    let root = b.rule("root", vec![vec![Symbol::ws(), Symbol::rule(object)]]);
-    b.build(root)
+    /// A grammar for any JSON object (JSON mode: OpenAI's `json_object` and Ollama's
+    /// `format: "json"` answer an object, and the clients built on them parse one),
+    /// optionally preceded by whitespace; its members are any JSON values.
+    pub fn json_object() -> Result<Grammar> {
+        let mut b = GrammarBuilder::new();
+        let (_, object) = add_value_rules(&mut b);
+        let root = b.rule("root", vec![vec![Symbol::ws(), Symbol::rule(object)]]);
+        b.build(root)
+    }
 }

@@ -61,14 +61,14 @@ mod display;
 mod fixpoint;
 mod import;
 mod ir;
-pub mod json;
+pub(crate) mod json;
 pub(crate) mod shared_dfa;
 mod span;
 
 pub use builder::GrammarBuilder;
 #[allow(unused_imports)]
 pub(crate) use builder::{nullable_rules, seq_nullable, sym_nullable};
-pub use charclass::{ByteSet, CharClass, MAX_CHAR};
-pub use dfa::{ByteDfa, DEFAULT_DFA_STATE_LIMIT};
+pub use charclass::{ByteSet, CharClass};
+pub use dfa::ByteDfa;
 pub use ir::*;
-pub use span::{Normalize, SpanAutomaton, MAX_SOURCE_BYTES};
+pub use span::{Normalize, SpanAutomaton, MAX_QUOTE_SOURCE_BYTES};

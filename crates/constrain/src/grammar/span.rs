@@ -10,9 +10,9 @@
 
 use std::fmt;
 
-/// Largest source, in bytes after normalisation (states need 23 bits of the string
-/// decoder's state word; see the JSON-string layer).
-pub const MAX_SOURCE_BYTES: usize = 4 << 20;
+/// Largest source a quote is checked against, in bytes after normalisation (a state
+/// must fit 23 bits of the string decoder's state word; see the JSON-string layer).
+pub const MAX_QUOTE_SOURCE_BYTES: usize = 4 << 20;
 
 /// Bit set in a state when the last value byte fed was whitespace (for
 /// [`Normalize::Whitespace`], where a run of whitespace counts as one space).
@@ -83,7 +83,7 @@ pub struct SpanAutomaton {
     /// reads both.
     nodes: Vec<(u32, u32)>,
     /// Edge arena: (target, next edge of the same state | byte << 24); 8 bytes an
-    /// edge, since at most `3n` of them fit 24 bits for [`MAX_SOURCE_BYTES`].
+    /// edge, since at most `3n` of them fit 24 bits for [`MAX_QUOTE_SOURCE_BYTES`].
     edges: Vec<(u32, u32)>,
     /// The start state's edges, dense: it sees every byte of the source.
     root: Box<[u32; 256]>,
@@ -172,12 +172,12 @@ impl Builder {
 }
 
 impl SpanAutomaton {
-    /// The automaton of `source` under `normalize`; refused above [`MAX_SOURCE_BYTES`].
+    /// The automaton of `source` under `normalize`; refused above [`MAX_QUOTE_SOURCE_BYTES`].
     pub fn new(source: &str, normalize: Normalize) -> Result<Self, String> {
         let text = normalize.apply(source);
-        if text.len() > MAX_SOURCE_BYTES {
+        if text.len() > MAX_QUOTE_SOURCE_BYTES {
             return Err(format!(
-                "the source is {} bytes; the most a quote can be checked against is {MAX_SOURCE_BYTES}",
+                "the source is {} bytes; the most a quote can be checked against is {MAX_QUOTE_SOURCE_BYTES}",
                 text.len()
             ));
         }
@@ -475,7 +475,7 @@ mod tests {
 
     #[test]
     fn oversized_sources_are_refused() {
-        let big = "a".repeat(MAX_SOURCE_BYTES + 1);
+        let big = "a".repeat(MAX_QUOTE_SOURCE_BYTES + 1);
         assert!(SpanAutomaton::new(&big, Normalize::None).is_err());
     }
 }

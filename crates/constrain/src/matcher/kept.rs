@@ -23,7 +23,7 @@ pub(crate) enum Kept {
 
 impl Kept {
     /// Nothing allowed.
-    pub fn none() -> Kept {
+    pub(super) fn none() -> Kept {
         Kept::Sparse {
             base: None,
             extra: Box::default(),
@@ -32,7 +32,12 @@ impl Kept {
 
     /// The union of `bases` and the tokens `extra`, kept sparse while the extra tokens
     /// are few enough that setting their bits costs less than a copy of the bitset.
-    pub fn build(bases: &[Arc<TokenMask>], extra: &[u32], n: usize, pool: &MaskPool) -> Kept {
+    pub(super) fn build(
+        bases: &[Arc<TokenMask>],
+        extra: &[u32],
+        n: usize,
+        pool: &MaskPool,
+    ) -> Kept {
         if bases.len() <= 1 && extra.len() <= n / 128 {
             return Kept::Sparse {
                 base: bases.first().cloned(),
@@ -56,7 +61,7 @@ impl Kept {
     }
 
     /// Writes the mask into `out` (of the vocabulary's length).
-    pub fn write_to(&self, out: &mut TokenMask) {
+    pub(super) fn write_to(&self, out: &mut TokenMask) {
         match self {
             Kept::Dense(m) => out.copy_from(m),
             Kept::Sparse { base, extra } => {
@@ -72,7 +77,7 @@ impl Kept {
     }
 
     /// Writes the mask as 32-bit words (see [`TokenMask::write_u32_words`]).
-    pub fn write_u32_words(&self, out: &mut [u32]) {
+    pub(super) fn write_u32_words(&self, out: &mut [u32]) {
         match self {
             Kept::Dense(m) => m.write_u32_words(out),
             Kept::Sparse { base, extra } => {
@@ -90,7 +95,7 @@ impl Kept {
     }
 
     /// The bitset of a dense mask, for the pool once the mask is dropped.
-    pub fn into_dense(self) -> Option<TokenMask> {
+    pub(super) fn into_dense(self) -> Option<TokenMask> {
         match self {
             Kept::Dense(m) => Some(m),
             Kept::Sparse { .. } => None,

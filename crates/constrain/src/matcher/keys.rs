@@ -103,7 +103,7 @@ pub(super) enum Event {
 
 impl KeyTracker {
     /// Feeds one committed byte.
-    pub fn step(&mut self, b: u8) -> Event {
+    pub(super) fn step(&mut self, b: u8) -> Event {
         let Some(is_key) = self.in_string else {
             match b {
                 b'{' => self.open(Kind::Object),
@@ -166,17 +166,17 @@ impl KeyTracker {
     }
 
     /// The key just closed (after [`Event::KeyClosed`]).
-    pub fn key(&self) -> &[u8] {
+    pub(super) fn key(&self) -> &[u8] {
         &self.key
     }
 
     /// Whether the key just closed is one of its object's undeclared keys already.
-    pub fn is_repeat(&self) -> bool {
+    pub(super) fn is_repeat(&self) -> bool {
         keys_of(&self.top.seen).any(|k| k == self.key)
     }
 
     /// Remembers the key just closed as one of its object's undeclared keys.
-    pub fn remember(&mut self) {
+    pub(super) fn remember(&mut self) {
         let newest = self.top.seen.as_ref().and_then(|n| n.chunk.clone());
         let key: Box<[u8]> = self.key.as_slice().into();
         let chunk = if key.len() > MAX_EXCLUDED_BYTES {
@@ -223,7 +223,12 @@ impl KeyTracker {
 
     /// Into `out`, the tokens that would close a key on one its object has already,
     /// of those `allowed`.
-    pub fn repeats(&self, vocab: &Vocabulary, allowed: impl Fn(u32) -> bool, out: &mut Vec<u32>) {
+    pub(super) fn repeats(
+        &self,
+        vocab: &Vocabulary,
+        allowed: impl Fn(u32) -> bool,
+        out: &mut Vec<u32>,
+    ) {
         if !self.any_seen() {
             return;
         }
@@ -255,7 +260,7 @@ impl KeyTracker {
 
     /// Whether `token` closes a key on one its object has already (keys it writes
     /// itself count as seen, so a token repeating one within it is refused too).
-    pub fn token_repeats(&self, token: &[u8]) -> bool {
+    pub(super) fn token_repeats(&self, token: &[u8]) -> bool {
         let mut t = self.clone();
         for &b in token {
             if t.step(b) == Event::KeyClosed {

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::error::SchemaError;
 
-/// How much a schema's compile may take.
+/// How much a schema's compile may take (`serve -compile-budget-ms`), so a hostile
+/// schema cannot hold a thread; over it, the compile is refused naming where it was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Budget {
+pub struct CompileBudget {
     /// Wall time for the whole compile (`None`: unbounded).
     pub time: Option<Duration>,
     /// Nodes of the normalized schema (what expanding `$ref`s and `anyOf`s makes).
@@ -18,12 +19,12 @@ pub struct Budget {
 }
 
 /// Most nodes one schema may compile to, by default.
-pub const MAX_NODES: usize = 100_000;
+pub(super) const MAX_NODES: usize = 100_000;
 
 /// The default: 5 s and 100,000 nodes.
-impl Default for Budget {
+impl Default for CompileBudget {
     fn default() -> Self {
-        Budget {
+        CompileBudget {
             time: Some(Duration::from_secs(5)),
             nodes: MAX_NODES,
         }
@@ -35,7 +36,7 @@ thread_local! {
 }
 
 /// Runs `f` with `budget`'s time as this thread's deadline.
-pub(crate) fn within<T>(budget: &Budget, f: impl FnOnce() -> T) -> T {
+pub(crate) fn within<T>(budget: &CompileBudget, f: impl FnOnce() -> T) -> T {
     let before = DEADLINE.get();
     DEADLINE.set(budget.time.map(|t| (Instant::now() + t, t)));
     let out = f();

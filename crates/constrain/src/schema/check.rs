@@ -11,7 +11,7 @@ use super::node::{Bound, CompiledSchema, Node};
 
 /// Why a value does not fit.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Mismatch {
+pub enum SchemaMismatch {
     /// An object has a key that is not declared and the object is closed.
     ExtraKey(String),
     /// The value's JSON type is not one the node allows (a schema with no `type`
@@ -21,13 +21,13 @@ pub enum Mismatch {
     Other(String),
 }
 
-impl Mismatch {
+impl SchemaMismatch {
     /// Prefixes the place inside the value where the mismatch is.
-    fn inside(self, step: &str) -> Mismatch {
+    fn inside(self, step: &str) -> SchemaMismatch {
         match self {
-            Mismatch::ExtraKey(k) => Mismatch::ExtraKey(format!("{step}.{k}")),
-            Mismatch::WrongType(why) => Mismatch::WrongType(format!("{step}: {why}")),
-            Mismatch::Other(why) => Mismatch::Other(format!("{step}: {why}")),
+            SchemaMismatch::ExtraKey(k) => SchemaMismatch::ExtraKey(format!("{step}.{k}")),
+            SchemaMismatch::WrongType(why) => SchemaMismatch::WrongType(format!("{step}: {why}")),
+            SchemaMismatch::Other(why) => SchemaMismatch::Other(format!("{step}: {why}")),
         }
     }
 }
@@ -37,12 +37,12 @@ const MAX_DEPTH: usize = 512;
 
 impl CompiledSchema {
     /// `Ok` when `value` fits the schema as compiled.
-    pub fn check(&self, value: &Value) -> Result<(), Mismatch> {
+    pub fn check(&self, value: &Value) -> Result<(), SchemaMismatch> {
         self.check_node(&self.root, value, 0)
     }
 
-    fn check_node(&self, node: &Node, v: &Value, depth: usize) -> Result<(), Mismatch> {
-        let other = |s: &str| Err(Mismatch::Other(s.to_string()));
+    fn check_node(&self, node: &Node, v: &Value, depth: usize) -> Result<(), SchemaMismatch> {
+        let other = |s: &str| Err(SchemaMismatch::Other(s.to_string()));
         if depth > MAX_DEPTH {
             return other("nested too deeply");
         }
@@ -56,13 +56,13 @@ impl CompiledSchema {
                         Ok(()) => return Ok(()),
                         Err(e) => {
                             // Prefer the explanation of a same-type alternative.
-                            if first.is_none() || matches!(e, Mismatch::ExtraKey(_)) {
+                            if first.is_none() || matches!(e, SchemaMismatch::ExtraKey(_)) {
                                 first = Some(e);
                             }
                         }
                     }
                 }
-                Err(first.unwrap_or(Mismatch::Other("no alternative".into())))
+                Err(first.unwrap_or(SchemaMismatch::Other("no alternative".into())))
             }
             (Node::Literals(ls), _) => {
                 if ls.iter().any(|l| json_equal(l, v)) {
@@ -78,7 +78,7 @@ impl CompiledSchema {
                 };
                 let i = d
                     .floor_scaled(0)
-                    .ok_or(Mismatch::Other("integer too large".into()))?;
+                    .ok_or(SchemaMismatch::Other("integer too large".into()))?;
                 let step = i128::try_from(s.multiple_of).unwrap_or(i128::MAX);
                 if s.min.is_some_and(|m| i < m) || s.max.is_some_and(|m| i > m) {
                     return other("integer out of bounds");
@@ -156,12 +156,12 @@ impl CompiledSchema {
                     }
                     match &s.additional {
                         Some(a) => self.check_node(a, v, depth + 1).map_err(|e| e.inside(k))?,
-                        None => return Err(Mismatch::ExtraKey(k.clone())),
+                        None => return Err(SchemaMismatch::ExtraKey(k.clone())),
                     }
                 }
                 Ok(())
             }
-            _ => Err(Mismatch::WrongType(format!(
+            _ => Err(SchemaMismatch::WrongType(format!(
                 "{} is not allowed here",
                 kind(v)
             ))),

@@ -21,7 +21,7 @@ pub struct Decimal {
 }
 
 /// 10^k as `u128`, `None` when it overflows.
-pub fn pow10(k: u32) -> Option<u128> {
+pub(super) fn pow10(k: u32) -> Option<u128> {
     10u128.checked_pow(k)
 }
 
@@ -187,7 +187,7 @@ impl Decimal {
 }
 
 /// Greatest common divisor.
-pub fn gcd(mut a: u128, mut b: u128) -> u128 {
+pub(super) fn gcd(mut a: u128, mut b: u128) -> u128 {
     while b != 0 {
         (a, b) = (b, a % b);
     }

@@ -9,7 +9,7 @@
 
 /// One element of a digit pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Piece {
+pub(super) enum Piece {
     /// One digit in `lo..=hi`.
     Digit(u8, u8),
     /// The decimal point.
@@ -26,7 +26,7 @@ fn pow10(k: u32) -> u128 {
 }
 
 /// Digits of `v` (1 for zero).
-pub fn width(v: u128) -> u32 {
+pub(super) fn width(v: u128) -> u32 {
     let mut w = 1;
     let mut x = v / 10;
     while x > 0 {
@@ -38,7 +38,7 @@ pub fn width(v: u128) -> u32 {
 
 /// Digit-class sequences of exactly `w` digits (leading zeros allowed) covering the
 /// zero-padded numbers in `[a, b]`, `a <= b < 10^w`.
-pub fn fixed_width(a: u128, b: u128, w: u32) -> Vec<Vec<Piece>> {
+pub(super) fn fixed_width(a: u128, b: u128, w: u32) -> Vec<Vec<Piece>> {
     debug_assert!(a <= b && (w == MAX_WIDTH || b < pow10(w)));
     if w == 0 {
         return vec![vec![]];
@@ -80,7 +80,7 @@ pub fn fixed_width(a: u128, b: u128, w: u32) -> Vec<Vec<Piece>> {
 /// Patterns for the numbers `m` in `[lo, hi]` (`hi = None`: unbounded) written
 /// with exactly `frac` fraction digits: `m / 10^frac` as `int.frac`, the integer
 /// part without leading zeros. `None` when widths exceed 38 digits.
-pub fn unsigned(lo: u128, hi: Option<u128>, frac: u32) -> Option<Vec<Vec<Piece>>> {
+pub(super) fn unsigned(lo: u128, hi: Option<u128>, frac: u32) -> Option<Vec<Vec<Piece>>> {
     if hi.is_some_and(|h| h < lo) {
         return Some(vec![]);
     }
@@ -123,7 +123,11 @@ pub fn unsigned(lo: u128, hi: Option<u128>, frac: u32) -> Option<Vec<Vec<Piece>>
 }
 
 /// Patterns for the integers in `[lo, hi]` (either side open), sign included.
-pub fn signed(lo: Option<i128>, hi: Option<i128>, frac: u32) -> Option<Vec<(bool, Vec<Piece>)>> {
+pub(super) fn signed(
+    lo: Option<i128>,
+    hi: Option<i128>,
+    frac: u32,
+) -> Option<Vec<(bool, Vec<Piece>)>> {
     let mut out = Vec::new();
     if hi.is_none_or_ge(0) {
         let a = lo.map_or(0, |l| l.max(0)) as u128;
@@ -154,7 +158,7 @@ impl OpenBound for Option<i128> {
 }
 
 /// Renders patterns as one regular expression (an alternation).
-pub fn to_regex(patterns: &[(bool, Vec<Piece>)]) -> String {
+pub(super) fn to_regex(patterns: &[(bool, Vec<Piece>)]) -> String {
     let mut alts = Vec::with_capacity(patterns.len());
     for (negative, pieces) in patterns {
         let mut s = String::new();

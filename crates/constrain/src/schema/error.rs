@@ -52,7 +52,7 @@ impl fmt::Display for SchemaError {
 
 impl std::error::Error for SchemaError {}
 
-/// Why a keyword appears in the [`Report`].
+/// Why a keyword appears in the [`SchemaReport`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NotEnforced {
     /// A JSON Schema keyword that is parsed but not enforced (`format`, `uniqueItems`, ...).
@@ -67,13 +67,13 @@ pub enum NotEnforced {
 
 /// The [`ReportEntry::keyword`] of a `oneOf` whose branches the constraint cannot keep
 /// apart: each document fits one branch or more, "exactly one" is not enforced.
-pub const ONE_OF_EXCLUSIVITY: &str = "oneOf exclusivity";
+pub(super) const ONE_OF_EXCLUSIVITY: &str = "oneOf exclusivity";
 
 /// One keyword that was not enforced, and where.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReportEntry {
     /// The keyword as written; for a `oneOf` enforced only as `anyOf`,
-    /// [`ONE_OF_EXCLUSIVITY`] (kind [`NotEnforced::Ignored`]).
+    /// `"oneOf exclusivity"` (kind [`NotEnforced::Ignored`]).
     pub keyword: String,
     /// Dotted location of the schema holding it (see [`SchemaError`]).
     pub location: String,
@@ -83,7 +83,7 @@ pub struct ReportEntry {
 
 /// Everything in a compiled schema that the constraint does not enforce.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Report {
+pub struct SchemaReport {
     /// Sorted, without duplicates (a definition referenced twice is reported once).
     pub entries: Vec<ReportEntry>,
     /// Where `x-llamay-quote` is enforced (dotted locations, sorted, once each); filled
@@ -95,7 +95,7 @@ pub struct Report {
     pub lexicons: Vec<String>,
 }
 
-impl Report {
+impl SchemaReport {
     /// True when every keyword of the schema is enforced.
     pub fn is_fully_enforced(&self) -> bool {
         self.entries.is_empty()
@@ -137,7 +137,7 @@ impl fmt::Display for ReportEntry {
 }
 
 /// The entries, `; `-separated.
-impl fmt::Display for Report {
+impl fmt::Display for SchemaReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, e) in self.entries.iter().enumerate() {
             if i > 0 {
@@ -151,7 +151,7 @@ impl fmt::Display for Report {
 
 /// Turns a JSON pointer (`/$defs/line/properties/qty`) into the dotted location
 /// used in messages (`$defs.line.properties.qty`); the root is `the schema`.
-pub fn location_of(pointer: &str) -> String {
+pub(super) fn location_of(pointer: &str) -> String {
     if pointer.is_empty() {
         return "the schema".to_string();
     }
@@ -164,6 +164,6 @@ pub fn location_of(pointer: &str) -> String {
 }
 
 /// Appends one reference token to a JSON pointer.
-pub fn child_pointer(pointer: &str, token: &str) -> String {
+pub(super) fn child_pointer(pointer: &str, token: &str) -> String {
     format!("{pointer}/{}", token.replace('~', "~0").replace('/', "~1"))
 }

@@ -8,43 +8,43 @@
 use serde_json::{Map, Value};
 
 use super::decimal::Decimal;
-use super::error::{child_pointer, location_of, NotEnforced, Report, SchemaError};
+use super::error::{child_pointer, location_of, NotEnforced, SchemaError, SchemaReport};
 use super::keywords::{status, Status};
 use super::node::Bound;
 
 /// Most members an `enum` may list.
-pub const MAX_ENUM: usize = 64;
+pub(super) const MAX_ENUM: usize = 64;
 /// Most alternatives one `anyOf`/`oneOf` may list.
-pub const MAX_ALTERNATIVES: usize = 256;
+pub(super) const MAX_ALTERNATIVES: usize = 256;
 
 /// Sub-schemas that must all hold, as JSON pointers; empty means `true`.
-pub type Conj = Vec<String>;
+pub(super) type Conj = Vec<String>;
 
 /// A set of JSON value types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Types(pub u8);
+pub(super) struct Types(pub u8);
 
 impl Types {
-    pub const NULL: Types = Types(1);
-    pub const BOOLEAN: Types = Types(2);
+    pub(super) const NULL: Types = Types(1);
+    pub(super) const BOOLEAN: Types = Types(2);
     /// Whole numbers.
-    pub const INTEGER: Types = Types(4);
+    pub(super) const INTEGER: Types = Types(4);
     /// Numbers with a non-zero fraction (`number` is INTEGER | FRACTION).
-    pub const FRACTION: Types = Types(8);
-    pub const STRING: Types = Types(16);
-    pub const ARRAY: Types = Types(32);
-    pub const OBJECT: Types = Types(64);
-    pub const NUMBER: Types = Types(4 | 8);
-    pub const ALL: Types = Types(127);
-    pub const NONE: Types = Types(0);
+    pub(super) const FRACTION: Types = Types(8);
+    pub(super) const STRING: Types = Types(16);
+    pub(super) const ARRAY: Types = Types(32);
+    pub(super) const OBJECT: Types = Types(64);
+    pub(super) const NUMBER: Types = Types(4 | 8);
+    pub(super) const ALL: Types = Types(127);
+    pub(super) const NONE: Types = Types(0);
 
-    pub fn has(self, t: Types) -> bool {
+    pub(super) fn has(self, t: Types) -> bool {
         self.0 & t.0 != 0
     }
-    pub fn and(self, t: Types) -> Types {
+    pub(super) fn and(self, t: Types) -> Types {
         Types(self.0 & t.0)
     }
-    pub fn or(self, t: Types) -> Types {
+    pub(super) fn or(self, t: Types) -> Types {
         Types(self.0 | t.0)
     }
     fn from_name(name: &str) -> Option<Types> {
@@ -60,7 +60,7 @@ impl Types {
         })
     }
     /// The type of a JSON value (an integral number is an integer).
-    pub fn of(v: &Value) -> Types {
+    pub(super) fn of(v: &Value) -> Types {
         match v {
             Value::Null => Types::NULL,
             Value::Bool(_) => Types::BOOLEAN,
@@ -76,11 +76,11 @@ impl Types {
 }
 
 /// The keyword naming a lexicon a string's value must be a term of.
-pub const LEXICON: &str = "x-llamay-lexicon";
+pub(super) const LEXICON: &str = "x-llamay-lexicon";
 
 /// What `additionalProperties` says, after merging.
 #[derive(Clone, Debug, PartialEq, Default)]
-pub enum Additional {
+pub(super) enum Additional {
     /// Not written: closed when `properties` is declared, open otherwise.
     #[default]
     Unspecified,
@@ -92,7 +92,7 @@ pub enum Additional {
 
 /// The flat constraints of one schema (or of several merged).
 #[derive(Clone, Debug, Default)]
-pub struct Facets {
+pub(super) struct Facets {
     /// `type`, if any schema wrote one.
     pub types: Option<Types>,
     /// Type families that keywords were written for (used when no `type` is).
@@ -130,7 +130,7 @@ pub struct Facets {
 
 /// One `anyOf` or `oneOf` list.
 #[derive(Clone, Debug)]
-pub struct Alternatives {
+pub(super) struct Alternatives {
     pub branches: Vec<Conj>,
     /// For a `oneOf`, the location of the schema holding it: its branches must also
     /// exclude one another, which the builder checks (and reports where it cannot).
@@ -138,7 +138,7 @@ pub struct Alternatives {
 }
 
 /// What reading one schema object yields besides its facets.
-pub struct Read {
+pub(super) struct Read {
     pub facets: Facets,
     /// Pointers to merge in: `allOf` members and the `$ref` target.
     pub merge: Vec<String>,
@@ -222,7 +222,11 @@ fn percent_decode(s: &str) -> Option<String> {
 
 impl Facets {
     /// Reads the schema at `pointer` (already looked up as `value`).
-    pub fn read(value: &Value, pointer: &str, report: &mut Report) -> Result<Read, SchemaError> {
+    pub(super) fn read(
+        value: &Value,
+        pointer: &str,
+        report: &mut SchemaReport,
+    ) -> Result<Read, SchemaError> {
         let at = location_of(pointer);
         let mut f = Facets {
             location: at.clone(),
@@ -325,7 +329,7 @@ impl Facets {
                     self.families = self.families.or(Types::STRING);
                 }
             }
-            super::quote::KEYWORD => {
+            super::quote::QUOTE_KEYWORD => {
                 self.quote = Some(super::quote::Quote::read(v, at)?);
                 if self.types.is_none() {
                     self.families = self.families.or(Types::STRING);
@@ -566,7 +570,7 @@ impl Facets {
     }
 
     /// True when the facets constrain nothing at all.
-    pub fn is_trivial(&self) -> bool {
+    pub(super) fn is_trivial(&self) -> bool {
         self.types.is_none()
             && self.families == Types::NONE
             && self.enumeration.is_none()
@@ -577,7 +581,7 @@ impl Facets {
     /// Conjunction with `other`. Fails only where the product page says a merge is
     /// refused rather than unsatisfiable (two different patterns) or where a
     /// combined step does not fit.
-    pub fn merge(&mut self, other: Facets) -> Result<(), SchemaError> {
+    pub(super) fn merge(&mut self, other: Facets) -> Result<(), SchemaError> {
         self.types = match (self.types, other.types) {
             (Some(a), Some(b)) => Some(a.and(b)),
             (a, b) => a.or(b),
@@ -665,7 +669,7 @@ impl Facets {
         match (&self.quote, other.quote) {
             (Some(a), Some(b)) if (&a.source, a.normalize) != (&b.source, b.normalize) => {
                 return Err(SchemaError::invalid(
-                    super::quote::KEYWORD,
+                    super::quote::QUOTE_KEYWORD,
                     &self.location,
                     format!(
                         "combines two different quotes ({} at {} and {} at {}), which \
@@ -693,7 +697,7 @@ fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 /// JSON equality with numbers compared by value (`1 == 1.0`).
-pub fn json_equal(a: &Value, b: &Value) -> bool {
+pub(super) fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
             match (Decimal::from_json(x), Decimal::from_json(y)) {

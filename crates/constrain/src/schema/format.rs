@@ -19,7 +19,8 @@
 //!
 //! Any other format (`uri-reference`, `regex`, `idn-email`...) stays ignored and reported.
 
-/// The enforced formats, as the catalog lists them.
+/// The string `format`s a schema is held to (any other is reported as not enforced),
+/// as the catalog lists them.
 pub const ENFORCED_FORMATS: &[&str] = &[
     "date-time",
     "date",
@@ -34,14 +35,14 @@ pub const ENFORCED_FORMATS: &[&str] = &[
 ];
 
 /// Most characters of a hostname (RFC 1123 §2.1 via RFC 1035's 255 octets on the wire).
-pub const HOSTNAME_MAX: u64 = 253;
+pub(super) const HOSTNAME_MAX: u64 = 253;
 
 /// Most characters of an email address (RFC 5321 §4.5.3.1.3: a path of 256 octets,
 /// its angle brackets included).
-pub const EMAIL_MAX: u64 = 254;
+pub(super) const EMAIL_MAX: u64 = 254;
 
 /// The length bound a format brings, if any.
-pub fn max_length(format: &str) -> Option<u64> {
+pub(super) fn max_length(format: &str) -> Option<u64> {
     match format {
         "hostname" => Some(HOSTNAME_MAX),
         "email" => Some(EMAIL_MAX),
@@ -50,7 +51,7 @@ pub fn max_length(format: &str) -> Option<u64> {
 }
 
 /// The whole-value pattern of `format`, anchored, or `None` for a format left ignored.
-pub fn pattern(format: &str) -> Option<String> {
+pub(super) fn pattern(format: &str) -> Option<String> {
     Some(match format {
         "date-time" => format!("^{}[Tt]{}$", full_date(), full_time()),
         "date" => format!("^{}$", full_date()),

@@ -2,7 +2,7 @@
 
 /// What the constraint does with a keyword.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
+pub(super) enum Status {
     /// Compiled into the constraint.
     Enforced,
     /// Parsed, not enforced, and listed in the report.
@@ -14,7 +14,7 @@ pub enum Status {
 }
 
 /// Keywords compiled into the constraint.
-pub const ENFORCED: &[&str] = &[
+pub(super) const ENFORCED: &[&str] = &[
     "type",
     "properties",
     "required",
@@ -44,7 +44,7 @@ pub const ENFORCED: &[&str] = &[
 /// are the product page's; the rest are other drafts' validation keywords that
 /// only ever narrow what is valid, so ignoring them keeps every valid document
 /// reachable.
-pub const IGNORED: &[&str] = &[
+pub(super) const IGNORED: &[&str] = &[
     "format",
     "uniqueItems",
     "prefixItems",
@@ -64,7 +64,7 @@ pub const IGNORED: &[&str] = &[
 /// Keywords dropped silently: annotations, identifiers, definitions containers and
 /// keywords with no effect in the forms llamay accepts (`additionalItems` only
 /// matters beside tuple-form `items`, which is refused).
-pub const ANNOTATIONS: &[&str] = &[
+pub(super) const ANNOTATIONS: &[&str] = &[
     "title",
     "description",
     "default",
@@ -89,7 +89,7 @@ pub const ANNOTATIONS: &[&str] = &[
 ];
 
 /// Keywords refused wherever they sit in a schema that is used.
-pub const REFUSED: &[&str] = &[
+pub(super) const REFUSED: &[&str] = &[
     "not",
     "if",
     "then",
@@ -102,7 +102,7 @@ pub const REFUSED: &[&str] = &[
 
 /// The status of `keyword`, or `None` for a key that is no keyword llamay knows.
 /// Keys starting with `x-` are vendor extensions, treated as annotations.
-pub fn status(keyword: &str) -> Option<Status> {
+pub(super) fn status(keyword: &str) -> Option<Status> {
     if ENFORCED.contains(&keyword) {
         Some(Status::Enforced)
     } else if IGNORED.contains(&keyword) {

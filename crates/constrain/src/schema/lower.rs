@@ -32,14 +32,14 @@ use super::node::{
     ArraySpec, Bound, CompiledSchema, IntegerSpec, Node, NumberSpec, ObjectSpec, QuotedNumber,
     StringSpec,
 };
-use super::quote::{numbers_in, Sources, Spans, KEYWORD as QUOTE};
+use super::quote::{numbers_in, Sources, Spans, QUOTE_KEYWORD};
 use crate::grammar::{
     json, ByteDfa, Grammar, GrammarBuilder, JsonString, Member, RuleId, SpanAutomaton, Symbol,
     Unordered,
 };
 
 /// Most fraction digits a bounded number may be written with when no step says.
-pub const MAX_FRACTION_DIGITS: u32 = 15;
+pub(super) const MAX_FRACTION_DIGITS: u32 = 15;
 /// Most numbers of a source a quoted number may be (the first written are kept).
 const MAX_QUOTED_NUMBERS: usize = 4096;
 
@@ -59,14 +59,34 @@ fn refused(keyword: &str, what: String) -> SchemaError {
     SchemaError::new(keyword, "the schema", what)
 }
 
-/// Lowers a compiled schema to a validated grammar (a quote is refused: no sources).
-pub fn lower(schema: &CompiledSchema) -> Result<Grammar, SchemaError> {
-    lower_with(schema, &Sources::none()).map(|(g, _)| g)
+impl CompiledSchema {
+    /// Lowers the schema to a validated grammar: one JSON value after budgeted
+    /// whitespace. A quote is refused here (no sources): see [`crate::schema_grammar_with`].
+    pub fn lower(&self) -> Result<Grammar, SchemaError> {
+        lower_with(self, &Sources::none()).map(|(g, _)| g)
+    }
+
+    /// Lowers the schema into rules of an existing builder and returns the symbol
+    /// matching one value of it (no whitespace around it), so a larger grammar can embed
+    /// the schema: several schemas can share one builder (rule names never clash, the
+    /// builder suffixes them), e.g. a wrapper that alternates between them.
+    ///
+    /// ```
+    /// use llamay_constrain::{compile_schema, GrammarBuilder, Symbol};
+    /// let s = compile_schema(&serde_json::json!({"enum": ["c", "f"]})).unwrap();
+    /// let mut b = GrammarBuilder::new();
+    /// let v = s.lower_into(&mut b).unwrap();
+    /// let root = b.rule("root", vec![vec![Symbol::lit("unit="), v]]);
+    /// assert!(b.build(root).is_ok());
+    /// ```
+    pub fn lower_into(&self, b: &mut GrammarBuilder) -> Result<Symbol, SchemaError> {
+        lower_into_with(b, self, &Sources::none()).map(|(s, _)| s)
+    }
 }
 
 /// Lowers a compiled schema with the sources its `x-llamay-quote`s name; also returns
 /// where quotes are enforced.
-pub fn lower_with(
+pub(crate) fn lower_with(
     schema: &CompiledSchema,
     sources: &Sources,
 ) -> Result<(Grammar, Vec<String>), SchemaError> {
@@ -79,26 +99,9 @@ pub fn lower_with(
     Ok((g, quotes))
 }
 
-/// Lowers a compiled schema into rules of an existing builder and returns the symbol
-/// matching one value of it (no whitespace around it), so a larger grammar can embed
-/// the schema: several schemas can share one builder (rule names never clash, the
-/// builder suffixes them), e.g. a wrapper that alternates between them.
-///
-/// ```
-/// use llamay_constrain::grammar::{GrammarBuilder, Symbol};
-/// use llamay_constrain::schema::{compile, lower::lower_into};
-/// let s = compile(&serde_json::json!({"enum": ["c", "f"]})).unwrap();
-/// let mut b = GrammarBuilder::new();
-/// let v = lower_into(&mut b, &s).unwrap();
-/// let root = b.rule("root", vec![vec![Symbol::lit("unit="), v]]);
-/// assert!(b.build(root).is_ok());
-/// ```
-pub fn lower_into(b: &mut GrammarBuilder, schema: &CompiledSchema) -> Result<Symbol, SchemaError> {
-    lower_into_with(b, schema, &Sources::none()).map(|(s, _)| s)
-}
-
-/// [`lower_into`] with sources for quotes; also returns where quotes are enforced.
-pub fn lower_into_with(
+/// [`CompiledSchema::lower_into`] with sources for quotes; also returns where quotes are
+/// enforced.
+pub(crate) fn lower_into_with(
     b: &mut GrammarBuilder,
     schema: &CompiledSchema,
     sources: &Sources,
@@ -216,7 +219,7 @@ impl Lowerer<'_> {
             .collect();
         if fits.is_empty() {
             return Err(SchemaError::invalid(
-                QUOTE,
+                QUOTE_KEYWORD,
                 &q.quote.location,
                 format!("finds no number in {} that fits the schema", q.quote.source),
             ));

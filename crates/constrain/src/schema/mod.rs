@@ -1,17 +1,17 @@
 //! JSON Schema front-end: a schema (any `serde_json::Value`) → a normalized,
 //! resolved [`CompiledSchema`] tree, following the keyword table of SPEC §5 →
-//! the grammar IR ([`lower`]) → a [`Constraint`](crate::Constraint).
+//! the grammar IR (`lower`) → a [`Constraint`](crate::Constraint).
 //!
 //! ```
-//! use llamay_constrain::schema::{compile, grammar};
+//! use llamay_constrain::{compile_schema, schema_grammar};
 //! let schema = serde_json::json!({"type": "object",
 //!     "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
 //!     "required": ["city", "unit"]});
-//! let tree = compile(&schema).unwrap();
+//! let tree = compile_schema(&schema).unwrap();
 //! assert!(tree.report.is_fully_enforced());
 //! assert!(tree.check(&serde_json::json!({"unit": "c", "city": "Paris"})).is_ok());
-//! let (_grammar, _report) = grammar(&schema).unwrap();
-//! let e = compile(&serde_json::json!({"properties": {"a": {"not": {}}}})).unwrap_err();
+//! let (_grammar, _report) = schema_grammar(&schema).unwrap();
+//! let e = compile_schema(&serde_json::json!({"properties": {"a": {"not": {}}}})).unwrap_err();
 //! assert_eq!(e.to_string(), "properties.a uses \"not\", which llamay's constraint cannot \
 //!     honour; send a schema without it rather than one that is silently not enforced");
 //! ```
@@ -61,40 +61,42 @@
 //!   keys, not nested shapes).
 //! - **Numbers**: a `number` with a whole `multipleOf` is an integer; an integer
 //!   with a decimal step becomes the equivalent integer step (`multipleOf: 2.5` on
-//!   integers is `multipleOf: 5`). Bounds are kept exact (see [`decimal`]).
+//!   integers is `multipleOf: 5`). Bounds are kept exact (see `decimal`).
 
-pub mod budget;
-pub mod check;
-pub mod decimal;
-pub mod digits;
-pub mod error;
-pub mod format;
-pub mod keywords;
-pub mod lower;
-pub mod node;
-pub mod pattern;
-pub mod quote;
+mod budget;
+mod check;
+mod decimal;
+mod digits;
+mod error;
+mod format;
+mod keywords;
+mod lower;
+mod node;
+mod pattern;
+mod quote;
 
 mod build;
 mod facets;
 
-pub use error::{NotEnforced, Report, ReportEntry, SchemaError, ONE_OF_EXCLUSIVITY};
-pub use node::{
-    ArraySpec, Bound, CompiledSchema, Def, DefId, IntegerSpec, Node, NumberSpec, ObjectSpec,
-    Property, QuotedNumber, StringSpec,
-};
+pub use budget::CompileBudget;
+pub use check::SchemaMismatch;
+pub use decimal::Decimal;
+pub use error::{NotEnforced, ReportEntry, SchemaError, SchemaReport};
+pub use format::ENFORCED_FORMATS;
+pub use node::{CompiledSchema, IntegerSpec, Node};
 pub use pattern::Pattern;
-pub use quote::{Quote, QuoteSource, Sources};
+pub use quote::{Quote, QuoteSource, Sources, QUOTE_KEYWORD};
 
-/// Compiles a JSON Schema into its normalized tree, or refuses it.
-pub fn compile(schema: &serde_json::Value) -> Result<CompiledSchema, SchemaError> {
-    compile_with(schema, &Options::default())
+/// Compiles a JSON Schema into its normalized tree (what [`CompiledSchema::check`] judges
+/// documents by and [`CompiledSchema::lower`] turns into a grammar), or refuses it.
+pub fn compile_schema(schema: &serde_json::Value) -> Result<CompiledSchema, SchemaError> {
+    compile_schema_with(schema, &SchemaOptions::default())
 }
 
-/// [`compile`] under other [`Options`].
-pub fn compile_with(
+/// [`compile_schema`] under other [`SchemaOptions`].
+pub fn compile_schema_with(
     schema: &serde_json::Value,
-    options: &Options,
+    options: &SchemaOptions,
 ) -> Result<CompiledSchema, SchemaError> {
     budget::within(&options.budget, || {
         build::Compiler::new(schema, *options).run()
@@ -103,12 +105,12 @@ pub fn compile_with(
 
 /// How a schema is read where llamay's API default and JSON Schema's own differ.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Options {
+pub struct SchemaOptions {
     /// What an object that declares `properties` and writes no
     /// `additionalProperties` does with other keys.
     pub additional_properties: AdditionalProperties,
     /// How much the compile may take.
-    pub budget: budget::Budget,
+    pub budget: budget::CompileBudget,
 }
 
 /// The default of `additionalProperties`, and with it how a schema without `type` is read.
@@ -146,42 +148,30 @@ impl AdditionalProperties {
     }
 }
 
-/// Parses schema text and compiles it.
-pub fn compile_str(schema: &str) -> Result<CompiledSchema, SchemaError> {
-    let value: serde_json::Value = serde_json::from_str(schema).map_err(|e| {
-        SchemaError::new(
-            "",
-            "the schema",
-            format!("the schema is not valid JSON: {e}"),
-        )
-    })?;
-    compile(&value)
-}
-
 /// Compiles a schema and lowers it to the grammar IR, with its not-enforced report.
 /// A schema with `x-llamay-quote` is refused here (it has no sources): see
-/// [`grammar_with`].
-pub fn grammar(
+/// [`schema_grammar_with`].
+pub fn schema_grammar(
     schema: &serde_json::Value,
-) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
-    grammar_with(schema, &Sources::none())
+) -> Result<(crate::grammar::Grammar, SchemaReport), SchemaError> {
+    schema_grammar_with(schema, &Sources::none())
 }
 
-/// [`grammar`] with the texts `x-llamay-quote` values must be spans of; the report's
-/// [`Report::quotes`] lists where quotes are enforced.
-pub fn grammar_with(
+/// [`schema_grammar`] with the texts `x-llamay-quote` values must be spans of; the
+/// report's [`SchemaReport::quotes`] lists where quotes are enforced.
+pub fn schema_grammar_with(
     schema: &serde_json::Value,
     sources: &Sources,
-) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
-    grammar_with_options(schema, sources, &Options::default())
+) -> Result<(crate::grammar::Grammar, SchemaReport), SchemaError> {
+    schema_grammar_with_options(schema, sources, &SchemaOptions::default())
 }
 
-/// [`grammar_with`] under other [`Options`].
-pub fn grammar_with_options(
+/// [`schema_grammar_with`] under other [`SchemaOptions`].
+pub fn schema_grammar_with_options(
     schema: &serde_json::Value,
     sources: &Sources,
-    options: &Options,
-) -> Result<(crate::grammar::Grammar, Report), SchemaError> {
+    options: &SchemaOptions,
+) -> Result<(crate::grammar::Grammar, SchemaReport), SchemaError> {
     let (compiled, g, quotes) = budget::within(&options.budget, || {
         let compiled = build::Compiler::new(schema, *options).run()?;
         let (g, quotes) = lower::lower_with(&compiled, sources)?;
@@ -192,29 +182,35 @@ pub fn grammar_with_options(
     Ok((g, report))
 }
 
-/// Compiles a schema into a ready [`Constraint`](crate::Constraint) for `vocab`.
-pub fn constraint(
-    schema: &serde_json::Value,
-    vocab: std::sync::Arc<crate::Vocabulary>,
-) -> Result<(crate::Constraint, Report), SchemaError> {
-    constraint_with(schema, vocab, &Options::default())
-}
+// Here rather than beside the other constructors in `constraint.rs`: the schema
+// front-end builds on the constraint, not the other way round.
+impl crate::Constraint {
+    /// Compiles a JSON Schema into a ready constraint for `vocab`, with its
+    /// not-enforced report (a schema with `x-llamay-quote` is refused: no sources).
+    pub fn from_schema(
+        schema: &serde_json::Value,
+        vocab: std::sync::Arc<crate::Vocabulary>,
+    ) -> Result<(crate::Constraint, SchemaReport), SchemaError> {
+        Self::from_schema_with(schema, vocab, &SchemaOptions::default())
+    }
 
-/// [`constraint`] under other [`Options`].
-pub fn constraint_with(
-    schema: &serde_json::Value,
-    vocab: std::sync::Arc<crate::Vocabulary>,
-    options: &Options,
-) -> Result<(crate::Constraint, Report), SchemaError> {
-    let (g, report) = grammar_with_options(schema, &Sources::none(), options)?;
-    let c = crate::Constraint::from_grammar(&g, vocab).map_err(|e| {
-        SchemaError::new(
-            "",
-            "the schema",
-            format!("the schema could not be compiled: {e}"),
-        )
-    })?;
-    Ok((c, report))
+    /// [`Constraint::from_schema`](crate::Constraint::from_schema) under other
+    /// [`SchemaOptions`].
+    pub fn from_schema_with(
+        schema: &serde_json::Value,
+        vocab: std::sync::Arc<crate::Vocabulary>,
+        options: &SchemaOptions,
+    ) -> Result<(crate::Constraint, SchemaReport), SchemaError> {
+        let (g, report) = schema_grammar_with_options(schema, &Sources::none(), options)?;
+        let c = crate::Constraint::from_grammar(&g, vocab).map_err(|e| {
+            SchemaError::new(
+                "",
+                "the schema",
+                format!("the schema could not be compiled: {e}"),
+            )
+        })?;
+        Ok((c, report))
+    }
 }
 
 /// The limits a schema is held to (SPEC §5), as a catalog reports them.
@@ -234,8 +230,8 @@ pub struct SchemaLimits {
     pub whitespace_budget: u32,
 }
 
-/// The limits this build enforces.
-pub fn limits() -> SchemaLimits {
+/// The limits this build enforces on a schema, for a catalog to report.
+pub fn schema_limits() -> SchemaLimits {
     SchemaLimits {
         properties_per_object: build::MAX_PROPERTIES,
         enum_members: facets::MAX_ENUM,

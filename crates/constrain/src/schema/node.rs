@@ -4,22 +4,28 @@
 //! recursive are [`Node::Ref`]s into [`CompiledSchema::defs`].
 
 use super::decimal::Decimal;
-use super::error::Report;
+use super::error::SchemaReport;
 use super::pattern::Pattern;
 use std::sync::Arc;
 
 /// Index into [`CompiledSchema::defs`].
-pub type DefId = usize;
+pub(super) type DefId = usize;
 
-/// A compiled JSON Schema.
+/// A compiled JSON Schema: every keyword resolved, merged and checked, with what is not
+/// enforced in its [`report`](Self::report). [`check`](Self::check) judges a document
+/// by it; [`lower`](Self::lower) and [`lower_into`](Self::lower_into) make it a grammar.
 #[derive(Clone, Debug)]
 pub struct CompiledSchema {
+    // The tree itself is the crate's own (its nodes are `internals`, for the crate's
+    // tests): callers check, lower and read the report.
     /// The document's shape.
+    #[doc(hidden)]
     pub root: Node,
     /// Shared or recursive definitions, referenced by [`Node::Ref`].
+    #[doc(hidden)]
     pub defs: Vec<Def>,
     /// Keywords that were accepted but are not enforced.
-    pub report: Report,
+    pub report: SchemaReport,
 }
 
 /// One definition reached through `$ref`.

@@ -16,9 +16,10 @@ use super::error::SchemaError;
 use crate::grammar::ByteDfa;
 
 /// Most DFA states a pattern may need.
-pub const MAX_PATTERN_STATES: usize = 2000;
+pub(super) const MAX_PATTERN_STATES: usize = 2000;
 
-/// A checked pattern.
+/// A schema's `pattern` as llamay reads it (RE2 syntax, ASCII `\d` and `\w`), checked
+/// and determinised within the DFA state limit; the runtime reads `llamay_regex` with it.
 #[derive(Clone)]
 pub struct Pattern {
     /// The pattern as the schema wrote it.

@@ -21,8 +21,9 @@ use serde_json::Value;
 use super::error::SchemaError;
 use crate::grammar::{Normalize, SpanAutomaton};
 
-/// The keyword.
-pub const KEYWORD: &str = "x-llamay-quote";
+/// The schema keyword that asks for a quote, for a caller that reads quotes out of a
+/// schema itself (with [`Quote::read`]: `llamay eval` scores them).
+pub const QUOTE_KEYWORD: &str = "x-llamay-quote";
 
 /// Which text a quote must come from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -45,7 +46,10 @@ impl std::fmt::Display for QuoteSource {
 /// One `x-llamay-quote` as written.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Quote {
+    /// The text the span must come from.
     pub source: QuoteSource,
+    /// How the value and the source are compared (as written, or ignoring case or
+    /// runs of whitespace).
     pub normalize: Normalize,
     /// Fewest characters of the span.
     pub min_chars: u32,
@@ -53,7 +57,8 @@ pub struct Quote {
     pub location: String,
 }
 
-/// The texts quotes are checked against, for one request.
+/// What a schema's extensions may refer to, for one request: the texts `x-llamay-quote`
+/// values must be spans of, and the lexicons `x-llamay-lexicon` may name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Sources {
     /// The request's input (`x-llamay-quote: true`).
@@ -74,7 +79,7 @@ impl Sources {
 impl Quote {
     /// Reads the keyword's value at `at`.
     pub fn read(v: &Value, at: &str) -> Result<Quote, SchemaError> {
-        let bad = |what: &str| SchemaError::invalid(KEYWORD, at, what);
+        let bad = |what: &str| SchemaError::invalid(QUOTE_KEYWORD, at, what);
         let source = |v: &Value| match v {
             Value::Bool(true) => Ok(QuoteSource::Input),
             Value::String(s) if !s.is_empty() => Ok(QuoteSource::Named(s.clone())),
@@ -149,7 +154,7 @@ impl Quote {
                     )
                 }
             };
-            SchemaError::invalid(KEYWORD, &self.location, what)
+            SchemaError::invalid(QUOTE_KEYWORD, &self.location, what)
         })
     }
 }
@@ -164,7 +169,11 @@ pub(crate) struct Spans {
 }
 
 impl Spans {
-    pub fn get(&mut self, q: &Quote, sources: &Sources) -> Result<Arc<SpanAutomaton>, SchemaError> {
+    pub(super) fn get(
+        &mut self,
+        q: &Quote,
+        sources: &Sources,
+    ) -> Result<Arc<SpanAutomaton>, SchemaError> {
         let key = (q.source.clone(), q.normalize as u8);
         if let Some(a) = self.built.get(&key) {
             self.locations.push(q.location.clone());
@@ -172,7 +181,11 @@ impl Spans {
         }
         let text = q.text(sources)?;
         let a = Arc::new(SpanAutomaton::new(text, q.normalize).map_err(|e| {
-            SchemaError::invalid(KEYWORD, &q.location, format!("cannot be enforced: {e}"))
+            SchemaError::invalid(
+                QUOTE_KEYWORD,
+                &q.location,
+                format!("cannot be enforced: {e}"),
+            )
         })?);
         self.built.insert(key, a.clone());
         self.locations.push(q.location.clone());
@@ -183,7 +196,7 @@ impl Spans {
 /// Every text of a JSON number that occurs in `source` (a substring of it that is a
 /// valid JSON number), for a quoted number; each at most once, in order of first
 /// appearance. `integer` keeps those without fraction or exponent.
-pub fn numbers_in(source: &str, integer: bool) -> Vec<String> {
+pub(super) fn numbers_in(source: &str, integer: bool) -> Vec<String> {
     let b = source.as_bytes();
     let is_num_byte = |c: u8| c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E');
     let mut out = Vec::new();

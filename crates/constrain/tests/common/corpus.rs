@@ -83,8 +83,8 @@ pub fn mentions(v: &Value, key: &str) -> bool {
 /// Whether every keyword of the schema is enforced, so a validator's verdict must match
 /// the matcher's: nothing reported but unknown keys (they mean nothing to a validator
 /// either). A `oneOf` whose exclusivity is not enforced is reported.
-pub fn judged(report: &llamay_constrain::schema::Report) -> bool {
-    use llamay_constrain::schema::NotEnforced;
+pub fn judged(report: &llamay_constrain::SchemaReport) -> bool {
+    use llamay_constrain::NotEnforced;
     report
         .entries
         .iter()

@@ -2,7 +2,7 @@
 //! set-of-end-positions recursive descent (no automaton, no stacks), used as the oracle
 //! for GBNF walks.
 
-use llamay_constrain::grammar::{Grammar, Symbol};
+use llamay_constrain::{Grammar, Symbol};
 use std::collections::{BTreeSet, HashMap};
 
 pub fn recognises(g: &Grammar, input: &[u8]) -> bool {

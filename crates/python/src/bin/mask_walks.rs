@@ -6,7 +6,7 @@
 //!
 //! Usage: `mask_walks MODEL.gguf SEED MAX_STEPS SCHEMA.json...` -> one JSON line each.
 
-use llamay_constrain::{schema, Constraint, TokenMask, Vocabulary};
+use llamay_constrain::{schema_grammar, Constraint, TokenMask, Vocabulary};
 use llamay_engine::{GgufFile, Tokenizer};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -79,7 +79,7 @@ fn main() {
         let doc: serde_json::Value = serde_json::from_str(&text).expect("the file is JSON");
         // A JSONSchemaBench entry wraps its schema with metadata.
         let value = doc.get("schema").cloned().unwrap_or(doc);
-        let mut line = match schema::grammar(&value) {
+        let mut line = match schema_grammar(&value) {
             Err(e) => serde_json::json!({"refused": e.to_string()}),
             Ok((g, _)) => match Constraint::from_grammar(&g, vocab.clone()) {
                 Err(e) => serde_json::json!({"refused": e.to_string()}),

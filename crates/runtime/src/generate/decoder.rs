@@ -447,7 +447,7 @@ mod tests {
         let eog = toks.len() as u32 - 1;
         let vocab = Arc::new(Vocabulary::new(toks, &[eog], &[]));
         let schema = serde_json::json!({"type": "array", "items": {"type": "integer"}});
-        let (g, _) = llamay_constrain::schema::grammar(&schema).unwrap();
+        let (g, _) = llamay_constrain::schema_grammar(&schema).unwrap();
         let c = Constraint::from_grammar(&g, vocab.clone()).unwrap();
         let logits = eager_logits(&vocab);
         for budget in 2..40 {

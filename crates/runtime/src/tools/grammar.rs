@@ -19,9 +19,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use llamay_constrain::grammar::{Grammar, GrammarBuilder, RuleId, Symbol};
-use llamay_constrain::schema::lower::lower_into;
-use llamay_constrain::schema::{Report, ReportEntry};
+use llamay_constrain::{Grammar, GrammarBuilder, ReportEntry, RuleId, SchemaReport, Symbol};
 use serde_json::json;
 
 use super::ToolSet;
@@ -43,7 +41,7 @@ pub(crate) fn head(name: &str, args_key: &str) -> String {
 struct Calls {
     b: GrammarBuilder,
     object: RuleId,
-    report: Report,
+    report: SchemaReport,
     key: serde_json::Value,
     t0: Instant,
 }
@@ -52,10 +50,12 @@ fn calls(set: &ToolSet, args_key: &str) -> Result<Calls, Error> {
     let t0 = Instant::now();
     let mut b = GrammarBuilder::new();
     let mut alts = Vec::new();
-    let mut report = Report::default();
+    let mut report = SchemaReport::default();
     let mut key_tools = Vec::new();
     for t in set.callable() {
-        let args = lower_into(&mut b, &t.schema)
+        let args = t
+            .schema
+            .lower_into(&mut b)
             .map_err(|e| Error::refusal(format!("tool {}: {e}", t.name)).at("tools"))?;
         alts.push(vec![Symbol::lit(head(&t.name, args_key)), args]);
         report
@@ -138,7 +138,7 @@ pub(crate) fn beside(
     conv: Convention,
     answer: &Grammar,
     answer_key: &str,
-    answer_report: &Report,
+    answer_report: &SchemaReport,
 ) -> Result<SchemaGrammar, Error> {
     let mut c = calls(set, conv.form().args_key)?;
     let calls = c.answer(conv, set.parallel);
@@ -336,7 +336,7 @@ mod tests {
             .unwrap();
         let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
             "required": ["answer"]});
-        let (answer, report) = llamay_constrain::schema::grammar(&schema).unwrap();
+        let (answer, report) = llamay_constrain::schema_grammar(&schema).unwrap();
         let g = beside(&set, Convention::Hermes, &answer, "k", &report)
             .unwrap()
             .grammar;

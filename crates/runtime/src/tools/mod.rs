@@ -27,7 +27,7 @@ pub(crate) mod stream;
 
 use std::sync::Arc;
 
-use llamay_constrain::schema::{compile, CompiledSchema as SchemaTree};
+use llamay_constrain::{compile_schema, CompiledSchema};
 use serde_json::Value;
 
 use crate::error::Error;
@@ -46,7 +46,7 @@ pub struct ToolDef {
     /// The parameters schema as the caller sent it (an empty object schema if none).
     pub parameters: Value,
     /// The schema compiled through the keyword table (refusals already answered).
-    pub schema: SchemaTree,
+    pub schema: CompiledSchema,
 }
 
 impl ToolDef {
@@ -85,7 +85,7 @@ impl ToolDef {
                 )))
             }
         }
-        let schema = compile(&as_object)
+        let schema = compile_schema(&as_object)
             .map_err(|e| Error::refusal(format!("tool {name}: {e}")).at("tools"))?;
         Ok(ToolDef {
             name: name.to_string(),

@@ -8,10 +8,7 @@
 
 use std::sync::Arc;
 
-use llamay_constrain::grammar::json::{any_json, json_object};
-use llamay_constrain::grammar::{ByteDfa, Grammar, GrammarBuilder, Symbol};
-use llamay_constrain::schema::Report;
-use llamay_constrain::Constraint;
+use llamay_constrain::{ByteDfa, Constraint, Grammar, GrammarBuilder, SchemaReport, Symbol};
 
 use super::grammar::{beside, forced, one_call, Opener};
 use super::ToolSet;
@@ -44,7 +41,7 @@ impl ToolSet {
         if self.is_forced() {
             return Ok(ConstraintSpec::Tools(Arc::new(forced(self, conv)?)));
         }
-        let answer = |kind, grammar: &Grammar, key: &str, r: &Report| {
+        let answer = |kind, grammar: &Grammar, key: &str, r: &SchemaReport| {
             let calls = beside(self, conv, grammar, key, r)?;
             Ok::<_, Error>(ConstraintSpec::ToolsOr(kind, Arc::new(calls)))
         };
@@ -56,17 +53,25 @@ impl ToolSet {
             // The kind is also the cache key: the grammar is the same for every request.
             ConstraintSpec::Json => answer(
                 AnswerKind::Json,
-                &json_object().map_err(bad)?,
+                &Grammar::json_object().map_err(bad)?,
                 "json",
-                &Report::default(),
+                &SchemaReport::default(),
             )?,
             ConstraintSpec::JsonValue => {
-                let g = any_json().map_err(bad)?;
-                answer(AnswerKind::JsonValue, &g, "json_value", &Report::default())?
+                let g = Grammar::any_json().map_err(bad)?;
+                answer(
+                    AnswerKind::JsonValue,
+                    &g,
+                    "json_value",
+                    &SchemaReport::default(),
+                )?
             }
-            ConstraintSpec::Grammar(g) => {
-                answer(AnswerKind::Grammar, &g.grammar, &g.text, &Report::default())?
-            }
+            ConstraintSpec::Grammar(g) => answer(
+                AnswerKind::Grammar,
+                &g.grammar,
+                &g.text,
+                &SchemaReport::default(),
+            )?,
             ConstraintSpec::Regex(pattern) => {
                 let dfa = ByteDfa::shared(&pattern).map_err(bad)?;
                 let key = format!("regex {pattern}");
@@ -74,7 +79,7 @@ impl ToolSet {
                     AnswerKind::Regex,
                     &dfa_grammar(dfa).map_err(bad)?,
                     &key,
-                    &Report::default(),
+                    &SchemaReport::default(),
                 )?
             }
             ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
@@ -89,7 +94,7 @@ impl ToolSet {
                     AnswerKind::Lexicon,
                     &dfa_grammar(l.dfa().clone()).map_err(bad)?,
                     &key,
-                    &Report::default(),
+                    &SchemaReport::default(),
                 )?
             }
             other @ (ConstraintSpec::None

@@ -7,8 +7,7 @@
 //! same place is still the evidence asked for. Null-aware: expected null and got a
 //! value is *invented*; expected a value and got null (or nothing) is *missed*.
 
-use llamay_constrain::grammar::Normalize;
-use llamay_constrain::schema::{Quote, QuoteSource, Sources};
+use llamay_constrain::{Normalize, Quote, QuoteSource, Sources, QUOTE_KEYWORD};
 use serde_json::Value;
 
 /// How a field's values are compared.
@@ -77,7 +76,7 @@ pub fn fields_of(schema: &Value) -> Result<Vec<Field>, String> {
         } else {
             Kind::Exact
         };
-        let quote = match p.get(llamay_constrain::schema::quote::KEYWORD) {
+        let quote = match p.get(QUOTE_KEYWORD) {
             Some(q) => {
                 Some(Quote::read(q, &format!("properties.{name}")).map_err(|e| e.to_string())?)
             }

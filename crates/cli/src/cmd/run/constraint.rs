@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use llamay_constrain::schema::Sources;
+use llamay_constrain::Sources;
 use llamay_runtime::{ConstraintSpec, Surfaces};
 use serde_json::{json, Value};
 

@@ -12,13 +12,13 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::error::{location_of, NotEnforced, Report, SchemaError, ONE_OF_EXCLUSIVITY};
+use super::error::{location_of, NotEnforced, SchemaError, SchemaReport, ONE_OF_EXCLUSIVITY};
 use super::facets::{Conj, Facets, MAX_ALTERNATIVES};
 use super::node::{CompiledSchema, Def, DefId, Node};
 pub(super) use shape::MAX_PROPERTIES;
 
 /// Longest chain of `$ref`s and `allOf`s followed to read one schema.
-pub const MAX_REF_DEPTH: usize = 64;
+pub(super) const MAX_REF_DEPTH: usize = 64;
 /// Deepest nesting of sub-schemas compiled (guards the stack).
 const MAX_NESTING: usize = 256;
 /// A sub-schema met again is copied when it is at most this many nodes, shared
@@ -26,7 +26,7 @@ const MAX_NESTING: usize = 256;
 const INLINE_NODES: usize = 16;
 /// Most `anyOf` alternatives merged with their siblings in one schema (the
 /// product of several lists is explored depth first, contradictions pruned).
-pub const MAX_EXPANSIONS: usize = 20_000;
+pub(super) const MAX_EXPANSIONS: usize = 20_000;
 
 enum Slot {
     InProgress {
@@ -42,7 +42,7 @@ enum Slot {
 
 pub(crate) struct Compiler<'a> {
     root: &'a Value,
-    pub(crate) report: Report,
+    pub(crate) report: SchemaReport,
     memo: HashMap<Conj, Slot>,
     /// Bodies of definitions, by id; `None` until needed.
     defs: Vec<Option<(String, Option<Node>)>>,
@@ -53,15 +53,15 @@ pub(crate) struct Compiler<'a> {
     /// Why the last things found unsatisfiable were, innermost first.
     pub(crate) unsat: Vec<(String, String, String)>,
     pub(crate) patterns: HashMap<String, std::sync::Arc<super::pattern::Pattern>>,
-    pub(crate) options: super::Options,
+    pub(crate) options: super::SchemaOptions,
 }
 
 impl<'a> Compiler<'a> {
-    pub(crate) fn new(root: &'a Value, options: super::Options) -> Compiler<'a> {
+    pub(crate) fn new(root: &'a Value, options: super::SchemaOptions) -> Compiler<'a> {
         Compiler {
             options,
             root,
-            report: Report::default(),
+            report: SchemaReport::default(),
             memo: HashMap::new(),
             defs: Vec::new(),
             nesting: 0,

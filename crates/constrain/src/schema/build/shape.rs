@@ -14,10 +14,10 @@ use crate::schema::AdditionalProperties;
 use std::sync::Arc;
 
 /// Largest length or item count the automaton counts to (the IR's repetition limit).
-pub const MAX_COUNT: u64 = 4096;
+pub(super) const MAX_COUNT: u64 = 4096;
 
 /// Most properties one object may declare.
-pub const MAX_PROPERTIES: usize = 64;
+pub(crate) const MAX_PROPERTIES: usize = 64;
 
 /// The shape of `f`; `None` when no value satisfies it (the reason is noted).
 pub(crate) fn finish(c: &mut Compiler, f: Facets) -> Result<Option<Node>, SchemaError> {
@@ -111,14 +111,14 @@ fn string(c: &mut Compiler, f: &Facets) -> Result<Option<Node>, SchemaError> {
     };
     if let (Some(q), Some(_)) = (&f.quote, &pattern) {
         return Err(SchemaError::invalid(
-            crate::schema::quote::KEYWORD,
+            crate::schema::quote::QUOTE_KEYWORD,
             &q.location,
             "cannot be combined with \"pattern\": a quote is already the exact set of values",
         ));
     }
     if let Some((_, at)) = &f.lexicon {
         let other = [
-            (f.quote.is_some(), crate::schema::quote::KEYWORD),
+            (f.quote.is_some(), crate::schema::quote::QUOTE_KEYWORD),
             (pattern.is_some(), "pattern (or format)"),
             (
                 f.min_length > 0 || max_length.is_some(),
