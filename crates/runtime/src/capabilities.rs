@@ -12,19 +12,27 @@ use crate::reasoning::{convention_of, Convention};
 /// Encoder architectures: embeddings, no generation.
 const ENCODERS: &[&str] = &["bert", "nomic-bert", "jina-bert-v2"];
 
+/// What one model file can do, read from its header alone.
 #[derive(Clone, Debug)]
 pub struct Capabilities {
+    /// `general.architecture` (`llama`, `qwen3`, `bert`…); `unknown` when the file
+    /// names none.
     pub architecture: String,
+    /// The context length the model was trained for, in tokens
+    /// (`<arch>.context_length`); `None` when the header lacks the key.
     pub context_length: Option<u64>,
     /// The file carries its own chat template (tool calling rides on it; a base model
     /// without one gets a built-in turn format, and no tools).
     pub own_template: bool,
     /// The thinking convention, for a reasoning model.
     pub thinking: Option<&'static Convention>,
+    /// An encoder-only architecture (BERT family): embeddings and no generation.
     pub embedding: bool,
 }
 
 impl Capabilities {
+    /// Reads the header of the GGUF at `path` (no weights are loaded); an unreadable
+    /// file is an internal error.
     pub fn of_file(path: &Path) -> Result<Capabilities, Error> {
         let f = GgufFile::open(path)
             .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
@@ -47,14 +55,20 @@ impl Capabilities {
         })
     }
 
+    /// Whether the model generates text (chat, completion): every model but an encoder.
     pub fn completion(&self) -> bool {
         !self.embedding
     }
 
+    /// Whether the model can be offered tools: it generates, and its file carries its
+    /// own chat template to describe them with.
     pub fn tools(&self) -> bool {
         self.completion() && self.own_template
     }
 
+    /// Whether the model's thinking can be turned off (its convention has a template
+    /// variable for it, like Qwen3's `enable_thinking`); false for a model that always
+    /// thinks or never does.
     pub fn thinking_toggle(&self) -> bool {
         self.thinking.is_some_and(|c| c.toggle.is_some())
     }

@@ -29,6 +29,7 @@ const MAX_GRAMMAR_BYTES: usize = 256 << 10;
 /// The output constraint of one request.
 #[derive(Clone, Debug, Default)]
 pub enum ConstraintSpec {
+    /// Unconstrained: the model writes what it likes.
     #[default]
     None,
     /// JSON mode: any JSON object (`json_object`, `format: "json"`, `-json`,
@@ -57,18 +58,27 @@ pub enum ConstraintSpec {
 /// grammar IR parsed from it once.
 #[derive(Debug)]
 pub struct Gbnf {
+    /// The grammar's source text, as sent.
     pub text: Arc<str>,
+    /// The grammar IR parsed from `text`.
     pub grammar: Arc<Grammar>,
 }
 
 /// The constraint an `auto` tools request's answer is held to, beside its calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnswerKind {
+    /// A JSON Schema ([`ConstraintSpec::Schema`]).
     Schema,
+    /// JSON mode, any object ([`ConstraintSpec::Json`]).
     Json,
+    /// Any JSON value ([`ConstraintSpec::JsonValue`]).
     JsonValue,
+    /// A GBNF grammar ([`ConstraintSpec::Grammar`]).
     Grammar,
+    /// A whole-output regex ([`ConstraintSpec::Regex`]).
     Regex,
+    /// One of a set of strings: `llamay_choice` or `llamay_lexicon`
+    /// ([`ConstraintSpec::Choice`], [`ConstraintSpec::Lexicon`]).
     Lexicon,
 }
 
@@ -89,7 +99,9 @@ impl AnswerKind {
 /// What `llamay_lexicon` names: a served lexicon, or the terms themselves.
 #[derive(Clone, Debug)]
 pub enum LexiconAsk {
+    /// The name of a lexicon the server was started with.
     Named(String),
+    /// The request's own terms (`{"terms": [...]}`).
     Terms(Vec<String>),
 }
 
@@ -98,8 +110,13 @@ pub enum LexiconAsk {
 pub struct SchemaGrammar {
     /// The schema text, canonical (serde_json's), used as the cache key.
     pub key: String,
+    /// The grammar IR the schema lowered to.
     pub grammar: Arc<Grammar>,
+    /// The keywords parsed but not enforced, and the extensions (quotes, formats,
+    /// lexicons) that are.
     pub report: SchemaReport,
+    /// Time this request spent getting the compile: the compile itself, or only the
+    /// lookup when an earlier request's compile was found again.
     pub compile_time: Duration,
 }
 

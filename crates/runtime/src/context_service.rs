@@ -27,6 +27,9 @@ pub struct ContextRequest {
     /// The prefix: messages (rendered with the model's template) or a raw prompt.
     /// Ignored when `snapshot` is given.
     pub prompt: Option<Prompt>,
+    /// Tools offered with a chat prefix, rendered into it as a chat request offering
+    /// them renders them (so its continuations, offering the same tools, share the
+    /// prefix); unused with a raw prompt.
     pub tools: Option<Arc<ToolSet>>,
     /// `sha256:…` of a snapshot to restore instead of prefilling.
     pub snapshot: Option<String>,
@@ -36,8 +39,11 @@ pub struct ContextRequest {
 
 /// What `POST /v1/contexts/{id}/snapshot` wrote.
 pub struct Snapshotted {
+    /// The blob's `sha256:…` in the model store, to restore it by.
     pub digest: String,
+    /// The blob's size in bytes (header, tokens and KV blocks).
     pub bytes: usize,
+    /// Tokens of the context's prefix the snapshot holds.
     pub tokens: usize,
 }
 

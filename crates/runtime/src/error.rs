@@ -24,7 +24,9 @@ pub enum ErrorKind {
 /// A request the runtime refused or could not finish.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
+    /// What went wrong, which decides the HTTP status.
     pub kind: ErrorKind,
+    /// The human-readable explanation, sent to the client as it is.
     pub message: String,
     /// A schema the constraint cannot honour (the seed's refusal shape).
     pub refusal: bool,
@@ -75,6 +77,7 @@ impl Error {
         self
     }
 
+    /// The request itself is wrong ([`ErrorKind::InvalidRequest`], a 400).
     pub fn bad_request(message: impl Into<String>) -> Error {
         Self::new(ErrorKind::InvalidRequest, message)
     }
@@ -87,10 +90,12 @@ impl Error {
         }
     }
 
+    /// No such model ([`ErrorKind::NotFound`]).
     pub fn not_found(message: impl Into<String>) -> Error {
         Self::new(ErrorKind::NotFound, message)
     }
 
+    /// Too much work ([`ErrorKind::Overloaded`]), with a retry after one second.
     pub fn overloaded(message: impl Into<String>) -> Error {
         Error {
             retry_after: Some(1),
@@ -98,18 +103,23 @@ impl Error {
         }
     }
 
+    /// The request ran past its deadline ([`ErrorKind::Timeout`]).
     pub fn timeout(message: impl Into<String>) -> Error {
         Self::new(ErrorKind::Timeout, message)
     }
 
+    /// The request conflicts with what is stored ([`ErrorKind::Conflict`], a 409).
     pub fn conflict(message: impl Into<String>) -> Error {
         Self::new(ErrorKind::Conflict, message)
     }
 
+    /// Memory reserved for pinned data is exhausted
+    /// ([`ErrorKind::InsufficientStorage`], a 507).
     pub fn insufficient_storage(message: impl Into<String>) -> Error {
         Self::new(ErrorKind::InsufficientStorage, message)
     }
 
+    /// llamay itself failed ([`ErrorKind::Internal`]).
     pub fn internal(message: impl Into<String>) -> Error {
         Self::new(ErrorKind::Internal, message)
     }

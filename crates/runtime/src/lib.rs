@@ -8,7 +8,7 @@
 //! batched scheduler. `llamay run` drives [`generate`] directly; the server drives
 //! [`Runtime::start`], which queues a request on its model's scheduler.
 #![forbid(unsafe_code)]
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod capabilities;
 mod chat;

@@ -17,18 +17,27 @@ use crate::reasoning::ThinkingFacts;
 /// vocabulary decides the masks, so each model has its own cache).
 pub const DEFAULT_CONSTRAINT_CACHE_BYTES: usize = 256 << 20;
 
+/// Why [`LoadedModel::load`] (or one of its variants) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The GGUF file cannot be opened or its header read.
     #[error("cannot open {path}: {source}")]
     Open {
+        /// The file's path, as displayed.
         path: String,
+        /// What the GGUF reader said.
         #[source]
         source: llamay_engine::GgufError,
     },
+    /// The file's tokenizer metadata does not make a tokenizer.
     #[error("cannot build the tokenizer: {0}")]
     Tokenizer(#[from] llamay_engine::TokenizerError),
+    /// The weights cannot be loaded (an unsupported architecture or tensor type, an
+    /// invalid file, a device error).
     #[error("cannot load the model: {0}")]
     Model(#[from] llamay_engine::ModelError),
+    /// The file's own (or the built-in) chat template does not compile. A broken Ollama
+    /// layer is not this error: it is set aside with a warning.
     #[error(transparent)]
     Template(#[from] crate::chat::TemplateError),
 }
@@ -56,6 +65,7 @@ pub struct PromptLayers {
 }
 
 impl PromptLayers {
+    /// The layers a resolved store entry carries (all `None` for a bare GGUF).
     pub fn of(r: &llamay_store::ResolvedModel) -> PromptLayers {
         PromptLayers {
             template: r.template.clone(),
@@ -93,12 +103,21 @@ impl Prompting {
     }
 }
 
+/// A model loaded for generation: shared (in an `Arc`) by its registry entry, its
+/// scheduler and every request on it.
 pub struct LoadedModel {
+    /// The weights and the forward pass (on the device the load options chose).
     pub model: Arc<Model>,
+    /// The tokenizer read from the GGUF.
     pub tokenizer: Arc<Tokenizer>,
+    /// The vocabulary as the constraint compiler sees it (token bytes,
+    /// end-of-generation and control ids): what a constraint's masks are made over.
     pub vocab: Arc<Vocabulary>,
+    /// Compiled constraints for this model's vocabulary, kept across requests up to the
+    /// byte budget given at load.
     pub constraints: ConstraintCache,
     template: Prompting,
+    /// Where the prompt format came from (the file, a built-in, an Ollama layer).
     pub template_source: TemplateSource,
     /// The thinking convention the model follows, if any (see `reasoning`).
     pub thinking: Option<Arc<ThinkingFacts>>,
@@ -107,6 +126,8 @@ pub struct LoadedModel {
 }
 
 impl LoadedModel {
+    /// Loads the GGUF at `path`, with [`DEFAULT_CONSTRAINT_CACHE_BYTES`] for compiled
+    /// constraints and no Ollama layers.
     pub fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedModel, LoadError> {
         Self::load_with_cache(path, opts, DEFAULT_CONSTRAINT_CACHE_BYTES)
     }

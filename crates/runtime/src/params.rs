@@ -16,16 +16,25 @@ pub const DEFAULT_MAX_TOKENS: usize = 4096;
 /// Every sampling knob any API shape has, as the client sent it.
 #[derive(Debug, Default, Clone)]
 pub struct Sampling {
+    /// 0 to 100; 0 is greedy. `None` here and below: the engine's default.
     pub temperature: Option<f64>,
+    /// Nucleus sampling's probability mass, 0 to 1 (1 disables).
     pub top_p: Option<f64>,
+    /// Keep the k most likely tokens; 0 or more (0 disables).
     pub top_k: Option<i64>,
+    /// Drop tokens less likely than this share of the top one's probability, 0 to 1.
     pub min_p: Option<f64>,
+    /// Penalty on recently seen tokens' logits, 0 to 100 (1 disables).
     pub repeat_penalty: Option<f64>,
+    /// Subtracted once per recent occurrence of a token, -2 to 2.
     pub frequency_penalty: Option<f64>,
+    /// Subtracted once if a token occurred recently, -2 to 2.
     pub presence_penalty: Option<f64>,
+    /// The sampler's seed (taken as its 64 bits); `None`: a fresh random seed.
     pub seed: Option<i64>,
     /// `None`: the default. The context bounds it further.
     pub max_tokens: Option<i64>,
+    /// Stop strings: at most 16, each at most 512 bytes; empty ones are dropped.
     pub stop: Vec<String>,
 }
 

@@ -22,6 +22,7 @@ pub const MAX_LISTED_NAMES: usize = 20;
 pub struct ModelSpec {
     /// The name clients use (and the server reports).
     pub name: String,
+    /// The GGUF file holding the weights.
     pub path: PathBuf,
     /// Other strings that name this model: the exact `-m` argument it was served
     /// under (a path, or a name as typed), so a client can send what the user typed.
@@ -66,9 +67,11 @@ impl ModelSpec {
 pub struct Instance {
     /// Its names and its GGUF file.
     pub spec: ModelSpec,
+    /// The loaded weights, tokenizer and prompt format.
     pub lm: Arc<LoadedModel>,
     /// The engine thread decoding this model's requests.
     pub scheduler: Scheduler,
+    /// When its load finished.
     pub loaded_at: SystemTime,
     /// File size in bytes.
     pub size: u64,
@@ -179,14 +182,19 @@ impl Registry {
         &self.contexts
     }
 
+    /// The serve model (`-m`), which an empty model name means; `None` when the server
+    /// serves only the store.
     pub fn default_model(&self) -> Option<&ModelSpec> {
         self.default.as_ref()
     }
 
+    /// The model store that names resolve in and snapshots are kept in; `None`
+    /// without one.
     pub fn store(&self) -> Option<&Store> {
         self.store.as_ref()
     }
 
+    /// The settings it was made with.
     pub fn config(&self) -> &RegistryConfig {
         &self.cfg
     }

@@ -44,7 +44,10 @@ impl Prompt {
 pub struct GenRequest {
     /// The model name as the client wrote it (empty: the server's default model).
     pub model: String,
+    /// What the model is given: a conversation or raw text.
     pub prompt: Prompt,
+    /// Token limit, sampler and stop strings (from the API's knobs, usually through
+    /// [`crate::Sampling::into_params`]).
     pub params: GenerationParams,
     /// The output constraint's surfaces as the request used them (none: the server's
     /// default grammar, if any). `constraint.whole_tool_calls`: with tools offered, a
@@ -52,6 +55,8 @@ pub struct GenRequest {
     /// (`llamay_options.whole_tool_calls`, and Ollama's shape, whose server sends
     /// calls whole).
     pub constraint: Surfaces,
+    /// Send text as it is decoded; otherwise all of it comes in one `Text` event just
+    /// before `Done`.
     pub stream: bool,
     /// How long the model stays loaded after this request (Ollama's `keep_alive`).
     pub keep_alive: Option<Duration>,
@@ -95,39 +100,57 @@ impl GenRequest {
 /// already sent included (same index, id and arguments text).
 #[derive(Clone, Debug)]
 pub enum GenEvent {
+    /// More of the thinking text, markers excluded (streamed requests only: the
+    /// outcome's `reasoning` has all of it).
     Reasoning(String),
+    /// More of the answer text (for a request that does not stream, all of it at once).
     Text(String),
     /// Call `index` (0-based, among the answer's calls) opened.
     CallStart {
+        /// The call's place among the answer's calls.
         index: usize,
+        /// The id given to the call (`call_…`), which `Done` repeats.
         id: String,
+        /// The name of the tool called.
         name: String,
     },
     /// More of call `index`'s arguments text.
     CallArgs {
+        /// The call's place, as its `CallStart` gave it.
         index: usize,
+        /// The next piece of the arguments' JSON text, as written.
         delta: String,
     },
+    /// The generation ended; the last event.
     Done(Box<Outcome>),
+    /// The generation failed (before or while decoding); the last event.
     Error(crate::error::Error),
 }
 
 /// How a generation ended and what it cost.
 #[derive(Clone, Debug)]
 pub struct Outcome {
+    /// Why generation ended.
     pub finish: Finish,
     /// Which stop string matched, when `finish` is `Stop`.
     pub stop_sequence: Option<String>,
+    /// The prompt's length in tokens, cached ones included.
     pub prompt_tokens: usize,
     /// Prompt tokens whose keys and values were reused (a cached prefix or the
     /// request's context), not computed again.
     pub cached_tokens: usize,
+    /// Tokens generated (thinking included), EOG excluded.
     pub completion_tokens: usize,
+    /// Time from joining the batch to the end of the prompt's prefill (steps shared
+    /// with the other sequences).
     pub prompt_time: Duration,
+    /// Time from the end of the prefill to the last token.
     pub decode_time: Duration,
     /// Time from the request's arrival to its first decoding step (queue, load).
     pub queue_time: Duration,
+    /// The constraint's mask work; `None` when nothing was constrained.
     pub mask: Option<MatcherStats>,
+    /// What the constraint was and did not enforce, as resolved before decoding.
     pub report: EnforcementReport,
     /// The calls the model made (filled in when tools were offered).
     pub tool_calls: Vec<ToolCall>,

@@ -42,7 +42,8 @@ pub struct SchedulerConfig {
     /// The KV pool bound in bytes (`-kv-cache-mb`) on every block alive: cached
     /// prefixes, contexts and running sequences. Unreferenced cached blocks are
     /// evicted past it, and a request waits until what it may write fits (0: nothing
-    /// is cached and nothing waits; `None`: [`crate::kv::default_pool_bytes`]).
+    /// is cached and nothing waits; `None`: `kv::default_pool_bytes`, a quarter of
+    /// the machine's memory, at most 8 GiB).
     pub kv_cache_bytes: Option<usize>,
 }
 
@@ -59,8 +60,11 @@ impl Default for SchedulerConfig {
 
 /// A request ready for the engine: tokens, settings and where to send events.
 pub struct Job {
+    /// The prompt's token ids, rendered and tokenized (a context's tokens included).
     pub prompt: Vec<u32>,
+    /// Token limit, sampler and stop strings.
     pub params: GenerationParams,
+    /// The output constraint, built for this model's vocabulary; `None`: unconstrained.
     pub constraint: Option<Constraint>,
     /// Echoed back in the outcome.
     pub report: EnforcementReport,
@@ -98,7 +102,9 @@ pub struct Scheduler {
 /// Requests waiting and running, shared with the engine thread.
 #[derive(Default)]
 pub struct Counts {
+    /// Jobs submitted and not yet decoding (the queue `max_queue` bounds).
     pub waiting: AtomicUsize,
+    /// Sequences in the batch now (at most `max_active`).
     pub active: AtomicUsize,
     /// Set when the engine thread has ended (after an unload, or a panic).
     pub stopped: std::sync::atomic::AtomicBool,

@@ -23,7 +23,9 @@ use crate::tools::{plan, prompt};
 /// The models being served, their counters, and the server-wide defaults: what
 /// every request path shares.
 pub struct Runtime {
+    /// The served models: names, loaded instances and named contexts.
     pub registry: Arc<Registry>,
+    /// The server-wide counters (`GET /v1/stats`).
     pub stats: Arc<Stats>,
     /// Resolves every request's constraint, with `serve -grammar-file`'s default.
     pub constraints: crate::resolver::Resolver,
@@ -33,10 +35,14 @@ pub struct Runtime {
 
 /// A generation that has been queued.
 pub struct Started {
+    /// The generation's events, in the order [`GenEvent`] describes; dropping the
+    /// receiver cancels the generation.
     pub events: UnboundedReceiver<GenEvent>,
     /// The model's name as the server reports it.
     pub model: String,
+    /// The prompt's length in tokens, as queued (a context's tokens included).
     pub prompt_tokens: usize,
+    /// When it was queued, for the responses' `created`.
     pub created: SystemTime,
     /// The generation opens with a thinking block (a reasoning model, thinking on).
     pub thinks: bool,

@@ -8,17 +8,27 @@ use llamay_constrain::MatcherStats;
 
 /// Counters updated by handlers and engine threads.
 pub struct Stats {
+    /// When the counters started (the server's start), for `uptime_s`.
     pub started: Instant,
+    /// HTTP requests received, on every route (the server's guard counts them).
     pub requests: AtomicU64,
+    /// Requests answered with a 4xx or 5xx, refusals before any handler included.
     pub errors: AtomicU64,
+    /// Generations the engines finished (context prefills included).
     pub completed: AtomicU64,
+    /// Generations whose client went away, and those ended by a shutdown.
     pub cancelled: AtomicU64,
+    /// Generations stopped at their deadline (`SchedulerConfig::timeout`).
     pub timed_out: AtomicU64,
+    /// Prompt tokens of generations (cached ones included) and of embedded inputs.
     pub prompt_tokens: AtomicU64,
+    /// Tokens generated.
     pub completion_tokens: AtomicU64,
+    /// Forward passes of the batching engines, every model together.
     pub steps: AtomicU64,
     /// Sum over steps of the sequences in the step (mean batch = this / steps).
     pub step_sequences: AtomicU64,
+    /// Tokens fed over all steps (prompt chunks and sampled tokens).
     pub step_tokens: AtomicU64,
     mask: Mutex<MaskTotals>,
 }
@@ -54,6 +64,7 @@ impl Default for Stats {
 }
 
 impl Stats {
+    /// Counts one engine step of `sequences` sequences feeding `tokens` tokens.
     pub fn record_step(&self, sequences: usize, tokens: usize) {
         self.steps.fetch_add(1, Ordering::Relaxed);
         self.step_sequences
@@ -61,6 +72,7 @@ impl Stats {
         self.step_tokens.fetch_add(tokens as u64, Ordering::Relaxed);
     }
 
+    /// Adds a finished request's mask statistics to the totals.
     pub fn add_mask(&self, m: &MatcherStats) {
         let mut t = self.mask.lock().unwrap_or_else(|e| e.into_inner());
         t.requests += 1;

@@ -10,7 +10,7 @@
 //! `llamay serve` runs on its flags first); [`router`] with its [`AppState`] and
 //! [`Boundary`], for driving the routes in-process (the crate's own tests).
 #![forbid(unsafe_code)]
-#![warn(unreachable_pub)]
+#![warn(missing_docs, unreachable_pub)]
 
 mod api;
 mod banner;

@@ -15,12 +15,18 @@ use crate::router::{router, sweep_models};
 pub struct ServeOptions {
     /// `HOST:PORT`.
     pub addr: String,
+    /// `-api-key` (or `$LLAMAY_API_KEY`): every request must carry it, as
+    /// `Authorization: Bearer KEY` or `x-api-key`; `None`: no key is asked for.
     pub api_key: Option<Arc<str>>,
+    /// Largest request body accepted, in bytes (a 413 above); `llamay serve` gives
+    /// [`DEFAULT_BODY_LIMIT`](crate::DEFAULT_BODY_LIMIT).
     pub body_limit: usize,
     /// The KV cache type's name, for the log line.
     pub kv_label: String,
-    /// `-allow-origin`, `-allow-host`.
+    /// `-allow-origin`: browser origins allowed besides loopback ones (`*`: any).
     pub allowed_origins: Vec<String>,
+    /// `-allow-host`: `Host` names allowed besides loopback names and the bound
+    /// address (`*`: any).
     pub allowed_hosts: Vec<String>,
     /// `-insecure-no-key`: listen beyond loopback without a key (model management
     /// stays refused).
@@ -34,23 +40,32 @@ pub struct ServeOptions {
     pub insecure_pulls: bool,
 }
 
+/// Why [`serve`] (or [`check_exposure`]) would not or could not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The tokio runtime could not be built.
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    /// The address could not be listened on (taken, not this machine's, not allowed).
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address as given (`HOST:PORT`).
         addr: String,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// The address (the field) is beyond loopback, with neither a key nor
+    /// `-insecure-no-key`.
     #[error(
         "{0} is beyond loopback: anyone who can reach it could use it. Give -api-key KEY \
          (or $LLAMAY_API_KEY), or -insecure-no-key to serve it without one"
     )]
     NoKey(String),
+    /// The serve model could not be loaded.
     #[error("{0}")]
     Preload(llamay_runtime::Error),
+    /// The runtime's registry has no serve model: `serve` loads one before it answers.
     #[error("no default model")]
     NoDefaultModel,
 }

@@ -2,8 +2,11 @@
 /// templates files carry, so both go through one renderer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Builtin {
+    /// ChatML (`<|im_start|>` / `<|im_end|>`), the fallback.
     ChatMl,
+    /// Llama 3's header turns (`<|start_header_id|>` … `<|eot_id|>`).
     Llama3,
+    /// Gemma's turns (`<start_of_turn>` … `<end_of_turn>`), with no system role.
     Gemma,
 }
 
@@ -29,6 +32,8 @@ impl Builtin {
         }
     }
 
+    /// The template's Jinja source, for
+    /// [`ChatTemplate::new`](crate::ChatTemplate::new).
     pub fn source(self) -> &'static str {
         match self {
             Builtin::ChatMl => CHATML,

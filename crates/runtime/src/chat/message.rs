@@ -4,17 +4,26 @@ use serde::Serialize;
 /// (`message['role']`, `message['content']`, `message.tool_calls`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ChatMessage {
+    /// `system`, `user`, `assistant` or `tool` (the servers map other APIs' roles onto
+    /// these, e.g. OpenAI's `developer` to `system`).
     pub role: String,
+    /// The turn's text; `None` when it has none (an assistant turn that only calls
+    /// tools).
     pub content: Option<String>,
+    /// The calls an assistant turn made; empty for other turns.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallMessage>,
+    /// On a `tool` turn, the id of the call whose result it carries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// The name the message carries (OpenAI's `name`, Ollama's `tool_name`); Ollama
+    /// templates read it as a `tool` turn's tool name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
 
 impl ChatMessage {
+    /// A plain text turn: no tool calls, no id, no name.
     pub fn new(role: &str, content: &str) -> ChatMessage {
         ChatMessage {
             role: role.to_string(),
@@ -28,14 +37,22 @@ impl ChatMessage {
 /// `{"type": "function", "function": {"name": …, "arguments": {…}}}`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolCallMessage {
+    /// The call's id, which the `tool` turn answering it repeats; empty when the API
+    /// sent none (Ollama).
     pub id: String,
+    /// The call's `type`: always `function` (the only kind a history carries).
     #[serde(rename = "type")]
     pub kind: String,
+    /// The function called and its arguments.
     pub function: ToolCallFunction,
 }
 
+/// The `function` part of a [`ToolCallMessage`].
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ToolCallFunction {
+    /// The name of the tool called.
     pub name: String,
+    /// The arguments as a JSON value: an object where the wire's JSON string parses
+    /// (templates iterate over it), else the value as sent.
     pub arguments: serde_json::Value,
 }

@@ -18,6 +18,9 @@ pub struct OllamaTemplate {
 }
 
 impl OllamaTemplate {
+    /// Parses a Go template layer; `system` is the model's system layer (an empty one
+    /// counts as none). A template our Go-template engine cannot parse is a
+    /// [`TemplateError::Compile`].
     pub fn new(source: &str, system: Option<&str>) -> Result<OllamaTemplate, TemplateError> {
         let template =
             GoTemplate::parse(source).map_err(|e| TemplateError::Compile(e.to_string()))?;

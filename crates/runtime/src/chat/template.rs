@@ -4,10 +4,15 @@ use minijinja::{Environment, Error, ErrorKind, Value};
 
 use super::message::ChatMessage;
 
+/// Why a chat template could not turn a conversation into a prompt.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
+    /// The template's source does not parse (found at load, or when an Ollama layer is
+    /// read).
     #[error("the chat template does not compile: {0}")]
     Compile(String),
+    /// Rendering failed: the template raised an exception, ran out of fuel, wrote too
+    /// much or wrote invalid UTF-8.
     #[error("the chat template failed: {0}")]
     Render(String),
 }
@@ -38,8 +43,12 @@ impl std::fmt::Debug for ChatTemplate {
 /// What a template is rendered with besides the messages.
 #[derive(Clone, Debug, Default)]
 pub struct RenderOptions<'a> {
+    /// End the prompt with the opening of the assistant's turn, for the model to
+    /// write it (always true when prompting for a reply).
     pub add_generation_prompt: bool,
+    /// The text of the model's BOS token (`{{ bos_token }}`); empty when it has none.
     pub bos_token: &'a str,
+    /// The text of the model's EOS token (`{{ eos_token }}`); empty when it has none.
     pub eos_token: &'a str,
     /// Tool definitions (OpenAI `tools` shape), passed to templates that render them.
     pub tools: Option<&'a serde_json::Value>,
@@ -49,6 +58,8 @@ pub struct RenderOptions<'a> {
 }
 
 impl ChatTemplate {
+    /// Compiles a Jinja chat template, with the Python string methods and the helpers
+    /// Hugging Face templates call, and a fuel limit on each rendering.
     pub fn new(source: &str) -> Result<ChatTemplate, TemplateError> {
         let mut env = Environment::new();
         // Hugging Face templates are Python-Jinja: `.strip()`, `.startswith()`, … .
@@ -74,6 +85,8 @@ impl ChatTemplate {
         self.renders_tools
     }
 
+    /// The prompt text for `messages`. A template that loops past its fuel or writes
+    /// more than `MAX_RENDERED_BYTES` (16 MiB) fails with [`TemplateError::Render`].
     pub fn render(
         &self,
         messages: &[ChatMessage],

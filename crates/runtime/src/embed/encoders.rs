@@ -18,7 +18,9 @@ const MAX_LOADED_ENCODERS: usize = 4;
 /// What a request wants an encoder for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Purpose {
+    /// Embeddings: any encoder, or a decoder whose hidden states are pooled.
     Embed,
+    /// Reranking: an encoder with a classification head (a cross-encoder).
     Rerank,
 }
 
@@ -32,8 +34,10 @@ enum Net {
 
 /// A model loaded to embed (an encoder, or a decoder used as one) and its tokenizer.
 pub struct LoadedEncoder {
+    /// The name it was loaded under (its resolved model name), reported in responses.
     pub name: String,
     net: Net,
+    /// The tokenizer read from the model's GGUF.
     pub tokenizer: Arc<Tokenizer>,
     /// One pass at a time: the model's thread pool runs one job.
     running: Mutex<()>,
@@ -77,6 +81,7 @@ impl LoadedEncoder {
         }
     }
 
+    /// The vocabulary's size: token-id inputs must stay below it.
     pub fn n_vocab(&self) -> usize {
         match &self.net {
             Net::Encoder(e) => e.n_vocab(),
@@ -174,10 +179,12 @@ impl Encoders {
         }
     }
 
+    /// The `-embed` model, the embedding routes' default; `None` without one.
     pub fn embed_model(&self) -> Option<&ModelSpec> {
         self.embed.as_ref()
     }
 
+    /// The `-rerank` model, the rerank routes' default; `None` without one.
     pub fn rerank_model(&self) -> Option<&ModelSpec> {
         self.rerank.as_ref()
     }

@@ -31,21 +31,29 @@ pub enum EmbedInput {
 pub struct EmbedRequest {
     /// The model's name (empty: the server's `-embed` model).
     pub model: String,
+    /// What to embed, one vector each (at least one input).
     pub inputs: Vec<EmbedInput>,
     /// Cut inputs longer than the context instead of refusing them.
     pub truncate: bool,
     /// Keep the first `dimensions` values, renormalised.
     pub dimensions: Option<usize>,
+    /// The client's `keep_alive` (Ollama's). Not read by the runtime yet: encoders
+    /// stay loaded until newer ones push them out.
     pub keep_alive: Option<Duration>,
 }
 
 /// Embeddings, one per input, L2-normalised.
 #[derive(Clone, Debug)]
 pub struct Embedded {
+    /// The name of the encoder that embedded them.
     pub model: String,
+    /// One vector per input, in the inputs' order.
     pub vectors: Vec<Vec<f32>>,
+    /// Tokens read over all inputs (after truncation).
     pub prompt_tokens: usize,
+    /// Time spent getting the encoder: its load, or near zero when it was loaded.
     pub load_duration: Duration,
+    /// Time the whole request took, load included.
     pub total_duration: Duration,
 }
 
@@ -54,16 +62,23 @@ pub struct Embedded {
 pub struct RerankRequest {
     /// The model's name (empty: the server's `-rerank` model).
     pub model: String,
+    /// The text the documents are scored against (not empty).
     pub query: String,
+    /// The texts to score (at least one).
     pub documents: Vec<String>,
+    /// The client's `keep_alive`. Not read by the runtime yet: encoders stay loaded
+    /// until newer ones push them out.
     pub keep_alive: Option<Duration>,
 }
 
 /// One relevance score per document, in the documents' order (not sorted).
 #[derive(Clone, Debug)]
 pub struct Reranked {
+    /// The name of the cross-encoder that scored them.
     pub model: String,
+    /// The classification head's raw score per document (higher: more relevant).
     pub scores: Vec<f32>,
+    /// Tokens read over all (query, document) pairs, each pair framed on its own.
     pub prompt_tokens: usize,
 }
 

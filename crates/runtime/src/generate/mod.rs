@@ -64,8 +64,12 @@ impl Finish {
 /// What to generate.
 #[derive(Clone, Debug)]
 pub struct GenerationParams {
+    /// Most tokens to generate; the room the context leaves after the prompt caps it
+    /// too.
     pub max_tokens: usize,
+    /// How the engine's sampler picks each token (temperature, top-k/p, seed, …).
     pub sampler: SamplerConfig,
+    /// Strings that end generation when written; the one matched is not in the output.
     pub stop: Vec<String>,
     /// Take the tokens of forced bytes without sampling (see `forced`).
     pub fast_forward: bool,
@@ -90,27 +94,41 @@ pub struct Generation {
     pub text: Vec<u8>,
     /// The generated token ids, EOG excluded.
     pub tokens: Vec<u32>,
+    /// Why it ended.
     pub finish: Finish,
+    /// Token counts and timings.
     pub stats: GenerationStats,
 }
 
+/// Why a generation could not start or could not go on.
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
+    /// The prompt leaves no room in the context for a single generated token.
     #[error("the prompt has {prompt} tokens, but the context holds {ctx}")]
-    PromptTooLong { prompt: usize, ctx: usize },
+    PromptTooLong {
+        /// The prompt's length, in tokens.
+        prompt: usize,
+        /// The model's context, in positions.
+        ctx: usize,
+    },
+    /// The prompt has no tokens.
     #[error("the prompt is empty")]
     EmptyPrompt,
+    /// A forward pass failed.
     #[error(transparent)]
     Model(#[from] ModelError),
+    /// The constraint's mask allowed no token before it accepted: a bug in llamay.
     #[error(
         "the constraint allows no token here (this is a bug in llamay: please report the grammar)"
     )]
     DeadEnd,
+    /// The logits held NaN or infinity: a fault in the model file or the engine.
     #[error(
         "the model produced non-finite logits (NaN or infinity), so no token could be \
          chosen: a fault in the model file or the engine, not in the constraint"
     )]
     NonFiniteLogits,
+    /// The constraint's matcher refused a token its own mask had allowed.
     #[error("the constraint refused a token it had allowed: {0}")]
     Constraint(#[from] llamay_constrain::Error),
 }

@@ -5,15 +5,21 @@ use llamay_constrain::MatcherStats;
 /// What a generation cost.
 #[derive(Clone, Debug, Default)]
 pub struct GenerationStats {
+    /// The prompt's length in tokens, a cached prefix included.
     pub prompt_tokens: usize,
+    /// Time spent feeding the prompt (only the part not already in the sequence).
     pub prompt_time: Duration,
+    /// Tokens generated, EOG excluded.
     pub generated_tokens: usize,
+    /// Time spent after the prompt: sampling, masks and the generated tokens' passes.
     pub decode_time: Duration,
     /// Tokens taken without sampling because the constraint allowed only one
     /// continuation.
     pub forced_tokens: usize,
     /// Of those, tokens fed in the same forward pass as the token before them.
     pub fast_forwarded_tokens: usize,
+    /// The constraint's mask work (strict tool calls' included, and the search for
+    /// forced bytes); `None` when nothing was constrained.
     pub mask: Option<MatcherStats>,
 }
 

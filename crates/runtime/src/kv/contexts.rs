@@ -121,18 +121,27 @@ impl NamedContext {
 /// A context as the API lists it.
 #[derive(Clone, Debug)]
 pub struct ContextInfo {
+    /// Its id, `ctx_…`, which requests name in `llamay_context`.
     pub id: String,
+    /// The name of the model it belongs to, as the server reports it.
     pub model: String,
+    /// Its prefix's length, in tokens.
     pub tokens: usize,
     /// Bytes of its blocks (shared blocks counted in every context holding them).
     pub kv_bytes: usize,
+    /// When it was created (a fork or a restore is created anew).
     pub created: SystemTime,
+    /// The id of the context it was forked from; `None` unless it is a fork.
     pub parent: Option<String>,
+    /// The `sha256:…` of the snapshot it was restored from; `None` unless restored.
     pub snapshot: Option<String>,
+    /// Seconds it may stay idle before it is dropped.
     pub ttl_s: u64,
 }
 
 impl ContextInfo {
+    /// The API's JSON for it (`created` in Unix seconds; `parent` and `snapshot` only
+    /// when set).
     pub fn to_json(&self) -> serde_json::Value {
         let created = self
             .created
@@ -171,7 +180,7 @@ impl Contexts {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keeps `ctx`; refused (503) when [`MAX_CONTEXTS`] are kept already.
+    /// Keeps `ctx`; refused (503) when `MAX_CONTEXTS` (4096) are kept already.
     pub fn insert(&self, ctx: NamedContext) -> Result<ContextInfo, Error> {
         self.sweep();
         let mut map = self.lock();
@@ -207,6 +216,7 @@ impl Contexts {
         Ok(ctx)
     }
 
+    /// Every context not expired, oldest first.
     pub fn list(&self) -> Vec<ContextInfo> {
         self.sweep();
         let mut v: Vec<ContextInfo> = self.lock().values().map(|c| c.info()).collect();
@@ -214,6 +224,8 @@ impl Contexts {
         v
     }
 
+    /// Deletes context `id` (its blocks are freed once no running request holds them),
+    /// or a 404.
     pub fn remove(&self, id: &str) -> Result<ContextInfo, Error> {
         self.lock()
             .remove(id)
@@ -267,6 +279,8 @@ impl Contexts {
             .sum()
     }
 
+    /// The `sha256:…` of the model file at `path`, if it was hashed already
+    /// (snapshots are tied to it, and hashing a large file takes seconds).
     pub fn known_digest(&self, path: &std::path::Path) -> Option<String> {
         self.digests
             .lock()
@@ -275,6 +289,8 @@ impl Contexts {
             .cloned()
     }
 
+    /// Records the `sha256:…` of the model file at `path`, for
+    /// [`Contexts::known_digest`].
     pub fn remember_digest(&self, path: std::path::PathBuf, digest: String) {
         self.digests
             .lock()
@@ -282,10 +298,12 @@ impl Contexts {
             .insert(path, digest);
     }
 
+    /// How many contexts are kept (expired ones not yet swept included).
     pub fn len(&self) -> usize {
         self.lock().len()
     }
 
+    /// Whether no context is kept.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -22,15 +22,20 @@ pub use prefix::PrefixCache;
 /// (positions `..tokens.len()`; the last block may be partly filled).
 #[derive(Clone)]
 pub struct Prefix {
+    /// The prefix's token ids.
     pub tokens: Arc<[u32]>,
+    /// Their keys and values, `KV_BLOCK_TOKENS` positions a block; holding them here
+    /// keeps them from eviction.
     pub blocks: Arc<[Arc<KvBlock>]>,
 }
 
 impl Prefix {
+    /// Its length in tokens.
     pub fn len(&self) -> usize {
         self.tokens.len()
     }
 
+    /// Whether it holds no tokens.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }

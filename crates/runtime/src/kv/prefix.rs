@@ -108,6 +108,7 @@ pub struct PrefixCache {
     /// Most bytes of KV blocks the model keeps alive (cache, contexts and running
     /// sequences together) before unreferenced cached blocks are evicted.
     bound: usize,
+    /// Lookup, hit and eviction counts since the model loaded, for `/v1/stats`.
     pub counters: PrefixCounters,
 }
 
@@ -139,6 +140,7 @@ pub struct Found {
 }
 
 impl PrefixCache {
+    /// An empty cache keeping at most `bound` bytes of KV blocks alive.
     pub fn new(bound: usize) -> PrefixCache {
         PrefixCache {
             inner: Mutex::new(Inner::default()),
@@ -151,6 +153,7 @@ impl PrefixCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The byte bound on the model's live KV blocks (cached, pinned and running).
     pub fn bound(&self) -> usize {
         self.bound
     }

@@ -31,9 +31,13 @@ pub struct SnapshotHeader {
     pub kv_type: String,
     /// The engine's version and KV layout (see [`engine_version`]).
     pub engine_version: String,
+    /// Positions per block (`KV_BLOCK_TOKENS` when written).
     pub block_tokens: usize,
+    /// Bytes of each block on disk (the model's `kv_block_bytes`).
     pub block_bytes: usize,
+    /// Tokens the snapshot holds.
     pub tokens: usize,
+    /// Blocks the snapshot holds: `tokens` divided by `block_tokens`, rounded up.
     pub blocks: usize,
 }
 
@@ -50,22 +54,31 @@ pub fn engine_version() -> String {
 /// A parsed snapshot: the header, the tokens, and each block's bytes (borrowed).
 #[derive(Debug)]
 pub struct Snapshot<'a> {
+    /// What the values mean, to check against a model with [`mismatch`].
     pub header: SnapshotHeader,
+    /// The prefix's token ids.
     pub tokens: Vec<u32>,
+    /// Each block's bytes, `header.block_bytes` each, for `Model::block_from_bytes`.
     pub blocks: Vec<&'a [u8]>,
 }
 
 /// Why bytes are not a snapshot.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SnapshotError {
+    /// The bytes do not start with `LLAMAYKV`.
     #[error("not a llamay KV snapshot (bad magic)")]
     Magic,
+    /// A format version other than 1.
     #[error("snapshot format version {0} is not supported (this llamay reads 1)")]
     Version(u32),
+    /// The bytes end inside the named part.
     #[error("snapshot is cut short: {0}")]
     Truncated(&'static str),
+    /// The header is too long, is not the expected JSON, or its counts do not fit
+    /// together.
     #[error("snapshot header is invalid: {0}")]
     Header(String),
+    /// Bytes left over after the last block (their count).
     #[error("snapshot has {0} bytes after its last block")]
     Trailing(usize),
 }

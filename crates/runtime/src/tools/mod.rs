@@ -41,7 +41,9 @@ pub(crate) const MAX_NAME_BYTES: usize = 128;
 /// One function the caller offers.
 #[derive(Debug)]
 pub struct ToolDef {
+    /// The name calls use: 1 to 128 bytes, unique within a request.
     pub name: String,
+    /// What the tool does, as the caller described it for the model; `None` if not.
     pub description: Option<String>,
     /// The parameters schema as the caller sent it (an empty object schema if none).
     pub parameters: Value,
@@ -125,7 +127,9 @@ pub enum ToolChoice {
 /// The tools offered to one generation.
 #[derive(Debug)]
 pub struct ToolSet {
+    /// The tools offered, in the request's order (one to 128, names unique).
     pub tools: Vec<ToolDef>,
+    /// Whether the model may or must call them, and which (never `None` in a set).
     pub choice: ToolChoice,
     /// More than one call allowed (`parallel_tool_calls`, not `disable_parallel_tool_use`).
     pub parallel: bool,
@@ -201,6 +205,7 @@ impl ToolSet {
 pub struct ToolCall {
     /// `call_` + 12 hex digits.
     pub id: String,
+    /// The name of the tool called.
     pub name: String,
     /// The arguments object.
     pub arguments: Value,
