@@ -13,7 +13,7 @@ use libfuzzer_sys::fuzz_target;
 use llamay_constrain::Constraint;
 use llamay_fuzz::{vocab, walk};
 use llamay_runtime::{CallConvention as Convention, ToolChoice, ToolDef, ToolSet};
-use llamay_runtime::{ConstraintSpec, Sampling, Surfaces};
+use llamay_runtime::{ConstraintSettings, ConstraintSpec, Sampling, Surfaces};
 use serde_json::Value;
 
 fn sampling(body: &Value) -> Sampling {
@@ -105,7 +105,7 @@ fuzz_target!(|data: &[u8]| {
         _ => {}
     }
     s.grammar_fields(llamay_grammar.as_ref(), grammar.as_ref());
-    let Ok(asked) = s.resolve() else {
+    let Ok(asked) = s.resolve(&ConstraintSettings::default()) else {
         return;
     };
     let asked = ConstraintSpec::decide(asked, None);
@@ -122,7 +122,7 @@ fuzz_target!(|data: &[u8]| {
         ConstraintSpec::JsonValue => Constraint::any_json(vocab().clone()),
         ConstraintSpec::Grammar(g) => Constraint::from_grammar(&g.grammar, vocab().clone()),
         ConstraintSpec::Regex(p) => Constraint::from_regex(p, vocab().clone()),
-        ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
+        ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon { lexicon: l, .. } => {
             Constraint::from_lexicon(l, vocab().clone())
         }
         ConstraintSpec::Schema(s) | ConstraintSpec::Tools(s) | ConstraintSpec::ToolsOr(_, s) => {

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::loaded::LoadedModel;
+use crate::settings::ConstraintSettings;
 
 /// Largest grammar text accepted in a request.
 const MAX_GRAMMAR_BYTES: usize = 256 << 10;
@@ -51,7 +52,13 @@ pub enum ConstraintSpec {
     /// The output is one of a request's strings (`llamay_choice`).
     Choice(Arc<Lexicon>),
     /// The output is one term of a lexicon (`llamay_lexicon`).
-    Lexicon(Arc<Lexicon>),
+    Lexicon {
+        /// The terms.
+        lexicon: Arc<Lexicon>,
+        /// One of the runtime's served lexicons (the same for every request, so its
+        /// automaton is built once per model), not a request's own terms.
+        served: bool,
+    },
 }
 
 /// A GBNF grammar as a request (or `serve -grammar-file`) sent it: its text, and the
@@ -408,15 +415,20 @@ impl Surfaces {
             && self.schemas.is_empty()
     }
 
-    /// Decides the constraint: a grammar together with a schema or JSON is refused,
-    /// a schema is compiled (or refused with the compiler's message).
-    pub fn resolve(self) -> Result<ConstraintSpec, Error> {
-        self.resolve_in(None)
+    /// Decides the constraint under `settings` (the lexicons names refer to, the
+    /// compile budget): a grammar together with a schema or JSON is refused, a schema
+    /// is compiled (or refused with the compiler's message).
+    pub fn resolve(self, settings: &ConstraintSettings) -> Result<ConstraintSpec, Error> {
+        self.resolve_in(None, settings)
     }
 
     /// [`Self::resolve`], a schema's compile taken from (or kept in) `memo`.
-    pub(crate) fn resolve_in(mut self, memo: Option<&SchemaMemo>) -> Result<ConstraintSpec, Error> {
-        if let Some(spec) = self.resolve_exact()? {
+    pub(crate) fn resolve_in(
+        mut self,
+        memo: Option<&SchemaMemo>,
+        settings: &ConstraintSettings,
+    ) -> Result<ConstraintSpec, Error> {
+        if let Some(spec) = self.resolve_exact(settings)? {
             return Ok(spec);
         }
         if let Some((field, text)) = &self.grammar {
@@ -433,14 +445,14 @@ impl Surfaces {
             return grammar_spec(field, text);
         }
         if let Some((field, schema)) = self.schemas.first() {
-            self.sources.lexicons = crate::lexicons::served_lexicons();
-            self.options.budget = crate::compile_budget::compile_budget();
+            self.sources.lexicons = settings.lexicons().clone();
+            self.options.budget = settings.budget;
             let Some(memo) = memo else {
                 return compile_schema(field, schema, &self.sources, &self.options)
                     .map(ConstraintSpec::Schema);
             };
             let t0 = Instant::now();
-            let key = crate::compile_budget::compile_key(schema, &self.options, &self.sources);
+            let key = crate::compile_key::compile_key(schema, &self.options, &self.sources);
             let compiled = match memo.get(key) {
                 Some(done) => done.map(|s| s.reused(t0)),
                 None => {
@@ -462,7 +474,10 @@ impl Surfaces {
 impl Surfaces {
     /// A regex, a choice or a lexicon: each is the whole output, so any other surface
     /// beside one is refused.
-    fn resolve_exact(&self) -> Result<Option<ConstraintSpec>, Error> {
+    fn resolve_exact(
+        &self,
+        settings: &ConstraintSettings,
+    ) -> Result<Option<ConstraintSpec>, Error> {
         let exact = [
             self.regex.as_ref().map(|(f, _)| *f),
             self.choice.as_ref().map(|(f, _)| *f),
@@ -503,13 +518,14 @@ impl Surfaces {
             ConstraintSpec::Choice(Arc::new(l))
         } else {
             match &self.lexicon {
-                Some((_, LexiconAsk::Named(name))) => {
-                    ConstraintSpec::Lexicon(crate::lexicons::named(field, name)?)
-                }
-                Some((_, LexiconAsk::Terms(terms))) => {
-                    let l = Lexicon::from_terms(field, terms).map_err(term_error)?;
-                    ConstraintSpec::Lexicon(Arc::new(l))
-                }
+                Some((_, LexiconAsk::Named(name))) => ConstraintSpec::Lexicon {
+                    lexicon: settings.named(field, name)?,
+                    served: true,
+                },
+                Some((_, LexiconAsk::Terms(terms))) => ConstraintSpec::Lexicon {
+                    lexicon: Arc::new(Lexicon::from_terms(field, terms).map_err(term_error)?),
+                    served: false,
+                },
                 None => unreachable!("one exact surface is set"),
             }
         }))
@@ -596,7 +612,7 @@ impl ConstraintSpec {
             ConstraintSpec::Tools(_) => "tools",
             ConstraintSpec::Regex(_) => "regex",
             ConstraintSpec::Choice(_) => "choice",
-            ConstraintSpec::Lexicon(_) => "lexicon",
+            ConstraintSpec::Lexicon { .. } => "lexicon",
             ConstraintSpec::ToolsOr(kind, _) => match kind {
                 AnswerKind::Schema => "tools_or_schema",
                 AnswerKind::Json => "tools_or_json",
@@ -631,12 +647,11 @@ impl ConstraintSpec {
                     .map_err(fail)?,
             ),
             ConstraintSpec::Regex(pattern) => Some(lm.constraints.regex(pattern).map_err(fail)?),
-            ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
+            ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon { lexicon: l, .. } => {
                 report
                     .enforced
                     .push(format!("lexicon {}: {} terms", l.name(), l.len()));
-                let served = crate::lexicons::served_lexicons();
-                let c = if served.get(l.name()).is_some_and(|s| Arc::ptr_eq(s, l)) {
+                let c = if matches!(self, ConstraintSpec::Lexicon { served: true, .. }) {
                     // A served lexicon is the same for every request: build it once.
                     let key = format!("{}:{}", l.name(), l.len());
                     lm.constraints
@@ -704,14 +719,14 @@ mod tests {
         let mut s = Surfaces::default();
         s.schema("llamay_schema", &a);
         s.schema("response_format", &b);
-        match s.resolve().unwrap() {
+        match s.resolve(&ConstraintSettings::default()).unwrap() {
             ConstraintSpec::Schema(c) => assert_eq!(c.key, a.to_string()),
             other => panic!("{other:?}"),
         }
         let bad = json!({"type": "object", "properties": {"a": {"not": {"type": "string"}}}});
         let mut s = Surfaces::default();
         s.schema("llamay_schema", &bad);
-        let e = s.resolve().unwrap_err();
+        let e = s.resolve(&ConstraintSettings::default()).unwrap_err();
         assert!(e.refusal);
         assert!(
             e.message.starts_with("properties.a uses \"not\""),
@@ -742,12 +757,18 @@ mod tests {
         let mut s = Surfaces::default();
         s.schema("response_format", &a);
         s.grammar = Some(("grammar", "root ::= \"x\"".into()));
-        assert_eq!(s.resolve().unwrap_err().kind, ErrorKind::InvalidRequest);
+        assert_eq!(
+            s.resolve(&ConstraintSettings::default()).unwrap_err().kind,
+            ErrorKind::InvalidRequest
+        );
         let s = Surfaces {
             grammar: Some(("llamay_grammar", "root ::= root \"x\"".into())),
             ..Surfaces::default()
         };
-        assert_eq!(s.resolve().unwrap_err().kind, ErrorKind::InvalidRequest);
+        assert_eq!(
+            s.resolve(&ConstraintSettings::default()).unwrap_err().kind,
+            ErrorKind::InvalidRequest
+        );
     }
 
     #[test]
@@ -768,18 +789,21 @@ mod tests {
         let mut s = Surfaces::default();
         s.regex_field("llamay_regex", Some(&"\\d+".to_string()));
         s.regex_field("guided_regex", Some(&"x".to_string()));
-        let ConstraintSpec::Regex(p) = s.resolve().unwrap() else {
+        let ConstraintSpec::Regex(p) = s.resolve(&ConstraintSettings::default()).unwrap() else {
             panic!()
         };
         let dfa = llamay_constrain::ByteDfa::new(&p).unwrap();
         assert!(dfa.matches(b"123") && !dfa.matches(b"12a") && !dfa.matches("١".as_bytes()));
         let mut s = Surfaces::default();
         s.regex_field("guided_regex", Some(&"(".to_string()));
-        assert_eq!(s.resolve().unwrap_err().kind, ErrorKind::InvalidRequest);
+        assert_eq!(
+            s.resolve(&ConstraintSettings::default()).unwrap_err().kind,
+            ErrorKind::InvalidRequest
+        );
         let mut s = Surfaces::default();
         s.choice_field("guided_choice", Some(&json!(["a", "b", "a"])))
             .unwrap();
-        match s.resolve().unwrap() {
+        match s.resolve(&ConstraintSettings::default()).unwrap() {
             ConstraintSpec::Choice(l) => assert_eq!(l.len(), 2),
             other => panic!("{other:?}"),
         }
@@ -790,7 +814,7 @@ mod tests {
         s.choice_field("llamay_choice", Some(&json!(["a"])))
             .unwrap();
         s.schema("response_format", &json!({"type": "string"}));
-        let e = s.resolve().unwrap_err();
+        let e = s.resolve(&ConstraintSettings::default()).unwrap_err();
         assert!(
             e.message
                 .contains("llamay_choice and response_format were both given"),
@@ -800,10 +824,40 @@ mod tests {
         let mut s = Surfaces::default();
         s.llamay_lexicon(Some(&json!({"terms": ["yes", "no"]})))
             .unwrap();
-        assert_eq!(s.resolve().unwrap().kind(), "lexicon");
+        assert_eq!(
+            s.resolve(&ConstraintSettings::default()).unwrap().kind(),
+            "lexicon"
+        );
         let mut s = Surfaces::default();
         s.llamay_lexicon(Some(&json!("nowhere"))).unwrap();
-        assert!(s.resolve().unwrap_err().message.contains("not loaded"));
+        assert!(s
+            .resolve(&ConstraintSettings::default())
+            .unwrap_err()
+            .message
+            .contains("not loaded"));
+        // A name reads the lexicons of the settings it is resolved under, and only those.
+        let mut served = ConstraintSettings::default();
+        served.serve_lexicon(Arc::new(
+            Lexicon::from_terms("colours", &["red".into(), "blue".into()]).unwrap(),
+        ));
+        let named = || {
+            let mut s = Surfaces::default();
+            s.llamay_lexicon(Some(&json!("colours"))).unwrap();
+            s
+        };
+        match named().resolve(&served).unwrap() {
+            ConstraintSpec::Lexicon {
+                lexicon,
+                served: true,
+            } => assert_eq!(lexicon.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        let e = named().resolve(&ConstraintSettings::default()).unwrap_err();
+        assert!(
+            e.message.contains("not loaded (loaded: none)"),
+            "{}",
+            e.message
+        );
         assert!(Surfaces::default().llamay_lexicon(Some(&json!(3))).is_err());
     }
 
@@ -814,13 +868,15 @@ mod tests {
         s.llamay_options(Some(&json!({"additional_properties": "open"})))
             .unwrap();
         s.schema("llamay_schema", &schema);
-        let ConstraintSpec::Schema(open) = s.resolve().unwrap() else {
+        let ConstraintSpec::Schema(open) = s.resolve(&ConstraintSettings::default()).unwrap()
+        else {
             panic!()
         };
         assert_eq!(open.key, format!("open:{schema}"));
         let mut s = Surfaces::default();
         s.schema("llamay_schema", &schema);
-        let ConstraintSpec::Schema(closed) = s.resolve().unwrap() else {
+        let ConstraintSpec::Schema(closed) = s.resolve(&ConstraintSettings::default()).unwrap()
+        else {
             panic!()
         };
         assert_eq!(closed.key, schema.to_string());

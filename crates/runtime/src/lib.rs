@@ -12,7 +12,7 @@
 
 mod capabilities;
 mod chat;
-mod compile_budget;
+mod compile_key;
 mod constraint;
 mod context_service;
 mod embed;
@@ -21,7 +21,6 @@ mod generate;
 mod hold;
 mod ids;
 mod kv;
-mod lexicons;
 mod loaded;
 mod params;
 mod reasoning;
@@ -31,6 +30,7 @@ mod resolver;
 mod retrieval;
 mod scheduler;
 mod service;
+mod settings;
 mod stats;
 mod tools;
 
@@ -39,7 +39,6 @@ pub use chat::{
     Builtin, CallConvention, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions,
     TemplateError, ToolCallFunction, ToolCallMessage,
 };
-pub use compile_budget::{compile_budget, set_compile_budget};
 pub use constraint::{
     checked_grammar, AnswerKind, ConstraintSpec, EnforcementReport, Gbnf, LexiconAsk,
     SchemaGrammar, Surfaces,
@@ -56,7 +55,6 @@ pub use generate::{
 };
 pub use ids::{call_id, fresh_seed, short_id};
 pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache};
-pub use lexicons::{load_lexicon, serve_lexicon, served_lexicons, served_terms};
 pub use llamay_constrain::{
     schema_limits, CompileBudget, SchemaLimits, ENFORCED_FORMATS, MAX_QUOTE_SOURCE_BYTES,
 };
@@ -70,5 +68,6 @@ pub use request::{GenEvent, GenRequest, Outcome, Prompt};
 pub use resolver::{Resolver, DEFAULT_MEMO_BYTES};
 pub use scheduler::{Counts, Job, Scheduler, SchedulerConfig};
 pub use service::{collect, Runtime, Started};
+pub use settings::{load_lexicon, ConstraintSettings};
 pub use stats::Stats;
 pub use tools::{hosted_tool, ToolCall, ToolChoice, ToolDef, ToolSet};

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::constraint::{ConstraintSpec, Gbnf, SchemaMemo, Surfaces};
 use crate::error::Error;
+use crate::settings::ConstraintSettings;
 
 /// Bytes of compiles a resolver keeps unless told otherwise (`serve` gives it a
 /// quarter of `-constraint-cache-mb`); the memo starts over when full.
@@ -30,6 +31,9 @@ pub struct Resolver {
     memo: Arc<SchemaMemo>,
     /// `serve -grammar-file`: the grammar of requests that bring no constraint.
     default_grammar: Option<Arc<Gbnf>>,
+    /// The served lexicons and the compile budget (shared with compiles running on
+    /// blocking threads).
+    settings: Arc<ConstraintSettings>,
 }
 
 impl Resolver {
@@ -45,7 +49,21 @@ impl Resolver {
             turns: tokio::sync::Semaphore::new(TURNS),
             memo: Arc::new(SchemaMemo::new(bytes)),
             default_grammar,
+            settings: Arc::default(),
         }
+    }
+
+    /// The same resolver under `settings` (its lexicons, its compile budget).
+    pub fn with_settings(self, settings: ConstraintSettings) -> Resolver {
+        Resolver {
+            settings: Arc::new(settings),
+            ..self
+        }
+    }
+
+    /// The lexicons this resolver serves and the budget it compiles under.
+    pub fn settings(&self) -> &ConstraintSettings {
+        &self.settings
     }
 
     /// The constraint a request asked for, checked and compiled (or taken from the
@@ -54,15 +72,15 @@ impl Resolver {
     /// known (`tools::plan`).
     pub async fn resolve(&self, asked: Surfaces) -> Result<ConstraintSpec, Error> {
         let spec = if asked.is_light() {
-            asked.resolve_in(Some(&self.memo))?
+            asked.resolve_in(Some(&self.memo), &self.settings)?
         } else {
             let _turn = self
                 .turns
                 .acquire()
                 .await
                 .map_err(|_| Error::internal("the constraint compiler is closed"))?;
-            let memo = self.memo.clone();
-            tokio::task::spawn_blocking(move || asked.resolve_in(Some(&memo)))
+            let (memo, settings) = (self.memo.clone(), self.settings.clone());
+            tokio::task::spawn_blocking(move || asked.resolve_in(Some(&memo), &settings))
                 .await
                 .map_err(|e| Error::internal(format!("compiling the constraint failed: {e}")))??
         };

@@ -123,7 +123,9 @@ fn run_pairs(lm: &LoadedModel, pairs: usize, quote: bool) -> Tally {
         s.schema("schema", &schema(k, quote));
         s.input(doc.clone());
         s.sources.named.insert("doc".into(), doc.clone());
-        let spec = s.resolve().unwrap();
+        let spec = s
+            .resolve(&llamay_runtime::ConstraintSettings::default())
+            .unwrap();
         let spec = ConstraintSpec::decide(spec, None);
         let (constraint, report) = spec.build(lm).unwrap();
         assert_eq!(

@@ -20,6 +20,8 @@ pub(crate) struct LogFacts<'a> {
     pub context: usize,
     pub threads: usize,
     pub kv: &'a str,
+    /// Terms over every served lexicon.
+    pub lexicon_terms: usize,
 }
 
 /// `time=… level=INFO msg="llamay serving" addr=… model=… arch=… max-loaded=2 …`
@@ -35,7 +37,7 @@ pub(crate) fn log_line(addr: &str, m: &LogFacts, cfg: &RegistryConfig) -> String
         m.context,
         m.threads,
         m.kv,
-        llamay_runtime::served_terms(),
+        m.lexicon_terms,
     )
 }
 

@@ -134,6 +134,7 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
                     context: model.n_ctx(),
                     threads: model.n_threads(),
                     kv: &opts.kv_label,
+                    lexicon_terms: runtime.constraints.settings().lexicon_terms(),
                 },
                 registry.config(),
             )

@@ -115,17 +115,18 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    llamay_runtime::set_compile_budget(llamay_runtime::CompileBudget {
+    let mut constraint_settings = llamay_runtime::ConstraintSettings::default();
+    constraint_settings.budget = llamay_runtime::CompileBudget {
         time: (a.compile_budget_ms > 0).then(|| Duration::from_millis(a.compile_budget_ms)),
         nodes: a.compile_budget_nodes,
-    });
+    };
     for spec in &a.lexicon {
         let (name, path) = spec
             .split_once('=')
             .ok_or_else(|| UsageError(format!("-lexicon takes NAME=FILE, not {spec:?}")))?;
         let l = llamay_runtime::load_lexicon(name, std::path::Path::new(path))
             .map_err(|e| UsageError(e.message))?;
-        llamay_runtime::serve_lexicon(l);
+        constraint_settings.serve_lexicon(l);
     }
     let api_key = a
         .api_key
@@ -174,7 +175,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         constraints: llamay_runtime::Resolver::with_memo_bytes(
             default_grammar,
             a.constraint_cache_mb.saturating_mul(1 << 20) / 4,
-        ),
+        )
+        .with_settings(constraint_settings),
         encoders,
     });
     llamay_server::serve(

@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use llamay_constrain::{ByteDfa, Constraint, Grammar, GrammarBuilder, SchemaReport, Symbol};
+use llamay_constrain::{
+    ByteDfa, Constraint, Grammar, GrammarBuilder, Lexicon, SchemaReport, Symbol,
+};
 
 use super::grammar::{beside, forced, one_call, Opener};
 use super::ToolSet;
@@ -48,6 +50,17 @@ impl ToolSet {
         let bad = |e: llamay_constrain::Error| {
             Error::bad_request(format!("the constraint could not be compiled: {e}"))
         };
+        let lexicon_answer = |l: &Lexicon, served: bool| {
+            // A served lexicon is the same for the runtime's life; a request's own terms
+            // are not worth a cache entry (an empty key: built, not cached).
+            let key = if served {
+                format!("lexicon {}", l.name())
+            } else {
+                String::new()
+            };
+            let g = dfa_grammar(l.dfa().clone()).map_err(bad)?;
+            answer(AnswerKind::Lexicon, &g, &key, &SchemaReport::default())
+        };
         Ok(match asked {
             ConstraintSpec::Schema(s) => answer(AnswerKind::Schema, &s.grammar, &s.key, &s.report)?,
             // The kind is also the cache key: the grammar is the same for every request.
@@ -82,21 +95,8 @@ impl ToolSet {
                     &SchemaReport::default(),
                 )?
             }
-            ConstraintSpec::Choice(l) | ConstraintSpec::Lexicon(l) => {
-                // A served lexicon is the same for the process's life; a request's own
-                // terms are not worth a cache entry (an empty key: built, not cached).
-                let served = crate::lexicons::served_lexicons();
-                let key = match served.get(l.name()) {
-                    Some(s) if Arc::ptr_eq(s, &l) => format!("lexicon {}", l.name()),
-                    _ => String::new(),
-                };
-                answer(
-                    AnswerKind::Lexicon,
-                    &dfa_grammar(l.dfa().clone()).map_err(bad)?,
-                    &key,
-                    &SchemaReport::default(),
-                )?
-            }
+            ConstraintSpec::Choice(l) => lexicon_answer(&l, false)?,
+            ConstraintSpec::Lexicon { lexicon, served } => lexicon_answer(&lexicon, served)?,
             other @ (ConstraintSpec::None
             | ConstraintSpec::Tools(_)
             | ConstraintSpec::ToolsOr(..)) => other,

@@ -14,7 +14,7 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use crate::http::{json_response, AppState};
-use llamay_runtime::{Capabilities, ModelSpec};
+use llamay_runtime::{Capabilities, ConstraintSettings, ModelSpec};
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new().route("/v1/catalog/models", get(catalog))
@@ -45,7 +45,12 @@ async fn catalog(State(st): State<AppState>) -> Response {
             .iter()
             .filter_map(|s| {
                 let caps = Capabilities::of_file(&s.path).ok()?;
-                Some(entry(s, &caps, loaded.contains(&s.name)))
+                Some(entry(
+                    s,
+                    &caps,
+                    loaded.contains(&s.name),
+                    st.runtime.constraints.settings(),
+                ))
             })
             .collect::<Vec<Value>>()
     })
@@ -55,7 +60,12 @@ async fn catalog(State(st): State<AppState>) -> Response {
 }
 
 /// One model's entry.
-pub(crate) fn entry(spec: &ModelSpec, caps: &Capabilities, loaded: bool) -> Value {
+pub(crate) fn entry(
+    spec: &ModelSpec,
+    caps: &Capabilities,
+    loaded: bool,
+    settings: &ConstraintSettings,
+) -> Value {
     let limits = schema_limits();
     let gen = caps.completion();
     let tools = caps.tools();
@@ -117,7 +127,7 @@ pub(crate) fn entry(spec: &ModelSpec, caps: &Capabilities, loaded: bool) -> Valu
         "embedding": caps.embedding,
         "rerank": false,
         "schema_limits": limits,
-        "lexicons": llamay_runtime::served_lexicons()
+        "lexicons": settings.lexicons()
             .values()
             .map(|l| json!({"name": l.name(), "terms": l.len()}))
             .collect::<Vec<Value>>(),

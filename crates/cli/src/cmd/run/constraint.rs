@@ -129,6 +129,7 @@ impl Constraint {
             sources: sources.clone(),
             ..Surfaces::default()
         };
+        let mut settings = llamay_runtime::ConstraintSettings::default();
         match self {
             Constraint::None => {}
             Constraint::Json => surfaces.json = Some("-json"),
@@ -138,11 +139,13 @@ impl Constraint {
                 let name = lexicon_name(path);
                 let l =
                     llamay_runtime::load_lexicon(&name, path).map_err(|e| UsageError(e.message))?;
-                llamay_runtime::serve_lexicon(l);
+                settings.serve_lexicon(l);
                 surfaces.lexicon = Some(("-lexicon", llamay_runtime::LexiconAsk::Named(name)));
             }
         }
-        let asked = surfaces.resolve().map_err(|e| UsageError(e.message))?;
+        let asked = surfaces
+            .resolve(&settings)
+            .map_err(|e| UsageError(e.message))?;
         Ok(ConstraintSpec::decide(asked, None))
     }
 

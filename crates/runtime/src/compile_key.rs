@@ -1,28 +1,10 @@
-//! What a schema's compile may take in this process (`serve -compile-budget-ms`,
-//! `-compile-budget-nodes`), and the key a compile is remembered by
-//! (`resolver::SchemaMemo`).
+//! The key a schema's compile is remembered by (`constraint::SchemaMemo`).
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::RwLock;
 
-use llamay_constrain::{CompileBudget, SchemaOptions, Sources};
+use llamay_constrain::{SchemaOptions, Sources};
 use serde_json::Value;
-
-static BUDGET: RwLock<Option<CompileBudget>> = RwLock::new(None);
-
-/// Sets the budget every schema compile of this process runs under.
-pub fn set_compile_budget(b: CompileBudget) {
-    *BUDGET.write().unwrap_or_else(|e| e.into_inner()) = Some(b);
-}
-
-/// The budget schemas compile under now.
-pub fn compile_budget() -> CompileBudget {
-    BUDGET
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .unwrap_or_default()
-}
 
 /// The key of a compile: the schema, how it is read, and what its extensions see
 /// (the texts a quote may come from only when it has an `x-llamay-quote`, so the same
