@@ -13,13 +13,13 @@ use libfuzzer_sys::fuzz_target;
 use llamay_constrain::Constraint;
 use llamay_fuzz::{vocab, walk};
 use llamay_runtime::{CallConvention as Convention, ToolChoice, ToolDef, ToolSet};
-use llamay_runtime::{ConstraintSettings, ConstraintSpec, Sampling, Surfaces};
+use llamay_runtime::{ConstraintSettings, ConstraintSpec, SamplingAsk, Surfaces};
 use serde_json::Value;
 
-fn sampling(body: &Value) -> Sampling {
+fn sampling(body: &Value) -> SamplingAsk {
     let f = |k: &str| body.get(k).and_then(Value::as_f64);
     let i = |k: &str| body.get(k).and_then(Value::as_i64);
-    Sampling {
+    SamplingAsk {
         temperature: f("temperature"),
         top_p: f("top_p"),
         top_k: i("top_k"),

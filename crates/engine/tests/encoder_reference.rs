@@ -1,11 +1,13 @@
 //! The `bert` encoder against llama.cpp (`scripts/embed-reference`): all-MiniLM-L6-v2 as
 //! converted by `scripts/convert-bert-gguf`, and the random-weight cross-encoder.
 
-use llamay_engine::{Encoder, GgufFile, LoadOptions, Model, Pooling, Tokenizer};
+use llamay_engine::{Encoder, LoadOptions, Model, Pooling, Tokenizer};
 use llamay_testdata::{
     cosine, embed_model, embed_reference, f32s_from_base64, real_model, RealModel,
 };
 use serde_json::Value;
+
+mod common;
 
 fn reference(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(embed_reference(name)).expect("reference")).unwrap()
@@ -21,7 +23,7 @@ fn ids(v: &Value) -> Vec<u32> {
 
 fn load(name: &str) -> (std::sync::Arc<Encoder>, Tokenizer) {
     let path = embed_model(name);
-    let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).expect("tokenizer");
+    let tok = common::tokenizer::load(&path);
     let opts = LoadOptions {
         n_threads: Some(2),
         ..Default::default()
@@ -131,7 +133,7 @@ fn bad_texts_are_refused() {
 fn smollm2_hidden_states_pool_like_llama_cpp() {
     let r = reference("smollm2");
     let path = real_model(RealModel::SmolLM2);
-    let tok = Tokenizer::from_gguf(&GgufFile::open(&path).unwrap()).unwrap();
+    let tok = common::tokenizer::load(&path);
     let opts = LoadOptions {
         n_threads: Some(2),
         n_ctx: Some(512),

@@ -4,20 +4,17 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use llamay_engine::{GgufFile, TokenAttr, Tokenizer};
+use llamay_engine::{TokenAttr, Tokenizer};
 use llamay_testdata::{real_model, ref_path, RealModel};
 use serde_json::Value;
+
+mod common;
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
         .collect()
-}
-
-fn load(model: &PathBuf) -> Tokenizer {
-    let f = GgufFile::open(model).expect("open gguf");
-    Tokenizer::from_gguf(&f).expect("tokenizer")
 }
 
 fn reference(stem: &str) -> Value {
@@ -197,7 +194,7 @@ fn check_vocab(tok: &Tokenizer, r: &Value) {
 }
 
 fn check_model(stem: &str, model: PathBuf) {
-    let tok = load(&model);
+    let tok = common::tokenizer::load(&model);
     let r = reference(stem);
     let t = run_cases(&tok, &r);
     println!("{stem}:");

@@ -1,16 +1,14 @@
 //! Round trips, streaming decoding and robustness on the three reference vocabularies.
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use llamay_engine::{GgufFile, PreTokenizer, Tokenizer, TokenizerKind};
+use llamay_engine::{PreTokenizer, Tokenizer, TokenizerKind};
 use llamay_testdata::{real_model, ref_path, RealModel};
 use proptest::prelude::*;
 use serde_json::Value;
 
-fn load(p: PathBuf) -> Tokenizer {
-    Tokenizer::from_gguf(&GgufFile::open(p).unwrap()).unwrap()
-}
+mod common;
+use common::tokenizer::load;
 
 fn tokenizers() -> &'static [(&'static str, Tokenizer)] {
     static T: OnceLock<Vec<(&'static str, Tokenizer)>> = OnceLock::new();

@@ -9,9 +9,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use llamay_engine::{GgufFile, PreTokenizer, Tokenizer};
+use llamay_engine::PreTokenizer;
 use llamay_testdata::tekken_vocab;
 use serde_json::Value;
+
+mod common;
 
 fn reference(path: &Path) -> Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -30,8 +32,7 @@ fn ids(v: &Value) -> Vec<u32> {
 fn every_case_gives_mistral_common_ids() {
     let (gguf, reference_path) = tekken_vocab();
     let r = reference(&reference_path);
-    let f = GgufFile::open(&gguf).unwrap_or_else(|e| panic!("{}: {e}", gguf.display()));
-    let tok = Tokenizer::from_gguf(&f).expect("the tekken GGUF loads");
+    let tok = common::tokenizer::load(&gguf);
     assert_eq!(tok.n_vocab() as u64, r["n_words"].as_u64().unwrap());
 
     let cases = r["cases"].as_array().expect("cases");
@@ -115,8 +116,7 @@ fn every_case_splits_into_the_patterns_words() {
 fn specials_come_first_and_bos_is_added() {
     let (gguf, reference_path) = tekken_vocab();
     let r = reference(&reference_path);
-    let f = GgufFile::open(&gguf).unwrap();
-    let tok = Tokenizer::from_gguf(&f).unwrap();
+    let tok = common::tokenizer::load(&gguf);
     let n_special = r["num_special_tokens"].as_u64().unwrap() as u32;
     for (i, s) in r["special_tokens"].as_array().unwrap().iter().enumerate() {
         let i = i as u32;

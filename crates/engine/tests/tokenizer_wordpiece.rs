@@ -2,13 +2,14 @@
 //! `ggml-vocab-bert-bge` (the vocabulary all-MiniLM-L6-v2 uses), fetched from
 //! llama-cpp-python's sdist by `scripts/fetch-llamacpp-vocab`.
 
-use llamay_engine::{GgufFile, Tokenizer, TokenizerKind};
+use llamay_engine::{Tokenizer, TokenizerKind};
 use llamay_testdata::{llamacpp_vocab, llamacpp_vocab_cases};
+
+mod common;
 
 fn bge() -> (Tokenizer, Vec<(String, Vec<u32>)>) {
     let path = llamacpp_vocab("bert-bge");
-    let f = GgufFile::open(&path).expect("open gguf");
-    let tok = Tokenizer::from_gguf(&f).expect("tokenizer");
+    let tok = common::tokenizer::load(&path);
     (tok, llamacpp_vocab_cases(&path))
 }
 

@@ -4,7 +4,7 @@
 //! store are `kv::contexts`; the snapshot format is `kv::snapshot`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use llamay_engine::KV_BLOCK_TOKENS;
 use llamay_store::Digest;
@@ -112,18 +112,8 @@ impl Runtime {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (events, _events_rx) = tokio::sync::mpsc::unbounded_channel();
         instance.scheduler.submit(Job {
-            prompt: tokens,
-            params: Default::default(),
-            constraint: None,
-            report: Default::default(),
-            events,
-            stream: false,
-            arrived: Instant::now(),
-            thinking: None,
-            prompt_text: None,
-            calls: None,
-            context: None,
             keep: Some(tx),
+            ..Job::new(tokens, Default::default(), events)
         })?;
         let prefix = rx
             .await

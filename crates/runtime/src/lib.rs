@@ -61,7 +61,7 @@ pub use llamay_constrain::{
 pub use loaded::{
     LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
-pub use params::{Sampling, DEFAULT_MAX_TOKENS};
+pub use params::{SamplingAsk, DEFAULT_MAX_TOKENS};
 pub use reasoning::ThinkingAsk;
 pub use registry::{same_name, Instance, ModelSpec, Registry, RegistryConfig, MAX_LISTED_NAMES};
 pub use request::{GenEvent, GenRequest, Outcome, Prompt};

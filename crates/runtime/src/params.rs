@@ -13,9 +13,11 @@ const MAX_STOP_BYTES: usize = 512;
 /// The token limit when a request sets none (the context bounds it further).
 pub const DEFAULT_MAX_TOKENS: usize = 4096;
 
-/// Every sampling knob any API shape has, as the client sent it.
+/// Every sampling knob any API shape has, as the client asked for it: unchecked, and
+/// `None` where the client said nothing. [`SamplingAsk::into_params`] checks it into the
+/// [`GenerationParams`] of one generation.
 #[derive(Debug, Default, Clone)]
-pub struct Sampling {
+pub struct SamplingAsk {
     /// 0 to 100; 0 is greedy. `None` here and below: the engine's default.
     pub temperature: Option<f64>,
     /// Nucleus sampling's probability mass, 0 to 1 (1 disables).
@@ -38,7 +40,7 @@ pub struct Sampling {
     pub stop: Vec<String>,
 }
 
-impl Sampling {
+impl SamplingAsk {
     /// Checks the values and builds the generation settings.
     pub fn into_params(self) -> Result<GenerationParams, Error> {
         let mut cfg = SamplerConfig {
@@ -116,12 +118,12 @@ mod tests {
 
     #[test]
     fn values_out_of_range_are_refused_and_empty_stops_dropped() {
-        let ok = Sampling {
+        let ok = SamplingAsk {
             temperature: Some(0.0),
             max_tokens: Some(5),
             stop: vec!["".into(), "\n".into()],
             seed: Some(7),
-            ..Sampling::default()
+            ..SamplingAsk::default()
         }
         .into_params()
         .unwrap();
@@ -130,29 +132,29 @@ mod tests {
         assert_eq!(ok.sampler.seed, 7);
         assert_eq!(ok.sampler.temperature, 0.0);
         for bad in [
-            Sampling {
+            SamplingAsk {
                 temperature: Some(-1.0),
-                ..Sampling::default()
+                ..SamplingAsk::default()
             },
-            Sampling {
+            SamplingAsk {
                 top_p: Some(1.5),
-                ..Sampling::default()
+                ..SamplingAsk::default()
             },
-            Sampling {
+            SamplingAsk {
                 max_tokens: Some(0),
-                ..Sampling::default()
+                ..SamplingAsk::default()
             },
-            Sampling {
+            SamplingAsk {
                 max_tokens: Some(-1),
-                ..Sampling::default()
+                ..SamplingAsk::default()
             },
-            Sampling {
+            SamplingAsk {
                 top_k: Some(-3),
-                ..Sampling::default()
+                ..SamplingAsk::default()
             },
-            Sampling {
+            SamplingAsk {
                 temperature: Some(f64::NAN),
-                ..Sampling::default()
+                ..SamplingAsk::default()
             },
         ] {
             assert_eq!(

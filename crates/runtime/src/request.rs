@@ -47,7 +47,7 @@ pub struct GenRequest {
     /// What the model is given: a conversation or raw text.
     pub prompt: Prompt,
     /// Token limit, sampler and stop strings (from the API's knobs, usually through
-    /// [`crate::Sampling::into_params`]).
+    /// [`crate::SamplingAsk::into_params`]).
     pub params: GenerationParams,
     /// The output constraint's surfaces as the request used them (none: the server's
     /// default grammar, if any). `constraint.whole_tool_calls`: with tools offered, a

@@ -90,6 +90,34 @@ pub struct Job {
     pub keep: Option<tokio::sync::oneshot::Sender<Prefix>>,
 }
 
+impl Job {
+    /// A job for `prompt` under `params`, its events sent to `events`, with every other
+    /// field at its plain default: unconstrained with an empty report, not streamed,
+    /// arrived now, no thinking block, no prompt echo, no tool-call triggers, no
+    /// context, and sampled (not prefill only). Set what differs with struct update
+    /// syntax: `Job { keep: Some(tx), ..Job::new(prompt, params, events) }`.
+    pub fn new(
+        prompt: Vec<u32>,
+        params: GenerationParams,
+        events: UnboundedSender<GenEvent>,
+    ) -> Job {
+        Job {
+            prompt,
+            params,
+            constraint: None,
+            report: EnforcementReport::default(),
+            events,
+            stream: false,
+            arrived: Instant::now(),
+            thinking: None,
+            prompt_text: None,
+            calls: None,
+            context: None,
+            keep: None,
+        }
+    }
+}
+
 /// The handle to one model's engine thread. Dropping it lets the thread finish its
 /// active requests and exit.
 pub struct Scheduler {

@@ -10,25 +10,19 @@ use std::time::Instant;
 
 use llamay_constrain::{Constraint, Matcher, TokenMask};
 use llamay_engine::{
-    BatchItem, LoadOptions, LogitsWanted, Model, Sampler, SamplerConfig, StopConditions,
-    StopReason, Tokenizer,
+    BatchItem, LogitsWanted, Model, Sampler, SamplerConfig, StopConditions, StopReason, Tokenizer,
 };
 use llamay_runtime::ChatMessage;
 use llamay_runtime::{
-    generate, EnforcementReport, Finish, GenEvent, GenerationParams, Job, LoadedModel, Scheduler,
-    SchedulerConfig, Stats,
+    generate, Finish, GenEvent, GenerationParams, Job, LoadedModel, Scheduler, SchedulerConfig,
+    Stats,
 };
-use llamay_testdata::{real_model, RealModel};
+use llamay_testdata::RealModel;
+
+mod common;
 
 fn load() -> LoadedModel {
-    LoadedModel::load(
-        &real_model(RealModel::SmolLM2),
-        &LoadOptions {
-            n_ctx: Some(512),
-            ..LoadOptions::default()
-        },
-    )
-    .unwrap()
+    common::load(RealModel::SmolLM2, 512, None)
 }
 
 fn step(model: &Model, seq: &mut llamay_engine::SeqState, tokens: &[u32]) -> Vec<f32> {
@@ -246,18 +240,8 @@ fn the_scheduler_gives_each_request_what_generate_gives_it_alone() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         sched
             .submit(Job {
-                prompt: ids.clone(),
-                params: p.clone(),
                 constraint: c.clone(),
-                report: EnforcementReport::default(),
-                events: tx,
-                stream: false,
-                arrived: Instant::now(),
-                thinking: None,
-                prompt_text: None,
-                calls: None,
-                context: None,
-                keep: None,
+                ..Job::new(ids.clone(), p.clone(), tx)
             })
             .unwrap();
         receivers.push(rx);

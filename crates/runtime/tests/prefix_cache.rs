@@ -7,26 +7,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use llamay_engine::{LoadOptions, SamplerConfig, KV_BLOCK_TOKENS};
+use llamay_engine::{SamplerConfig, KV_BLOCK_TOKENS};
 use llamay_runtime::Prefix;
 use llamay_runtime::{
-    EnforcementReport, GenEvent, GenerationParams, Job, LoadedModel, Scheduler, SchedulerConfig,
-    Stats,
+    GenEvent, GenerationParams, Job, LoadedModel, Scheduler, SchedulerConfig, Stats,
 };
-use llamay_testdata::{real_model, RealModel};
+use llamay_testdata::RealModel;
 
+mod common;
+
+/// 2,048 positions: Gemma 3's prompts here go past its 512-position sliding window.
 fn load(which: RealModel) -> Arc<LoadedModel> {
-    Arc::new(
-        LoadedModel::load(
-            &real_model(which),
-            &LoadOptions {
-                n_ctx: Some(2048),
-                n_threads: Some(2),
-                ..LoadOptions::default()
-            },
-        )
-        .unwrap(),
-    )
+    Arc::new(common::load(which, 2048, Some(2)))
 }
 
 fn scheduler(lm: &Arc<LoadedModel>, kv_cache_bytes: Option<usize>) -> Scheduler {
@@ -57,18 +49,8 @@ fn job(
 ) -> (Job, tokio::sync::mpsc::UnboundedReceiver<GenEvent>) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let job = Job {
-        prompt,
-        params: greedy(max_tokens),
-        constraint: None,
-        report: EnforcementReport::default(),
-        events: tx,
-        stream: false,
-        arrived: Instant::now(),
-        thinking: None,
-        prompt_text: None,
-        calls: None,
         context,
-        keep: None,
+        ..Job::new(prompt, greedy(max_tokens), tx)
     };
     (job, rx)
 }

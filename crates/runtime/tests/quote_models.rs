@@ -9,13 +9,15 @@
 
 use std::sync::atomic::AtomicBool;
 
-use llamay_engine::{LoadOptions, SamplerConfig};
+use llamay_engine::SamplerConfig;
 use llamay_runtime::ChatMessage;
 use llamay_runtime::{generate, ConstraintSpec, GenerationParams, LoadedModel, Surfaces};
-use llamay_testdata::{real_model, RealModel};
+use llamay_testdata::RealModel;
 use serde_json::{json, Value};
 
 use llamay_testdata::XorShift as Rng;
+
+mod common;
 
 /// A short document with what JSON must escape (quotes, backslashes, newlines, tabs)
 /// and non-ASCII text.
@@ -182,12 +184,7 @@ fn quoted_values_from_both_models_are_always_spans_of_their_source() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(16);
     for m in RealModel::ALL {
-        let opts = LoadOptions {
-            n_ctx: Some(512),
-            n_threads: Some(2),
-            ..LoadOptions::default()
-        };
-        let lm = LoadedModel::load(&real_model(m), &opts).unwrap();
+        let lm = common::load(m, 512, Some(2));
         let with = run_pairs(&lm, pairs, true);
         let without = run_pairs(&lm, pairs, false);
         eprintln!(

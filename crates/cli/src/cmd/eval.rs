@@ -24,7 +24,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use llamay_constrain::{CompiledSchema, Sources};
 use llamay_runtime::ChatMessage;
 use llamay_runtime::{
-    collect, Encoders, GenRequest, Prompt, Registry, RegistryConfig, Runtime, Sampling,
+    collect, Encoders, GenRequest, Prompt, Registry, RegistryConfig, Runtime, SamplingAsk,
     SchedulerConfig, Stats, Surfaces,
 };
 use serde_json::Value;
@@ -294,11 +294,11 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
         .template
         .replace("{schema}", &plan.schema_text)
         .replace("{input}", &case.input);
-    let params = match (Sampling {
+    let params = match (SamplingAsk {
         temperature: Some(plan.args_temp),
         seed: Some((plan.seed + k as u64) as i64),
         max_tokens: Some(plan.max_tokens as i64),
-        ..Sampling::default()
+        ..SamplingAsk::default()
     })
     .into_params()
     {

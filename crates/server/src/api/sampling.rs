@@ -46,8 +46,8 @@ macro_rules! with_sampling_knobs {
         }
 
         impl $name {
-            fn sampling(&self, max_tokens: Option<i64>, stop: Vec<String>) -> llamay_runtime::Sampling {
-                llamay_runtime::Sampling {
+            fn sampling(&self, max_tokens: Option<i64>, stop: Vec<String>) -> llamay_runtime::SamplingAsk {
+                llamay_runtime::SamplingAsk {
                     temperature: self.temperature,
                     top_p: self.top_p,
                     top_k: self.top_k,

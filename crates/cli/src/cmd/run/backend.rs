@@ -3,21 +3,9 @@
 
 use std::sync::atomic::AtomicBool;
 
-use llamay_runtime::ChatMessage;
+use llamay_runtime::{ChatMessage, GenerationParams};
 
 use super::constraint::{Constraint, QuoteSources};
-
-/// The sampling knobs `run` and the chat's `/set parameter` set.
-#[derive(Clone, Debug)]
-pub struct Knobs {
-    pub temperature: f32,
-    pub top_k: usize,
-    pub top_p: f32,
-    pub min_p: f32,
-    pub repeat_penalty: f32,
-    pub seed: u64,
-    pub max_tokens: usize,
-}
 
 /// The text a model continues.
 pub enum Input {
@@ -53,12 +41,13 @@ pub struct Reply {
 
 pub trait Backend {
     /// Generates, handing text to `on_text` as it comes, until done or `cancel`.
+    /// `params` are `run`'s flags as the chat's `/set parameter` left them.
     fn generate(
         &mut self,
         input: &Input,
         constraint: &Constraint,
         sources: &QuoteSources,
-        knobs: &Knobs,
+        params: &GenerationParams,
         cancel: &AtomicBool,
         on_text: &mut dyn FnMut(&str),
     ) -> anyhow::Result<Reply>;

@@ -5,11 +5,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use llamay_runtime::ChatMessage;
+use llamay_runtime::{ChatMessage, GenerationParams};
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 
-use super::backend::{Backend, Input, Knobs, Reply};
+use super::backend::{Backend, Input, Reply};
 use super::constraint::{Constraint, QuoteSources};
 use super::slash::{self, Slash};
 use super::Output;
@@ -17,7 +17,8 @@ use crate::interrupt;
 
 pub struct Chat<'a> {
     pub backend: &'a mut dyn Backend,
-    pub knobs: Knobs,
+    /// `run`'s flags, changed by `/set parameter`.
+    pub params: GenerationParams,
     pub constraint: Constraint,
     /// `-source`s, for the schema's quotes.
     pub sources: QuoteSources,
@@ -110,7 +111,7 @@ impl Chat<'_> {
             &Input::Chat(all),
             &self.constraint,
             &self.sources,
-            &self.knobs,
+            &self.params,
             interrupt::cancel_flag(),
             &mut |s| out.write(s),
         );
@@ -139,7 +140,7 @@ impl Chat<'_> {
                 Some(s) => println!("{s}"),
                 None => eprintln!("No system message."),
             },
-            Slash::ShowParameters => print!("{}", slash::show_parameters(&self.knobs)),
+            Slash::ShowParameters => print!("{}", slash::show_parameters(&self.params)),
             Slash::SetSystem(s) => {
                 self.system = Some(s);
                 eprintln!("Set the system message.");
@@ -149,7 +150,7 @@ impl Chat<'_> {
                 eprintln!("Cleared the system message.");
             }
             Slash::SetParameter(name, value) => {
-                match slash::set_parameter(&mut self.knobs, &name, &value) {
+                match slash::set_parameter(&mut self.params, &name, &value) {
                     Ok(()) => eprintln!("Set parameter '{name}' to '{value}'."),
                     Err(e) => eprintln!("{e}"),
                 }

@@ -5,14 +5,14 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::Context;
-use llamay_engine::{LoadOptions, SamplerConfig};
+use llamay_engine::LoadOptions;
 use llamay_runtime::snapshot;
 use llamay_runtime::{
     generate_continuing, Finish, GenerationParams, LoadedModel, PromptLayers, TemplateSource,
     DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
 
-use super::backend::{Backend, Input, Knobs, Reply};
+use super::backend::{Backend, Input, Reply};
 use super::constraint::{Constraint, QuoteSources};
 
 pub struct Local {
@@ -20,19 +20,12 @@ pub struct Local {
     path: PathBuf,
     /// `-kv` as given, for the details line.
     kv: String,
-    /// Sample every token, even forced continuations (`--no-fast-forward`).
-    fast_forward: bool,
     /// `-prompt-cache FILE`: where the prompt's KV is kept between runs.
     pub prompt_cache: Option<PathBuf>,
 }
 
 impl Local {
-    pub fn load(
-        model: &str,
-        opts: &LoadOptions,
-        kv: &str,
-        fast_forward: bool,
-    ) -> anyhow::Result<Local> {
+    pub fn load(model: &str, opts: &LoadOptions, kv: &str) -> anyhow::Result<Local> {
         let (path, layers) = resolve_model(model)?;
         let lm =
             LoadedModel::load_with_layers(&path, opts, DEFAULT_CONSTRAINT_CACHE_BYTES, &layers)
@@ -41,7 +34,6 @@ impl Local {
             lm,
             path,
             kv: kv.to_string(),
-            fast_forward,
             prompt_cache: None,
         })
     }
@@ -117,7 +109,7 @@ impl Backend for Local {
         input: &Input,
         constraint: &Constraint,
         sources: &QuoteSources,
-        knobs: &Knobs,
+        params: &GenerationParams,
         cancel: &AtomicBool,
         on_text: &mut dyn FnMut(&str),
     ) -> anyhow::Result<Reply> {
@@ -129,20 +121,6 @@ impl Backend for Local {
         let tokens = match input {
             Input::Raw(text) => lm.encode_raw(text),
             Input::Chat(messages) => lm.encode_chat(messages, None)?,
-        };
-        let params = GenerationParams {
-            max_tokens: knobs.max_tokens,
-            sampler: SamplerConfig {
-                temperature: knobs.temperature,
-                top_k: knobs.top_k,
-                top_p: knobs.top_p,
-                min_p: knobs.min_p,
-                repeat_penalty: knobs.repeat_penalty,
-                seed: knobs.seed,
-                ..SamplerConfig::default()
-            },
-            stop: Vec::new(),
-            fast_forward: self.fast_forward,
         };
         let mut text = String::new();
         let cache = match &self.prompt_cache {
@@ -158,7 +136,7 @@ impl Backend for Local {
             &lm.tokenizer,
             start,
             &tokens,
-            (&params, automaton.as_ref()),
+            (params, automaton.as_ref()),
             cancel,
             &mut |s: &str| {
                 text.push_str(s);

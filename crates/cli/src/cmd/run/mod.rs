@@ -14,13 +14,14 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use llamay_runtime::ChatMessage;
+use llamay_engine::SamplerConfig;
+use llamay_runtime::{ChatMessage, GenerationParams};
 
 use super::load_args::LoadArgs;
 use super::UsageError;
 use crate::client::ServerClient;
 use crate::interrupt;
-use backend::{Backend, Input, Knobs};
+use backend::{Backend, Input};
 use constraint::{Constraint, QuoteSources};
 
 /// The small default model, as a store name.
@@ -190,7 +191,7 @@ fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String
         }
     }
     let opts = a.load.options()?;
-    let mut l = local::Local::load(model, &opts, &a.load.kv, !a.no_fast_forward)?;
+    let mut l = local::Local::load(model, &opts, &a.load.kv)?;
     super::load_args::announce_device(&l.lm.model);
     l.prompt_cache = a.prompt_cache.clone();
     Ok((Box::new(l), format!("{model} · running in this process")))
@@ -228,14 +229,19 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             Some(p)
         }
     };
-    let knobs = Knobs {
-        temperature: a.temp,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        min_p: a.min_p,
-        repeat_penalty: a.repeat_penalty,
-        seed: a.seed,
+    let params = GenerationParams {
         max_tokens: a.n_predict,
+        sampler: SamplerConfig {
+            temperature: a.temp,
+            top_k: a.top_k,
+            top_p: a.top_p,
+            min_p: a.min_p,
+            repeat_penalty: a.repeat_penalty,
+            seed: a.seed,
+            ..SamplerConfig::default()
+        },
+        stop: Vec::new(),
+        fast_forward: !a.no_fast_forward,
     };
     let chat = !a.raw && (a.chat || a.system.is_some() || asked.ollama_form);
     let input = prompt.map(|prompt| {
@@ -257,7 +263,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let Some(input) = input else {
         return interactive::Chat {
             backend: backend.as_mut(),
-            knobs,
+            params,
             constraint,
             sources,
             system: a.system.clone(),
@@ -271,7 +277,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         &input,
         &constraint,
         &sources,
-        &knobs,
+        &params,
         interrupt::cancel_flag(),
         &mut |s| out.write(s),
     )?;

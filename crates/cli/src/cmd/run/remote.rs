@@ -7,10 +7,10 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use llamay_runtime::GenerationStats;
+use llamay_runtime::{GenerationParams, GenerationStats};
 use serde_json::{json, Value};
 
-use super::backend::{Backend, Input, Knobs, Reply};
+use super::backend::{Backend, Input, Reply};
 use super::constraint::{Constraint, QuoteSources};
 use crate::client::{ServerClient, ServerError};
 
@@ -46,18 +46,21 @@ impl Backend for Remote {
         input: &Input,
         constraint: &Constraint,
         sources: &QuoteSources,
-        knobs: &Knobs,
+        params: &GenerationParams,
         cancel: &AtomicBool,
         on_text: &mut dyn FnMut(&str),
     ) -> anyhow::Result<Reply> {
+        // Only what `run` has flags for (it sets no stop strings, and `--no-fast-forward`
+        // runs the model here).
+        let s = &params.sampler;
         let options = json!({
-            "temperature": knobs.temperature,
-            "top_k": knobs.top_k,
-            "top_p": knobs.top_p,
-            "min_p": knobs.min_p,
-            "repeat_penalty": knobs.repeat_penalty,
-            "seed": knobs.seed,
-            "num_predict": knobs.max_tokens,
+            "temperature": s.temperature,
+            "top_k": s.top_k,
+            "top_p": s.top_p,
+            "min_p": s.min_p,
+            "repeat_penalty": s.repeat_penalty,
+            "seed": s.seed,
+            "num_predict": params.max_tokens,
         });
         let (path, mut body) = match input {
             Input::Raw(prompt) => (

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::backend::Knobs;
+use llamay_runtime::GenerationParams;
 
 pub const HELP: &str = "\
 Commands:
@@ -111,24 +111,25 @@ fn unquote(s: &str) -> String {
 }
 
 /// `/set parameter NAME VALUE`, with Ollama's parameter names.
-pub fn set_parameter(k: &mut Knobs, name: &str, value: &str) -> Result<(), String> {
+pub fn set_parameter(p: &mut GenerationParams, name: &str, value: &str) -> Result<(), String> {
     fn num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
         v.parse()
             .map_err(|_| format!("{name} must be a number, not {v:?}"))
     }
+    let s = &mut p.sampler;
     match name {
-        "temperature" => k.temperature = checked(name, num(name, value)?, 0.0, 100.0)?,
-        "top_k" => k.top_k = num(name, value)?,
-        "top_p" => k.top_p = checked(name, num(name, value)?, 0.0, 1.0)?,
-        "min_p" => k.min_p = checked(name, num(name, value)?, 0.0, 1.0)?,
-        "repeat_penalty" => k.repeat_penalty = checked(name, num(name, value)?, 0.0, 100.0)?,
-        "seed" => k.seed = num(name, value)?,
+        "temperature" => s.temperature = checked(name, num(name, value)?, 0.0, 100.0)?,
+        "top_k" => s.top_k = num(name, value)?,
+        "top_p" => s.top_p = checked(name, num(name, value)?, 0.0, 1.0)?,
+        "min_p" => s.min_p = checked(name, num(name, value)?, 0.0, 1.0)?,
+        "repeat_penalty" => s.repeat_penalty = checked(name, num(name, value)?, 0.0, 100.0)?,
+        "seed" => s.seed = num(name, value)?,
         "num_predict" => {
             let n: usize = num(name, value)?;
             if n == 0 {
                 return Err("num_predict must be at least 1".into());
             }
-            k.max_tokens = n;
+            p.max_tokens = n;
         }
         other => {
             return Err(format!(
@@ -147,11 +148,12 @@ fn checked(name: &str, v: f32, lo: f32, hi: f32) -> Result<f32, String> {
     }
 }
 
-/// The knobs, one per line, for `/show parameters`.
-pub fn show_parameters(k: &Knobs) -> String {
+/// The parameters `/set parameter` sets, one per line, for `/show parameters`.
+pub fn show_parameters(p: &GenerationParams) -> String {
+    let s = &p.sampler;
     format!(
         "  temperature      {}\n  top_k            {}\n  top_p            {}\n  min_p            {}\n  repeat_penalty   {}\n  seed             {}\n  num_predict      {}\n",
-        k.temperature, k.top_k, k.top_p, k.min_p, k.repeat_penalty, k.seed, k.max_tokens
+        s.temperature, s.top_k, s.top_p, s.min_p, s.repeat_penalty, s.seed, p.max_tokens
     )
 }
 
@@ -180,15 +182,11 @@ pub fn multi_line(first: &str, more: &mut dyn FnMut() -> Option<String>) -> Opti
 mod tests {
     use super::*;
 
-    fn knobs() -> Knobs {
-        Knobs {
-            temperature: 0.8,
-            top_k: 40,
-            top_p: 0.95,
-            min_p: 0.05,
-            repeat_penalty: 1.0,
-            seed: 0,
+    /// `run`'s defaults.
+    fn params() -> GenerationParams {
+        GenerationParams {
             max_tokens: 512,
+            ..GenerationParams::default()
         }
     }
 
@@ -222,16 +220,19 @@ mod tests {
 
     #[test]
     fn parameters_are_checked() {
-        let mut k = knobs();
-        set_parameter(&mut k, "temperature", "0").unwrap();
-        set_parameter(&mut k, "num_predict", "64").unwrap();
-        set_parameter(&mut k, "seed", "7").unwrap();
-        assert_eq!((k.temperature, k.max_tokens, k.seed), (0.0, 64, 7));
-        assert!(set_parameter(&mut k, "top_p", "1.5").is_err());
-        assert!(set_parameter(&mut k, "temperature", "NaN").is_err());
-        assert!(set_parameter(&mut k, "num_predict", "0").is_err());
-        assert!(set_parameter(&mut k, "mirostat", "1").is_err());
-        assert!(show_parameters(&k).contains("num_predict      64"));
+        let mut p = params();
+        set_parameter(&mut p, "temperature", "0").unwrap();
+        set_parameter(&mut p, "num_predict", "64").unwrap();
+        set_parameter(&mut p, "seed", "7").unwrap();
+        assert_eq!(
+            (p.sampler.temperature, p.max_tokens, p.sampler.seed),
+            (0.0, 64, 7)
+        );
+        assert!(set_parameter(&mut p, "top_p", "1.5").is_err());
+        assert!(set_parameter(&mut p, "temperature", "NaN").is_err());
+        assert!(set_parameter(&mut p, "num_predict", "0").is_err());
+        assert!(set_parameter(&mut p, "mirostat", "1").is_err());
+        assert!(show_parameters(&p).contains("num_predict      64"));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use llamay_runtime::ChatMessage;
 use llamay_runtime::Finish;
-use llamay_runtime::Sampling;
+use llamay_runtime::SamplingAsk;
 use llamay_runtime::Surfaces;
 use llamay_runtime::ThinkingAsk;
 use llamay_runtime::{collect, Started};
@@ -365,14 +365,14 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
     }
     let prompt = Prompt::Chat(chat);
     s.input(prompt.user_text());
-    let params = Sampling {
+    let params = SamplingAsk {
         temperature: r.temperature,
         top_p: r.top_p,
         top_k: r.top_k,
         seed: r.seed,
         max_tokens: Some(r.max_tokens),
         stop: r.stop_sequences.unwrap_or_default(),
-        ..Sampling::default()
+        ..SamplingAsk::default()
     }
     .into_params()?;
     let thinking = with_budget(

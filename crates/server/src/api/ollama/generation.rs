@@ -18,7 +18,7 @@ use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use llamay_runtime::collect;
 use llamay_runtime::ChatMessage;
-use llamay_runtime::Sampling;
+use llamay_runtime::SamplingAsk;
 use llamay_runtime::Surfaces;
 use llamay_runtime::ThinkingAsk;
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
@@ -38,7 +38,7 @@ with_sampling_knobs! {
 }
 
 impl Options {
-    fn knobs(self) -> Sampling {
+    fn sampling_ask(self) -> SamplingAsk {
         let stop = self
             .stop
             .clone()
@@ -354,7 +354,12 @@ async fn run_inner(
     surfaces.whole_tool_calls = true;
     let keep_alive = c.keep_alive()?;
     let stream = c.stream.unwrap_or(true);
-    let params = c.options.take().unwrap_or_default().knobs().into_params()?;
+    let params = c
+        .options
+        .take()
+        .unwrap_or_default()
+        .sampling_ask()
+        .into_params()?;
     let thinking = c.thinking(params.max_tokens)?;
     let mut req = GenRequest::new(c.model, prompt, params);
     req.constraint = surfaces;

@@ -150,7 +150,7 @@ async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> 
     let choice = request::tool_choice(r.tool_choice.as_ref())?;
     let parallel = r.parallel_tool_calls.unwrap_or(true);
     let tools = ToolSet::new(request::tools(r.tools.as_ref())?, choice, parallel)?;
-    let params = r.knobs(r.max_output_tokens).into_params()?;
+    let params = r.sampling_ask(r.max_output_tokens).into_params()?;
     let effort = r.reasoning.as_ref().and_then(|x| x.effort.as_deref());
     let thinking = with_budget(
         match effort {

@@ -43,8 +43,8 @@ with_sampling_knobs! {
 }
 
 impl CreateRequest {
-    /// The sampling knobs (the macro's method, reachable from the parent module).
-    pub(super) fn knobs(&self, max_tokens: Option<i64>) -> llamay_runtime::Sampling {
+    /// The sampling as asked (the macro's method, reachable from the parent module).
+    pub(super) fn sampling_ask(&self, max_tokens: Option<i64>) -> llamay_runtime::SamplingAsk {
         self.sampling(max_tokens, Vec::new())
     }
 }
