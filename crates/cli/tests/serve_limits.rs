@@ -1,7 +1,7 @@
 //! Limits and the pull route: a full queue answers 503 with Retry-After, a request
 //! past its time is stopped with a 504, and `/api/pull` streams NDJSON progress
-//! while it fetches a model (here by URL, from a file server on loopback); a prompt
-//! past the context is named as such in each shape.
+//! while it fetches a model (here by URL, from a file server on loopback). A prompt
+//! past the context is tested in-process (crates/server/tests/http/refusals.rs).
 
 mod common;
 
@@ -210,80 +210,4 @@ fn serve_grammar_file_constrains_requests_that_bring_none() {
         "{v}"
     );
     let _ = std::fs::remove_file(&g);
-}
-
-/// A prompt past the context is told apart from any other bad request, in each
-/// shape's own words: the clients' context-overflow handling (LiteLLM's
-/// `ContextWindowExceededError`, LangChain's `ContextOverflowError`, pydantic-ai's)
-/// looks for OpenAI's `code` and wording, Anthropic's "prompt is too long", Ollama's
-/// "exceeds the context length".
-#[test]
-fn a_prompt_past_the_context_is_named_as_such_in_each_shape() {
-    let s = Server::start(&["-ctx", "64"]);
-    let c = client();
-    let long = "the quick brown fox jumps over the lazy dog ".repeat(40);
-    let chat = json!([{"role": "user", "content": long}]);
-    let cases = [
-        (
-            "/v1/chat/completions",
-            json!({"model": s.model, "messages": chat}),
-        ),
-        ("/v1/completions", json!({"model": s.model, "prompt": long})),
-        ("/v1/responses", json!({"model": s.model, "input": long})),
-        (
-            "/v1/messages",
-            json!({"model": s.model, "max_tokens": 8, "messages": chat}),
-        ),
-        (
-            "/api/chat",
-            json!({"model": s.model, "messages": chat, "stream": false}),
-        ),
-        (
-            "/api/generate",
-            json!({"model": s.model, "prompt": long, "stream": false}),
-        ),
-    ];
-    for (path, body) in cases {
-        let (st, v) = post(&c, &s.url(path), &body);
-        assert_eq!(st, 400, "{path}: {v}");
-        let numbers = |m: &str| {
-            m.contains("64")
-                && m.split(|c: char| !c.is_ascii_digit())
-                    .any(|n| n.parse::<usize>().is_ok_and(|n| n > 300))
-        };
-        match path {
-            "/v1/messages" => {
-                assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
-                let m = v["error"]["message"].as_str().unwrap();
-                assert!(m.starts_with("prompt is too long: ") && numbers(m), "{m}");
-            }
-            "/api/chat" | "/api/generate" => {
-                let m = v["error"].as_str().unwrap();
-                assert!(
-                    m.contains("exceeds the context length") && numbers(m),
-                    "{m}"
-                );
-            }
-            _ => {
-                assert_eq!(v["error"]["code"], "context_length_exceeded", "{path}: {v}");
-                assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
-                let m = v["error"]["message"].as_str().unwrap();
-                assert!(numbers(m), "{m}");
-                if path != "/v1/responses" {
-                    assert!(
-                        m.starts_with("This model's maximum context length is 64 tokens"),
-                        "{m}"
-                    );
-                }
-            }
-        }
-    }
-    // Any other bad request keeps code null.
-    let (st, v) = post(
-        &c,
-        &s.url("/v1/chat/completions"),
-        &json!({"model": s.model, "messages": []}),
-    );
-    assert_eq!(st, 400, "{v}");
-    assert!(v["error"]["code"].is_null(), "{v}");
 }

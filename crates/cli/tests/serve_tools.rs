@@ -1,8 +1,8 @@
 //! Tool calls through the real `llamay serve` (SmolLM2): forced calls match their
 //! tool's schema on every API shape, named choices hold, `none` offers nothing,
 //! single-call choices make one call, streams carry a call piece by piece (whole
-//! with `whole_tool_calls`), earlier calls and their results go back into the
-//! prompt, and refusals come before inference.
+//! with `whole_tool_calls`), and earlier calls and their results go back into the
+//! prompt. Refused tools are tested in-process (crates/server/tests/http/refusals.rs).
 
 mod common;
 
@@ -435,97 +435,6 @@ fn anthropic_and_ollama_shapes() {
     );
     assert_eq!(status, 200, "{next}");
     assert!(next["done"].as_bool().unwrap(), "{next}");
-}
-
-#[test]
-fn refused_tools_get_400_before_inference() {
-    let s = Server::start(&[]);
-    let c = client();
-    let bad = json!({"type": "object", "properties": {"q": {"type": "string"}},
-        "patternProperties": {"^x": {"type": "string"}}});
-    let ask = user("Hi");
-    let cases = [
-        (
-            "/v1/chat/completions",
-            json!({"messages": ask, "tools": [openai_tool("lookup", bad.clone())]}),
-        ),
-        (
-            "/api/chat",
-            json!({"messages": ask, "tools": [openai_tool("lookup", bad.clone())]}),
-        ),
-        (
-            "/v1/messages",
-            json!({"max_tokens": 8, "messages": ask,
-            "tools": [{"name": "lookup", "input_schema": bad}]}),
-        ),
-    ];
-    for (path, body) in cases {
-        let (status, v) = post(&c, &s.url(path), &body);
-        assert_eq!(status, 400, "{path}: {v}");
-        let text = v.to_string();
-        assert!(
-            text.contains("tool lookup: the schema uses \\\"patternProperties\\\""),
-            "{path}: {text}"
-        );
-    }
-    let hosted = [
-        (
-            "/v1/chat/completions",
-            json!({"messages": ask, "tools": [{"type": "web_search_preview"}]}),
-            "web_search_preview",
-        ),
-        (
-            "/v1/chat/completions",
-            json!({"messages": ask, "tools": [{"type": "code_interpreter"}]}),
-            "code_interpreter",
-        ),
-        (
-            "/api/chat",
-            json!({"messages": ask, "tools": [{"type": "web_search"}]}),
-            "web_search",
-        ),
-        (
-            "/v1/messages",
-            json!({"max_tokens": 8, "messages": ask,
-            "tools": [{"type": "web_search_20250305", "name": "web_search"}]}),
-            "web_search_20250305",
-        ),
-        (
-            "/v1/messages",
-            json!({"max_tokens": 8, "messages": ask,
-            "tools": [{"type": "computer_20250124", "name": "computer"}]}),
-            "computer_20250124",
-        ),
-        (
-            "/v1/messages",
-            json!({"max_tokens": 8, "messages": ask,
-            "tools": [{"type": "code_execution_20250522", "name": "code_execution"}]}),
-            "code_execution_20250522",
-        ),
-    ];
-    for (path, body, kind) in hosted {
-        let (status, v) = post(&c, &s.url(path), &body);
-        assert_eq!(status, 400, "{path}: {v}");
-        assert!(
-            v.to_string()
-                .contains(&format!("tool type \\\"{kind}\\\" is a hosted tool")),
-            "{v}"
-        );
-    }
-    // A named choice must name an offered tool.
-    let (status, v) = post(
-        &c,
-        &s.url("/v1/chat/completions"),
-        &json!({"messages": ask,
-        "tools": [openai_tool("get_weather", weather_params())],
-        "tool_choice": {"type": "function", "function": {"name": "launch"}}}),
-    );
-    assert_eq!(status, 400, "{v}");
-    let stats: Value = c.get(s.url("/v1/stats")).send().unwrap().json().unwrap();
-    assert_eq!(
-        stats["tokens"]["completion"], 0,
-        "refusals decoded tokens: {stats}"
-    );
 }
 
 /// Three tools with nested objects, arrays, enums and numeric bounds.

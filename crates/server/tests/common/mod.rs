@@ -6,16 +6,19 @@
 
 #![allow(dead_code)] // each test binary uses its own part of the harness
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{header, Method, Request, StatusCode};
+use axum::body::{Body, HttpBody};
+use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use llamay_runtime::{
     Encoders, ModelSpec, Registry, RegistryConfig, Resolver, Runtime, SchedulerConfig, Stats,
 };
 use llamay_server::{AppState, Boundary};
+use llamay_store::Store;
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -24,12 +27,39 @@ pub struct App {
     router: Router,
     pub model: String,
     pub runtime: Arc<Runtime>,
+    /// The model store's folder, removed on drop (`Setup::store`).
+    store: Option<PathBuf>,
 }
 
-/// A response: status, content type, body text.
+/// What a test's server differs in, as `llamay serve`'s options would set it.
+pub struct Setup {
+    /// Context positions (`-ctx`).
+    pub n_ctx: usize,
+    /// A request's time limit (`-timeout`).
+    pub timeout: Duration,
+    /// An empty model store of its own, as the binary tests' servers have (`/api/copy`,
+    /// `/api/delete`, `/api/pull` then reach the store, not "no model store").
+    pub store: bool,
+    /// Origins allowed besides loopback ones (`-allow-origin`).
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            n_ctx: 1024,
+            timeout: Duration::from_secs(300),
+            store: false,
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+/// A response: status, content type, headers, body text.
 pub struct Reply {
     pub status: StatusCode,
     pub content_type: String,
+    pub headers: HeaderMap,
     pub text: String,
 }
 
@@ -62,25 +92,45 @@ impl App {
     /// A server of the tiny Qwen3 with a 1,024-position context, on the defaults
     /// `llamay serve` uses.
     pub fn new() -> App {
+        App::with(Setup::default())
+    }
+
+    /// A server of the tiny Qwen3 as `setup` has it.
+    pub fn with(setup: Setup) -> App {
         let path = llamay_testdata::tiny_chat_model();
         let mut cfg = RegistryConfig::default();
-        cfg.load.n_ctx = Some(1024);
+        cfg.load.n_ctx = Some(setup.n_ctx);
         cfg.load.n_threads = Some(2);
         cfg.scheduler = SchedulerConfig {
             max_active: 4,
+            timeout: setup.timeout,
             ..SchedulerConfig::default()
         };
+        let store = setup.store.then(|| {
+            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir =
+                std::env::temp_dir().join(format!("llamay-server-test-{}-{n}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            dir
+        });
         let spec = ModelSpec::from_arg(&path.display().to_string(), path.clone(), None);
         let model = spec.name.clone();
         let stats = Arc::new(Stats::default());
+        let registry_store = store.as_ref().map(|d| Store::new(d, None));
         let runtime = Arc::new(Runtime {
-            registry: Arc::new(Registry::new(Some(spec), None, cfg, stats.clone())),
+            registry: Arc::new(Registry::new(
+                Some(spec),
+                registry_store,
+                cfg,
+                stats.clone(),
+            )),
             stats,
             constraints: Resolver::new(None),
             encoders: Arc::new(Encoders::new(None, None, Default::default())),
         });
         let boundary = Boundary {
-            allowed_origins: Vec::new(),
+            allowed_origins: setup.allowed_origins,
             allowed_hosts: Vec::new(),
             bound_host: "localhost".into(),
             beyond_loopback: false,
@@ -91,30 +141,49 @@ impl App {
             router,
             model,
             runtime,
+            store,
         }
     }
 
     pub async fn send(&self, method: Method, path: &str, body: Option<&Value>) -> Reply {
-        let mut req = Request::builder()
+        match body {
+            Some(v) => self.send_bytes(method, path, v.to_string()).await,
+            None => {
+                let req = Request::builder()
+                    .method(method)
+                    .uri(path)
+                    .header(header::HOST, "localhost");
+                self.request(req.body(Body::empty()).unwrap()).await
+            }
+        }
+    }
+
+    /// Sends `body` as it is, declared JSON (malformed bodies, raw strings).
+    pub async fn send_bytes(&self, method: Method, path: &str, body: impl Into<Body>) -> Reply {
+        let req = Request::builder()
             .method(method)
             .uri(path)
-            .header(header::HOST, "localhost");
-        let body = match body {
-            Some(v) => {
-                req = req.header(header::CONTENT_TYPE, "application/json");
-                Body::from(v.to_string())
+            .header(header::HOST, "localhost")
+            .header(header::CONTENT_TYPE, "application/json");
+        self.request(req.body(body.into()).unwrap()).await
+    }
+
+    /// Sends a request built by the test (its own headers: `Origin`, `Host`, ...).
+    /// A body gets the `Content-Length` hyper reads off the wire (the boundary tells
+    /// a browser's body by it), unless the test declared its own.
+    pub async fn request(&self, mut req: Request<Body>) -> Reply {
+        let len = req.body().size_hint().exact().filter(|&n| n > 0);
+        if let Some(n) = len {
+            let h = req.headers_mut();
+            if !h.contains_key(header::CONTENT_LENGTH) && !h.contains_key(header::TRANSFER_ENCODING)
+            {
+                h.insert(header::CONTENT_LENGTH, n.into());
             }
-            None => Body::empty(),
-        };
-        let resp = self
-            .router
-            .clone()
-            .oneshot(req.body(body).unwrap())
-            .await
-            .unwrap();
+        }
+        let resp = self.router.clone().oneshot(req).await.unwrap();
         let status = resp.status();
-        let content_type = resp
-            .headers()
+        let headers = resp.headers().clone();
+        let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
@@ -123,6 +192,7 @@ impl App {
         Reply {
             status,
             content_type,
+            headers,
             text: String::from_utf8_lossy(&bytes).into_owned(),
         }
     }
@@ -137,6 +207,14 @@ impl App {
 
     pub async fn delete(&self, path: &str) -> Reply {
         self.send(Method::DELETE, path, None).await
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.store {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 

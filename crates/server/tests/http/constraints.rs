@@ -1,16 +1,17 @@
-//! `oneOf` is never reported enforced when it was not: for each case, every
-//! document the server writes validates under `oneOf`, or the response's enforcement
-//! report lists `oneOf` as not enforced.
+//! The enforcement report never claims what was not enforced, in-process (see
+//! `common`): for each `oneOf` case, every document the server writes validates under
+//! `oneOf`, or the response's report lists `oneOf` as not enforced. (Moved from the
+//! binary test `crates/cli/tests/serve_one_of.rs`: the same cases, seeds and checks.
+//! The tiny Qwen3's random weights write noise where SmolLM2 wrote numbers, which
+//! walks the constraint's branches more widely; budget-aware closing still ends each
+//! document within the token limit.)
 
-mod common;
-
-use common::serve::{client, post, Server};
+use crate::common::App;
 use serde_json::{json, Value};
 
-#[test]
-fn one_of_is_enforced_or_reported_never_claimed() {
-    let s = Server::start(&[]);
-    let c = client();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_of_is_enforced_or_reported_never_claimed() {
+    let app = App::new();
     let cases = [
         // Overlapping: every integer is also a number.
         json!({"oneOf": [{"type": "integer"}, {"type": "number"}]}),
@@ -23,20 +24,23 @@ fn one_of_is_enforced_or_reported_never_claimed() {
             {"type": "object", "properties": {"kind": {"const": "b"}, "x": {"type": "number"}}, "required": ["kind", "x"]}
         ]}),
     ];
+    let (mut checked, mut reported) = (0, 0);
     for schema in cases {
         let validator = jsonschema::validator_for(&schema).unwrap();
         for seed in 0..6 {
-            let body = json!({"model": s.model, "seed": seed, "temperature": 1.0, "max_tokens": 40,
+            let body = json!({"model": app.model, "seed": seed, "temperature": 1.0, "max_tokens": 40,
                 "messages": [{"role": "user", "content": "A number or an object, please."}],
                 "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}});
-            let (st, v) = post(&c, &s.url("/v1/chat/completions"), &body);
-            assert_eq!(st, 200, "{schema}: {v}");
-            let reported = v["llamay"]["not_enforced"]
+            let r = app.post("/v1/chat/completions", body).await;
+            assert_eq!(r.status.as_u16(), 200, "{schema}: {}", r.text);
+            let v = r.json();
+            let is_reported = v["llamay"]["not_enforced"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .any(|e| e.as_str().unwrap_or("").contains("oneOf"));
-            if reported {
+            if is_reported {
+                reported += 1;
                 continue;
             }
             let text = v["choices"][0]["message"]["content"].as_str().unwrap();
@@ -46,6 +50,8 @@ fn one_of_is_enforced_or_reported_never_claimed() {
                 "{schema}: {doc} fails oneOf, yet the report says everything was enforced: {}",
                 v["llamay"]
             );
+            checked += 1;
         }
     }
+    eprintln!("{checked} documents validated, {reported} reported not enforced");
 }

@@ -1,51 +1,54 @@
-//! Malformed bodies thrown at every route of the real `llamay serve`: every answer
-//! is a 4xx (or a 200 when the mutation happens to be a valid request), never a 5xx,
-//! and the server keeps serving.
+//! Malformed bodies thrown at every route, in-process (see `common`): every answer is
+//! a 4xx (or a 200 when the mutation happens to be a valid request), never a 5xx, an
+//! error is a JSON body, and the server keeps serving. (Moved from the binary test
+//! `crates/cli/tests/serve_fuzz.rs`: the same strategy, routes and cases; the
+//! server is the router over the tiny Qwen3 instead of `llamay serve` on SmolLM2.)
 
-mod common;
+use std::time::Duration;
 
-use common::serve::{client, Server};
+use crate::common::{App, Setup};
+use axum::http::Method;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
 /// Valid requests per route, each cheap (a few tokens at most).
-fn seeds(model: &str) -> Vec<(&'static str, &'static str, Value)> {
+fn seeds(model: &str) -> Vec<(Method, &'static str, Value)> {
     let msgs = json!([{"role": "user", "content": "hi"}]);
     vec![
         (
-            "POST",
+            Method::POST,
             "/v1/chat/completions",
             json!({"model": model, "messages": msgs, "max_tokens": 2}),
         ),
         (
-            "POST",
+            Method::POST,
             "/v1/completions",
             json!({"model": model, "prompt": "hi", "max_tokens": 2}),
         ),
         (
-            "POST",
+            Method::POST,
             "/v1/messages",
             json!({"model": model, "messages": msgs, "max_tokens": 2}),
         ),
         (
-            "POST",
+            Method::POST,
             "/api/chat",
             json!({"model": model, "messages": msgs, "stream": false, "options": {"num_predict": 2}}),
         ),
         (
-            "POST",
+            Method::POST,
             "/api/generate",
             json!({"model": model, "prompt": "hi", "stream": false, "options": {"num_predict": 2}}),
         ),
-        ("POST", "/api/show", json!({"model": model})),
+        (Method::POST, "/api/show", json!({"model": model})),
         (
-            "POST",
+            Method::POST,
             "/api/copy",
             json!({"source": "a:latest", "destination": "b:latest"}),
         ),
-        ("DELETE", "/api/delete", json!({"model": "a:latest"})),
+        (Method::DELETE, "/api/delete", json!({"model": "a:latest"})),
         // Only malformed bodies: a valid name would start a network pull.
-        ("POST", "/api/pull", json!({"model": 1})),
+        (Method::POST, "/api/pull", json!({"model": 1})),
     ]
 }
 
@@ -113,11 +116,23 @@ fn arb_body() -> impl Strategy<Value = Body> {
     ]
 }
 
+/// A plain test driving its own tokio runtime: proptest's runner is synchronous.
 #[test]
 fn malformed_bodies_get_4xx_and_the_server_survives() {
-    let mut s = Server::start(&["-ctx", "128", "-timeout", "20"]);
-    let c = client();
-    let seeds = seeds(&s.model);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = rt.enter();
+    // `llamay serve -ctx 128 -timeout 20` on an empty store, as the binary test ran.
+    let app = App::with(Setup {
+        n_ctx: 128,
+        timeout: Duration::from_secs(20),
+        store: true,
+        ..Setup::default()
+    });
+    let seeds = seeds(&app.model);
     let mut config = ProptestConfig::with_cases(400);
     config.failure_persistence = None;
     let mut runner = proptest::test_runner::TestRunner::new(config);
@@ -144,27 +159,20 @@ fn malformed_bodies_get_4xx_and_the_server_survives() {
                     full[..(*n).min(full.len().saturating_sub(1))].to_vec()
                 }
             };
-            let req = match *method {
-                "DELETE" => c.delete(format!("{}{path}", s.base)),
-                _ => c.post(format!("{}{path}", s.base)),
-            };
-            let r = req
-                .header("content-type", "application/json")
-                .body(bytes.clone())
-                .send()
-                .map_err(|e| TestCaseError::fail(format!("{path}: {e}")))?;
-            let status = r.status().as_u16();
-            let text = r.text().unwrap_or_default();
+            let r = rt.block_on(app.send_bytes(method.clone(), path, bytes.clone()));
+            let status = r.status.as_u16();
             *seen.borrow_mut().entry(status).or_insert(0usize) += 1;
             prop_assert!(
                 status == 200 || (400..500).contains(&status),
-                "{path} {}: {status} {text}",
-                String::from_utf8_lossy(&bytes)
+                "{path} {}: {status} {}",
+                String::from_utf8_lossy(&bytes),
+                r.text
             );
             if status >= 400 {
                 prop_assert!(
-                    serde_json::from_str::<Value>(&text).is_ok(),
-                    "{path}: {text}"
+                    serde_json::from_str::<Value>(&r.text).is_ok(),
+                    "{path}: {}",
+                    r.text
                 );
             }
             Ok(())
@@ -172,8 +180,12 @@ fn malformed_bodies_get_4xx_and_the_server_survives() {
         .unwrap();
     let seen = seen.into_inner();
     eprintln!("statuses: {seen:?}");
-    assert!(s.alive());
-    let r = c.get(s.url("/health")).send().unwrap();
-    assert_eq!(r.status().as_u16(), 200);
+    // Still serving: the binary test asked the process's `/health`; here a handler
+    // that panicked would have failed its case, and the model still generates.
+    let health = rt.block_on(app.get("/health"));
+    assert_eq!(health.status.as_u16(), 200, "{}", health.text);
+    let (_, path, body) = &seeds[0];
+    let r = rt.block_on(app.post(path, body.clone()));
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
     assert!(seen.keys().any(|&k| k >= 400));
 }
