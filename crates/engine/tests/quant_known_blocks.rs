@@ -162,6 +162,19 @@ fn q6_k_block() {
 }
 
 #[test]
+fn iq4_nl_block() {
+    // Index j low, 15 - j high: the codebook in order, then backwards.
+    let mut b = f16_bytes(0.5).to_vec();
+    b.extend(ramp_nibbles());
+    let got = dequant(GgmlType::IQ4_NL, &b, 32);
+    assert_eq!(&got[..4], [-63.5, -52.0, -41.5, -32.5]);
+    assert_eq!(got[8], 0.5);
+    assert_eq!(got[15], 56.5);
+    assert_eq!(got[16], 56.5);
+    assert_eq!(got[31], -63.5);
+}
+
+#[test]
 fn unsupported_types_and_bad_lengths_are_errors() {
     let mut out = [0f32; 32];
     assert_eq!(

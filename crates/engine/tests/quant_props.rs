@@ -15,7 +15,7 @@ use proptest::prelude::*;
 mod common;
 use common::acts::dequantized;
 
-const TYPES: [GgmlType; 11] = [
+const TYPES: [GgmlType; 12] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -27,6 +27,7 @@ const TYPES: [GgmlType; 11] = [
     GgmlType::Q4_K,
     GgmlType::Q5_K,
     GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
 ];
 
 // ---- an independent f64 reader of the layouts ----------------------------------------
@@ -95,6 +96,13 @@ fn elem_ref(ty: GgmlType, b: &[u8], e: usize) -> (f64, f64) {
             }
         }
         GgmlType::Q8_0 => plain(f16_ref(b, 0) * (b[2 + e] as i8) as f64),
+        GgmlType::IQ4_NL => {
+            // The format's codebook (ggml's `kvalues_iq4nl`), written out here again.
+            const BOOK: [i64; 16] = [
+                -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+            ];
+            plain(f16_ref(b, 0) * BOOK[nibble(b[2 + e % 16], e >= 16) as usize] as f64)
+        }
         GgmlType::Q4_K | GgmlType::Q5_K => {
             let (d, dmin) = (f16_ref(b, 0), f16_ref(b, 2));
             let s = e / 32;
@@ -133,7 +141,7 @@ fn row_ref(ty: GgmlType, row: &[u8]) -> Vec<(f64, f64)> {
 /// Offsets of the f16 scale fields in a block (patched to finite values).
 fn f16_fields(ty: GgmlType) -> &'static [usize] {
     match ty {
-        GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => &[0],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
         _ => &[],

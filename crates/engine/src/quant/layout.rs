@@ -10,6 +10,8 @@
 //! - Q4_K (144): d f16, dmin f16, scales\[12\] (8 six-bit scales and mins), qs\[128\]
 //! - Q5_K (176): d f16, dmin f16, scales\[12\], qh\[32\], qs\[128\]
 //! - Q6_K (210): ql\[128\], qh\[64\], scales\[16\] i8, d f16
+//! - IQ4_NL (18): d f16, qs\[16\] (as Q4_0, each nibble an index into
+//!   [`IQ4_NL_VALUES`] instead of a value minus 8)
 
 use half::{bf16, f16};
 
@@ -110,6 +112,24 @@ fn five_bit(qs: &[u8], qh: u32) -> [u8; QK] {
         let h1 = ((qh >> (j + 16)) & 1) as u8;
         q[j] = (qs[j] & 0x0F) | (h0 << 4);
         q[j + 16] = (qs[j] >> 4) | (h1 << 4);
+    }
+    q
+}
+
+/// IQ4_NL's codebook: a 4-bit index stands for one of these 16 non-uniformly spaced
+/// values (denser near zero, where weights cluster), times the block scale.
+pub(super) const IQ4_NL_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// The 32 quants of an IQ4_NL block (codebook values), in element order.
+#[inline(always)]
+pub(super) fn unpack_iq4_nl(b: &[u8]) -> [i8; QK] {
+    let qs = &b[2..18];
+    let mut q = [0i8; QK];
+    for j in 0..16 {
+        q[j] = IQ4_NL_VALUES[(qs[j] & 0x0F) as usize];
+        q[j + 16] = IQ4_NL_VALUES[(qs[j] >> 4) as usize];
     }
     q
 }

@@ -440,6 +440,7 @@ impl Backend {
             Q4_K => drive(&k.q4_k, w, &acts.q8k, &[], per_tok, out),
             Q5_K => drive(&k.q5_k, w, &acts.q8k, &[], per_tok, out),
             Q6_K => drive(&k.q6_k, w, &acts.q8k, &[], per_tok, out),
+            IQ4_NL => drive(&k.iq4_nl, w, &acts.q8, s, per_tok, out),
             ty => return Err(QuantError::UnsupportedType(ty)),
         }
         Ok(())

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 /// compiles a second copy of this file with the wider feature set and this set to true).
 pub(super) const VNNI: bool = false;
 use crate::quant::act_blocks::{Q8Block, Q8KBlock};
-use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k};
+use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k, IQ4_NL_VALUES};
 
 /// Wraps an AVX2 kernel in a safe function that can go into the table.
 macro_rules! safe {
@@ -38,6 +38,7 @@ safe!(q8_0, q8_0_avx2, Q8Block);
 safe!(q4_k, q4_k_avx2, Q8KBlock);
 safe!(q5_k, q5_k_avx2, Q8KBlock);
 safe!(q6_k, q6_k_avx2, Q8KBlock);
+safe!(iq4_nl, iq4_nl_avx2, Q8Block);
 
 // ---- helpers -------------------------------------------------------------------------
 
@@ -80,6 +81,15 @@ pub(super) unsafe fn nibbles32(p: *const u8) -> __m256i {
     let x = _mm_loadu_si128(p as *const __m128i);
     let both = _mm256_set_m128i(_mm_srli_epi16(x, 4), x);
     _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
+}
+
+/// IQ4_NL's codebook values of 32 indices 0..=15: one byte shuffle per 16 lanes, the
+/// codebook in both halves of the table register.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_nl_values(idx: __m256i) -> __m256i {
+    let book = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
+    _mm256_shuffle_epi8(_mm256_set_m128i(book, book), idx)
 }
 
 /// Byte j = 0xFF where bit j of `bits` is set, else 0.
@@ -335,6 +345,12 @@ legacy_kernel!(
     signed
 );
 legacy_kernel!(q8_0_avx2, 34, |p| (f16_at(p), load256(p.add(2))), signed);
+legacy_kernel!(
+    iq4_nl_avx2,
+    18,
+    |p| (f16_at(p), iq4_nl_values(nibbles32(p.add(2)))),
+    signed
+);
 legacy_kernel!(
     q4_1_avx2,
     20,

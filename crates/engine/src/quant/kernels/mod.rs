@@ -151,6 +151,7 @@ pub(crate) struct KernelTable {
     pub q4_k: Tiles<Q8KBlock>,
     pub q5_k: Tiles<Q8KBlock>,
     pub q6_k: Tiles<Q8KBlock>,
+    pub iq4_nl: Tiles<Q8Block>,
 }
 
 /// An instruction set the kernels are written for.

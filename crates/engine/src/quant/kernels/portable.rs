@@ -22,6 +22,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     q4_k: tiles!(q4_k, Scalar),
     q5_k: tiles!(q5_k, Scalar),
     q6_k: tiles!(q6_k, Scalar),
+    iq4_nl: tiles!(iq4_nl, Scalar),
 };
 
 /// The integer dot products of one weight block's quants with one activation block's.
@@ -154,6 +155,14 @@ pub(super) fn q4_0<const N: usize, D: IntDot>(
     _scales: &[f32],
 ) -> [f32; N] {
     symmetric::<N, 18, D>(w, a, |b| (f16_at(b, 0), unpack_q4_0(b)))
+}
+
+pub(super) fn iq4_nl<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8Block]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    symmetric::<N, 18, D>(w, a, |b| (f16_at(b, 0), unpack_iq4_nl(b)))
 }
 
 pub(super) fn q4_1<const N: usize, D: IntDot>(
