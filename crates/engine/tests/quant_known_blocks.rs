@@ -175,6 +175,32 @@ fn iq4_nl_block() {
 }
 
 #[test]
+fn iq4_xs_block() {
+    // d 0.25; sub-block s has scale (s + 30) - 32: low nibbles 30 & 15 = 14 and high
+    // bits 30 >> 4 = 1 for s = 0, up to 37 for s = 7.
+    let scales: Vec<u8> = (0..8u16).map(|s| (s + 30) as u8).collect();
+    let high: u16 = (0..8)
+        .map(|s| ((scales[s] >> 4) as u16 & 3) << (2 * s))
+        .sum();
+    let mut b = f16_bytes(0.25).to_vec();
+    b.extend(high.to_le_bytes());
+    b.extend((0..4).map(|k| (scales[2 * k] & 15) | ((scales[2 * k + 1] & 15) << 4)));
+    for _ in 0..8 {
+        b.extend(ramp_nibbles());
+    }
+    assert_eq!(b.len(), 136);
+    let got = dequant(GgmlType::IQ4_XS, &b, 256);
+    // Sub-block 0, scale -2: codebook index 0 (-127), then index 15 (113) at 16.
+    assert_eq!(got[0], 63.5);
+    assert_eq!(got[16], -56.5);
+    // Sub-block 2, scale 0: nothing.
+    assert!(got[64..96].iter().all(|&v| v == 0.0));
+    // Sub-block 7, scale 5: index 8 (1) at element 8, index 15 (113) at 15.
+    assert_eq!(got[224 + 8], 1.25);
+    assert_eq!(got[224 + 15], 141.25);
+}
+
+#[test]
 fn unsupported_types_and_bad_lengths_are_errors() {
     let mut out = [0f32; 32];
     assert_eq!(

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 mod common;
 use common::acts::dequantized;
 
-const TYPES: [GgmlType; 12] = [
+const TYPES: [GgmlType; 13] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -28,6 +28,7 @@ const TYPES: [GgmlType; 12] = [
     GgmlType::Q5_K,
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
+    GgmlType::IQ4_XS,
 ];
 
 // ---- an independent f64 reader of the layouts ----------------------------------------
@@ -103,6 +104,16 @@ fn elem_ref(ty: GgmlType, b: &[u8], e: usize) -> (f64, f64) {
             ];
             plain(f16_ref(b, 0) * BOOK[nibble(b[2 + e % 16], e >= 16) as usize] as f64)
         }
+        GgmlType::IQ4_XS => {
+            const BOOK: [i64; 16] = [
+                -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+            ];
+            let (s, l) = (e / 32, e % 32);
+            let low = nibble(b[4 + s / 2], s % 2 == 1);
+            let high = ((u16::from_le_bytes([b[2], b[3]]) >> (2 * s)) & 3) as i64;
+            let q = BOOK[nibble(b[8 + 16 * s + l % 16], l >= 16) as usize];
+            plain(f16_ref(b, 0) * ((low + 16 * high - 32) * q) as f64)
+        }
         GgmlType::Q4_K | GgmlType::Q5_K => {
             let (d, dmin) = (f16_ref(b, 0), f16_ref(b, 2));
             let s = e / 32;
@@ -141,7 +152,12 @@ fn row_ref(ty: GgmlType, row: &[u8]) -> Vec<(f64, f64)> {
 /// Offsets of the f16 scale fields in a block (patched to finite values).
 fn f16_fields(ty: GgmlType) -> &'static [usize] {
     match ty {
-        GgmlType::F16 | GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::IQ4_NL => &[0],
+        GgmlType::F16
+        | GgmlType::Q4_0
+        | GgmlType::Q5_0
+        | GgmlType::Q8_0
+        | GgmlType::IQ4_NL
+        | GgmlType::IQ4_XS => &[0],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
         _ => &[],
@@ -181,7 +197,7 @@ fn ty_strategy() -> impl Strategy<Value = GgmlType> {
 /// widths for the float types).
 fn cols_strategy(ty: GgmlType) -> BoxedStrategy<usize> {
     match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => {
+        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_XS => {
             (1usize..=3).prop_map(|n| n * 256).boxed()
         }
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => (1usize..=300).boxed(),

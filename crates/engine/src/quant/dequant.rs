@@ -48,6 +48,13 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
             blocks.for_each(|(b, y)| scale_min(y, &unpack_q5_1(b), f16_at(b, 0), f16_at(b, 2)))
         }
         GgmlType::Q4_K => blocks.for_each(|(b, y)| k_scale_min(y, b, &unpack_q4_k(b))),
+        GgmlType::IQ4_XS => blocks.for_each(|(b, y)| {
+            let d = f16_at(b, 0);
+            let (sc, q) = unpack_iq4_xs(b);
+            for (i, v) in y.iter_mut().enumerate() {
+                *v = d * sc[i / QK] as f32 * q[i] as f32;
+            }
+        }),
         GgmlType::Q5_K => blocks.for_each(|(b, y)| k_scale_min(y, b, &unpack_q5_k(b))),
         GgmlType::Q6_K => blocks.for_each(|(b, y)| {
             let d = f16_at(b, q6_k::D);

@@ -12,6 +12,8 @@
 //! - Q6_K (210): ql\[128\], qh\[64\], scales\[16\] i8, d f16
 //! - IQ4_NL (18): d f16, qs\[16\] (as Q4_0, each nibble an index into
 //!   [`IQ4_NL_VALUES`] instead of a value minus 8)
+//! - IQ4_XS (136): d f16, scales_h u16 (2 high bits per sub-block), scales_l\[4\] (a low
+//!   nibble per sub-block), qs\[128\] (per sub-block of 32, IQ4_NL's 16 nibble bytes)
 
 use half::{bf16, f16};
 
@@ -132,6 +134,28 @@ pub(super) fn unpack_iq4_nl(b: &[u8]) -> [i8; QK] {
         q[j + 16] = IQ4_NL_VALUES[(qs[j] >> 4) as usize];
     }
     q
+}
+
+/// The eight 6-bit sub-block scales of an IQ4_XS block, centred (-32..=31), and its 256
+/// quants (codebook values) in element order.
+#[inline(always)]
+pub(super) fn unpack_iq4_xs(b: &[u8]) -> ([i8; 8], [i8; QK_K]) {
+    let high = u16::from_le_bytes([b[2], b[3]]);
+    let mut scales = [0i8; 8];
+    for (s, scale) in scales.iter_mut().enumerate() {
+        let low = (b[4 + s / 2] >> (4 * (s % 2))) & 0x0F;
+        let hi = ((high >> (2 * s)) & 3) as u8;
+        *scale = (low | (hi << 4)) as i8 - 32;
+    }
+    let mut q = [0i8; QK_K];
+    for s in 0..8 {
+        let qs = &b[8 + 16 * s..8 + 16 * (s + 1)];
+        for j in 0..16 {
+            q[32 * s + j] = IQ4_NL_VALUES[(qs[j] & 0x0F) as usize];
+            q[32 * s + j + 16] = IQ4_NL_VALUES[(qs[j] >> 4) as usize];
+        }
+    }
+    (scales, q)
 }
 
 /// The 32 quants of a Q5_0 block, centred (-16..=15), in element order.

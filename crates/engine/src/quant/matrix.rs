@@ -441,6 +441,7 @@ impl Backend {
             Q5_K => drive(&k.q5_k, w, &acts.q8k, &[], per_tok, out),
             Q6_K => drive(&k.q6_k, w, &acts.q8k, &[], per_tok, out),
             IQ4_NL => drive(&k.iq4_nl, w, &acts.q8, s, per_tok, out),
+            IQ4_XS => drive(&k.iq4_xs, w, &acts.q8k, &[], per_tok, out),
             ty => return Err(QuantError::UnsupportedType(ty)),
         }
         Ok(())

@@ -39,6 +39,7 @@ safe!(q4_k, q4_k_avx2, Q8KBlock);
 safe!(q5_k, q5_k_avx2, Q8KBlock);
 safe!(q6_k, q6_k_avx2, Q8KBlock);
 safe!(iq4_nl, iq4_nl_avx2, Q8Block);
+safe!(iq4_xs, iq4_xs_avx2, Q8KBlock);
 
 // ---- helpers -------------------------------------------------------------------------
 
@@ -315,6 +316,46 @@ macro_rules! legacy_kernel {
             out
         }
     };
+}
+
+/// IQ4_XS: per super-block, eight sub-blocks of 32 codebook values, each with its own
+/// 6-bit scale applied to the integer dot product before the one float scale.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_xs_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
+    let nb = w.len() / 136;
+    for x in a {
+        assert_eq!(x.len(), nb);
+    }
+    let mut acc = [_mm256_setzero_ps(); N];
+    for i in 0..nb {
+        let p = w.as_ptr().add(i * 136);
+        let d = f16_at(p);
+        let high = u16::from_le_bytes([*p.add(2), *p.add(3)]) as i32;
+        let mut q = [_mm256_setzero_si256(); 8];
+        let mut uq = [_mm256_setzero_si256(); 8];
+        let mut sc = [_mm256_setzero_si256(); 8];
+        for s in 0..8 {
+            q[s] = iq4_nl_values(nibbles32(p.add(8 + 16 * s)));
+            uq[s] = _mm256_sign_epi8(q[s], q[s]);
+            let low = ((*p.add(4 + s / 2) >> (4 * (s % 2))) & 0x0F) as i32;
+            sc[s] = _mm256_set1_epi32((low | (((high >> (2 * s)) & 3) << 4)) - 32);
+        }
+        for t in 0..N {
+            let ab = a[t].get_unchecked(i);
+            let mut isum = _mm256_setzero_si256();
+            for s in 0..8 {
+                let y = load256(ab.qs.as_ptr().add(32 * s) as *const u8);
+                let dot = dot_u8_i8(uq[s], _mm256_sign_epi8(y, q[s]));
+                isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot, sc[s]));
+            }
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(isum), acc[t]);
+        }
+    }
+    let mut out = [0f32; N];
+    for t in 0..N {
+        out[t] = hsum_ps(acc[t]);
+    }
+    out
 }
 
 /// Five-bit quants 0..=31 from the nibbles at `qs` and the 32 high bits at `qh`.

@@ -23,6 +23,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     q5_k: tiles!(q5_k, Scalar),
     q6_k: tiles!(q6_k, Scalar),
     iq4_nl: tiles!(iq4_nl, Scalar),
+    iq4_xs: tiles!(iq4_xs, Scalar),
 };
 
 /// The integer dot products of one weight block's quants with one activation block's.
@@ -238,6 +239,26 @@ pub(super) fn q5_k<const N: usize, D: IntDot>(
     _scales: &[f32],
 ) -> [f32; N] {
     k_scale_min::<N, 176, D>(w, a, unpack_q5_k)
+}
+
+pub(super) fn iq4_xs<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    let mut acc = [0f32; N];
+    for (i, b) in w.chunks_exact(136).enumerate() {
+        let d = f16_at(b, 0);
+        let (sc, q) = unpack_iq4_xs(b);
+        for t in 0..N {
+            let ab = &a[t][i];
+            let isum: i32 = (0..8)
+                .map(|s| sc[s] as i32 * D::i8_i8(sub(&q, 32 * s), sub(&ab.qs, 32 * s)))
+                .sum();
+            acc[t] += d * ab.d * isum as f32;
+        }
+    }
+    acc
 }
 
 pub(super) fn q6_k<const N: usize, D: IntDot>(
