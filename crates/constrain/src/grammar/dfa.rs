@@ -9,6 +9,7 @@
 use super::ByteSet;
 use crate::error::{Error, Result};
 use regex_automata::dfa::{dense, Automaton};
+use regex_automata::nfa::thompson;
 use regex_automata::{util::syntax, Anchored, Input, MatchKind};
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
@@ -20,6 +21,22 @@ pub(super) const DFA_DEAD: u32 = u32::MAX;
 
 /// Default limit on DFA states for one pattern (the product contract's 2,000).
 pub(super) const DEFAULT_DFA_STATE_LIMIT: usize = 2000;
+
+/// An error and its causes in one line: regex-automata's "error building NFA" says
+/// why only in its source.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out = format!("{out}: {c}");
+        cause = c.source();
+    }
+    out
+}
+
+/// Most heap the NFA of one pattern may take while it is built (as the `regex` crate's
+/// default), far above what a 2,000-state DFA needs.
+const NFA_BYTES: usize = 10 << 20;
 
 /// A deterministic automaton over bytes that accepts whole inputs matching a pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,8 +165,11 @@ impl ByteDfa {
                     .determinize_size_limit(Some(16 << 20)),
             )
             .syntax(syntax::Config::new().utf8(true).unicode(true))
+            // Counted repetition is expanded in the NFA: `[a-z]{1000000000}` would take
+            // gigabytes before the DFA limits are ever reached.
+            .thompson(thompson::Config::new().nfa_size_limit(Some(NFA_BYTES)))
             .build(pattern)
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(with_causes(&e)))?;
         let start = dfa
             .start_state_forward(&Input::new(&[][..]).anchored(Anchored::Yes))
             .map_err(|e| err(e.to_string()))?;
@@ -712,6 +732,14 @@ fn greatest(preds: &[Vec<u32>], mut keep: Vec<bool>) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_huge_counted_repetition_is_refused_before_it_is_expanded() {
+        // Found by the request-body fuzzer: the NFA alone took over 2 GB.
+        let e = ByteDfa::new("^[a-z]{1311976324}-[0-9]{3}$").unwrap_err();
+        assert!(e.to_string().contains("exceeded limit"), "{e}");
+        assert!(ByteDfa::new("^[a-z]{200}$").is_ok());
+    }
 
     #[test]
     fn byte_classes_keep_every_whole_character_successor() {
