@@ -6,113 +6,13 @@ use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
 
 mod common;
-use common::reference::{argmax, floats, forced_step, ids, logits_in_steps, pairs, table_a_atol};
+use common::reference::{
+    argmax, check_sequence, compare_top, ids, logits_in_steps, pairs, table_a_atol, Worst,
+};
 
 /// Files whose weights are float: the kernels keep activations in f32 for them.
 fn f32_activations(stem: &str) -> bool {
     matches!(stem.rsplit('-').next().unwrap(), "F32" | "F16" | "BF16")
-}
-
-/// Worst differences seen for one file.
-#[derive(Default, Debug)]
-struct Worst {
-    last: f32,
-    top10: f32,
-    greedy: f32,
-    checked_argmax: usize,
-    greedy_agree: usize,
-}
-
-/// Compares ids' logits in `ours` with the reference pairs; checks the argmax where the
-/// reference margin allows. Returns the max abs difference.
-fn compare_top(ours: &[f32], top: &[(usize, f32)], atol: f32, what: &str, w: &mut Worst) -> f32 {
-    let mut worst = 0.0f32;
-    for &(id, r) in top {
-        let d = (ours[id] - r).abs();
-        assert!(
-            d <= atol,
-            "{what}: id {id} ours {} ref {r} diff {d} > {atol}",
-            ours[id]
-        );
-        worst = worst.max(d);
-    }
-    let margin = top[0].1 - top[1].1;
-    if margin >= 2.0 * atol {
-        assert_eq!(
-            argmax(ours),
-            top[0].0,
-            "{what}: argmax differs (ref margin {margin})"
-        );
-        w.checked_argmax += 1;
-    }
-    worst
-}
-
-/// Runs one reference sequence (prompt in one batch, then teacher-forced decode).
-fn check_sequence(model: &Model, name: &str, r: &Value, atol: f32, kv: KvType, w: &mut Worst) {
-    let prompt = ids(&r["token_ids"]);
-    let greedy = ids(r.get("greedy_ids").or(r.get("greedy_ids_fed")).unwrap());
-    let mut seq = model.new_sequence_with(kv, 512);
-    let out = model
-        .forward(&mut [BatchItem {
-            seq: &mut seq,
-            tokens: &prompt,
-            want_logits: LogitsWanted::All,
-        }])
-        .unwrap();
-    let logits = &out[0];
-    assert_eq!(logits.n_rows(), prompt.len());
-    let last_ref = floats(&r["last_logits"]);
-    let last = logits.last().unwrap();
-    for (i, (&a, &b)) in last.iter().zip(&last_ref).enumerate() {
-        let d = (a - b).abs();
-        assert!(
-            d <= atol,
-            "{name}: last logit {i}: ours {a} ref {b} diff {d} > {atol}"
-        );
-        w.last = w.last.max(d);
-    }
-    let top10 = r["top10_per_position"].as_array().unwrap();
-    assert_eq!(top10.len(), prompt.len());
-    for (p, top) in top10.iter().enumerate() {
-        let d = compare_top(
-            logits.row(p),
-            &pairs(top),
-            atol,
-            &format!("{name} pos {p}"),
-            w,
-        );
-        w.top10 = w.top10.max(d);
-    }
-    let steps = r["greedy_steps"].as_array().unwrap();
-    assert_eq!(steps.len(), greedy.len());
-    let mut free_running = true;
-    let mut step_logits = last.to_vec();
-    for (s, step) in steps.iter().enumerate() {
-        if s > 0 {
-            step_logits = forced_step(model, &mut seq, greedy[s - 1]);
-        }
-        let top5 = pairs(&step["top5"]);
-        let d = compare_top(
-            &step_logits,
-            &top5,
-            atol,
-            &format!("{name} greedy step {s}"),
-            w,
-        );
-        w.greedy = w.greedy.max(d);
-        // Free-running greedy equals teacher forcing until the first near-tie.
-        let margin = step["margin"].as_f64().unwrap() as f32;
-        if free_running && argmax(&step_logits) == greedy[s] as usize {
-            w.greedy_agree += 1;
-        } else {
-            assert!(
-                !free_running || margin < 2.0 * atol,
-                "{name}: free-running greedy diverged at step {s} (margin {margin})"
-            );
-            free_running = false;
-        }
-    }
 }
 
 fn load(path: &std::path::Path) -> std::sync::Arc<Model> {

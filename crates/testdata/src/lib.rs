@@ -193,6 +193,12 @@ pub fn rope_variant(name: &str) -> PathBuf {
     fetched_by("make-rope-variants", &[], name)
 }
 
+/// A tiny random-weight mixture-of-experts model made by `scripts/make-moe-models`
+/// (`qwen3moe-F32`, `mixtral-Q8_0`, ...).
+pub fn moe_model(name: &str) -> PathBuf {
+    fetched_by("make-moe-models", &[], name)
+}
+
 /// One of llama.cpp's vocabulary test sets (`scripts/fetch-llamacpp-vocab`): the
 /// vocabulary-only GGUF `ggml-vocab-<vocab>.gguf`, with its `.inp` and `.out` beside it.
 pub fn llamacpp_vocab(vocab: &str) -> PathBuf {

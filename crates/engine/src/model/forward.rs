@@ -6,10 +6,11 @@
 //! The layers themselves are in `layer`; a step of many short sequences may also run
 //! as one step per thread (`split`).
 
+use super::experts::ExpertScratch;
 use super::linear::{matmul_many, ActsCache, Product};
 use super::ops::{rms_norm, softcap};
 use super::rope::RopeTable;
-use super::weights::{GateUp, Qkv};
+use super::weights::{Ffn, GateUp, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 use crate::kv_cache::KvType;
@@ -34,6 +35,7 @@ pub(super) struct Buffers {
     pub gate: Vec<f32>,
     pub up: Vec<f32>,
     pub acts: ActsCache,
+    pub experts: ExpertScratch,
     /// The output projection's row pointers (see `OutView::over_rows`).
     logit_rows: RowTable,
 }
@@ -324,8 +326,11 @@ impl Model {
         // Only a fused gate/up weight writes both halves into `gate`; resizing touches
         // every page, so a separate one's buffer is sized for the gate alone.
         let fused_gate_up = matches!(
-            self.weights.layers.first().map(|l| &l.gate_up),
-            Some(GateUp::Fused(_))
+            self.weights.layers.first().map(|l| &l.ffn),
+            Some(Ffn::Dense {
+                gate_up: GateUp::Fused(_),
+                ..
+            })
         );
         let mut b = self.scratch.take();
         b.acts.invalidate();

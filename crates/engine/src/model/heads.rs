@@ -32,9 +32,11 @@ impl HeadPrep<'_> {
                 rms_norm_inplace(head, w, hp.rms_eps);
             }
             self.rope.apply(head, t, hp.rope_style);
-            head.iter_mut().for_each(|v| *v *= hp.attn_scale);
         }
+        // Rounded before the scale, as llama.cpp's f16 K·Q rounds the query and scales
+        // the products: the same bits unless the scale is a power of two.
         self.round(t, q);
+        q.iter_mut().for_each(|v| *v *= hp.attn_scale);
     }
 
     /// Key columns `c0..c0 + k.len()` (whole heads) of token `t`.

@@ -1,6 +1,6 @@
 //! Architecture hyper-parameters, read from GGUF metadata with llama.cpp's defaults.
 
-use super::family::{self, Activation, Family};
+use super::family::{self, Activation, ExpertWidth, Family, Routing};
 use super::rope::{Rope, RopeScaling, RopeStyle};
 use super::ModelError;
 use crate::gguf::GgufFile;
@@ -35,7 +35,25 @@ pub(super) struct HParams {
     /// Multiplier applied to token embeddings (gemma: sqrt(n_embd)).
     pub embed_scale: Option<f32>,
     pub activation: Activation,
+    /// The feed-forward blocks' experts, when they are a mixture.
+    pub experts: Option<ExpertShape>,
 }
+
+/// A mixture-of-experts feed-forward block, as the file's keys give it.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct ExpertShape {
+    pub routing: Routing,
+    pub n_expert: usize,
+    /// Experts each token runs through (k).
+    pub n_used: usize,
+    /// Each expert's hidden width.
+    pub n_ff: usize,
+    /// Multiplies the chosen experts' weights (`expert_weights_scale`, when not 0 or 1).
+    pub weights_scale: Option<f32>,
+}
+
+/// llama.cpp's `LLAMA_MAX_EXPERTS`.
+const MAX_EXPERTS: usize = 512;
 
 /// Upper bound on any single dimension read from metadata, so a hostile file cannot
 /// make the engine allocate absurd buffers before tensor shapes are checked.
@@ -126,6 +144,10 @@ impl HParams {
         } else {
             (None, softcap("final_logit_softcapping")?)
         };
+        let experts = match family.experts {
+            Some(routing) => expert_shape(file, arch_name, routing, n_ff)?,
+            None => None,
+        };
         Ok(HParams {
             family,
             n_layer,
@@ -149,6 +171,7 @@ impl HParams {
             attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
             embed_scale: family.scale_embeddings.then(|| (n_embd as f32).sqrt()),
             activation: family.activation,
+            experts,
         })
     }
 
@@ -166,6 +189,43 @@ impl HParams {
     pub(super) fn v_width(&self) -> usize {
         self.n_head_kv * self.head_dim_v
     }
+}
+
+/// The experts the file's keys describe (`None` when `expert_count` is absent or 0).
+fn expert_shape(
+    file: &GgufFile,
+    arch: &str,
+    routing: Routing,
+    n_ff: usize,
+) -> Result<Option<ExpertShape>, ModelError> {
+    let key = |s: &str| format!("{arch}.{s}");
+    let n_expert = file.opt_u32(&key("expert_count"))?.unwrap_or(0) as usize;
+    if n_expert == 0 {
+        return Ok(None);
+    }
+    let n_used = file.opt_u32(&key("expert_used_count"))?.unwrap_or(0) as usize;
+    if n_expert > MAX_EXPERTS || n_used == 0 || n_used > n_expert {
+        return Err(ModelError::Invalid(format!(
+            "{n_expert} experts with {n_used} used per token: expected 1 <= used <= experts <= {MAX_EXPERTS}"
+        )));
+    }
+    let n_ff = match file.opt_u32(&key("expert_feed_forward_length"))? {
+        Some(v) => dim(&key("expert_feed_forward_length"), v)?,
+        None => match routing.width {
+            ExpertWidth::FeedForward => n_ff,
+            ExpertWidth::SharedOut => n_ff / n_used,
+        },
+    };
+    let weights_scale = file
+        .opt_f32(&key("expert_weights_scale"))?
+        .filter(|&s| s != 0.0 && s != 1.0);
+    Ok(Some(ExpertShape {
+        routing,
+        n_expert,
+        n_used,
+        n_ff,
+        weights_scale,
+    }))
 }
 
 fn dim(key: &str, v: u32) -> Result<usize, ModelError> {

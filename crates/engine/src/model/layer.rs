@@ -9,7 +9,7 @@ use super::heads::HeadPrep;
 use super::linear::{gated_product, matmul_many, Product, Weight};
 use super::ops::{gelu_tanh_gate, rms_norm_inplace, rms_scale, silu_gate};
 use super::rope::RopeTable;
-use super::weights::{GateUp, Layer, Qkv};
+use super::weights::{Ffn, GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::BatchItem;
 use crate::quant::Backend;
@@ -191,6 +191,10 @@ impl Model {
         total: usize,
         b: &mut Buffers,
     ) -> Result<(), ModelError> {
+        let (gate_up, down) = match &layer.ffn {
+            Ffn::Dense { gate_up, down } => (gate_up, down),
+            Ffn::Experts(ex) => return self.expert_block(layer, ex, total, b),
+        };
         let hp = &self.hp;
         let (e, ff) = (hp.n_embd, hp.n_ff);
         let act = match hp.activation {
@@ -202,13 +206,13 @@ impl Model {
             norm_range(x, &layer.ffn_norm, hp.rms_eps, e, start, dst)
         };
         b.acts.invalidate();
-        let gated_done = match &layer.gate_up {
+        let gated_done = match gate_up {
             GateUp::Separate { gate: wg, up: wu } => {
                 b.acts.prepare_computed(&self.pool, wg, &normed, total)?;
                 b.acts.prepare_computed(&self.pool, wu, &normed, total)?;
                 let (g, u) = (&mut b.gate[..total * ff], &mut b.up[..total * ff]);
-                let done = b.acts.produce(&layer.down, |acts, out| {
-                    let weights = (wg, wu, &layer.down);
+                let done = b.acts.produce(down, |acts, out| {
+                    let weights = (wg, wu, down);
                     gated_product(&self.pool, &self.file, acts, weights, act, (g, u), out)
                 })?;
                 if !done {
@@ -246,10 +250,9 @@ impl Model {
                 act(dst, &up[start..start + dst.len()]);
             };
             b.acts.invalidate();
-            b.acts
-                .prepare_computed(&self.pool, &layer.down, &gated, total)?;
+            b.acts.prepare_computed(&self.pool, down, &gated, total)?;
         }
-        self.add_projection(&layer.down, layer.post_ffn_norm.as_deref(), b)
+        self.add_projection(down, layer.post_ffn_norm.as_deref(), b)
     }
 }
 

@@ -61,13 +61,49 @@ impl Weight {
         rows: usize,
     ) -> Result<Weight, ModelError> {
         let info = file.require_tensor(name)?;
-        let want = [cols as u64, rows as u64];
-        if info.dims != want {
+        check_dims(info, &[cols, rows])?;
+        Weight::from_info(file, arena, info.clone(), cols, rows)
+    }
+
+    /// The `n` experts of a 3-D tensor of shape `[cols, rows, n]`, each a weight of
+    /// its own over its slab of the tensor (expert `e`'s rows follow expert `e - 1`'s).
+    pub(super) fn load_experts(
+        file: &GgufFile,
+        arena: &Arena,
+        name: &str,
+        (cols, rows, n): (usize, usize, usize),
+    ) -> Result<Vec<Weight>, ModelError> {
+        let info = file.require_tensor(name)?;
+        check_dims(info, &[cols, rows, n])?;
+        if !info.size.is_multiple_of(n as u64) {
             return Err(ModelError::Invalid(format!(
-                "tensor {:?} has shape {:?}, expected {:?}",
-                info.name, info.dims, want
+                "tensor {name:?}: {} bytes do not split into {n} experts",
+                info.size
             )));
         }
+        let slab = info.size / n as u64;
+        (0..n)
+            .map(|e| {
+                let part = TensorInfo {
+                    name: format!("{name}[expert {e}]"),
+                    dims: vec![cols as u64, rows as u64],
+                    offset: info.offset + e as u64 * slab,
+                    size: slab,
+                    ..info.clone()
+                };
+                Weight::from_info(file, Some(arena), part, cols, rows)
+            })
+            .collect()
+    }
+
+    /// A weight over the tensor (or expert slab) `info`, of shape `[cols, rows]`.
+    fn from_info(
+        file: &GgufFile,
+        arena: Option<&Arena>,
+        info: TensorInfo,
+        cols: usize,
+        rows: usize,
+    ) -> Result<Weight, ModelError> {
         if !info.ggml_type.is_supported_for_compute() {
             return Err(ModelError::UnsupportedType {
                 tensor: info.name.clone(),
@@ -75,7 +111,7 @@ impl Weight {
             });
         }
         let mut w = Weight {
-            info: info.clone(),
+            info,
             rows,
             cols,
             packed: None,
@@ -83,22 +119,24 @@ impl Weight {
         };
         // Validates block alignment and byte size once, so later calls cannot fail.
         let row_bytes = w.matrix(file)?.row_bytes();
-        if let (Some(arena), Some(len)) = (arena, interleaved_len(info)) {
-            w.packed = Some(arena.alloc(len, |dst| {
+        if let (Some(arena), Some(len)) = (arena, interleaved_len(&w.info)) {
+            let info = &w.info;
+            let packed = arena.alloc(len, |dst| {
                 interleave_tensor(file, info, cols, row_bytes, dst)
-            })?);
+            })?;
+            w.packed = Some(packed);
         }
         w.act = w.matrix(file)?.act_format()?;
         Ok(w)
     }
 
-    /// The activation format the kernels take for this weight.
     /// The tensor as the file holds it (the GPU backend uploads its bytes).
     #[cfg(feature = "gpu")]
     pub(super) fn info(&self) -> &TensorInfo {
         &self.info
     }
 
+    /// The activation format the kernels take for this weight.
     pub(super) fn act_format(&self) -> ActFormat {
         self.act
     }
@@ -127,6 +165,22 @@ impl Weight {
     }
 }
 
+/// Checks that tensor `info` has the shape `want` (GGUF order: row length first).
+fn check_dims(info: &TensorInfo, want: &[usize]) -> Result<(), ModelError> {
+    if !info
+        .dims
+        .iter()
+        .map(|&d| d as usize)
+        .eq(want.iter().copied())
+    {
+        return Err(ModelError::Invalid(format!(
+            "tensor {:?} has shape {:?}, expected {want:?}",
+            info.name, info.dims
+        )));
+    }
+    Ok(())
+}
+
 /// Whether weights may be interleaved at load (`LLAMAY_INTERLEAVE=0` keeps the GGUF
 /// layout, to compare the two).
 fn interleave_enabled() -> bool {
@@ -138,14 +192,30 @@ pub(crate) fn interleaved_len(info: &TensorInfo) -> Option<usize> {
     let [cols, rows] = info.dims[..] else {
         return None;
     };
+    interleaved_matrix_len(info.ggml_type, cols, rows)
+}
+
+/// The arena bytes a tensor's interleaved copies take: one copy of a 2-D tensor, one
+/// per expert of a 3-D one.
+pub(crate) fn arena_footprint(info: &TensorInfo) -> usize {
+    let (cols, rows, n) = match info.dims[..] {
+        [cols, rows] => (cols, rows, 1),
+        [cols, rows, n] => (cols, rows, n),
+        _ => return 0,
+    };
+    interleaved_matrix_len(info.ggml_type, cols, rows)
+        .map_or(0, |len| Arena::footprint(len).saturating_mul(n as usize))
+}
+
+fn interleaved_matrix_len(ty: GgmlType, cols: u64, rows: u64) -> Option<usize> {
     let (cols, rows) = (usize::try_from(cols).ok()?, usize::try_from(rows).ok()?);
     if !(interleave_enabled()
-        && Backend::active().interleaves(info.ggml_type)
+        && Backend::active().interleaves(ty)
         && rows.is_multiple_of(GROUP_ROWS))
     {
         return None;
     }
-    interleaved_row_bytes(info.ggml_type, cols)?.checked_mul(rows)
+    interleaved_row_bytes(ty, cols)?.checked_mul(rows)
 }
 
 /// Tensor `info` (rows of `cols` elements, `src_row` bytes each) copied into `dst` in
@@ -320,6 +390,8 @@ pub(crate) type PartEpilogue<'a> = &'a (dyn Fn(usize, usize, &mut [f32]) + Sync)
 /// (`n_tokens × w.rows` values), overwritten or, with `add`, added to.
 pub(crate) struct Product<'a> {
     w: &'a Weight,
+    /// Its own input; `None`: the [`ActsCache`]'s for `w`.
+    acts: Option<&'a QuantizedActs>,
     out: Out<'a>,
     add: bool,
     /// Part boundaries fall on multiples of this many rows (for the epilogue).
@@ -348,10 +420,19 @@ impl<'a> Product<'a> {
     fn into_view(w: &'a Weight, out: Out<'a>) -> Self {
         Product {
             w,
+            acts: None,
             out,
             add: false,
             align: 1,
             then: None,
+        }
+    }
+
+    /// `out = w·acts`, from an input of its own rather than the shared one.
+    pub(super) fn with_acts(w: &'a Weight, acts: &'a QuantizedActs, out: &'a mut [f32]) -> Self {
+        Product {
+            acts: Some(acts),
+            ..Product::new(w, out)
         }
     }
 
@@ -403,7 +484,10 @@ pub(crate) fn matmul_many(
     let mut parts = Vec::new();
     for p in products {
         let m = p.w.matrix(file)?;
-        let a = acts.get(p.w)?;
+        let a = match p.acts {
+            Some(a) => a,
+            None => acts.get(p.w)?,
+        };
         let view = match p.out {
             Out::Slice(out) if p.add => OutView::adding_to(out, a.n_tokens(), p.w.rows)?,
             Out::Slice(out) => OutView::new(out, a.n_tokens(), p.w.rows)?,

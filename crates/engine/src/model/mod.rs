@@ -9,6 +9,7 @@ mod attention;
 #[cfg(feature = "gpu")]
 mod device;
 mod encoder;
+mod experts;
 mod family;
 mod forward;
 mod heads;

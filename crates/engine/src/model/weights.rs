@@ -1,8 +1,8 @@
 //! The tensors of a model, located and shape-checked at load time.
 
 use super::arena::Arena;
-use super::hparams::HParams;
-use super::linear::{interleaved_len, load_vector, opt_vector, Weight};
+use super::hparams::{ExpertShape, HParams};
+use super::linear::{arena_footprint, load_vector, opt_vector, Weight};
 use super::ModelError;
 use crate::gguf::GgufFile;
 
@@ -20,6 +20,36 @@ pub(crate) enum GateUp {
     Fused(Weight),
 }
 
+/// A layer's feed-forward block.
+// One per layer, never moved after loading: boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Ffn {
+    Dense { gate_up: GateUp, down: Weight },
+    Experts(Experts),
+}
+
+/// A mixture of experts: a router choosing each token's experts among `experts`.
+pub(crate) struct Experts {
+    /// `n_expert` rows: one logit per expert.
+    pub router: Weight,
+    pub experts: Vec<Expert>,
+    /// An expert every token runs through, added to the chosen ones' output.
+    pub shared: Option<SharedExpert>,
+}
+
+/// One expert: a SwiGLU feed-forward block of its own.
+pub(crate) struct Expert {
+    pub gate: Weight,
+    pub up: Weight,
+    pub down: Weight,
+}
+
+pub(crate) struct SharedExpert {
+    pub mlp: Expert,
+    /// Scales its output per token by `sigmoid(gate · x)` (Qwen 2 MoE); `None`: by 1.
+    pub gate: Option<Vec<f32>>,
+}
+
 pub(crate) struct Layer {
     pub attn_norm: Vec<f32>,
     pub qkv: Qkv,
@@ -32,8 +62,7 @@ pub(crate) struct Layer {
     /// Norm applied to the attention output before the residual add (gemma).
     pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
-    pub gate_up: GateUp,
-    pub down: Weight,
+    pub ffn: Ffn,
     pub post_ffn_norm: Option<Vec<f32>>,
 }
 
@@ -50,13 +79,7 @@ impl Weights {
         let e = hp.n_embd;
         // Room for every interleaved copy the file's tensors may need (an overestimate
         // only reserves address space).
-        let arena = Arena::with_capacity(
-            file.tensors()
-                .iter()
-                .filter_map(interleaved_len)
-                .map(Arena::footprint)
-                .sum(),
-        );
+        let arena = Arena::with_capacity(file.tensors().iter().map(arena_footprint).sum());
         let tied = file.tensor("output.weight").is_none();
         let token_embd = if tied {
             Weight::load(file, &arena, "token_embd.weight", e, hp.n_vocab)?
@@ -118,13 +141,19 @@ fn load_layer(
             )))
         }
     };
-    let gate_up = if layout.fused {
-        GateUp::Fused(load("ffn_up.weight", e, 2 * hp.n_ff)?)
-    } else {
-        GateUp::Separate {
-            gate: load("ffn_gate.weight", e, hp.n_ff)?,
-            up: load("ffn_up.weight", e, hp.n_ff)?,
-        }
+    let ffn = match &hp.experts {
+        Some(shape) => Ffn::Experts(load_experts(file, arena, hp, shape, il)?),
+        None if layout.fused => Ffn::Dense {
+            gate_up: GateUp::Fused(load("ffn_up.weight", e, 2 * hp.n_ff)?),
+            down: load("ffn_down.weight", hp.n_ff, e)?,
+        },
+        None => Ffn::Dense {
+            gate_up: GateUp::Separate {
+                gate: load("ffn_gate.weight", e, hp.n_ff)?,
+                up: load("ffn_up.weight", e, hp.n_ff)?,
+            },
+            down: load("ffn_down.weight", hp.n_ff, e)?,
+        },
     };
     let qk_norm = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
         if layout.qk_norm {
@@ -149,8 +178,50 @@ fn load_layer(
         attn_out: load("attn_output.weight", hp.n_head * hp.head_dim_v, e)?,
         post_attn_norm: post("post_attention_norm.weight")?,
         ffn_norm: load_vector(file, &n("ffn_norm.weight"), e)?,
-        gate_up,
-        down: load("ffn_down.weight", hp.n_ff, e)?,
+        ffn,
         post_ffn_norm: post("post_ffw_norm.weight")?,
+    })
+}
+
+/// Layer `il`'s router, experts (3-D `_exps` tensors, one slab per expert) and shared
+/// expert (`_shexp`, its width read from its tensors).
+fn load_experts(
+    file: &GgufFile,
+    arena: &Arena,
+    hp: &HParams,
+    shape: &ExpertShape,
+    il: usize,
+) -> Result<Experts, ModelError> {
+    let n = |s: &str| format!("blk.{il}.{s}");
+    let (e, ff, count) = (hp.n_embd, shape.n_ff, shape.n_expert);
+    let each = |s: &str, cols, rows| Weight::load_experts(file, arena, &n(s), (cols, rows, count));
+    let gates = each("ffn_gate_exps.weight", e, ff)?;
+    let ups = each("ffn_up_exps.weight", e, ff)?;
+    let downs = each("ffn_down_exps.weight", ff, e)?;
+    let experts = gates
+        .into_iter()
+        .zip(ups)
+        .zip(downs)
+        .map(|((gate, up), down)| Expert { gate, up, down })
+        .collect();
+    let shared = match file.tensor(&n("ffn_up_shexp.weight")) {
+        None => None,
+        Some(info) => {
+            let width = info.dims.get(1).map_or(0, |&d| d as usize);
+            let load = |s: &str, cols, rows| Weight::load(file, arena, &n(s), cols, rows);
+            Some(SharedExpert {
+                mlp: Expert {
+                    gate: load("ffn_gate_shexp.weight", e, width)?,
+                    up: load("ffn_up_shexp.weight", e, width)?,
+                    down: load("ffn_down_shexp.weight", width, e)?,
+                },
+                gate: opt_vector(file, &n("ffn_gate_inp_shexp.weight"), e)?,
+            })
+        }
+    };
+    Ok(Experts {
+        router: Weight::load(file, arena, &n("ffn_gate_inp.weight"), e, count)?,
+        experts,
+        shared,
     })
 }

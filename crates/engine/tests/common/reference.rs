@@ -3,7 +3,7 @@
 // Each test binary that includes `common` uses its own part of it.
 #![allow(dead_code)]
 
-use llamay_engine::{BatchItem, LogitsWanted, Model, SeqState};
+use llamay_engine::{BatchItem, KvType, LogitsWanted, Model, SeqState};
 use serde_json::Value;
 
 /// `[[id, logit], …]` as `(id, logit)` pairs.
@@ -94,5 +94,113 @@ pub fn table_a_atol(stem: &str) -> f32 {
         "F32" | "F16" => 2e-3,
         "BF16" => 1e-2,
         _ => 7.5e-2,
+    }
+}
+
+/// Worst differences seen for one file.
+#[derive(Default, Debug)]
+pub struct Worst {
+    pub last: f32,
+    pub top10: f32,
+    pub greedy: f32,
+    pub checked_argmax: usize,
+    pub greedy_agree: usize,
+}
+
+/// Compares ids' logits in `ours` with the reference pairs; checks the argmax where the
+/// reference margin allows. Returns the max abs difference.
+pub fn compare_top(
+    ours: &[f32],
+    top: &[(usize, f32)],
+    atol: f32,
+    what: &str,
+    w: &mut Worst,
+) -> f32 {
+    let mut worst = 0.0f32;
+    for &(id, r) in top {
+        let d = (ours[id] - r).abs();
+        assert!(
+            d <= atol,
+            "{what}: id {id} ours {} ref {r} diff {d} > {atol}",
+            ours[id]
+        );
+        worst = worst.max(d);
+    }
+    let margin = top[0].1 - top[1].1;
+    if margin >= 2.0 * atol {
+        assert_eq!(
+            argmax(ours),
+            top[0].0,
+            "{what}: argmax differs (ref margin {margin})"
+        );
+        w.checked_argmax += 1;
+    }
+    worst
+}
+
+/// Runs one reference sequence (prompt in one batch, then teacher-forced decode).
+pub fn check_sequence(model: &Model, name: &str, r: &Value, atol: f32, kv: KvType, w: &mut Worst) {
+    let prompt = ids(&r["token_ids"]);
+    let greedy = ids(r.get("greedy_ids").or(r.get("greedy_ids_fed")).unwrap());
+    let mut seq = model.new_sequence_with(kv, 512);
+    let out = model
+        .forward(&mut [BatchItem {
+            seq: &mut seq,
+            tokens: &prompt,
+            want_logits: LogitsWanted::All,
+        }])
+        .unwrap();
+    let logits = &out[0];
+    assert_eq!(logits.n_rows(), prompt.len());
+    let last_ref = floats(&r["last_logits"]);
+    let last = logits.last().unwrap();
+    for (i, (&a, &b)) in last.iter().zip(&last_ref).enumerate() {
+        let d = (a - b).abs();
+        assert!(
+            d <= atol,
+            "{name}: last logit {i}: ours {a} ref {b} diff {d} > {atol}"
+        );
+        w.last = w.last.max(d);
+    }
+    let top10 = r["top10_per_position"].as_array().unwrap();
+    assert_eq!(top10.len(), prompt.len());
+    for (p, top) in top10.iter().enumerate() {
+        let d = compare_top(
+            logits.row(p),
+            &pairs(top),
+            atol,
+            &format!("{name} pos {p}"),
+            w,
+        );
+        w.top10 = w.top10.max(d);
+    }
+    let steps = r["greedy_steps"].as_array().unwrap();
+    assert_eq!(steps.len(), greedy.len());
+    let mut free_running = true;
+    let mut step_logits = last.to_vec();
+    for (s, step) in steps.iter().enumerate() {
+        if s > 0 {
+            step_logits = forced_step(model, &mut seq, greedy[s - 1]);
+        }
+        let top5 = pairs(&step["top5"]);
+        let d = compare_top(
+            &step_logits,
+            &top5,
+            atol,
+            &format!("{name} greedy step {s}"),
+            w,
+        );
+        w.greedy = w.greedy.max(d);
+        // Free-running greedy equals teacher forcing until the first near-tie.
+        let margin = step["margin"].as_f64().unwrap() as f32;
+        if free_running && argmax(&step_logits) == greedy[s] as usize {
+            w.greedy_agree += 1;
+        } else {
+            assert!(
+                !free_running || margin < 2.0 * atol,
+                "{name}: free-running greedy diverged at step {s} (margin {margin})"
+            );
+            free_running = false;
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! larger than one binding may see; norms and biases as f32.
 
 use super::super::linear::Weight;
-use super::super::weights::{GateUp, Layer, Qkv};
+use super::super::weights::{Ffn, GateUp, Layer, Qkv};
 use super::super::ModelError;
 use crate::ggml_type::GgmlType;
 use crate::gguf::GgufFile;
@@ -122,15 +122,26 @@ impl Uploader<'_> {
             attn_out: self.matrix(&l.attn_out)?,
             post_attn_norm: opt(&l.post_attn_norm),
             ffn_norm: self.vector(&l.ffn_norm),
-            gate_up: match &l.gate_up {
+            gate_up: match dense_ffn(l)?.0 {
                 GateUp::Separate { gate, up } => DevGateUp::Separate {
                     gate: self.matrix(gate)?,
                     up: self.matrix(up)?,
                 },
                 GateUp::Fused(w) => DevGateUp::Fused(self.matrix(w)?),
             },
-            down: self.matrix(&l.down)?,
+            down: self.matrix(dense_ffn(l)?.1)?,
             post_ffn_norm: opt(&l.post_ffn_norm),
         })
+    }
+}
+
+/// A dense layer's feed-forward weights; the GPU kernels have no expert routing.
+fn dense_ffn(l: &Layer) -> Result<(&GateUp, &Weight), ModelError> {
+    match &l.ffn {
+        Ffn::Dense { gate_up, down } => Ok((gate_up, down)),
+        Ffn::Experts(_) => Err(GpuError::Unsupported(
+            "mixture-of-experts layers run on the CPU engine only".into(),
+        )
+        .into()),
     }
 }

@@ -23,6 +23,7 @@ pub(in crate::model) const GEMMA2: Family = Family {
     }),
     attn_softcap: true,
     rope_factors: RopeFactors::None,
+    experts: None,
 };
 
 pub(in crate::model) const GEMMA3: Family = Family {

@@ -1,8 +1,8 @@
 //! Llama (and the many files converted as `llama`: Mistral, SmolLM2, TinyLlama):
 //! adjacent-pair RoPE on the converter's permuted Q/K rows, SiLU, Llama 3.1's
-//! `rope_freqs` or LongRoPE factors.
+//! `rope_freqs` or LongRoPE factors; with experts in the file, Mixtral.
 
-use super::{Activation, Family, Tensors};
+use super::{Activation, ExpertWidth, Family, Gating, Routing, Tensors};
 use crate::model::rope::{RopeFactors, RopeStyle};
 
 pub(in crate::model) const LLAMA: Family = Family {
@@ -18,4 +18,10 @@ pub(in crate::model) const LLAMA: Family = Family {
     sliding: None,
     attn_softcap: false,
     rope_factors: RopeFactors::FreqsOrLongRope,
+    // Mixtral: a Llama file with `expert_count`.
+    experts: Some(Routing {
+        gating: Gating::Softmax,
+        normalise: true,
+        width: ExpertWidth::FeedForward,
+    }),
 };

@@ -33,6 +33,38 @@ pub(super) struct Family {
     /// Reads `attn_logit_softcapping` (Gemma 2); every family reads the final one.
     pub attn_softcap: bool,
     pub rope_factors: RopeFactors,
+    /// How the family routes tokens to experts, when the file has experts
+    /// (`expert_count` > 0); `None`: the family has none (the key is ignored).
+    pub experts: Option<Routing>,
+}
+
+/// How a token's experts are chosen and weighted (llama.cpp's `build_moe_ffn` as each
+/// family's graph calls it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Routing {
+    pub gating: Gating,
+    /// The chosen experts' weights divided by their sum.
+    pub normalise: bool,
+    /// Where the experts' width comes from when `expert_feed_forward_length` is absent.
+    pub width: ExpertWidth,
+}
+
+/// The router's weighting of the experts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Gating {
+    /// A softmax over all experts; the top k by probability.
+    Softmax,
+    /// The top k by raw logit, then a softmax over those k (gpt-oss).
+    SoftmaxOfChosen,
+}
+
+/// The expert width llama.cpp falls back to without `expert_feed_forward_length`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ExpertWidth {
+    /// `feed_forward_length` itself (Mixtral, Granite MoE).
+    FeedForward,
+    /// `feed_forward_length / expert_used_count` (Qwen MoE).
+    SharedOut,
 }
 
 /// How a family's layer tensors are laid out.
@@ -67,6 +99,8 @@ pub(super) const FAMILIES: &[&Family] = &[
     &gemma::GEMMA2,
     &gemma::GEMMA3,
     &phi3::PHI3,
+    &qwen::QWEN2MOE,
+    &qwen::QWEN3MOE,
 ];
 
 /// The family `general.architecture` names.

@@ -16,4 +16,5 @@ pub(in crate::model) const PHI3: Family = Family {
     sliding: None,
     attn_softcap: false,
     rope_factors: RopeFactors::LongRope,
+    experts: None,
 };
