@@ -11,7 +11,7 @@ use super::family::Gating;
 use super::forward::Buffers;
 use super::hparams::ExpertShape;
 use super::linear::{matmul_many, ActsCache, Product, Weight};
-use super::ops::{rms_norm, silu_gate, softmax};
+use super::ops::{gate_fn, rms_norm, softmax};
 use super::weights::{Expert, Experts, Layer};
 use super::{Model, ModelError};
 use crate::quant::{serial, Backend, QuantizedActs};
@@ -98,7 +98,10 @@ impl Model {
         let product = Product::new(&ex.router, &mut s.logits);
         matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
         s.chosen.clear();
-        for l in s.logits.chunks_exact(n_exp) {
+        for l in s.logits.chunks_exact_mut(n_exp) {
+            if let Some(bias) = &ex.router_bias {
+                l.iter_mut().zip(bias).for_each(|(l, b)| *l += b);
+            }
             route(l, shape, &mut s.chosen);
         }
         let groups = group(ex, &s.chosen, &s.xn, total, k, &mut s.row_of);
@@ -185,9 +188,18 @@ impl Model {
             .scan(0, |at, n| Some(std::mem::replace(at, *at + n)))
             .collect();
         let up = &s.up;
+        let act = gate_fn(self.hp.activation);
         quantize_each(self, groups, &mut s.acts_down, |j, g, acts| {
             let mut h = gated[j].lock().unwrap_or_else(|e| e.into_inner());
-            silu_gate(&mut h, &up[starts[j]..starts[j] + hidden[j]]);
+            let mut up = &up[starts[j]..starts[j] + hidden[j]];
+            let mut with_bias = Vec::new();
+            if let Some([bg, bu, _]) = &g.mlp.bias {
+                add_rows(&mut h, bg);
+                with_bias.extend_from_slice(up);
+                add_rows(&mut with_bias, bu);
+                up = &with_bias;
+            }
+            act(&mut h, up);
             quantize(&g.mlp.down, &h, g.tokens.len(), acts)
         })?;
         s.y.resize(rows * e, 0.0);
@@ -198,7 +210,13 @@ impl Model {
             .enumerate()
             .map(|(j, (g, y))| Product::with_acts(&g.mlp.down, &s.acts_down[j], y))
             .collect();
-        matmul_many(&self.pool, &self.file, &unused, products)
+        matmul_many(&self.pool, &self.file, &unused, products)?;
+        for (g, y) in groups.iter().zip(pieces(&mut s.y, &lengths)) {
+            if let Some([_, _, bd]) = &g.mlp.bias {
+                add_rows(y, bd);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -234,6 +252,13 @@ fn quantize_each(
 fn quantize(w: &Weight, x: &[f32], n: usize, out: &mut QuantizedActs) -> Result<(), ModelError> {
     Backend::active().quantize_acts(w.ggml_type(), x, n, w.cols, out, &serial)?;
     Ok(())
+}
+
+/// `bias` added to every row of `rows` (rows of `bias.len()`).
+fn add_rows(rows: &mut [f32], bias: &[f32]) {
+    for r in rows.chunks_exact_mut(bias.len()) {
+        r.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+    }
 }
 
 /// `v` cut into consecutive pieces of `lengths`.

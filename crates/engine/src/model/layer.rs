@@ -3,11 +3,10 @@
 //! product's quantized input) before handing it on.
 
 use super::attention::{attend_batch, AttnArgs, AttnJob};
-use super::family::Activation;
 use super::forward::{Buffers, Span};
 use super::heads::HeadPrep;
 use super::linear::{gated_product, matmul_many, Product, Weight};
-use super::ops::{gelu_tanh_gate, rms_norm_inplace, rms_scale, silu_gate};
+use super::ops::{gate_fn, rms_norm_inplace, rms_scale};
 use super::rope::RopeTable;
 use super::weights::{Ffn, GateUp, Layer, Qkv};
 use super::{Model, ModelError};
@@ -117,6 +116,7 @@ impl Model {
                     window,
                     softcap: hp.attn_softcap,
                     f16_probs: round16[rows.start],
+                    sinks: layer.attn_sinks.as_deref(),
                 },
             });
         }
@@ -157,7 +157,13 @@ impl Model {
             b.acts.invalidate();
             b.acts.prepare(&self.pool, wo, &b.attn, total)?;
         }
-        self.add_projection(wo, layer.post_attn_norm.as_deref(), b)
+        self.add_projection(wo, layer.post_attn_norm.as_deref(), b)?;
+        if let Some(bias) = &layer.attn_out_bias {
+            for x in b.x.chunks_exact_mut(hp.n_embd) {
+                x.iter_mut().zip(bias).for_each(|(x, b)| *x += b);
+            }
+        }
+        Ok(())
     }
 
     /// `x += w·acts`, the product normed first when the architecture norms it
@@ -197,10 +203,7 @@ impl Model {
         };
         let hp = &self.hp;
         let (e, ff) = (hp.n_embd, hp.n_ff);
-        let act = match hp.activation {
-            Activation::Silu => silu_gate,
-            Activation::GeluTanh => gelu_tanh_gate,
-        };
+        let act = gate_fn(hp.activation);
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {
             norm_range(x, &layer.ffn_norm, hp.rms_eps, e, start, dst)

@@ -256,16 +256,33 @@ fn interleave_tensor(
 
 /// A 1-D tensor (norm weight, bias) converted to f32 at load time.
 pub(crate) fn load_vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+    load_table(file, name, &[len])
+}
+
+/// A small tensor of shape `dims` (per-expert biases) converted to f32 at load time,
+/// its values in file order.
+pub(crate) fn load_table(
+    file: &GgufFile,
+    name: &str,
+    dims: &[usize],
+) -> Result<Vec<f32>, ModelError> {
     let info = file.require_tensor(name)?;
-    if info.dims != [len as u64] {
-        return Err(ModelError::Invalid(format!(
-            "tensor {name:?} has shape {:?}, expected [{len}]",
-            info.dims
-        )));
-    }
-    let mut out = vec![0.0; len];
+    check_dims(info, dims)?;
+    let mut out = vec![0.0; dims.iter().product()];
     quant::dequantize_row(info.ggml_type, file.tensor_data(info), &mut out)?;
     Ok(out)
+}
+
+/// [`load_table`] for a tensor that may be absent.
+pub(crate) fn opt_table(
+    file: &GgufFile,
+    name: &str,
+    dims: &[usize],
+) -> Result<Option<Vec<f32>>, ModelError> {
+    match file.tensor(name) {
+        None => Ok(None),
+        Some(_) => load_table(file, name, dims).map(Some),
+    }
 }
 
 /// [`load_vector`] for a tensor that may be absent.

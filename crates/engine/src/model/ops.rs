@@ -1,5 +1,7 @@
 //! Element-wise and per-row operations of the transformer blocks.
 
+use super::family::Activation;
+
 /// `1 / sqrt(mean(x²) + eps)`, the sum taken in f64 so long rows lose nothing, in
 /// eight interleaved lanes: one running f64 sum cannot be reordered, so it would be
 /// a chain of dependent additions (a row of 576 cost more than quantizing it).
@@ -43,6 +45,19 @@ pub(super) fn softmax(x: &mut [f32]) {
     let max = lanes8(x, f32::NEG_INFINITY, f32::max);
     x.iter_mut().for_each(|v| *v = exp_fast(*v - max));
     let inv = 1.0 / lanes8(x, 0.0, |a, b| a + b);
+    x.iter_mut().for_each(|v| *v *= inv);
+}
+
+/// [`softmax`] with one more logit, `sink`, in the denominator and no value of its
+/// own (gpt-oss's attention sinks): the probabilities sum to less than one.
+#[inline(always)]
+pub(super) fn softmax_with_sink(x: &mut [f32], sink: Option<f32>) {
+    let Some(sink) = sink else {
+        return softmax(x);
+    };
+    let max = lanes8(x, f32::NEG_INFINITY, f32::max).max(sink);
+    x.iter_mut().for_each(|v| *v = exp_fast(*v - max));
+    let inv = 1.0 / (lanes8(x, 0.0, |a, b| a + b) + exp_fast(sink - max));
     x.iter_mut().for_each(|v| *v *= inv);
 }
 
@@ -168,6 +183,27 @@ macro_rules! gated {
     };
 }
 gated!(silu_gate, silu);
+
+/// The gated activation `act` names, over a slice (`gate[i] = act(gate[i], up[i])`).
+pub(super) fn gate_fn(act: Activation) -> fn(&mut [f32], &[f32]) {
+    match act {
+        Activation::Silu => silu_gate,
+        Activation::GeluTanh => gelu_tanh_gate,
+        Activation::SwigluOai => swiglu_oai_gate,
+    }
+}
+
+/// gpt-oss's clamped SwiGLU (llama.cpp's `swiglu_oai`, its `alpha` and `limit`):
+/// `gate[i] = g·σ(1.702·g)·(u + 1)` with `g` capped above at 7 and `u` clamped to ±7.
+pub(super) fn swiglu_oai_gate(gate: &mut [f32], up: &[f32]) {
+    const ALPHA: f32 = 1.702;
+    const LIMIT: f32 = 7.0;
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = g.min(LIMIT);
+        let y = u.clamp(-LIMIT, LIMIT);
+        *g = x / (1.0 + exp_fast(-ALPHA * x)) * (y + 1.0);
+    }
+}
 gated!(gelu_tanh_gate, gelu_tanh);
 
 #[cfg(test)]

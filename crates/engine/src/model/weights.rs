@@ -2,7 +2,7 @@
 
 use super::arena::Arena;
 use super::hparams::{ExpertShape, HParams};
-use super::linear::{arena_footprint, load_vector, opt_vector, Weight};
+use super::linear::{arena_footprint, load_vector, opt_table, opt_vector, Weight};
 use super::ModelError;
 use crate::gguf::GgufFile;
 
@@ -32,6 +32,8 @@ pub(crate) enum Ffn {
 pub(crate) struct Experts {
     /// `n_expert` rows: one logit per expert.
     pub router: Weight,
+    /// Added to the router's logits before the choice (gpt-oss).
+    pub router_bias: Option<Vec<f32>>,
     pub experts: Vec<Expert>,
     /// An expert every token runs through, added to the chosen ones' output.
     pub shared: Option<SharedExpert>,
@@ -42,6 +44,8 @@ pub(crate) struct Expert {
     pub gate: Weight,
     pub up: Weight,
     pub down: Weight,
+    /// Biases of its gate, up and down products (gpt-oss).
+    pub bias: Option<[Vec<f32>; 3]>,
 }
 
 pub(crate) struct SharedExpert {
@@ -59,6 +63,10 @@ pub(crate) struct Layer {
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub attn_out: Weight,
+    /// Added to the attention output (gpt-oss).
+    pub attn_out_bias: Option<Vec<f32>>,
+    /// A sink logit per head (gpt-oss).
+    pub attn_sinks: Option<Vec<f32>>,
     /// Norm applied to the attention output before the residual add (gemma).
     pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
@@ -176,8 +184,14 @@ fn load_layer(
         q_norm: qk_norm("attn_q_norm.weight")?,
         k_norm: qk_norm("attn_k_norm.weight")?,
         attn_out: load("attn_output.weight", hp.n_head * hp.head_dim_v, e)?,
+        attn_out_bias: opt_vector(file, &n("attn_output.bias"), e)?,
+        attn_sinks: if layout.sinks {
+            Some(load_vector(file, &n("attn_sinks.weight"), hp.n_head)?)
+        } else {
+            None
+        },
         post_attn_norm: post("post_attention_norm.weight")?,
-        ffn_norm: load_vector(file, &n("ffn_norm.weight"), e)?,
+        ffn_norm: load_vector(file, &n(&format!("{}.weight", layout.ffn_norm)), e)?,
         ffn,
         post_ffn_norm: post("post_ffw_norm.weight")?,
     })
@@ -198,11 +212,24 @@ fn load_experts(
     let gates = each("ffn_gate_exps.weight", e, ff)?;
     let ups = each("ffn_up_exps.weight", e, ff)?;
     let downs = each("ffn_down_exps.weight", ff, e)?;
+    let biases = expert_biases(file, &n, (e, ff, count))?;
     let experts = gates
         .into_iter()
         .zip(ups)
         .zip(downs)
-        .map(|((gate, up), down)| Expert { gate, up, down })
+        .enumerate()
+        .map(|(i, ((gate, up), down))| Expert {
+            gate,
+            up,
+            down,
+            bias: biases.as_ref().map(|[g, u, d]| {
+                [
+                    g[i * ff..(i + 1) * ff].to_vec(),
+                    u[i * ff..(i + 1) * ff].to_vec(),
+                    d[i * e..(i + 1) * e].to_vec(),
+                ]
+            }),
+        })
         .collect();
     let shared = match file.tensor(&n("ffn_up_shexp.weight")) {
         None => None,
@@ -214,6 +241,7 @@ fn load_experts(
                     gate: load("ffn_gate_shexp.weight", e, width)?,
                     up: load("ffn_up_shexp.weight", e, width)?,
                     down: load("ffn_down_shexp.weight", width, e)?,
+                    bias: None,
                 },
                 gate: opt_vector(file, &n("ffn_gate_inp_shexp.weight"), e)?,
             })
@@ -221,7 +249,30 @@ fn load_experts(
     };
     Ok(Experts {
         router: Weight::load(file, arena, &n("ffn_gate_inp.weight"), e, count)?,
+        router_bias: opt_vector(file, &n("ffn_gate_inp.bias"), count)?,
         experts,
         shared,
     })
+}
+
+/// The experts' gate, up and down biases (2-D `[width, n_expert]` tensors, one row per
+/// expert), all or none.
+fn expert_biases(
+    file: &GgufFile,
+    n: &dyn Fn(&str) -> String,
+    (e, ff, count): (usize, usize, usize),
+) -> Result<Option<[Vec<f32>; 3]>, ModelError> {
+    let read = |s: &str, width: usize| opt_table(file, &n(s), &[width, count]);
+    match (
+        read("ffn_gate_exps.bias", ff)?,
+        read("ffn_up_exps.bias", ff)?,
+        read("ffn_down_exps.bias", e)?,
+    ) {
+        (Some(g), Some(u), Some(d)) => Ok(Some([g, u, d])),
+        (None, None, None) => Ok(None),
+        _ => Err(ModelError::Invalid(format!(
+            "{} has some but not all of the expert biases",
+            n("")
+        ))),
+    }
 }

@@ -34,6 +34,16 @@ pub(crate) struct AttnArgs<'a> {
     /// Round attention probabilities to f16 before weighting the values, as llama.cpp
     /// does with an f16 cache (used with f16 KV, so both engines round alike).
     pub f16_probs: bool,
+    /// Per head, a logit that joins its softmax with no value (gpt-oss's sinks).
+    pub sinks: Option<&'a [f32]>,
+}
+
+impl AttnArgs<'_> {
+    /// Head `h`'s sink logit, if the model has sinks.
+    #[inline(always)]
+    pub(super) fn sink(&self, h: usize) -> Option<f32> {
+        self.sinks.map(|s| s[h])
+    }
 }
 
 impl AttnArgs<'_> {

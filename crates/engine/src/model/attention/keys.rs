@@ -56,7 +56,7 @@ mod x86 {
     use super::super::tiles::has_avx2;
     use super::MIN_KEYS;
     use crate::kv_cache::rows::{paged_row, Elem, Paged};
-    use crate::model::ops::{round_to_f16, softmax};
+    use crate::model::ops::{round_to_f16, softmax_with_sink};
     use crate::pool::{SyncPtr, ThreadPool};
 
     /// Keys per task: enough tasks to balance two threads from 512 keys on, few enough
@@ -181,7 +181,7 @@ mod x86 {
             pool.run(n_head, &|h| {
                 // SAFETY: head `h`'s row, this task's alone.
                 let row = unsafe { scores_ptr.slice(h * span, span) };
-                softmax(row);
+                softmax_with_sink(row, a.sink(h));
                 if a.f16_probs {
                     round_to_f16(row);
                 }
@@ -298,6 +298,7 @@ mod tests {
                     window,
                     softcap,
                     f16_probs: f16_cache,
+                    sinks: None,
                 };
                 // Row 1 of a two-row output, so that `row0` is honoured.
                 let job = AttnJob { args, row0: 1 };

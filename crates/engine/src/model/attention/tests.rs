@@ -42,6 +42,7 @@ pub(super) fn plain_args<'a>(
         window: None,
         softcap: None,
         f16_probs: false,
+        sinks: None,
     }
 }
 
@@ -102,6 +103,7 @@ fn every_path_computes_the_same_attention() {
                 window,
                 softcap,
                 f16_probs: false,
+                sinks: None,
             };
             let mut out = vec![0.0; n * n_head * hv];
             attend(&ThreadPool::new(2), &a, &mut out);
@@ -162,6 +164,7 @@ fn tasks_of_whole_sequences_compute_what_tasks_of_one_head_do() {
         .map(
             |(((old, n), q, k_new, v_new, _, _), (k_old, v_old))| AttnArgs {
                 f16_probs: true,
+                sinks: None,
                 ..plain_args(
                     (q, k_new, v_new),
                     (Paged::F16(k_old), Paged::F16(v_old)),
@@ -258,6 +261,7 @@ fn scattered_blocks_give_the_bits_of_contiguous_rows() {
             window,
             softcap: None,
             f16_probs: true,
+            sinks: None,
         };
         let scattered = AttnArgs {
             k_old: Paged::F16(&k_scattered),

@@ -12,7 +12,7 @@ use super::simd::{self, PREFETCH_ROWS};
 use crate::kv_cache::rows::Row;
 #[cfg(target_arch = "x86_64")]
 use crate::kv_cache::rows::{paged_row, Elem, Paged};
-use crate::model::ops::{round_to_f16, softcap, softmax};
+use crate::model::ops::{round_to_f16, softcap, softmax_with_sink};
 use crate::pool::{SyncPtr, ThreadPool};
 
 /// Queries processed by one task (prompts are split by head and by query block).
@@ -307,8 +307,8 @@ unsafe fn query_tile_of<K: Elem, V: Elem, const T: usize>(
     for j in split..=hi {
         record(j, simd::dot_n(q, k_new_at(j), hk));
     }
-    for r in 0..T {
-        softmax(&mut scores[r * span..(r + 1) * span]);
+    for (r, &(_, h)) in tile.iter().enumerate() {
+        softmax_with_sink(&mut scores[r * span..(r + 1) * span], a.sink(h));
     }
     if a.f16_probs {
         round_to_f16(scores);
@@ -362,7 +362,7 @@ pub(super) fn one_query(
     if let Some(cap) = a.softcap {
         softcap(scores, cap);
     }
-    softmax(scores);
+    softmax_with_sink(scores, a.sink(h));
     if a.f16_probs {
         round_to_f16(scores);
     }

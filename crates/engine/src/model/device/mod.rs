@@ -53,6 +53,12 @@ impl DeviceModel {
             ))
             .into());
         }
+        // The kernels have no expert routing (refused per layer), sinks or output bias.
+        if hp.family.tensors.sinks {
+            return Err(
+                GpuError::Unsupported("attention sinks run on the CPU engine only".into()).into(),
+            );
+        }
         let up = upload::Uploader { gpu: &gpu, file };
         let layers = weights
             .layers

@@ -424,6 +424,8 @@ impl Model {
         let op = match hp.activation {
             Activation::Silu => SILU,
             Activation::GeluTanh => GELU_TANH,
+            // Only experts use it, and expert layers are refused at upload.
+            Activation::SwigluOai => unreachable!("no dense layer has gpt-oss's activation"),
         };
         let n = (total * ff) as u64;
         let params = [U(n as u32), U(op), F(0.0)];

@@ -102,6 +102,12 @@ impl Uploader<'_> {
     }
 
     pub(super) fn layer(&self, l: &Layer) -> Result<DevLayer, ModelError> {
+        if l.attn_out_bias.is_some() {
+            return Err(GpuError::Unsupported(
+                "an attention output bias runs on the CPU engine only".into(),
+            )
+            .into());
+        }
         let opt = |v: &Option<Vec<f32>>| v.as_deref().map(|v| self.vector(v));
         Ok(DevLayer {
             attn_norm: self.vector(&l.attn_norm),

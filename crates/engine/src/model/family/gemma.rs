@@ -15,6 +15,8 @@ pub(in crate::model) const GEMMA2: Family = Family {
         fused: false,
         qk_norm: false,
         post_norms: true,
+        ffn_norm: "ffn_norm",
+        sinks: false,
     },
     sliding: Some(Sliding {
         pattern: 2,

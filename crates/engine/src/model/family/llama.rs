@@ -14,6 +14,8 @@ pub(in crate::model) const LLAMA: Family = Family {
         fused: false,
         qk_norm: false,
         post_norms: false,
+        ffn_norm: "ffn_norm",
+        sinks: false,
     },
     sliding: None,
     attn_softcap: false,

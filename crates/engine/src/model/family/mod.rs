@@ -5,6 +5,7 @@
 //! new block (experts, linear attention) adds it to the shared ops and a field here.
 
 mod gemma;
+mod gpt_oss;
 mod llama;
 mod phi3;
 mod qwen;
@@ -16,6 +17,8 @@ use super::rope::{RopeFactors, RopeStyle};
 pub(super) enum Activation {
     Silu,
     GeluTanh,
+    /// gpt-oss's clamped SwiGLU (`swiglu_oai`).
+    SwigluOai,
 }
 
 /// One architecture, as `general.architecture` names it.
@@ -77,6 +80,10 @@ pub(super) struct Tensors {
     /// Norms of the attention and feed-forward outputs before each residual add
     /// (`post_attention_norm`, `post_ffw_norm`).
     pub post_norms: bool,
+    /// The feed-forward block's input norm (gpt-oss calls it `post_attention_norm`).
+    pub ffn_norm: &'static str,
+    /// A learned logit per head in every attention softmax (`attn_sinks`, gpt-oss).
+    pub sinks: bool,
 }
 
 /// llama.cpp's per-family defaults for sliding-window layers.
@@ -101,6 +108,7 @@ pub(super) const FAMILIES: &[&Family] = &[
     &phi3::PHI3,
     &qwen::QWEN2MOE,
     &qwen::QWEN3MOE,
+    &gpt_oss::GPT_OSS,
 ];
 
 /// The family `general.architecture` names.

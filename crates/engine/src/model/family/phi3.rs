@@ -12,6 +12,8 @@ pub(in crate::model) const PHI3: Family = Family {
         fused: true,
         qk_norm: false,
         post_norms: false,
+        ffn_norm: "ffn_norm",
+        sinks: false,
     },
     sliding: None,
     attn_softcap: false,

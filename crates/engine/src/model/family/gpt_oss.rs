@@ -1,0 +1,34 @@
+//! gpt-oss (llama.cpp's `openai-moe`): experts in every layer, weighted by a softmax
+//! over the chosen experts' logits and run through a clamped SwiGLU, with biases on the
+//! router, the experts and the attention; a learned sink logit per head in every
+//! attention softmax; even layers slide over a window, odd ones see everything, both
+//! under the file's YaRN. The feed-forward norm is stored as `post_attention_norm`.
+
+use super::{Activation, ExpertWidth, Family, Gating, Routing, Sliding, Tensors};
+use crate::model::rope::{RopeFactors, RopeStyle};
+
+pub(in crate::model) const GPT_OSS: Family = Family {
+    name: "gpt-oss",
+    rope_style: RopeStyle::Neox,
+    activation: Activation::SwigluOai,
+    scale_embeddings: false,
+    tensors: Tensors {
+        fused: false,
+        qk_norm: false,
+        post_norms: false,
+        ffn_norm: "post_attention_norm",
+        sinks: true,
+    },
+    sliding: Some(Sliding {
+        pattern: 2,
+        base: None,
+        scaled: true,
+    }),
+    attn_softcap: false,
+    rope_factors: RopeFactors::None,
+    experts: Some(Routing {
+        gating: Gating::SoftmaxOfChosen,
+        normalise: false,
+        width: ExpertWidth::FeedForward,
+    }),
+};
