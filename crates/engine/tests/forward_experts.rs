@@ -46,7 +46,7 @@ fn expert_families_match_llama_cpp() {
     let doc = reference();
     let models = doc["models"].as_array().unwrap();
     let families: Vec<&str> = models.iter().map(|m| m["name"].as_str().unwrap()).collect();
-    for f in ["qwen3moe", "qwen2moe", "mixtral", "gpt-oss"] {
+    for f in ["qwen3moe", "qwen2moe", "mixtral", "gpt-oss", "granitemoe"] {
         assert!(
             families.iter().any(|n| n.starts_with(f)),
             "{f} is in the reference"

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use super::family::Gating;
 use super::forward::Buffers;
 use super::hparams::ExpertShape;
+use super::layer::add_residual;
 use super::linear::{matmul_many, ActsCache, Product, Weight};
 use super::ops::{gate_fn, rms_norm, softmax};
 use super::weights::{Expert, Experts, Layer};
@@ -125,7 +126,7 @@ impl Model {
                 sum.iter_mut().zip(y).for_each(|(o, v)| *o += w * v);
             }
         }
-        b.x.iter_mut().zip(&s.sum).for_each(|(x, v)| *x += v);
+        add_residual(&mut b.x, &s.sum, hp.residual_scale);
         Ok(())
     }
 

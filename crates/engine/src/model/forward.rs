@@ -424,6 +424,9 @@ impl Model {
                 if let Some(cap) = hp.final_softcap {
                     softcap(&mut d, cap);
                 }
+                if let Some(s) = hp.logit_scale {
+                    d.iter_mut().for_each(|v| *v /= s);
+                }
                 ItemLogits {
                     n_vocab: v,
                     data: d,

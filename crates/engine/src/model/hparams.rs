@@ -34,6 +34,10 @@ pub(super) struct HParams {
     pub attn_scale: f32,
     /// Multiplier applied to token embeddings (gemma: sqrt(n_embd)).
     pub embed_scale: Option<f32>,
+    /// Multiplier of each block's output before its residual add (Granite).
+    pub residual_scale: Option<f32>,
+    /// Divides the logits (Granite).
+    pub logit_scale: Option<f32>,
     pub activation: Activation,
     /// The feed-forward blocks' experts, when they are a mixture.
     pub experts: Option<ExpertShape>,
@@ -144,6 +148,17 @@ impl HParams {
         } else {
             (None, softcap("final_logit_softcapping")?)
         };
+        let scale = |s: &str| -> Result<Option<f32>, ModelError> {
+            Ok(match family.granite_scales {
+                true => file.opt_f32(&key(s))?.filter(|&v| v != 0.0),
+                false => None,
+            })
+        };
+        let embed_scale = match family.scale_embeddings {
+            true => Some((n_embd as f32).sqrt()),
+            false => scale("embedding_scale")?,
+        };
+        let attn_scale = scale("attention.scale")?.unwrap_or(1.0 / (head_dim_k as f32).sqrt());
         let experts = match family.experts {
             Some(routing) => expert_shape(file, arch_name, routing, n_ff)?,
             None => None,
@@ -168,8 +183,10 @@ impl HParams {
             swa_layers,
             attn_softcap,
             final_softcap,
-            attn_scale: 1.0 / (head_dim_k as f32).sqrt(),
-            embed_scale: family.scale_embeddings.then(|| (n_embd as f32).sqrt()),
+            attn_scale,
+            embed_scale,
+            residual_scale: scale("residual_scale")?,
+            logit_scale: scale("logit_scale")?,
             activation: family.activation,
             experts,
         })

@@ -167,27 +167,28 @@ impl Model {
     }
 
     /// `x += w·acts`, the product normed first when the architecture norms it
-    /// (Gemma's post-norms); otherwise the product is added as it is computed.
+    /// (Gemma's post-norms) and scaled when it scales it (Granite); otherwise the
+    /// product is added as it is computed.
     fn add_projection(
         &self,
         w: &Weight,
         post_norm: Option<&[f32]>,
         b: &mut Buffers,
     ) -> Result<(), ModelError> {
-        let Some(norm) = post_norm else {
+        let scale = self.hp.residual_scale;
+        if post_norm.is_none() && scale.is_none() {
             let product = Product::adding(w, &mut b.x);
             return matmul_many(&self.pool, &self.file, &b.acts, vec![product]);
-        };
+        }
         let out = &mut b.proj;
         let product = Product::new(w, out);
         matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
-        for (x, p) in
-            b.x.chunks_exact_mut(self.hp.n_embd)
-                .zip(b.proj.chunks_exact_mut(self.hp.n_embd))
-        {
-            rms_norm_inplace(p, norm, self.hp.rms_eps);
-            x.iter_mut().zip(&*p).for_each(|(x, p)| *x += p);
+        for p in b.proj.chunks_exact_mut(self.hp.n_embd) {
+            if let Some(norm) = post_norm {
+                rms_norm_inplace(p, norm, self.hp.rms_eps);
+            }
         }
+        add_residual(&mut b.x, &b.proj, scale);
         Ok(())
     }
 
@@ -256,6 +257,14 @@ impl Model {
             b.acts.prepare_computed(&self.pool, down, &gated, total)?;
         }
         self.add_projection(down, layer.post_ffn_norm.as_deref(), b)
+    }
+}
+
+/// `x += scale·y` (`scale` 1 when `None`).
+pub(super) fn add_residual(x: &mut [f32], y: &[f32], scale: Option<f32>) {
+    match scale {
+        Some(s) => x.iter_mut().zip(y).for_each(|(x, y)| *x += s * y),
+        None => x.iter_mut().zip(y).for_each(|(x, y)| *x += y),
     }
 }
 

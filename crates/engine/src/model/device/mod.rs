@@ -54,6 +54,12 @@ impl DeviceModel {
             .into());
         }
         // The kernels have no expert routing (refused per layer), sinks or output bias.
+        if hp.residual_scale.is_some() || hp.logit_scale.is_some() {
+            return Err(GpuError::Unsupported(
+                "Granite's residual and logit scales run on the CPU engine only".into(),
+            )
+            .into());
+        }
         if hp.family.tensors.sinks {
             return Err(
                 GpuError::Unsupported("attention sinks run on the CPU engine only".into()).into(),

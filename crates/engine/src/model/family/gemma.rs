@@ -24,6 +24,7 @@ pub(in crate::model) const GEMMA2: Family = Family {
         scaled: true,
     }),
     attn_softcap: true,
+    granite_scales: false,
     rope_factors: RopeFactors::None,
     experts: None,
 };

@@ -25,6 +25,7 @@ pub(in crate::model) const GPT_OSS: Family = Family {
         scaled: true,
     }),
     attn_softcap: false,
+    granite_scales: false,
     rope_factors: RopeFactors::None,
     experts: Some(Routing {
         gating: Gating::SoftmaxOfChosen,

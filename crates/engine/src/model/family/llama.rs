@@ -19,6 +19,7 @@ pub(in crate::model) const LLAMA: Family = Family {
     },
     sliding: None,
     attn_softcap: false,
+    granite_scales: false,
     rope_factors: RopeFactors::FreqsOrLongRope,
     // Mixtral: a Llama file with `expert_count`.
     experts: Some(Routing {

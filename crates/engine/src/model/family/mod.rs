@@ -6,6 +6,7 @@
 
 mod gemma;
 mod gpt_oss;
+mod granite;
 mod llama;
 mod phi3;
 mod qwen;
@@ -35,6 +36,9 @@ pub(super) struct Family {
     pub sliding: Option<Sliding>,
     /// Reads `attn_logit_softcapping` (Gemma 2); every family reads the final one.
     pub attn_softcap: bool,
+    /// Reads Granite's multipliers: `embedding_scale`, `residual_scale`,
+    /// `logit_scale` and `attention.scale`.
+    pub granite_scales: bool,
     pub rope_factors: RopeFactors,
     /// How the family routes tokens to experts, when the file has experts
     /// (`expert_count` > 0); `None`: the family has none (the key is ignored).
@@ -109,6 +113,8 @@ pub(super) const FAMILIES: &[&Family] = &[
     &qwen::QWEN2MOE,
     &qwen::QWEN3MOE,
     &gpt_oss::GPT_OSS,
+    &granite::GRANITE,
+    &granite::GRANITEMOE,
 ];
 
 /// The family `general.architecture` names.

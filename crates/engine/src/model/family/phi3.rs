@@ -17,6 +17,7 @@ pub(in crate::model) const PHI3: Family = Family {
     },
     sliding: None,
     attn_softcap: false,
+    granite_scales: false,
     rope_factors: RopeFactors::LongRope,
     experts: None,
 };
