@@ -119,3 +119,32 @@ fn bad_files_give_one_line_errors() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn show_names_experts_and_a_broken_expert_file_is_one_line() {
+    let moe = llamay_testdata::moe_model("gpt-oss-Q8_0");
+    let out = llamay().arg("show").arg(&moe).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("8 (2 used per token)"), "{text}");
+    assert!(text.contains("Q8_0 16"), "{text}");
+    let out = llamay().args(["show", "-json"]).arg(&moe).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["expert_count"].as_u64(), v["expert_used_count"].as_u64()),
+        (Some(8), Some(2))
+    );
+    let bad = llamay_testdata::moe_model("qwen3moe-bad-count");
+    let out = llamay()
+        .arg("run")
+        .arg("-m")
+        .arg(&bad)
+        .args(["hello", "-n", "2"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("blk.0.ffn_gate_exps.weight"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -22,6 +22,10 @@ pub struct ModelFacts {
     pub block_count: Option<u64>,
     pub head_count: Option<u64>,
     pub head_count_kv: Option<u64>,
+    /// Experts per feed-forward block, for a mixture of experts.
+    pub expert_count: Option<u64>,
+    /// Experts each token runs through.
+    pub expert_used_count: Option<u64>,
     pub vocab_size: u64,
     /// `tokenizer.ggml.model`, e.g. `gpt2` (byte-level BPE) or `llama` (SentencePiece).
     pub tokenizer_model: Option<String>,
@@ -59,6 +63,8 @@ impl ModelFacts {
             block_count: arch_u64("block_count")?,
             head_count: arch_u64("attention.head_count")?,
             head_count_kv: arch_u64("attention.head_count_kv")?,
+            expert_count: arch_u64("expert_count")?.filter(|&n| n > 0),
+            expert_used_count: arch_u64("expert_used_count")?.filter(|&n| n > 0),
             vocab_size,
             tokenizer_model: f.opt_str("tokenizer.ggml.model")?.map(str::to_string),
             tokenizer_pre: f.opt_str("tokenizer.ggml.pre")?.map(str::to_string),

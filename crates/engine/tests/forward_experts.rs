@@ -152,3 +152,26 @@ fn eight_sequences_in_one_step_equal_each_alone() {
         println!("{name}: batch of 8 vs alone: max |d| {worst:.2e}");
     }
 }
+
+/// Files whose expert keys disagree with their tensors are refused with an error that
+/// names what is wrong, never a panic.
+#[test]
+fn broken_expert_files_are_refused_by_name() {
+    let opts = LoadOptions {
+        n_threads: Some(1),
+        ..Default::default()
+    };
+    // expert_count 6 for tensors of 8 experts: the first expert tensor's shape.
+    let e = Model::load(llamay_testdata::moe_model("qwen3moe-bad-count"), &opts)
+        .expect_err("6 experts claimed, 8 stored");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("blk.0.ffn_gate_inp.weight") || msg.contains("blk.0.ffn_gate_exps.weight"),
+        "{msg}"
+    );
+    assert!(msg.contains('6') && msg.contains('8'), "{msg}");
+    // More experts used per token than there are.
+    let e = Model::load(llamay_testdata::moe_model("qwen3moe-bad-used"), &opts)
+        .expect_err("9 of 8 experts used");
+    assert!(e.to_string().contains("9 used"), "{e}");
+}

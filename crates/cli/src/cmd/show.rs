@@ -64,6 +64,8 @@ fn to_json(path: &str, m: &ModelFacts) -> serde_json::Value {
         "block_count": m.block_count,
         "head_count": m.head_count,
         "head_count_kv": m.head_count_kv,
+        "expert_count": m.expert_count,
+        "expert_used_count": m.expert_used_count,
         "vocab_size": m.vocab_size,
         "tokenizer": {"model": m.tokenizer_model, "pre": m.tokenizer_pre},
         "chat_template": m.has_chat_template,
@@ -110,6 +112,14 @@ pub fn render(path: &str, m: &ModelFacts) -> String {
         (
             "heads",
             format!("{} (kv {})", opt(&m.head_count), opt(&m.head_count_kv)),
+        ),
+        (
+            "experts",
+            match (m.expert_count, m.expert_used_count) {
+                (Some(n), Some(k)) => format!("{n} ({k} used per token)"),
+                (Some(n), None) => n.to_string(),
+                _ => "-".into(),
+            },
         ),
         ("vocab size", m.vocab_size.to_string()),
         ("tokenizer", tokenizer),
