@@ -17,6 +17,12 @@ use super::weights::{Expert, Experts, Layer};
 use super::{Model, ModelError};
 use crate::quant::{serial, Backend, QuantizedActs};
 
+/// Most tokens the expert block takes at once: a prompt's are taken in parts, each
+/// part reading the experts' weights again, so that its scratch (about 200 KB a token
+/// for 8 experts of a 2048-wide model) stays well under the resident memory a model
+/// may use beyond its file and cache (peak RSS within file + KV + 64 MiB).
+const EXPERT_STEP_TOKENS: usize = 128;
+
 /// Scratch of the expert block, kept with the step's other buffers.
 #[derive(Default)]
 pub(super) struct ExpertScratch {
@@ -28,8 +34,7 @@ pub(super) struct ExpertScratch {
     chosen: Vec<(u32, f32)>,
     /// Per choice (`t × k + i`): its row in the outputs `y`.
     row_of: Vec<usize>,
-    /// The groups' gathered inputs, hidden products and outputs, group after group.
-    inputs: Vec<f32>,
+    /// The groups' hidden products and outputs, group after group.
     gate: Vec<f32>,
     up: Vec<f32>,
     y: Vec<f32>,
@@ -77,7 +82,8 @@ pub(super) fn route(logits: &[f32], shape: &ExpertShape, out: &mut Vec<(u32, f32
 }
 
 impl Model {
-    /// `x += experts(ffn_norm(x))` for the step's `total` tokens.
+    /// `x += experts(ffn_norm(x))` for the step's `total` tokens, at most
+    /// [`EXPERT_STEP_TOKENS`] at a time.
     pub(super) fn expert_block(
         &self,
         layer: &Layer,
@@ -85,12 +91,32 @@ impl Model {
         total: usize,
         b: &mut Buffers,
     ) -> Result<(), ModelError> {
+        let e = self.hp.n_embd;
+        for start in (0..total).step_by(EXPERT_STEP_TOKENS) {
+            let n = EXPERT_STEP_TOKENS.min(total - start);
+            self.expert_rows(layer, ex, start * e..(start + n) * e, b)?;
+        }
+        Ok(())
+    }
+
+    /// [`Model::expert_block`] for the tokens whose rows are `b.x[rows]`.
+    fn expert_rows(
+        &self,
+        layer: &Layer,
+        ex: &Experts,
+        rows: std::ops::Range<usize>,
+        b: &mut Buffers,
+    ) -> Result<(), ModelError> {
         let hp = &self.hp;
         let shape = hp.experts.as_ref().expect("an expert layer has a shape");
         let (e, n_exp, k) = (hp.n_embd, shape.n_expert, shape.n_used);
+        let total = rows.len() / e;
         let s = &mut b.experts;
         s.xn.resize(total * e, 0.0);
-        for (x, xn) in b.x.chunks_exact(e).zip(s.xn.chunks_exact_mut(e)) {
+        for (x, xn) in b.x[rows.clone()]
+            .chunks_exact(e)
+            .zip(s.xn.chunks_exact_mut(e))
+        {
             rms_norm(x, &layer.ffn_norm, hp.rms_eps, xn);
         }
         b.acts.invalidate();
@@ -126,7 +152,7 @@ impl Model {
                 sum.iter_mut().zip(y).for_each(|(o, v)| *o += w * v);
             }
         }
-        add_residual(&mut b.x, &s.sum, hp.residual_scale);
+        add_residual(&mut b.x[rows], &s.sum, hp.residual_scale);
         Ok(())
     }
 
@@ -140,26 +166,24 @@ impl Model {
             .iter()
             .map(|g| g.tokens.len() * g.mlp.gate.rows)
             .collect();
-        s.inputs.resize(rows * e, 0.0);
-        for g in groups {
-            for (r, &t) in g.tokens.iter().enumerate() {
-                let dst = &mut s.inputs[(g.row0 + r) * e..(g.row0 + r + 1) * e];
-                dst.copy_from_slice(&s.xn[t * e..(t + 1) * e]);
-            }
-        }
         for acts in [&mut s.acts_gate, &mut s.acts_up, &mut s.acts_down] {
             acts.resize_with(acts.len().max(groups.len()), QuantizedActs::default);
         }
-        // The inputs, quantized for the gate weights and, where their format differs
-        // (a mixed-type file), for the up weights.
-        let inputs = &s.inputs;
-        let rows_of = |g: &Group| &inputs[g.row0 * e..(g.row0 + g.tokens.len()) * e];
+        // The inputs, gathered from the normed rows as they are quantized for the gate
+        // weights and, where their format differs (a mixed-type file), for the up ones.
+        let xn = &s.xn;
+        let gathered = |g: &Group, w: &Weight, acts: &mut QuantizedActs| {
+            let source = |at: usize, dst: &mut [f32]| gather(xn, e, &g.tokens, at, dst);
+            let (ty, n) = (w.ggml_type(), g.tokens.len());
+            Backend::active().quantize_computed(ty, &source, n, e, acts, &serial)?;
+            Ok(())
+        };
         let own_up = |g: &Group| g.mlp.up.act_format() != g.mlp.gate.act_format();
         quantize_each(self, groups, &mut s.acts_gate, |_, g, acts| {
-            quantize(&g.mlp.gate, rows_of(g), g.tokens.len(), acts)
+            gathered(g, &g.mlp.gate, acts)
         })?;
         quantize_each(self, groups, &mut s.acts_up, |_, g, acts| match own_up(g) {
-            true => quantize(&g.mlp.up, rows_of(g), g.tokens.len(), acts),
+            true => gathered(g, &g.mlp.up, acts),
             false => Ok(()),
         })?;
         s.gate.resize(hidden.iter().sum(), 0.0);
@@ -253,6 +277,21 @@ fn quantize_each(
 fn quantize(w: &Weight, x: &[f32], n: usize, out: &mut QuantizedActs) -> Result<(), ModelError> {
     Backend::active().quantize_acts(w.ggml_type(), x, n, w.cols, out, &serial)?;
     Ok(())
+}
+
+/// Values `at..at + dst.len()` of the rows `tokens` of `x` (rows of `width`) stacked.
+fn gather(x: &[f32], width: usize, tokens: &[usize], at: usize, dst: &mut [f32]) {
+    let mut at = at;
+    let mut dst = dst;
+    while !dst.is_empty() {
+        let (r, col) = (at / width, at % width);
+        let n = (width - col).min(dst.len());
+        let row = &x[tokens[r] * width..(tokens[r] + 1) * width];
+        let (head, rest) = dst.split_at_mut(n);
+        head.copy_from_slice(&row[col..col + n]);
+        at += n;
+        dst = rest;
+    }
 }
 
 /// `bias` added to every row of `rows` (rows of `bias.len()`).

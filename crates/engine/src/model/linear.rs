@@ -82,6 +82,10 @@ impl Weight {
             )));
         }
         let slab = info.size / n as u64;
+        // A decode step reads only its chosen experts' bytes, and a prompt touches every
+        // expert: a layout larger than the file's (the K-quants' groups) would cost
+        // decode speed and resident memory beyond the file's size.
+        let arena = Some(arena).filter(|_| !interleaving_grows(info.ggml_type, cols));
         (0..n)
             .map(|e| {
                 let part = TensorInfo {
@@ -91,7 +95,7 @@ impl Weight {
                     size: slab,
                     ..info.clone()
                 };
-                Weight::from_info(file, Some(arena), part, cols, rows)
+                Weight::from_info(file, arena, part, cols, rows)
             })
             .collect()
     }
@@ -203,8 +207,18 @@ pub(crate) fn arena_footprint(info: &TensorInfo) -> usize {
         [cols, rows, n] => (cols, rows, n),
         _ => return 0,
     };
+    if n > 1 && interleaving_grows(info.ggml_type, cols as usize) {
+        return 0; // experts that stay in the file's layout (see `Weight::load_experts`)
+    }
     interleaved_matrix_len(info.ggml_type, cols, rows)
         .map_or(0, |len| Arena::footprint(len).saturating_mul(n as usize))
+}
+
+/// Whether rows of `cols` values of type `ty` take more bytes interleaved than in the
+/// file.
+fn interleaving_grows(ty: GgmlType, cols: usize) -> bool {
+    let file_row = ty.bytes_for(cols as u64).unwrap_or(u64::MAX);
+    interleaved_row_bytes(ty, cols).is_some_and(|b| b as u64 > file_row)
 }
 
 fn interleaved_matrix_len(ty: GgmlType, cols: u64, rows: u64) -> Option<usize> {
