@@ -200,12 +200,47 @@ fn iq4_xs_block() {
     assert_eq!(got[224 + 15], 141.25);
 }
 
+/// Sixteen 6-bit scales packed as Q3_K keeps them: low nibbles in bytes 0..8 (low
+/// nibble for scales 0..8, high for 8..16), high 2 bits of scale i in bits 2·(i/4) of
+/// byte 8 + i%4.
+fn q3_k_scale_bytes(scales: [u8; 16]) -> [u8; 12] {
+    let mut b = [0u8; 12];
+    for (i, s) in scales.into_iter().enumerate() {
+        b[i % 8] |= (s & 15) << (4 * (i / 8));
+        b[8 + i % 4] |= (s >> 4) << (2 * (i / 4));
+    }
+    b
+}
+
+#[test]
+fn q3_k_block() {
+    // hmask: for l < 16 bits set in even 32-element chunks, for l >= 16 in odd ones.
+    let mut b: Vec<u8> = (0..32).map(|l| if l < 16 { 0x55 } else { 0xAA }).collect();
+    // qs: chunk j of the first half has 2-bit value j, of the second half 3 - j.
+    b.extend([0xE4u8; 32]);
+    b.extend([0x1Bu8; 32]);
+    // Group g has scale 2g + 17, centred 2g - 15.
+    b.extend(q3_k_scale_bytes(std::array::from_fn(|g| 2 * g as u8 + 17)));
+    b.extend(f16_bytes(0.5));
+    assert_eq!(b.len(), 110);
+    let got = dequant(GgmlType::Q3_K, &b, 256);
+    // Element 16: value 0, bit clear (-4), scale -13.
+    assert_eq!(got[16], 26.0);
+    // Element 32: value 1, bit clear (-3), scale -11.
+    assert_eq!(got[32], 16.5);
+    // Element 200: second half, chunk 2: value 1, bit set, scale 9.
+    assert_eq!(got[200], 4.5);
+    // Element 239: value 0, bit clear (-4), scale 13.
+    assert_eq!(got[239], -26.0);
+    assert_eq!(got[0], 0.0);
+}
+
 #[test]
 fn unsupported_types_and_bad_lengths_are_errors() {
     let mut out = [0f32; 32];
     assert_eq!(
-        dequantize_row(GgmlType::Q2_K, &[0; 84], &mut [0f32; 256]),
-        Err(QuantError::UnsupportedType(GgmlType::Q2_K))
+        dequantize_row(GgmlType::IQ2_XXS, &[0; 66], &mut [0f32; 256]),
+        Err(QuantError::UnsupportedType(GgmlType::IQ2_XXS))
     );
     assert!(matches!(
         dequantize_row(GgmlType::Q4_0, &[0; 17], &mut out),

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 mod common;
 use common::acts::dequantized;
 
-const TYPES: [GgmlType; 13] = [
+const TYPES: [GgmlType; 14] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -29,6 +29,7 @@ const TYPES: [GgmlType; 13] = [
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::Q3_K,
 ];
 
 // ---- an independent f64 reader of the layouts ----------------------------------------
@@ -135,6 +136,19 @@ fn elem_ref(ty: GgmlType, b: &[u8], e: usize) -> (f64, f64) {
             let sc = b[192 + e / 16] as i8 as i64;
             plain(f16_ref(b, 208) * (sc * (low + 16 * high - 32)) as f64)
         }
+        GgmlType::Q3_K => {
+            // hmask[32], qs[64], scales[12], d: 2 low bits of element 128h + 32j + l
+            // in bits 2j.. of qs[32h + l], its third bit in bit e/32 of hmask[l], 4
+            // taken off where that bit is clear.
+            let (h, j, l) = (e / 128, e % 128 / 32, e % 32);
+            let low = ((b[32 + 32 * h + l] >> (2 * j)) & 3) as i64;
+            let high = ((b[l] >> (e / 32)) & 1) as i64;
+            let g = e / 16;
+            let sc_low = nibble(b[96 + g % 8], g >= 8);
+            let sc_high = ((b[104 + g % 4] >> (2 * (g / 4))) & 3) as i64;
+            let q = low - 4 * (1 - high);
+            plain(f16_ref(b, 108) * ((sc_low + 16 * sc_high - 32) * q) as f64)
+        }
         _ => unreachable!("not a computable type"),
     }
 }
@@ -160,6 +174,7 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
         | GgmlType::IQ4_XS => &[0],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
+        GgmlType::Q3_K => &[108],
         _ => &[],
     }
 }
@@ -197,7 +212,7 @@ fn ty_strategy() -> impl Strategy<Value = GgmlType> {
 /// widths for the float types).
 fn cols_strategy(ty: GgmlType) -> BoxedStrategy<usize> {
     match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_XS => {
+        GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_XS => {
             (1usize..=3).prop_map(|n| n * 256).boxed()
         }
         GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => (1usize..=300).boxed(),

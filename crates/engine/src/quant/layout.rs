@@ -14,6 +14,8 @@
 //!   [`IQ4_NL_VALUES`] instead of a value minus 8)
 //! - IQ4_XS (136): d f16, scales_h u16 (2 high bits per sub-block), scales_l\[4\] (a low
 //!   nibble per sub-block), qs\[128\] (per sub-block of 32, IQ4_NL's 16 nibble bytes)
+//! - Q3_K (110): hmask\[32\] (third bit of each quant), qs\[64\] (low 2 bits, see
+//!   [`two_bit`]), scales\[12\] (sixteen 6-bit scales, one per 16 elements), d f16
 
 use half::{bf16, f16};
 
@@ -79,6 +81,14 @@ pub(super) mod q6_k {
     pub(crate) const QH: usize = 128;
     pub(crate) const SCALES: usize = 192;
     pub(crate) const D: usize = 208;
+}
+
+/// Byte offsets inside a Q3_K block.
+pub(super) mod q3_k {
+    pub(crate) const HMASK: usize = 0;
+    pub(crate) const QS: usize = 32;
+    pub(crate) const SCALES: usize = 96;
+    pub(crate) const D: usize = 108;
 }
 
 /// The 32 quants of a Q4_0 block, centred (-8..=7), in element order.
@@ -236,6 +246,46 @@ pub(super) fn unpack_q6_k(b: &[u8]) -> [i8; QK_K] {
         }
     }
     q
+}
+
+/// The 2-bit fields of the 64 `qs` bytes of a Q2_K or Q3_K block (0..=3), in element
+/// order: element `128h + 32j + l` is bits `2j..2j + 2` of `qs[32h + l]`.
+#[inline(always)]
+fn two_bit(qs: &[u8]) -> [u8; QK_K] {
+    let mut q = [0u8; QK_K];
+    for h in 0..2 {
+        for j in 0..4 {
+            for l in 0..32 {
+                q[128 * h + 32 * j + l] = (qs[32 * h + l] >> (2 * j)) & 3;
+            }
+        }
+    }
+    q
+}
+
+/// The 256 quants of a Q3_K block (-4..=3), in element order: the 2-bit field, less 4
+/// where the element's bit in hmask is clear (bit `e / 32` of `hmask[e % 32]`).
+#[inline(always)]
+pub(super) fn unpack_q3_k(b: &[u8]) -> [i8; QK_K] {
+    let low = two_bit(&b[q3_k::QS..q3_k::QS + 64]);
+    let hmask = &b[q3_k::HMASK..q3_k::HMASK + 32];
+    std::array::from_fn(|e| {
+        let high = (hmask[e % 32] >> (e / 32)) & 1;
+        low[e] as i8 - if high == 1 { 0 } else { 4 }
+    })
+}
+
+/// The 16 scales of a Q3_K block, centred (-32..=31). Scale i keeps its low 4 bits in
+/// a nibble of `scales[i % 8]` (low for i < 8, high above) and its high 2 bits in bits
+/// `2·(i / 4)..` of `scales[8 + i % 4]`.
+#[inline(always)]
+pub(super) fn q3_k_scales(b: &[u8]) -> [i8; 16] {
+    let s = &b[q3_k::SCALES..q3_k::SCALES + 12];
+    std::array::from_fn(|i| {
+        let low = (s[i % 8] >> (4 * (i / 8))) & 0x0F;
+        let high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+        (low | (high << 4)) as i8 - 32
+    })
 }
 
 /// The 16 signed scales of a Q6_K block (one per 16 elements).

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 /// compiles a second copy of this file with the wider feature set and this set to true).
 pub(super) const VNNI: bool = false;
 use crate::quant::act_blocks::{Q8Block, Q8KBlock};
-use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k, IQ4_NL_VALUES};
+use crate::quant::layout::{k4_scales_mins, q3_k, q3_k_scales, q4_k, q5_k, q6_k, IQ4_NL_VALUES};
 
 /// Wraps an AVX2 kernel in a safe function that can go into the table.
 macro_rules! safe {
@@ -40,6 +40,7 @@ safe!(q5_k, q5_k_avx2, Q8KBlock);
 safe!(q6_k, q6_k_avx2, Q8KBlock);
 safe!(iq4_nl, iq4_nl_avx2, Q8Block);
 safe!(iq4_xs, iq4_xs_avx2, Q8KBlock);
+safe!(q3_k, q3_k_avx2, Q8KBlock);
 
 // ---- helpers -------------------------------------------------------------------------
 
@@ -490,6 +491,98 @@ unsafe fn q5_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f3
     k_scale_min::<N, 176, true>(w, a)
 }
 
+/// Adds to each token's `isum` the products of 32 unsigned quants `q`, elements
+/// `at..at + 32` of super-block `i` (groups `at / 16` and `at / 16 + 1` of 16), with
+/// their activations, each group's pair sums weighted by its scale in `sc`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn groups16_step<const N: usize>(
+    q: __m256i,
+    sc: &[i8; 16],
+    at: usize,
+    a: &[&[Q8KBlock]; N],
+    i: usize,
+    isum: &mut [__m256i; N],
+) {
+    let g = at / 16;
+    let scales = _mm256_set_m128i(
+        _mm_set1_epi16(sc[g + 1] as i16),
+        _mm_set1_epi16(sc[g] as i16),
+    );
+    for t in 0..N {
+        let y = a[t].get_unchecked(i).qs.as_ptr().add(at);
+        let s = dot_u8_i8_scaled(q, load256(y as *const u8), scales);
+        isum[t] = _mm256_add_epi32(isum[t], s);
+    }
+}
+
+/// Adds `d·d_a·(isum − 2^SHIFT·Σ_g sc_g·bsum_g)` to each token's `acc`: the quants were
+/// decoded shifted up by `2^SHIFT` (to be unsigned for `maddubs`), and the shift times
+/// each group's activation sum is taken back here.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn groups16_finish<const N: usize, const SHIFT: i32>(
+    d: f32,
+    sc: &[i8; 16],
+    isum: &[__m256i; N],
+    a: &[&[Q8KBlock]; N],
+    i: usize,
+    acc: &mut [__m256; N],
+) {
+    let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.as_ptr() as *const __m128i));
+    for t in 0..N {
+        let ab = a[t].get_unchecked(i);
+        let bsums = _mm256_loadu_si256(ab.bsums.as_ptr() as *const __m256i);
+        let offset = _mm256_slli_epi32::<SHIFT>(_mm256_madd_epi16(sc16, bsums));
+        let s = _mm256_sub_epi32(isum[t], offset);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
+    }
+}
+
+/// The four 2-bit fields (0..=3) of 32 bytes at `p`, bits `2j..2j + 2` in the `j`th.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn two_bit_quarters(p: *const u8) -> [__m256i; 4] {
+    let (x, low2) = (load256(p), _mm256_set1_epi8(0x03));
+    let field = |j: i32| _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * j)), low2);
+    [field(0), field(1), field(2), field(3)]
+}
+
+/// Q3_K: quants decoded unsigned, `q + 4` (0..=7: the 2-bit field plus 4 where the
+/// hmask bit is set), the offset taken back through the bsums.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q3_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
+    const BB: usize = 110;
+    let nb = w.len() / BB;
+    for x in a {
+        assert_eq!(x.len(), nb);
+    }
+    let one = _mm256_set1_epi8(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for i in 0..nb {
+        let b = &w[i * BB..(i + 1) * BB];
+        let p = b.as_ptr();
+        let sc = q3_k_scales(b);
+        let hmask = load256(p.add(q3_k::HMASK));
+        let mut isum = [_mm256_setzero_si256(); N];
+        for n in 0..2 {
+            let low = two_bit_quarters(p.add(q3_k::QS + 32 * n));
+            for (j, low) in low.into_iter().enumerate() {
+                let bit = _mm256_srl_epi16(hmask, _mm_cvtsi32_si128((4 * n + j) as i32));
+                let high = _mm256_slli_epi16(_mm256_and_si256(bit, one), 2);
+                let q = _mm256_or_si256(low, high);
+                groups16_step(q, &sc, 128 * n + 32 * j, &a, i, &mut isum);
+            }
+        }
+        groups16_finish::<N, 2>(f16_at(p.add(q3_k::D)), &sc, &isum, &a, i, &mut acc);
+    }
+    let mut out = [0f32; N];
+    for t in 0..N {
+        out[t] = hsum_ps(acc[t]);
+    }
+    out
+}
+
 /// Q6_K: quants are decoded unsigned (0..=63); the −32 offset is applied once per
 /// block through the bsums: Σ sc·(q−32)·a = Σ sc·q·a − 32·Σ sc·bsum.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -504,9 +597,7 @@ unsafe fn q6_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f3
     let mut acc = [_mm256_setzero_ps(); N];
     for i in 0..nb {
         let p = w.as_ptr().add(i * BB);
-        let d = f16_at(p.add(q6_k::D));
-        let sc = p.add(q6_k::SCALES) as *const i8;
-        let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i));
+        let sc: [i8; 16] = *(p.add(q6_k::SCALES) as *const [i8; 16]);
         let mut isum = [_mm256_setzero_si256(); N];
         for n in 0..2 {
             let ql0 = load256(p.add(q6_k::QL + 64 * n));
@@ -523,25 +614,10 @@ unsafe fn q6_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f3
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), high(6)),
             ];
             for (k, q) in quarters.into_iter().enumerate() {
-                let g = 8 * n + 2 * k;
-                let scales = _mm256_set_m128i(
-                    _mm_set1_epi16(*sc.add(g + 1) as i16),
-                    _mm_set1_epi16(*sc.add(g) as i16),
-                );
-                for t in 0..N {
-                    let y = a[t].get_unchecked(i).qs.as_ptr().add(128 * n + 32 * k);
-                    let s = dot_u8_i8_scaled(q, load256(y as *const u8), scales);
-                    isum[t] = _mm256_add_epi32(isum[t], s);
-                }
+                groups16_step(q, &sc, 128 * n + 32 * k, &a, i, &mut isum);
             }
         }
-        for t in 0..N {
-            let ab = a[t].get_unchecked(i);
-            let bsums = _mm256_loadu_si256(ab.bsums.as_ptr() as *const __m256i);
-            let offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
-            let s = _mm256_sub_epi32(isum[t], offset);
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
-        }
+        groups16_finish::<N, 5>(f16_at(p.add(q6_k::D)), &sc, &isum, &a, i, &mut acc);
     }
     let mut out = [0f32; N];
     for t in 0..N {

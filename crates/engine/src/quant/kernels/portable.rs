@@ -24,6 +24,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     q6_k: tiles!(q6_k, Scalar),
     iq4_nl: tiles!(iq4_nl, Scalar),
     iq4_xs: tiles!(iq4_xs, Scalar),
+    q3_k: tiles!(q3_k, Scalar),
 };
 
 /// The integer dot products of one weight block's quants with one activation block's.
@@ -261,16 +262,23 @@ pub(super) fn iq4_xs<const N: usize, D: IntDot>(
     acc
 }
 
-pub(super) fn q6_k<const N: usize, D: IntDot>(
+/// A K-quant super-block with a scale per 16 elements, decoded.
+struct Groups16 {
+    d: f32,
+    sc: [i8; 16],
+    q: [i8; QK_K],
+}
+
+/// Q3_K/Q6_K: `d·d_a·Σ_g sc_g·Σq·a` over the 16 groups of 16.
+#[inline(always)]
+fn groups16<const N: usize, const BB: usize, D: IntDot>(
     w: &[u8],
     a: [&[Q8KBlock]; N],
-    _scales: &[f32],
+    decode: impl Fn(&[u8]) -> Groups16,
 ) -> [f32; N] {
     let mut acc = [0f32; N];
-    for (i, b) in w.chunks_exact(210).enumerate() {
-        let d = f16_at(b, q6_k::D);
-        let sc = q6_k_scales(b);
-        let q = unpack_q6_k(b);
+    for (i, b) in w.chunks_exact(BB).enumerate() {
+        let Groups16 { d, sc, q } = decode(b);
         for t in 0..N {
             let ab = &a[t][i];
             let isum: i32 = (0..16)
@@ -280,4 +288,28 @@ pub(super) fn q6_k<const N: usize, D: IntDot>(
         }
     }
     acc
+}
+
+pub(super) fn q3_k<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    groups16::<N, 110, D>(w, a, |b| Groups16 {
+        d: f16_at(b, q3_k::D),
+        sc: q3_k_scales(b),
+        q: unpack_q3_k(b),
+    })
+}
+
+pub(super) fn q6_k<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    groups16::<N, 210, D>(w, a, |b| Groups16 {
+        d: f16_at(b, q6_k::D),
+        sc: q6_k_scales(b),
+        q: unpack_q6_k(b),
+    })
 }
