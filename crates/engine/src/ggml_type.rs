@@ -186,6 +186,7 @@ impl GgmlType {
                 | Q5_0
                 | Q5_1
                 | Q8_0
+                | Q2_K
                 | Q3_K
                 | Q4_K
                 | Q5_K

@@ -200,6 +200,36 @@ fn iq4_xs_block() {
     assert_eq!(got[224 + 15], 141.25);
 }
 
+/// 2-bit quants for Q2_K and Q3_K: in the first half, chunk j of 32 elements has value
+/// j for l < 16 and 3 - j above; the second half the other way round.
+fn two_bit_ramps() -> Vec<u8> {
+    (0..64)
+        .map(|k| {
+            if (k % 32 < 16) == (k < 32) {
+                0xE4
+            } else {
+                0x1B
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn q2_k_block() {
+    // Group g: scale g, min 15 - g.
+    let mut b: Vec<u8> = (0..16u8).map(|g| g | ((15 - g) << 4)).collect();
+    b.extend(two_bit_ramps());
+    b.extend(f16_bytes(0.5));
+    b.extend(f16_bytes(0.25));
+    assert_eq!(b.len(), 84);
+    let got = dequant(GgmlType::Q2_K, &b, 256);
+    assert_eq!(got[0], -3.75); // 0 - 0.25·15
+    assert_eq!(got[16], -2.0); // 0.5·1·3 - 0.25·14
+    assert_eq!(got[40], -2.25); // 0.5·2·1 - 0.25·13
+    assert_eq!(got[130], 10.25); // 0.5·8·3 - 0.25·7
+    assert_eq!(got[255], 22.5); // 0.5·15·3
+}
+
 /// Sixteen 6-bit scales packed as Q3_K keeps them: low nibbles in bytes 0..8 (low
 /// nibble for scales 0..8, high for 8..16), high 2 bits of scale i in bits 2·(i/4) of
 /// byte 8 + i%4.
@@ -216,16 +246,14 @@ fn q3_k_scale_bytes(scales: [u8; 16]) -> [u8; 12] {
 fn q3_k_block() {
     // hmask: for l < 16 bits set in even 32-element chunks, for l >= 16 in odd ones.
     let mut b: Vec<u8> = (0..32).map(|l| if l < 16 { 0x55 } else { 0xAA }).collect();
-    // qs: chunk j of the first half has 2-bit value j, of the second half 3 - j.
-    b.extend([0xE4u8; 32]);
-    b.extend([0x1Bu8; 32]);
+    b.extend(two_bit_ramps());
     // Group g has scale 2g + 17, centred 2g - 15.
     b.extend(q3_k_scale_bytes(std::array::from_fn(|g| 2 * g as u8 + 17)));
     b.extend(f16_bytes(0.5));
     assert_eq!(b.len(), 110);
     let got = dequant(GgmlType::Q3_K, &b, 256);
-    // Element 16: value 0, bit clear (-4), scale -13.
-    assert_eq!(got[16], 26.0);
+    // Element 16: value 3, bit clear (-1), scale -13.
+    assert_eq!(got[16], 6.5);
     // Element 32: value 1, bit clear (-3), scale -11.
     assert_eq!(got[32], 16.5);
     // Element 200: second half, chunk 2: value 1, bit set, scale 9.

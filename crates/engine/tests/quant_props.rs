@@ -15,7 +15,7 @@ use proptest::prelude::*;
 mod common;
 use common::acts::dequantized;
 
-const TYPES: [GgmlType; 14] = [
+const TYPES: [GgmlType; 15] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -30,6 +30,7 @@ const TYPES: [GgmlType; 14] = [
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
     GgmlType::Q3_K,
+    GgmlType::Q2_K,
 ];
 
 // ---- an independent f64 reader of the layouts ----------------------------------------
@@ -136,6 +137,16 @@ fn elem_ref(ty: GgmlType, b: &[u8], e: usize) -> (f64, f64) {
             let sc = b[192 + e / 16] as i8 as i64;
             plain(f16_ref(b, 208) * (sc * (low + 16 * high - 32)) as f64)
         }
+        GgmlType::Q2_K => {
+            // scales[16] (scale in the low nibble, min in the high), qs[64], d, dmin:
+            // the 2-bit quant of element 128h + 32j + l in bits 2j.. of qs[32h + l].
+            let (h, j, l) = (e / 128, e % 128 / 32, e % 32);
+            let q = ((b[16 + 32 * h + l] >> (2 * j)) & 3) as i64;
+            let g = b[e / 16];
+            let t = f16_ref(b, 80) * (nibble(g, false) * q) as f64;
+            let m = f16_ref(b, 82) * nibble(g, true) as f64;
+            (t - m, t.abs() + m.abs())
+        }
         GgmlType::Q3_K => {
             // hmask[32], qs[64], scales[12], d: 2 low bits of element 128h + 32j + l
             // in bits 2j.. of qs[32h + l], its third bit in bit e/32 of hmask[l], 4
@@ -175,6 +186,7 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
         GgmlType::Q3_K => &[108],
+        GgmlType::Q2_K => &[80, 82],
         _ => &[],
     }
 }
@@ -211,11 +223,9 @@ fn ty_strategy() -> impl Strategy<Value = GgmlType> {
 /// Columns: 1..=3 blocks of 256 for K-quants, 1..=12 blocks of 32 otherwise (and odd
 /// widths for the float types).
 fn cols_strategy(ty: GgmlType) -> BoxedStrategy<usize> {
-    match ty {
-        GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_XS => {
-            (1usize..=3).prop_map(|n| n * 256).boxed()
-        }
-        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => (1usize..=300).boxed(),
+    match ty.block_elems() {
+        256 => (1usize..=3).prop_map(|n| n * 256).boxed(),
+        1 => (1usize..=300).boxed(),
         _ => (1usize..=12).prop_map(|n| n * 32).boxed(),
     }
 }

@@ -58,6 +58,14 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
         GgmlType::Q5_K => blocks.for_each(|(b, y)| k_scale_min(y, b, &unpack_q5_k(b))),
         GgmlType::Q6_K => blocks
             .for_each(|(b, y)| groups16(y, f16_at(b, q6_k::D), &q6_k_scales(b), &unpack_q6_k(b))),
+        GgmlType::Q2_K => blocks.for_each(|(b, y)| {
+            let (d, dmin) = (f16_at(b, q2_k::D), f16_at(b, q2_k::DMIN));
+            let (sc, mn) = q2_k_scales_mins(b);
+            let q = unpack_q2_k(b);
+            for (i, v) in y.iter_mut().enumerate() {
+                *v = d * sc[i / 16] as f32 * q[i] as f32 - dmin * mn[i / 16] as f32;
+            }
+        }),
         GgmlType::Q3_K => blocks
             .for_each(|(b, y)| groups16(y, f16_at(b, q3_k::D), &q3_k_scales(b), &unpack_q3_k(b))),
         _ => return Err(QuantError::UnsupportedType(ty)),

@@ -14,6 +14,8 @@
 //!   [`IQ4_NL_VALUES`] instead of a value minus 8)
 //! - IQ4_XS (136): d f16, scales_h u16 (2 high bits per sub-block), scales_l\[4\] (a low
 //!   nibble per sub-block), qs\[128\] (per sub-block of 32, IQ4_NL's 16 nibble bytes)
+//! - Q2_K (84): scales\[16\] (per 16 elements: scale in the low nibble, min in the
+//!   high), qs\[64\] (2-bit quants, see [`two_bit`]), d f16, dmin f16
 //! - Q3_K (110): hmask\[32\] (third bit of each quant), qs\[64\] (low 2 bits, see
 //!   [`two_bit`]), scales\[12\] (sixteen 6-bit scales, one per 16 elements), d f16
 
@@ -81,6 +83,14 @@ pub(super) mod q6_k {
     pub(crate) const QH: usize = 128;
     pub(crate) const SCALES: usize = 192;
     pub(crate) const D: usize = 208;
+}
+
+/// Byte offsets inside a Q2_K block.
+pub(super) mod q2_k {
+    pub(crate) const SCALES: usize = 0;
+    pub(crate) const QS: usize = 16;
+    pub(crate) const D: usize = 80;
+    pub(crate) const DMIN: usize = 82;
 }
 
 /// Byte offsets inside a Q3_K block.
@@ -261,6 +271,23 @@ fn two_bit(qs: &[u8]) -> [u8; QK_K] {
         }
     }
     q
+}
+
+/// The 256 quants of a Q2_K block (0..=3), in element order.
+#[inline(always)]
+pub(super) fn unpack_q2_k(b: &[u8]) -> [i8; QK_K] {
+    two_bit(&b[q2_k::QS..q2_k::QS + 64]).map(|q| q as i8)
+}
+
+/// The 16 scales and 16 mins of a Q2_K block (0..=15 each; signed, as the other
+/// formats' scales per 16 elements): the low and high nibbles of `scales[g]`.
+#[inline(always)]
+pub(super) fn q2_k_scales_mins(b: &[u8]) -> ([i8; 16], [i8; 16]) {
+    let s = &b[q2_k::SCALES..q2_k::SCALES + 16];
+    (
+        std::array::from_fn(|g| (s[g] & 0x0F) as i8),
+        std::array::from_fn(|g| (s[g] >> 4) as i8),
+    )
 }
 
 /// The 256 quants of a Q3_K block (-4..=3), in element order: the 2-bit field, less 4

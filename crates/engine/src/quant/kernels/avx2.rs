@@ -14,7 +14,9 @@ use std::arch::x86_64::*;
 /// compiles a second copy of this file with the wider feature set and this set to true).
 pub(super) const VNNI: bool = false;
 use crate::quant::act_blocks::{Q8Block, Q8KBlock};
-use crate::quant::layout::{k4_scales_mins, q3_k, q3_k_scales, q4_k, q5_k, q6_k, IQ4_NL_VALUES};
+use crate::quant::layout::{
+    k4_scales_mins, q2_k, q2_k_scales_mins, q3_k, q3_k_scales, q4_k, q5_k, q6_k, IQ4_NL_VALUES,
+};
 
 /// Wraps an AVX2 kernel in a safe function that can go into the table.
 macro_rules! safe {
@@ -41,6 +43,7 @@ safe!(q6_k, q6_k_avx2, Q8KBlock);
 safe!(iq4_nl, iq4_nl_avx2, Q8Block);
 safe!(iq4_xs, iq4_xs_avx2, Q8KBlock);
 safe!(q3_k, q3_k_avx2, Q8KBlock);
+safe!(q2_k, q2_k_avx2, Q8KBlock);
 
 // ---- helpers -------------------------------------------------------------------------
 
@@ -470,8 +473,7 @@ unsafe fn k_scale_min<const N: usize, const BB: usize, const HIGH_BITS: bool>(
                 _mm256_cvtepi32_ps(isum[t]),
                 acc[t],
             );
-            let bsums = _mm256_loadu_si256(ab.bsums.as_ptr() as *const __m256i);
-            mins_acc[t] += dmin * ab.d * hsum_epi32(_mm256_madd_epi16(mins16, bsums)) as f32;
+            mins_acc[t] += dmin * ab.d * bsums_dot(mins16, ab) as f32;
         }
     }
     let mut out = [0f32; N];
@@ -479,6 +481,15 @@ unsafe fn k_scale_min<const N: usize, const BB: usize, const HIGH_BITS: bool>(
         out[t] = hsum_ps(acc[t]) - mins_acc[t];
     }
     out
+}
+
+/// `Σ_g w_g·bsum_g` over the 16 activation sums of `ab` (`w` in i16 lanes): what a
+/// per-group min (or offset) contributes once multiplied by each group's quants.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bsums_dot(w: __m256i, ab: &Q8KBlock) -> i32 {
+    let bsums = _mm256_loadu_si256(ab.bsums.as_ptr() as *const __m256i);
+    hsum_epi32(_mm256_madd_epi16(w, bsums))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -579,6 +590,44 @@ unsafe fn q3_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f3
     let mut out = [0f32; N];
     for t in 0..N {
         out[t] = hsum_ps(acc[t]);
+    }
+    out
+}
+
+/// Q2_K: quants 0..=3 as stored, scaled per group of 16; each group's min meets its
+/// activation sum once per super-block, as in Q4_K.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
+    const BB: usize = 84;
+    let nb = w.len() / BB;
+    for x in a {
+        assert_eq!(x.len(), nb);
+    }
+    let mut acc = [_mm256_setzero_ps(); N];
+    let mut mins_acc = [0f32; N];
+    for i in 0..nb {
+        let b = &w[i * BB..(i + 1) * BB];
+        let p = b.as_ptr();
+        let (sc, mn) = q2_k_scales_mins(b);
+        let mins16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(mn.as_ptr() as *const __m128i));
+        let mut isum = [_mm256_setzero_si256(); N];
+        for n in 0..2 {
+            let quarters = two_bit_quarters(p.add(q2_k::QS + 32 * n));
+            for (j, q) in quarters.into_iter().enumerate() {
+                groups16_step(q, &sc, 128 * n + 32 * j, &a, i, &mut isum);
+            }
+        }
+        let (d, dmin) = (f16_at(p.add(q2_k::D)), f16_at(p.add(q2_k::DMIN)));
+        for t in 0..N {
+            let ab = a[t].get_unchecked(i);
+            let s = _mm256_cvtepi32_ps(isum[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), s, acc[t]);
+            mins_acc[t] += dmin * ab.d * bsums_dot(mins16, ab) as f32;
+        }
+    }
+    let mut out = [0f32; N];
+    for t in 0..N {
+        out[t] = hsum_ps(acc[t]) - mins_acc[t];
     }
     out
 }

@@ -154,6 +154,7 @@ pub(crate) struct KernelTable {
     pub iq4_nl: Tiles<Q8Block>,
     pub iq4_xs: Tiles<Q8KBlock>,
     pub q3_k: Tiles<Q8KBlock>,
+    pub q2_k: Tiles<Q8KBlock>,
 }
 
 /// An instruction set the kernels are written for.
