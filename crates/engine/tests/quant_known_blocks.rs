@@ -200,6 +200,25 @@ fn iq4_xs_block() {
     assert_eq!(got[224 + 15], 141.25);
 }
 
+#[test]
+fn mxfp4_block() {
+    // Two blocks of the ramp: scale 2^(130 - 127) = 8, then 2^(1 - 127), where ggml's
+    // half scale is subnormal. Codes 0..8 are E2M1 magnitudes 0, 0.5, 1, 1.5, 2, 3, 4,
+    // 6; bit 3 is the sign.
+    let mut b = vec![130u8];
+    b.extend(ramp_nibbles());
+    b.push(1);
+    b.extend(ramp_nibbles());
+    let got = dequant(GgmlType::MXFP4, &b, 64);
+    assert_eq!(&got[..4], [0.0, 4.0, 8.0, 12.0]);
+    assert_eq!(got[7], 48.0);
+    assert_eq!(got[15], -48.0);
+    assert_eq!(got[16], -48.0);
+    assert_eq!(got[31], 0.0);
+    assert_eq!(got[32 + 1], f32::MIN_POSITIVE / 2.0);
+    assert_eq!(got[32 + 7], 6.0 * f32::MIN_POSITIVE);
+}
+
 /// 2-bit quants for Q2_K and Q3_K: in the first half, chunk j of 32 elements has value
 /// j for l < 16 and 3 - j above; the second half the other way round.
 fn two_bit_ramps() -> Vec<u8> {

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 mod common;
 use common::acts::dequantized;
 
-const TYPES: [GgmlType; 15] = [
+const TYPES: [GgmlType; 16] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -31,6 +31,7 @@ const TYPES: [GgmlType; 15] = [
     GgmlType::IQ4_XS,
     GgmlType::Q3_K,
     GgmlType::Q2_K,
+    GgmlType::MXFP4,
 ];
 
 // ---- an independent f64 reader of the layouts ----------------------------------------
@@ -137,6 +138,15 @@ fn elem_ref(ty: GgmlType, b: &[u8], e: usize) -> (f64, f64) {
             let sc = b[192 + e / 16] as i8 as i64;
             plain(f16_ref(b, 208) * (sc * (low + 16 * high - 32)) as f64)
         }
+        GgmlType::MXFP4 => {
+            // e (the E8M0 scale 2^(e - 127)), then Q4_0's nibble order of FP4 (E2M1)
+            // codes, written from the OCP format here: bit 3 the sign, bits 0..3 the
+            // magnitude.
+            const E2M1: [f64; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+            let code = nibble(b[1 + e % 16], e >= 16);
+            let sign = if code >= 8 { -1.0 } else { 1.0 };
+            plain(2f64.powi(b[0] as i32 - 127) * sign * E2M1[(code & 7) as usize])
+        }
         GgmlType::Q2_K => {
             // scales[16] (scale in the low nibble, min in the high), qs[64], d, dmin:
             // the 2-bit quant of element 128h + 32j + l in bits 2j.. of qs[32h + l].
@@ -192,7 +202,7 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
 }
 
 /// Random bytes for `n_elems` of `ty`, with every float field finite (scales in ±0.1,
-/// float elements in ±1).
+/// or up to 1 for MXFP4's powers of two; float elements in ±1).
 fn make_row(ty: GgmlType, bytes: &[u8], floats: &[f32], n_elems: usize) -> Vec<u8> {
     let len = ty.bytes_for(n_elems as u64).unwrap() as usize;
     let mut row = bytes[..len].to_vec();
@@ -204,6 +214,8 @@ fn make_row(ty: GgmlType, bytes: &[u8], floats: &[f32], n_elems: usize) -> Vec<u
                 let v = half::bf16::from_f32(*fl.next().unwrap());
                 b.copy_from_slice(&v.to_bits().to_le_bytes());
             }
+            // An E8M0 scale of 2^-9..2^0, as the f16 scales.
+            GgmlType::MXFP4 => b[0] = 118 + (fl.next().unwrap().abs() * 10.0) as u8,
             _ => {
                 for &at in f16_fields(ty) {
                     let scale = if ty == GgmlType::F16 { 1.0 } else { 0.1 };

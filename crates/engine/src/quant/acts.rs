@@ -28,7 +28,7 @@ impl ActFormat {
         use GgmlType::*;
         match ty {
             F32 | F16 | BF16 => Ok(ActFormat::F32),
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL => Ok(ActFormat::Q8),
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL | MXFP4 => Ok(ActFormat::Q8),
             Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Ok(ActFormat::Q8K),
             _ => Err(QuantError::UnsupportedType(ty)),
         }

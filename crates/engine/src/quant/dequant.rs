@@ -40,6 +40,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
         GgmlType::Q4_0 => blocks.for_each(|(b, y)| scale(y, &unpack_q4_0(b), f16_at(b, 0))),
         GgmlType::Q5_0 => blocks.for_each(|(b, y)| scale(y, &unpack_q5_0(b), f16_at(b, 0))),
         GgmlType::IQ4_NL => blocks.for_each(|(b, y)| scale(y, &unpack_iq4_nl(b), f16_at(b, 0))),
+        GgmlType::MXFP4 => blocks.for_each(|(b, y)| scale(y, &unpack_mxfp4(b), e8m0_half(b[0]))),
         GgmlType::Q8_0 => blocks.for_each(|(b, y)| scale(y, &unpack_q8_0(b), f16_at(b, 0))),
         GgmlType::Q4_1 => {
             blocks.for_each(|(b, y)| scale_min(y, &unpack_q4_1(b), f16_at(b, 0), f16_at(b, 2)))

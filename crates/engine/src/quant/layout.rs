@@ -14,6 +14,8 @@
 //!   [`IQ4_NL_VALUES`] instead of a value minus 8)
 //! - IQ4_XS (136): d f16, scales_h u16 (2 high bits per sub-block), scales_l\[4\] (a low
 //!   nibble per sub-block), qs\[128\] (per sub-block of 32, IQ4_NL's 16 nibble bytes)
+//! - MXFP4 (17): e u8 (an E8M0 power of two, see [`e8m0_half`]), qs\[16\] (as IQ4_NL,
+//!   each nibble an index into [`MXFP4_VALUES`])
 //! - Q2_K (84): scales\[16\] (per 16 elements: scale in the low nibble, min in the
 //!   high), qs\[64\] (2-bit quants, see [`two_bit`]), d f16, dmin f16
 //! - Q3_K (110): hmask\[32\] (third bit of each quant), qs\[64\] (low 2 bits, see
@@ -144,16 +146,44 @@ pub(super) const IQ4_NL_VALUES: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
 
+/// MXFP4's codebook: the 16 FP4 (E2M1) values, doubled so that they are integers (bit
+/// 3 of the index is the sign); [`e8m0_half`] halves the scale to match, as ggml does.
+pub(super) const MXFP4_VALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// Half the E8M0 scale `2^(e − 127)`, i.e. `2^(e − 128)`, exactly as ggml's
+/// `GGML_E8M0_TO_FP32_HALF`: the f32 with exponent field `e − 1`, or for `e` < 2 the
+/// subnormal with that value (ggml gives no NaN for e = 255 either).
+#[inline(always)]
+pub(super) fn e8m0_half(e: u8) -> f32 {
+    if e < 2 {
+        f32::from_bits(0x0020_0000 << e)
+    } else {
+        f32::from_bits((e as u32 - 1) << 23)
+    }
+}
+
+/// 32 codebook values from 16 nibble bytes (element j low nibble of `qs[j]`, element
+/// j + 16 its high nibble, as Q4_0).
+#[inline(always)]
+fn codebook_nibbles(qs: &[u8], book: &[i8; 16]) -> [i8; QK] {
+    let mut q = [0i8; QK];
+    for j in 0..16 {
+        q[j] = book[(qs[j] & 0x0F) as usize];
+        q[j + 16] = book[(qs[j] >> 4) as usize];
+    }
+    q
+}
+
 /// The 32 quants of an IQ4_NL block (codebook values), in element order.
 #[inline(always)]
 pub(super) fn unpack_iq4_nl(b: &[u8]) -> [i8; QK] {
-    let qs = &b[2..18];
-    let mut q = [0i8; QK];
-    for j in 0..16 {
-        q[j] = IQ4_NL_VALUES[(qs[j] & 0x0F) as usize];
-        q[j + 16] = IQ4_NL_VALUES[(qs[j] >> 4) as usize];
-    }
-    q
+    codebook_nibbles(&b[2..18], &IQ4_NL_VALUES)
+}
+
+/// The 32 quants of an MXFP4 block (doubled FP4 values), in element order.
+#[inline(always)]
+pub(super) fn unpack_mxfp4(b: &[u8]) -> [i8; QK] {
+    codebook_nibbles(&b[1..17], &MXFP4_VALUES)
 }
 
 /// The eight 6-bit sub-block scales of an IQ4_XS block, centred (-32..=31), and its 256
@@ -168,12 +198,8 @@ pub(super) fn unpack_iq4_xs(b: &[u8]) -> ([i8; 8], [i8; QK_K]) {
         *scale = (low | (hi << 4)) as i8 - 32;
     }
     let mut q = [0i8; QK_K];
-    for s in 0..8 {
-        let qs = &b[8 + 16 * s..8 + 16 * (s + 1)];
-        for j in 0..16 {
-            q[32 * s + j] = IQ4_NL_VALUES[(qs[j] & 0x0F) as usize];
-            q[32 * s + j + 16] = IQ4_NL_VALUES[(qs[j] >> 4) as usize];
-        }
+    for (s, sub) in q.chunks_exact_mut(QK).enumerate() {
+        sub.copy_from_slice(&codebook_nibbles(&b[8 + 16 * s..], &IQ4_NL_VALUES));
     }
     (scales, q)
 }

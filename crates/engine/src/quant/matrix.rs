@@ -444,6 +444,7 @@ impl Backend {
             IQ4_XS => drive(&k.iq4_xs, w, &acts.q8k, &[], per_tok, out),
             Q3_K => drive(&k.q3_k, w, &acts.q8k, &[], per_tok, out),
             Q2_K => drive(&k.q2_k, w, &acts.q8k, &[], per_tok, out),
+            MXFP4 => drive(&k.mxfp4, w, &acts.q8, s, per_tok, out),
             ty => return Err(QuantError::UnsupportedType(ty)),
         }
         Ok(())

@@ -15,7 +15,8 @@ use std::arch::x86_64::*;
 pub(super) const VNNI: bool = false;
 use crate::quant::act_blocks::{Q8Block, Q8KBlock};
 use crate::quant::layout::{
-    k4_scales_mins, q2_k, q2_k_scales_mins, q3_k, q3_k_scales, q4_k, q5_k, q6_k, IQ4_NL_VALUES,
+    e8m0_half, k4_scales_mins, q2_k, q2_k_scales_mins, q3_k, q3_k_scales, q4_k, q5_k, q6_k,
+    IQ4_NL_VALUES, MXFP4_VALUES,
 };
 
 /// Wraps an AVX2 kernel in a safe function that can go into the table.
@@ -44,6 +45,7 @@ safe!(iq4_nl, iq4_nl_avx2, Q8Block);
 safe!(iq4_xs, iq4_xs_avx2, Q8KBlock);
 safe!(q3_k, q3_k_avx2, Q8KBlock);
 safe!(q2_k, q2_k_avx2, Q8KBlock);
+safe!(mxfp4, mxfp4_avx2, Q8Block);
 
 // ---- helpers -------------------------------------------------------------------------
 
@@ -88,12 +90,12 @@ pub(super) unsafe fn nibbles32(p: *const u8) -> __m256i {
     _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
 }
 
-/// IQ4_NL's codebook values of 32 indices 0..=15: one byte shuffle per 16 lanes, the
-/// codebook in both halves of the table register.
+/// A 16-value codebook's values of 32 indices 0..=15 (IQ4_NL, MXFP4): one byte shuffle
+/// per 16 lanes, the codebook in both halves of the table register.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq4_nl_values(idx: __m256i) -> __m256i {
-    let book = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
+unsafe fn codebook_values(book: &[i8; 16], idx: __m256i) -> __m256i {
+    let book = _mm_loadu_si128(book.as_ptr() as *const __m128i);
     _mm256_shuffle_epi8(_mm256_set_m128i(book, book), idx)
 }
 
@@ -339,7 +341,7 @@ unsafe fn iq4_xs_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[
         let mut uq = [_mm256_setzero_si256(); 8];
         let mut sc = [_mm256_setzero_si256(); 8];
         for s in 0..8 {
-            q[s] = iq4_nl_values(nibbles32(p.add(8 + 16 * s)));
+            q[s] = codebook_values(&IQ4_NL_VALUES, nibbles32(p.add(8 + 16 * s)));
             uq[s] = _mm256_sign_epi8(q[s], q[s]);
             let low = ((*p.add(4 + s / 2) >> (4 * (s % 2))) & 0x0F) as i32;
             sc[s] = _mm256_set1_epi32((low | (((high >> (2 * s)) & 3) << 4)) - 32);
@@ -393,7 +395,19 @@ legacy_kernel!(q8_0_avx2, 34, |p| (f16_at(p), load256(p.add(2))), signed);
 legacy_kernel!(
     iq4_nl_avx2,
     18,
-    |p| (f16_at(p), iq4_nl_values(nibbles32(p.add(2)))),
+    |p| (
+        f16_at(p),
+        codebook_values(&IQ4_NL_VALUES, nibbles32(p.add(2)))
+    ),
+    signed
+);
+legacy_kernel!(
+    mxfp4_avx2,
+    17,
+    |p| (
+        e8m0_half(*p),
+        codebook_values(&MXFP4_VALUES, nibbles32(p.add(1)))
+    ),
     signed
 );
 legacy_kernel!(

@@ -155,6 +155,7 @@ pub(crate) struct KernelTable {
     pub iq4_xs: Tiles<Q8KBlock>,
     pub q3_k: Tiles<Q8KBlock>,
     pub q2_k: Tiles<Q8KBlock>,
+    pub mxfp4: Tiles<Q8Block>,
 }
 
 /// An instruction set the kernels are written for.

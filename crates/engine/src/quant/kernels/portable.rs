@@ -26,6 +26,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     iq4_xs: tiles!(iq4_xs, Scalar),
     q3_k: tiles!(q3_k, Scalar),
     q2_k: tiles!(q2_k, Scalar),
+    mxfp4: tiles!(mxfp4, Scalar),
 };
 
 /// The integer dot products of one weight block's quants with one activation block's.
@@ -166,6 +167,14 @@ pub(super) fn iq4_nl<const N: usize, D: IntDot>(
     _scales: &[f32],
 ) -> [f32; N] {
     symmetric::<N, 18, D>(w, a, |b| (f16_at(b, 0), unpack_iq4_nl(b)))
+}
+
+pub(super) fn mxfp4<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8Block]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    symmetric::<N, 17, D>(w, a, |b| (e8m0_half(b[0]), unpack_mxfp4(b)))
 }
 
 pub(super) fn q4_1<const N: usize, D: IntDot>(
