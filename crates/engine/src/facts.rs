@@ -111,6 +111,7 @@ fn file_type_name(id: u64) -> String {
         32 => "BF16",
         36 => "TQ1_0",
         37 => "TQ2_0",
+        38 => "MXFP4_MOE",
         _ => return format!("unknown ({id})"),
     };
     name.to_string()

@@ -41,11 +41,12 @@ pub enum GgmlType {
     BF16,
     TQ1_0,
     TQ2_0,
+    MXFP4,
 }
 
 impl GgmlType {
     /// Every type, in id order.
-    pub const ALL: [GgmlType; 31] = [
+    pub const ALL: [GgmlType; 32] = [
         Self::F32,
         Self::F16,
         Self::Q4_0,
@@ -77,9 +78,11 @@ impl GgmlType {
         Self::BF16,
         Self::TQ1_0,
         Self::TQ2_0,
+        Self::MXFP4,
     ];
 
-    /// The type with this GGUF id, if the id names one (ids 4, 5 and 31–33 were retired).
+    /// The type with this GGUF id, if the id names one (ids 4, 5 and 31–33 and 36–38 were
+    /// retired).
     pub fn from_id(id: u32) -> Option<GgmlType> {
         Self::ALL.iter().copied().find(|t| t.id() == id)
     }
@@ -119,6 +122,7 @@ impl GgmlType {
             BF16 => 30,
             TQ1_0 => 34,
             TQ2_0 => 35,
+            MXFP4 => 39,
         }
     }
 
@@ -127,7 +131,7 @@ impl GgmlType {
         use GgmlType::*;
         match self {
             F32 | F16 | BF16 | I8 | I16 | I32 | I64 | F64 => 1,
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | IQ4_NL => 32,
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q8_1 | IQ4_NL | MXFP4 => 32,
             _ => 256,
         }
     }
@@ -162,6 +166,7 @@ impl GgmlType {
             IQ1_M => 56,
             TQ1_0 => 54,
             TQ2_0 => 66,
+            MXFP4 => 17,
         }
     }
 
@@ -186,11 +191,14 @@ impl GgmlType {
                 | Q5_0
                 | Q5_1
                 | Q8_0
+                | Q2_K
+                | Q3_K
                 | Q4_K
                 | Q5_K
                 | Q6_K
                 | IQ4_NL
                 | IQ4_XS
+                | MXFP4
         )
     }
 
@@ -229,6 +237,7 @@ impl GgmlType {
             BF16 => "BF16",
             TQ1_0 => "TQ1_0",
             TQ2_0 => "TQ2_0",
+            MXFP4 => "MXFP4",
         }
     }
 }
@@ -248,7 +257,7 @@ mod tests {
         for t in GgmlType::ALL {
             assert_eq!(GgmlType::from_id(t.id()), Some(t));
         }
-        for retired in [4, 5, 31, 32, 33, 36, 1000] {
+        for retired in [4, 5, 31, 32, 33, 36, 37, 38, 40, 1000] {
             assert_eq!(GgmlType::from_id(retired), None);
         }
     }
@@ -258,6 +267,7 @@ mod tests {
         assert_eq!(GgmlType::Q4_0.bytes_for(64), Some(36));
         assert_eq!(GgmlType::Q4_0.bytes_for(33), None);
         assert_eq!(GgmlType::Q6_K.bytes_for(256), Some(210));
+        assert_eq!(GgmlType::MXFP4.bytes_for(2880), Some(90 * 17));
         assert_eq!(GgmlType::F32.bytes_for(u64::MAX), None);
     }
 }

@@ -1,5 +1,6 @@
 //! Bit-exactness of `dequantize_row` with ggml's `dequantize_row_*`, on every 2-D tensor
-//! of the tiny models (all 11 supported types, 202 tensors).
+//! of the tiny models (the 11 types they hold, 202 tensors; quant_ggml_dequant.rs checks
+//! the others against ggml itself).
 //!
 //! The expected values are fingerprints of gguf-py 0.19.0's `gguf.quants.dequantize`
 //! output (which shared/ref/README.md §5 reports bit-identical to ggml), computed once

@@ -201,11 +201,93 @@ fn iq4_xs_block() {
 }
 
 #[test]
+fn mxfp4_block() {
+    // Two blocks of the ramp: scale 2^(130 - 127) = 8, then 2^(1 - 127), where ggml's
+    // half scale is subnormal. Codes 0..8 are E2M1 magnitudes 0, 0.5, 1, 1.5, 2, 3, 4,
+    // 6; bit 3 is the sign.
+    let mut b = vec![130u8];
+    b.extend(ramp_nibbles());
+    b.push(1);
+    b.extend(ramp_nibbles());
+    let got = dequant(GgmlType::MXFP4, &b, 64);
+    assert_eq!(&got[..4], [0.0, 4.0, 8.0, 12.0]);
+    assert_eq!(got[7], 48.0);
+    assert_eq!(got[15], -48.0);
+    assert_eq!(got[16], -48.0);
+    assert_eq!(got[31], 0.0);
+    assert_eq!(got[32 + 1], f32::MIN_POSITIVE / 2.0);
+    assert_eq!(got[32 + 7], 6.0 * f32::MIN_POSITIVE);
+}
+
+/// 2-bit quants for Q2_K and Q3_K: in the first half, chunk j of 32 elements has value
+/// j for l < 16 and 3 - j above; the second half the other way round.
+fn two_bit_ramps() -> Vec<u8> {
+    (0..64)
+        .map(|k| {
+            if (k % 32 < 16) == (k < 32) {
+                0xE4
+            } else {
+                0x1B
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn q2_k_block() {
+    // Group g: scale g, min 15 - g.
+    let mut b: Vec<u8> = (0..16u8).map(|g| g | ((15 - g) << 4)).collect();
+    b.extend(two_bit_ramps());
+    b.extend(f16_bytes(0.5));
+    b.extend(f16_bytes(0.25));
+    assert_eq!(b.len(), 84);
+    let got = dequant(GgmlType::Q2_K, &b, 256);
+    assert_eq!(got[0], -3.75); // 0 - 0.25·15
+    assert_eq!(got[16], -2.0); // 0.5·1·3 - 0.25·14
+    assert_eq!(got[40], -2.25); // 0.5·2·1 - 0.25·13
+    assert_eq!(got[130], 10.25); // 0.5·8·3 - 0.25·7
+    assert_eq!(got[255], 22.5); // 0.5·15·3
+}
+
+/// Sixteen 6-bit scales packed as Q3_K keeps them: low nibbles in bytes 0..8 (low
+/// nibble for scales 0..8, high for 8..16), high 2 bits of scale i in bits 2·(i/4) of
+/// byte 8 + i%4.
+fn q3_k_scale_bytes(scales: [u8; 16]) -> [u8; 12] {
+    let mut b = [0u8; 12];
+    for (i, s) in scales.into_iter().enumerate() {
+        b[i % 8] |= (s & 15) << (4 * (i / 8));
+        b[8 + i % 4] |= (s >> 4) << (2 * (i / 4));
+    }
+    b
+}
+
+#[test]
+fn q3_k_block() {
+    // hmask: for l < 16 bits set in even 32-element chunks, for l >= 16 in odd ones.
+    let mut b: Vec<u8> = (0..32).map(|l| if l < 16 { 0x55 } else { 0xAA }).collect();
+    b.extend(two_bit_ramps());
+    // Group g has scale 2g + 17, centred 2g - 15.
+    b.extend(q3_k_scale_bytes(std::array::from_fn(|g| 2 * g as u8 + 17)));
+    b.extend(f16_bytes(0.5));
+    assert_eq!(b.len(), 110);
+    let got = dequant(GgmlType::Q3_K, &b, 256);
+    // Element 16: value 3, bit clear (-1), scale -13.
+    assert_eq!(got[16], 6.5);
+    // Element 32: value 1, bit clear (-3), scale -11.
+    assert_eq!(got[32], 16.5);
+    // Element 200: second half, chunk 2: value 1, bit set, scale 9.
+    assert_eq!(got[200], 4.5);
+    // Element 239: value 0, bit clear (-4), scale 13.
+    assert_eq!(got[239], -26.0);
+    assert_eq!(got[0], 0.0);
+}
+
+#[test]
 fn unsupported_types_and_bad_lengths_are_errors() {
     let mut out = [0f32; 32];
     assert_eq!(
-        dequantize_row(GgmlType::Q2_K, &[0; 84], &mut [0f32; 256]),
-        Err(QuantError::UnsupportedType(GgmlType::Q2_K))
+        dequantize_row(GgmlType::IQ2_XXS, &[0; 66], &mut [0f32; 256]),
+        Err(QuantError::UnsupportedType(GgmlType::IQ2_XXS))
     );
     assert!(matches!(
         dequantize_row(GgmlType::Q4_0, &[0; 17], &mut out),

@@ -15,7 +15,7 @@ use proptest::prelude::*;
 mod common;
 use common::acts::dequantized;
 
-const TYPES: [GgmlType; 13] = [
+const TYPES: [GgmlType; 16] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -29,6 +29,9 @@ const TYPES: [GgmlType; 13] = [
     GgmlType::Q6_K,
     GgmlType::IQ4_NL,
     GgmlType::IQ4_XS,
+    GgmlType::Q3_K,
+    GgmlType::Q2_K,
+    GgmlType::MXFP4,
 ];
 
 // ---- an independent f64 reader of the layouts ----------------------------------------
@@ -135,6 +138,38 @@ fn elem_ref(ty: GgmlType, b: &[u8], e: usize) -> (f64, f64) {
             let sc = b[192 + e / 16] as i8 as i64;
             plain(f16_ref(b, 208) * (sc * (low + 16 * high - 32)) as f64)
         }
+        GgmlType::MXFP4 => {
+            // e (the E8M0 scale 2^(e - 127)), then Q4_0's nibble order of FP4 (E2M1)
+            // codes, written from the OCP format here: bit 3 the sign, bits 0..3 the
+            // magnitude.
+            const E2M1: [f64; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
+            let code = nibble(b[1 + e % 16], e >= 16);
+            let sign = if code >= 8 { -1.0 } else { 1.0 };
+            plain(2f64.powi(b[0] as i32 - 127) * sign * E2M1[(code & 7) as usize])
+        }
+        GgmlType::Q2_K => {
+            // scales[16] (scale in the low nibble, min in the high), qs[64], d, dmin:
+            // the 2-bit quant of element 128h + 32j + l in bits 2j.. of qs[32h + l].
+            let (h, j, l) = (e / 128, e % 128 / 32, e % 32);
+            let q = ((b[16 + 32 * h + l] >> (2 * j)) & 3) as i64;
+            let g = b[e / 16];
+            let t = f16_ref(b, 80) * (nibble(g, false) * q) as f64;
+            let m = f16_ref(b, 82) * nibble(g, true) as f64;
+            (t - m, t.abs() + m.abs())
+        }
+        GgmlType::Q3_K => {
+            // hmask[32], qs[64], scales[12], d: 2 low bits of element 128h + 32j + l
+            // in bits 2j.. of qs[32h + l], its third bit in bit e/32 of hmask[l], 4
+            // taken off where that bit is clear.
+            let (h, j, l) = (e / 128, e % 128 / 32, e % 32);
+            let low = ((b[32 + 32 * h + l] >> (2 * j)) & 3) as i64;
+            let high = ((b[l] >> (e / 32)) & 1) as i64;
+            let g = e / 16;
+            let sc_low = nibble(b[96 + g % 8], g >= 8);
+            let sc_high = ((b[104 + g % 4] >> (2 * (g / 4))) & 3) as i64;
+            let q = low - 4 * (1 - high);
+            plain(f16_ref(b, 108) * ((sc_low + 16 * sc_high - 32) * q) as f64)
+        }
         _ => unreachable!("not a computable type"),
     }
 }
@@ -160,12 +195,14 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
         | GgmlType::IQ4_XS => &[0],
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
+        GgmlType::Q3_K => &[108],
+        GgmlType::Q2_K => &[80, 82],
         _ => &[],
     }
 }
 
 /// Random bytes for `n_elems` of `ty`, with every float field finite (scales in ±0.1,
-/// float elements in ±1).
+/// or up to 1 for MXFP4's powers of two; float elements in ±1).
 fn make_row(ty: GgmlType, bytes: &[u8], floats: &[f32], n_elems: usize) -> Vec<u8> {
     let len = ty.bytes_for(n_elems as u64).unwrap() as usize;
     let mut row = bytes[..len].to_vec();
@@ -177,6 +214,8 @@ fn make_row(ty: GgmlType, bytes: &[u8], floats: &[f32], n_elems: usize) -> Vec<u
                 let v = half::bf16::from_f32(*fl.next().unwrap());
                 b.copy_from_slice(&v.to_bits().to_le_bytes());
             }
+            // An E8M0 scale of 2^-9..2^0, as the f16 scales.
+            GgmlType::MXFP4 => b[0] = 118 + (fl.next().unwrap().abs() * 10.0) as u8,
             _ => {
                 for &at in f16_fields(ty) {
                     let scale = if ty == GgmlType::F16 { 1.0 } else { 0.1 };
@@ -196,11 +235,9 @@ fn ty_strategy() -> impl Strategy<Value = GgmlType> {
 /// Columns: 1..=3 blocks of 256 for K-quants, 1..=12 blocks of 32 otherwise (and odd
 /// widths for the float types).
 fn cols_strategy(ty: GgmlType) -> BoxedStrategy<usize> {
-    match ty {
-        GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K | GgmlType::IQ4_XS => {
-            (1usize..=3).prop_map(|n| n * 256).boxed()
-        }
-        GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => (1usize..=300).boxed(),
+    match ty.block_elems() {
+        256 => (1usize..=3).prop_map(|n| n * 256).boxed(),
+        1 => (1usize..=300).boxed(),
         _ => (1usize..=12).prop_map(|n| n * 32).boxed(),
     }
 }

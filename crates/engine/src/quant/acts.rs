@@ -16,9 +16,9 @@ use crate::pool::SyncPtr;
 pub enum ActFormat {
     /// Plain f32 (for F32, F16 and BF16 weights).
     F32,
-    /// [`Q8Block`]s (for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights).
+    /// [`Q8Block`]s (for the formats in blocks of 32).
     Q8,
-    /// [`Q8KBlock`]s (for Q4_K, Q5_K, Q6_K weights).
+    /// [`Q8KBlock`]s (for the K-quants and IQ4_XS).
     Q8K,
 }
 
@@ -28,8 +28,8 @@ impl ActFormat {
         use GgmlType::*;
         match ty {
             F32 | F16 | BF16 => Ok(ActFormat::F32),
-            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL => Ok(ActFormat::Q8),
-            Q4_K | Q5_K | Q6_K | IQ4_XS => Ok(ActFormat::Q8K),
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL | MXFP4 => Ok(ActFormat::Q8),
+            Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Ok(ActFormat::Q8K),
             _ => Err(QuantError::UnsupportedType(ty)),
         }
     }

@@ -40,6 +40,7 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
         GgmlType::Q4_0 => blocks.for_each(|(b, y)| scale(y, &unpack_q4_0(b), f16_at(b, 0))),
         GgmlType::Q5_0 => blocks.for_each(|(b, y)| scale(y, &unpack_q5_0(b), f16_at(b, 0))),
         GgmlType::IQ4_NL => blocks.for_each(|(b, y)| scale(y, &unpack_iq4_nl(b), f16_at(b, 0))),
+        GgmlType::MXFP4 => blocks.for_each(|(b, y)| scale(y, &unpack_mxfp4(b), e8m0_half(b[0]))),
         GgmlType::Q8_0 => blocks.for_each(|(b, y)| scale(y, &unpack_q8_0(b), f16_at(b, 0))),
         GgmlType::Q4_1 => {
             blocks.for_each(|(b, y)| scale_min(y, &unpack_q4_1(b), f16_at(b, 0), f16_at(b, 2)))
@@ -56,14 +57,18 @@ pub fn dequantize_row(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Q
             }
         }),
         GgmlType::Q5_K => blocks.for_each(|(b, y)| k_scale_min(y, b, &unpack_q5_k(b))),
-        GgmlType::Q6_K => blocks.for_each(|(b, y)| {
-            let d = f16_at(b, q6_k::D);
-            let sc = q6_k_scales(b);
-            let q = unpack_q6_k(b);
+        GgmlType::Q6_K => blocks
+            .for_each(|(b, y)| groups16(y, f16_at(b, q6_k::D), &q6_k_scales(b), &unpack_q6_k(b))),
+        GgmlType::Q2_K => blocks.for_each(|(b, y)| {
+            let (d, dmin) = (f16_at(b, q2_k::D), f16_at(b, q2_k::DMIN));
+            let (sc, mn) = q2_k_scales_mins(b);
+            let q = unpack_q2_k(b);
             for (i, v) in y.iter_mut().enumerate() {
-                *v = d * sc[i / 16] as f32 * q[i] as f32;
+                *v = d * sc[i / 16] as f32 * q[i] as f32 - dmin * mn[i / 16] as f32;
             }
         }),
+        GgmlType::Q3_K => blocks
+            .for_each(|(b, y)| groups16(y, f16_at(b, q3_k::D), &q3_k_scales(b), &unpack_q3_k(b))),
         _ => return Err(QuantError::UnsupportedType(ty)),
     }
     Ok(())
@@ -80,6 +85,14 @@ fn scale<Q: Copy + Into<f32>>(y: &mut [f32], q: &[Q], d: f32) {
 fn scale_min(y: &mut [f32], q: &[u8], d: f32, m: f32) {
     for (v, &q) in y.iter_mut().zip(q) {
         *v = q as f32 * d + m;
+    }
+}
+
+/// Q3_K/Q6_K: element i is `(d·scale[i / 16])·q`, in ggml's order.
+#[inline(always)]
+fn groups16(y: &mut [f32], d: f32, sc: &[i8; 16], q: &[i8]) {
+    for (i, v) in y.iter_mut().enumerate() {
+        *v = d * sc[i / 16] as f32 * q[i] as f32;
     }
 }
 

@@ -14,6 +14,12 @@
 //!   [`IQ4_NL_VALUES`] instead of a value minus 8)
 //! - IQ4_XS (136): d f16, scales_h u16 (2 high bits per sub-block), scales_l\[4\] (a low
 //!   nibble per sub-block), qs\[128\] (per sub-block of 32, IQ4_NL's 16 nibble bytes)
+//! - MXFP4 (17): e u8 (an E8M0 power of two, see [`e8m0_half`]), qs\[16\] (as IQ4_NL,
+//!   each nibble an index into [`MXFP4_VALUES`])
+//! - Q2_K (84): scales\[16\] (per 16 elements: scale in the low nibble, min in the
+//!   high), qs\[64\] (2-bit quants, see [`two_bit`]), d f16, dmin f16
+//! - Q3_K (110): hmask\[32\] (third bit of each quant), qs\[64\] (low 2 bits, see
+//!   [`two_bit`]), scales\[12\] (sixteen 6-bit scales, one per 16 elements), d f16
 
 use half::{bf16, f16};
 
@@ -81,6 +87,22 @@ pub(super) mod q6_k {
     pub(crate) const D: usize = 208;
 }
 
+/// Byte offsets inside a Q2_K block.
+pub(super) mod q2_k {
+    pub(crate) const SCALES: usize = 0;
+    pub(crate) const QS: usize = 16;
+    pub(crate) const D: usize = 80;
+    pub(crate) const DMIN: usize = 82;
+}
+
+/// Byte offsets inside a Q3_K block.
+pub(super) mod q3_k {
+    pub(crate) const HMASK: usize = 0;
+    pub(crate) const QS: usize = 32;
+    pub(crate) const SCALES: usize = 96;
+    pub(crate) const D: usize = 108;
+}
+
 /// The 32 quants of a Q4_0 block, centred (-8..=7), in element order.
 #[inline(always)]
 pub(super) fn unpack_q4_0(b: &[u8]) -> [i8; QK] {
@@ -124,16 +146,44 @@ pub(super) const IQ4_NL_VALUES: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
 
+/// MXFP4's codebook: the 16 FP4 (E2M1) values, doubled so that they are integers (bit
+/// 3 of the index is the sign); [`e8m0_half`] halves the scale to match, as ggml does.
+pub(super) const MXFP4_VALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// Half the E8M0 scale `2^(e − 127)`, i.e. `2^(e − 128)`, exactly as ggml's
+/// `GGML_E8M0_TO_FP32_HALF`: the f32 with exponent field `e − 1`, or for `e` < 2 the
+/// subnormal with that value (ggml gives no NaN for e = 255 either).
+#[inline(always)]
+pub(super) fn e8m0_half(e: u8) -> f32 {
+    if e < 2 {
+        f32::from_bits(0x0020_0000 << e)
+    } else {
+        f32::from_bits((e as u32 - 1) << 23)
+    }
+}
+
+/// 32 codebook values from 16 nibble bytes (element j low nibble of `qs[j]`, element
+/// j + 16 its high nibble, as Q4_0).
+#[inline(always)]
+fn codebook_nibbles(qs: &[u8], book: &[i8; 16]) -> [i8; QK] {
+    let mut q = [0i8; QK];
+    for j in 0..16 {
+        q[j] = book[(qs[j] & 0x0F) as usize];
+        q[j + 16] = book[(qs[j] >> 4) as usize];
+    }
+    q
+}
+
 /// The 32 quants of an IQ4_NL block (codebook values), in element order.
 #[inline(always)]
 pub(super) fn unpack_iq4_nl(b: &[u8]) -> [i8; QK] {
-    let qs = &b[2..18];
-    let mut q = [0i8; QK];
-    for j in 0..16 {
-        q[j] = IQ4_NL_VALUES[(qs[j] & 0x0F) as usize];
-        q[j + 16] = IQ4_NL_VALUES[(qs[j] >> 4) as usize];
-    }
-    q
+    codebook_nibbles(&b[2..18], &IQ4_NL_VALUES)
+}
+
+/// The 32 quants of an MXFP4 block (doubled FP4 values), in element order.
+#[inline(always)]
+pub(super) fn unpack_mxfp4(b: &[u8]) -> [i8; QK] {
+    codebook_nibbles(&b[1..17], &MXFP4_VALUES)
 }
 
 /// The eight 6-bit sub-block scales of an IQ4_XS block, centred (-32..=31), and its 256
@@ -148,12 +198,8 @@ pub(super) fn unpack_iq4_xs(b: &[u8]) -> ([i8; 8], [i8; QK_K]) {
         *scale = (low | (hi << 4)) as i8 - 32;
     }
     let mut q = [0i8; QK_K];
-    for s in 0..8 {
-        let qs = &b[8 + 16 * s..8 + 16 * (s + 1)];
-        for j in 0..16 {
-            q[32 * s + j] = IQ4_NL_VALUES[(qs[j] & 0x0F) as usize];
-            q[32 * s + j + 16] = IQ4_NL_VALUES[(qs[j] >> 4) as usize];
-        }
+    for (s, sub) in q.chunks_exact_mut(QK).enumerate() {
+        sub.copy_from_slice(&codebook_nibbles(&b[8 + 16 * s..], &IQ4_NL_VALUES));
     }
     (scales, q)
 }
@@ -236,6 +282,63 @@ pub(super) fn unpack_q6_k(b: &[u8]) -> [i8; QK_K] {
         }
     }
     q
+}
+
+/// The 2-bit fields of the 64 `qs` bytes of a Q2_K or Q3_K block (0..=3), in element
+/// order: element `128h + 32j + l` is bits `2j..2j + 2` of `qs[32h + l]`.
+#[inline(always)]
+fn two_bit(qs: &[u8]) -> [u8; QK_K] {
+    let mut q = [0u8; QK_K];
+    for h in 0..2 {
+        for j in 0..4 {
+            for l in 0..32 {
+                q[128 * h + 32 * j + l] = (qs[32 * h + l] >> (2 * j)) & 3;
+            }
+        }
+    }
+    q
+}
+
+/// The 256 quants of a Q2_K block (0..=3), in element order.
+#[inline(always)]
+pub(super) fn unpack_q2_k(b: &[u8]) -> [i8; QK_K] {
+    two_bit(&b[q2_k::QS..q2_k::QS + 64]).map(|q| q as i8)
+}
+
+/// The 16 scales and 16 mins of a Q2_K block (0..=15 each; signed, as the other
+/// formats' scales per 16 elements): the low and high nibbles of `scales[g]`.
+#[inline(always)]
+pub(super) fn q2_k_scales_mins(b: &[u8]) -> ([i8; 16], [i8; 16]) {
+    let s = &b[q2_k::SCALES..q2_k::SCALES + 16];
+    (
+        std::array::from_fn(|g| (s[g] & 0x0F) as i8),
+        std::array::from_fn(|g| (s[g] >> 4) as i8),
+    )
+}
+
+/// The 256 quants of a Q3_K block (-4..=3), in element order: the 2-bit field, less 4
+/// where the element's bit in hmask is clear (bit `e / 32` of `hmask[e % 32]`).
+#[inline(always)]
+pub(super) fn unpack_q3_k(b: &[u8]) -> [i8; QK_K] {
+    let low = two_bit(&b[q3_k::QS..q3_k::QS + 64]);
+    let hmask = &b[q3_k::HMASK..q3_k::HMASK + 32];
+    std::array::from_fn(|e| {
+        let high = (hmask[e % 32] >> (e / 32)) & 1;
+        low[e] as i8 - if high == 1 { 0 } else { 4 }
+    })
+}
+
+/// The 16 scales of a Q3_K block, centred (-32..=31). Scale i keeps its low 4 bits in
+/// a nibble of `scales[i % 8]` (low for i < 8, high above) and its high 2 bits in bits
+/// `2·(i / 4)..` of `scales[8 + i % 4]`.
+#[inline(always)]
+pub(super) fn q3_k_scales(b: &[u8]) -> [i8; 16] {
+    let s = &b[q3_k::SCALES..q3_k::SCALES + 12];
+    std::array::from_fn(|i| {
+        let low = (s[i % 8] >> (4 * (i / 8))) & 0x0F;
+        let high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+        (low | (high << 4)) as i8 - 32
+    })
 }
 
 /// The 16 signed scales of a Q6_K block (one per 16 elements).

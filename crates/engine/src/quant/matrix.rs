@@ -442,6 +442,9 @@ impl Backend {
             Q6_K => drive(&k.q6_k, w, &acts.q8k, &[], per_tok, out),
             IQ4_NL => drive(&k.iq4_nl, w, &acts.q8, s, per_tok, out),
             IQ4_XS => drive(&k.iq4_xs, w, &acts.q8k, &[], per_tok, out),
+            Q3_K => drive(&k.q3_k, w, &acts.q8k, &[], per_tok, out),
+            Q2_K => drive(&k.q2_k, w, &acts.q8k, &[], per_tok, out),
+            MXFP4 => drive(&k.mxfp4, w, &acts.q8, s, per_tok, out),
             ty => return Err(QuantError::UnsupportedType(ty)),
         }
         Ok(())

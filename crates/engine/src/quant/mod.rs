@@ -7,8 +7,8 @@
 //! weights) so that the inner loops are integer dot products. Every kernel has a portable scalar version (the
 //! reference) and, on x86-64, an AVX2+FMA version chosen once at run time; see [`Backend`].
 //!
-//! Supported weight types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K,
-//! IQ4_NL, IQ4_XS.
+//! Supported weight types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K,
+//! Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4.
 
 mod act_blocks;
 mod acts;

@@ -14,7 +14,10 @@ use std::arch::x86_64::*;
 /// compiles a second copy of this file with the wider feature set and this set to true).
 pub(super) const VNNI: bool = false;
 use crate::quant::act_blocks::{Q8Block, Q8KBlock};
-use crate::quant::layout::{k4_scales_mins, q4_k, q5_k, q6_k, IQ4_NL_VALUES};
+use crate::quant::layout::{
+    e8m0_half, k4_scales_mins, q2_k, q2_k_scales_mins, q3_k, q3_k_scales, q4_k, q5_k, q6_k,
+    IQ4_NL_VALUES, MXFP4_VALUES,
+};
 
 /// Wraps an AVX2 kernel in a safe function that can go into the table.
 macro_rules! safe {
@@ -40,6 +43,9 @@ safe!(q5_k, q5_k_avx2, Q8KBlock);
 safe!(q6_k, q6_k_avx2, Q8KBlock);
 safe!(iq4_nl, iq4_nl_avx2, Q8Block);
 safe!(iq4_xs, iq4_xs_avx2, Q8KBlock);
+safe!(q3_k, q3_k_avx2, Q8KBlock);
+safe!(q2_k, q2_k_avx2, Q8KBlock);
+safe!(mxfp4, mxfp4_avx2, Q8Block);
 
 // ---- helpers -------------------------------------------------------------------------
 
@@ -84,12 +90,12 @@ pub(super) unsafe fn nibbles32(p: *const u8) -> __m256i {
     _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
 }
 
-/// IQ4_NL's codebook values of 32 indices 0..=15: one byte shuffle per 16 lanes, the
-/// codebook in both halves of the table register.
+/// A 16-value codebook's values of 32 indices 0..=15 (IQ4_NL, MXFP4): one byte shuffle
+/// per 16 lanes, the codebook in both halves of the table register.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq4_nl_values(idx: __m256i) -> __m256i {
-    let book = _mm_loadu_si128(IQ4_NL_VALUES.as_ptr() as *const __m128i);
+unsafe fn codebook_values(book: &[i8; 16], idx: __m256i) -> __m256i {
+    let book = _mm_loadu_si128(book.as_ptr() as *const __m128i);
     _mm256_shuffle_epi8(_mm256_set_m128i(book, book), idx)
 }
 
@@ -335,7 +341,7 @@ unsafe fn iq4_xs_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[
         let mut uq = [_mm256_setzero_si256(); 8];
         let mut sc = [_mm256_setzero_si256(); 8];
         for s in 0..8 {
-            q[s] = iq4_nl_values(nibbles32(p.add(8 + 16 * s)));
+            q[s] = codebook_values(&IQ4_NL_VALUES, nibbles32(p.add(8 + 16 * s)));
             uq[s] = _mm256_sign_epi8(q[s], q[s]);
             let low = ((*p.add(4 + s / 2) >> (4 * (s % 2))) & 0x0F) as i32;
             sc[s] = _mm256_set1_epi32((low | (((high >> (2 * s)) & 3) << 4)) - 32);
@@ -389,7 +395,19 @@ legacy_kernel!(q8_0_avx2, 34, |p| (f16_at(p), load256(p.add(2))), signed);
 legacy_kernel!(
     iq4_nl_avx2,
     18,
-    |p| (f16_at(p), iq4_nl_values(nibbles32(p.add(2)))),
+    |p| (
+        f16_at(p),
+        codebook_values(&IQ4_NL_VALUES, nibbles32(p.add(2)))
+    ),
+    signed
+);
+legacy_kernel!(
+    mxfp4_avx2,
+    17,
+    |p| (
+        e8m0_half(*p),
+        codebook_values(&MXFP4_VALUES, nibbles32(p.add(1)))
+    ),
     signed
 );
 legacy_kernel!(
@@ -469,8 +487,7 @@ unsafe fn k_scale_min<const N: usize, const BB: usize, const HIGH_BITS: bool>(
                 _mm256_cvtepi32_ps(isum[t]),
                 acc[t],
             );
-            let bsums = _mm256_loadu_si256(ab.bsums.as_ptr() as *const __m256i);
-            mins_acc[t] += dmin * ab.d * hsum_epi32(_mm256_madd_epi16(mins16, bsums)) as f32;
+            mins_acc[t] += dmin * ab.d * bsums_dot(mins16, ab) as f32;
         }
     }
     let mut out = [0f32; N];
@@ -478,6 +495,15 @@ unsafe fn k_scale_min<const N: usize, const BB: usize, const HIGH_BITS: bool>(
         out[t] = hsum_ps(acc[t]) - mins_acc[t];
     }
     out
+}
+
+/// `Σ_g w_g·bsum_g` over the 16 activation sums of `ab` (`w` in i16 lanes): what a
+/// per-group min (or offset) contributes once multiplied by each group's quants.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bsums_dot(w: __m256i, ab: &Q8KBlock) -> i32 {
+    let bsums = _mm256_loadu_si256(ab.bsums.as_ptr() as *const __m256i);
+    hsum_epi32(_mm256_madd_epi16(w, bsums))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -488,6 +514,136 @@ unsafe fn q4_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f3
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
     k_scale_min::<N, 176, true>(w, a)
+}
+
+/// Adds to each token's `isum` the products of 32 unsigned quants `q`, elements
+/// `at..at + 32` of super-block `i` (groups `at / 16` and `at / 16 + 1` of 16), with
+/// their activations, each group's pair sums weighted by its scale in `sc`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn groups16_step<const N: usize>(
+    q: __m256i,
+    sc: &[i8; 16],
+    at: usize,
+    a: &[&[Q8KBlock]; N],
+    i: usize,
+    isum: &mut [__m256i; N],
+) {
+    let g = at / 16;
+    let scales = _mm256_set_m128i(
+        _mm_set1_epi16(sc[g + 1] as i16),
+        _mm_set1_epi16(sc[g] as i16),
+    );
+    for t in 0..N {
+        let y = a[t].get_unchecked(i).qs.as_ptr().add(at);
+        let s = dot_u8_i8_scaled(q, load256(y as *const u8), scales);
+        isum[t] = _mm256_add_epi32(isum[t], s);
+    }
+}
+
+/// Adds `d·d_a·(isum − 2^SHIFT·Σ_g sc_g·bsum_g)` to each token's `acc`: the quants were
+/// decoded shifted up by `2^SHIFT` (to be unsigned for `maddubs`), and the shift times
+/// each group's activation sum is taken back here.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn groups16_finish<const N: usize, const SHIFT: i32>(
+    d: f32,
+    sc: &[i8; 16],
+    isum: &[__m256i; N],
+    a: &[&[Q8KBlock]; N],
+    i: usize,
+    acc: &mut [__m256; N],
+) {
+    let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.as_ptr() as *const __m128i));
+    for t in 0..N {
+        let ab = a[t].get_unchecked(i);
+        let bsums = _mm256_loadu_si256(ab.bsums.as_ptr() as *const __m256i);
+        let offset = _mm256_slli_epi32::<SHIFT>(_mm256_madd_epi16(sc16, bsums));
+        let s = _mm256_sub_epi32(isum[t], offset);
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
+    }
+}
+
+/// The four 2-bit fields (0..=3) of 32 bytes at `p`, bits `2j..2j + 2` in the `j`th.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn two_bit_quarters(p: *const u8) -> [__m256i; 4] {
+    let (x, low2) = (load256(p), _mm256_set1_epi8(0x03));
+    let field = |j: i32| _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(2 * j)), low2);
+    [field(0), field(1), field(2), field(3)]
+}
+
+/// Q3_K: quants decoded unsigned, `q + 4` (0..=7: the 2-bit field plus 4 where the
+/// hmask bit is set), the offset taken back through the bsums.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q3_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
+    const BB: usize = 110;
+    let nb = w.len() / BB;
+    for x in a {
+        assert_eq!(x.len(), nb);
+    }
+    let one = _mm256_set1_epi8(1);
+    let mut acc = [_mm256_setzero_ps(); N];
+    for i in 0..nb {
+        let b = &w[i * BB..(i + 1) * BB];
+        let p = b.as_ptr();
+        let sc = q3_k_scales(b);
+        let hmask = load256(p.add(q3_k::HMASK));
+        let mut isum = [_mm256_setzero_si256(); N];
+        for n in 0..2 {
+            let low = two_bit_quarters(p.add(q3_k::QS + 32 * n));
+            for (j, low) in low.into_iter().enumerate() {
+                let bit = _mm256_srl_epi16(hmask, _mm_cvtsi32_si128((4 * n + j) as i32));
+                let high = _mm256_slli_epi16(_mm256_and_si256(bit, one), 2);
+                let q = _mm256_or_si256(low, high);
+                groups16_step(q, &sc, 128 * n + 32 * j, &a, i, &mut isum);
+            }
+        }
+        groups16_finish::<N, 2>(f16_at(p.add(q3_k::D)), &sc, &isum, &a, i, &mut acc);
+    }
+    let mut out = [0f32; N];
+    for t in 0..N {
+        out[t] = hsum_ps(acc[t]);
+    }
+    out
+}
+
+/// Q2_K: quants 0..=3 as stored, scaled per group of 16; each group's min meets its
+/// activation sum once per super-block, as in Q4_K.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f32]) -> [f32; N] {
+    const BB: usize = 84;
+    let nb = w.len() / BB;
+    for x in a {
+        assert_eq!(x.len(), nb);
+    }
+    let mut acc = [_mm256_setzero_ps(); N];
+    let mut mins_acc = [0f32; N];
+    for i in 0..nb {
+        let b = &w[i * BB..(i + 1) * BB];
+        let p = b.as_ptr();
+        let (sc, mn) = q2_k_scales_mins(b);
+        let mins16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(mn.as_ptr() as *const __m128i));
+        let mut isum = [_mm256_setzero_si256(); N];
+        for n in 0..2 {
+            let quarters = two_bit_quarters(p.add(q2_k::QS + 32 * n));
+            for (j, q) in quarters.into_iter().enumerate() {
+                groups16_step(q, &sc, 128 * n + 32 * j, &a, i, &mut isum);
+            }
+        }
+        let (d, dmin) = (f16_at(p.add(q2_k::D)), f16_at(p.add(q2_k::DMIN)));
+        for t in 0..N {
+            let ab = a[t].get_unchecked(i);
+            let s = _mm256_cvtepi32_ps(isum[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), s, acc[t]);
+            mins_acc[t] += dmin * ab.d * bsums_dot(mins16, ab) as f32;
+        }
+    }
+    let mut out = [0f32; N];
+    for t in 0..N {
+        out[t] = hsum_ps(acc[t]) - mins_acc[t];
+    }
+    out
 }
 
 /// Q6_K: quants are decoded unsigned (0..=63); the −32 offset is applied once per
@@ -504,9 +660,7 @@ unsafe fn q6_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f3
     let mut acc = [_mm256_setzero_ps(); N];
     for i in 0..nb {
         let p = w.as_ptr().add(i * BB);
-        let d = f16_at(p.add(q6_k::D));
-        let sc = p.add(q6_k::SCALES) as *const i8;
-        let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(sc as *const __m128i));
+        let sc: [i8; 16] = *(p.add(q6_k::SCALES) as *const [i8; 16]);
         let mut isum = [_mm256_setzero_si256(); N];
         for n in 0..2 {
             let ql0 = load256(p.add(q6_k::QL + 64 * n));
@@ -523,25 +677,10 @@ unsafe fn q6_k_avx2<const N: usize>(w: &[u8], a: [&[Q8KBlock]; N], _scales: &[f3
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), high(6)),
             ];
             for (k, q) in quarters.into_iter().enumerate() {
-                let g = 8 * n + 2 * k;
-                let scales = _mm256_set_m128i(
-                    _mm_set1_epi16(*sc.add(g + 1) as i16),
-                    _mm_set1_epi16(*sc.add(g) as i16),
-                );
-                for t in 0..N {
-                    let y = a[t].get_unchecked(i).qs.as_ptr().add(128 * n + 32 * k);
-                    let s = dot_u8_i8_scaled(q, load256(y as *const u8), scales);
-                    isum[t] = _mm256_add_epi32(isum[t], s);
-                }
+                groups16_step(q, &sc, 128 * n + 32 * k, &a, i, &mut isum);
             }
         }
-        for t in 0..N {
-            let ab = a[t].get_unchecked(i);
-            let bsums = _mm256_loadu_si256(ab.bsums.as_ptr() as *const __m256i);
-            let offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
-            let s = _mm256_sub_epi32(isum[t], offset);
-            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab.d), _mm256_cvtepi32_ps(s), acc[t]);
-        }
+        groups16_finish::<N, 5>(f16_at(p.add(q6_k::D)), &sc, &isum, &a, i, &mut acc);
     }
     let mut out = [0f32; N];
     for t in 0..N {

@@ -3,7 +3,8 @@
 //! none of those needs another's kernels.
 
 use super::avx2::{
-    bf16_rows, f16_rows, f32_rows, iq4_nl, iq4_xs, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0,
+    bf16_rows, f16_rows, f32_rows, iq4_nl, iq4_xs, mxfp4, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1,
+    q5_k, q6_k, q8_0,
 };
 use super::avx2_wide::{q4_0_tiles, q4_1_tiles, q5_0_tiles, q5_1_tiles, q8_0_tiles};
 use super::{tiles, KernelSet, KernelTable};
@@ -38,4 +39,7 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     q6_k: tiles!(q6_k),
     iq4_nl: tiles!(iq4_nl),
     iq4_xs: tiles!(iq4_xs),
+    q3_k: tiles!(q3_k),
+    q2_k: tiles!(q2_k),
+    mxfp4: tiles!(mxfp4),
 };

@@ -153,6 +153,9 @@ pub(crate) struct KernelTable {
     pub q6_k: Tiles<Q8KBlock>,
     pub iq4_nl: Tiles<Q8Block>,
     pub iq4_xs: Tiles<Q8KBlock>,
+    pub q3_k: Tiles<Q8KBlock>,
+    pub q2_k: Tiles<Q8KBlock>,
+    pub mxfp4: Tiles<Q8Block>,
 }
 
 /// An instruction set the kernels are written for.

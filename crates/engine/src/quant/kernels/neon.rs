@@ -6,8 +6,8 @@
 use std::arch::aarch64::*;
 
 use super::portable::{
-    bf16_rows, f16_rows, f32_rows, iq4_nl, iq4_xs, q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0,
-    IntDot,
+    bf16_rows, f16_rows, f32_rows, iq4_nl, iq4_xs, mxfp4, q2_k, q3_k, q4_0, q4_1, q4_k, q5_0, q5_1,
+    q5_k, q6_k, q8_0, IntDot,
 };
 use super::{tiles, KernelSet, KernelTable};
 use crate::quant::layout::QK;
@@ -29,6 +29,9 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     q6_k: tiles!(q6_k, Neon),
     iq4_nl: tiles!(iq4_nl, Neon),
     iq4_xs: tiles!(iq4_xs, Neon),
+    q3_k: tiles!(q3_k, Neon),
+    q2_k: tiles!(q2_k, Neon),
+    mxfp4: tiles!(mxfp4, Neon),
 };
 
 /// NEON integer dot products: widening multiplies, pairwise-added into 32-bit lanes.

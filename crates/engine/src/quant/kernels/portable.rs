@@ -24,6 +24,9 @@ pub(crate) static TABLE: KernelTable = KernelTable {
     q6_k: tiles!(q6_k, Scalar),
     iq4_nl: tiles!(iq4_nl, Scalar),
     iq4_xs: tiles!(iq4_xs, Scalar),
+    q3_k: tiles!(q3_k, Scalar),
+    q2_k: tiles!(q2_k, Scalar),
+    mxfp4: tiles!(mxfp4, Scalar),
 };
 
 /// The integer dot products of one weight block's quants with one activation block's.
@@ -166,6 +169,14 @@ pub(super) fn iq4_nl<const N: usize, D: IntDot>(
     symmetric::<N, 18, D>(w, a, |b| (f16_at(b, 0), unpack_iq4_nl(b)))
 }
 
+pub(super) fn mxfp4<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8Block]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    symmetric::<N, 17, D>(w, a, |b| (e8m0_half(b[0]), unpack_mxfp4(b)))
+}
+
 pub(super) fn q4_1<const N: usize, D: IntDot>(
     w: &[u8],
     a: [&[Q8Block]; N],
@@ -261,23 +272,81 @@ pub(super) fn iq4_xs<const N: usize, D: IntDot>(
     acc
 }
 
-pub(super) fn q6_k<const N: usize, D: IntDot>(
+/// A K-quant super-block with a scale per 16 elements, decoded.
+struct Groups16 {
+    d: f32,
+    sc: [i8; 16],
+    q: [i8; QK_K],
+    /// Q2_K's `dmin` and group mins.
+    mins: Option<(f32, [i8; 16])>,
+}
+
+/// Q2_K/Q3_K/Q6_K: `d·d_a·Σ_g sc_g·Σq·a` over the 16 groups of 16, less
+/// `dmin·d_a·Σ_g min_g·Σa` (Σa from the bsums) where the format has mins.
+#[inline(always)]
+fn groups16<const N: usize, const BB: usize, D: IntDot>(
     w: &[u8],
     a: [&[Q8KBlock]; N],
-    _scales: &[f32],
+    decode: impl Fn(&[u8]) -> Groups16,
 ) -> [f32; N] {
     let mut acc = [0f32; N];
-    for (i, b) in w.chunks_exact(210).enumerate() {
-        let d = f16_at(b, q6_k::D);
-        let sc = q6_k_scales(b);
-        let q = unpack_q6_k(b);
+    for (i, b) in w.chunks_exact(BB).enumerate() {
+        let Groups16 { d, sc, q, mins } = decode(b);
         for t in 0..N {
             let ab = &a[t][i];
             let isum: i32 = (0..16)
                 .map(|g| sc[g] as i32 * D::i8_i8_16(sub(&q, 16 * g), sub(&ab.qs, 16 * g)))
                 .sum();
-            acc[t] += d * ab.d * isum as f32;
+            acc[t] += match mins {
+                None => d * ab.d * isum as f32,
+                Some((dmin, mn)) => {
+                    let msum: i32 = (0..16).map(|g| mn[g] as i32 * ab.bsums[g] as i32).sum();
+                    ab.d * (d * isum as f32 - dmin * msum as f32)
+                }
+            };
         }
     }
     acc
+}
+
+pub(super) fn q2_k<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    groups16::<N, 84, D>(w, a, |b| {
+        let (sc, mn) = q2_k_scales_mins(b);
+        Groups16 {
+            d: f16_at(b, q2_k::D),
+            sc,
+            q: unpack_q2_k(b),
+            mins: Some((f16_at(b, q2_k::DMIN), mn)),
+        }
+    })
+}
+
+pub(super) fn q3_k<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    groups16::<N, 110, D>(w, a, |b| Groups16 {
+        d: f16_at(b, q3_k::D),
+        sc: q3_k_scales(b),
+        q: unpack_q3_k(b),
+        mins: None,
+    })
+}
+
+pub(super) fn q6_k<const N: usize, D: IntDot>(
+    w: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [f32; N] {
+    groups16::<N, 210, D>(w, a, |b| Groups16 {
+        d: f16_at(b, q6_k::D),
+        sc: q6_k_scales(b),
+        q: unpack_q6_k(b),
+        mins: None,
+    })
 }
