@@ -148,7 +148,10 @@ fn prompts(lm: &LoadedModel, words: usize) -> (Vec<u32>, Vec<Vec<u32>>) {
 }
 
 fn same_text_with_and_without_the_cache(which: RealModel, words: usize, min_prefix: usize) {
-    let lm = load(which);
+    cache_keeps_text(load(which), words, min_prefix);
+}
+
+fn cache_keeps_text(lm: Arc<LoadedModel>, words: usize, min_prefix: usize) {
     let (prefix, full) = prompts(&lm, words);
     assert!(prefix.len() >= min_prefix, "{} tokens", prefix.len());
     let n = 12;
@@ -204,27 +207,44 @@ fn gemma3_cached_prefixes_past_the_window_change_speed_not_text() {
     same_text_with_and_without_the_cache(RealModel::Gemma3, 450, 560);
 }
 
+/// Mixture-of-experts models keep no state beyond their KV: cached prefixes (past
+/// gpt-oss's 8-position window on the tiny file), contexts and forks keep the text.
+#[test]
+fn expert_models_cached_prefixes_and_contexts_change_speed_not_text() {
+    for name in ["qwen3moe-Q8_0", "gpt-oss-Q8_0"] {
+        let path = llamay_testdata::moe_model(name);
+        let lm = Arc::new(common::load_path(&path, 2048, Some(2)));
+        cache_keeps_text(lm.clone(), 150, 200);
+        continuations_match_fresh_runs(&lm, name, 160);
+    }
+}
+
 /// A context prefilled once (a prefill-only job), then continued by several
 /// requests at once through its blocks (each copies at most the shared, partly
 /// filled last block): the texts of the same prompts computed from scratch.
 #[test]
 fn context_continuations_and_forks_match_fresh_runs() {
     for which in [RealModel::Gemma3, RealModel::SmolLM2] {
-        let lm = load(which);
-        let (prefix, full) = prompts(&lm, 420);
+        continuations_match_fresh_runs(&load(which), &format!("{which:?}"), 420);
+    }
+}
+
+fn continuations_match_fresh_runs(lm: &Arc<LoadedModel>, which: &str, words: usize) {
+    {
+        let (prefix, full) = prompts(lm, words);
         assert!(
             prefix.len() % KV_BLOCK_TOKENS != 0,
             "the last block is shared partly filled"
         );
         let n = 8;
-        let uncached = scheduler(&lm, Some(0));
+        let uncached = scheduler(lm, Some(0));
         let want: Vec<String> = run_each(&uncached, &full, n)
             .into_iter()
             .map(|t| t.0)
             .collect();
         drop(uncached);
 
-        let s = scheduler(&lm, None);
+        let s = scheduler(lm, None);
         let (mut j, _rx) = job(prefix.clone(), 1, None);
         let (tx, rx) = tokio::sync::oneshot::channel();
         j.keep = Some(tx);
@@ -232,26 +252,26 @@ fn context_continuations_and_forks_match_fresh_runs() {
         let ctx = rx.blocking_recv().expect("the prefill's blocks");
         assert_eq!(&*ctx.tokens, &prefix[..]);
         assert_eq!(ctx.blocks.len(), prefix.len().div_ceil(KV_BLOCK_TOKENS));
-        let one_context = settled_live(&lm, |_| true);
+        let one_context = settled_live(lm, |_| true);
         // Six continuations at once (the questions, twice), all through the context.
         let jobs: Vec<_> = (0..6)
             .map(|i| (full[i % full.len()].clone(), Some(ctx.clone())))
             .collect();
         let got = run_together(&s, jobs, n);
         for (i, (text, cached)) in got.iter().enumerate() {
-            assert_eq!(text, &want[i % full.len()], "{which:?} continuation {i}");
-            assert_eq!(*cached, prefix.len(), "{which:?} continuation {i}");
+            assert_eq!(text, &want[i % full.len()], "{which} continuation {i}");
+            assert_eq!(*cached, prefix.len(), "{which} continuation {i}");
         }
         // The context's blocks are shared, not copied: what is live beyond them is
         // the continuations' own blocks, now cached (at most their questions and
         // replies, plus the copied last block each).
         let per_continuation = (full[0].len() - prefix.len() + n).div_ceil(KV_BLOCK_TOKENS) + 2;
-        let extra = settled_live(&lm, |b| {
+        let extra = settled_live(lm, |b| {
             b <= one_context + 6 * per_continuation * lm.model.kv_block_bytes()
         }) - one_context;
         assert!(
             extra <= 6 * per_continuation * lm.model.kv_block_bytes(),
-            "{which:?}: {extra} bytes beyond the context's {one_context}"
+            "{which}: {extra} bytes beyond the context's {one_context}"
         );
     }
 }
