@@ -8,11 +8,9 @@
 use std::sync::Mutex;
 
 use super::family::Gating;
-use super::forward::Buffers;
 use super::hparams::ExpertShape;
-use super::layer::add_residual;
 use super::linear::{matmul_many, ActsCache, Product, Weight};
-use super::ops::{gate_fn, rms_norm, softmax};
+use super::ops::{add_residual, gate_fn, rms_norm, softmax};
 use super::weights::{Expert, Experts, Layer};
 use super::{Model, ModelError};
 use crate::quant::{serial, Backend, QuantizedActs};
@@ -82,48 +80,45 @@ pub(super) fn route(logits: &[f32], shape: &ExpertShape, out: &mut Vec<(u32, f32
 }
 
 impl Model {
-    /// `x += experts(ffn_norm(x))` for the step's `total` tokens, at most
-    /// [`EXPERT_STEP_TOKENS`] at a time.
+    /// `x += experts(ffn_norm(x))` for the step's rows `x`, at most
+    /// [`EXPERT_STEP_TOKENS`] at a time, with the step's activations cache and the
+    /// block's scratch.
     pub(super) fn expert_block(
         &self,
         layer: &Layer,
         ex: &Experts,
-        total: usize,
-        b: &mut Buffers,
+        x: &mut [f32],
+        (acts, s): (&mut ActsCache, &mut ExpertScratch),
     ) -> Result<(), ModelError> {
         let e = self.hp.n_embd;
-        for start in (0..total).step_by(EXPERT_STEP_TOKENS) {
-            let n = EXPERT_STEP_TOKENS.min(total - start);
-            self.expert_rows(layer, ex, start * e..(start + n) * e, b)?;
+        for rows in x.chunks_mut(EXPERT_STEP_TOKENS * e) {
+            self.expert_rows(layer, ex, rows, acts, s)?;
         }
         Ok(())
     }
 
-    /// [`Model::expert_block`] for the tokens whose rows are `b.x[rows]`.
+    /// [`Model::expert_block`] for the tokens of rows `x`.
     fn expert_rows(
         &self,
         layer: &Layer,
         ex: &Experts,
-        rows: std::ops::Range<usize>,
-        b: &mut Buffers,
+        x: &mut [f32],
+        acts: &mut ActsCache,
+        s: &mut ExpertScratch,
     ) -> Result<(), ModelError> {
         let hp = &self.hp;
         let shape = hp.experts.as_ref().expect("an expert layer has a shape");
         let (e, n_exp, k) = (hp.n_embd, shape.n_expert, shape.n_used);
-        let total = rows.len() / e;
-        let s = &mut b.experts;
+        let total = x.len() / e;
         s.xn.resize(total * e, 0.0);
-        for (x, xn) in b.x[rows.clone()]
-            .chunks_exact(e)
-            .zip(s.xn.chunks_exact_mut(e))
-        {
+        for (x, xn) in x.chunks_exact(e).zip(s.xn.chunks_exact_mut(e)) {
             rms_norm(x, &layer.ffn_norm, hp.rms_eps, xn);
         }
-        b.acts.invalidate();
-        b.acts.prepare(&self.pool, &ex.router, &s.xn, total)?;
+        acts.invalidate();
+        acts.prepare(&self.pool, &ex.router, &s.xn, total)?;
         s.logits.resize(total * n_exp, 0.0);
         let product = Product::new(&ex.router, &mut s.logits);
-        matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
+        matmul_many(&self.pool, &self.file, acts, vec![product])?;
         s.chosen.clear();
         for l in s.logits.chunks_exact_mut(n_exp) {
             if let Some(bias) = &ex.router_bias {
@@ -152,7 +147,7 @@ impl Model {
                 sum.iter_mut().zip(y).for_each(|(o, v)| *o += w * v);
             }
         }
-        add_residual(&mut b.x[rows], &s.sum, hp.residual_scale);
+        add_residual(x, &s.sum, hp.residual_scale);
         Ok(())
     }
 

@@ -6,7 +6,7 @@ use super::attention::{attend_batch, AttnArgs, AttnJob};
 use super::forward::{Buffers, Span};
 use super::heads::HeadPrep;
 use super::linear::{gated_product, matmul_many, Product, Weight};
-use super::ops::{gate_fn, rms_norm_inplace, rms_scale};
+use super::ops::{add_residual, gate_fn, rms_norm_inplace, rms_scale};
 use super::rope::RopeTable;
 use super::weights::{Ffn, GateUp, Layer, Qkv};
 use super::{Model, ModelError};
@@ -200,7 +200,10 @@ impl Model {
     ) -> Result<(), ModelError> {
         let (gate_up, down) = match &layer.ffn {
             Ffn::Dense { gate_up, down } => (gate_up, down),
-            Ffn::Experts(ex) => return self.expert_block(layer, ex, total, b),
+            Ffn::Experts(ex) => {
+                let scratch = (&mut b.acts, &mut b.experts);
+                return self.expert_block(layer, ex, &mut b.x, scratch);
+            }
         };
         let hp = &self.hp;
         let (e, ff) = (hp.n_embd, hp.n_ff);
@@ -257,14 +260,6 @@ impl Model {
             b.acts.prepare_computed(&self.pool, down, &gated, total)?;
         }
         self.add_projection(down, layer.post_ffn_norm.as_deref(), b)
-    }
-}
-
-/// `x += scale·y` (`scale` 1 when `None`).
-pub(super) fn add_residual(x: &mut [f32], y: &[f32], scale: Option<f32>) {
-    match scale {
-        Some(s) => x.iter_mut().zip(y).for_each(|(x, y)| *x += s * y),
-        None => x.iter_mut().zip(y).for_each(|(x, y)| *x += y),
     }
 }
 

@@ -184,6 +184,14 @@ macro_rules! gated {
 }
 gated!(silu_gate, silu);
 
+/// `x += scale·y` (`scale` 1 when `None`).
+pub(super) fn add_residual(x: &mut [f32], y: &[f32], scale: Option<f32>) {
+    match scale {
+        Some(s) => x.iter_mut().zip(y).for_each(|(x, y)| *x += s * y),
+        None => x.iter_mut().zip(y).for_each(|(x, y)| *x += y),
+    }
+}
+
 /// The gated activation `act` names, over a slice (`gate[i] = act(gate[i], up[i])`).
 pub(super) fn gate_fn(act: Activation) -> fn(&mut [f32], &[f32]) {
     match act {
