@@ -175,3 +175,40 @@ fn broken_expert_files_are_refused_by_name() {
         .expect_err("9 of 8 experts used");
     assert!(e.to_string().contains("9 used"), "{e}");
 }
+
+/// gpt-oss as Ollama's library stores it (architecture `gptoss`, `attn_out`,
+/// `attn_sinks`, `ffn_norm`, no expert width, no scaling type) loads, and gives the
+/// logits of the same weights in llama.cpp's layout (which the test above checks).
+#[test]
+fn ollamas_gpt_oss_layout_gives_the_same_logits() {
+    let opts = LoadOptions {
+        n_threads: Some(2),
+        ..Default::default()
+    };
+    let load = |name: &str| {
+        Model::load(llamay_testdata::moe_model(name), &opts)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let (ollama, ours) = (load("gpt-oss-ollama"), load("gpt-oss-F32"));
+    let doc = reference();
+    let entry = doc["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "gpt-oss-F32")
+        .unwrap();
+    let prompt = ids(&entry["sequences"]["seq40"]["token_ids"]);
+    let logits = |m: &Model| {
+        let mut seq = m.new_sequence();
+        let out = m
+            .forward(&mut [BatchItem {
+                seq: &mut seq,
+                tokens: &prompt,
+                want_logits: LogitsWanted::All,
+            }])
+            .unwrap();
+        out[0].data.clone()
+    };
+    // The 40 positions pass the 8-position window and the YaRN the file leaves unnamed.
+    assert_eq!(logits(&ollama), logits(&ours));
+}

@@ -112,7 +112,8 @@ impl HParams {
             )));
         }
         let rope_base = file.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
-        let rope_scaling = RopeScaling::from_gguf(file, arch_name, n_ctx_train)?;
+        let rope_scaling =
+            RopeScaling::from_gguf(file, arch_name, n_ctx_train, family.rope_scaling)?;
         let rope_freq_scale = rope_scaling.freq_scale;
         // Which layers slide, and their RoPE, follow llama.cpp's per-family defaults;
         // the other families ignore a sliding-window key, as llama.cpp does.

@@ -60,9 +60,11 @@ impl RopeScaling {
         file: &GgufFile,
         arch: &str,
         n_ctx_train: usize,
+        default_type: Option<&str>,
     ) -> Result<RopeScaling, ModelError> {
         let key = |s: &str| format!("{arch}.{s}");
-        let kind = match file.opt_str(&key("rope.scaling.type"))?.unwrap_or("linear") {
+        let named = file.opt_str(&key("rope.scaling.type"))?;
+        let kind = match named.or(default_type).unwrap_or("linear") {
             "none" => ScalingType::None,
             "linear" => ScalingType::Linear,
             "yarn" => ScalingType::Yarn,

@@ -183,12 +183,15 @@ fn load_layer(
         qkv_bias,
         q_norm: qk_norm("attn_q_norm.weight")?,
         k_norm: qk_norm("attn_k_norm.weight")?,
-        attn_out: load("attn_output.weight", hp.n_head * hp.head_dim_v, e)?,
-        attn_out_bias: opt_vector(file, &n("attn_output.bias"), e)?,
-        attn_sinks: if layout.sinks {
-            Some(load_vector(file, &n("attn_sinks.weight"), hp.n_head)?)
-        } else {
-            None
+        attn_out: load(
+            &format!("{}.weight", layout.attn_output),
+            hp.n_head * hp.head_dim_v,
+            e,
+        )?,
+        attn_out_bias: opt_vector(file, &n(&format!("{}.bias", layout.attn_output)), e)?,
+        attn_sinks: match layout.sinks {
+            Some(name) => Some(load_vector(file, &n(name), hp.n_head)?),
+            None => None,
         },
         post_attn_norm: post("post_attention_norm.weight")?,
         ffn_norm: load_vector(file, &n(&format!("{}.weight", layout.ffn_norm)), e)?,

@@ -60,7 +60,7 @@ impl DeviceModel {
             )
             .into());
         }
-        if hp.family.tensors.sinks {
+        if hp.family.tensors.sinks.is_some() {
             return Err(
                 GpuError::Unsupported("attention sinks run on the CPU engine only".into()).into(),
             );

@@ -16,7 +16,8 @@ pub(in crate::model) const GEMMA2: Family = Family {
         qk_norm: false,
         post_norms: true,
         ffn_norm: "ffn_norm",
-        sinks: false,
+        attn_output: "attn_output",
+        sinks: None,
     },
     sliding: Some(Sliding {
         pattern: 2,
@@ -25,6 +26,7 @@ pub(in crate::model) const GEMMA2: Family = Family {
     }),
     attn_softcap: true,
     granite_scales: false,
+    rope_scaling: None,
     rope_factors: RopeFactors::None,
     experts: None,
 };

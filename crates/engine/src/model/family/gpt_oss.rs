@@ -3,6 +3,8 @@
 //! router, the experts and the attention; a learned sink logit per head in every
 //! attention softmax; even layers slide over a window, odd ones see everything, both
 //! under the file's YaRN. The feed-forward norm is stored as `post_attention_norm`.
+//! Ollama's library files name the architecture `gptoss`, three tensors otherwise and
+//! leave out the scaling type (YaRN) and the expert width (the dense width).
 
 use super::{Activation, ExpertWidth, Family, Gating, Routing, Sliding, Tensors};
 use crate::model::rope::{RopeFactors, RopeStyle};
@@ -17,7 +19,8 @@ pub(in crate::model) const GPT_OSS: Family = Family {
         qk_norm: false,
         post_norms: false,
         ffn_norm: "post_attention_norm",
-        sinks: true,
+        attn_output: "attn_output",
+        sinks: Some("attn_sinks.weight"),
     },
     sliding: Some(Sliding {
         pattern: 2,
@@ -26,10 +29,24 @@ pub(in crate::model) const GPT_OSS: Family = Family {
     }),
     attn_softcap: false,
     granite_scales: false,
+    rope_scaling: None,
     rope_factors: RopeFactors::None,
     experts: Some(Routing {
         gating: Gating::SoftmaxOfChosen,
         normalise: false,
         width: ExpertWidth::FeedForward,
     }),
+};
+
+/// gpt-oss as Ollama's library stores it.
+pub(in crate::model) const GPT_OSS_OLLAMA: Family = Family {
+    name: "gptoss",
+    tensors: Tensors {
+        ffn_norm: "ffn_norm",
+        attn_output: "attn_out",
+        sinks: Some("attn_sinks"),
+        ..GPT_OSS.tensors
+    },
+    rope_scaling: Some("yarn"),
+    ..GPT_OSS
 };

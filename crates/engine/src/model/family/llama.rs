@@ -15,11 +15,13 @@ pub(in crate::model) const LLAMA: Family = Family {
         qk_norm: false,
         post_norms: false,
         ffn_norm: "ffn_norm",
-        sinks: false,
+        attn_output: "attn_output",
+        sinks: None,
     },
     sliding: None,
     attn_softcap: false,
     granite_scales: false,
+    rope_scaling: None,
     rope_factors: RopeFactors::FreqsOrLongRope,
     // Mixtral: a Llama file with `expert_count`.
     experts: Some(Routing {

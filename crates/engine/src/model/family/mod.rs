@@ -40,6 +40,9 @@ pub(super) struct Family {
     /// `logit_scale` and `attention.scale`.
     pub granite_scales: bool,
     pub rope_factors: RopeFactors,
+    /// The RoPE scaling type when the file names none (Ollama's gpt-oss files give a
+    /// factor but no type: YaRN). `None`: llama.cpp's default, linear.
+    pub rope_scaling: Option<&'static str>,
     /// How the family routes tokens to experts, when the file has experts
     /// (`expert_count` > 0); `None`: the family has none (the key is ignored).
     pub experts: Option<Routing>,
@@ -86,8 +89,10 @@ pub(super) struct Tensors {
     pub post_norms: bool,
     /// The feed-forward block's input norm (gpt-oss calls it `post_attention_norm`).
     pub ffn_norm: &'static str,
-    /// A learned logit per head in every attention softmax (`attn_sinks`, gpt-oss).
-    pub sinks: bool,
+    /// The attention output projection (Ollama's gpt-oss files say `attn_out`).
+    pub attn_output: &'static str,
+    /// The tensor of a learned logit per head in every attention softmax (gpt-oss).
+    pub sinks: Option<&'static str>,
 }
 
 /// llama.cpp's per-family defaults for sliding-window layers.
@@ -113,6 +118,7 @@ pub(super) const FAMILIES: &[&Family] = &[
     &qwen::QWEN2MOE,
     &qwen::QWEN3MOE,
     &gpt_oss::GPT_OSS,
+    &gpt_oss::GPT_OSS_OLLAMA,
     &granite::GRANITE,
     &granite::GRANITEMOE,
 ];
