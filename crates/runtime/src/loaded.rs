@@ -10,6 +10,7 @@ use llamay_engine::Tokenizer;
 use llamay_engine::{LoadOptions, Model};
 
 use crate::chat::CallConvention;
+use crate::chat::{render_harmony, HarmonyOptions};
 use crate::chat::{Builtin, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions};
 use crate::reasoning::ThinkingFacts;
 
@@ -51,6 +52,9 @@ pub enum TemplateSource {
     Builtin(Builtin),
     /// The template layer of the model's Ollama manifest (Go `text/template`).
     OllamaLayer,
+    /// gpt-oss's harmony format, rendered as OpenAI's renderer does (its vocabulary has
+    /// harmony's markers), whatever template the file or a layer carries.
+    Harmony,
 }
 
 /// The text layers an Ollama manifest puts beside the weights.
@@ -92,6 +96,7 @@ impl PromptLayers {
 enum Prompting {
     Jinja(ChatTemplate),
     Ollama(OllamaTemplate),
+    Harmony,
 }
 
 impl Prompting {
@@ -99,9 +104,19 @@ impl Prompting {
         match self {
             Prompting::Jinja(t) => t.renders_tools(),
             Prompting::Ollama(t) => t.renders_tools(),
+            Prompting::Harmony => true,
         }
     }
 }
+
+/// Harmony's header markers: a vocabulary with all of them is prompted in harmony.
+const HARMONY_MARKERS: [&str; 5] = [
+    "<|start|>",
+    "<|channel|>",
+    "<|message|>",
+    "<|constrain|>",
+    "<|call|>",
+];
 
 /// A model loaded for generation: shared (in an `Arc`) by its registry entry, its
 /// scheduler and every request on it.
@@ -164,7 +179,11 @@ impl LoadedModel {
                 })
                 .ok()
         });
+        let harmony = HARMONY_MARKERS
+            .iter()
+            .all(|m| tokenizer.token_id(m).is_some());
         let (template, template_source) = match (layer, own_template) {
+            _ if harmony => (Prompting::Harmony, TemplateSource::Harmony),
             (Some(t), _) => (Prompting::Ollama(t), TemplateSource::OllamaLayer),
             (None, Some(src)) => (
                 Prompting::Jinja(ChatTemplate::new(src)?),
@@ -181,7 +200,7 @@ impl LoadedModel {
         let prompted_with = match template_source {
             TemplateSource::OllamaLayer => layers.template.as_deref(),
             TemplateSource::File => own_template,
-            TemplateSource::Builtin(_) => None,
+            TemplateSource::Builtin(_) | TemplateSource::Harmony => None,
         };
         // A template that does not render tools gets our Hermes tool prompt.
         let tool_convention = match template.renders_tools() {
@@ -258,6 +277,19 @@ impl LoadedModel {
             )?,
             // Ollama's values have no template kwargs: its templates read `.Think`.
             Prompting::Ollama(t) => t.render(messages, tools)?,
+            // The kwargs the HF template of gpt-oss reads.
+            Prompting::Harmony => {
+                let kw = |k: &str| kwargs.and_then(|m| m.get(k)).and_then(|v| v.as_str());
+                render_harmony(
+                    messages,
+                    &HarmonyOptions {
+                        tools,
+                        reasoning_effort: kw("reasoning_effort"),
+                        current_date: kw("current_date"),
+                        model_identity: kw("model_identity"),
+                    },
+                )
+            }
         };
         let mut ids = tok.encode(text.as_bytes(), false, true);
         if let Some(b) = tok.bos().filter(|_| tok.add_bos()) {

@@ -16,6 +16,10 @@ pub struct ChatMessage {
     /// On a `tool` turn, the id of the call whose result it carries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// An assistant turn's reasoning, when the client sends it back (Ollama's
+    /// `thinking`, OpenAI's `reasoning_content`): harmony renders it as `analysis`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
     /// The name the message carries (OpenAI's `name`, Ollama's `tool_name`); Ollama
     /// templates read it as a `tool` turn's tool name.
     #[serde(skip_serializing_if = "Option::is_none")]

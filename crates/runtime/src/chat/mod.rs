@@ -11,6 +11,7 @@
 mod builtin;
 mod call_convention;
 mod gotmpl;
+mod harmony;
 mod message;
 mod ollama;
 mod pyjson;
@@ -19,6 +20,7 @@ mod template;
 pub use builtin::Builtin;
 pub use call_convention::CallConvention;
 pub(crate) use call_convention::{BARE_OPENER, MARKERS};
+pub(crate) use harmony::{render_harmony, HarmonyOptions};
 pub use message::{ChatMessage, ToolCallFunction, ToolCallMessage};
 pub use ollama::OllamaTemplate;
 pub use template::{ChatTemplate, RenderOptions, TemplateError};

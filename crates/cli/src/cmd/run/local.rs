@@ -163,6 +163,7 @@ impl Backend for Local {
             TemplateSource::File => "from the file".to_string(),
             TemplateSource::Builtin(b) => format!("builtin {}", format!("{b:?}").to_lowercase()),
             TemplateSource::OllamaLayer => "the Ollama template layer".to_string(),
+            TemplateSource::Harmony => "harmony (OpenAI's renderer)".to_string(),
         };
         let mut details = vec![
             format!(

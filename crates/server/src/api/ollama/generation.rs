@@ -222,6 +222,8 @@ struct Message {
     tool_calls: Option<Vec<HistoryCall>>,
     tool_name: Option<String>,
     tool_call_id: Option<String>,
+    /// An earlier assistant turn's reasoning, sent back.
+    thinking: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -272,6 +274,7 @@ pub(super) async fn chat(State(st): State<AppState>, body: Bytes) -> Response {
                 .collect(),
             tool_call_id: m.tool_call_id,
             name: m.tool_name,
+            thinking: m.thinking,
         });
     }
     if msgs.is_empty() {

@@ -154,6 +154,8 @@ pub(crate) struct Message {
     name: Option<String>,
     tool_call_id: Option<String>,
     tool_calls: Option<Vec<HistoryCall>>,
+    /// An earlier assistant turn's reasoning, sent back (llama.cpp's and vLLM's name).
+    reasoning_content: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -246,6 +248,7 @@ pub(crate) fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, 
                 content: message_text(m.content)?,
                 name: m.name,
                 tool_call_id: m.tool_call_id,
+                thinking: m.reasoning_content,
                 tool_calls: m
                     .tool_calls
                     .unwrap_or_default()
