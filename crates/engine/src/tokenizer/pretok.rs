@@ -202,7 +202,8 @@ impl PreTokenizer {
     /// `ignore_merges`).
     pub fn ignore_merges(self) -> bool {
         // tiktoken, whose vocabularies tekken and o200k carry, looks a whole word up
-        // first (llama.cpp leaves this off for `gpt-4o`).
+        // first. llama.cpp leaves this off for `gpt-4o`; on o200k's ranks the merges
+        // rebuild every token from its bytes, so both give the same ids there.
         matches!(
             self,
             PreTokenizer::Llama3 | PreTokenizer::Tekken | PreTokenizer::O200k
