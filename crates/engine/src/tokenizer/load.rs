@@ -200,7 +200,14 @@ impl Tokenizer {
 /// (`tokenizer.ggml.pre`, empty if absent).
 fn read_kind(f: &GgufFile) -> Result<(TokenizerKind, &str), TokenizerError> {
     let model = f.get_str(&key("model"))?;
-    let pre_name = f.opt_str(&key("pre"))?.unwrap_or("");
+    let arch = f.opt_str("general.architecture")?.unwrap_or("");
+    // gpt-oss needs the o200k split, and Ollama's files say `pre = default`: llama.cpp
+    // (through Ollama's compat layer) sets `gpt-4o` for gpt-oss whatever the file says.
+    let pre_name = if matches!(arch, "gpt-oss" | "gptoss") {
+        "gpt-4o"
+    } else {
+        f.opt_str(&key("pre"))?.unwrap_or("")
+    };
     let kind = match model {
         "llama" => TokenizerKind::Spm,
         "bert" => TokenizerKind::Wpm,

@@ -45,6 +45,11 @@ pub enum PreTokenizer {
     /// runs it for mistral-common; llama.cpp rewrites it without `\p{M}`, so it splits
     /// words at combining marks (Devanagari, Thai, ...) where mistral-common does not.
     Tekken,
+    /// `gpt-4o` and `llama4` (o200k_base: GPT-4o, gpt-oss, Llama 4): tekken's pattern
+    /// with an optional contraction after each word (`don't`, `I'LL`) and numbers in
+    /// groups of up to three digits, as tiktoken runs it. llama.cpp rewrites it with
+    /// ASCII-only letter cases and without `\p{M}` (like tekken's).
+    O200k,
     /// Gemma 4's SentencePiece-style BPE (`tokenizer.ggml.model = gemma4`): spaces
     /// escaped to `▁`, words are runs of newlines and runs of everything else, and
     /// merges run over characters rather than GPT-2's byte alphabet.
@@ -79,8 +84,13 @@ enum Step {
     TrailingSpace,
     /// `[<class>]+`.
     ClassRun(&'static [(u32, u32)]),
-    /// The regex of tekken's `config.pattern`.
-    Tekken,
+    /// The tiktoken patterns that split words where letter case changes: tekken's
+    /// `config.pattern` (`\p{N}`, no contractions) and o200k_base's
+    /// (`\p{N}{1,3}`, `(?i:'s|'t|'re|'ve|'m|'ll|'d)?` after each word).
+    CaseWords {
+        max_digits: usize,
+        contractions: bool,
+    },
 }
 
 impl PreTokenizer {
@@ -106,6 +116,11 @@ impl PreTokenizer {
             "falcon" => PreTokenizer::Falcon,
             "gemma4" => PreTokenizer::Gemma4,
             "tekken" => PreTokenizer::Tekken,
+            // llama.cpp's GPT4O type also takes `kanana2`, `talkie` and (as a type of
+            // its own with the same regex) `minimax-m2`; their vocabularies are not
+            // tiktoken's, whose whole-word lookup `ignore_merges` copies, so they stay
+            // unsupported until checked.
+            "gpt-4o" | "llama4" => PreTokenizer::O200k,
             _ => return None,
         })
     }
@@ -127,6 +142,8 @@ impl PreTokenizer {
                 | "trillion"
                 | "granite-docling"
                 | "tekken"
+                | "gpt-4o"
+                | "llama4"
         )
     }
 
@@ -161,7 +178,14 @@ impl PreTokenizer {
                 Step::DigitEach,
             ],
             PreTokenizer::Gemma4 => &[Step::NewlineRuns],
-            PreTokenizer::Tekken => &[Step::Tekken],
+            PreTokenizer::Tekken => &[Step::CaseWords {
+                max_digits: 1,
+                contractions: false,
+            }],
+            PreTokenizer::O200k => &[Step::CaseWords {
+                max_digits: 3,
+                contractions: true,
+            }],
             PreTokenizer::DeepseekLlm => &[
                 Step::NewlineEach,
                 Step::OptSpaceClassRun(DEEPSEEK_LETTERS),
@@ -177,8 +201,13 @@ impl PreTokenizer {
     /// Whether a whole word found in the vocabulary skips the merges (llama.cpp's
     /// `ignore_merges`).
     pub fn ignore_merges(self) -> bool {
-        // tiktoken, whose vocabularies tekken carries, looks a whole word up first.
-        matches!(self, PreTokenizer::Llama3 | PreTokenizer::Tekken)
+        // tiktoken, whose vocabularies tekken and o200k carry, looks a whole word up
+        // first. llama.cpp leaves this off for `gpt-4o`; on o200k's ranks the merges
+        // rebuild every token from its bytes, so both give the same ids there.
+        matches!(
+            self,
+            PreTokenizer::Llama3 | PreTokenizer::Tekken | PreTokenizer::O200k
+        )
     }
 
     /// Whether words are GPT-2 byte-encoded before merging (all but Gemma 4, whose
@@ -283,6 +312,17 @@ struct Splitter<'a> {
     fl: Flags,
 }
 
+/// How a contraction's letters are matched.
+#[derive(Clone, Copy)]
+enum Fold {
+    /// As written (GPT-2's `'s|'t|...`).
+    Exact,
+    /// ASCII letters in either case.
+    Ascii,
+    /// Unicode simple case folding, as `(?i:...)` in tiktoken's and Python's regex.
+    Simple,
+}
+
 /// `[\r\n]`.
 fn is_nl(c: u32) -> bool {
     c == 0x0A || c == 0x0D
@@ -343,7 +383,10 @@ impl Splitter<'_> {
             Step::ClassRun(class) => self.by_matches(a, b, out, |p| {
                 self.run(p, b, |c| in_class(class, self.wide(c)))
             }),
-            Step::Tekken => self.tekken(a, b, out),
+            Step::CaseWords {
+                max_digits,
+                contractions,
+            } => self.case_words(a, b, max_digits, contractions, out),
         }
     }
 
@@ -402,16 +445,17 @@ impl Splitter<'_> {
         (p < b).then(|| self.fl.of(self.c[p]))
     }
 
-    fn contraction(&self, p: usize, b: usize, fold_case: bool) -> Option<usize> {
+    /// The end of `'s|'t|'re|'ve|'m|'ll|'d` at `p`, its letters matched as `fold` says.
+    fn contraction(&self, p: usize, b: usize, fold: Fold) -> Option<usize> {
         if self.c[p] != u32::from(b'\'') || p + 1 >= b {
             return None;
         }
-        let low = |c: u32| {
-            if fold_case && (0x41..=0x5A).contains(&c) {
-                c + 32
-            } else {
-                c
-            }
+        let low = |c: u32| match (fold, c) {
+            (Fold::Ascii | Fold::Simple, 0x41..=0x5A) => c + 32,
+            // Simple case folding maps LATIN SMALL LETTER LONG S to `s` (and maps no
+            // other non-ASCII letter to one of these).
+            (Fold::Simple, 0x17F) => u32::from(b's'),
+            _ => c,
         };
         let n1 = low(self.c[p + 1]);
         if [b's', b't', b'm', b'd'].iter().any(|&x| n1 == u32::from(x)) {
@@ -441,7 +485,7 @@ impl Splitter<'_> {
         const WLN: u16 = SPACE | LETTER | NUMBER;
         let mut p = a;
         while p < b {
-            let end = if let Some(e) = self.contraction(p, b, false) {
+            let end = if let Some(e) = self.contraction(p, b, Fold::Exact) {
                 e
             } else {
                 let q = if self.c[p] == 0x20 { p + 1 } else { p };
@@ -477,7 +521,8 @@ impl Splitter<'_> {
         while p < b {
             let c = self.c[p];
             let f = self.fl.of(c);
-            if let Some(e) = self.contraction(p, b, true) {
+            // llama.cpp's rewrite of `(?i:...)`: `'[sS]|'[tT]|...`.
+            if let Some(e) = self.contraction(p, b, Fold::Ascii) {
                 out.push((p, e));
                 p = e;
                 continue;
@@ -514,35 +559,51 @@ impl Splitter<'_> {
         }
     }
 
-    /// tekken's regex, alternative by alternative, first match wins:
-    /// `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+`
-    /// `|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*`
-    /// `|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
+    /// The case-splitting tiktoken regex, alternative by alternative, first match
+    /// wins (`C` is `(?i:'s|'t|'re|'ve|'m|'ll|'d)?` with `contractions`, else empty):
+    /// `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+C`
+    /// `|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*C`
+    /// `|\p{N}{1,max_digits}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`.
     /// Call the two letter classes "upper" and "lower": modifier and other letters
     /// (`Lm`, `Lo`) and marks are in both.
-    fn tekken(&self, a: usize, b: usize, out: &mut Vec<(usize, usize)>) {
+    fn case_words(
+        &self,
+        a: usize,
+        b: usize,
+        max_digits: usize,
+        contractions: bool,
+        out: &mut Vec<(usize, usize)>,
+    ) {
         let mut p = a;
         while p < b {
             let c = self.c[p];
             let f = self.fl.of(c);
             // The optional lead: neither CR, LF, a letter nor a number.
             let lead = !is_nl(c) && f & (LETTER | NUMBER) == 0;
-            let e = (lead && p + 1 < b)
-                .then(|| self.tekken_upper_lower(p + 1, b))
+            let word = (lead && p + 1 < b)
+                .then(|| self.upper_lower(p + 1, b))
                 .flatten()
-                .or_else(|| self.tekken_upper_lower(p, b))
+                .or_else(|| self.upper_lower(p, b))
                 .or_else(|| {
-                    let q = if lead && p + 1 < b && self.tekken_upper(self.c[p + 1]) {
+                    let q = if lead && p + 1 < b && self.upper_like(self.c[p + 1]) {
                         p + 1
-                    } else if self.tekken_upper(c) {
+                    } else if self.upper_like(c) {
                         p
                     } else {
                         return None;
                     };
-                    let e = self.run(q, b, |c| self.tekken_upper(c)).unwrap();
-                    Some(self.run(e, b, |c| self.tekken_lower(c)).unwrap_or(e))
-                })
-                .unwrap_or_else(|| self.tekken_rest(p, b));
+                    let e = self.run(q, b, |c| self.upper_like(c)).unwrap();
+                    Some(self.run(e, b, |c| self.lower_like(c)).unwrap_or(e))
+                });
+            let e = match word {
+                // The contraction is optional and ends the alternative: it never makes
+                // the word match fail, so it only extends the match found.
+                Some(e) if contractions && e < b => {
+                    self.contraction(e, b, Fold::Simple).unwrap_or(e)
+                }
+                Some(e) => e,
+                None => self.case_words_rest(p, b, max_digits),
+            };
             out.push((p, e));
             p = e;
         }
@@ -551,24 +612,25 @@ impl Splitter<'_> {
     /// `[upper]*[lower]+` at `q`: the upper run, then the lower run after it; where
     /// none follows, backtracking gives back upper characters until one is also
     /// lower, which then ends the match.
-    fn tekken_upper_lower(&self, q: usize, b: usize) -> Option<usize> {
-        let e = self.run(q, b, |c| self.tekken_upper(c)).unwrap_or(q);
-        if let Some(end) = self.run(e, b, |c| self.tekken_lower(c)) {
+    fn upper_lower(&self, q: usize, b: usize) -> Option<usize> {
+        let e = self.run(q, b, |c| self.upper_like(c)).unwrap_or(q);
+        if let Some(end) = self.run(e, b, |c| self.lower_like(c)) {
             return Some(end);
         }
         (q..e)
             .rev()
-            .find(|&k| self.tekken_lower(self.c[k]))
+            .find(|&k| self.lower_like(self.c[k]))
             .map(|k| k + 1)
     }
 
     /// The alternatives after the two word ones, at `p`.
-    fn tekken_rest(&self, p: usize, b: usize) -> usize {
+    fn case_words_rest(&self, p: usize, b: usize, max_digits: usize) -> usize {
         const SLN: u16 = SPACE | LETTER | NUMBER;
         let c = self.c[p];
-        // \p{N}
+        // \p{N}{1,max_digits}
         if self.fl.of(c) & NUMBER != 0 {
-            return p + 1;
+            let e = self.run(p, b, |c| self.fl.of(c) & NUMBER != 0).unwrap();
+            return e.min(p + max_digits);
         }
         // ' '?[^\s\p{L}\p{N}]+[\r\n/]*, else \s*[\r\n]+ | \s+(?!\S) | \s+ (every other
         // character is a space by now)
@@ -599,13 +661,13 @@ impl Splitter<'_> {
     }
 
     /// `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`.
-    fn tekken_upper(&self, c: u32) -> bool {
+    fn upper_like(&self, c: u32) -> bool {
         let f = self.fl.of(c);
         f & ACCENT != 0 || (f & LETTER != 0 && f & LOWER == 0)
     }
 
     /// `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`.
-    fn tekken_lower(&self, c: u32) -> bool {
+    fn lower_like(&self, c: u32) -> bool {
         let f = self.fl.of(c);
         f & ACCENT != 0 || (f & LETTER != 0 && f & UPPER == 0)
     }
@@ -745,6 +807,59 @@ mod tests {
             words(PreTokenizer::Tekken, "ǅemal ÉCOLEs ß!?\r\n"),
             ["ǅemal", " ÉCOLEs", " ß", "!?\r\n"]
         );
+    }
+
+    #[test]
+    fn o200k_regex() {
+        // Python's `regex.findall` with tiktoken's o200k_base `pat_str`.
+        assert_eq!(
+            words(
+                PreTokenizer::O200k,
+                "helloWorld HELLOworld don't I'LL we've She'S 1234567 x=12;//\n\n  y"
+            ),
+            [
+                "hello",
+                "World",
+                " HELLOworld",
+                " don't",
+                " I'LL",
+                " we've",
+                " She'S",
+                " ",
+                "123",
+                "456",
+                "7",
+                " x",
+                "=",
+                "12",
+                ";//\n\n",
+                " ",
+                " y"
+            ]
+        );
+        assert_eq!(
+            words(
+                PreTokenizer::O200k,
+                "don'\u{17F} it's'd ABC'm ab'Re 'll \u{2B0}A\u{301}'s \u{663}\u{664}\u{665}\u{666} 12a"
+            ),
+            [
+                "don'\u{17F}",
+                " it's",
+                "'d",
+                " ABC'm",
+                " ab'Re",
+                " '",
+                "ll",
+                " \u{2B0}A\u{301}'s",
+                " ",
+                "\u{663}\u{664}\u{665}",
+                "\u{666}",
+                " ",
+                "12",
+                "a"
+            ]
+        );
+        assert_eq!(PreTokenizer::from_name("llama4"), Some(PreTokenizer::O200k));
     }
 
     #[test]
