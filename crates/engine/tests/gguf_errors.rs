@@ -78,6 +78,31 @@ fn truncated_tensor_data() {
     ));
 }
 
+/// An MXFP4 expert tensor (17-byte blocks of 32) cut short is refused by name, as
+/// any tensor is; so is a length that is not whole blocks.
+#[test]
+fn a_truncated_mxfp4_tensor_names_itself() {
+    let experts = |data_len: usize, dims: Vec<u64>| Gguf {
+        tensors: vec![Tensor {
+            name: "blk.0.ffn_down_exps.weight",
+            dims,
+            type_id: 39,
+            offset: 0,
+        }],
+        data_len,
+        ..Gguf::default()
+    };
+    // 64 x 2 x 2 elements: 8 blocks, 136 bytes; the data section holds 135.
+    let e = open(&experts(135, vec![64, 2, 2])).unwrap_err();
+    assert!(
+        matches!(&e, GgufError::TensorOutOfBounds { name, .. } if name == "blk.0.ffn_down_exps.weight"),
+        "{e}"
+    );
+    assert!(open(&experts(136, vec![64, 2, 2])).is_ok());
+    let e = open(&experts(136, vec![48, 2, 2])).unwrap_err();
+    assert!(e.to_string().contains("blk.0.ffn_down_exps.weight"), "{e}");
+}
+
 #[test]
 fn absurd_counts_are_refused_before_allocating() {
     for n in [u64::MAX, u64::MAX / 2, 1 << 40] {
