@@ -6,6 +6,8 @@ files are small (a few hundred KB in all).
 - gguf: each tiny model's metadata and tensor table with every tensor shrunk to four
   F32 values (a valid, ~14 KB file that still carries a whole tokenizer), one cut
   short, and one with no tensors.
+  Also the mixture-of-experts models of scripts/make-moe-models shrunk the same way
+  (their expert keys), and a 3-D MXFP4 expert tensor at its real size, whole and cut.
 - json_schema: the seed schemas, every 50th jsonschemabench schema under 3 KB, and a
   few written here (tagged and overlapping oneOf, recursion, patterns, bounds).
 - gbnf: the shared grammars (the bad ones too).
@@ -13,7 +15,7 @@ files are small (a few hundred KB in all).
 - ollama_template: Ollama's Go templates.
 - request_body: request bodies written here, one per constraint surface.
 """
-import json, os, struct, sys
+import json, os, struct, subprocess, sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -98,6 +100,24 @@ def main():
         if family == "llama":
             write("gguf", "llama-cut.gguf", whole[: len(whole) * 2 // 3])
             write("gguf", "llama-no-tensors.gguf", small_gguf(n_kv, kv, names, keep=0))
+
+    # Mixture-of-experts files (scripts/make-moe-models): their expert keys, shrunk the
+    # same way; and one 3-D MXFP4 expert tensor at its real size (4 blocks of 17 bytes),
+    # whole and cut short.
+    moe = subprocess.run([sys.executable, str(HERE.parent / "scripts" / "make-moe-models")],
+                         capture_output=True, text=True, check=True).stdout.split()
+    paths = dict(zip(moe[::2], moe[1::2]))
+    for name in ["qwen3moe-F32", "qwen2moe-F32", "gpt-oss-F32", "gpt-oss-ollama", "granitemoe-F32"]:
+        n_kv, kv, names, _ = gguf_parts(Path(paths[name]).read_bytes())
+        write("gguf", f"moe-{name}.gguf", small_gguf(n_kv, kv, names))
+    n_kv, kv, _, _ = gguf_parts(Path(paths["gpt-oss-F32"]).read_bytes())
+    name = b"blk.0.ffn_down_exps.weight"
+    out = bytearray(struct.pack("<4sIQQ", b"GGUF", 3, 1, n_kv)) + kv
+    out += struct.pack("<Q", len(name)) + name + struct.pack("<IQQQIQ", 3, 32, 2, 2, 39, 0)
+    out += b"\0" * (-len(out) % 32)
+    out += bytes((i * 37 + 119) % 256 for i in range(4 * 17))
+    write("gguf", "moe-mxfp4-experts.gguf", bytes(out))
+    write("gguf", "moe-mxfp4-cut.gguf", bytes(out[:-5]))
 
     for p in sorted((SHARED / "corpus" / "seed").glob("*.schema.json")):
         write("json_schema", p.name, p.read_bytes())
