@@ -346,9 +346,12 @@ impl Model {
         b.qkv.resize(qkv, 0.0);
         b.attn.resize(t * hp.n_head * hp.head_dim_v, 0.0);
         b.proj.resize(t * hp.n_embd, 0.0);
+        // Expert layers have scratch of their own (`experts::ExpertScratch`): the dense
+        // buffers would only be resident memory.
+        let ff = if hp.experts.is_some() { 0 } else { hp.n_ff };
         b.gate
-            .resize(t * hp.n_ff * if fused_gate_up { 2 } else { 1 }, 0.0);
-        b.up.resize(t * hp.n_ff, 0.0);
+            .resize(t * ff * if fused_gate_up { 2 } else { 1 }, 0.0);
+        b.up.resize(t * ff, 0.0);
         b
     }
 
