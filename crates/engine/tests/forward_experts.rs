@@ -71,6 +71,25 @@ fn expert_families_match_llama_cpp() {
     }
 }
 
+/// One step of `seqs`, each fed its `tokens`.
+fn step(
+    model: &Model,
+    seqs: &mut [llamay_engine::SeqState],
+    tokens: &[Vec<u32>],
+    want_logits: LogitsWanted,
+) -> Vec<llamay_engine::ItemLogits> {
+    let mut batch: Vec<BatchItem> = seqs
+        .iter_mut()
+        .zip(tokens)
+        .map(|(seq, t)| BatchItem {
+            seq,
+            tokens: t,
+            want_logits,
+        })
+        .collect();
+    model.forward(&mut batch).unwrap()
+}
+
 /// Eight sequences in one step (their tokens grouped by expert together) give each
 /// the logits it gets alone, for the prompt and for a decode step of all eight.
 #[test]
@@ -111,27 +130,9 @@ fn eight_sequences_in_one_step_equal_each_alone() {
             })
             .collect();
         let mut seqs: Vec<_> = (0..8).map(|_| model.new_sequence()).collect();
-        let mut batch: Vec<BatchItem> = seqs
-            .iter_mut()
-            .zip(&prompts)
-            .map(|(seq, p)| BatchItem {
-                seq,
-                tokens: p,
-                want_logits: LogitsWanted::All,
-            })
-            .collect();
-        let together = model.forward(&mut batch).unwrap();
-        let firsts: Vec<[u32; 1]> = prompts.iter().map(|p| [p[0]]).collect();
-        let mut batch: Vec<BatchItem> = seqs
-            .iter_mut()
-            .zip(&firsts)
-            .map(|(seq, t)| BatchItem {
-                seq,
-                tokens: t,
-                want_logits: LogitsWanted::Last,
-            })
-            .collect();
-        let next = model.forward(&mut batch).unwrap();
+        let together = step(&model, &mut seqs, &prompts, LogitsWanted::All);
+        let firsts: Vec<Vec<u32>> = prompts.iter().map(|p| vec![p[0]]).collect();
+        let next = step(&model, &mut seqs, &firsts, LogitsWanted::Last);
         let mut worst = 0f32;
         for (i, (p, n)) in alone.iter().enumerate() {
             for (a, b) in p

@@ -305,10 +305,7 @@ pub(crate) fn opt_vector(
     name: &str,
     len: usize,
 ) -> Result<Option<Vec<f32>>, ModelError> {
-    match file.tensor(name) {
-        None => Ok(None),
-        Some(_) => load_vector(file, name, len).map(Some),
-    }
+    opt_table(file, name, &[len])
 }
 
 /// Activations quantized for each weight format, refilled lazily: weights that read
