@@ -7,7 +7,8 @@ use std::path::Path;
 use llamay_engine::GgufFile;
 
 use crate::error::Error;
-use crate::reasoning::{convention_of, Convention};
+use crate::harmony::HARMONY_MARKERS;
+use crate::reasoning::{convention_of, Convention, HARMONY};
 
 /// Encoder architectures: embeddings, no generation.
 const ENCODERS: &[&str] = &["bert", "nomic-bert", "jina-bert-v2"];
@@ -21,8 +22,9 @@ pub struct Capabilities {
     /// The context length the model was trained for, in tokens
     /// (`<arch>.context_length`); `None` when the header lacks the key.
     pub context_length: Option<u64>,
-    /// The file carries its own chat template (tool calling rides on it; a base model
-    /// without one gets a built-in turn format, and no tools).
+    /// The file carries its own chat template, or its vocabulary is harmony's, whose
+    /// format llamay renders itself (tool calling rides on it; a base model without
+    /// either gets a built-in turn format, and no tools).
     pub own_template: bool,
     /// The thinking convention, for a reasoning model.
     pub thinking: Option<&'static Convention>,
@@ -38,10 +40,15 @@ impl Capabilities {
             .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
         let architecture = f.architecture().unwrap_or("unknown").to_string();
         let template = f.opt_str("tokenizer.chat_template").ok().flatten();
-        let thinking = convention_of(template, |text| {
+        let has_token = |text: &str| {
             let mut tokens = f.array_strings("tokenizer.ggml.tokens").ok()?;
             tokens.position(|t| t == text.as_bytes()).map(|i| i as u32)
-        });
+        };
+        let harmony = HARMONY_MARKERS.iter().all(|m| has_token(m).is_some());
+        let thinking = match harmony {
+            true => Some(&HARMONY),
+            false => convention_of(template, has_token),
+        };
         let context_length = f
             .arch_key("context_length")
             .ok()
@@ -50,7 +57,7 @@ impl Capabilities {
             embedding: ENCODERS.contains(&architecture.as_str()),
             architecture,
             context_length,
-            own_template: template.is_some(),
+            own_template: template.is_some() || harmony,
             thinking,
         })
     }

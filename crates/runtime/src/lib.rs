@@ -18,6 +18,7 @@ mod context_service;
 mod embed;
 mod error;
 mod generate;
+mod harmony;
 mod hold;
 mod ids;
 mod kv;

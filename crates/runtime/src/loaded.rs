@@ -12,6 +12,7 @@ use llamay_engine::{LoadOptions, Model};
 use crate::chat::CallConvention;
 use crate::chat::{render_harmony, HarmonyOptions};
 use crate::chat::{Builtin, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions};
+use crate::harmony::{HarmonyFacts, HARMONY_MARKERS};
 use crate::reasoning::ThinkingFacts;
 
 /// Bytes of compiled constraints kept per model unless told otherwise (the
@@ -109,15 +110,6 @@ impl Prompting {
     }
 }
 
-/// Harmony's header markers: a vocabulary with all of them is prompted in harmony.
-const HARMONY_MARKERS: [&str; 5] = [
-    "<|start|>",
-    "<|channel|>",
-    "<|message|>",
-    "<|constrain|>",
-    "<|call|>",
-];
-
 /// A model loaded for generation: shared (in an `Arc`) by its registry entry, its
 /// scheduler and every request on it.
 pub struct LoadedModel {
@@ -136,6 +128,8 @@ pub struct LoadedModel {
     pub template_source: TemplateSource,
     /// The thinking convention the model follows, if any (see `reasoning`).
     pub thinking: Option<Arc<ThinkingFacts>>,
+    /// A harmony model's markers (gpt-oss): it chats in harmony's channels.
+    pub harmony: Option<Arc<HarmonyFacts>>,
     /// How the model writes tool calls, read off the template it is prompted with.
     pub tool_convention: CallConvention,
 }
@@ -211,6 +205,10 @@ impl LoadedModel {
         let model = Model::from_gguf(file, opts)?;
         let thinking =
             ThinkingFacts::new(&tokenizer, model.n_vocab(), own_template.as_deref()).map(Arc::new);
+        let harmony = match harmony {
+            true => HarmonyFacts::new(&tokenizer, model.n_vocab()).map(Arc::new),
+            false => None,
+        };
         let vocab = Arc::new(Vocabulary::new(
             tokenizer.vocab_bytes(),
             tokenizer.eog_ids(),
@@ -224,6 +222,7 @@ impl LoadedModel {
             template,
             template_source,
             thinking,
+            harmony,
             tool_convention,
         })
     }

@@ -50,6 +50,18 @@ pub(crate) const CONVENTIONS: &[Convention] = &[
     },
 ];
 
+/// gpt-oss's harmony format: thinking is the `analysis` channel, which the model always
+/// writes (harmony has no toggle; `reasoning_effort` goes to the system message). Not
+/// in [`CONVENTIONS`]: a harmony model is known by its vocabulary's markers, and its
+/// output runs as `crate::harmony` describes, not through [`ThinkingFacts`].
+pub(crate) const HARMONY: Convention = Convention {
+    family: "gpt-oss",
+    open: "<|channel|>analysis<|message|>",
+    close: "<|end|>",
+    toggle: None,
+    template_is: |_| false,
+};
+
 /// The convention a model follows, from its chat template and vocabulary.
 pub(crate) fn convention_of(
     template: Option<&str>,
@@ -202,6 +214,9 @@ pub struct ThinkingAsk {
     pub budget: Option<usize>,
     /// The field that asked (`reasoning_effort`, `think`, `thinking`…).
     pub field: &'static str,
+    /// An effort level asked by name, as harmony's system message says it (`low`,
+    /// `medium`, `high`).
+    pub effort: Option<&'static str>,
 }
 
 impl ThinkingAsk {
@@ -219,6 +234,7 @@ impl ThinkingAsk {
                     enabled: Some(false),
                     budget: None,
                     field,
+                    effort: None,
                 })
             }
             "minimal" => 1.0 / 8.0,
@@ -235,6 +251,12 @@ impl ThinkingAsk {
             enabled: Some(true),
             budget: Some(((max_tokens as f64 * share) as usize).max(1)),
             field,
+            // Harmony knows three levels: the nearest one.
+            effort: Some(match effort {
+                "minimal" | "low" => "low",
+                "medium" => "medium",
+                _ => "high",
+            }),
         })
     }
 
@@ -246,6 +268,7 @@ impl ThinkingAsk {
                 .and_then(Value::as_bool),
             budget: None,
             field: "chat_template_kwargs.enable_thinking",
+            effort: None,
         }
     }
 
@@ -292,15 +315,15 @@ pub(crate) struct Decided {
     pub kwarg: Option<(&'static str, bool)>,
 }
 
-/// Checks `ask` against the model's facts: a toggle or budget for a model without a
-/// thinking mode, or turning off a family that always thinks, is a 400 naming it.
+/// Checks `ask` against the model's convention: a toggle or budget for a model without
+/// a thinking mode, or turning off a family that always thinks, is a 400 naming it.
 pub(crate) fn decide(
-    facts: Option<&ThinkingFacts>,
+    convention: Option<&Convention>,
     ask: &ThinkingAsk,
     model: &str,
     max_tokens: usize,
 ) -> Result<Option<Decided>, Error> {
-    let Some(f) = facts else {
+    let Some(c) = convention else {
         if ask.asks() {
             return Err(Error::bad_request(format!(
                 "model {model} has no thinking mode (capability \"thinking\"), so {} cannot \
@@ -311,11 +334,11 @@ pub(crate) fn decide(
         return Ok(None);
     };
     let enabled = ask.enabled.unwrap_or(true);
-    if !enabled && f.convention.toggle.is_none() {
+    if !enabled && c.toggle.is_none() {
         return Err(Error::bad_request(format!(
             "model {model} always thinks ({} convention): it has no thinking toggle \
              (capability \"thinking_toggle\"), so {} cannot turn it off",
-            f.convention.family, ask.field
+            c.family, ask.field
         )));
     }
     if let Some(b) = ask.budget {
@@ -331,7 +354,7 @@ pub(crate) fn decide(
         enabled,
         // By default half the limit: the rest is the answer's.
         budget: ask.budget.unwrap_or((max_tokens / 2).max(1)),
-        kwarg: f.convention.toggle.map(|v| (v, enabled)),
+        kwarg: c.toggle.map(|v| (v, enabled)),
     }))
 }
 

@@ -78,6 +78,8 @@ pub struct Job {
     pub arrived: Instant,
     /// A reasoning model's thinking block (none: the answer from the first token).
     pub thinking: Option<ThinkPlan>,
+    /// A harmony model's channels (thinking, the answer, a call), when it chats.
+    pub harmony: Option<crate::harmony::HarmonyPlan>,
     /// The rendered prompt, echoed in the outcome when asked for.
     pub prompt_text: Option<String>,
     /// Strict `auto` tool calls: the openers its free text is watched for.
@@ -93,7 +95,7 @@ pub struct Job {
 impl Job {
     /// A job for `prompt` under `params`, its events sent to `events`, with every other
     /// field at its plain default: unconstrained with an empty report, not streamed,
-    /// arrived now, no thinking block, no prompt echo, no tool-call triggers, no
+    /// arrived now, no thinking block or harmony channels, no prompt echo, no tool-call triggers, no
     /// context, and sampled (not prefill only). Set what differs with struct update
     /// syntax: `Job { keep: Some(tx), ..Job::new(prompt, params, events) }`.
     pub fn new(
@@ -110,6 +112,7 @@ impl Job {
             stream: false,
             arrived: Instant::now(),
             thinking: None,
+            harmony: None,
             prompt_text: None,
             calls: None,
             context: None,
@@ -348,6 +351,7 @@ impl EngineLoop {
                 job.constraint.as_ref(),
             )
             .with_thinking(job.thinking.clone())
+            .with_harmony(job.harmony.clone())
             .with_call_triggers(job.calls.clone());
             let now = Instant::now();
             let (seq, cached) = self.attach(&job);

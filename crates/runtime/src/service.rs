@@ -11,9 +11,10 @@ use crate::capabilities::no_tools;
 use crate::error::Error;
 use crate::generate::GenerationParams;
 use crate::generate::{check_prompt, GenerateError};
+use crate::harmony::HarmonyPlan;
 use crate::hold::hold;
 use crate::loaded::{PromptLayers, TemplateSource};
-use crate::reasoning::{decide, start_of, ThinkPlan};
+use crate::reasoning::{decide, start_of, ThinkPlan, HARMONY};
 use crate::registry::Registry;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::scheduler::Job;
@@ -46,6 +47,14 @@ pub struct Started {
     pub created: SystemTime,
     /// The generation opens with a thinking block (a reasoning model, thinking on).
     pub thinks: bool,
+}
+
+/// How a generation's decoder runs beside its constraint: a thinking block, harmony's
+/// channels, strict `auto`'s call openers.
+struct Steps {
+    thinking: Option<ThinkPlan>,
+    harmony: Option<HarmonyPlan>,
+    calls: Option<crate::generate::calls::CallTriggers>,
 }
 
 /// A request that names no stop strings gets its model's params layer's, as Ollama
@@ -95,8 +104,17 @@ impl Runtime {
             }
             Prompt::Raw(_) => None,
         };
+        // A harmony model chats in its channels; a raw prompt is the caller's own.
+        let harmony = match &prompt {
+            Prompt::Chat(_) => lm.harmony.clone(),
+            Prompt::Raw(_) => None,
+        };
+        let convention = match &harmony {
+            Some(_) => Some(&HARMONY),
+            None => facts.as_ref().map(|f| f.convention),
+        };
         let decided = decide(
-            facts.as_deref(),
+            convention,
             &req.thinking,
             &instance.spec.name,
             req.params.max_tokens,
@@ -105,6 +123,13 @@ impl Runtime {
         if let Some((name, on)) = decided.as_ref().and_then(|d| d.kwarg) {
             kwargs.insert(name.into(), serde_json::Value::Bool(on));
         }
+        // Harmony's system message says the effort (`Reasoning: high`).
+        if let (Some(_), Some(effort)) = (&harmony, req.thinking.effort) {
+            kwargs
+                .entry("reasoning_effort")
+                .or_insert_with(|| effort.into());
+        }
+        let harmony_budget = decided.as_ref().map_or(1, |d| d.budget);
         let echo = req.echo_prompt;
         let ctx = context.clone();
         let prepared = tokio::task::spawn_blocking(move || {
@@ -133,11 +158,30 @@ impl Runtime {
                 }
                 e => Error::bad_request(e.to_string()),
             })?;
-            let (spec, calls) = match tools.as_deref() {
-                Some(set) => plan::apply(set, lm.tool_convention, spec, &lm)?,
-                None => (spec, None),
+            let (spec, calls) = match (tools.as_deref(), &harmony) {
+                // Harmony's channels keep calls apart from the answer (`crate::harmony`).
+                (Some(_), Some(_)) => (spec, None),
+                (Some(set), None) => plan::apply(set, lm.tool_convention, spec, &lm)?,
+                (None, _) => (spec, None),
             };
             let (constraint, mut report) = spec.build(&lm)?;
+            let harmony = match harmony {
+                Some(facts) => {
+                    let p = HarmonyPlan::new(
+                        facts,
+                        &lm,
+                        tools.as_deref(),
+                        constraint.as_ref(),
+                        harmony_budget,
+                    )?;
+                    report.enforced.extend(p.enforced(constraint.is_some()));
+                    if tools.as_deref().is_some_and(|t| t.is_forced()) {
+                        report.kind = "tools";
+                    }
+                    Some(p)
+                }
+                None => None,
+            };
             if calls.is_some() {
                 report.enforced.push(format!(
                     "tool calls: enforced from the opener on ({})",
@@ -150,16 +194,27 @@ impl Runtime {
                 facts,
             });
             let prompt_text = echo.then_some(text);
-            Ok::<_, Error>((tokens, constraint, report, thinking, prompt_text, calls))
+            let steps = Steps {
+                thinking,
+                harmony,
+                calls,
+            };
+            Ok::<_, Error>((tokens, constraint, report, steps, prompt_text))
         })
         .await
         .map_err(|e| Error::internal(format!("preparing the request failed: {e}")))??;
-        let (tokens, constraint, report, thinking, prompt_text, calls) = prepared;
+        let (tokens, constraint, report, steps, prompt_text) = prepared;
+        let Steps {
+            thinking,
+            harmony,
+            calls,
+        } = steps;
         let (tx, rx) = unbounded_channel();
         let prompt_tokens = tokens.len();
-        let thinks = thinking
-            .as_ref()
-            .is_some_and(|p| p.start != crate::reasoning::ThinkStart::Answer);
+        let thinks = harmony.is_some()
+            || thinking
+                .as_ref()
+                .is_some_and(|p| p.start != crate::reasoning::ThinkStart::Answer);
         instance.scheduler.submit(Job {
             prompt: tokens,
             params: with_layer_stops(req.params, &instance.spec.layers),
@@ -169,6 +224,7 @@ impl Runtime {
             stream: req.stream,
             arrived,
             thinking,
+            harmony,
             prompt_text,
             calls,
             context: context.map(|c| c.prefix.clone()),

@@ -19,8 +19,10 @@ use llamay_engine::Tokenizer;
 use llamay_engine::{Sampler, StopConditions, StopReason};
 
 use super::calls::{absorb, CallTriggers, CallWatch, Watched};
+use super::harmony::{HarmonyState, Next, Phase, Pushed};
 use super::thinking::ThinkState;
 use super::{forced, Finish, GenerateError, GenerationParams, Utf8Assembler};
+use crate::harmony::HarmonyPlan;
 use crate::reasoning::ThinkPlan;
 
 /// Sampled tokens refused for overrunning the budget before a step falls back to the
@@ -59,6 +61,8 @@ pub(crate) struct Decoder {
     thinking: Option<ThinkState>,
     /// Strict `auto` tool calls: openers watched for in free text.
     calls: Option<CallWatch>,
+    /// A harmony model's channels (its thinking, answer and calls).
+    harmony: Option<HarmonyState>,
     /// Free tokens refused for completing an opener the call could not continue.
     refused: Vec<u64>,
 }
@@ -109,6 +113,7 @@ impl Decoder {
             stop_index: None,
             thinking: None,
             calls: None,
+            harmony: None,
             refused: Vec::new(),
         }
     }
@@ -128,9 +133,98 @@ impl Decoder {
         self
     }
 
+    /// Runs the generation in harmony's channels: the request's constraint holds the
+    /// `final` message only.
+    pub(crate) fn with_harmony(mut self, plan: Option<HarmonyPlan>) -> Decoder {
+        self.harmony = plan.map(HarmonyState::new);
+        self
+    }
+
     /// Thinking text decoded since the last call.
     pub(crate) fn take_reasoning(&mut self) -> Option<String> {
-        self.thinking.as_mut().and_then(ThinkState::take)
+        match self.harmony.as_mut() {
+            Some(h) => h.take(),
+            None => self.thinking.as_mut().and_then(ThinkState::take),
+        }
+    }
+
+    /// One token of a harmony model's output (see `crate::harmony`).
+    fn harmony_step(
+        &mut self,
+        tokenizer: &Tokenizer,
+        logits: &[f32],
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Step, GenerateError> {
+        if self.remaining == 0 {
+            return Ok(Step::Done(self.out_of_budget()));
+        }
+        let Some(h) = self.harmony.as_mut() else {
+            return Ok(Step::Done(Finish::Length));
+        };
+        let token = match h.next(self.remaining, self.matcher.is_none()) {
+            Next::Force(t) => t,
+            Next::Sample(mask) => self
+                .sampler
+                .sample(logits, &self.history, Some(mask))
+                .ok_or_else(|| nothing_sampled(logits))?,
+            Next::Match(phase) => {
+                let banned = h.banned(phase);
+                let m = match phase {
+                    Phase::Answer => self.matcher.as_mut(),
+                    _ => h.matcher(),
+                };
+                let m = m.ok_or(GenerateError::DeadEnd)?;
+                let (t, forced) = choose_within_budget(
+                    m,
+                    &mut self.sampler,
+                    &mut self.mask,
+                    logits,
+                    &self.history,
+                    self.remaining,
+                    &banned,
+                )?;
+                self.forced += usize::from(forced);
+                m.commit(t)?;
+                t
+            }
+        };
+        self.remaining -= 1;
+        self.history.push(token);
+        let bytes = tokenizer.token_bytes(token);
+        match h.push(token, bytes) {
+            Pushed::Quiet => self.tokens.push(token),
+            Pushed::Call(text) => {
+                self.tokens.push(token);
+                emit_answer(&mut self.text, None, &text, on_text);
+            }
+            Pushed::End(finish, text) => {
+                if finish == Finish::Grammar {
+                    self.tokens.push(token);
+                }
+                emit_answer(&mut self.text, None, &text, on_text);
+                return Ok(Step::Done(finish));
+            }
+            Pushed::Answer => {
+                let out = self.stop.push(token, bytes);
+                emit_answer(&mut self.text, None, &out.emit, on_text);
+                self.tokens.push(token);
+                match out.stop {
+                    Some(StopReason::Eog(_)) => return Ok(Step::Done(Finish::Eog)),
+                    Some(StopReason::String(i)) => {
+                        self.stop_index = Some(i);
+                        return Ok(Step::Done(Finish::Stop));
+                    }
+                    None => {}
+                }
+                if self.matcher.as_mut().is_some_and(Matcher::is_finished) {
+                    return Ok(Step::Done(Finish::Grammar));
+                }
+            }
+        }
+        if self.remaining == 0 {
+            return Ok(Step::Done(self.out_of_budget()));
+        }
+        Ok(Step::Continue(vec![token]))
     }
 
     /// One token of the thinking block: forced markers, else free (no control token).
@@ -172,6 +266,9 @@ impl Decoder {
         logits: &[f32],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Step, GenerateError> {
+        if self.harmony.is_some() {
+            return self.harmony_step(tokenizer, logits, on_text);
+        }
         if self.matcher.as_mut().is_some_and(Matcher::is_finished) {
             return Ok(Step::Done(Finish::Grammar));
         }
@@ -294,6 +391,15 @@ impl Decoder {
         if self.calls.as_ref().is_some_and(|w| w.open.is_some()) {
             return Finish::Length;
         }
+        if let Some(h) = &self.harmony {
+            return match h.phase {
+                Phase::Call if h.call_complete() => Finish::Grammar,
+                Phase::Answer if self.matcher.as_ref().is_some_and(Matcher::is_accepting) => {
+                    Finish::Grammar
+                }
+                _ => Finish::Length,
+            };
+        }
         match &self.matcher {
             Some(m) if m.is_accepting() => Finish::Grammar,
             _ => Finish::Length,
@@ -307,11 +413,21 @@ impl Decoder {
             let rest = self.stop.flush();
             emit_answer(&mut self.text, self.thinking.as_mut(), &rest, on_text);
         }
+        if let Some(h) = &self.harmony {
+            // A call the token limit cut after its arguments is still whole.
+            emit_answer(&mut self.text, None, h.closing(), on_text);
+        }
         self.text.finish();
-        let reasoning = self.thinking.as_mut().map(ThinkState::finish);
+        let reasoning = match self.harmony.as_mut() {
+            Some(h) => Some(h.finish()),
+            None => self.thinking.as_mut().map(ThinkState::finish),
+        };
         Decoded {
             reasoning: reasoning.unwrap_or_default(),
-            reasoning_tokens: self.thinking.as_ref().map_or(0, |t| t.tokens),
+            reasoning_tokens: match &self.harmony {
+                Some(h) => h.tokens,
+                None => self.thinking.as_ref().map_or(0, |t| t.tokens),
+            },
             calls_opened: self.calls.as_ref().map(|w| w.calls),
             text: self.text.into_bytes(),
             tokens: self.tokens,
@@ -322,6 +438,9 @@ impl Decoder {
                 let mut stats = self.matcher.as_ref().map(Matcher::stats);
                 if let Some(calls) = self.calls.as_ref().and_then(CallWatch::stats) {
                     absorb(&mut stats, calls);
+                }
+                if let Some(call) = self.harmony.as_ref().and_then(HarmonyState::stats) {
+                    absorb(&mut stats, call);
                 }
                 if let Some(s) = stats.as_mut() {
                     s.mask_time += self.fast_forward_time;

@@ -7,6 +7,7 @@
 pub(crate) mod calls;
 mod decoder;
 mod forced;
+mod harmony;
 mod stats;
 mod thinking;
 mod utf8;

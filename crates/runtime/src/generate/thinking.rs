@@ -21,10 +21,7 @@ pub(super) struct ThinkState {
     pub(super) used: usize,
     /// Every token of the thinking block, both markers included.
     pub(super) tokens: usize,
-    text: Utf8Assembler,
-    /// All the thinking text, and the part not yet taken by [`Self::take`].
-    all: String,
-    pending: String,
+    text: ReasoningText,
     /// The marker guard's state over the answer's bytes.
     pub(super) guard: usize,
     /// For an unconstrained answer: every token, minus the banned ones each step.
@@ -51,9 +48,7 @@ impl ThinkState {
             phase,
             used: 0,
             tokens: 0,
-            text: Utf8Assembler::default(),
-            all: String::new(),
-            pending: String::new(),
+            text: ReasoningText::default(),
             guard: 0,
             answer_mask: {
                 let mut m = TokenMask::new(n_vocab);
@@ -113,7 +108,7 @@ impl ThinkState {
         if t == f.close {
             self.phase = Phase::Answer;
             self.guard = 0;
-            self.flush();
+            self.text.end();
             return;
         }
         self.guard = f.guard.advance(self.guard, bytes);
@@ -122,29 +117,21 @@ impl ThinkState {
             self.phase = Phase::Thinking;
             return;
         }
-        if let Some(s) = self.text.push(bytes) {
-            self.all.push_str(&s);
-            self.pending.push_str(&s);
-        }
-    }
-
-    /// Ends the thinking text: a character the marker cut is dropped.
-    fn flush(&mut self) {
-        self.text.finish();
+        self.text.push(bytes);
     }
 
     /// Thinking text not yet taken.
     pub(super) fn take(&mut self) -> Option<String> {
-        (!self.pending.is_empty()).then(|| std::mem::take(&mut self.pending))
+        self.text.take()
     }
 
     /// Ends the block (a generation that stopped while thinking) and returns all of
     /// its text.
     pub(super) fn finish(&mut self) -> String {
         if self.thinking() {
-            self.flush();
+            self.text.end();
         }
-        self.all.clone()
+        self.text.all.clone()
     }
 
     /// The answer's tokens that must not come next.
@@ -171,6 +158,33 @@ impl ThinkState {
         }
         self.masked = Some(self.guard);
         m.words()
+    }
+}
+
+/// Thinking text as it is decoded: all of it, and the part not yet sent on.
+#[derive(Default)]
+pub(super) struct ReasoningText {
+    bytes: Utf8Assembler,
+    pub(super) all: String,
+    pending: String,
+}
+
+impl ReasoningText {
+    pub(super) fn push(&mut self, bytes: &[u8]) {
+        if let Some(s) = self.bytes.push(bytes) {
+            self.all.push_str(&s);
+            self.pending.push_str(&s);
+        }
+    }
+
+    /// Ends the text: a character the closing marker cut is dropped.
+    pub(super) fn end(&mut self) {
+        self.bytes.finish();
+    }
+
+    /// Text not yet taken.
+    pub(super) fn take(&mut self) -> Option<String> {
+        (!self.pending.is_empty()).then(|| std::mem::take(&mut self.pending))
     }
 }
 

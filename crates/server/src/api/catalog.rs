@@ -118,10 +118,11 @@ pub(crate) fn entry(
         "reasoning_controls": {
             "thinking_toggle": caps.thinking_toggle(),
             "budget": caps.thinking.is_some(),
-            "effort": if caps.thinking.is_some() {
-                json!(["none", "minimal", "low", "medium", "high"])
-            } else {
-                json!([])
+            // `none` turns thinking off: only where it has a toggle.
+            "effort": match (caps.thinking.is_some(), caps.thinking_toggle()) {
+                (true, true) => json!(["none", "minimal", "low", "medium", "high"]),
+                (true, false) => json!(["minimal", "low", "medium", "high"]),
+                (false, _) => json!([]),
             },
         },
         "embedding": caps.embedding,

@@ -28,5 +28,6 @@ pub(crate) fn with_budget(ask: ThinkingAsk, budget: Option<i64>) -> Result<Think
         } else {
             ask.field
         },
+        effort: ask.effort,
     })
 }

@@ -42,6 +42,8 @@ pub struct Setup {
     pub store: bool,
     /// Origins allowed besides loopback ones (`-allow-origin`).
     pub allowed_origins: Vec<String>,
+    /// The model file served (`-m`); the tiny Qwen3 when `None`.
+    pub model: Option<PathBuf>,
 }
 
 impl Default for Setup {
@@ -51,6 +53,7 @@ impl Default for Setup {
             timeout: Duration::from_secs(300),
             store: false,
             allowed_origins: Vec::new(),
+            model: None,
         }
     }
 }
@@ -97,7 +100,10 @@ impl App {
 
     /// A server of the tiny Qwen3 as `setup` has it.
     pub fn with(setup: Setup) -> App {
-        let path = llamay_testdata::tiny_chat_model();
+        let path = match setup.model {
+            Some(p) => p,
+            None => llamay_testdata::tiny_chat_model(),
+        };
         let mut cfg = RegistryConfig::default();
         cfg.load.n_ctx = Some(setup.n_ctx);
         cfg.load.n_threads = Some(2);

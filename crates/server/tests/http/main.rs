@@ -9,4 +9,5 @@ mod common;
 mod bodies;
 mod boundary;
 mod constraints;
+mod harmony;
 mod refusals;

@@ -134,6 +134,7 @@ impl Thinking {
             enabled: Some(enabled),
             budget,
             field: "thinking",
+            effort: None,
         })
     }
 }

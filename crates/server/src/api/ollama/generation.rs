@@ -113,6 +113,7 @@ impl Common {
                 enabled: Some(*b),
                 budget: None,
                 field: "think",
+                effort: None,
             },
             Some(Value::String(level)) => ThinkingAsk::from_effort("think", level, max_tokens)?,
             Some(other) => {
