@@ -79,6 +79,19 @@ def qwen3_server():
 
 
 @pytest.fixture(scope="session")
+def harmony_server():
+    """gpt-oss's harmony format: a random-weight gpt-oss over the real o200k_harmony
+    vocabulary (scripts/make-moe-models gpt-oss-harmony)."""
+    model = subprocess.check_output(
+        ["python3", os.path.join(ROOT, "scripts", "make-moe-models"), "--path", "gpt-oss-harmony"],
+        text=True,
+    ).strip()
+    proc, info = _start(model, ctx="1024")
+    yield info
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
 def qwen_server():
     """The Qwen2.5 test model (the seed's own family), whose template renders tools."""
     model = subprocess.check_output(

@@ -371,3 +371,47 @@ fn a_lexicon_run_writes_one_term() {
     assert!(out.stderr.contains("lexicon mask:"), "{}", out.stderr);
     let _ = std::fs::remove_file(file);
 }
+
+/// gpt-oss chats in harmony's channels in this process too: the run prints the `final`
+/// message only, under the schema (its analysis and every marker stay out).
+#[test]
+fn a_harmony_chat_prints_only_the_final_message_under_the_schema() {
+    let model = llamay_testdata::moe_model("gpt-oss-harmony");
+    let schema = std::env::temp_dir().join(format!("llamay-harmony-{}.json", std::process::id()));
+    std::fs::write(
+        &schema,
+        r#"{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}"#,
+    )
+    .unwrap();
+    for seed in ["1", "2"] {
+        let out = run_model(
+            &model,
+            &[
+                "-chat",
+                "-schema",
+                schema.to_str().unwrap(),
+                "-n",
+                "48",
+                "-seed",
+                seed,
+                "-p",
+                "hi",
+            ],
+        );
+        out.assert_ok();
+        for marker in [
+            "<|channel|>",
+            "<|message|>",
+            "<|end|>",
+            "<|start|>",
+            "<|return|>",
+        ] {
+            assert!(!out.stdout.contains(marker), "{marker}: {:?}", out.stdout);
+        }
+        let doc: serde_json::Value = serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("{e}: {:?}", out.stdout));
+        assert!(doc["a"].is_i64(), "{doc}");
+        assert_model_or_grammar_ended(&out);
+    }
+    let _ = std::fs::remove_file(&schema);
+}

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use llamay_engine::GgufFile;
 
+use crate::chat::HARMONY_MARKERS;
 use crate::error::Error;
-use crate::harmony::HARMONY_MARKERS;
 use crate::reasoning::{convention_of, Convention, HARMONY};
 
 /// Encoder architectures: embeddings, no generation.

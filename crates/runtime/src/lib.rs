@@ -18,7 +18,6 @@ mod context_service;
 mod embed;
 mod error;
 mod generate;
-mod harmony;
 mod hold;
 mod ids;
 mod kv;
@@ -52,7 +51,7 @@ pub use embed::{
 pub use error::{ContextOverflow, Error, ErrorKind};
 pub use generate::{
     check_prompt, generate, generate_continuing, Finish, GenerateError, Generation,
-    GenerationParams, GenerationStats,
+    GenerationParams, GenerationStats, HarmonyPlan,
 };
 pub use ids::{call_id, fresh_seed, short_id};
 pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache};
@@ -71,4 +70,4 @@ pub use scheduler::{Counts, Job, Scheduler, SchedulerConfig};
 pub use service::{collect, Runtime, Started};
 pub use settings::{load_lexicon, ConstraintSettings};
 pub use stats::Stats;
-pub use tools::{hosted_tool, ToolCall, ToolChoice, ToolDef, ToolSet};
+pub use tools::{chat_channels, hosted_tool, ToolCall, ToolChoice, ToolDef, ToolSet};

@@ -12,7 +12,7 @@ use llamay_engine::{LoadOptions, Model};
 use crate::chat::CallConvention;
 use crate::chat::{render_harmony, HarmonyOptions};
 use crate::chat::{Builtin, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions};
-use crate::harmony::{HarmonyFacts, HARMONY_MARKERS};
+use crate::chat::{HarmonyFacts, HARMONY_MARKERS};
 use crate::reasoning::ThinkingFacts;
 
 /// Bytes of compiled constraints kept per model unless told otherwise (the

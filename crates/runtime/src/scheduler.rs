@@ -79,7 +79,7 @@ pub struct Job {
     /// A reasoning model's thinking block (none: the answer from the first token).
     pub thinking: Option<ThinkPlan>,
     /// A harmony model's channels (thinking, the answer, a call), when it chats.
-    pub harmony: Option<crate::harmony::HarmonyPlan>,
+    pub harmony: Option<crate::generate::HarmonyPlan>,
     /// The rendered prompt, echoed in the outcome when asked for.
     pub prompt_text: Option<String>,
     /// Strict `auto` tool calls: the openers its free text is watched for.

@@ -10,8 +10,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use crate::capabilities::no_tools;
 use crate::error::Error;
 use crate::generate::GenerationParams;
+use crate::generate::HarmonyPlan;
 use crate::generate::{check_prompt, GenerateError};
-use crate::harmony::HarmonyPlan;
 use crate::hold::hold;
 use crate::loaded::{PromptLayers, TemplateSource};
 use crate::reasoning::{decide, start_of, ThinkPlan, HARMONY};
@@ -19,7 +19,7 @@ use crate::registry::Registry;
 use crate::request::{GenEvent, GenRequest, Outcome, Prompt};
 use crate::scheduler::Job;
 use crate::stats::Stats;
-use crate::tools::{plan, prompt};
+use crate::tools::{harmony, plan, prompt};
 
 /// The models being served, their counters, and the server-wide defaults: what
 /// every request path shares.
@@ -167,7 +167,7 @@ impl Runtime {
             let (constraint, mut report) = spec.build(&lm)?;
             let harmony = match harmony {
                 Some(facts) => {
-                    let p = HarmonyPlan::new(
+                    let p = harmony::plan(
                         facts,
                         &lm,
                         tools.as_deref(),

@@ -19,10 +19,9 @@ use llamay_engine::Tokenizer;
 use llamay_engine::{Sampler, StopConditions, StopReason};
 
 use super::calls::{absorb, CallTriggers, CallWatch, Watched};
-use super::harmony::{HarmonyState, Next, Phase, Pushed};
+use super::harmony::{HarmonyPlan, HarmonyState, Next, Phase, Pushed};
 use super::thinking::ThinkState;
 use super::{forced, Finish, GenerateError, GenerationParams, Utf8Assembler};
-use crate::harmony::HarmonyPlan;
 use crate::reasoning::ThinkPlan;
 
 /// Sampled tokens refused for overrunning the budget before a step falls back to the

@@ -1,15 +1,82 @@
-//! One sequence's place in harmony's output automaton (see `crate::harmony`): the
-//! forced markers still to feed, the phase, the header chosen so far and the call's
-//! matcher.
+//! gpt-oss's harmony output: what the model writes after the prompt's
+//! `<|start|>assistant`, run as one automaton (the prompt side is `chat::harmony`,
+//! the plan of a request is built by `tools::harmony`).
+//!
+//! ```text
+//! <|channel|>analysis<|message|> free text <|end|>               thinking (forced open)
+//! <|start|>assistant<|channel|> HEADER                          forced, then the header
+//!   final<|message|> answer <|return|>                          the answer
+//!   commentary to=functions.NAME <|constrain|>json<|message|> ARGS <|call|>   a call
+//! ```
+//!
+//! The analysis message is free text (control tokens excluded) within the thinking
+//! budget; its `<|end|>` is forced when the budget is spent or only the answer still
+//! fits. The header is a choice among token sequences, each alternative tokenized as
+//! the prompt's own headers are (a model spelling `commentary` letter by letter would
+//! be off its training): the answer (unless a call is forced) and a call to each
+//! callable tool, so a forced choice can only call and a named one only that tool; a
+//! token shared by every alternative left is forced. The answer runs under the
+//! request's constraint (a schema, a grammar…) or is free text; a call's arguments run
+//! under its tool's schema. Harmony ends a turn at a call: one call per generation.
+//! The decoder sends the analysis text as reasoning and the answer as text; a call
+//! goes out in the Hermes form (`<tool_call>` blocks) that `tools::parse` and
+//! `tools::stream` read, so every API shape reports it the way it reports any model's
+//! calls.
+//!
+//! [`HarmonyState`] is one sequence's place in it: the forced markers still to feed,
+//! the phase, the header chosen so far and the call's matcher.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-use llamay_constrain::{Matcher, MatcherStats};
+use llamay_constrain::{Constraint, Matcher, MatcherStats};
 
 use super::thinking::ReasoningText;
 use super::Finish;
-use crate::harmony::HarmonyPlan;
-use crate::tools::grammar::head;
+use crate::chat::HarmonyFacts;
+
+/// One generation's harmony automaton, as the decoder runs it.
+#[derive(Clone, Debug)]
+pub struct HarmonyPlan {
+    pub(crate) facts: Arc<HarmonyFacts>,
+    /// Tokens of thinking before `<|end|>` is forced (its opening counts).
+    pub(crate) budget: usize,
+    /// What may follow `<|channel|>` after thinking, as tokens: `final` (`None`), or
+    /// the header of a call to `tools[i]` (`Some(i)`).
+    pub(crate) headers: Arc<[(Vec<u32>, Option<usize>)]>,
+    /// Per callable tool: the Hermes text that opens a call to it (up to its
+    /// arguments), and its arguments' constraint.
+    pub(crate) tools: Arc<[(Vec<u8>, Constraint)]>,
+    /// Tokens thinking leaves for the header and the shortest answer or call.
+    pub(crate) room: usize,
+}
+
+impl HarmonyPlan {
+    /// What the enforcement report says of the channels.
+    pub(crate) fn enforced(&self, constrained_answer: bool) -> Vec<String> {
+        let mut lines = vec![format!(
+            "harmony: analysis free within {} tokens",
+            self.budget
+        )];
+        let answers = self.headers.iter().any(|(_, called)| called.is_none());
+        if answers && constrained_answer {
+            lines.push("harmony: the final message under the constraint".into());
+        }
+        if !self.tools.is_empty() {
+            lines.push(format!(
+                "harmony: calls to {} {} under their schemas{}",
+                self.tools.len(),
+                if self.tools.len() == 1 {
+                    "tool"
+                } else {
+                    "tools"
+                },
+                if answers { "" } else { " (a call is required)" }
+            ));
+        }
+        lines
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -182,15 +249,13 @@ impl HarmonyState {
                         Pushed::Quiet
                     }
                     Some(i) => {
-                        let (name, args) = &self.plan.tools[i];
+                        let (opening, args) = &self.plan.tools[i];
                         self.queue.push_back(f.constrain);
                         self.queue.extend(&f.json);
                         self.queue.push_back(f.message);
                         self.call = Some(args.matcher());
                         self.phase = Phase::Call;
-                        let mut text = b"<tool_call>\n".to_vec();
-                        text.extend_from_slice(head(name, "arguments").as_bytes());
-                        Pushed::Call(text)
+                        Pushed::Call(opening.clone())
                     }
                 }
             }
@@ -249,7 +314,6 @@ mod tests {
     use llamay_constrain::{Constraint, Vocabulary};
 
     use super::*;
-    use crate::harmony::HarmonyFacts;
 
     // Byte tokens 0..=255, then harmony's markers and a few words.
     const START: u32 = 256;
@@ -317,7 +381,11 @@ mod tests {
             facts: Arc::new(facts),
             budget,
             headers: headers.into(),
-            tools: vec![("f".to_string(), args)].into(),
+            tools: vec![(
+                b"<tool_call>\n{\"name\": \"f\", \"arguments\": ".to_vec(),
+                args,
+            )]
+            .into(),
             room: 5,
         }
     }

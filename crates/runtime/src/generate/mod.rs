@@ -12,6 +12,8 @@ mod stats;
 mod thinking;
 mod utf8;
 
+pub use harmony::HarmonyPlan;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -150,7 +152,7 @@ pub fn generate(
         tokenizer,
         model.new_sequence(),
         prompt,
-        (params, constraint),
+        (params, constraint, None),
         cancel,
         on_text,
         &mut |_| {},
@@ -160,14 +162,16 @@ pub fn generate(
 /// [`generate`] from `seq`, which already holds the keys and values of a prefix of
 /// `prompt` (`llamay run -prompt-cache`): only the rest is fed (at least one token:
 /// the next-token logits come from it). `on_prompt` sees the sequence once the
-/// whole prompt is in it.
+/// whole prompt is in it. A harmony model's chat runs in its channels when given
+/// their plan ([`chat_channels`](crate::chat_channels)): `on_text` then gets the
+/// answer only.
 #[allow(clippy::too_many_arguments)]
 pub fn generate_continuing(
     model: &Model,
     tokenizer: &Tokenizer,
     mut seq: llamay_engine::SeqState,
     prompt: &[u32],
-    (params, constraint): (&GenerationParams, Option<&Constraint>),
+    (params, constraint, harmony): (&GenerationParams, Option<&Constraint>, Option<&HarmonyPlan>),
     cancel: &AtomicBool,
     on_text: &mut dyn FnMut(&str),
     on_prompt: &mut dyn FnMut(&llamay_engine::SeqState),
@@ -190,7 +194,8 @@ pub fn generate_continuing(
         prompt,
         params,
         constraint,
-    );
+    )
+    .with_harmony(harmony.cloned());
     let decode_start = Instant::now();
     let finish = loop {
         if cancel.load(Ordering::Relaxed) {

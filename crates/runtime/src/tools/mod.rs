@@ -20,6 +20,7 @@
 //!   answer back for a whole response, Ollama's shape and `whole_tool_calls`.
 
 pub(crate) mod grammar;
+pub(crate) mod harmony;
 mod parse;
 pub(crate) mod plan;
 pub(crate) mod prompt;
@@ -31,6 +32,7 @@ use llamay_constrain::{compile_schema, CompiledSchema};
 use serde_json::Value;
 
 use crate::error::Error;
+pub use harmony::chat_channels;
 pub(crate) use parse::parse;
 
 /// Most tools one request may offer.

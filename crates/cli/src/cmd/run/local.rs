@@ -8,8 +8,8 @@ use anyhow::Context;
 use llamay_engine::LoadOptions;
 use llamay_runtime::snapshot;
 use llamay_runtime::{
-    generate_continuing, Finish, GenerationParams, LoadedModel, PromptLayers, TemplateSource,
-    DEFAULT_CONSTRAINT_CACHE_BYTES,
+    chat_channels, generate_continuing, Finish, GenerationParams, LoadedModel, PromptLayers,
+    TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
 
 use super::backend::{Backend, Input, Reply};
@@ -122,6 +122,12 @@ impl Backend for Local {
             Input::Raw(text) => lm.encode_raw(text),
             Input::Chat(messages) => lm.encode_chat(messages, None)?,
         };
+        // A harmony model's chat shows its `final` channel (its analysis stays out).
+        let channels = match input {
+            Input::Chat(_) => chat_channels(lm, automaton.as_ref(), params.max_tokens)
+                .map_err(|e| anyhow::anyhow!(e.message))?,
+            Input::Raw(_) => None,
+        };
         let mut text = String::new();
         let cache = match &self.prompt_cache {
             Some(p) => Some(PromptCache::open(p, &self.path)?),
@@ -136,7 +142,7 @@ impl Backend for Local {
             &lm.tokenizer,
             start,
             &tokens,
-            (params, automaton.as_ref()),
+            (params, automaton.as_ref(), channels.as_ref()),
             cancel,
             &mut |s: &str| {
                 text.push_str(s);
