@@ -106,7 +106,12 @@ fn embeddings_match(name: &str, n_embd: usize, min_cases: usize) -> f64 {
         }
     }
     let text: String = worst.1.chars().take(60).collect();
-    eprintln!("{name}: worst cosine {:.9} ({text:?})", worst.0);
+    eprintln!(
+        "{name}: {} sentences, worst cosine {:.9} (1 - cos = {:.1e}, {text:?})",
+        cases.len(),
+        worst.0,
+        1.0 - worst.0
+    );
     worst.0
 }
 

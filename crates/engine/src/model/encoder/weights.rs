@@ -19,7 +19,8 @@ pub(super) struct Affine {
     pub b: Vec<f32>,
 }
 
-/// The query, key and value projections.
+/// The query, key and value projections (one per layer: their size does not matter).
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Qkv {
     Separate {
         q: Affine,
