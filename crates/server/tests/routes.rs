@@ -501,3 +501,60 @@ async fn encoders_catalog_health_stats_and_unknown_paths() {
     );
     ollama_error(&app.get("/api/no-such-route").await, 404);
 }
+
+/// A `nomic-bert` encoder served as `-embed` (the random-weight file of
+/// `scripts/make-nomic-bert`): `/v1/embeddings` (no model named) and `/api/embed` (by
+/// its name) give llama.cpp's vectors of a sample of the reference sentences, unit
+/// length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nomic_bert_serves_openai_and_ollama_embeddings() {
+    use llamay_testdata::{cosine, embed_model, embed_reference, f32s_from_base64};
+    let app = App::with(common::Setup {
+        embed: Some(embed_model("nomic")),
+        ..common::Setup::default()
+    });
+    let r: Value =
+        serde_json::from_slice(&std::fs::read(embed_reference("nomic")).unwrap()).unwrap();
+    let cases: Vec<(&str, Vec<f32>)> = r["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .step_by(10)
+        .map(|c| {
+            let want = f32s_from_base64(c["embedding"].as_str().unwrap());
+            (c["text"].as_str().unwrap(), want)
+        })
+        .collect();
+    assert!(cases.len() >= 20);
+    let texts: Vec<&str> = cases.iter().map(|(t, _)| *t).collect();
+    let check = |got: &Value, (text, want): &(&str, Vec<f32>)| {
+        let got: Vec<f32> = got
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+        assert_eq!(got.len(), 128);
+        let norm = got.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "{text:?}: norm {norm}");
+        let cos = cosine(&got, want);
+        assert!(cos >= 0.9999, "{text:?}: cosine {cos}");
+    };
+    let v = app.post("/v1/embeddings", json!({"input": texts})).await;
+    assert_eq!(v.status, StatusCode::OK, "{}", v.text);
+    let data = v.json()["data"].as_array().unwrap().clone();
+    assert_eq!(data.len(), cases.len());
+    for (d, case) in data.iter().zip(&cases) {
+        check(&d["embedding"], case);
+    }
+    let name = app.runtime.encoders.embed_model().unwrap().name.clone();
+    let v = app
+        .post("/api/embed", json!({"model": name, "input": texts}))
+        .await;
+    assert_eq!(v.status, StatusCode::OK, "{}", v.text);
+    let embeddings = v.json()["embeddings"].as_array().unwrap().clone();
+    assert_eq!(embeddings.len(), cases.len());
+    for (e, case) in embeddings.iter().zip(&cases) {
+        check(e, case);
+    }
+}

@@ -263,9 +263,13 @@ pub fn o200k_vocab() -> (PathBuf, PathBuf) {
 }
 
 /// An encoder test model built by `scripts/fetch-embed-models` (`minilm`: all-MiniLM-L6-v2
-/// converted by llamay's converter; `reranker`: the random-weight cross-encoder).
+/// converted by llamay's converter; `reranker`: the random-weight cross-encoder) or, for
+/// `nomic`, by `scripts/make-nomic-bert` (a random-weight `nomic-bert`).
 pub fn embed_model(name: &str) -> PathBuf {
-    fetched_by("fetch-embed-models", &[name], name)
+    match name {
+        "nomic" => fetched_by("make-nomic-bert", &[], name),
+        _ => fetched_by("fetch-embed-models", &[name], name),
+    }
 }
 
 /// The llama.cpp reference for an encoder test model (`scripts/embed-reference`).

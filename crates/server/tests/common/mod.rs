@@ -44,6 +44,8 @@ pub struct Setup {
     pub allowed_origins: Vec<String>,
     /// The model file served (`-m`); the tiny Qwen3 when `None`.
     pub model: Option<PathBuf>,
+    /// An encoder served for embeddings (`-embed`).
+    pub embed: Option<PathBuf>,
 }
 
 impl Default for Setup {
@@ -54,6 +56,7 @@ impl Default for Setup {
             store: false,
             allowed_origins: Vec::new(),
             model: None,
+            embed: None,
         }
     }
 }
@@ -122,6 +125,9 @@ impl App {
         });
         let spec = ModelSpec::from_arg(&path.display().to_string(), path.clone(), None);
         let model = spec.name.clone();
+        let embed = setup
+            .embed
+            .map(|p| ModelSpec::from_arg(&p.display().to_string(), p.clone(), None));
         let stats = Arc::new(Stats::default());
         let registry_store = store.as_ref().map(|d| Store::new(d, None));
         let runtime = Arc::new(Runtime {
@@ -133,7 +139,7 @@ impl App {
             )),
             stats,
             constraints: Resolver::new(None),
-            encoders: Arc::new(Encoders::new(None, None, Default::default())),
+            encoders: Arc::new(Encoders::new(embed, None, Default::default())),
         });
         let boundary = Boundary {
             allowed_origins: setup.allowed_origins,

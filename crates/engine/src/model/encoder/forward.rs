@@ -1,11 +1,12 @@
 //! One encoder pass over several packed texts: embeddings, the post-norm layers with
-//! bidirectional attention inside each text, then pooling.
+//! bidirectional attention inside each text (Q/K/V in `qkv`, the feed-forward block in
+//! `ffn`), then pooling.
 
 use super::super::linear::{matmul_many, ActsCache, Product};
-use std::sync::OnceLock;
-
 use super::super::ops::softmax;
 use super::super::ModelError;
+use super::ffn::FfnBuffers;
+use super::qkv::QkvBuffers;
 use super::weights::{Affine, Norm};
 use super::{Encoder, Pooling};
 use crate::pool::SyncPtr;
@@ -36,36 +37,18 @@ fn layer_norm(x: &mut [f32], n: &Norm, eps: f32) {
     }
 }
 
-/// GELU as llama.cpp's CPU backend computes it: the tanh form, looked up by the input
-/// rounded to f16, the result rounded to f16 too (inputs beyond ±10 saturate). Matching
-/// it keeps a random-weight model's large activations within llama.cpp's scores.
-fn gelu(x: f32) -> f32 {
-    static TABLE: OnceLock<Vec<f32>> = OnceLock::new();
-    if x <= -10.0 {
-        return 0.0;
-    }
-    if x >= 10.0 {
-        return x;
-    }
-    let table = TABLE.get_or_init(|| {
-        (0..=u16::MAX)
-            .map(|bits| {
-                let f = half::f16::from_bits(bits).to_f32();
-                let g = 0.5 * f * (1.0 + (0.797_884_6 * f * (1.0 + 0.044715 * f * f)).tanh());
-                half::f16::from_f32(g).to_f32()
-            })
-            .collect()
-    });
-    table[half::f16::from_f32(x).to_bits() as usize]
-}
-
-fn add(dst: &mut [f32], src: &[f32]) {
+pub(super) fn add(dst: &mut [f32], src: &[f32]) {
     dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
 }
 
 impl Encoder {
     /// Runs `f(row, values)` on each `width`-wide row of `x` on the pool.
-    fn rows_parallel(&self, x: &mut [f32], width: usize, f: &(dyn Fn(usize, &mut [f32]) + Sync)) {
+    pub(super) fn rows_parallel(
+        &self,
+        x: &mut [f32],
+        width: usize,
+        f: &(dyn Fn(usize, &mut [f32]) + Sync),
+    ) {
         let n_rows = x.len() / width;
         let ptr = SyncPtr::new(x);
         self.pool.run(n_rows.div_ceil(ROWS_PER_TASK), &|task| {
@@ -78,7 +61,7 @@ impl Encoder {
     }
 
     /// `out = a·x + b` for `n` rows of `x` (the output overwritten).
-    fn affine(
+    pub(super) fn affine(
         &self,
         acts: &mut ActsCache,
         a: &Affine,
@@ -115,11 +98,13 @@ impl Encoder {
             t += text.len();
         }
         starts.push(t);
-        // Token, type-0 and position embeddings, then their LayerNorm.
+        // Token, type-0 and (in a position table) position embeddings, then their
+        // LayerNorm.
         let tokens: Vec<(u32, usize)> = texts
             .iter()
             .flat_map(|text| text.iter().enumerate().map(|(p, &id)| (id, p)))
             .collect();
+        let positions: Vec<usize> = tokens.iter().map(|&(_, p)| p).collect();
         let mut x = vec![0f32; t * e];
         let error = std::sync::Mutex::new(None);
         self.rows_parallel(&mut x, e, &|r, row| {
@@ -129,7 +114,9 @@ impl Encoder {
                 return;
             }
             add(row, &w.type0);
-            add(row, &w.positions[p * e..(p + 1) * e]);
+            if let Some(table) = &w.positions {
+                add(row, &table[p * e..(p + 1) * e]);
+            }
             layer_norm(row, &w.embd_norm, hp.eps);
         });
         if let Some(err) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
@@ -137,33 +124,12 @@ impl Encoder {
         }
 
         let mut acts = ActsCache::default();
-        let (mut q, mut k, mut v) = (vec![0f32; t * e], vec![0f32; t * e], vec![0f32; t * e]);
+        let mut qkv = QkvBuffers::new(t, e);
+        let mut ffn = FfnBuffers::default();
         let mut attn = vec![0f32; t * e];
-        let mut h = vec![0f32; t * hp.n_ff];
-        let bias_gelu = |v: &mut [f32], b: &[f32]| {
-            for (x, &b) in v.iter_mut().zip(b) {
-                *x = gelu(*x + b);
-            }
-        };
         for l in &w.layers {
-            acts.invalidate();
-            acts.prepare(&self.pool, &l.q.w, &x, t)?;
-            let (bq, bk, bv) = (
-                |_t: usize, r0: usize, o: &mut [f32]| add(o, &l.q.b[r0..r0 + o.len()]),
-                |_t: usize, r0: usize, o: &mut [f32]| add(o, &l.k.b[r0..r0 + o.len()]),
-                |_t: usize, r0: usize, o: &mut [f32]| add(o, &l.v.b[r0..r0 + o.len()]),
-            );
-            matmul_many(
-                &self.pool,
-                &self.file,
-                &acts,
-                vec![
-                    Product::new(&l.q.w, &mut q).then(1, &bq),
-                    Product::new(&l.k.w, &mut k).then(1, &bk),
-                    Product::new(&l.v.w, &mut v).then(1, &bv),
-                ],
-            )?;
-            self.attention(&starts, &q, &k, &v, &mut attn);
+            self.project_qkv(&mut acts, l, &x, &positions, &mut qkv)?;
+            self.attention(&starts, &qkv.q, &qkv.k, &qkv.v, &mut attn);
             // x += out·attn + b, then the attention LayerNorm.
             acts.invalidate();
             acts.prepare(&self.pool, &l.out.w, &attn, t)?;
@@ -175,17 +141,8 @@ impl Encoder {
                 vec![Product::adding(&l.out.w, &mut x).then(1, &bo)],
             )?;
             self.rows_parallel(&mut x, e, &|_, row| layer_norm(row, &l.attn_norm, hp.eps));
-            // The feed-forward: x += down·gelu(up·x + b) + b, then the output LayerNorm.
-            self.affine(&mut acts, &l.up, &x, t, &mut h, &bias_gelu)?;
-            acts.invalidate();
-            acts.prepare(&self.pool, &l.down.w, &h, t)?;
-            let bd = |_t: usize, r0: usize, o: &mut [f32]| add(o, &l.down.b[r0..r0 + o.len()]);
-            matmul_many(
-                &self.pool,
-                &self.file,
-                &acts,
-                vec![Product::adding(&l.down.w, &mut x).then(1, &bd)],
-            )?;
+            // x += the feed-forward block's output, then the output LayerNorm.
+            self.feed_forward(&mut acts, l, &mut x, t, &mut ffn)?;
             self.rows_parallel(&mut x, e, &|_, row| layer_norm(row, &l.out_norm, hp.eps));
         }
         self.pool_outputs(&starts, &x, pooling, &mut acts)

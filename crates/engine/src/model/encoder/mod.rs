@@ -1,21 +1,26 @@
-//! Encoder models (llama.cpp's `bert` architecture): every token attends to every other
-//! token of its text, and a text becomes one vector (pooling), or, for a cross-encoder,
-//! one relevance score.
+//! Encoder models (llama.cpp's `bert` and `nomic-bert` architectures, see `family`):
+//! every token attends to every other token of its text, and a text becomes one vector
+//! (pooling), or, for a cross-encoder, one relevance score.
 //!
 //! An [`Encoder`] has no KV cache: [`Encoder::encode`] runs whole texts, many packed into
 //! one forward pass (no padding: each text's attention reads only its own rows), on the
 //! same kind of thread pool and matrix kernels as the decoders.
 
+mod family;
+mod ffn;
 mod forward;
+mod qkv;
 mod weights;
 
 use std::path::Path;
 use std::sync::Arc;
 
+use super::rope::{Rope, RopeScaling, RopeTable};
 use super::{LoadOptions, ModelError};
 use crate::facts::ModelFacts;
 use crate::gguf::GgufFile;
 use crate::pool::{physical_cores, ThreadPool};
+use family::{EncoderFamily, Positions};
 use weights::EncoderWeights;
 
 /// How token outputs become one vector per text (llama.cpp's `pooling_type`).
@@ -74,6 +79,7 @@ impl Pooling {
 /// The shape of an encoder.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct EncoderParams {
+    family: &'static EncoderFamily,
     pub n_layer: usize,
     pub n_embd: usize,
     pub n_ff: usize,
@@ -84,17 +90,15 @@ pub(super) struct EncoderParams {
     pub pooling: Pooling,
     /// Scores of the classification head (rank pooling).
     pub n_cls_out: usize,
+    /// The rotation of queries and keys ([`Positions::Rotary`]).
+    pub rope: Option<Rope>,
 }
-
-/// The architectures [`Encoder`] runs.
-const ENCODER_ARCHS: &[&str] = &["bert"];
 
 impl EncoderParams {
     fn from_gguf(f: &GgufFile) -> Result<EncoderParams, ModelError> {
         let arch = f.architecture()?;
-        if !ENCODER_ARCHS.contains(&arch) {
-            return Err(ModelError::UnsupportedArch(arch.to_string()));
-        }
+        let family =
+            family::find(arch).ok_or_else(|| ModelError::UnsupportedArch(arch.to_string()))?;
         let key = |s: &str| format!("{arch}.{s}");
         let dim = |s: &str| -> Result<usize, ModelError> {
             let k = key(s);
@@ -114,9 +118,9 @@ impl EncoderParams {
             )));
         }
         if f.opt_bool(&key("attention.causal"))? == Some(true) {
-            return Err(ModelError::Invalid(
-                "a causal bert model is not an encoder llamay runs".into(),
-            ));
+            return Err(ModelError::Invalid(format!(
+                "a causal {arch} model is not an encoder llamay runs"
+            )));
         }
         let pooling = match f.opt_u32(&key("pooling_type"))? {
             None => Pooling::Cls,
@@ -136,16 +140,43 @@ impl EncoderParams {
             .get(1)
             .copied()
             .unwrap_or(0) as usize;
+        let n_ctx_train = dim("context_length")?;
+        let rope = match family.positions {
+            Positions::Table => None,
+            Positions::Rotary => {
+                // llama.cpp's defaults: the whole head rotated, base 10,000.
+                let head_dim = n_embd / n_head;
+                let dims = match f.opt_u32(&key("rope.dimension_count"))? {
+                    Some(d) => d as usize,
+                    None => head_dim,
+                };
+                if dims == 0 || dims > head_dim || dims % 2 != 0 {
+                    return Err(ModelError::Invalid(format!(
+                        "rope.dimension_count {dims} does not fit heads of {head_dim}"
+                    )));
+                }
+                let base = f.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
+                if !base.is_finite() || base <= 1.0 {
+                    return Err(ModelError::Invalid(format!(
+                        "rope.freq_base {base} must be a number above 1"
+                    )));
+                }
+                let scaling = RopeScaling::from_gguf(f, arch, n_ctx_train, None)?;
+                Some(Rope::new(dims, base, scaling.freq_scale, &scaling))
+            }
+        };
         Ok(EncoderParams {
+            family,
             n_layer: dim("block_count")?,
             n_embd,
             n_ff: dim("feed_forward_length")?,
             n_head,
             n_vocab,
-            n_ctx_train: dim("context_length")?,
+            n_ctx_train,
             eps: f.get_f32(&key("attention.layer_norm_epsilon"))?,
             pooling,
             n_cls_out,
+            rope,
         })
     }
 }
@@ -155,6 +186,8 @@ pub struct Encoder {
     file: GgufFile,
     hp: EncoderParams,
     weights: EncoderWeights,
+    /// Cosines and sines of every position of the context, under rotary positions.
+    rope: Option<RopeTable>,
     pool: ThreadPool,
     facts: ModelFacts,
 }
@@ -171,8 +204,7 @@ impl Encoder {
     /// Whether `file` holds an architecture that [`Encoder`] runs (and [`super::Model`]
     /// does not).
     pub fn is_encoder(file: &GgufFile) -> bool {
-        file.architecture()
-            .is_ok_and(|a| ENCODER_ARCHS.contains(&a))
+        file.architecture().is_ok_and(|a| family::find(a).is_some())
     }
 
     /// Opens, validates and prepares the GGUF encoder at `path` (`n_threads` of `opts`
@@ -185,6 +217,10 @@ impl Encoder {
     pub fn from_gguf(file: GgufFile, opts: &LoadOptions) -> Result<Arc<Encoder>, ModelError> {
         let hp = EncoderParams::from_gguf(&file)?;
         let weights = EncoderWeights::load(&file, &hp)?;
+        let rope = hp
+            .rope
+            .as_ref()
+            .map(|r| RopeTable::new(0..hp.n_ctx_train, r, None));
         let facts = ModelFacts {
             context_length: Some(hp.n_ctx_train as u64),
             embedding_length: Some(hp.n_embd as u64),
@@ -199,6 +235,7 @@ impl Encoder {
             file,
             hp,
             weights,
+            rope,
             pool: ThreadPool::new(n_threads),
             facts,
         }))

@@ -3,6 +3,7 @@
 use super::super::arena::Arena;
 use super::super::linear::{interleaved_len, load_vector, opt_vector, Weight};
 use super::super::ModelError;
+use super::family::{FeedForward, Positions};
 use super::EncoderParams;
 use crate::gguf::GgufFile;
 
@@ -18,13 +19,25 @@ pub(super) struct Affine {
     pub b: Vec<f32>,
 }
 
+/// The query, key and value projections (one per layer: their size does not matter).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Qkv {
+    Separate {
+        q: Affine,
+        k: Affine,
+        v: Affine,
+    },
+    /// One `attn_qkv` product whose output rows are Q, then K, then V.
+    Fused(Affine),
+}
+
 pub(super) struct EncoderLayer {
-    pub q: Affine,
-    pub k: Affine,
-    pub v: Affine,
+    pub qkv: Qkv,
     pub out: Affine,
     pub attn_norm: Norm,
     pub up: Affine,
+    /// The SwiGLU gate ([`FeedForward::SwiGlu`]).
+    pub gate: Option<Affine>,
     pub down: Affine,
     pub out_norm: Norm,
 }
@@ -33,8 +46,8 @@ pub(super) struct EncoderWeights {
     pub token_embd: Weight,
     /// Row 0 of the token-type embeddings: llama.cpp gives every token type 0.
     pub type0: Vec<f32>,
-    /// `n_ctx_train × n_embd` absolute position embeddings.
-    pub positions: Vec<f32>,
+    /// `n_ctx_train × n_embd` absolute position embeddings ([`Positions::Table`]).
+    pub positions: Option<Vec<f32>>,
     pub embd_norm: Norm,
     pub layers: Vec<EncoderLayer>,
     /// The pooler (`cls`, tanh after it) and the classifier (`cls.output`).
@@ -78,22 +91,46 @@ impl EncoderWeights {
             }
             None => vec![0.0; e],
         };
-        let pos = table("position_embd.weight", e, hp.n_ctx_train)?;
-        let mut positions = vec![0.0; hp.n_ctx_train * e];
-        for (p, row) in positions.chunks_exact_mut(e).enumerate() {
-            pos.row_f32(file, p, row)?;
-        }
+        let positions = match hp.family.positions {
+            Positions::Rotary => None,
+            Positions::Table => {
+                let pos = table("position_embd.weight", e, hp.n_ctx_train)?;
+                let mut positions = vec![0.0; hp.n_ctx_train * e];
+                for (p, row) in positions.chunks_exact_mut(e).enumerate() {
+                    pos.row_f32(file, p, row)?;
+                }
+                Some(positions)
+            }
+        };
+        // A projection whose biases llama.cpp's graph does not add.
+        let unbiased = |name: &str, cols, rows| -> Result<Affine, ModelError> {
+            Ok(Affine {
+                w: weight(&format!("{name}.weight"), cols, rows)?,
+                b: vec![0.0; rows],
+            })
+        };
         let layers = (0..hp.n_layer)
             .map(|il| {
                 let n = |s: &str| format!("blk.{il}.{s}");
+                let (up, gate, down) = match hp.family.ffn {
+                    FeedForward::Gelu => (
+                        affine(&n("ffn_up"), e, hp.n_ff)?,
+                        None,
+                        affine(&n("ffn_down"), hp.n_ff, e)?,
+                    ),
+                    FeedForward::SwiGlu => (
+                        unbiased(&n("ffn_up"), e, hp.n_ff)?,
+                        Some(unbiased(&n("ffn_gate"), e, hp.n_ff)?),
+                        unbiased(&n("ffn_down"), hp.n_ff, e)?,
+                    ),
+                };
                 Ok(EncoderLayer {
-                    q: affine(&n("attn_q"), e, e)?,
-                    k: affine(&n("attn_k"), e, e)?,
-                    v: affine(&n("attn_v"), e, e)?,
+                    qkv: qkv(file, &affine, &n, e)?,
                     out: affine(&n("attn_output"), e, e)?,
                     attn_norm: norm(&n("attn_output_norm"))?,
-                    up: affine(&n("ffn_up"), e, hp.n_ff)?,
-                    down: affine(&n("ffn_down"), hp.n_ff, e)?,
+                    up,
+                    gate,
+                    down,
                     out_norm: norm(&n("layer_output_norm"))?,
                 })
             })
@@ -121,4 +158,36 @@ impl EncoderWeights {
     pub(super) fn has_classifier(&self) -> bool {
         self.cls.is_some() || self.cls_out.is_some()
     }
+}
+
+/// A layer's Q/K/V as llama.cpp finds them: `attn_qkv` when the file has it (its bias,
+/// or else the separate biases joined when all three are there), else `attn_q`,
+/// `attn_k` and `attn_v`.
+fn qkv(
+    file: &GgufFile,
+    affine: &dyn Fn(&str, usize, usize) -> Result<Affine, ModelError>,
+    n: &dyn Fn(&str) -> String,
+    e: usize,
+) -> Result<Qkv, ModelError> {
+    if file.tensor(&format!("{}.weight", n("attn_qkv"))).is_none() {
+        return Ok(Qkv::Separate {
+            q: affine(&n("attn_q"), e, e)?,
+            k: affine(&n("attn_k"), e, e)?,
+            v: affine(&n("attn_v"), e, e)?,
+        });
+    }
+    let mut fused = affine(&n("attn_qkv"), e, 3 * e)?;
+    if file.tensor(&format!("{}.bias", n("attn_qkv"))).is_none() {
+        let mut joined = Vec::with_capacity(3 * e);
+        for p in ["attn_q", "attn_k", "attn_v"] {
+            match opt_vector(file, &format!("{}.bias", n(p)), e)? {
+                Some(b) => joined.extend(b),
+                None => break,
+            }
+        }
+        if joined.len() == 3 * e {
+            fused.b = joined;
+        }
+    }
+    Ok(Qkv::Fused(fused))
 }
