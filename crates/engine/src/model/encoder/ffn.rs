@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use super::super::linear::{matmul_many, ActsCache, Product};
 use super::super::ops::silu_gate;
 use super::super::ModelError;
-use super::forward::add;
+use super::add;
 use super::weights::EncoderLayer;
 use super::Encoder;
 

@@ -8,7 +8,7 @@ use super::super::ModelError;
 use super::ffn::FfnBuffers;
 use super::qkv::QkvBuffers;
 use super::weights::{Affine, Norm};
-use super::{Encoder, Pooling};
+use super::{add, Encoder, Pooling};
 use crate::pool::SyncPtr;
 
 /// Tokens per pass at most (a pass is one set of activation buffers; a longer list of
@@ -35,10 +35,6 @@ fn layer_norm(x: &mut [f32], n: &Norm, eps: f32) {
     for ((v, &w), &b) in x.iter_mut().zip(&n.w).zip(&n.b) {
         *v = (*v - mean) * scale * w + b;
     }
-}
-
-pub(super) fn add(dst: &mut [f32], src: &[f32]) {
-    dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
 }
 
 impl Encoder {

@@ -332,6 +332,11 @@ impl Encoder {
     }
 }
 
+/// `dst += src`, element by element (the residual adds of every block).
+fn add(dst: &mut [f32], src: &[f32]) {
+    dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
+}
+
 /// `v` scaled to unit length (left as it is when it is all zeros).
 pub fn l2_normalize(v: &mut [f32]) {
     let n = v

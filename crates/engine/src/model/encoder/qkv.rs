@@ -5,7 +5,7 @@
 use super::super::linear::{matmul_many, ActsCache, Product};
 use super::super::rope::RopeStyle;
 use super::super::ModelError;
-use super::forward::add;
+use super::add;
 use super::weights::{EncoderLayer, Qkv};
 use super::Encoder;
 
