@@ -9,5 +9,6 @@ mod common;
 mod bodies;
 mod boundary;
 mod constraints;
+mod expert_contexts;
 mod harmony;
 mod refusals;
