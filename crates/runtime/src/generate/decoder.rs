@@ -19,7 +19,7 @@ use llamay_engine::Tokenizer;
 use llamay_engine::{Sampler, StopConditions, StopReason};
 
 use super::calls::{absorb, CallTriggers, CallWatch, Watched};
-use super::harmony::{HarmonyPlan, HarmonyState, Next, Phase, Pushed};
+use super::harmony::{HarmonyPlan, HarmonyState, Phase};
 use super::thinking::ThinkState;
 use super::{forced, Finish, GenerateError, GenerationParams, Utf8Assembler};
 use crate::reasoning::ThinkPlan;
@@ -27,6 +27,8 @@ use crate::reasoning::ThinkPlan;
 /// Sampled tokens refused for overrunning the budget before a step falls back to the
 /// closing mask (each refusal costs a sampling pass over the logits).
 const MAX_BUDGET_REFUSALS: usize = 8;
+
+mod channels;
 
 /// What to do after one decoding step.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,85 +147,6 @@ impl Decoder {
             Some(h) => h.take(),
             None => self.thinking.as_mut().and_then(ThinkState::take),
         }
-    }
-
-    /// One token of a harmony model's output (see `crate::harmony`).
-    fn harmony_step(
-        &mut self,
-        tokenizer: &Tokenizer,
-        logits: &[f32],
-        on_text: &mut dyn FnMut(&str),
-    ) -> Result<Step, GenerateError> {
-        if self.remaining == 0 {
-            return Ok(Step::Done(self.out_of_budget()));
-        }
-        let Some(h) = self.harmony.as_mut() else {
-            return Ok(Step::Done(Finish::Length));
-        };
-        let token = match h.next(self.remaining, self.matcher.is_none()) {
-            Next::Force(t) => t,
-            Next::Sample(mask) => self
-                .sampler
-                .sample(logits, &self.history, Some(mask))
-                .ok_or_else(|| nothing_sampled(logits))?,
-            Next::Match(phase) => {
-                let banned = h.banned(phase);
-                let m = match phase {
-                    Phase::Answer => self.matcher.as_mut(),
-                    _ => h.matcher(),
-                };
-                let m = m.ok_or(GenerateError::DeadEnd)?;
-                let (t, forced) = choose_within_budget(
-                    m,
-                    &mut self.sampler,
-                    &mut self.mask,
-                    logits,
-                    &self.history,
-                    self.remaining,
-                    &banned,
-                )?;
-                self.forced += usize::from(forced);
-                m.commit(t)?;
-                t
-            }
-        };
-        self.remaining -= 1;
-        self.history.push(token);
-        let bytes = tokenizer.token_bytes(token);
-        match h.push(token, bytes) {
-            Pushed::Quiet => self.tokens.push(token),
-            Pushed::Call(text) => {
-                self.tokens.push(token);
-                emit_answer(&mut self.text, None, &text, on_text);
-            }
-            Pushed::End(finish, text) => {
-                if finish == Finish::Grammar {
-                    self.tokens.push(token);
-                }
-                emit_answer(&mut self.text, None, &text, on_text);
-                return Ok(Step::Done(finish));
-            }
-            Pushed::Answer => {
-                let out = self.stop.push(token, bytes);
-                emit_answer(&mut self.text, None, &out.emit, on_text);
-                self.tokens.push(token);
-                match out.stop {
-                    Some(StopReason::Eog(_)) => return Ok(Step::Done(Finish::Eog)),
-                    Some(StopReason::String(i)) => {
-                        self.stop_index = Some(i);
-                        return Ok(Step::Done(Finish::Stop));
-                    }
-                    None => {}
-                }
-                if self.matcher.as_mut().is_some_and(Matcher::is_finished) {
-                    return Ok(Step::Done(Finish::Grammar));
-                }
-            }
-        }
-        if self.remaining == 0 {
-            return Ok(Step::Done(self.out_of_budget()));
-        }
-        Ok(Step::Continue(vec![token]))
     }
 
     /// One token of the thinking block: forced markers, else free (no control token).
