@@ -100,6 +100,8 @@ impl SamplingAsk {
             sampler: cfg,
             stop,
             fast_forward: true,
+            // The scheduler does not draft yet.
+            draft: 0,
         })
     }
 }

@@ -115,6 +115,7 @@ fn params(max: usize, sampler: SamplerConfig, stop: &[&str]) -> GenerationParams
         stop: stop.iter().map(|s| s.to_string()).collect(),
         // The loop this is compared with sampled every token.
         fast_forward: false,
+        draft: 0,
     }
 }
 

@@ -39,6 +39,7 @@ fn greedy(max_tokens: usize) -> GenerationParams {
         sampler: SamplerConfig::greedy(),
         stop: Vec::new(),
         fast_forward: false,
+        draft: 0,
     }
 }
 

@@ -10,7 +10,7 @@ use super::ops::{add_residual, gate_fn, rms_norm_inplace, rms_scale};
 use super::rope::RopeTable;
 use super::weights::{Ffn, GateUp, Layer, Qkv};
 use super::{Model, ModelError};
-use crate::batch::BatchItem;
+use crate::batch::{BatchItem, LogitsWanted};
 use crate::quant::Backend;
 
 impl Model {
@@ -89,8 +89,8 @@ impl Model {
             .map(|(item, s)| item.seq.kv.history(il, s.start_pos))
             .collect();
         let mut jobs = Vec::with_capacity(histories.len());
-        let live = spans.iter().filter(|s| s.n > 0);
-        for (s, history) in live.zip(&histories) {
+        let live = batch.iter().zip(spans).filter(|(_, s)| s.n > 0);
+        for ((item, s), history) in live.zip(&histories) {
             // Cached positions this item's queries can still see.
             let old_start = match window {
                 Some(w) => s.start_pos.saturating_sub(w - 1),
@@ -117,6 +117,7 @@ impl Model {
                     softcap: hp.attn_softcap,
                     f16_probs: round16[rows.start],
                     sinks: layer.attn_sinks.as_deref(),
+                    token_tiles: item.want_logits == LogitsWanted::All,
                 },
             });
         }

@@ -6,6 +6,7 @@
 
 pub(crate) mod calls;
 mod decoder;
+mod draft;
 mod forced;
 mod harmony;
 mod stats;
@@ -76,6 +77,9 @@ pub struct GenerationParams {
     pub stop: Vec<String>,
     /// Take the tokens of forced bytes without sampling (see `forced`).
     pub fast_forward: bool,
+    /// Most tokens drafted ahead in one pass (speculative decoding, see `draft`;
+    /// `llamay run` only for now); 0: none.
+    pub draft: usize,
 }
 
 impl Default for GenerationParams {
@@ -85,6 +89,7 @@ impl Default for GenerationParams {
             sampler: SamplerConfig::default(),
             stop: Vec::new(),
             fast_forward: true,
+            draft: 0,
         }
     }
 }
@@ -183,7 +188,7 @@ pub fn generate_continuing(
     }
     let t0 = Instant::now();
     let held = seq.len();
-    let mut logits = step(model, &mut seq, &prompt[held..])?;
+    let mut logits = step(model, &mut seq, &prompt[held..], LogitsWanted::Last)?;
     let prompt_time = t0.elapsed();
     on_prompt(&seq);
 
@@ -197,14 +202,37 @@ pub fn generate_continuing(
     )
     .with_harmony(harmony.cloned());
     let decode_start = Instant::now();
+    let mut spec = Speculation::new(prompt, params.draft);
+    // The row of `logits` the next step reads (one per token of the last pass).
+    let mut row = 0;
     let finish = loop {
         if cancel.load(Ordering::Relaxed) {
             break Finish::Cancelled;
         }
-        match decoder.step(tokenizer, logits.last().unwrap_or(&[]), on_text)? {
+        let n = logits.n_vocab;
+        let at = logits.data.get(row * n..(row + 1) * n).unwrap_or(&[]);
+        match decoder.step(tokenizer, at, on_text)? {
             Step::Done(f) => break f,
             Step::Continue(feed) => {
-                let next = step(model, &mut seq, &feed)?;
+                let taken = spec.take(&feed);
+                if taken == feed.len() {
+                    // Every token chosen was a draft: the pass computed what follows.
+                    row += taken;
+                    continue;
+                }
+                // The drafts past the first refused one leave the KV.
+                let keep = seq.len() - spec.drop_pending();
+                seq.truncate(keep);
+                let rest = &feed[taken..];
+                let room = model.n_ctx().saturating_sub(seq.len() + rest.len());
+                let drafts = spec.draft(rest, room);
+                let mut tokens = rest.to_vec();
+                tokens.extend_from_slice(&drafts);
+                let next = match drafts.is_empty() {
+                    true => step(model, &mut seq, &tokens, LogitsWanted::Last)?,
+                    false => step(model, &mut seq, &tokens, LogitsWanted::All)?,
+                };
+                row = if drafts.is_empty() { 0 } else { rest.len() - 1 };
                 model.recycle_logits([std::mem::replace(&mut logits, next)]);
             }
         }
@@ -217,6 +245,8 @@ pub fn generate_continuing(
         decode_time: decode_start.elapsed(),
         forced_tokens: done.forced,
         fast_forwarded_tokens: done.fast_forwarded,
+        drafted_tokens: spec.drafted,
+        accepted_tokens: spec.accepted,
         mask: done.mask,
     };
     Ok(Generation {
@@ -241,16 +271,82 @@ pub fn check_prompt(prompt: &[u32], n_ctx: usize) -> Result<(), GenerateError> {
     Ok(())
 }
 
-/// Feeds tokens and returns the next-token logits (one row).
+/// A sequence's drafts: what it holds (prompt and output), the drafts of the last
+/// pass not yet matched by a choice, and the counts.
+struct Speculation {
+    history: Vec<u32>,
+    pending: Vec<u32>,
+    size: Option<draft::DraftSize>,
+    /// The last pass's drafts, and how many of them were taken.
+    last: (usize, usize),
+    drafted: usize,
+    accepted: usize,
+}
+
+impl Speculation {
+    fn new(prompt: &[u32], max: usize) -> Speculation {
+        Speculation {
+            history: prompt.to_vec(),
+            pending: Vec::new(),
+            size: (max > 0).then(|| draft::DraftSize::new(max)),
+            last: (0, 0),
+            drafted: 0,
+            accepted: 0,
+        }
+    }
+
+    /// Matches the decoder's choices against the pending drafts: how many of them are
+    /// drafts already in the KV (from the front).
+    fn take(&mut self, feed: &[u32]) -> usize {
+        let taken = feed
+            .iter()
+            .zip(&self.pending)
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.pending.drain(..taken);
+        self.history.extend_from_slice(&feed[..taken]);
+        self.accepted += taken;
+        self.last.1 += taken;
+        taken
+    }
+
+    /// Forgets the drafts not taken; returns how many positions they held.
+    fn drop_pending(&mut self) -> usize {
+        let n = self.pending.len();
+        self.pending.clear();
+        if let Some(s) = self.size.as_mut() {
+            s.update(self.last.0, self.last.1);
+        }
+        self.last = (0, 0);
+        n
+    }
+
+    /// Drafts to feed after `rest` (the chosen tokens not yet in the KV), within
+    /// `room` positions of the context.
+    fn draft(&mut self, rest: &[u32], room: usize) -> Vec<u32> {
+        self.history.extend_from_slice(rest);
+        let Some(size) = &self.size else {
+            return Vec::new();
+        };
+        let drafts = draft::lookup(&self.history, size.get().min(room));
+        self.pending = drafts.clone();
+        self.drafted += drafts.len();
+        self.last = (drafts.len(), 0);
+        drafts
+    }
+}
+
+/// Feeds tokens and returns the logits of the last one, or of each (`All`).
 fn step(
     model: &Model,
     seq: &mut llamay_engine::SeqState,
     tokens: &[u32],
+    want_logits: LogitsWanted,
 ) -> Result<ItemLogits, GenerateError> {
     let mut batch = [BatchItem {
         seq,
         tokens,
-        want_logits: LogitsWanted::Last,
+        want_logits,
     }];
     let out = model.forward(&mut batch)?;
     Ok(out.into_iter().next().unwrap_or(ItemLogits {

@@ -18,6 +18,10 @@ pub struct GenerationStats {
     pub forced_tokens: usize,
     /// Of those, tokens fed in the same forward pass as the token before them.
     pub fast_forwarded_tokens: usize,
+    /// Tokens drafted ahead (speculative decoding).
+    pub drafted_tokens: usize,
+    /// Of those, the ones the decoder chose: they cost no pass of their own.
+    pub accepted_tokens: usize,
     /// The constraint's mask work (strict tool calls' included, and the search for
     /// forced bytes); `None` when nothing was constrained.
     pub mask: Option<MatcherStats>,

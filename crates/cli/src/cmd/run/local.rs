@@ -186,6 +186,14 @@ impl Backend for Local {
                 g.stats.fast_forwarded_tokens,
             ),
         ];
+        if g.stats.drafted_tokens > 0 {
+            details.push(format!(
+                "speculation: {} tokens drafted, {} taken ({:.0}%)",
+                g.stats.drafted_tokens,
+                g.stats.accepted_tokens,
+                100.0 * g.stats.accepted_tokens as f64 / g.stats.drafted_tokens as f64
+            ));
+        }
         if let Some(report) = spec.schema_report() {
             let report = report.to_string();
             if !report.is_empty() {

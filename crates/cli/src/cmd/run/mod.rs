@@ -103,6 +103,10 @@ pub struct RunArgs {
     /// Sample every token, even the constraint's forced continuations (for measuring).
     #[arg(long = "no-fast-forward", hide = true)]
     pub no_fast_forward: bool,
+    /// Feed one token at a time: no drafts of likely continuations checked in the same
+    /// pass (speculative decoding, which never changes the output).
+    #[arg(long = "no-spec")]
+    pub no_spec: bool,
     /// Keep the prompt's KV in FILE and reuse its longest common prefix next time
     /// (a KV snapshot tied to the model file; runs the model in this process).
     #[arg(long = "prompt-cache", value_name = "FILE")]
@@ -159,6 +163,9 @@ fn read_stdin() -> anyhow::Result<String> {
     Ok(s)
 }
 
+/// Most tokens `run` drafts ahead in one pass.
+const DRAFT_TOKENS: usize = 8;
+
 /// Who generates: a server that answers and can serve the model, else this process.
 /// Load flags (`-threads`, `-ctx`, `-kv`) describe a model this process loads.
 fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String)> {
@@ -166,6 +173,7 @@ fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String
         || a.load.ctx.is_some()
         || a.load.kv != "f32"
         || a.no_fast_forward
+        || a.no_spec
         || a.prompt_cache.is_some();
     if !a.local && !load_flags {
         let client = ServerClient::from_env()?;
@@ -242,6 +250,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         },
         stop: Vec::new(),
         fast_forward: !a.no_fast_forward,
+        draft: if a.no_spec { 0 } else { DRAFT_TOKENS },
     };
     let chat = !a.raw && (a.chat || a.system.is_some() || asked.ollama_form);
     let input = prompt.map(|prompt| {

@@ -36,6 +36,10 @@ pub(crate) struct AttnArgs<'a> {
     pub f16_probs: bool,
     /// Per head, a logit that joins its softmax with no value (gpt-oss's sinks).
     pub sinks: Option<&'a [f32]>,
+    /// Every row must be the bits a one-token step gives it (the rows of a pass whose
+    /// logits are all wanted: speculative decoding checks drafts with them), so the
+    /// query tiles never mix two tokens' heads.
+    pub token_tiles: bool,
 }
 
 impl AttnArgs<'_> {

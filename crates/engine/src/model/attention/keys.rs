@@ -299,6 +299,7 @@ mod tests {
                     softcap,
                     f16_probs: f16_cache,
                     sinks: None,
+                    token_tiles: false,
                 };
                 // Row 1 of a two-row output, so that `row0` is honoured.
                 let job = AttnJob { args, row0: 1 };

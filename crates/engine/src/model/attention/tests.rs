@@ -43,6 +43,7 @@ pub(super) fn plain_args<'a>(
         softcap: None,
         f16_probs: false,
         sinks: None,
+        token_tiles: false,
     }
 }
 
@@ -104,6 +105,7 @@ fn every_path_computes_the_same_attention() {
                 softcap,
                 f16_probs: false,
                 sinks: None,
+                token_tiles: false,
             };
             let mut out = vec![0.0; n * n_head * hv];
             attend(&ThreadPool::new(2), &a, &mut out);
@@ -165,6 +167,7 @@ fn tasks_of_whole_sequences_compute_what_tasks_of_one_head_do() {
             |(((old, n), q, k_new, v_new, _, _), (k_old, v_old))| AttnArgs {
                 f16_probs: true,
                 sinks: None,
+                token_tiles: false,
                 ..plain_args(
                     (q, k_new, v_new),
                     (Paged::F16(k_old), Paged::F16(v_old)),
@@ -262,6 +265,7 @@ fn scattered_blocks_give_the_bits_of_contiguous_rows() {
             softcap: None,
             f16_probs: true,
             sinks: None,
+            token_tiles: false,
         };
         let scattered = AttnArgs {
             k_old: Paged::F16(&k_scattered),

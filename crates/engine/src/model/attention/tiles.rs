@@ -127,11 +127,16 @@ unsafe fn one_kv_head(
         acc.resize(2 * TILE * hv, 0.0);
         let mut i = 0;
         while i < n_queries {
-            let rows = if wide && n_queries > 1 {
+            // The last query this tile may take: its token's last, when rows must not
+            // depend on their neighbours (see `AttnArgs::token_tiles`).
+            let (last, span) = match a.token_tiles {
+                true => ((i / group * group + group - 1).min(n_queries - 1), group),
+                false => (n_queries - 1, n_queries),
+            };
+            let rows = if wide && span > 1 {
                 // A short last tile repeats its last query (same result, no extra reads).
                 #[cfg(target_arch = "x86_64")]
                 {
-                    let last = n_queries - 1;
                     // SAFETY: the CPU supports AVX2, FMA and F16C (checked by `has_avx2`).
                     unsafe {
                         if group == 3 {
@@ -143,7 +148,7 @@ unsafe fn one_kv_head(
                         }
                     };
                 }
-                (if group == 3 { 3 } else { TILE }).min(n_queries - i)
+                (if group == 3 { 3 } else { TILE }).min(last + 1 - i)
             } else {
                 let (t, h) = query(i);
                 if wide {

@@ -1,0 +1,142 @@
+//! Speculative decoding never changes the output: `generate` with drafts (prompt
+//! lookup, up to 8 a pass) gives the text, tokens and ending it gives without them,
+//! greedy and sampled (same seed), free and under a schema or a grammar, on the three
+//! real test models; and the drafts are taken often enough to matter.
+//!
+//! CI runs 8 prompts × 3 constraints × 2 samplers per model (144 pairs);
+//! `LLAMAY_SPEC_PROMPTS=N` adds N seeded prompts (lists to repeat, sequences to go on,
+//! records to extract) and `LLAMAY_SPEC_ROUNDS=N` gives the sampled runs N seeds each:
+//! `LLAMAY_SPEC_PROMPTS=48` checks 504 greedy and 504 sampled requests.
+
+use std::sync::atomic::AtomicBool;
+
+use llamay_constrain::Constraint;
+use llamay_engine::SamplerConfig;
+use llamay_runtime::{generate, ChatMessage, GenerationParams, LoadedModel};
+use llamay_testdata::{RealModel, XorShift};
+
+mod common;
+
+const PROMPTS: [&str; 8] = [
+    "Repeat this list twice: apple, banana, cherry, date, elderberry, fig, grape.",
+    "Copy the sentence exactly: The quick brown fox jumps over the lazy dog near the river bank.",
+    "Write the numbers from 1 to 30 separated by commas.",
+    "Write a Python function that adds two numbers, then the same function again with type hints.",
+    "Extract the name and city as JSON: Maria Lopez lives in Valencia and works as a nurse.",
+    "Say hello.",
+    "List three colours, then list them again in reverse order.",
+    "Invoice 2291 from Acme Tools: 3 hammers at 12.50, 2 saws at 30.00. Total 97.50. Give the invoice number and total.",
+];
+
+const WORDS: [&str; 16] = [
+    "apple", "river", "stone", "cloud", "maple", "tiger", "lemon", "piano", "ocean", "candle",
+    "forest", "silver", "rocket", "garden", "winter", "copper",
+];
+
+/// `n` more prompts, seeded: lists to repeat, sequences to go on, records to extract.
+fn more_prompts(n: usize) -> Vec<String> {
+    let mut r = XorShift::new(49);
+    (0..n)
+        .map(|i| {
+            let words: Vec<&str> = (0..4 + r.below(8)).map(|_| *r.pick(&WORDS)).collect();
+            match i % 3 {
+                0 => format!("Repeat exactly, twice: {}.", words.join(", ")),
+                1 => {
+                    let (a, d) = (r.below(50), 1 + r.below(9));
+                    let seq: Vec<String> = (0..6).map(|k| (a + k * d).to_string()).collect();
+                    format!("Continue the sequence: {}, ...", seq.join(", "))
+                }
+                _ => format!(
+                    "Extract the name and items as JSON: {} bought {}.",
+                    words[0],
+                    words[1..].join(" and ")
+                ),
+            }
+        })
+        .collect()
+}
+
+fn params(draft: usize, sampler: SamplerConfig) -> GenerationParams {
+    GenerationParams {
+        max_tokens: 32,
+        sampler,
+        draft,
+        ..GenerationParams::default()
+    }
+}
+
+/// Drafted and taken tokens over `lm`'s runs, after checking every pair equal.
+fn check(lm: &LoadedModel, name: &str, prompts: &[String], rounds: u64) -> (usize, usize) {
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 24}, "items": {"type": "array",
+        "items": {"type": "string", "maxLength": 12}, "maxItems": 6}},
+        "required": ["name", "items"]});
+    let (g, _) = llamay_constrain::schema_grammar(&schema).unwrap();
+    let schema = Constraint::from_grammar(&g, lm.vocab.clone()).unwrap();
+    let list = lm
+        .constraints
+        .gbnf("root ::= item (\", \" item){0,9}\nitem ::= [a-z]{1,10}")
+        .unwrap();
+    let constraints: [Option<&Constraint>; 3] = [None, Some(&schema), Some(&list)];
+    let (mut drafted, mut taken) = (0, 0);
+    for (p, text) in prompts.iter().enumerate() {
+        let prompt = lm
+            .encode_chat(&[ChatMessage::new("user", text)], None)
+            .unwrap();
+        for (c, constraint) in constraints.iter().enumerate() {
+            let mut samplers = vec![SamplerConfig::greedy()];
+            samplers.extend((0..rounds).map(|r| SamplerConfig {
+                temperature: 0.9,
+                seed: 1000 * r + 10 * p as u64 + c as u64,
+                ..SamplerConfig::default()
+            }));
+            for sampler in samplers {
+                let run = |draft| {
+                    let mut streamed = String::new();
+                    let g = generate(
+                        &lm.model,
+                        &lm.tokenizer,
+                        &prompt,
+                        &params(draft, sampler.clone()),
+                        *constraint,
+                        &AtomicBool::new(false),
+                        &mut |s| streamed.push_str(s),
+                    )
+                    .unwrap();
+                    (g, streamed)
+                };
+                let (plain, plain_streamed) = run(0);
+                let (spec, spec_streamed) = run(8);
+                let what = format!("{name} prompt {p} constraint {c} seed {}", sampler.seed);
+                assert_eq!(spec.tokens, plain.tokens, "{what}");
+                assert_eq!(spec.text, plain.text, "{what}");
+                assert_eq!(spec.finish, plain.finish, "{what}");
+                assert_eq!(spec_streamed, plain_streamed, "{what}");
+                assert_eq!(plain.stats.drafted_tokens, 0);
+                drafted += spec.stats.drafted_tokens;
+                taken += spec.stats.accepted_tokens;
+            }
+        }
+    }
+    (drafted, taken)
+}
+
+#[test]
+fn drafts_never_change_the_output() {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    let rounds = env("LLAMAY_SPEC_ROUNDS").unwrap_or(1);
+    let mut prompts: Vec<String> = PROMPTS.iter().map(|p| p.to_string()).collect();
+    prompts.extend(more_prompts(
+        env("LLAMAY_SPEC_PROMPTS").unwrap_or(0) as usize
+    ));
+    for which in [RealModel::SmolLM2, RealModel::Qwen25, RealModel::Gemma3] {
+        let lm = common::load(which, 1024, Some(2));
+        let (drafted, taken) = check(&lm, &format!("{which:?}"), &prompts, rounds);
+        eprintln!("{which:?}: {drafted} tokens drafted, {taken} taken");
+        // The lookup finds spans to copy in these prompts: some drafts are taken.
+        assert!(
+            taken * 10 >= drafted.max(1),
+            "{which:?}: {taken} of {drafted}"
+        );
+    }
+}
