@@ -359,15 +359,16 @@ impl Model {
                     rec.dispatch(Kernel::Heads, &bufs, &params, [heads as u32, n, 1]);
                 };
             let (qn, kn) = (l.q_norm.as_ref(), l.k_norm.as_ref());
+            let rope = hp.rope_layers[il];
             heads(
                 rec,
                 &a.q,
                 bias(0),
                 qn,
-                true,
+                rope,
                 (qw, hk, hp.n_head, hp.attn_scale),
             );
-            heads(rec, &a.k, bias(1), kn, true, (kw, hk, hp.n_head_kv, 1.0));
+            heads(rec, &a.k, bias(1), kn, rope, (kw, hk, hp.n_head_kv, 1.0));
             heads(rec, &a.v, bias(2), None, false, (vw, hv, hp.n_head_kv, 1.0));
             let f16 = kv.f16() as u32;
             for (src, cache, width) in [(&a.k, kv.keys(il), kw), (&a.v, kv.values(il), vw)] {
