@@ -60,13 +60,6 @@ impl DeviceModel {
             )
             .into());
         }
-        if hp.attn_temperature.is_some() {
-            return Err(GpuError::Unsupported(
-                "the attention temperature (attention.temperature_scale) runs on the CPU engine only"
-                    .into(),
-            )
-            .into());
-        }
         if hp.family.tensors.sinks.is_some() {
             return Err(
                 GpuError::Unsupported("attention sinks run on the CPU engine only".into()).into(),
