@@ -127,17 +127,18 @@ impl RopeScaling {
         }
         let mut yarn = YarnKeys::DEFAULT;
         if yarn_keys {
-            let read = |k: &str, default: f32| -> Result<f32, ModelError> {
+            // The betas are rotation counts (positive); the multiplier any finite number.
+            let read = |k: &str, default: f32, positive: bool| -> Result<f32, ModelError> {
                 let v = file.opt_f32(&key(k))?.unwrap_or(default);
-                if !v.is_finite() {
-                    return Err(ModelError::Invalid(format!("{k} {v} is not finite")));
+                if !v.is_finite() || (positive && v <= 0.0) {
+                    return Err(ModelError::Invalid(format!("{k} {v} is out of range")));
                 }
                 Ok(v)
             };
             yarn = YarnKeys {
-                beta_fast: read("rope.scaling.yarn_beta_fast", YARN_BETA_FAST)?,
-                beta_slow: read("rope.scaling.yarn_beta_slow", YARN_BETA_SLOW)?,
-                log_mul: read("rope.scaling.yarn_log_multiplier", 0.0)?,
+                beta_fast: read("rope.scaling.yarn_beta_fast", YARN_BETA_FAST, true)?,
+                beta_slow: read("rope.scaling.yarn_beta_slow", YARN_BETA_SLOW, true)?,
+                log_mul: read("rope.scaling.yarn_log_multiplier", 0.0, false)?,
             };
         }
         Ok(RopeScaling {
