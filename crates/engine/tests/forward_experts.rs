@@ -4,154 +4,30 @@
 //! (tests/data/moe_families.json), compared as shared/ref/README.md §6 table A says
 //! (every prompt position, every logit of the last, 16 teacher-forced greedy steps).
 
-use std::path::Path;
-
-use llamay_engine::{BatchItem, KvType, LoadOptions, LogitsWanted, Model};
+use llamay_engine::{BatchItem, LoadOptions, LogitsWanted, Model};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 mod common;
-use common::reference::{check_sequence, ids, table_a_atol, Worst};
+use common::families::{check_batches, check_families};
+use common::reference::ids;
+
+const REMAKE: &str = "scripts/moe-reference";
 
 fn reference() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/moe_families.json");
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
-
-/// The model `entry` describes, checked to be the very file llama.cpp read.
-fn load(entry: &Value) -> std::sync::Arc<Model> {
-    let name = entry["name"].as_str().unwrap();
-    let path = llamay_testdata::moe_model(name);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let sha: String = Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    assert_eq!(
-        sha,
-        entry["file_sha256"].as_str().unwrap(),
-        "{name}: {} is not the file the reference was made from \
-         (rerun scripts/moe-reference after changing scripts/make-moe-models)",
-        path.display()
-    );
-    let opts = LoadOptions {
-        n_threads: Some(2),
-        ..Default::default()
-    };
-    Model::load(&path, &opts).unwrap_or_else(|e| panic!("{name}: {e}"))
+    common::families::reference("moe_families.json")
 }
 
 #[test]
 fn expert_families_match_llama_cpp() {
-    let doc = reference();
-    let models = doc["models"].as_array().unwrap();
-    let families: Vec<&str> = models.iter().map(|m| m["name"].as_str().unwrap()).collect();
-    for f in ["qwen3moe", "qwen2moe", "mixtral", "gpt-oss", "granitemoe"] {
-        assert!(
-            families.iter().any(|n| n.starts_with(f)),
-            "{f} is in the reference"
-        );
-    }
-    for entry in models {
-        let name = entry["name"].as_str().unwrap();
-        let model = load(entry);
-        let atol = table_a_atol(name);
-        // With the f16 cache llama.cpp ran with: an f32 cache moves these logits (a
-        // spread of about 0.5) by up to 3e-3 from llama.cpp's, which rounds K and V.
-        for seq in ["seq8", "seq40"] {
-            let mut w = Worst::default();
-            let what = format!("{name}/{seq}");
-            let r = &entry["sequences"][seq];
-            check_sequence(&model, &what, r, atol, KvType::F16, &mut w);
-            println!(
-                "{what:20} max|d| last {:.2e} top10 {:.2e} greedy {:.2e} (atol {atol:.1e}); argmax checked {}, greedy agree {}/16",
-                w.last, w.top10, w.greedy, w.checked_argmax, w.greedy_agree
-            );
-        }
-    }
-}
-
-/// One step of `seqs`, each fed its `tokens`.
-fn step(
-    model: &Model,
-    seqs: &mut [llamay_engine::SeqState],
-    tokens: &[Vec<u32>],
-    want_logits: LogitsWanted,
-) -> Vec<llamay_engine::ItemLogits> {
-    let mut batch: Vec<BatchItem> = seqs
-        .iter_mut()
-        .zip(tokens)
-        .map(|(seq, t)| BatchItem {
-            seq,
-            tokens: t,
-            want_logits,
-        })
-        .collect();
-    model.forward(&mut batch).unwrap()
+    let families = ["qwen3moe", "qwen2moe", "mixtral", "gpt-oss", "granitemoe"];
+    check_families(&reference(), &families, llamay_testdata::moe_model, REMAKE);
 }
 
 /// Eight sequences in one step (their tokens grouped by expert together) give each
 /// the logits it gets alone, for the prompt and for a decode step of all eight.
 #[test]
 fn eight_sequences_in_one_step_equal_each_alone() {
-    let doc = reference();
-    for entry in doc["models"].as_array().unwrap() {
-        let name = entry["name"].as_str().unwrap();
-        let model = load(entry);
-        let base = ids(&entry["sequences"]["seq40"]["token_ids"]);
-        // Different lengths and contents: rotations of the reference prompt.
-        let prompts: Vec<Vec<u32>> = (0..8)
-            .map(|i| {
-                let mut p = base.clone();
-                p.rotate_left(5 * i);
-                p.truncate(12 + 3 * i);
-                p
-            })
-            .collect();
-        let alone: Vec<(Vec<f32>, Vec<f32>)> = prompts
-            .iter()
-            .map(|p| {
-                let mut seq = model.new_sequence();
-                let out = model
-                    .forward(&mut [BatchItem {
-                        seq: &mut seq,
-                        tokens: p,
-                        want_logits: LogitsWanted::All,
-                    }])
-                    .unwrap();
-                let next = model
-                    .forward(&mut [BatchItem {
-                        seq: &mut seq,
-                        tokens: &[p[0]],
-                        want_logits: LogitsWanted::Last,
-                    }])
-                    .unwrap();
-                (out[0].data.clone(), next[0].data.clone())
-            })
-            .collect();
-        let mut seqs: Vec<_> = (0..8).map(|_| model.new_sequence()).collect();
-        let together = step(&model, &mut seqs, &prompts, LogitsWanted::All);
-        let firsts: Vec<Vec<u32>> = prompts.iter().map(|p| vec![p[0]]).collect();
-        let next = step(&model, &mut seqs, &firsts, LogitsWanted::Last);
-        let mut worst = 0f32;
-        for (i, (p, n)) in alone.iter().enumerate() {
-            for (a, b) in p
-                .iter()
-                .zip(&together[i].data)
-                .chain(n.iter().zip(&next[i].data))
-            {
-                worst = worst.max((a - b).abs());
-            }
-            assert_eq!(p.len(), together[i].data.len());
-        }
-        // Rows are computed alike whatever else shares the step, up to the order of
-        // float sums in the kernels' multi-token tiles.
-        assert!(
-            worst <= 1e-4,
-            "{name}: batched differs from alone by {worst}"
-        );
-        println!("{name}: batch of 8 vs alone: max |d| {worst:.2e}");
-    }
+    check_batches(&reference(), llamay_testdata::moe_model, REMAKE);
 }
 
 /// Files whose expert keys disagree with their tensors are refused with an error that

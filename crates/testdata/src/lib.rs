@@ -199,6 +199,12 @@ pub fn moe_model(name: &str) -> PathBuf {
     fetched_by("make-moe-models", &[], name)
 }
 
+/// A tiny random-weight dense model made by `scripts/make-dense-models` (`gemma-F32`,
+/// `smollm3-Q8_0`, `mistral3-F32`, ...).
+pub fn dense_model(name: &str) -> PathBuf {
+    fetched_by("make-dense-models", &[], name)
+}
+
 /// One of llama.cpp's vocabulary test sets (`scripts/fetch-llamacpp-vocab`): the
 /// vocabulary-only GGUF `ggml-vocab-<vocab>.gguf`, with its `.inp` and `.out` beside it.
 pub fn llamacpp_vocab(vocab: &str) -> PathBuf {

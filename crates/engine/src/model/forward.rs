@@ -7,6 +7,7 @@
 //! as one step per thread (`split`).
 
 use super::experts::ExpertScratch;
+use super::heads::TokenPrep;
 use super::linear::{matmul_many, ActsCache, Product};
 use super::ops::{rms_norm, softcap};
 use super::rope::RopeTable;
@@ -263,10 +264,21 @@ impl Model {
             .zip(&spans)
             .flat_map(|(item, s)| std::iter::repeat_n(item.seq.kv.kv_type() == KvType::F16, s.n))
             .collect();
+        let q_temperature: Option<Vec<f32>> = hp
+            .attn_temperature
+            .map(|t| positions.iter().map(|&p| t.at(p)).collect());
         for (il, layer) in self.weights.layers.iter().enumerate() {
-            let swa = hp.swa_layers[il];
-            let rope = if swa { &rope_swa } else { &rope };
-            self.attention_block(il, layer, (rope, &round16), batch, &spans, &mut b)?;
+            let rope = match (hp.rope_layers[il], hp.swa_layers[il]) {
+                (false, _) => None,
+                (true, true) => Some(&rope_swa),
+                (true, false) => Some(&rope),
+            };
+            let tokens = TokenPrep {
+                rope,
+                round16: &round16,
+                q_temperature: q_temperature.as_deref(),
+            };
+            self.attention_block(il, layer, tokens, batch, &spans, &mut b)?;
             self.ffn_block(layer, total, &mut b)?;
         }
         for (item, span) in batch.iter_mut().zip(&spans) {

@@ -8,16 +8,25 @@ use super::ops::{rms_norm_inplace, round_to_f16};
 use super::rope::RopeTable;
 use super::weights::Layer;
 
-/// One layer's preparation of the heads of one step.
-pub(super) struct HeadPrep<'a> {
-    pub hp: &'a HParams,
-    pub layer: &'a Layer,
-    pub rope: &'a RopeTable,
+/// What a step's tokens bring to one layer's heads.
+#[derive(Clone, Copy)]
+pub(super) struct TokenPrep<'a> {
+    /// The rotation of each token's position; `None`: the layer rotates nothing.
+    pub rope: Option<&'a RopeTable>,
     /// Per token of the step: its sequence has an f16 cache. An f16 cache rounds keys
     /// and values when they are stored; the batch's own (and, as llama.cpp's K·Q in
     /// f16 does, the queries) are rounded too, so results do not depend on how a
     /// prompt is split into steps.
     pub round16: &'a [bool],
+    /// Per token of the step: its queries' attention temperature (Mistral 3).
+    pub q_temperature: Option<&'a [f32]>,
+}
+
+/// One layer's preparation of the heads of one step.
+pub(super) struct HeadPrep<'a> {
+    pub hp: &'a HParams,
+    pub layer: &'a Layer,
+    pub tokens: TokenPrep<'a>,
 }
 
 impl HeadPrep<'_> {
@@ -31,10 +40,15 @@ impl HeadPrep<'_> {
             if let Some(w) = &self.layer.q_norm {
                 rms_norm_inplace(head, w, hp.rms_eps);
             }
-            self.rope.apply(head, t, hp.rope_style);
+            self.rotate(head, t);
         }
-        // Rounded before the scale, as llama.cpp's f16 K·Q rounds the query and scales
-        // the products: the same bits unless the scale is a power of two.
+        // The temperature multiplies the rotated queries themselves (llama.cpp's K·Q
+        // then reads them); rounded before the scale, as llama.cpp's f16 K·Q rounds the
+        // query and scales the products: the same bits unless the scale is a power of
+        // two.
+        if let Some(temp) = self.tokens.q_temperature {
+            q.iter_mut().for_each(|v| *v *= temp[t]);
+        }
         self.round(t, q);
         q.iter_mut().for_each(|v| *v *= hp.attn_scale);
     }
@@ -49,7 +63,7 @@ impl HeadPrep<'_> {
             if let Some(w) = &self.layer.k_norm {
                 rms_norm_inplace(head, w, hp.rms_eps);
             }
-            self.rope.apply(head, t, hp.rope_style);
+            self.rotate(head, t);
         }
         self.round(t, k);
     }
@@ -62,8 +76,14 @@ impl HeadPrep<'_> {
         self.round(t, v);
     }
 
+    fn rotate(&self, head: &mut [f32], t: usize) {
+        if let Some(rope) = self.tokens.rope {
+            rope.apply(head, t, self.hp.rope_style);
+        }
+    }
+
     fn round(&self, t: usize, x: &mut [f32]) {
-        if self.round16[t] {
+        if self.tokens.round16[t] {
             round_to_f16(x);
         }
     }

@@ -28,6 +28,10 @@ pub(super) struct HParams {
     pub sliding_window: Option<usize>,
     /// Per layer: does it use the sliding window?
     pub swa_layers: Vec<bool>,
+    /// Per layer: are its queries and keys rotated? (SmolLM3's every fourth is not.)
+    pub rope_layers: Vec<bool>,
+    /// Llama 4's attention temperature (Mistral 3), when the file sets one.
+    pub attn_temperature: Option<AttnTemperature>,
     pub attn_softcap: Option<f32>,
     pub final_softcap: Option<f32>,
     /// Multiplier applied to Q before Q·K.
@@ -41,6 +45,22 @@ pub(super) struct HParams {
     pub activation: Activation,
     /// The feed-forward blocks' experts, when they are a mixture.
     pub experts: Option<ExpertShape>,
+}
+
+/// Queries scaled by position: 1 + `scale` * ln(1 + floor(p / `floor`)) at position p
+/// (llama.cpp's `llm_graph_input_attn_temp`, with no offset).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct AttnTemperature {
+    pub scale: f32,
+    pub floor: usize,
+}
+
+impl AttnTemperature {
+    /// The multiplier of the queries at `pos`.
+    pub(super) fn at(&self, pos: usize) -> f32 {
+        let steps = (pos as f32 / self.floor as f32).floor();
+        ((steps as f64 + 1.0).ln() * self.scale as f64 + 1.0) as f32
+    }
 }
 
 /// A mixture-of-experts feed-forward block, as the file's keys give it.
@@ -112,8 +132,13 @@ impl HParams {
             )));
         }
         let rope_base = file.opt_f32(&key("rope.freq_base"))?.unwrap_or(10_000.0);
-        let rope_scaling =
-            RopeScaling::from_gguf(file, arch_name, n_ctx_train, family.rope_scaling)?;
+        let rope_scaling = RopeScaling::from_gguf(
+            file,
+            arch_name,
+            n_ctx_train,
+            family.rope_scaling,
+            family.yarn_keys,
+        )?;
         let rope_freq_scale = rope_scaling.freq_scale;
         // Which layers slide, and their RoPE, follow llama.cpp's per-family defaults;
         // the other families ignore a sliding-window key, as llama.cpp does.
@@ -160,6 +185,24 @@ impl HParams {
             false => scale("embedding_scale")?,
         };
         let attn_scale = scale("attention.scale")?.unwrap_or(1.0 / (head_dim_k as f32).sqrt());
+        let rope_layers = (0..n_layer)
+            .map(|il| family.no_rope_every.is_none_or(|n| (il + 1) % n != 0))
+            .collect();
+        let attn_temperature = match family.attn_temperature {
+            true => match file.opt_f32(&key("attention.temperature_scale"))? {
+                Some(s) if !s.is_finite() => {
+                    return Err(ModelError::Invalid(format!(
+                        "attention.temperature_scale {s} is not finite"
+                    )))
+                }
+                Some(scale) if scale != 0.0 => Some(AttnTemperature {
+                    scale,
+                    floor: rope_scaling.n_ctx_orig,
+                }),
+                _ => None,
+            },
+            false => None,
+        };
         let experts = match family.experts {
             Some(routing) => expert_shape(file, arch_name, routing, n_ff)?,
             None => None,
@@ -182,6 +225,8 @@ impl HParams {
             rope_scaling,
             sliding_window,
             swa_layers,
+            rope_layers,
+            attn_temperature,
             attn_softcap,
             final_softcap,
             attn_scale,
@@ -258,6 +303,7 @@ fn dim(key: &str, v: u32) -> Result<usize, ModelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::rope::YarnKeys;
 
     /// Gemma 3's defaults: every layer of the tiny model slides (a pattern of 6, four
     /// layers), with the sliding layers' own RoPE base.
@@ -271,5 +317,34 @@ mod tests {
             (hp.sliding_window, hp.rope_swa.base, hp.rope.base),
             (Some(16), 10_000.0, 1e6)
         );
+    }
+
+    /// SmolLM3 rotates every layer but each fourth; Mistral 3 reads YaRN's own keys and
+    /// the attention temperature, whose floor is the original context.
+    #[test]
+    fn smollm3_rope_less_layers_and_mistral3_keys() {
+        let read = |name| {
+            let path = llamay_testdata::dense_model(name);
+            HParams::from_gguf(&GgufFile::open(path).unwrap()).unwrap()
+        };
+        let hp = read("smollm3-F32");
+        assert_eq!(hp.rope_layers, [true, true, true, false, true]);
+        assert_eq!(hp.attn_temperature, None);
+        let hp = read("mistral3-F32");
+        assert_eq!(hp.rope_layers, [true, true]);
+        let yarn = hp.rope_scaling.yarn;
+        assert_eq!(
+            (yarn.beta_fast, yarn.beta_slow, yarn.log_mul),
+            (0.25, 0.03125, 0.5)
+        );
+        let t = hp.attn_temperature.expect("a temperature");
+        assert_eq!((t.scale, t.floor), (0.5, 16));
+        assert_eq!((t.at(0), t.at(15)), (1.0, 1.0));
+        assert!((t.at(16) - (1.0 + 0.5 * 2f32.ln())).abs() < 1e-6);
+        assert!((t.at(47) - (1.0 + 0.5 * 3f32.ln())).abs() < 1e-6);
+        // Gemma 1: the defaults of a family that reads neither.
+        let hp = read("gemma-F32");
+        assert_eq!(hp.rope_scaling.yarn, YarnKeys::DEFAULT);
+        assert_eq!(hp.embed_scale, Some(128f32.sqrt()));
     }
 }

@@ -4,10 +4,9 @@
 
 use super::attention::{attend_batch, AttnArgs, AttnJob};
 use super::forward::{Buffers, Span};
-use super::heads::HeadPrep;
+use super::heads::{HeadPrep, TokenPrep};
 use super::linear::{gated_product, matmul_many, Product, Weight};
 use super::ops::{add_residual, gate_fn, rms_norm_inplace, rms_scale};
-use super::rope::RopeTable;
 use super::weights::{Ffn, GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, LogitsWanted};
@@ -18,7 +17,7 @@ impl Model {
         &self,
         il: usize,
         layer: &Layer,
-        (rope, round16): (&RopeTable, &[bool]),
+        tokens: TokenPrep<'_>,
         batch: &mut [BatchItem],
         spans: &[Span],
         b: &mut Buffers,
@@ -27,12 +26,7 @@ impl Model {
         let (e, total) = (hp.n_embd, b.x.len() / hp.n_embd);
         let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
         let (hk, hv) = (hp.head_dim_k, hp.head_dim_v);
-        let heads = HeadPrep {
-            hp,
-            layer,
-            rope,
-            round16,
-        };
+        let heads = HeadPrep { hp, layer, tokens };
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {
             norm_range(x, &layer.attn_norm, hp.rms_eps, e, start, dst)
@@ -115,7 +109,7 @@ impl Model {
                     head_dim_v: hv,
                     window,
                     softcap: hp.attn_softcap,
-                    f16_probs: round16[rows.start],
+                    f16_probs: tokens.round16[rows.start],
                     sinks: layer.attn_sinks.as_deref(),
                     token_tiles: item.want_logits == LogitsWanted::All,
                 },

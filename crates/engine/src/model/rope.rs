@@ -42,6 +42,26 @@ pub(super) enum ScalingType {
 const YARN_BETA_FAST: f32 = 32.0;
 const YARN_BETA_SLOW: f32 = 1.0;
 
+/// The YaRN keys only some families read (llama.cpp's `yarn_beta_fast`,
+/// `yarn_beta_slow`, `rope_yarn_log_mul`), as the file gives them or their defaults.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct YarnKeys {
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+    /// `rope.scaling.yarn_log_multiplier` (HF's `mscale_all_dim`; 0: absent): YaRN's
+    /// magnitude is then get_mscale(f, 1) / get_mscale(f, log_mul) instead of
+    /// get_mscale(f, 1).
+    pub log_mul: f32,
+}
+
+impl YarnKeys {
+    pub(super) const DEFAULT: YarnKeys = YarnKeys {
+        beta_fast: YARN_BETA_FAST,
+        beta_slow: YARN_BETA_SLOW,
+        log_mul: 0.0,
+    };
+}
+
 /// A file's RoPE scaling, common to all its layers.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct RopeScaling {
@@ -53,14 +73,18 @@ pub(super) struct RopeScaling {
     pub n_ctx_orig: usize,
     /// `rope.scaling.attn_factor`: every cos and sin is multiplied by it.
     pub attn_factor: f32,
+    pub yarn: YarnKeys,
 }
 
 impl RopeScaling {
+    /// The file's scaling; `yarn_keys`: the family reads YaRN's betas and log
+    /// multiplier from it (else llama.cpp's defaults hold).
     pub(super) fn from_gguf(
         file: &GgufFile,
         arch: &str,
         n_ctx_train: usize,
         default_type: Option<&str>,
+        yarn_keys: bool,
     ) -> Result<RopeScaling, ModelError> {
         let key = |s: &str| format!("{arch}.{s}");
         let named = file.opt_str(&key("rope.scaling.type"))?;
@@ -101,11 +125,28 @@ impl RopeScaling {
                 "rope.scaling.attn_factor {attn_factor} is not finite"
             )));
         }
+        let mut yarn = YarnKeys::DEFAULT;
+        if yarn_keys {
+            // The betas are rotation counts (positive); the multiplier any finite number.
+            let read = |k: &str, default: f32, positive: bool| -> Result<f32, ModelError> {
+                let v = file.opt_f32(&key(k))?.unwrap_or(default);
+                if !v.is_finite() || (positive && v <= 0.0) {
+                    return Err(ModelError::Invalid(format!("{k} {v} is out of range")));
+                }
+                Ok(v)
+            };
+            yarn = YarnKeys {
+                beta_fast: read("rope.scaling.yarn_beta_fast", YARN_BETA_FAST, true)?,
+                beta_slow: read("rope.scaling.yarn_beta_slow", YARN_BETA_SLOW, true)?,
+                log_mul: read("rope.scaling.yarn_log_multiplier", 0.0, false)?,
+            };
+        }
         Ok(RopeScaling {
             kind,
             freq_scale,
             n_ctx_orig,
             attn_factor,
+            yarn,
         })
     }
 
@@ -117,6 +158,7 @@ impl RopeScaling {
             freq_scale: 1.0,
             n_ctx_orig,
             attn_factor: 1.0,
+            yarn: YarnKeys::DEFAULT,
         }
     }
 }
@@ -148,13 +190,26 @@ impl Rope {
         };
         let mut mscale = scaling.attn_factor;
         if ext_factor != 0.0 {
-            // llama.cpp's attention factor for YaRN is get_mscale(f) / (1 + 0.1 ln f)
-            // with f the file's factor, and its rotation multiplies by
+            // llama.cpp's attention factor for YaRN is get_mscale(f, 1) / (1 + 0.1 ln f)
+            // with f the file's factor (get_mscale(f, 1) / get_mscale(f, log_mul) when
+            // the family reads a log multiplier), and its rotation multiplies by
             // 1 + 0.1 ln(1 / freq_scale) of the layer: on a layer with the file's
             // scale, the log terms cancel unless f < 1.
             let f = 1.0 / scaling.freq_scale;
-            let get_mscale = if f <= 1.0 { 1.0 } else { 0.1 * f.ln() + 1.0 };
-            mscale *= get_mscale / (1.0 + 0.1 * f.ln());
+            let get_mscale = |m: f32| {
+                if f <= 1.0 {
+                    1.0
+                } else {
+                    0.1 * m * f.ln() + 1.0
+                }
+            };
+            let log_mul = scaling.yarn.log_mul;
+            let magnitude = if log_mul == 0.0 {
+                get_mscale(1.0)
+            } else {
+                get_mscale(1.0) / get_mscale(log_mul)
+            };
+            mscale *= magnitude / (1.0 + 0.1 * f.ln());
             mscale *= 1.0 + 0.1 * (1.0 / freq_scale).ln();
         }
         // Pair index at which a frequency completes `rotations` turns over the original
@@ -165,8 +220,10 @@ impl Rope {
                 / (2.0 * base.ln())
         };
         let corr_dims = [
-            corr_dim(YARN_BETA_FAST).floor().max(0.0),
-            corr_dim(YARN_BETA_SLOW).ceil().min(dims as f32 - 1.0),
+            corr_dim(scaling.yarn.beta_fast).floor().max(0.0),
+            corr_dim(scaling.yarn.beta_slow)
+                .ceil()
+                .min(dims as f32 - 1.0),
         ];
         Rope {
             dims,
@@ -327,6 +384,7 @@ mod tests {
             freq_scale: 0.25,
             n_ctx_orig: 4096,
             attn_factor: 1.0,
+            yarn: YarnKeys::DEFAULT,
         };
         let r = Rope::new(128, 10000.0, 0.25, &scaling);
         let lin = plain(128);

@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::super::family::Activation;
 use super::super::forward::Span;
+use super::super::hparams::HParams;
 use super::super::rope::RopeTable;
 use super::super::{Model, ModelError};
 use super::upload::{DevGateUp, DevMatrix, DevQkv};
@@ -334,41 +335,56 @@ impl Model {
             let kv = item.seq.device.as_ref().expect("rooms were made");
             let round = if kv.f16() { ROUND } else { 0 };
             let n = s.n as u32;
-            let heads =
-                |rec: &mut Recorder,
-                 buf,
-                 b: Option<&wgpu::Buffer>,
-                 norm: Option<&wgpu::Buffer>,
-                 rope: bool,
-                 (width, hd, heads, mul): (usize, usize, usize, f32)| {
-                    let flags = b.map_or(0, |_| BIAS)
-                        | norm.map_or(0, |_| NORM)
-                        | if rope { ROPE } else { 0 }
-                        | round;
-                    let params = [
-                        U(width as u32),
-                        U(hd as u32),
-                        U(flags),
-                        F(hp.rms_eps),
-                        F(mul),
-                        U(half),
-                        U(neox),
-                        U(s.row0 as u32),
-                    ];
-                    let bufs = [buf, b.unwrap_or(dummy), norm.unwrap_or(dummy), cs];
-                    rec.dispatch(Kernel::Heads, &bufs, &params, [heads as u32, n, 1]);
-                };
+            let heads = |rec: &mut Recorder,
+                         buf,
+                         b: Option<&wgpu::Buffer>,
+                         norm: Option<&wgpu::Buffer>,
+                         rope: bool,
+                         (width, hd, heads, mul): (usize, usize, usize, f32),
+                         (t0, rows): (usize, usize)| {
+                let flags = b.map_or(0, |_| BIAS)
+                    | norm.map_or(0, |_| NORM)
+                    | if rope { ROPE } else { 0 }
+                    | round;
+                let params = [
+                    U(width as u32),
+                    U(hd as u32),
+                    U(flags),
+                    F(hp.rms_eps),
+                    F(mul),
+                    U(half),
+                    U(neox),
+                    U(t0 as u32),
+                ];
+                let bufs = [buf, b.unwrap_or(dummy), norm.unwrap_or(dummy), cs];
+                let groups = [heads as u32, rows as u32, 1];
+                rec.dispatch(Kernel::Heads, &bufs, &params, groups);
+            };
             let (qn, kn) = (l.q_norm.as_ref(), l.k_norm.as_ref());
+            let rope = hp.rope_layers[il];
+            for (t0, rows, mul) in query_runs(hp, s) {
+                let shape = (qw, hk, hp.n_head, mul);
+                heads(rec, &a.q, bias(0), qn, rope, shape, (t0, rows));
+            }
+            let all = (s.row0, s.n);
             heads(
                 rec,
-                &a.q,
-                bias(0),
-                qn,
-                true,
-                (qw, hk, hp.n_head, hp.attn_scale),
+                &a.k,
+                bias(1),
+                kn,
+                rope,
+                (kw, hk, hp.n_head_kv, 1.0),
+                all,
             );
-            heads(rec, &a.k, bias(1), kn, true, (kw, hk, hp.n_head_kv, 1.0));
-            heads(rec, &a.v, bias(2), None, false, (vw, hv, hp.n_head_kv, 1.0));
+            heads(
+                rec,
+                &a.v,
+                bias(2),
+                None,
+                false,
+                (vw, hv, hp.n_head_kv, 1.0),
+                all,
+            );
             let f16 = kv.f16() as u32;
             for (src, cache, width) in [(&a.k, kv.keys(il), kw), (&a.v, kv.values(il), vw)] {
                 let params = [
@@ -498,4 +514,21 @@ impl Model {
             })
             .collect())
     }
+}
+
+/// The rows of `s` in runs that share one query multiplier: the query scale times the
+/// attention temperature of their positions (Mistral 3; one run without it). The kernel
+/// multiplies before its f16 rounding, where the CPU engine rounds the tempered query
+/// and then scales it: the same bits when the multiplier is a power of two.
+fn query_runs(hp: &HParams, s: &Span) -> Vec<(usize, usize, f32)> {
+    let mut runs: Vec<(usize, usize, f32)> = Vec::new();
+    for k in 0..s.n {
+        let temp = hp.attn_temperature.map_or(1.0, |t| t.at(s.start_pos + k));
+        let mul = temp * hp.attn_scale;
+        match runs.last_mut() {
+            Some((_, rows, m)) if *m == mul => *rows += 1,
+            _ => runs.push((s.row0 + k, 1, mul)),
+        }
+    }
+    runs
 }

@@ -161,7 +161,7 @@ impl EncoderParams {
                         "rope.freq_base {base} must be a number above 1"
                     )));
                 }
-                let scaling = RopeScaling::from_gguf(f, arch, n_ctx_train, None)?;
+                let scaling = RopeScaling::from_gguf(f, arch, n_ctx_train, None, false)?;
                 Some(Rope::new(dims, base, scaling.freq_scale, &scaling))
             }
         };

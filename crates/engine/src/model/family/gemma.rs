@@ -1,23 +1,28 @@
-//! Gemma 2 and 3: embeddings scaled by sqrt(n_embd), tanh-GELU, norms after
-//! attention and the feed-forward block, alternating sliding-window layers. Gemma 2
-//! caps attention logits; Gemma 3 has Q/K norms and its sliding layers their own
-//! RoPE base (10,000) without the file's scaling.
+//! Gemma 1, 2 and 3: embeddings scaled by sqrt(n_embd), tanh-GELU, NeoX RoPE, the
+//! output tied to the token embeddings (their files have no `output.weight`). Gemma 2 adds norms after attention and the
+//! feed-forward block, alternating sliding-window layers and capped attention logits;
+//! Gemma 3 has Q/K norms instead of the cap and its sliding layers their own RoPE base
+//! (10,000) without the file's scaling.
 
+use super::llama::LLAMA;
 use super::{Activation, Family, Sliding, Tensors};
 use crate::model::rope::{RopeFactors, RopeStyle};
 
-pub(in crate::model) const GEMMA2: Family = Family {
-    name: "gemma2",
+pub(in crate::model) const GEMMA: Family = Family {
+    name: "gemma",
     rope_style: RopeStyle::Neox,
     activation: Activation::GeluTanh,
     scale_embeddings: true,
+    rope_factors: RopeFactors::None,
+    experts: None,
+    ..LLAMA
+};
+
+pub(in crate::model) const GEMMA2: Family = Family {
+    name: "gemma2",
     tensors: Tensors {
-        fused: false,
-        qk_norm: false,
         post_norms: true,
-        ffn_norm: "ffn_norm",
-        attn_output: "attn_output",
-        sinks: None,
+        ..GEMMA.tensors
     },
     sliding: Some(Sliding {
         pattern: 2,
@@ -25,10 +30,7 @@ pub(in crate::model) const GEMMA2: Family = Family {
         scaled: true,
     }),
     attn_softcap: true,
-    granite_scales: false,
-    rope_scaling: None,
-    rope_factors: RopeFactors::None,
-    experts: None,
+    ..GEMMA
 };
 
 pub(in crate::model) const GEMMA3: Family = Family {

@@ -31,6 +31,9 @@ pub(in crate::model) const GPT_OSS: Family = Family {
     granite_scales: false,
     rope_scaling: None,
     rope_factors: RopeFactors::None,
+    no_rope_every: None,
+    yarn_keys: false,
+    attn_temperature: false,
     experts: Some(Routing {
         gating: Gating::SoftmaxOfChosen,
         normalise: false,

@@ -23,6 +23,9 @@ pub(in crate::model) const LLAMA: Family = Family {
     granite_scales: false,
     rope_scaling: None,
     rope_factors: RopeFactors::FreqsOrLongRope,
+    no_rope_every: None,
+    yarn_keys: false,
+    attn_temperature: false,
     // Mixtral: a Llama file with `expert_count`.
     experts: Some(Routing {
         gating: Gating::Softmax,

@@ -8,8 +8,10 @@ mod gemma;
 mod gpt_oss;
 mod granite;
 mod llama;
+mod mistral3;
 mod phi3;
 mod qwen;
+mod smollm3;
 
 use super::rope::{RopeFactors, RopeStyle};
 
@@ -40,6 +42,18 @@ pub(super) struct Family {
     /// `logit_scale` and `attention.scale`.
     pub granite_scales: bool,
     pub rope_factors: RopeFactors,
+    /// Every this many layers one attends without RoPE: layer `il` rotates nothing iff
+    /// `(il + 1) % n == 0` (llama.cpp's `n_no_rope_layer_step`, which SmolLM3's graph
+    /// fixes at 4; no file key sets it). `None`: every layer rotates.
+    pub no_rope_every: Option<usize>,
+    /// Reads YaRN's `rope.scaling.yarn_beta_fast`, `yarn_beta_slow` and
+    /// `yarn_log_multiplier` (Mistral 3); the other families keep llama.cpp's defaults
+    /// whatever the file says, as llama.cpp does.
+    pub yarn_keys: bool,
+    /// Reads Llama 4's attention temperature (`attention.temperature_scale`, Mistral 3):
+    /// the queries at position p are multiplied by 1 + scale * ln(1 + floor(p / n)),
+    /// n the original context (`rope.scaling.original_context_length`).
+    pub attn_temperature: bool,
     /// The RoPE scaling type when the file names none (Ollama's gpt-oss files give a
     /// factor but no type: YaRN). `None`: llama.cpp's default, linear.
     pub rope_scaling: Option<&'static str>,
@@ -121,6 +135,9 @@ pub(super) const FAMILIES: &[&Family] = &[
     &gpt_oss::GPT_OSS_OLLAMA,
     &granite::GRANITE,
     &granite::GRANITEMOE,
+    &gemma::GEMMA,
+    &smollm3::SMOLLM3,
+    &mistral3::MISTRAL3,
 ];
 
 /// The family `general.architecture` names.

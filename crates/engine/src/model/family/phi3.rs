@@ -21,5 +21,8 @@ pub(in crate::model) const PHI3: Family = Family {
     granite_scales: false,
     rope_scaling: None,
     rope_factors: RopeFactors::LongRope,
+    no_rope_every: None,
+    yarn_keys: false,
+    attn_temperature: false,
     experts: None,
 };
