@@ -172,7 +172,7 @@ fn qwen25_matches_llama_cpp_table_b() {
 #[test]
 fn every_row_of_a_pass_is_the_one_token_step() {
     for which in [RealModel::Qwen25, RealModel::SmolLM2, RealModel::Gemma3] {
-        let file = llamay_engine::GgufFile::open(&llamay_testdata::real_model(which)).unwrap();
+        let file = llamay_engine::GgufFile::open(llamay_testdata::real_model(which)).unwrap();
         let opts = LoadOptions {
             n_ctx: Some(1024),
             n_threads: Some(2),
