@@ -37,7 +37,7 @@ pub use gguf::{
 pub use kv_cache::{KvBlock, KvType, SeqState, KV_BLOCK_TOKENS};
 pub use model::{
     gpu_adapters, l2_normalize, resolve_device, BatchSplit, Encoder, LoadOptions, Model,
-    ModelError, Pooling, MAX_STEP_TOKENS,
+    ModelError, Pooling, EXACT_PASS_TOKENS, MAX_STEP_TOKENS,
 };
 pub use pool::ThreadPool;
 pub use quant::{Backend, KernelSet, QuantError};

@@ -166,11 +166,14 @@ fn qwen25_matches_llama_cpp_table_b() {
 
 /// A pass whose every logit is wanted gives each row the bits feeding its tokens one
 /// at a time gives (what speculative decoding checks drafts with), after a prompt of
-/// a few, some and many positions (the split-by-keys path above 512). Qwen 2.5's seven
-/// query heads per KV head once shared attention tiles across tokens and moved a row
-/// by 0.28.
+/// a few, some and many positions (the split-by-keys path above 512), with the weights
+/// interleaved (the default). Qwen 2.5's seven query heads per KV head once shared
+/// attention tiles across tokens and moved a row by 0.28. With `LLAMAY_INTERLEAVE=0`
+/// (the file's layout, multi-token tiles) rows may differ: then the model's own probe
+/// (`rows_match_steps`, which gates speculation) must say so.
 #[test]
 fn every_row_of_a_pass_is_the_one_token_step() {
+    let interleaved = std::env::var("LLAMAY_INTERLEAVE").map_or(true, |v| v != "0");
     for which in [RealModel::Qwen25, RealModel::SmolLM2, RealModel::Gemma3] {
         let file = llamay_engine::GgufFile::open(llamay_testdata::real_model(which)).unwrap();
         let opts = LoadOptions {
@@ -179,7 +182,13 @@ fn every_row_of_a_pass_is_the_one_token_step() {
             ..LoadOptions::default()
         };
         let model = Model::from_gguf(file, &opts).unwrap();
-        for len in [40u32, 70, 600] {
+        if interleaved {
+            assert!(model.rows_match_steps(), "{which:?}: the probe");
+        }
+        // The split by keys (600 positions) once, on the smallest model: the portable
+        // kernels' rerun of this file pays for every prompt.
+        let long = if which == RealModel::SmolLM2 { 600 } else { 70 };
+        for len in [40u32, 70, long] {
             let prompt: Vec<u32> = (0..len).map(|i| 100 + i * 7 % 5000).collect();
             let drafts: Vec<u32> = (0..9).map(|i| 300 + i * 11).collect();
             let (mut all, mut one) = (model.new_sequence(), model.new_sequence());
@@ -209,7 +218,10 @@ fn every_row_of_a_pass_is_the_one_token_step() {
                     .iter()
                     .zip(&step.data[..n])
                     .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same, "{which:?} after {len} positions: row {i} differs");
+                assert!(
+                    same || (!interleaved && !model.rows_match_steps()),
+                    "{which:?} after {len} positions: row {i} differs"
+                );
             }
         }
     }

@@ -9,6 +9,7 @@ mod attention;
 #[cfg(feature = "gpu")]
 mod device;
 mod encoder;
+mod exact_rows;
 mod experts;
 mod family;
 mod forward;
@@ -26,6 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 pub use encoder::{l2_normalize, Encoder, Pooling};
+pub use exact_rows::EXACT_PASS_TOKENS;
 pub use forward::MAX_STEP_TOKENS;
 pub use split::BatchSplit;
 
@@ -101,6 +103,8 @@ pub struct Model {
     device: Option<device::DeviceModel>,
     /// Why a GPU that `auto` would have used is not used.
     device_note: Option<String>,
+    /// Whether a pass's rows are the bits of one-token steps (see `exact_rows`).
+    rows_exact: std::sync::OnceLock<bool>,
 }
 
 impl std::fmt::Debug for Model {
@@ -138,6 +142,7 @@ impl Model {
             #[cfg(feature = "gpu")]
             device,
             device_note,
+            rows_exact: std::sync::OnceLock::new(),
             file,
             hp,
             weights,

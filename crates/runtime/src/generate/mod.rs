@@ -21,7 +21,7 @@ use std::time::Instant;
 use llamay_constrain::Constraint;
 use llamay_engine::SamplerConfig;
 use llamay_engine::Tokenizer;
-use llamay_engine::{BatchItem, ItemLogits, LogitsWanted};
+use llamay_engine::{BatchItem, ItemLogits, LogitsWanted, EXACT_PASS_TOKENS};
 use llamay_engine::{Model, ModelError};
 
 pub(crate) use decoder::{Decoder, Step};
@@ -202,7 +202,13 @@ pub fn generate_continuing(
     )
     .with_harmony(harmony.cloned());
     let decode_start = Instant::now();
-    let mut spec = Speculation::new(prompt, params.draft);
+    // Drafts are checked by replaying the decoder on a pass's rows: only where those
+    // are the one-token steps' bits does that leave the output unchanged.
+    let draft = match params.draft > 0 && model.rows_match_steps() {
+        true => params.draft,
+        false => 0,
+    };
+    let mut spec = Speculation::new(prompt, draft);
     // The row of `logits` the next step reads (one per token of the last pass).
     let mut row = 0;
     let finish = loop {
@@ -224,7 +230,11 @@ pub fn generate_continuing(
                 let keep = seq.len() - spec.drop_pending();
                 seq.truncate(keep);
                 let rest = &feed[taken..];
-                let room = model.n_ctx().saturating_sub(seq.len() + rest.len());
+                // Within the context, and within the pass the engine vouches for.
+                let room = model
+                    .n_ctx()
+                    .saturating_sub(seq.len() + rest.len())
+                    .min(EXACT_PASS_TOKENS.saturating_sub(rest.len()));
                 let drafts = spec.draft(rest, room);
                 let mut tokens = rest.to_vec();
                 tokens.extend_from_slice(&drafts);
