@@ -11,12 +11,13 @@
 //! costs its share of one pass, and the positions past it are dropped from the KV.
 //!
 //! The drafter is prompt lookup: the most recent earlier occurrence of the sequence's
-//! last few tokens (prompt and output alike), and what followed it there. Extraction,
-//! quoting, code edits and repeated JSON keys copy spans, which it finds for free.
+//! last 4 or 3 tokens (prompt and output alike; a match of two was wrong too often to
+//! pay for its pass), and what followed it there. Extraction, quoting, code edits and
+//! repeated JSON keys copy spans, which it finds for free.
 
 /// The longest and shortest tail looked up.
 const MAX_NGRAM: usize = 4;
-const MIN_NGRAM: usize = 2;
+const MIN_NGRAM: usize = 3;
 /// How far back the lookup searches (tokens).
 const SEARCH: usize = 8192;
 /// Most drafts one pass carries.
@@ -84,16 +85,17 @@ mod tests {
 
     #[test]
     fn the_latest_occurrence_of_the_longest_tail_is_continued() {
-        // ... 1 2 3 [4 5] ... 9 2 3 [7 8] ... 2 3  -> the later "2 3" continues with 7 8.
-        let h = [1, 2, 3, 4, 5, 6, 9, 2, 3, 7, 8, 0, 2, 3];
+        // ... 1 2 3 [4 5] ... 1 2 3 [7 8] ... 1 2 3 -> the later copy continues: 7 8.
+        let h = [1, 2, 3, 4, 5, 6, 9, 1, 2, 3, 7, 8, 0, 1, 2, 3];
         assert_eq!(lookup(&h, 2), [7, 8]);
-        // A longer tail wins over a later shorter one: "1 2 3" occurs once, at 0.
-        let h = [1, 2, 3, 4, 5, 9, 2, 3, 7, 1, 2, 3];
-        assert_eq!(lookup(&h, 3), [4, 5, 9]);
-        // Cut at the history's end, and nothing for a tail seen once.
-        assert_eq!(lookup(&[5, 6, 7, 5, 6], 4), [7, 5, 6]);
+        // A longer tail wins over a later shorter one: "9 1 2 3" occurs once, at 0.
+        let h = [9, 1, 2, 3, 4, 5, 6, 1, 2, 3, 7, 9, 1, 2, 3];
+        assert_eq!(lookup(&h, 3), [4, 5, 6]);
+        // Cut at the history's end; nothing for a tail seen once, or one of two tokens.
+        assert_eq!(lookup(&[5, 6, 7, 8, 5, 6, 7], 10), [8, 5, 6, 7]);
         assert!(lookup(&[1, 2, 3, 4], 4).is_empty());
-        assert!(lookup(&[1, 2, 1, 2], 0).is_empty());
+        assert!(lookup(&[1, 2, 9, 1, 2], 4).is_empty());
+        assert!(lookup(&[1, 2, 3, 1, 2, 3], 0).is_empty());
     }
 
     #[test]

@@ -201,13 +201,14 @@ pub fn generate_continuing(
         constraint,
     )
     .with_harmony(harmony.cloned());
-    let decode_start = Instant::now();
     // Drafts are checked by replaying the decoder on a pass's rows: only where those
-    // are the one-token steps' bits does that leave the output unchanged.
+    // are the one-token steps' bits does that leave the output unchanged (a property
+    // of the loaded model, probed once: not decoding time).
     let draft = match params.draft > 0 && model.rows_match_steps() {
         true => params.draft,
         false => 0,
     };
+    let decode_start = Instant::now();
     let mut spec = Speculation::new(prompt, draft);
     // The row of `logits` the next step reads (one per token of the last pass).
     let mut row = 0;
