@@ -55,49 +55,39 @@ def _stop(proc):
     proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def server():
-    model = subprocess.check_output(
-        ["python3", os.path.join(ROOT, "scripts", "fetch-test-models"), "--path", "smollm2"],
-        text=True,
+def _model(script, *args):
+    """The path a model script of the repo prints (fetched or built if missing)."""
+    return subprocess.check_output(
+        ["python3", os.path.join(ROOT, "scripts", script), *args], text=True
     ).strip()
-    proc, info = _start(model)
+
+
+def _serve(model, ctx="1024"):
+    proc, info = _start(model, ctx=ctx)
     yield info
     _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def server():
+    yield from _serve(_model("fetch-test-models", "--path", "smollm2"))
 
 
 @pytest.fixture(scope="session")
 def qwen3_server():
     """A reasoning model: random weights, Qwen3's real tokenizer and chat template
     (scripts/make-test-qwen3)."""
-    model = subprocess.check_output(
-        ["python3", os.path.join(ROOT, "scripts", "make-test-qwen3")], text=True
-    ).strip()
-    proc, info = _start(model, ctx="2048")
-    yield info
-    _stop(proc)
+    yield from _serve(_model("make-test-qwen3"), ctx="2048")
 
 
 @pytest.fixture(scope="session")
 def harmony_server():
     """gpt-oss's harmony format: a random-weight gpt-oss over the real o200k_harmony
     vocabulary (scripts/make-moe-models gpt-oss-harmony)."""
-    model = subprocess.check_output(
-        ["python3", os.path.join(ROOT, "scripts", "make-moe-models"), "--path", "gpt-oss-harmony"],
-        text=True,
-    ).strip()
-    proc, info = _start(model, ctx="1024")
-    yield info
-    _stop(proc)
+    yield from _serve(_model("make-moe-models", "--path", "gpt-oss-harmony"))
 
 
 @pytest.fixture(scope="session")
 def qwen_server():
     """The Qwen2.5 test model (the seed's own family), whose template renders tools."""
-    model = subprocess.check_output(
-        ["python3", os.path.join(ROOT, "scripts", "fetch-test-models"), "--path", "qwen2.5"],
-        text=True,
-    ).strip()
-    proc, info = _start(model, ctx="2048")
-    yield info
-    _stop(proc)
+    yield from _serve(_model("fetch-test-models", "--path", "qwen2.5"), ctx="2048")
