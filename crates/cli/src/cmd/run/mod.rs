@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use llamay_engine::SamplerConfig;
-use llamay_runtime::{ChatMessage, GenerationParams};
+use llamay_runtime::{ChatMessage, GenerationParams, DEFAULT_DRAFT};
 
 use super::load_args::LoadArgs;
 use super::UsageError;
@@ -163,9 +163,6 @@ fn read_stdin() -> anyhow::Result<String> {
     Ok(s)
 }
 
-/// Most tokens `run` drafts ahead in one pass.
-const DRAFT_TOKENS: usize = 8;
-
 /// Who generates: a server that answers and can serve the model, else this process.
 /// Load flags (`-threads`, `-ctx`, `-kv`) describe a model this process loads.
 fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String)> {
@@ -250,7 +247,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         },
         stop: Vec::new(),
         fast_forward: !a.no_fast_forward,
-        draft: if a.no_spec { 0 } else { DRAFT_TOKENS },
+        draft: if a.no_spec { 0 } else { DEFAULT_DRAFT },
     };
     let chat = !a.raw && (a.chat || a.system.is_some() || asked.ollama_form);
     let input = prompt.map(|prompt| {
