@@ -50,7 +50,7 @@ pub use embed::{
 };
 pub use error::{ContextOverflow, Error, ErrorKind};
 pub use generate::{
-    check_prompt, generate, generate_continuing, Finish, GenerateError, Generation,
+    check_prompt, generate, generate_continuing, DraftModel, Finish, GenerateError, Generation,
     GenerationParams, GenerationStats, HarmonyPlan, DEFAULT_DRAFT,
 };
 pub use ids::{call_id, fresh_seed, short_id};

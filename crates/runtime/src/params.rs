@@ -107,6 +107,7 @@ impl SamplingAsk {
                 Some(false) => 0,
                 _ => DEFAULT_DRAFT,
             },
+            draft_model: None,
         })
     }
 }

@@ -371,7 +371,11 @@ impl EngineLoop {
             .with_call_triggers(job.calls.clone());
             let now = Instant::now();
             let (seq, cached) = self.attach(&job);
-            let spec = Speculation::new(&job.prompt, job.params.draft.min(draft_max));
+            let spec = Speculation::new(
+                &job.prompt,
+                job.params.draft.min(draft_max),
+                job.params.draft_model.as_ref(),
+            );
             self.active.push(Slot {
                 spec,
                 drafts: 0,
@@ -505,8 +509,9 @@ impl EngineLoop {
         let n_ctx = self.lm.model.n_ctx();
         for s in self.active.iter_mut().filter(|s| !s.prefilling) {
             let reserved = (s.job.prompt.len() + s.job.params.max_tokens).min(n_ctx);
-            let room = reserved.saturating_sub(s.seq.len() + s.feed.len());
-            let drafts = s.spec.draft(&s.feed, spare.min(room));
+            // The token limit's last token ends the generation unfed.
+            let room = reserved.saturating_sub(s.seq.len() + s.feed.len() + 1);
+            let drafts = s.spec.draft(&self.lm.tokenizer, &s.feed, spare.min(room));
             spare -= drafts.len();
             s.drafts = drafts.len();
             s.feed.extend(drafts);

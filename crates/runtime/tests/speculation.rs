@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use llamay_constrain::Constraint;
 use llamay_engine::SamplerConfig;
-use llamay_runtime::{generate, ChatMessage, GenerationParams, LoadedModel};
+use llamay_runtime::{generate, ChatMessage, DraftModel, GenerationParams, LoadedModel};
 use llamay_runtime::{GenEvent, Job, Outcome, Scheduler, SchedulerConfig, Stats};
 use llamay_testdata::{RealModel, XorShift};
 
@@ -233,4 +233,56 @@ fn the_scheduler_drafts_without_changing_the_output() {
     let v = stats.to_json();
     assert_eq!(v["speculation"]["drafted_tokens"], drafted as u64);
     assert_eq!(v["speculation"]["accepted_tokens"], taken as u64);
+}
+
+#[test]
+fn a_model_drafting_for_itself_is_always_right() {
+    for which in [RealModel::SmolLM2, RealModel::Gemma3] {
+        let lm = common::load(which, 1024, Some(2));
+        let itself = DraftModel(lm.model.clone());
+        let json = lm
+            .constraints
+            .gbnf(r#"root ::= "{\"a\": " [0-9]{1,4} "}""#)
+            .unwrap();
+        let (mut drafted, mut taken) = (0, 0);
+        for (p, text) in PROMPTS.iter().enumerate() {
+            let prompt = lm
+                .encode_chat(&[ChatMessage::new("user", text)], None)
+                .unwrap();
+            for constraint in [None, Some(&json)] {
+                let run = |draft, draft_model: Option<DraftModel>| {
+                    let params = GenerationParams {
+                        draft_model,
+                        ..params(draft, SamplerConfig::greedy())
+                    };
+                    let cancel = AtomicBool::new(false);
+                    generate(
+                        &lm.model,
+                        &lm.tokenizer,
+                        &prompt,
+                        &params,
+                        constraint,
+                        &cancel,
+                        &mut |_| {},
+                    )
+                    .unwrap()
+                };
+                let (plain, spec) = (run(0, None), run(8, Some(itself.clone())));
+                let what = format!("{which:?} prompt {p} constrained {}", constraint.is_some());
+                assert_eq!(spec.tokens, plain.tokens, "{what}");
+                assert_eq!(spec.finish, plain.finish, "{what}");
+                if constraint.is_none() {
+                    // Greedy and unconstrained: the draft is the target's own choice.
+                    assert_eq!(
+                        spec.stats.accepted_tokens, spec.stats.drafted_tokens,
+                        "{what}"
+                    );
+                    drafted += spec.stats.drafted_tokens;
+                    taken += spec.stats.accepted_tokens;
+                }
+            }
+        }
+        eprintln!("{which:?} drafting for itself: {drafted} drafted, {taken} taken");
+        assert!(drafted > 100, "{which:?}: {drafted}");
+    }
 }

@@ -49,6 +49,9 @@ pub(crate) struct Decoder {
     text: Utf8Assembler,
     history: Vec<u32>,
     tokens: Vec<u32>,
+    /// The tokens the last step wrote, the one that ended generation included (an
+    /// end-of-generation token is not among `tokens`): what drafts are matched to.
+    written: Vec<u32>,
     forced: usize,
     fast_forwarded: usize,
     fast_forward: bool,
@@ -106,6 +109,7 @@ impl Decoder {
             text: Utf8Assembler::default(),
             history: prompt.to_vec(),
             tokens: Vec::new(),
+            written: Vec::new(),
             forced: 0,
             fast_forwarded: 0,
             fast_forward: params.fast_forward,
@@ -188,6 +192,7 @@ impl Decoder {
         logits: &[f32],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Step, GenerateError> {
+        self.written.clear();
         if self.harmony.is_some() {
             return self.harmony_step(tokenizer, logits, on_text);
         }
@@ -236,6 +241,7 @@ impl Decoder {
         }
         self.remaining -= feed.len();
         for &t in &feed {
+            self.written.push(t);
             self.history.push(t);
             if let Some(th) = self.thinking.as_mut() {
                 th.answered(tokenizer.token_bytes(t));
@@ -262,6 +268,11 @@ impl Decoder {
             return Ok(Step::Done(self.out_of_budget()));
         }
         Ok(Step::Continue(feed))
+    }
+
+    /// The tokens the last [`step`](Self::step) wrote (see `written`).
+    pub(crate) fn written(&self) -> &[u32] {
+        &self.written
     }
 
     /// A token of free text (no constraint, or strict `auto` between calls). A token

@@ -7,6 +7,7 @@
 pub(crate) mod calls;
 mod decoder;
 mod draft;
+mod draft_model;
 mod forced;
 mod harmony;
 mod speculation;
@@ -14,6 +15,7 @@ mod stats;
 mod thinking;
 mod utf8;
 
+pub use draft_model::DraftModel;
 pub use harmony::HarmonyPlan;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -82,6 +84,8 @@ pub struct GenerationParams {
     /// Most tokens drafted ahead in one pass (speculative decoding, see `draft`);
     /// 0: none.
     pub draft: usize,
+    /// The model that writes the drafts (same vocabulary); `None`: prompt lookup.
+    pub draft_model: Option<DraftModel>,
 }
 
 /// Most tokens drafted ahead in one pass unless asked otherwise (`llamay run`,
@@ -96,6 +100,7 @@ impl Default for GenerationParams {
             stop: Vec::new(),
             fast_forward: true,
             draft: 0,
+            draft_model: None,
         }
     }
 }
@@ -215,7 +220,7 @@ pub fn generate_continuing(
         false => 0,
     };
     let decode_start = Instant::now();
-    let mut spec = Speculation::new(prompt, draft);
+    let mut spec = Speculation::new(prompt, draft, params.draft_model.as_ref());
     // The row of `logits` the next step reads (one per token of the last pass).
     let mut row = 0;
     let finish = loop {
@@ -231,12 +236,13 @@ pub fn generate_continuing(
                 rest
             }
         };
-        // Within the context, and within the pass the engine vouches for.
-        let room = model
-            .n_ctx()
-            .saturating_sub(seq.len() + rest.len())
+        // Within the context and the token limit (whose last token ends the
+        // generation unfed), and within the pass the engine vouches for.
+        let reserved = (prompt.len() + params.max_tokens).min(model.n_ctx());
+        let room = reserved
+            .saturating_sub(seq.len() + rest.len() + 1)
             .min(EXACT_PASS_TOKENS.saturating_sub(rest.len()));
-        let drafts = spec.draft(&rest, room);
+        let drafts = spec.draft(tokenizer, &rest, room);
         let mut tokens = rest.clone();
         tokens.extend_from_slice(&drafts);
         let next = match drafts.is_empty() {

@@ -8,6 +8,7 @@ use llamay_engine::{ItemLogits, Tokenizer};
 
 use super::decoder::{Decoder, Step};
 use super::draft::{self, DraftSize};
+use super::draft_model::{DraftModel, ModelDrafter};
 use super::{Finish, GenerateError};
 
 /// Where the replay of a pass's rows stopped.
@@ -25,6 +26,8 @@ pub(crate) struct Speculation {
     history: Vec<u32>,
     pending: Vec<u32>,
     size: Option<DraftSize>,
+    /// The draft model, when one writes the drafts (else prompt lookup).
+    model: Option<ModelDrafter>,
     /// The last pass's drafts, and how many of them were taken.
     last: (usize, usize),
     /// Tokens drafted and taken so far.
@@ -34,12 +37,13 @@ pub(crate) struct Speculation {
 
 impl Speculation {
     /// For a sequence whose prompt is `prompt`, drafting at most `max` tokens a pass
-    /// (0: never).
-    pub(crate) fn new(prompt: &[u32], max: usize) -> Speculation {
+    /// (0: never), by prompt lookup or with `model`.
+    pub(crate) fn new(prompt: &[u32], max: usize, model: Option<&DraftModel>) -> Speculation {
         Speculation {
             history: prompt.to_vec(),
             pending: Vec::new(),
             size: (max > 0).then(|| DraftSize::new(max.min(draft::MAX_DRAFT))),
+            model: model.filter(|_| max > 0).map(ModelDrafter::new),
             last: (0, 0),
             drafted: 0,
             accepted: 0,
@@ -73,14 +77,22 @@ impl Speculation {
     }
 
     /// Drafts to feed after `rest` (the chosen tokens not yet in the KV), at most
-    /// `room` of them. Called once for every `rest` fed, drafts or not: the lookup's
+    /// `room` of them, none past an end-of-generation token (nothing after it is
+    /// ever taken). Called once for every `rest` fed, drafts or not: the lookup's
     /// history grows with it.
-    pub(crate) fn draft(&mut self, rest: &[u32], room: usize) -> Vec<u32> {
+    pub(crate) fn draft(&mut self, tokenizer: &Tokenizer, rest: &[u32], room: usize) -> Vec<u32> {
         self.history.extend_from_slice(rest);
         let Some(size) = &self.size else {
             return Vec::new();
         };
-        let drafts = draft::lookup(&self.history, size.get().min(room));
+        let k = size.get().min(room);
+        let mut drafts = match self.model.as_mut() {
+            Some(m) => m.draft(&self.history, k),
+            None => draft::lookup(&self.history, k),
+        };
+        if let Some(end) = drafts.iter().position(|&t| tokenizer.is_eog(t)) {
+            drafts.truncate(end + 1);
+        }
         self.pending = drafts.clone();
         self.drafted += drafts.len();
         self.last = (drafts.len(), 0);
@@ -103,6 +115,8 @@ impl Speculation {
             let at = logits.data.get(row * n..(row + 1) * n).unwrap_or(&[]);
             match decoder.step(tokenizer, at, on_text)? {
                 Step::Done(finish) => {
+                    // The token that ended it may be a draft too (for the counts).
+                    self.take(decoder.written());
                     let drop = self.drop_pending();
                     return Ok(Replayed::Done { finish, drop });
                 }
