@@ -511,7 +511,9 @@ impl EngineLoop {
             let reserved = (s.job.prompt.len() + s.job.params.max_tokens).min(n_ctx);
             // The token limit's last token ends the generation unfed.
             let room = reserved.saturating_sub(s.seq.len() + s.feed.len() + 1);
-            let drafts = s.spec.draft(&self.lm.tokenizer, &s.feed, spare.min(room));
+            let drafts = s
+                .spec
+                .draft(&mut s.decoder, &self.lm.tokenizer, &s.feed, spare.min(room));
             spare -= drafts.len();
             s.drafts = drafts.len();
             s.feed.extend(drafts);

@@ -270,6 +270,29 @@ impl Decoder {
         Ok(Step::Continue(feed))
     }
 
+    /// How many of `drafts`, from the front, the constraint at this point would take
+    /// in turn: a draft it refuses could never be chosen, so neither it nor what
+    /// follows it is worth a row. All of them where nothing constrains the next
+    /// token (free text, thinking, harmony's channels, which decide for themselves).
+    pub(crate) fn drafts_allowed(&mut self, drafts: &[u32]) -> usize {
+        if self.harmony.is_some() || self.thinking.as_ref().is_some_and(ThinkState::thinking) {
+            return drafts.len();
+        }
+        let active = match self.calls.as_mut().and_then(|w| w.open.as_mut()) {
+            Some(call) => Some(&mut call.matcher),
+            None => self.matcher.as_mut(),
+        };
+        let Some(m) = active else {
+            return drafts.len();
+        };
+        let n = drafts.iter().take_while(|&&t| m.commit(t).is_ok()).count();
+        // Drafts are fewer than the matcher's rollback window, so this cannot fail;
+        // were it to, the matcher would be left ahead of the output: refuse then.
+        m.rollback(n)
+            .expect("drafts fit the matcher's rollback window");
+        n
+    }
+
     /// The tokens the last [`step`](Self::step) wrote (see `written`).
     pub(crate) fn written(&self) -> &[u32] {
         &self.written

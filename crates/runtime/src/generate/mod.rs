@@ -242,7 +242,7 @@ pub fn generate_continuing(
         let room = reserved
             .saturating_sub(seq.len() + rest.len() + 1)
             .min(EXACT_PASS_TOKENS.saturating_sub(rest.len()));
-        let drafts = spec.draft(tokenizer, &rest, room);
+        let drafts = spec.draft(&mut decoder, tokenizer, &rest, room);
         let mut tokens = rest.clone();
         tokens.extend_from_slice(&drafts);
         let next = match drafts.is_empty() {

@@ -80,7 +80,13 @@ impl Speculation {
     /// `room` of them, none past an end-of-generation token (nothing after it is
     /// ever taken). Called once for every `rest` fed, drafts or not: the lookup's
     /// history grows with it.
-    pub(crate) fn draft(&mut self, tokenizer: &Tokenizer, rest: &[u32], room: usize) -> Vec<u32> {
+    pub(crate) fn draft(
+        &mut self,
+        decoder: &mut Decoder,
+        tokenizer: &Tokenizer,
+        rest: &[u32],
+        room: usize,
+    ) -> Vec<u32> {
         self.history.extend_from_slice(rest);
         let Some(size) = &self.size else {
             return Vec::new();
@@ -93,6 +99,7 @@ impl Speculation {
         if let Some(end) = drafts.iter().position(|&t| tokenizer.is_eog(t)) {
             drafts.truncate(end + 1);
         }
+        drafts.truncate(decoder.drafts_allowed(&drafts));
         self.pending = drafts.clone();
         self.drafted += drafts.len();
         self.last = (drafts.len(), 0);
