@@ -293,6 +293,56 @@ impl Decoder {
         n
     }
 
+    /// The constraint's mask once `drafts` are written (committed, then undone), for
+    /// a draft model to draft within; `None` where nothing constrains the next token,
+    /// and an empty mask (nothing allowed) past a draft the constraint refuses.
+    pub(crate) fn mask_after(&mut self, drafts: &[u32]) -> Option<&[u64]> {
+        if self.harmony.is_some() || self.thinking.as_ref().is_some_and(ThinkState::thinking) {
+            return None;
+        }
+        let m = match self.calls.as_mut().and_then(|w| w.open.as_mut()) {
+            Some(call) => &mut call.matcher,
+            None => self.matcher.as_mut()?,
+        };
+        let n = drafts.iter().take_while(|&&t| m.commit(t).is_ok()).count();
+        let whole = n == drafts.len();
+        if whole {
+            m.mask(&mut self.mask);
+        }
+        m.rollback(n)
+            .expect("drafts fit the matcher's rollback window");
+        Some(if whole { self.mask.words() } else { &[] })
+    }
+
+    /// The tokens fast-forward would feed after `drafts` when the last of them is
+    /// chosen (forced bytes, spelled as [`forced::fast_forward`] spells them): the
+    /// drafts that follow a chosen token for free. Empty where nothing is forced.
+    pub(crate) fn forced_after(&mut self, tokenizer: &Tokenizer, drafts: &[u32]) -> Vec<u32> {
+        let free =
+            self.harmony.is_some() || self.thinking.as_ref().is_some_and(ThinkState::thinking);
+        if !self.fast_forward || free || drafts.is_empty() {
+            return Vec::new();
+        }
+        let m = match self.calls.as_mut().and_then(|w| w.open.as_mut()) {
+            Some(call) => &mut call.matcher,
+            None => match self.matcher.as_mut() {
+                Some(m) => m,
+                None => return Vec::new(),
+            },
+        };
+        let n = drafts.iter().take_while(|&&t| m.commit(t).is_ok()).count();
+        let mut run = Vec::new();
+        if n == drafts.len() {
+            let mut so_far = self.tokens[self.tokens.len().saturating_sub(8)..].to_vec();
+            so_far.extend_from_slice(drafts);
+            let left = self.remaining.saturating_sub(drafts.len());
+            run = forced::fast_forward(tokenizer, m, &so_far, left);
+        }
+        m.rollback(n + run.len())
+            .expect("drafts fit the matcher's rollback window");
+        run
+    }
+
     /// The tokens the last [`step`](Self::step) wrote (see `written`).
     pub(crate) fn written(&self) -> &[u32] {
         &self.written

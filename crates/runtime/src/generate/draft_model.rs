@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use llamay_engine::EXACT_PASS_TOKENS;
-use llamay_engine::{BatchItem, LogitsWanted, Model, Sampler, SamplerConfig, SeqState};
+
+use super::decoder::Decoder;
+use llamay_engine::{BatchItem, LogitsWanted, Model, Sampler, SamplerConfig, SeqState, Tokenizer};
 
 /// The draft model given to a generation (see [`super::GenerationParams::draft_model`]).
 #[derive(Clone)]
@@ -40,9 +42,17 @@ impl ModelDrafter {
         }
     }
 
-    /// Up to `k` tokens the draft model writes after `history` (fewer when its
-    /// context ends or a pass fails: drafts are only ever a guess).
-    pub(super) fn draft(&mut self, history: &[u32], k: usize) -> Vec<u32> {
+    /// Up to `k` tokens the draft model writes after `history`, each its most likely
+    /// token within the constraint at that point (`decoder`'s mask once the drafts
+    /// before it are written); fewer when its context ends or a pass fails: drafts
+    /// are only ever a guess.
+    pub(super) fn draft(
+        &mut self,
+        tokenizer: &Tokenizer,
+        history: &[u32],
+        k: usize,
+        decoder: &mut Decoder,
+    ) -> Vec<u32> {
         if k == 0 || history.is_empty() {
             return Vec::new();
         }
@@ -62,7 +72,21 @@ impl ModelDrafter {
         self.held.truncate(self.seq.len());
         let mut out = Vec::with_capacity(k);
         let mut feed = history[self.held.len()..].to_vec();
+        // Whether `out` ends with a forced run (after which the decoder samples).
+        let mut forced = false;
         while out.len() < k {
+            // The bytes the constraint forces after a chosen draft are the decoder's
+            // own next tokens: drafts with no pass of the draft model.
+            if !forced && !out.is_empty() {
+                let mut run = decoder.forced_after(tokenizer, &out);
+                if !run.is_empty() {
+                    run.truncate(k - out.len());
+                    out.extend_from_slice(&run);
+                    feed.extend_from_slice(&run);
+                    forced = true;
+                    continue;
+                }
+            }
             if self.held.len() + feed.len() >= self.model.n_ctx() {
                 break;
             }
@@ -84,13 +108,14 @@ impl ModelDrafter {
             let Some(t) = logits
                 .first()
                 .and_then(|l| l.last())
-                .and_then(|row| self.greedy.sample(row, &[], None))
+                .and_then(|row| self.greedy.sample(row, &[], decoder.mask_after(&out)))
             else {
                 break;
             };
             self.model.recycle_logits(logits);
             out.push(t);
             feed = vec![t];
+            forced = false;
         }
         out
     }

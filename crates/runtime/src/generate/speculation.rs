@@ -93,7 +93,7 @@ impl Speculation {
         };
         let k = size.get().min(room);
         let mut drafts = match self.model.as_mut() {
-            Some(m) => m.draft(&self.history, k),
+            Some(m) => m.draft(tokenizer, &self.history, k, decoder),
             None => draft::lookup(&self.history, k),
         };
         if let Some(end) = drafts.iter().position(|&t| tokenizer.is_eog(t)) {
