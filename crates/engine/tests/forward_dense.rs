@@ -18,7 +18,7 @@ fn reference() -> Value {
 
 #[test]
 fn dense_families_match_llama_cpp() {
-    let families = ["gemma", "smollm3", "mistral3"];
+    let families = ["gemma", "smollm3", "mistral3", "glm4", "gemma4"];
     check_families(
         &reference(),
         &families,

@@ -4,6 +4,9 @@ use super::family::{self, Activation, ExpertWidth, Family, Routing};
 use super::rope::{Rope, RopeScaling, RopeStyle};
 use super::ModelError;
 use crate::gguf::GgufFile;
+use gemma4::gemma4_keys;
+
+mod gemma4;
 
 /// Everything the forward pass needs to know about a model's shape.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,6 +48,16 @@ pub(super) struct HParams {
     pub activation: Activation,
     /// The feed-forward blocks' experts, when they are a mixture.
     pub experts: Option<ExpertShape>,
+    /// The sliding layers' head size (keys and values alike) where it is not the
+    /// global layers' (Gemma 4's `key_length_swa`).
+    pub swa_head_dim: Option<usize>,
+    /// Per layer: the layer whose keys and values it attends to, itself unless it
+    /// shares an earlier one's (Gemma 4's last `shared_kv_layers`).
+    pub kv_layer: Vec<usize>,
+    /// Layers with a KV cache of their own: the first ones.
+    pub n_layer_kv: usize,
+    /// Width of each layer's slice of the per-layer inputs (Gemma 4); 0: none.
+    pub n_embd_per_layer: usize,
 }
 
 /// Queries scaled by position: 1 + `scale` * ln(1 + floor(p / `floor`)) at position p
@@ -151,15 +164,24 @@ impl HParams {
             ),
             None => (None, 0, rope_base, rope_freq_scale),
         };
-        let pattern = match file.opt_u32(&key("attention.sliding_window_pattern"))? {
-            Some(p) => p as usize,
-            None => pattern,
+        // Gemma 4's key is an array of flags instead, read by `gemma4_keys`.
+        let pattern = match file.opt_u32(&key("attention.sliding_window_pattern")) {
+            _ if family.gemma4_keys => pattern,
+            r => r?.map_or(pattern, |p| p as usize),
         };
         // llama.cpp: pattern 0 means every layer slides, else layer il slides iff
         // il % pattern < pattern - 1.
         let swa_layers = (0..n_layer)
             .map(|il| sliding_window.is_some() && (pattern == 0 || il % pattern < pattern - 1))
             .collect();
+        let g4 = match family.gemma4_keys {
+            true => Some(gemma4_keys(file, arch_name, n_layer, rope_dims)?),
+            false => None,
+        };
+        let swa_layers = match &g4 {
+            Some(g) => g.swa_layers.clone(),
+            None => swa_layers,
+        };
         let rope_base_swa = file
             .opt_f32(&key("rope.freq_base_swa"))?
             .unwrap_or(default_swa_base);
@@ -184,7 +206,10 @@ impl HParams {
             true => Some((n_embd as f32).sqrt()),
             false => scale("embedding_scale")?,
         };
-        let attn_scale = scale("attention.scale")?.unwrap_or(1.0 / (head_dim_k as f32).sqrt());
+        let attn_scale = match family.attn_scale {
+            Some(s) => s,
+            None => scale("attention.scale")?.unwrap_or(1.0 / (head_dim_k as f32).sqrt()),
+        };
         let rope_layers = (0..n_layer)
             .map(|il| family.no_rope_every.is_none_or(|n| (il + 1) % n != 0))
             .collect();
@@ -221,7 +246,12 @@ impl HParams {
             rms_eps,
             rope_style: family.rope_style,
             rope: Rope::new(rope_dims, rope_base, rope_freq_scale, &rope_scaling),
-            rope_swa: Rope::new(rope_dims, rope_base_swa, swa_scale, &rope_scaling),
+            rope_swa: Rope::new(
+                g4.as_ref().map_or(rope_dims, |g| g.rope_dims_swa),
+                rope_base_swa,
+                swa_scale,
+                &rope_scaling,
+            ),
             rope_scaling,
             sliding_window,
             swa_layers,
@@ -235,22 +265,48 @@ impl HParams {
             logit_scale: scale("logit_scale")?,
             activation: family.activation,
             experts,
+            swa_head_dim: g4.as_ref().and_then(|g| g.head_dim_swa),
+            kv_layer: g4
+                .as_ref()
+                .map_or_else(|| (0..n_layer).collect(), |g| g.kv_layer.clone()),
+            n_layer_kv: g4.as_ref().map_or(n_layer, |g| g.n_layer_kv),
+            n_embd_per_layer: g4.as_ref().map_or(0, |g| g.n_embd_per_layer),
         })
     }
 
-    /// Width of all query heads together.
+    /// Layer `il`'s key and value head sizes.
+    pub(super) fn head_dims(&self, il: usize) -> (usize, usize) {
+        match self.swa_head_dim {
+            Some(d) if self.swa_layers[il] => (d, d),
+            _ => (self.head_dim_k, self.head_dim_v),
+        }
+    }
+
+    /// Layer `il`'s widths of all query, key and value heads together.
+    pub(super) fn widths(&self, il: usize) -> (usize, usize, usize) {
+        let (hk, hv) = self.head_dims(il);
+        (self.n_head * hk, self.n_head_kv * hk, self.n_head_kv * hv)
+    }
+
+    /// The largest head sizes of any layer (scratch buffers and KV rows are sized so).
+    fn max_head_dims(&self) -> (usize, usize) {
+        let d = self.swa_head_dim.unwrap_or(0);
+        (self.head_dim_k.max(d), self.head_dim_v.max(d))
+    }
+
+    /// Width of all query heads together (the widest layer's).
     pub(super) fn q_width(&self) -> usize {
-        self.n_head * self.head_dim_k
+        self.n_head * self.max_head_dims().0
     }
 
-    /// Width of all key heads together.
+    /// Width of all key heads together (the widest layer's).
     pub(super) fn k_width(&self) -> usize {
-        self.n_head_kv * self.head_dim_k
+        self.n_head_kv * self.max_head_dims().0
     }
 
-    /// Width of all value heads together.
+    /// Width of all value heads together (the widest layer's).
     pub(super) fn v_width(&self) -> usize {
-        self.n_head_kv * self.head_dim_v
+        self.n_head_kv * self.max_head_dims().1
     }
 }
 
