@@ -306,7 +306,8 @@ impl KvCache {
             .expect("a written block is reserved (private) first");
         let row = pos % KV_BLOCK_TOKENS;
         let k0 = block.layer_base(il);
-        let v0 = k0 + KV_BLOCK_TOKENS * kw;
+        // Values start after a whole block of the layout's key rows, as `rows` reads.
+        let v0 = k0 + KV_BLOCK_TOKENS * self.layout.k_width;
         block.store.write(k0 + row * kw, &k[..kw]);
         block.store.write(v0 + row * vw, &v[..vw]);
     }

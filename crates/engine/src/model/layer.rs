@@ -173,7 +173,11 @@ impl Model {
         }
         drop(jobs);
         drop(histories);
-        for (item, s) in batch.iter_mut().zip(spans).filter(|(_, s)| s.n > 0 && kv_il == il) {
+        for (item, s) in batch
+            .iter_mut()
+            .zip(spans)
+            .filter(|(_, s)| s.n > 0 && kv_il == il)
+        {
             for t in 0..s.n {
                 let r = s.row0 + t;
                 item.seq.kv.write(
@@ -186,7 +190,8 @@ impl Model {
         }
         if !quantized {
             b.acts.invalidate();
-            b.acts.prepare(&self.pool, wo, &b.attn[..total * ow], total)?;
+            b.acts
+                .prepare(&self.pool, wo, &b.attn[..total * ow], total)?;
         }
         self.add_projection(wo, layer.post_attn_norm.as_deref(), b)?;
         if let Some(bias) = &layer.attn_out_bias {

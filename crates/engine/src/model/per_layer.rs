@@ -9,7 +9,7 @@ use super::arena::Arena;
 use super::forward::Buffers;
 use super::hparams::HParams;
 use super::linear::{load_vector, matmul_many, Product, Weight};
-use super::ops::{gelu_tanh, rms_norm_inplace};
+use super::ops::{gelu_ggml, rms_norm_inplace};
 use super::{Model, ModelError};
 use crate::gguf::GgufFile;
 
@@ -128,11 +128,17 @@ impl Model {
         for (t, g) in gate.chunks_exact_mut(width).enumerate() {
             let inp = &b.per_layer[t * all + il * width..t * all + (il + 1) * width];
             for (g, &i) in g.iter_mut().zip(inp) {
-                *g = gelu_tanh(*g) * i;
+                // `ggml_gelu`: llama.cpp's f16 table, which its CPU backend reads.
+                *g = gelu_ggml(*g) * i;
             }
         }
         b.acts.invalidate();
-        b.acts.prepare(&self.pool, &input.proj, &b.per_layer_proj[..total * width], total)?;
+        b.acts.prepare(
+            &self.pool,
+            &input.proj,
+            &b.per_layer_proj[..total * width],
+            total,
+        )?;
         let product = Product::new(&input.proj, &mut b.proj[..total * e]);
         matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
         for (x, y) in b.x.chunks_exact_mut(e).zip(b.proj.chunks_exact_mut(e)) {

@@ -11,7 +11,11 @@ use crate::gguf::GgufFile;
 // One per layer, never moved after loading: boxing would buy nothing.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Qkv {
-    Separate { q: Weight, k: Weight, v: Weight },
+    Separate {
+        q: Weight,
+        k: Weight,
+        v: Weight,
+    },
     Fused(Weight),
     /// A layer attending to an earlier layer's keys and values (Gemma 4's shared-KV
     /// layers): its queries only.

@@ -59,6 +59,7 @@ pub(in crate::model) const GEMMA4: Family = Family {
         ..GEMMA3.tensors
     },
     rope_factors: RopeFactors::GlobalFreqs,
+    activation: Activation::GeluTable,
     attn_scale: Some(1.0),
     gemma4_keys: true,
     ..GEMMA3

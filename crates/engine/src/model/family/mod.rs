@@ -21,6 +21,10 @@ use super::rope::{RopeFactors, RopeStyle};
 pub(super) enum Activation {
     Silu,
     GeluTanh,
+    /// The tanh GELU looked up in llama.cpp's f16 table, as its CPU backend's `geglu`
+    /// computes it (Gemma 4: six layers of per-layer inputs and shared keys amplify
+    /// the table's rounding past the F32 tolerance otherwise).
+    GeluTable,
     /// gpt-oss's clamped SwiGLU (`swiglu_oai`).
     SwigluOai,
 }
