@@ -10,6 +10,7 @@ use super::experts::ExpertScratch;
 use super::heads::TokenPrep;
 use super::linear::{matmul_many, ActsCache, Product};
 use super::ops::{rms_norm, softcap};
+use super::per_layer::PerLayerScratch;
 use super::rope::{RopeFactors, RopeTable};
 use super::weights::{Ffn, GateUp, Qkv};
 use super::{Model, ModelError};
@@ -37,9 +38,8 @@ pub(super) struct Buffers {
     pub up: Vec<f32>,
     pub acts: ActsCache,
     pub experts: ExpertScratch,
-    /// Gemma 4's per-layer inputs of the step's tokens, and scratch for their products.
-    pub per_layer: Vec<f32>,
-    pub per_layer_proj: Vec<f32>,
+    /// Gemma 4's per-layer inputs of the step's tokens.
+    pub per_layer: PerLayerScratch,
     /// The step's keys and values of the last sliding [0] and global [1] layer with a
     /// cache of its own, which the layers sharing theirs read (Gemma 4).
     pub shared_kv: [(Vec<f32>, Vec<f32>); 2],
@@ -258,7 +258,7 @@ impl Model {
         let mut b = self.buffers(total);
         self.embed(batch, &mut b.x)?;
         let tokens = batch.iter().flat_map(|i| i.tokens.iter().copied());
-        self.per_layer_inputs(tokens, &mut b)?;
+        self.per_layer_inputs(tokens, &b.x, &mut b.acts, &mut b.per_layer)?;
         let positions: Vec<usize> = spans
             .iter()
             .flat_map(|s| s.start_pos..s.start_pos + s.n)
@@ -294,7 +294,7 @@ impl Model {
             self.attention_block(il, layer, tokens, batch, &spans, &mut b)?;
             self.ffn_block(layer, total, &mut b)?;
             if let Some(input) = &layer.per_layer {
-                self.per_layer_block(il, input, total, &mut b)?;
+                self.per_layer_block(il, input, &mut b.x, &mut b.acts, &mut b.per_layer)?;
             }
             if let Some(s) = layer.out_scale {
                 b.x.iter_mut().for_each(|v| *v *= s);

@@ -6,9 +6,8 @@
 //! `project_per_layer_inputs` and the end of each layer of `gemma4.cpp`).
 
 use super::arena::Arena;
-use super::forward::Buffers;
 use super::hparams::HParams;
-use super::linear::{load_vector, matmul_many, Product, Weight};
+use super::linear::{load_vector, matmul_many, ActsCache, Product, Weight};
 use super::ops::{gelu_ggml, rms_norm_inplace};
 use super::{Model, ModelError};
 use crate::gguf::GgufFile;
@@ -22,6 +21,17 @@ pub(crate) struct PerLayerInputs {
     /// Norms each layer's slice of the projection.
     proj_norm: Vec<f32>,
     width: usize,
+}
+
+/// A step's per-layer inputs and the scratch of their products.
+#[derive(Default)]
+pub(super) struct PerLayerScratch {
+    /// Per token, `n_layer` slices of the width.
+    inputs: Vec<f32>,
+    /// The projection of the embeddings, then each layer's gate.
+    work: Vec<f32>,
+    /// A layer's projection back to the embedding width.
+    out: Vec<f32>,
 }
 
 /// One layer's use of its input.
@@ -68,34 +78,35 @@ impl LayerInput {
 }
 
 impl Model {
-    /// Every layer's input for the step's `tokens`, from the scaled embeddings in
-    /// `b.x`, into `b.per_layer` (per token, `n_layer` slices of the width).
+    /// Every layer's input for the step's `tokens`, from their scaled embeddings `x`.
     pub(super) fn per_layer_inputs(
         &self,
         tokens: impl Iterator<Item = u32>,
-        b: &mut Buffers,
+        x: &[f32],
+        acts: &mut ActsCache,
+        sc: &mut PerLayerScratch,
     ) -> Result<(), ModelError> {
         let Some(p) = &self.weights.per_layer else {
             return Ok(());
         };
         let hp = &self.hp;
-        let total = b.x.len() / hp.n_embd;
+        let total = x.len() / hp.n_embd;
         let all = p.width * hp.n_layer;
-        b.per_layer.resize(total * all, 0.0);
-        b.per_layer_proj.resize(total * all, 0.0);
+        sc.inputs.resize(total * all, 0.0);
+        sc.work.resize(total * all, 0.0);
         let table_scale = (p.width as f32).sqrt();
-        for (row, tok) in b.per_layer.chunks_exact_mut(all).zip(tokens) {
+        for (row, tok) in sc.inputs.chunks_exact_mut(all).zip(tokens) {
             p.token_embd.row_f32(&self.file, tok as usize, row)?;
             row.iter_mut().for_each(|v| *v *= table_scale);
         }
-        b.acts.invalidate();
-        b.acts.prepare(&self.pool, &p.model_proj, &b.x, total)?;
-        let product = Product::new(&p.model_proj, &mut b.per_layer_proj);
-        matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
+        acts.invalidate();
+        acts.prepare(&self.pool, &p.model_proj, x, total)?;
+        let product = Product::new(&p.model_proj, &mut sc.work);
+        matmul_many(&self.pool, &self.file, acts, vec![product])?;
         let proj_scale = 1.0 / (hp.n_embd as f32).sqrt();
         let input_scale = 1.0 / 2f32.sqrt();
-        let slices = b.per_layer_proj.chunks_exact_mut(p.width);
-        for (proj, inp) in slices.zip(b.per_layer.chunks_exact_mut(p.width)) {
+        let slices = sc.work.chunks_exact_mut(p.width);
+        for (proj, inp) in slices.zip(sc.inputs.chunks_exact_mut(p.width)) {
             proj.iter_mut().for_each(|v| *v *= proj_scale);
             rms_norm_inplace(proj, &p.proj_norm, hp.rms_eps);
             for (i, v) in inp.iter_mut().zip(proj.iter()) {
@@ -105,43 +116,40 @@ impl Model {
         Ok(())
     }
 
-    /// Layer `il`'s per-layer input added to the residual stream `b.x`.
+    /// Layer `il`'s per-layer input added to the residual stream `x`.
     pub(super) fn per_layer_block(
         &self,
         il: usize,
         input: &LayerInput,
-        total: usize,
-        b: &mut Buffers,
+        x: &mut [f32],
+        acts: &mut ActsCache,
+        sc: &mut PerLayerScratch,
     ) -> Result<(), ModelError> {
         let (hp, e) = (&self.hp, self.hp.n_embd);
         let Some(p) = &self.weights.per_layer else {
             return Ok(());
         };
-        let width = p.width;
+        let (width, total) = (p.width, x.len() / e);
         let all = width * hp.n_layer;
-        let gate = &mut b.per_layer_proj[..total * width];
-        b.acts.invalidate();
-        b.acts.prepare(&self.pool, &input.inp_gate, &b.x, total)?;
+        let gate = &mut sc.work[..total * width];
+        acts.invalidate();
+        acts.prepare(&self.pool, &input.inp_gate, x, total)?;
         let product = Product::new(&input.inp_gate, gate);
-        matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
-        let gate = &mut b.per_layer_proj[..total * width];
+        matmul_many(&self.pool, &self.file, acts, vec![product])?;
+        let gate = &mut sc.work[..total * width];
         for (t, g) in gate.chunks_exact_mut(width).enumerate() {
-            let inp = &b.per_layer[t * all + il * width..t * all + (il + 1) * width];
+            let inp = &sc.inputs[t * all + il * width..t * all + (il + 1) * width];
             for (g, &i) in g.iter_mut().zip(inp) {
                 // `ggml_gelu`: llama.cpp's f16 table, which its CPU backend reads.
                 *g = gelu_ggml(*g) * i;
             }
         }
-        b.acts.invalidate();
-        b.acts.prepare(
-            &self.pool,
-            &input.proj,
-            &b.per_layer_proj[..total * width],
-            total,
-        )?;
-        let product = Product::new(&input.proj, &mut b.proj[..total * e]);
-        matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
-        for (x, y) in b.x.chunks_exact_mut(e).zip(b.proj.chunks_exact_mut(e)) {
+        acts.invalidate();
+        acts.prepare(&self.pool, &input.proj, &sc.work[..total * width], total)?;
+        sc.out.resize(total * e, 0.0);
+        let product = Product::new(&input.proj, &mut sc.out);
+        matmul_many(&self.pool, &self.file, acts, vec![product])?;
+        for (x, y) in x.chunks_exact_mut(e).zip(sc.out.chunks_exact_mut(e)) {
             rms_norm_inplace(y, &input.post_norm, hp.rms_eps);
             x.iter_mut().zip(y.iter()).for_each(|(x, y)| *x += y);
         }
