@@ -67,11 +67,10 @@ impl DeviceModel {
             )
             .into());
         }
-        if hp.family.tensors.v_norm || hp.rope.dims < hp.head_dim_k {
-            return Err(GpuError::Unsupported(format!(
-                "{}'s value norms or partial RoPE run on the CPU engine only",
-                hp.family.name
-            ))
+        if hp.family.tensors.v_norm {
+            return Err(GpuError::Unsupported(
+                "value norms (Gemma 4) run on the CPU engine only".into(),
+            )
             .into());
         }
         if hp.family.tensors.sinks.is_some() {
