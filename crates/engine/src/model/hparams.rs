@@ -403,4 +403,30 @@ mod tests {
         assert_eq!(hp.rope_scaling.yarn, YarnKeys::DEFAULT);
         assert_eq!(hp.embed_scale, Some(128f32.sqrt()));
     }
+
+    /// Gemma 4: sliding layers by the file's flags with heads of their own size and
+    /// rotation, the last two layers reading layers 2 and 3's keys and values (no
+    /// cache of their own), queries unscaled; GLM-4 rotates half of each head.
+    #[test]
+    fn gemma4_layer_kinds_and_shared_kv_and_glm4_partial_rope() {
+        let read = |name| {
+            let path = llamay_testdata::dense_model(name);
+            HParams::from_gguf(&GgufFile::open(path).unwrap()).unwrap()
+        };
+        let hp = read("gemma4-F32");
+        assert_eq!(hp.swa_layers, [true, false, true, false, true, false]);
+        assert_eq!(
+            (hp.kv_layer.clone(), hp.n_layer_kv),
+            (vec![0, 1, 2, 3, 2, 3], 4)
+        );
+        assert_eq!((hp.head_dims(0), hp.head_dims(1)), ((32, 32), (64, 64)));
+        assert_eq!(hp.widths(4), (128, 64, 64));
+        assert_eq!((hp.k_width(), hp.v_width(), hp.q_width()), (128, 128, 256));
+        assert_eq!((hp.rope_swa.dims, hp.rope.dims), (32, 64));
+        assert_eq!((hp.rope_swa.base, hp.rope.base), (10_000.0, 100_000.0));
+        assert_eq!((hp.attn_scale, hp.n_embd_per_layer), (1.0, 32));
+        assert_eq!(hp.final_softcap, Some(30.0));
+        let hp = read("glm4-F32");
+        assert_eq!((hp.rope.dims, hp.head_dim_k, hp.n_layer_kv), (16, 32, 2));
+    }
 }
