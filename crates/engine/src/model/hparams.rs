@@ -175,7 +175,12 @@ impl HParams {
             .map(|il| sliding_window.is_some() && (pattern == 0 || il % pattern < pattern - 1))
             .collect();
         let g4 = match family.gemma4_keys {
-            true => Some(gemma4_keys(file, arch_name, n_layer, rope_dims)?),
+            true => Some(gemma4_keys(
+                file,
+                arch_name,
+                n_layer,
+                (head_dim_k, rope_dims),
+            )?),
             false => None,
         };
         let swa_layers = match &g4 {

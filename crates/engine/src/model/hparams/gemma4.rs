@@ -20,7 +20,7 @@ pub(in crate::model) fn gemma4_keys(
     file: &GgufFile,
     arch: &str,
     n_layer: usize,
-    rope_dims: usize,
+    (head_dim, rope_dims): (usize, usize),
 ) -> Result<Gemma4Keys, ModelError> {
     let key = |s: &str| format!("{arch}.{s}");
     let opt = |s: &str| -> Result<Option<usize>, ModelError> {
@@ -57,7 +57,7 @@ pub(in crate::model) fn gemma4_keys(
         }
     }
     let rope_dims_swa = opt("rope.dimension_count_swa")?.unwrap_or(rope_dims);
-    if rope_dims_swa % 2 != 0 || head_k.is_some_and(|d| rope_dims_swa > d) {
+    if rope_dims_swa % 2 != 0 || rope_dims_swa > head_k.unwrap_or(head_dim) {
         return Err(ModelError::Invalid(format!(
             "rope.dimension_count_swa {rope_dims_swa} does not fit the sliding heads"
         )));
