@@ -292,7 +292,7 @@ impl Model {
                 q_temperature: q_temperature.as_deref(),
             };
             self.attention_block(il, layer, tokens, batch, &spans, &mut b)?;
-            self.ffn_block(layer, total, &mut b)?;
+            self.ffn_block(il, layer, total, &mut b)?;
             if let Some(input) = &layer.per_layer {
                 self.per_layer_block(il, input, &mut b.x, &mut b.acts, &mut b.per_layer)?;
             }

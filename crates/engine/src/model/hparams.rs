@@ -14,7 +14,11 @@ pub(super) struct HParams {
     pub family: &'static Family,
     pub n_layer: usize,
     pub n_embd: usize,
+    /// The widest layer's feed-forward width.
     pub n_ff: usize,
+    /// Per layer, its feed-forward width (the file's key may be an array: Gemma 4's
+    /// wider shared-KV layers).
+    pub ff_layers: Vec<usize>,
     pub n_head: usize,
     pub n_head_kv: usize,
     pub head_dim_k: usize,
@@ -114,7 +118,8 @@ impl HParams {
         };
         let n_layer = req("block_count")?;
         let n_embd = req("embedding_length")?;
-        let n_ff = req("feed_forward_length")?;
+        let ff_layers = per_layer_u32(file, &key("feed_forward_length"), n_layer)?;
+        let n_ff = ff_layers.iter().copied().max().unwrap_or(0);
         let n_head = req("attention.head_count")?;
         let n_head_kv = opt("attention.head_count_kv")?.unwrap_or(n_head);
         if n_head % n_head_kv != 0 {
@@ -242,6 +247,7 @@ impl HParams {
             n_layer,
             n_embd,
             n_ff,
+            ff_layers,
             n_head,
             n_head_kv,
             head_dim_k,
@@ -352,6 +358,28 @@ fn expert_shape(
     }))
 }
 
+/// A key that is one value for every layer or an array of one per layer (llama.cpp's
+/// `get_key_or_arr`).
+fn per_layer_u32(file: &GgufFile, key: &str, n_layer: usize) -> Result<Vec<usize>, ModelError> {
+    if let Ok(v) = file.get_u32(key) {
+        return Ok(vec![dim(key, v)?; n_layer]);
+    }
+    let arr = file.get_array(key)?;
+    let values: Vec<usize> = file
+        .array_items(arr)
+        .map(|v| v.as_i128().and_then(|i| u32::try_from(i).ok()))
+        .map(|v| v.ok_or_else(|| ModelError::Invalid(format!("{key} holds a non-integer"))))
+        .map(|v| v.and_then(|v| dim(key, v)))
+        .collect::<Result<_, _>>()?;
+    if values.len() != n_layer {
+        return Err(ModelError::Invalid(format!(
+            "{key} has {} values for {n_layer} layers",
+            values.len()
+        )));
+    }
+    Ok(values)
+}
+
 fn dim(key: &str, v: u32) -> Result<usize, ModelError> {
     if v == 0 || v > MAX_DIM {
         return Err(ModelError::Invalid(format!(
@@ -431,6 +459,10 @@ mod tests {
         assert_eq!((hp.rope_swa.base, hp.rope.base), (10_000.0, 100_000.0));
         assert_eq!((hp.attn_scale, hp.n_embd_per_layer), (1.0, 32));
         assert_eq!(hp.final_softcap, Some(30.0));
+        assert_eq!(
+            (hp.ff_layers.clone(), hp.n_ff),
+            (vec![256, 256, 256, 256, 512, 512], 512)
+        );
         let hp = read("glm4-F32");
         assert_eq!((hp.rope.dims, hp.head_dim_k, hp.n_layer_kv), (16, 32, 2));
     }

@@ -230,6 +230,7 @@ impl Model {
 
     pub(super) fn ffn_block(
         &self,
+        il: usize,
         layer: &Layer,
         total: usize,
         b: &mut Buffers,
@@ -242,7 +243,7 @@ impl Model {
             }
         };
         let hp = &self.hp;
-        let (e, ff) = (hp.n_embd, hp.n_ff);
+        let (e, ff) = (hp.n_embd, hp.ff_layers[il]);
         let act = gate_fn(hp.activation);
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {

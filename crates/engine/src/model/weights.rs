@@ -153,10 +153,17 @@ fn load_layer(
     } else if fused_qkv {
         Qkv::Fused(load("attn_qkv.weight", e, qw + kw + vw)?)
     } else {
+        // Gemma 4's larger files give some layers no `attn_v`: their values are their
+        // keys' product (normed and not rotated), as llama.cpp reads them.
+        let keys_as_values = hp.family.gemma4_keys && kw == vw;
+        let v_name = match file.tensor(&n("attn_v.weight")) {
+            None if keys_as_values => "attn_k.weight",
+            _ => "attn_v.weight",
+        };
         Qkv::Separate {
             q: load("attn_q.weight", e, qw)?,
             k: load("attn_k.weight", e, kw)?,
-            v: load("attn_v.weight", e, vw)?,
+            v: load(v_name, e, vw)?,
         }
     };
     let qkv_bias = match (
@@ -188,15 +195,15 @@ fn load_layer(
     let ffn = match &hp.experts {
         Some(shape) => Ffn::Experts(load_experts(file, arena, hp, shape, il)?),
         None if layout.fused_gate_up => Ffn::Dense {
-            gate_up: GateUp::Fused(load("ffn_up.weight", e, 2 * hp.n_ff)?),
-            down: load("ffn_down.weight", hp.n_ff, e)?,
+            gate_up: GateUp::Fused(load("ffn_up.weight", e, 2 * hp.ff_layers[il])?),
+            down: load("ffn_down.weight", hp.ff_layers[il], e)?,
         },
         None => Ffn::Dense {
             gate_up: GateUp::Separate {
-                gate: load("ffn_gate.weight", e, hp.n_ff)?,
-                up: load("ffn_up.weight", e, hp.n_ff)?,
+                gate: load("ffn_gate.weight", e, hp.ff_layers[il])?,
+                up: load("ffn_up.weight", e, hp.ff_layers[il])?,
             },
-            down: load("ffn_down.weight", hp.n_ff, e)?,
+            down: load("ffn_down.weight", hp.ff_layers[il], e)?,
         },
     };
     let qk_norm = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {

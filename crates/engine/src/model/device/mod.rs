@@ -67,6 +67,12 @@ impl DeviceModel {
             )
             .into());
         }
+        if hp.ff_layers.iter().any(|&f| f != hp.n_ff) {
+            return Err(GpuError::Unsupported(
+                "feed-forward widths that differ by layer run on the CPU engine only".into(),
+            )
+            .into());
+        }
         if hp.family.tensors.v_norm {
             return Err(GpuError::Unsupported(
                 "value norms (Gemma 4) run on the CPU engine only".into(),
