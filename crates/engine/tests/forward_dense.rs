@@ -37,8 +37,8 @@ fn eight_sequences_in_one_step_equal_each_alone() {
 }
 
 /// Gemma 4's shared-KV layers have no cache of their own: a block holds the first four
-/// of its six layers, each row as wide as the widest layer's (the global layers' two
-/// heads of 64 keys and 64 values), and a sequence's bytes are those blocks'.
+/// of its six layers, each row as wide as the widest layer's (64 keys and 64 values:
+/// two heads of 32 or one of 64), and a sequence's bytes are those blocks'.
 #[test]
 fn gemma4_caches_only_the_layers_with_keys_of_their_own() {
     let model = common::families::load(
@@ -52,7 +52,7 @@ fn gemma4_caches_only_the_layers_with_keys_of_their_own() {
         llamay_testdata::dense_model,
         REMAKE,
     );
-    let per_block = llamay_engine::KV_BLOCK_TOKENS * 4 * (128 + 128) * 4;
+    let per_block = llamay_engine::KV_BLOCK_TOKENS * 4 * (64 + 64) * 4;
     assert_eq!(model.kv_block_bytes(), per_block);
     let mut seq = model.new_sequence();
     let tokens: Vec<u32> = (0..20).collect();

@@ -372,8 +372,7 @@ impl Model {
             0
         };
         b.qkv.resize(qkv, 0.0);
-        b.attn
-            .resize(t * hp.n_head * (hp.v_width() / hp.n_head_kv), 0.0);
+        b.attn.resize(t * hp.attn_width(), 0.0);
         b.proj.resize(t * hp.n_embd, 0.0);
         // Expert layers have scratch of their own (`experts::ExpertScratch`): the dense
         // buffers would only be resident memory.

@@ -20,7 +20,10 @@ pub(super) struct HParams {
     /// wider shared-KV layers).
     pub ff_layers: Vec<usize>,
     pub n_head: usize,
+    /// The most KV heads of any layer.
     pub n_head_kv: usize,
+    /// Per layer, its KV heads.
+    pub kv_heads: Vec<usize>,
     pub head_dim_k: usize,
     pub head_dim_v: usize,
     pub n_vocab: usize,
@@ -121,12 +124,18 @@ impl HParams {
         let ff_layers = per_layer_u32(file, &key("feed_forward_length"), n_layer)?;
         let n_ff = ff_layers.iter().copied().max().unwrap_or(0);
         let n_head = req("attention.head_count")?;
-        let n_head_kv = opt("attention.head_count_kv")?.unwrap_or(n_head);
-        if n_head % n_head_kv != 0 {
+        // One count, or one per layer (Gemma 4's global layers have fewer KV heads).
+        let kv_key = key("attention.head_count_kv");
+        let kv_heads = match file.get(&kv_key) {
+            None => vec![n_head; n_layer],
+            Some(_) => per_layer_u32(file, &kv_key, n_layer)?,
+        };
+        if let Some(bad) = kv_heads.iter().find(|&&h| n_head % h != 0) {
             return Err(ModelError::Invalid(format!(
-                "head_count {n_head} is not a multiple of head_count_kv {n_head_kv}"
+                "head_count {n_head} is not a multiple of head_count_kv {bad}"
             )));
         }
+        let n_head_kv = kv_heads.iter().copied().max().unwrap_or(n_head);
         let head_dim_k = opt("attention.key_length")?.unwrap_or(n_embd / n_head);
         let head_dim_v = opt("attention.value_length")?.unwrap_or(n_embd / n_head);
         if head_dim_k == 0 || head_dim_k % 2 != 0 {
@@ -250,6 +259,7 @@ impl HParams {
             ff_layers,
             n_head,
             n_head_kv,
+            kv_heads,
             head_dim_k,
             head_dim_v,
             n_vocab,
@@ -295,29 +305,38 @@ impl HParams {
 
     /// Layer `il`'s widths of all query, key and value heads together.
     pub(super) fn widths(&self, il: usize) -> (usize, usize, usize) {
-        let (hk, hv) = self.head_dims(il);
-        (self.n_head * hk, self.n_head_kv * hk, self.n_head_kv * hv)
+        let ((hk, hv), kvh) = (self.head_dims(il), self.kv_heads[il]);
+        (self.n_head * hk, kvh * hk, kvh * hv)
     }
 
-    /// The largest head sizes of any layer (scratch buffers and KV rows are sized so).
-    fn max_head_dims(&self) -> (usize, usize) {
-        let d = self.swa_head_dim.unwrap_or(0);
-        (self.head_dim_k.max(d), self.head_dim_v.max(d))
+    /// The widest layer's widths (scratch buffers and KV rows are sized so).
+    fn max_widths(&self) -> (usize, usize, usize) {
+        (0..self.n_layer)
+            .map(|il| self.widths(il))
+            .fold((0, 0, 0), |m, w| (m.0.max(w.0), m.1.max(w.1), m.2.max(w.2)))
     }
 
     /// Width of all query heads together (the widest layer's).
     pub(super) fn q_width(&self) -> usize {
-        self.n_head * self.max_head_dims().0
+        self.max_widths().0
     }
 
     /// Width of all key heads together (the widest layer's).
     pub(super) fn k_width(&self) -> usize {
-        self.n_head_kv * self.max_head_dims().0
+        self.max_widths().1
     }
 
     /// Width of all value heads together (the widest layer's).
     pub(super) fn v_width(&self) -> usize {
-        self.n_head_kv * self.max_head_dims().1
+        self.max_widths().2
+    }
+
+    /// Width of the attention's output, all query heads' values (the widest layer's).
+    pub(super) fn attn_width(&self) -> usize {
+        (0..self.n_layer)
+            .map(|il| self.n_head * self.head_dims(il).1)
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -453,8 +472,12 @@ mod tests {
             (vec![0, 1, 2, 3, 2, 3], 4)
         );
         assert_eq!((hp.head_dims(0), hp.head_dims(1)), ((32, 32), (64, 64)));
-        assert_eq!(hp.widths(4), (128, 64, 64));
-        assert_eq!((hp.k_width(), hp.v_width(), hp.q_width()), (128, 128, 256));
+        assert_eq!((hp.widths(4), hp.widths(5)), ((128, 64, 64), (256, 64, 64)));
+        assert_eq!(
+            (hp.kv_heads.clone(), hp.n_head_kv),
+            (vec![2, 1, 2, 1, 2, 1], 2)
+        );
+        assert_eq!((hp.k_width(), hp.v_width(), hp.q_width()), (64, 64, 256));
         assert_eq!((hp.rope_swa.dims, hp.rope.dims), (32, 64));
         assert_eq!((hp.rope_swa.base, hp.rope.base), (10_000.0, 100_000.0));
         assert_eq!((hp.attn_scale, hp.n_embd_per_layer), (1.0, 32));

@@ -140,7 +140,7 @@ impl Model {
                     start: s.start_pos,
                     n: rows.len(),
                     n_head: hp.n_head,
-                    n_head_kv: hp.n_head_kv,
+                    n_head_kv: hp.kv_heads[il],
                     head_dim_k: hk,
                     head_dim_v: hv,
                     window,
@@ -152,7 +152,7 @@ impl Model {
             });
         }
         let wo = &layer.attn_out;
-        let group_cols = hp.n_head / hp.n_head_kv * hv;
+        let group_cols = hp.n_head / hp.kv_heads[il] * hv;
         // The output projection's input is quantized by the tasks too, when each
         // task's columns are whole blocks of it.
         let attn = &mut b.attn[..total * ow];

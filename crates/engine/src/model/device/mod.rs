@@ -67,9 +67,11 @@ impl DeviceModel {
             )
             .into());
         }
-        if hp.ff_layers.iter().any(|&f| f != hp.n_ff) {
+        if hp.ff_layers.iter().any(|&f| f != hp.n_ff)
+            || hp.kv_heads.iter().any(|&h| h != hp.n_head_kv)
+        {
             return Err(GpuError::Unsupported(
-                "feed-forward widths that differ by layer run on the CPU engine only".into(),
+                "feed-forward widths or KV head counts that differ by layer run on the CPU engine only".into(),
             )
             .into());
         }
