@@ -173,6 +173,14 @@ fn gemma4_and_glm4_name_what_is_missing() {
         matches!(&e, ModelError::Gguf(GgufError::MissingKey { key: k }) if k == key),
         "{e}"
     );
+    // The window's key comes first in the file, before the flags' (whose name it
+    // begins).
+    let key = "gemma4.attention.sliding_window";
+    let e = renamed("gemma4-F32", key, "gemma4.attention.sliding_windoX");
+    assert!(
+        matches!(&e, ModelError::Gguf(GgufError::MissingKey { key: k }) if k == key),
+        "{e}"
+    );
     let e = renamed("glm4-F32", "blk.1.post_ffw_norm", "blk.1.post_ffw_norX");
     missing(&e, "blk.1.post_ffw_norm.weight");
 }

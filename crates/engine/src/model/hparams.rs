@@ -201,6 +201,11 @@ impl HParams {
             Some(g) => g.swa_layers.clone(),
             None => swa_layers,
         };
+        // llama.cpp requires Gemma 4's window (its sliding flags mean nothing without).
+        if g4.is_some() && sliding_window.is_none() {
+            let key = key("attention.sliding_window");
+            return Err(crate::gguf::GgufError::MissingKey { key }.into());
+        }
         let rope_base_swa = file
             .opt_f32(&key("rope.freq_base_swa"))?
             .unwrap_or(default_swa_base);

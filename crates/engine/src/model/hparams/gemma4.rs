@@ -62,6 +62,12 @@ pub(in crate::model) fn gemma4_keys(
             "rope.dimension_count_swa {rope_dims_swa} does not fit the sliding heads"
         )));
     }
+    let per_layer = file.get_u32(&key("embedding_length_per_layer_input"))?;
+    if per_layer > 1 << 16 {
+        return Err(ModelError::Invalid(format!(
+            "embedding_length_per_layer_input {per_layer} is out of range"
+        )));
+    }
     let shared = file
         .opt_u32(&key("attention.shared_kv_layers"))?
         .unwrap_or(0) as usize;
@@ -92,6 +98,7 @@ pub(in crate::model) fn gemma4_keys(
         rope_dims_swa,
         kv_layer,
         n_layer_kv,
-        n_embd_per_layer: opt("embedding_length_per_layer_input")?.unwrap_or(0),
+        // Required, as llama.cpp reads it (0: no per-layer inputs).
+        n_embd_per_layer: per_layer as usize,
     })
 }
