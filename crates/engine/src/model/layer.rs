@@ -24,13 +24,23 @@ impl Model {
     ) -> Result<(), ModelError> {
         let hp = &self.hp;
         let (e, total) = (hp.n_embd, b.x.len() / hp.n_embd);
-        let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
-        let (hk, hv) = (hp.head_dim_k, hp.head_dim_v);
-        let heads = HeadPrep { hp, layer, tokens };
+        let (qw, kw, vw) = hp.widths(il);
+        let (hk, hv) = hp.head_dims(il);
+        let heads = HeadPrep {
+            hp,
+            layer,
+            tokens,
+            dims: (hk, hv),
+        };
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {
             norm_range(x, &layer.attn_norm, hp.rms_eps, e, start, dst)
         };
+        let (bq, bk, bv) = (
+            &mut b.q[..total * qw],
+            &mut b.k[..total * kw],
+            &mut b.v[..total * vw],
+        );
         b.acts.invalidate();
         match &layer.qkv {
             Qkv::Separate { q, k, v } => {
@@ -42,31 +52,57 @@ impl Model {
                 let keys = |t, c0, k: &mut [f32]| heads.keys(t, c0, k);
                 let values = |t, c0, v: &mut [f32]| heads.values(t, c0, v);
                 let products = vec![
-                    Product::new(q, &mut b.q).then(hk, &queries),
-                    Product::new(k, &mut b.k).then(hk, &keys),
-                    Product::new(v, &mut b.v).then(hv, &values),
+                    Product::new(q, bq).then(hk, &queries),
+                    Product::new(k, bk).then(hk, &keys),
+                    Product::new(v, bv).then(hv, &values),
                 ];
+                matmul_many(&self.pool, &self.file, &b.acts, products)?;
+            }
+            Qkv::QueryOnly(q) => {
+                b.acts.prepare_computed(&self.pool, q, &normed, total)?;
+                let queries = |t, c0, q: &mut [f32]| heads.queries(t, c0, q);
+                let products = vec![Product::new(q, bq).then(hk, &queries)];
                 matmul_many(&self.pool, &self.file, &b.acts, products)?;
             }
             Qkv::Fused(w) => {
                 b.acts.prepare_computed(&self.pool, w, &normed, total)?;
-                let out = &mut b.qkv;
+                let row = qw + kw + vw;
+                let out = &mut b.qkv[..total * row];
                 let product = Product::new(w, out);
                 matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
-                let row = qw + kw + vw;
                 for t in 0..total {
                     let r = &b.qkv[t * row..(t + 1) * row];
-                    let q = &mut b.q[t * qw..(t + 1) * qw];
+                    let q = &mut bq[t * qw..(t + 1) * qw];
                     q.copy_from_slice(&r[..qw]);
                     heads.queries(t, 0, q);
-                    let k = &mut b.k[t * kw..(t + 1) * kw];
+                    let k = &mut bk[t * kw..(t + 1) * kw];
                     k.copy_from_slice(&r[qw..qw + kw]);
                     heads.keys(t, 0, k);
-                    let v = &mut b.v[t * vw..(t + 1) * vw];
+                    let v = &mut bv[t * vw..(t + 1) * vw];
                     v.copy_from_slice(&r[qw + kw..]);
                     heads.values(t, 0, v);
                 }
             }
+        }
+        // A layer sharing an earlier layer's cache reads that layer's keys and values
+        // of this step too, kept when it ran (its own rows are overwritten since).
+        let kv_il = hp.kv_layer[il];
+        let slot = usize::from(!hp.swa_layers[il]);
+        if kv_il == il && hp.kv_layer[il + 1..].contains(&il) {
+            let (k, v) = &mut b.shared_kv[slot];
+            k.clear();
+            k.extend_from_slice(&b.k[..total * kw]);
+            v.clear();
+            v.extend_from_slice(&b.v[..total * vw]);
+        }
+        let (keys_now, values_now) = match kv_il == il {
+            true => (&b.k[..total * kw], &b.v[..total * vw]),
+            false => (&b.shared_kv[slot].0[..], &b.shared_kv[slot].1[..]),
+        };
+        if keys_now.len() != total * kw || values_now.len() != total * vw {
+            return Err(ModelError::Invalid(format!(
+                "layer {il} shares the keys and values of layer {kv_il}, which has other shapes"
+            )));
         }
         let window = if hp.swa_layers[il] {
             hp.sliding_window
@@ -80,7 +116,7 @@ impl Model {
             .iter()
             .zip(spans)
             .filter(|(_, s)| s.n > 0)
-            .map(|(item, s)| item.seq.kv.history(il, s.start_pos))
+            .map(|(item, s)| item.seq.kv.history(kv_il, s.start_pos))
             .collect();
         let mut jobs = Vec::with_capacity(histories.len());
         let live = batch.iter().zip(spans).filter(|(_, s)| s.n > 0);
@@ -96,15 +132,15 @@ impl Model {
                 row0: rows.start,
                 args: AttnArgs {
                     q: &b.q[rows.start * qw..rows.end * qw],
-                    k_new: &b.k[rows.start * kw..rows.end * kw],
-                    v_new: &b.v[rows.start * vw..rows.end * vw],
+                    k_new: &keys_now[rows.start * kw..rows.end * kw],
+                    v_new: &values_now[rows.start * vw..rows.end * vw],
                     k_old,
                     v_old,
                     old_start,
                     start: s.start_pos,
                     n: rows.len(),
                     n_head: hp.n_head,
-                    n_head_kv: hp.n_head_kv,
+                    n_head_kv: hp.kv_heads[il],
                     head_dim_k: hk,
                     head_dim_v: hv,
                     window,
@@ -116,7 +152,7 @@ impl Model {
             });
         }
         let wo = &layer.attn_out;
-        let group_cols = hp.n_head / hp.n_head_kv * hv;
+        let group_cols = hp.n_head / hp.kv_heads[il] * hv;
         // The output projection's input is quantized by the tasks too, when each
         // task's columns are whole blocks of it.
         let attn = &mut b.attn[..total * ow];
@@ -137,7 +173,11 @@ impl Model {
         }
         drop(jobs);
         drop(histories);
-        for (item, s) in batch.iter_mut().zip(spans).filter(|(_, s)| s.n > 0) {
+        for (item, s) in batch
+            .iter_mut()
+            .zip(spans)
+            .filter(|(_, s)| s.n > 0 && kv_il == il)
+        {
             for t in 0..s.n {
                 let r = s.row0 + t;
                 item.seq.kv.write(
@@ -150,7 +190,8 @@ impl Model {
         }
         if !quantized {
             b.acts.invalidate();
-            b.acts.prepare(&self.pool, wo, &b.attn, total)?;
+            b.acts
+                .prepare(&self.pool, wo, &b.attn[..total * ow], total)?;
         }
         self.add_projection(wo, layer.post_attn_norm.as_deref(), b)?;
         if let Some(bias) = &layer.attn_out_bias {
@@ -189,6 +230,7 @@ impl Model {
 
     pub(super) fn ffn_block(
         &self,
+        il: usize,
         layer: &Layer,
         total: usize,
         b: &mut Buffers,
@@ -201,7 +243,7 @@ impl Model {
             }
         };
         let hp = &self.hp;
-        let (e, ff) = (hp.n_embd, hp.n_ff);
+        let (e, ff) = (hp.n_embd, hp.ff_layers[il]);
         let act = gate_fn(hp.activation);
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {

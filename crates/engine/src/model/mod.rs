@@ -18,6 +18,7 @@ mod hparams;
 mod layer;
 mod linear;
 mod ops;
+mod per_layer;
 mod rope;
 mod split;
 mod weights;
@@ -226,7 +227,7 @@ impl Model {
     fn kv_layout(&self, ty: KvType) -> Layout {
         Layout {
             model_id: self.id,
-            n_layer: self.hp.n_layer,
+            n_layer: self.hp.n_layer_kv,
             k_width: self.hp.k_width(),
             v_width: self.hp.v_width(),
             ty,
@@ -241,7 +242,7 @@ impl Model {
     /// Bytes of one KV block (of [`KV_BLOCK_TOKENS`] positions) of the default type.
     pub fn kv_block_bytes(&self) -> usize {
         KV_BLOCK_TOKENS
-            * self.hp.n_layer
+            * self.hp.n_layer_kv
             * (self.hp.k_width() + self.hp.v_width())
             * self.kv_type.element_bytes()
     }

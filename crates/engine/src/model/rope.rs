@@ -26,6 +26,9 @@ pub(super) enum RopeFactors {
     FreqsOrLongRope,
     /// LongRoPE's long or short factors always (Phi-3).
     LongRope,
+    /// `rope_freqs` when present, on the global (non-sliding) layers only: Gemma 4's
+    /// proportional RoPE.
+    GlobalFreqs,
 }
 
 /// `rope.scaling.type`; llama.cpp reads an absent one as `linear`.
@@ -273,12 +276,16 @@ pub(super) fn freq_factors(
         "rope_factors_short.weight"
     };
     let name = match kind {
-        RopeFactors::FreqsOrLongRope if file.tensor("rope_freqs.weight").is_some() => {
+        RopeFactors::FreqsOrLongRope | RopeFactors::GlobalFreqs
+            if file.tensor("rope_freqs.weight").is_some() =>
+        {
             "rope_freqs.weight"
         }
         RopeFactors::FreqsOrLongRope if scaling.kind == ScalingType::LongRope => long_or_short,
         RopeFactors::LongRope => long_or_short,
-        RopeFactors::FreqsOrLongRope | RopeFactors::None => return Ok(None),
+        RopeFactors::FreqsOrLongRope | RopeFactors::GlobalFreqs | RopeFactors::None => {
+            return Ok(None)
+        }
     };
     let factors = opt_vector(file, name, rope.dims / 2)?;
     if let Some(bad) = factors

@@ -9,7 +9,9 @@ pub(in crate::model) const PHI3: Family = Family {
     activation: Activation::Silu,
     scale_embeddings: false,
     tensors: Tensors {
-        fused: true,
+        fused_qkv: true,
+        fused_gate_up: true,
+        v_norm: false,
         qk_norm: false,
         post_norms: false,
         ffn_norm: "ffn_norm",
@@ -24,5 +26,7 @@ pub(in crate::model) const PHI3: Family = Family {
     no_rope_every: None,
     yarn_keys: false,
     attn_temperature: false,
+    attn_scale: None,
+    gemma4_keys: false,
     experts: None,
 };
