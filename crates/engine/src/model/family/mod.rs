@@ -160,6 +160,11 @@ pub(super) const FAMILIES: &[&Family] = &[
     &gemma::GEMMA4,
 ];
 
+/// Every family's name, in the table's order.
+pub(super) fn names() -> Vec<&'static str> {
+    FAMILIES.iter().map(|f| f.name).collect()
+}
+
 /// The family `general.architecture` names.
 pub(super) fn by_name(name: &str) -> Option<&'static Family> {
     FAMILIES.iter().copied().find(|f| f.name == name)
