@@ -71,14 +71,19 @@ fn params(draft: usize, sampler: SamplerConfig) -> GenerationParams {
     }
 }
 
-/// Drafted and taken tokens over `lm`'s runs, after checking every pair equal.
-fn check(lm: &LoadedModel, name: &str, prompts: &[String], rounds: u64) -> (usize, usize) {
+/// A record of a name and a few items, the schema every constrained run here uses.
+fn record_schema(lm: &LoadedModel) -> Constraint {
     let schema = serde_json::json!({"type": "object", "properties": {
         "name": {"type": "string", "maxLength": 24}, "items": {"type": "array",
         "items": {"type": "string", "maxLength": 12}, "maxItems": 6}},
         "required": ["name", "items"]});
     let (g, _) = llamay_constrain::schema_grammar(&schema).unwrap();
-    let schema = Constraint::from_grammar(&g, lm.vocab.clone()).unwrap();
+    Constraint::from_grammar(&g, lm.vocab.clone()).unwrap()
+}
+
+/// Drafted and taken tokens over `lm`'s runs, after checking every pair equal.
+fn check(lm: &LoadedModel, name: &str, prompts: &[String], rounds: u64) -> (usize, usize) {
+    let schema = record_schema(lm);
     let list = lm
         .constraints
         .gbnf("root ::= item (\", \" item){0,9}\nitem ::= [a-z]{1,10}")
@@ -163,12 +168,7 @@ fn wait(mut rx: tokio::sync::mpsc::UnboundedReceiver<GenEvent>) -> (String, Box<
 #[test]
 fn the_scheduler_drafts_without_changing_the_output() {
     let lm = Arc::new(common::load(RealModel::SmolLM2, 1024, Some(2)));
-    let schema = serde_json::json!({"type": "object", "properties": {
-        "name": {"type": "string", "maxLength": 24}, "items": {"type": "array",
-        "items": {"type": "string", "maxLength": 12}, "maxItems": 6}},
-        "required": ["name", "items"]});
-    let (g, _) = llamay_constrain::schema_grammar(&schema).unwrap();
-    let schema = Constraint::from_grammar(&g, lm.vocab.clone()).unwrap();
+    let schema = record_schema(&lm);
     let stats = Arc::new(Stats::default());
     let start = |max_draft| {
         let cfg = SchedulerConfig {
