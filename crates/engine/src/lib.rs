@@ -25,6 +25,7 @@ mod pool;
 mod quant;
 mod sampler;
 mod tokenizer;
+mod vision;
 
 // The engine's door: what the other crates use, named from the root.
 pub use batch::{BatchItem, ItemLogits, LogitsWanted};
@@ -46,6 +47,7 @@ pub use tokenizer::{
     PreTokenizer, SpecialIds, StreamDecoder, TokenAttr, TokenType, Tokenizer, TokenizerError,
     TokenizerKind,
 };
+pub use vision::{decode_image, DecodedImage, ImageError, MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
 
 /// The quantized kernels and their buffers, for the engine's own integration tests,
 /// benchmarks and examples, which drive them directly. Not the API: other crates use

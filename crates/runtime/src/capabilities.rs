@@ -107,6 +107,59 @@ pub(crate) fn no_tools(model: &str) -> Error {
     ))
 }
 
+/// The 400 for a request that shows images to a model that cannot see them.
+pub(crate) fn no_vision(model: &str) -> Error {
+    Error::bad_request(format!(
+        "model {model} has no vision support (capability \"vision\"): it reads text only, \
+         so the request's images cannot reach it; see /v1/catalog/models"
+    ))
+    .at("messages")
+}
+
+/// Most images one request may carry.
+pub(crate) const MAX_IMAGES: usize = 16;
+
+/// Decodes every image of `prompt` off the async threads, refusing a request with
+/// too many or with one that is not a picture llamay reads (each named by its
+/// message and place).
+pub(crate) async fn check_images(prompt: &crate::request::Prompt) -> Result<usize, Error> {
+    let crate::request::Prompt::Chat(messages) = prompt else {
+        return Ok(0);
+    };
+    let images: Vec<(usize, usize, crate::chat::ImageInput)> = messages
+        .iter()
+        .enumerate()
+        .flat_map(|(m, msg)| {
+            msg.images
+                .iter()
+                .enumerate()
+                .map(move |(i, im)| (m, i, im.clone()))
+        })
+        .collect();
+    if images.len() > MAX_IMAGES {
+        return Err(Error::bad_request(format!(
+            "the request carries {} images; at most {MAX_IMAGES} are read",
+            images.len()
+        ))
+        .at("messages"));
+    }
+    let n = images.len();
+    if n == 0 {
+        return Ok(0);
+    }
+    tokio::task::spawn_blocking(move || {
+        for (m, i, im) in images {
+            llamay_engine::decode_image(&im.0).map_err(|e| {
+                Error::bad_request(format!("message {m}, image {i}: {e}")).at("messages")
+            })?;
+        }
+        Ok::<_, Error>(())
+    })
+    .await
+    .map_err(|e| Error::internal(format!("checking the images: {e}")))??;
+    Ok(n)
+}
+
 /// A generation request (chat, completion) to an encoder-only model.
 pub(crate) fn cannot_generate(name: &str) -> Error {
     Error::bad_request(format!(

@@ -36,7 +36,7 @@ mod tools;
 
 pub use capabilities::Capabilities;
 pub use chat::{
-    Builtin, CallConvention, ChatMessage, ChatTemplate, OllamaTemplate, RenderOptions,
+    Builtin, CallConvention, ChatMessage, ChatTemplate, ImageInput, OllamaTemplate, RenderOptions,
     TemplateError, ToolCallFunction, ToolCallMessage,
 };
 pub use constraint::{

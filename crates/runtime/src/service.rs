@@ -74,7 +74,8 @@ impl Runtime {
         if let Some(enc) = self.encoders.served(&req.model) {
             return Err(crate::capabilities::cannot_generate(&enc.name));
         }
-        // A refused constraint is answered before any model loads.
+        // Bad images and a refused constraint are answered before any model loads.
+        let images = crate::capabilities::check_images(&req.prompt).await?;
         let whole_tool_calls = req.constraint.whole_tool_calls;
         let spec = self.constraints.resolve(req.constraint).await?;
         let instance = self.registry.get(&req.model, req.keep_alive).await?;
@@ -89,6 +90,10 @@ impl Runtime {
         };
         if req.tools.is_some() && matches!(lm.template_source, TemplateSource::Builtin(_)) {
             return Err(no_tools(&instance.spec.name));
+        }
+        // No model llamay loads reads images yet (the vision room decodes them only).
+        if images > 0 {
+            return Err(crate::capabilities::no_vision(&instance.spec.name));
         }
         let prompt = req.prompt;
         let tools = req.tools.clone();

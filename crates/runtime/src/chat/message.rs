@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use serde::Serialize;
 
 /// One turn of a conversation, in the shape Hugging Face chat templates read
@@ -24,6 +26,21 @@ pub struct ChatMessage {
     /// templates read it as a `tool` turn's tool name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The images the turn carries, in order, as the client sent them (checked by
+    /// [`Runtime::start`](crate::Runtime::start) before any model work).
+    #[serde(skip)]
+    pub images: Vec<ImageInput>,
+}
+
+/// An image's bytes as a request carried them (PNG, JPEG, WebP or GIF; the format
+/// is read from the bytes).
+#[derive(Clone, PartialEq)]
+pub struct ImageInput(pub Arc<[u8]>);
+
+impl std::fmt::Debug for ImageInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ImageInput({} bytes)", self.0.len())
+    }
 }
 
 impl ChatMessage {

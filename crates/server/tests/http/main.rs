@@ -11,5 +11,6 @@ mod boundary;
 mod constraints;
 mod expert_contexts;
 mod harmony;
+mod images;
 mod refusals;
 mod speculation;

@@ -11,17 +11,18 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::image_wire;
 use crate::api::reasoning_wire::with_budget;
 use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
-use llamay_runtime::ChatMessage;
 use llamay_runtime::Finish;
 use llamay_runtime::SamplingAsk;
 use llamay_runtime::Surfaces;
 use llamay_runtime::ThinkingAsk;
 use llamay_runtime::{collect, Started};
 use llamay_runtime::{hosted_tool, ToolChoice, ToolDef, ToolSet};
+use llamay_runtime::{ChatMessage, ImageInput};
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
 use llamay_runtime::{ToolCallFunction, ToolCallMessage};
 
@@ -178,6 +179,32 @@ struct Block {
     /// `tool_result`: the call answered and what the tool returned.
     tool_use_id: Option<String>,
     content: Option<Content>,
+    /// `image`: `{"type": "base64", "media_type": …, "data": …}` (or a `url` source,
+    /// which is not fetched).
+    source: Option<Value>,
+}
+
+/// An `image` block's picture.
+fn block_image(source: Option<&Value>) -> Result<ImageInput, ApiError> {
+    let source = source.ok_or_else(|| ApiError::bad_request("an image block needs a source"))?;
+    match source.get("type").and_then(Value::as_str) {
+        Some("base64") => {
+            let data = source.get("data").and_then(Value::as_str).ok_or_else(|| {
+                ApiError::bad_request("an image block's base64 source needs data")
+            })?;
+            image_wire::from_base64(data, "image.source.data")
+        }
+        Some("url") => image_wire::from_url(
+            source
+                .get("url")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            "image.source.url",
+        ),
+        other => Err(ApiError::bad_request(format!(
+            "an image block's source type must be base64, not {other:?}"
+        ))),
+    }
 }
 
 #[derive(Deserialize)]
@@ -271,9 +298,11 @@ fn push_turns(chat: &mut Vec<ChatMessage>, role: &str, content: Content) -> Resu
     };
     let mut text = String::new();
     let mut calls = Vec::new();
+    let mut images = Vec::new();
     for b in blocks {
         match (role, b.kind.as_str()) {
             (_, "text") => text.push_str(b.text.as_deref().unwrap_or_default()),
+            ("user", "image") => images.push(block_image(b.source.as_ref())?),
             ("assistant", "tool_use") => calls.push(ToolCallMessage {
                 id: b.id.unwrap_or_default(),
                 kind: "function".into(),
@@ -300,11 +329,12 @@ fn push_turns(chat: &mut Vec<ChatMessage>, role: &str, content: Content) -> Resu
             }
         }
     }
-    if !text.is_empty() || !calls.is_empty() || role == "assistant" {
+    if !text.is_empty() || !calls.is_empty() || !images.is_empty() || role == "assistant" {
         chat.push(ChatMessage {
             role: role.into(),
             content: Some(text),
             tool_calls: calls,
+            images,
             ..ChatMessage::default()
         });
     }

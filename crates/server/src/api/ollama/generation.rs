@@ -10,6 +10,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::image_wire;
 use crate::api::reasoning_wire::with_budget;
 use crate::api::sampling::{with_sampling_knobs, StopField};
 use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
@@ -17,10 +18,10 @@ use crate::http::error::ApiError;
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use llamay_runtime::collect;
-use llamay_runtime::ChatMessage;
 use llamay_runtime::SamplingAsk;
 use llamay_runtime::Surfaces;
 use llamay_runtime::ThinkingAsk;
+use llamay_runtime::{ChatMessage, ImageInput};
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
 use llamay_runtime::{ToolCall, ToolSet};
 
@@ -235,6 +236,22 @@ struct GenerateRequest {
     prompt: String,
     system: Option<String>,
     raw: Option<bool>,
+    /// Base64 images for the prompt (read with the chat template, not `raw`).
+    images: Option<Vec<Value>>,
+}
+
+/// Ollama's `images`: base64 strings.
+fn ollama_images(images: Option<&[Value]>) -> Result<Vec<ImageInput>, ApiError> {
+    images
+        .unwrap_or_default()
+        .iter()
+        .map(|v| {
+            let data = v
+                .as_str()
+                .ok_or_else(|| ApiError::bad_request("images must be base64 strings"))?;
+            image_wire::from_base64(data, "images")
+        })
+        .collect()
 }
 
 /// The route a generation came from decides where its text goes.
@@ -255,9 +272,10 @@ pub(super) async fn chat(State(st): State<AppState>, body: Bytes) -> Response {
     };
     let mut msgs = Vec::new();
     for m in r.messages {
-        if m.images.as_ref().is_some_and(|i| !i.is_empty()) {
-            return fail(ApiError::bad_request("images are not supported"));
-        }
+        let images = match ollama_images(m.images.as_deref()) {
+            Ok(i) => i,
+            Err(e) => return fail(e),
+        };
         if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool") {
             return fail(ApiError::bad_request(format!(
                 "message role {:?} is not one of system, user, assistant, tool",
@@ -276,6 +294,7 @@ pub(super) async fn chat(State(st): State<AppState>, body: Bytes) -> Response {
             tool_call_id: m.tool_call_id,
             name: m.tool_name,
             thinking: m.thinking,
+            images,
         });
     }
     if msgs.is_empty() {
@@ -298,14 +317,26 @@ pub(super) async fn generate(State(st): State<AppState>, body: Bytes) -> Respons
     if r.prompt.is_empty() {
         return load_only(&st, &r.common, Route::Generate).await;
     }
+    let images = match ollama_images(r.images.as_deref()) {
+        Ok(i) => i,
+        Err(e) => return fail(e),
+    };
     let prompt = if r.raw.unwrap_or(false) {
+        if !images.is_empty() {
+            return fail(ApiError::bad_request(
+                "images are placed by the chat template: send them without raw",
+            ));
+        }
         Prompt::Raw(r.prompt)
     } else {
         let mut msgs = Vec::new();
         if let Some(s) = &r.system {
             msgs.push(ChatMessage::new("system", s));
         }
-        msgs.push(ChatMessage::new("user", &r.prompt));
+        msgs.push(ChatMessage {
+            images,
+            ..ChatMessage::new("user", &r.prompt)
+        });
         Prompt::Chat(msgs)
     };
     run(&st, r.common, prompt, Route::Generate, None).await

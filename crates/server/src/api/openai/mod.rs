@@ -11,6 +11,7 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::image_wire;
 use crate::api::reasoning_wire::with_budget;
 use crate::api::sampling::{with_sampling_knobs, StopField};
 use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
@@ -18,10 +19,10 @@ use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use crate::ids::unix_secs;
-use llamay_runtime::ChatMessage;
 use llamay_runtime::Surfaces;
 use llamay_runtime::ThinkingAsk;
 use llamay_runtime::{collect, Started};
+use llamay_runtime::{ChatMessage, ImageInput};
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
 use llamay_runtime::{ToolCall, ToolSet};
 
@@ -170,6 +171,8 @@ struct ContentPart {
     #[serde(rename = "type")]
     kind: String,
     text: Option<String>,
+    /// `{"url": …}` (or the URL itself, as some clients send it).
+    image_url: Option<Value>,
 }
 
 impl ConstraintFields {
@@ -206,23 +209,34 @@ impl ConstraintFields {
     }
 }
 
-fn message_text(content: Option<Content>) -> Result<Option<String>, ApiError> {
+/// A message's text and images (`image_url` parts, in order).
+fn message_content(
+    content: Option<Content>,
+) -> Result<(Option<String>, Vec<ImageInput>), ApiError> {
     Ok(match content {
-        None => None,
-        Some(Content::Text(t)) => Some(t),
+        None => (None, Vec::new()),
+        Some(Content::Text(t)) => (Some(t), Vec::new()),
         Some(Content::Parts(parts)) => {
             let mut out = String::new();
+            let mut images = Vec::new();
             for p in parts {
-                match (p.kind.as_str(), p.text) {
-                    ("text", Some(t)) => out.push_str(&t),
-                    (kind, _) => {
+                match (p.kind.as_str(), p.text, p.image_url) {
+                    ("text", Some(t), _) => out.push_str(&t),
+                    ("image_url", _, Some(u)) => {
+                        let url = u.get("url").unwrap_or(&u).as_str().ok_or_else(|| {
+                            ApiError::bad_request("image_url.url must be a string")
+                        })?;
+                        images.push(image_wire::from_url(url, "image_url")?);
+                    }
+                    (kind, _, _) => {
                         return Err(ApiError::bad_request(format!(
-                            "content parts of type {kind:?} are not supported; send text"
+                            "content parts of type {kind:?} are not supported; send text \
+                             or image_url parts"
                         )))
                     }
                 }
             }
-            Some(out)
+            (Some(out), images)
         }
     })
 }
@@ -243,9 +257,11 @@ pub(crate) fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, 
                 )))
                 }
             };
+            let (content, images) = message_content(m.content)?;
             Ok(ChatMessage {
                 role,
-                content: message_text(m.content)?,
+                content,
+                images,
                 name: m.name,
                 tool_call_id: m.tool_call_id,
                 thinking: m.reasoning_content,

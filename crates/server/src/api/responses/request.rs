@@ -4,12 +4,13 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::api::image_wire;
 use crate::api::sampling::with_sampling_knobs;
 use crate::api::tool_wire::{arguments_value, openai_choice};
 use crate::http::error::ApiError;
 use llamay_runtime::Surfaces;
 use llamay_runtime::{hosted_tool, ToolChoice, ToolDef};
-use llamay_runtime::{ChatMessage, ToolCallFunction, ToolCallMessage};
+use llamay_runtime::{ChatMessage, ImageInput, ToolCallFunction, ToolCallMessage};
 
 with_sampling_knobs! {
     #[derive(Deserialize)]
@@ -187,8 +188,11 @@ fn push_item(chat: &mut Vec<ChatMessage>, item: &Value) -> Result<(), ApiError> 
                     )))
                 }
             };
-            let text = content_text(item.get("content"))?;
-            chat.push(ChatMessage::new(role, &text));
+            let (text, images) = content(item.get("content"))?;
+            chat.push(ChatMessage {
+                images,
+                ..ChatMessage::new(role, &text)
+            });
         }
         "function_call" => {
             let call = ToolCallMessage {
@@ -213,7 +217,14 @@ fn push_item(chat: &mut Vec<ChatMessage>, item: &Value) -> Result<(), ApiError> 
         "function_call_output" => {
             let output = match item.get("output") {
                 Some(Value::String(s)) => s.clone(),
-                Some(v @ Value::Array(_)) => content_text(Some(v))?,
+                Some(v @ Value::Array(_)) => match content(Some(v))? {
+                    (text, images) if images.is_empty() => text,
+                    _ => {
+                        return Err(ApiError::bad_request(
+                            "a function_call_output's images are not read; send its text",
+                        ))
+                    }
+                },
                 _ => {
                     return Err(ApiError::bad_request(
                         "a function_call_output item needs output",
@@ -239,27 +250,39 @@ fn push_item(chat: &mut Vec<ChatMessage>, item: &Value) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// A message's content: a string, or parts of type `input_text` / `output_text`.
-fn content_text(v: Option<&Value>) -> Result<String, ApiError> {
+/// A message's content: a string, or parts of type `input_text` / `output_text` and
+/// `input_image` (its `image_url` a base64 data URL), text and images in order.
+fn content(v: Option<&Value>) -> Result<(String, Vec<ImageInput>), ApiError> {
     match v {
-        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::String(s)) => Ok((s.clone(), Vec::new())),
         Some(Value::Array(parts)) => {
             let mut out = String::new();
+            let mut images = Vec::new();
             for p in parts {
                 match (
                     p.get("type").and_then(Value::as_str),
                     p.get("text").and_then(Value::as_str),
                 ) {
                     (Some("input_text" | "output_text" | "text"), Some(t)) => out.push_str(t),
+                    (Some("input_image"), _) => {
+                        let url = p.get("image_url").and_then(Value::as_str).ok_or_else(|| {
+                            ApiError::bad_request(
+                                "an input_image part needs image_url (a base64 data URL; \
+                                 file_id is not read)",
+                            )
+                        })?;
+                        images.push(image_wire::from_url(url, "input_image.image_url")?);
+                    }
                     (kind, _) => {
                         return Err(ApiError::bad_request(format!(
-                            "content parts of type {} are not supported; send text",
+                            "content parts of type {} are not supported; send text or \
+                             input_image",
                             kind.unwrap_or("(none)")
                         )))
                     }
                 }
             }
-            Ok(out)
+            Ok((out, images))
         }
         _ => Err(ApiError::bad_request("an input message needs content")),
     }
