@@ -37,6 +37,7 @@ fn sampling(body: &Value) -> SamplingAsk {
                 .collect(),
             _ => vec![],
         },
+        speculate: body.get("llamay_speculate").and_then(Value::as_bool),
     }
 }
 
