@@ -45,6 +45,54 @@ pub(super) struct HParams {
     pub activation: Activation,
     /// The feed-forward blocks' experts, when they are a mixture.
     pub experts: Option<ExpertShape>,
+    /// The Gated DeltaNet layers' shape, when the family has them.
+    pub linear: Option<LinearShape>,
+    /// Per layer: is it a linear-attention (recurrent) layer? All false without them.
+    pub recurrent_layers: Vec<bool>,
+    /// Multi-token-prediction blocks stored after the `n_layer` trunk layers
+    /// (`nextn_predict_layers`; `block_count` counts them too).
+    pub n_nextn: usize,
+}
+
+/// A Gated DeltaNet layer's shape (llama.cpp's `ssm.*` keys as `qwen35` reads them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct LinearShape {
+    /// Taps of the causal conv (`ssm.conv_kernel`): it reads the last `conv - 1`
+    /// inputs, which the state keeps.
+    pub conv: usize,
+    /// Each head's key and value width (`ssm.state_size`).
+    pub d_state: usize,
+    /// Key (and query) heads (`ssm.group_count`).
+    pub n_k_heads: usize,
+    /// Value heads (`ssm.time_step_rank`); value head h reads key head h % n_k_heads.
+    pub n_v_heads: usize,
+    /// `ssm.inner_size`: must be `d_state * n_v_heads` (checked against the tensors).
+    pub d_inner: usize,
+}
+
+impl LinearShape {
+    pub(super) fn key_dim(&self) -> usize {
+        self.d_state * self.n_k_heads
+    }
+
+    pub(super) fn value_dim(&self) -> usize {
+        self.d_state * self.n_v_heads
+    }
+
+    /// Channels of the conv: queries, keys and values.
+    pub(super) fn conv_dim(&self) -> usize {
+        2 * self.key_dim() + self.value_dim()
+    }
+
+    /// Floats of one layer's conv state: the last `conv - 1` inputs.
+    pub(super) fn conv_state_len(&self) -> usize {
+        (self.conv - 1) * self.conv_dim()
+    }
+
+    /// Floats of one layer's delta-rule state: a `d_state` square per value head.
+    pub(super) fn matrix_state_len(&self) -> usize {
+        self.n_v_heads * self.d_state * self.d_state
+    }
 }
 
 /// Queries scaled by position: 1 + `scale` * ln(1 + floor(p / `floor`)) at position p
@@ -99,7 +147,19 @@ impl HParams {
             let k = key(s);
             file.opt_u32(&k)?.map(|v| dim(&k, v)).transpose()
         };
-        let n_layer = req("block_count")?;
+        let n_layer_all = req("block_count")?;
+        // Multi-token-prediction blocks come after the trunk (llama.cpp's `n_layer()`
+        // is `block_count - nextn_predict_layers`).
+        let n_nextn = match family.delta_net {
+            true => opt("nextn_predict_layers")?.unwrap_or(0),
+            false => 0,
+        };
+        if n_nextn >= n_layer_all {
+            return Err(ModelError::Invalid(format!(
+                "nextn_predict_layers {n_nextn} leaves no layer of block_count {n_layer_all}"
+            )));
+        }
+        let n_layer = n_layer_all - n_nextn;
         let n_embd = req("embedding_length")?;
         let n_ff = req("feed_forward_length")?;
         let n_head = req("attention.head_count")?;
@@ -207,6 +267,13 @@ impl HParams {
             Some(routing) => expert_shape(file, arch_name, routing, n_ff)?,
             None => None,
         };
+        let (linear, recurrent_layers) = match family.delta_net {
+            true => {
+                let (linear, layers) = linear_shape(file, arch_name, n_layer)?;
+                (Some(linear), layers)
+            }
+            false => (None, vec![false; n_layer]),
+        };
         Ok(HParams {
             family,
             n_layer,
@@ -235,12 +302,36 @@ impl HParams {
             logit_scale: scale("logit_scale")?,
             activation: family.activation,
             experts,
+            linear,
+            recurrent_layers,
+            n_nextn,
         })
     }
 
     /// Width of all query heads together.
     pub(super) fn q_width(&self) -> usize {
         self.n_head * self.head_dim_k
+    }
+
+    /// Width of the query projection: the queries, and with `q_gate` as many gates.
+    pub(super) fn q_proj_width(&self) -> usize {
+        self.q_width() * if self.family.tensors.q_gate { 2 } else { 1 }
+    }
+
+    /// Layers that keep keys and values (the full-attention ones).
+    pub(super) fn n_kv_layers(&self) -> usize {
+        self.recurrent_layers.iter().filter(|r| !**r).count()
+    }
+
+    /// Where layer `il`'s keys and values sit in a KV block: its index among the
+    /// layers that keep them (linear layers keep a recurrent state instead).
+    pub(super) fn kv_slot(&self, il: usize) -> usize {
+        self.recurrent_layers[..il].iter().filter(|r| !**r).count()
+    }
+
+    /// Index among the linear layers of linear layer `il` (its recurrent state's).
+    pub(super) fn linear_slot(&self, il: usize) -> usize {
+        self.recurrent_layers[..il].iter().filter(|r| **r).count()
     }
 
     /// Width of all key heads together.
@@ -289,6 +380,58 @@ fn expert_shape(
         n_ff,
         weights_scale,
     }))
+}
+
+/// The Gated DeltaNet shape and which layers are linear: `attention.recurrent_layers`
+/// when the file lists them, else every layer but each `full_attention_interval`-th
+/// (default 4), as llama.cpp decides.
+fn linear_shape(
+    file: &GgufFile,
+    arch: &str,
+    n_layer: usize,
+) -> Result<(LinearShape, Vec<bool>), ModelError> {
+    let key = |s: &str| format!("{arch}.{s}");
+    let req = |s: &str| -> Result<usize, ModelError> {
+        let k = key(s);
+        dim(&k, file.get_u32(&k)?)
+    };
+    let shape = LinearShape {
+        conv: req("ssm.conv_kernel")?,
+        d_state: req("ssm.state_size")?,
+        n_k_heads: req("ssm.group_count")?,
+        n_v_heads: req("ssm.time_step_rank")?,
+        d_inner: req("ssm.inner_size")?,
+    };
+    if !shape.n_v_heads.is_multiple_of(shape.n_k_heads) {
+        return Err(ModelError::Invalid(format!(
+            "ssm.time_step_rank {} (value heads) is not a multiple of ssm.group_count {} (key heads)",
+            shape.n_v_heads, shape.n_k_heads
+        )));
+    }
+    let listed = key("attention.recurrent_layers");
+    let layers = match file.opt_array(&listed)? {
+        Some(_) => {
+            let flags = file.array_i64(&listed)?;
+            if flags.len() < n_layer {
+                return Err(ModelError::Invalid(format!(
+                    "{listed} lists {} layers of {n_layer}",
+                    flags.len()
+                )));
+            }
+            flags[..n_layer].iter().map(|&f| f != 0).collect()
+        }
+        None => {
+            let every = file.opt_u32(&key("full_attention_interval"))?.unwrap_or(4) as usize;
+            if every == 0 {
+                return Err(ModelError::Invalid(format!(
+                    "{} is 0",
+                    key("full_attention_interval")
+                )));
+            }
+            (0..n_layer).map(|il| (il + 1) % every != 0).collect()
+        }
+    };
+    Ok((shape, layers))
 }
 
 fn dim(key: &str, v: u32) -> Result<usize, ModelError> {

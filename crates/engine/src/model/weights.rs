@@ -1,8 +1,8 @@
 //! The tensors of a model, located and shape-checked at load time.
 
 use super::arena::Arena;
-use super::hparams::{ExpertShape, HParams};
-use super::linear::{arena_footprint, load_vector, opt_table, opt_vector, Weight};
+use super::hparams::{ExpertShape, HParams, LinearShape};
+use super::linear::{arena_footprint, load_table, load_vector, opt_table, opt_vector, Weight};
 use super::ModelError;
 use crate::gguf::GgufFile;
 
@@ -56,6 +56,36 @@ pub(crate) struct SharedExpert {
 
 pub(crate) struct Layer {
     pub attn_norm: Vec<f32>,
+    /// What mixes the positions: attention, or a Gated DeltaNet layer.
+    pub mixer: Mixer,
+    /// Norm applied to the attention output before the residual add (gemma).
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    pub ffn: Ffn,
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+impl Layer {
+    /// The layer's attention weights; `None` for a linear-attention layer.
+    pub(crate) fn attention(&self) -> Option<&Attention> {
+        match &self.mixer {
+            Mixer::Attention(a) => Some(a),
+            Mixer::DeltaNet(_) => None,
+        }
+    }
+}
+
+/// A layer's token mixer.
+// One per layer, never moved after loading: boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Mixer {
+    Attention(Attention),
+    DeltaNet(DeltaNet),
+}
+
+/// Softmax attention over the sequence's cached keys and values.
+pub(crate) struct Attention {
+    /// With the family's `q_gate`, the query rows hold each head's query then its gate.
     pub qkv: Qkv,
     /// Q, K, V biases (qwen2).
     pub qkv_bias: Option<[Vec<f32>; 3]>,
@@ -67,11 +97,43 @@ pub(crate) struct Layer {
     pub attn_out_bias: Option<Vec<f32>>,
     /// A sink logit per head (gpt-oss).
     pub attn_sinks: Option<Vec<f32>>,
-    /// Norm applied to the attention output before the residual add (gemma).
-    pub post_attn_norm: Option<Vec<f32>>,
-    pub ffn_norm: Vec<f32>,
-    pub ffn: Ffn,
-    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// A Gated DeltaNet layer (llama.cpp's `qwen35` linear attention).
+pub(crate) struct DeltaNet {
+    /// `attn_qkv`: the conv's input, queries then keys then values.
+    pub qkv: Weight,
+    /// `attn_gate`: z, the output norm's SiLU gate.
+    pub gate: Weight,
+    /// `ssm_conv1d`: `conv` taps per channel, channel after channel.
+    pub conv: Vec<f32>,
+    /// `ssm_dt.bias`, added to alpha before the softplus (per value head).
+    pub dt_bias: Vec<f32>,
+    /// `ssm_a`: -exp(A_log) per value head, as the converter stores it.
+    pub a: Vec<f32>,
+    /// `ssm_beta` and `ssm_alpha`: one row per value head.
+    pub beta: Weight,
+    pub alpha: Weight,
+    /// `ssm_norm`: the gated RMS norm of each head's output.
+    pub norm: Vec<f32>,
+    /// `ssm_out`: the output projection.
+    pub out: Weight,
+}
+
+/// A multi-token-prediction block (`blk.{n_layer + i}`): a full-attention layer fed
+/// the normed next-token embedding and the trunk's normed hidden state, projected
+/// together by `eh_proj`. Loaded and kept for speculative decoding; never run yet.
+#[allow(dead_code)]
+pub(crate) struct Mtp {
+    pub layer: Layer,
+    pub eh_proj: Weight,
+    pub enorm: Vec<f32>,
+    pub hnorm: Vec<f32>,
+    /// Its own head norm and head, when the file has them (else the trunk's).
+    pub head_norm: Option<Vec<f32>>,
+    pub head: Option<Weight>,
+    /// Its own token embeddings, when the file has them.
+    pub embed: Option<Weight>,
 }
 
 pub(crate) struct Weights {
@@ -80,6 +142,9 @@ pub(crate) struct Weights {
     pub output_norm: Vec<f32>,
     /// `None`: tied to `token_embd`.
     pub output: Option<Weight>,
+    /// Multi-token-prediction blocks (Qwen 3.5), kept for speculative decoding.
+    #[allow(dead_code)]
+    pub mtp: Vec<Mtp>,
 }
 
 impl Weights {
@@ -97,6 +162,9 @@ impl Weights {
         let layers = (0..hp.n_layer)
             .map(|il| load_layer(file, &arena, hp, il))
             .collect::<Result<_, _>>()?;
+        let mtp = (hp.n_layer..hp.n_layer + hp.n_nextn)
+            .map(|il| load_mtp(file, &arena, hp, il))
+            .collect::<Result<_, _>>()?;
         let output = if tied {
             None
         } else {
@@ -107,6 +175,7 @@ impl Weights {
             layers,
             output_norm: load_vector(file, "output_norm.weight", e)?,
             output,
+            mtp,
         })
     }
 
@@ -125,13 +194,59 @@ fn load_layer(
     let n = |s: &str| format!("blk.{il}.{s}");
     let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
     let e = hp.n_embd;
+    let layout = &hp.family.tensors;
+    let mixer = match (hp.recurrent_layers.get(il), &hp.linear) {
+        (Some(true), Some(shape)) => Mixer::DeltaNet(load_delta_net(file, arena, shape, il, e)?),
+        _ => Mixer::Attention(load_attention(file, arena, hp, il)?),
+    };
+    let ffn = match &hp.experts {
+        Some(shape) => Ffn::Experts(load_experts(file, arena, hp, shape, il)?),
+        None if layout.fused => Ffn::Dense {
+            gate_up: GateUp::Fused(load("ffn_up.weight", e, 2 * hp.n_ff)?),
+            down: load("ffn_down.weight", hp.n_ff, e)?,
+        },
+        None => Ffn::Dense {
+            gate_up: GateUp::Separate {
+                gate: load("ffn_gate.weight", e, hp.n_ff)?,
+                up: load("ffn_up.weight", e, hp.n_ff)?,
+            },
+            down: load("ffn_down.weight", hp.n_ff, e)?,
+        },
+    };
+    let post = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
+        if layout.post_norms {
+            load_vector(file, &n(s), e).map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    Ok(Layer {
+        attn_norm: load_vector(file, &n("attn_norm.weight"), e)?,
+        mixer,
+        post_attn_norm: post("post_attention_norm.weight")?,
+        ffn_norm: load_vector(file, &n(&format!("{}.weight", layout.ffn_norm)), e)?,
+        ffn,
+        post_ffn_norm: post("post_ffw_norm.weight")?,
+    })
+}
+
+/// Layer `il`'s attention: Q (with its gate rows when the family has them), K, V.
+fn load_attention(
+    file: &GgufFile,
+    arena: &Arena,
+    hp: &HParams,
+    il: usize,
+) -> Result<Attention, ModelError> {
+    let n = |s: &str| format!("blk.{il}.{s}");
+    let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
+    let e = hp.n_embd;
     let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
     let layout = &hp.family.tensors;
     let qkv = if layout.fused {
-        Qkv::Fused(load("attn_qkv.weight", e, qw + kw + vw)?)
+        Qkv::Fused(load("attn_qkv.weight", e, hp.q_proj_width() + kw + vw)?)
     } else {
         Qkv::Separate {
-            q: load("attn_q.weight", e, qw)?,
+            q: load("attn_q.weight", e, hp.q_proj_width())?,
             k: load("attn_k.weight", e, kw)?,
             v: load("attn_v.weight", e, vw)?,
         }
@@ -149,20 +264,6 @@ fn load_layer(
             )))
         }
     };
-    let ffn = match &hp.experts {
-        Some(shape) => Ffn::Experts(load_experts(file, arena, hp, shape, il)?),
-        None if layout.fused => Ffn::Dense {
-            gate_up: GateUp::Fused(load("ffn_up.weight", e, 2 * hp.n_ff)?),
-            down: load("ffn_down.weight", hp.n_ff, e)?,
-        },
-        None => Ffn::Dense {
-            gate_up: GateUp::Separate {
-                gate: load("ffn_gate.weight", e, hp.n_ff)?,
-                up: load("ffn_up.weight", e, hp.n_ff)?,
-            },
-            down: load("ffn_down.weight", hp.n_ff, e)?,
-        },
-    };
     let qk_norm = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
         if layout.qk_norm {
             load_vector(file, &n(s), hp.head_dim_k).map(Some)
@@ -170,15 +271,7 @@ fn load_layer(
             Ok(None)
         }
     };
-    let post = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
-        if layout.post_norms {
-            load_vector(file, &n(s), e).map(Some)
-        } else {
-            Ok(None)
-        }
-    };
-    Ok(Layer {
-        attn_norm: load_vector(file, &n("attn_norm.weight"), e)?,
+    Ok(Attention {
         qkv,
         qkv_bias,
         q_norm: qk_norm("attn_q_norm.weight")?,
@@ -193,10 +286,74 @@ fn load_layer(
             Some(name) => Some(load_vector(file, &n(name), hp.n_head)?),
             None => None,
         },
-        post_attn_norm: post("post_attention_norm.weight")?,
-        ffn_norm: load_vector(file, &n(&format!("{}.weight", layout.ffn_norm)), e)?,
-        ffn,
-        post_ffn_norm: post("post_ffw_norm.weight")?,
+    })
+}
+
+/// Layer `il`'s Gated DeltaNet tensors, every shape from the `ssm.*` keys (so a key
+/// that disagrees with the tensors fails on the first tensor it shapes, by name).
+fn load_delta_net(
+    file: &GgufFile,
+    arena: &Arena,
+    shape: &LinearShape,
+    il: usize,
+    e: usize,
+) -> Result<DeltaNet, ModelError> {
+    let n = |s: &str| format!("blk.{il}.{s}");
+    let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
+    let (vd, heads) = (shape.value_dim(), shape.n_v_heads);
+    let net = DeltaNet {
+        qkv: load("attn_qkv.weight", e, shape.conv_dim())?,
+        gate: load("attn_gate.weight", e, vd)?,
+        conv: load_table(
+            file,
+            &n("ssm_conv1d.weight"),
+            &[shape.conv, shape.conv_dim()],
+        )?,
+        dt_bias: load_vector(file, &n("ssm_dt.bias"), heads)?,
+        a: load_vector(file, &n("ssm_a"), heads)?,
+        beta: load("ssm_beta.weight", e, heads)?,
+        alpha: load("ssm_alpha.weight", e, heads)?,
+        norm: load_vector(file, &n("ssm_norm.weight"), shape.d_state)?,
+        out: load("ssm_out.weight", vd, e)?,
+    };
+    if shape.d_inner != vd {
+        return Err(ModelError::Invalid(format!(
+            "ssm.inner_size {} disagrees with {}: {} value heads of {} make {vd}",
+            shape.d_inner,
+            n("ssm_out.weight"),
+            heads,
+            shape.d_state
+        )));
+    }
+    Ok(net)
+}
+
+/// Multi-token-prediction block `il` (after the trunk): a full-attention layer and
+/// its `nextn.*` tensors.
+fn load_mtp(file: &GgufFile, arena: &Arena, hp: &HParams, il: usize) -> Result<Mtp, ModelError> {
+    let n = |s: &str| format!("blk.{il}.{s}");
+    let e = hp.n_embd;
+    let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
+    let opt_weight = |name: &str, cols, rows| match file.tensor(&n(name)) {
+        Some(_) => load(name, cols, rows).map(Some),
+        None => Ok(None),
+    };
+    Ok(Mtp {
+        layer: load_layer(file, arena, hp, il)?,
+        eh_proj: load("nextn.eh_proj.weight", 2 * e, e)?,
+        enorm: load_vector(file, &n("nextn.enorm.weight"), e)?,
+        hnorm: load_vector(file, &n("nextn.hnorm.weight"), e)?,
+        head_norm: opt_vector(file, &n("nextn.shared_head_norm.weight"), e)?,
+        head: opt_weight("nextn.shared_head_head.weight", e, hp.n_vocab)?,
+        embed: match file.tensor(&n("nextn.embed_tokens.weight")) {
+            Some(_) => Some(Weight::load_rows(
+                file,
+                &n("nextn.embed_tokens.weight"),
+                e,
+                hp.n_vocab,
+            )?),
+            None => None,
+        },
     })
 }
 

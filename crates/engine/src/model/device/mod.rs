@@ -65,6 +65,13 @@ impl DeviceModel {
                 GpuError::Unsupported("attention sinks run on the CPU engine only".into()).into(),
             );
         }
+        if hp.family.tensors.q_gate || hp.linear.is_some() {
+            return Err(GpuError::Unsupported(
+                "gated queries and linear-attention layers (Qwen 3.5) run on the CPU engine only"
+                    .into(),
+            )
+            .into());
+        }
         let up = upload::Uploader { gpu: &gpu, file };
         let layers = weights
             .layers

@@ -21,6 +21,7 @@ pub(in crate::model) const GPT_OSS: Family = Family {
         ffn_norm: "post_attention_norm",
         attn_output: "attn_output",
         sinks: Some("attn_sinks.weight"),
+        q_gate: false,
     },
     sliding: Some(Sliding {
         pattern: 2,
@@ -34,6 +35,7 @@ pub(in crate::model) const GPT_OSS: Family = Family {
     no_rope_every: None,
     yarn_keys: false,
     attn_temperature: false,
+    delta_net: false,
     experts: Some(Routing {
         gating: Gating::SoftmaxOfChosen,
         normalise: false,

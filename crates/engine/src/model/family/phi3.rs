@@ -15,6 +15,7 @@ pub(in crate::model) const PHI3: Family = Family {
         ffn_norm: "ffn_norm",
         attn_output: "attn_output",
         sinks: None,
+        q_gate: false,
     },
     sliding: None,
     attn_softcap: false,
@@ -24,5 +25,6 @@ pub(in crate::model) const PHI3: Family = Family {
     no_rope_every: None,
     yarn_keys: false,
     attn_temperature: false,
+    delta_net: false,
     experts: None,
 };
