@@ -12,7 +12,7 @@ use serde_json::Value;
 
 mod common;
 use common::families::{check_batches, check_families, load};
-use common::reference::ids;
+use common::reference::{ids, logits_in_steps};
 
 const REMAKE: &str = "scripts/hybrid-reference";
 
@@ -35,6 +35,42 @@ fn hybrid_families_match_llama_cpp() {
 #[test]
 fn eight_sequences_in_one_step_equal_each_alone() {
     check_batches(&reference(), llamay_testdata::hybrid_model, REMAKE);
+}
+
+/// A 150-token prompt (three chunks of the delta rule, the last one partial) gives in
+/// one step the logits it gives token by token (llama.cpp's one-token form) and in
+/// uneven steps (chunks that start mid-sequence, from a state that is not zero).
+#[test]
+fn chunked_prompts_equal_token_by_token() {
+    let doc = reference();
+    for entry in doc["models"].as_array().unwrap() {
+        let model = load(entry, llamay_testdata::hybrid_model, REMAKE);
+        let base = ids(&entry["sequences"]["seq40"]["token_ids"]);
+        let prompt: Vec<u32> = (0..150).map(|i| base[(i * 7 + i / 40) % 40]).collect();
+        let run = |ends: &[usize]| {
+            let mut seq = model.new_sequence();
+            logits_in_steps(&model, &mut seq, &prompt, ends, LogitsWanted::All)
+        };
+        let whole = run(&[150]);
+        let tokens: Vec<usize> = (1..=150).collect();
+        for (what, ends) in [
+            ("token by token", &tokens[..]),
+            ("in steps", &[5, 70, 71, 150][..]),
+        ] {
+            let other = run(ends);
+            let worst = whole
+                .iter()
+                .zip(&other)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            let name = entry["name"].as_str().unwrap();
+            println!("{name}: one step vs {what}: max |d| {worst:.2e}");
+            // Activations are quantized per step on a Q8_0 file: rows of one step and
+            // of many round alike, but sums of a multi-token tile may differ in the last
+            // bit, which the (f64) chunks then carry on.
+            assert!(worst <= 1e-4, "{name}: one step vs {what}: {worst}");
+        }
+    }
 }
 
 /// The last row of `tokens` fed to `seq` in one step.

@@ -9,11 +9,14 @@
 //! g = softplus(alpha + dt_bias) · a  (a = −exp(A_log)),  β = sigmoid(beta)
 //! ```
 //!
-//! then each head's output RMS-normed and gated by SiLU(z), and projected back. A
-//! prompt runs token by token through the recurrence (the projections are batched);
-//! the state is the sequence's own (`kv_cache::RecurrentState`), so a batch of
-//! sequences is each one alone.
+//! then each head's output RMS-normed and gated by SiLU(z), and projected back. The
+//! projections are batched over every token of the step; the rule runs in chunks
+//! (`delta_rule`), one pool task per sequence and value head; the state is the
+//! sequence's own (`kv_cache::RecurrentState`), so a batch of sequences is each alone.
 
+use std::sync::Mutex;
+
+use super::delta_rule::{self, HeadRun};
 use super::forward::{Buffers, Span};
 use super::hparams::LinearShape;
 use super::layer::norm_range;
@@ -61,29 +64,56 @@ impl Model {
         ];
         matmul_many(&self.pool, &self.file, &b.acts, products)?;
         let slot = hp.linear_slot(il);
-        let mut conv_out = vec![0f32; cd];
-        for (item, s) in batch.iter_mut().zip(spans).filter(|(_, s)| s.n > 0) {
+        let kd2 = 2 * shape.key_dim();
+        let live: Vec<(&mut BatchItem, &Span)> = batch
+            .iter_mut()
+            .zip(spans)
+            .filter(|(_, s)| s.n > 0)
+            .collect();
+        // The conv, token after token through each sequence's kept inputs, in place;
+        // then the queries and keys L2-normed per head.
+        let mut matrices = Vec::with_capacity(live.len());
+        for (item, s) in live {
             let state = item
                 .seq
                 .recurrent
                 .as_mut()
                 .ok_or(ModelError::ForeignSequence)?;
-            let (conv_state, matrices) = state.layer_mut(slot);
-            for r in s.row0..s.row0 + s.n {
-                let token = TokenIn {
-                    mixed: &b.mixed[r * cd..(r + 1) * cd],
-                    beta: &b.beta[r * heads..(r + 1) * heads],
-                    alpha: &b.alpha[r * heads..(r + 1) * heads],
-                };
-                conv_step(&shape, &net.conv, conv_state, token.mixed, &mut conv_out);
-                l2_norm_heads(
-                    &mut conv_out[..2 * shape.key_dim()],
-                    shape.d_state,
-                    hp.rms_eps,
-                );
-                let out = &mut b.lin_out[r * vd..(r + 1) * vd];
-                let decay = (&net.dt_bias[..], &net.a[..]);
-                delta_rule_step(&shape, decay, matrices, &conv_out, &token, out);
+            let (conv_state, m) = state.layer_mut(slot);
+            let rows = &mut b.mixed[s.row0 * cd..(s.row0 + s.n) * cd];
+            conv_rows(&shape, &net.conv, conv_state, rows);
+            for r in rows.chunks_exact_mut(cd) {
+                l2_norm_heads(&mut r[..kd2], shape.d_state, hp.rms_eps);
+            }
+            matrices.push((s, m));
+        }
+        // Then the delta rule, one pool task per (sequence, value head): each owns its
+        // head's state and writes its own output rows.
+        let d = shape.d_state;
+        let tasks: Vec<(&Span, usize, Mutex<&mut [f32]>)> = matrices
+            .into_iter()
+            .flat_map(|(s, m)| {
+                m.chunks_exact_mut(d * d)
+                    .enumerate()
+                    .map(move |(h, m)| (s, h, Mutex::new(m)))
+            })
+            .collect();
+        let outs: Vec<Mutex<Vec<f32>>> = tasks.iter().map(|_| Mutex::default()).collect();
+        let (mixed, beta, alpha) = (&b.mixed, &b.beta, &b.alpha);
+        let run_task = |i: usize| {
+            let (s, h, m) = &tasks[i];
+            let head = HeadInputs::gather(&shape, net, (mixed, beta, alpha), s, *h);
+            let mut out = vec![0f32; s.n * d];
+            let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+            delta_rule::run(&mut m, d, &head.run(), &mut out);
+            *outs[i].lock().unwrap_or_else(|e| e.into_inner()) = out;
+        };
+        self.pool.run(tasks.len(), &run_task);
+        for ((s, h, _), out) in tasks.iter().zip(outs) {
+            let out = out.into_inner().unwrap_or_else(|e| e.into_inner());
+            for (t, o) in out.chunks_exact(d).enumerate() {
+                let r = s.row0 + t;
+                b.lin_out[r * vd + h * d..r * vd + (h + 1) * d].copy_from_slice(o);
             }
         }
         // Each head's output normed and gated by SiLU(z).
@@ -98,34 +128,82 @@ impl Model {
     }
 }
 
-/// One token's projections into a linear layer.
-struct TokenIn<'a> {
-    /// The conv's input: queries, keys, values.
-    mixed: &'a [f32],
-    /// Per value head, before the sigmoid and the softplus.
-    beta: &'a [f32],
-    alpha: &'a [f32],
+/// One value head's inputs over one sequence's rows, gathered contiguous.
+struct HeadInputs {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    beta: Vec<f32>,
+    g: Vec<f32>,
 }
 
-/// The causal conv of one token, SiLU applied: channel c's output is its last
-/// `conv - 1` inputs (kept in `state`, oldest first) and this one's, times its taps;
-/// the state then shifts in this input. Summed in f32 in tap order, as ggml's
-/// `ssm_conv` does.
-fn conv_step(shape: &LinearShape, taps: &[f32], state: &mut [f32], x: &[f32], out: &mut [f32]) {
-    let k = shape.conv;
+impl HeadInputs {
+    /// Value head `h` of the rows of span `s`: its key head's query and key (value head
+    /// h reads key head `h % n_k_heads`: llama.cpp tiles the key heads), its value,
+    /// β = sigmoid(beta) and the log decay g = softplus(alpha + dt_bias)·a.
+    fn gather(
+        shape: &LinearShape,
+        net: &DeltaNet,
+        (mixed, beta, alpha): (&[f32], &[f32], &[f32]),
+        s: &Span,
+        h: usize,
+    ) -> HeadInputs {
+        let (d, kd, cd) = (shape.d_state, shape.key_dim(), shape.conv_dim());
+        let heads = shape.n_v_heads;
+        let kh = h % shape.n_k_heads;
+        let mut x = HeadInputs {
+            q: Vec::with_capacity(s.n * d),
+            k: Vec::with_capacity(s.n * d),
+            v: Vec::with_capacity(s.n * d),
+            beta: Vec::with_capacity(s.n),
+            g: Vec::with_capacity(s.n),
+        };
+        for r in s.row0..s.row0 + s.n {
+            let row = &mixed[r * cd..(r + 1) * cd];
+            x.q.extend_from_slice(&row[kh * d..(kh + 1) * d]);
+            x.k.extend_from_slice(&row[kd + kh * d..kd + (kh + 1) * d]);
+            x.v.extend_from_slice(&row[2 * kd + h * d..2 * kd + (h + 1) * d]);
+            x.beta.push(sigmoid(beta[r * heads + h]));
+            x.g.push(softplus(alpha[r * heads + h] + net.dt_bias[h]) * net.a[h]);
+        }
+        x
+    }
+
+    fn run(&self) -> HeadRun<'_> {
+        HeadRun {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            beta: &self.beta,
+            g: &self.g,
+        }
+    }
+}
+
+/// The causal conv over one sequence's rows (`channels` values each), in place, SiLU
+/// applied: channel c's output at a token is its last `conv - 1` inputs (kept in
+/// `state`, oldest first, carried over from the previous step) and this one's, times
+/// its taps; the state ends holding the last inputs. Summed in f32 in tap order, as
+/// ggml's `ssm_conv` does.
+fn conv_rows(shape: &LinearShape, taps: &[f32], state: &mut [f32], rows: &mut [f32]) {
+    let (k, channels) = (shape.conv, shape.conv_dim());
     let kept = k - 1;
-    for (c, (o, &xc)) in out.iter_mut().zip(x).enumerate() {
+    let n = rows.len() / channels;
+    for c in 0..channels {
         let w = &taps[c * k..(c + 1) * k];
         let hist = &mut state[c * kept..(c + 1) * kept];
-        let mut sum = 0f32;
-        for (h, t) in hist.iter().zip(w) {
-            sum += h * t;
-        }
-        sum += xc * w[kept];
-        *o = silu(sum);
-        if kept > 0 {
-            hist.copy_within(1.., 0);
-            hist[kept - 1] = xc;
+        for t in 0..n {
+            let x = &mut rows[t * channels + c];
+            let mut sum = 0f32;
+            for (h, tap) in hist.iter().zip(w) {
+                sum += h * tap;
+            }
+            sum += *x * w[kept];
+            if kept > 0 {
+                hist.copy_within(1.., 0);
+                hist[kept - 1] = *x;
+            }
+            *x = silu(sum);
         }
     }
 }
@@ -139,57 +217,6 @@ fn l2_norm_heads(x: &mut [f32], d: usize, eps: f32) {
         let scale = 1.0 / ((ss / d as f64) as f32 + eps / d as f32).sqrt() / root;
         head.iter_mut().for_each(|v| *v *= scale);
     }
-}
-
-/// One token of the gated delta rule over every value head's state (`matrices`: per
-/// head a `d × d` square, row j = value j over the keys), writing the heads' outputs.
-/// Value head h reads key head `h % n_k_heads` (llama.cpp tiles the key heads).
-/// `(dt_bias, a)` set each head's decay.
-fn delta_rule_step(
-    shape: &LinearShape,
-    (dt_bias, a): (&[f32], &[f32]),
-    matrices: &mut [f32],
-    qkv: &[f32],
-    token: &TokenIn<'_>,
-    out: &mut [f32],
-) {
-    let d = shape.d_state;
-    let kd = shape.key_dim();
-    let scale = 1.0 / (d as f32).sqrt();
-    for h in 0..shape.n_v_heads {
-        let kh = h % shape.n_k_heads;
-        let q = &qkv[kh * d..(kh + 1) * d];
-        let k = &qkv[kd + kh * d..kd + (kh + 1) * d];
-        let v = &qkv[2 * kd + h * d..2 * kd + (h + 1) * d];
-        let beta = sigmoid(token.beta[h]);
-        let g = softplus(token.alpha[h] + dt_bias[h]) * a[h];
-        let decay = g.exp();
-        let s = &mut matrices[h * d * d..(h + 1) * d * d];
-        s.iter_mut().for_each(|x| *x *= decay);
-        let o = &mut out[h * d..(h + 1) * d];
-        for (j, row) in s.chunks_exact_mut(d).enumerate() {
-            let delta = (v[j] - dot(row, k)) * beta;
-            row.iter_mut().zip(k).for_each(|(r, &ki)| *r += delta * ki);
-            o[j] = dot(row, q) * scale;
-        }
-    }
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            lanes[i] += x[i] * y[i];
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
 }
 
 fn sigmoid(x: f32) -> f32 {
@@ -209,36 +236,35 @@ fn softplus(x: f32) -> f32 {
 mod tests {
     use super::*;
 
-    fn shape(conv: usize) -> LinearShape {
-        LinearShape {
-            conv,
-            d_state: 2,
-            n_k_heads: 1,
-            n_v_heads: 1,
-            d_inner: 2,
-        }
-    }
-
-    /// The conv reads the kept inputs oldest first and shifts the new one in.
+    /// The conv reads the kept inputs oldest first and shifts the new ones in, across
+    /// calls (steps) as within one.
     #[test]
     fn conv_reads_its_history_and_shifts() {
-        let sh = shape(3);
+        let sh = LinearShape {
+            conv: 3,
+            d_state: 1,
+            n_k_heads: 1,
+            n_v_heads: 1,
+            d_inner: 1,
+        };
         let channels = sh.conv_dim();
-        // Taps (0, 0, 1) pass the input through, (1, 0, 0) give the input 2 tokens back.
+        // Channel 0's taps pass the input through; channel 1's give it 2 tokens back.
         let mut taps = vec![0f32; channels * 3];
         taps[2] = 1.0;
         taps[3] = 1.0;
         let mut state = vec![0f32; sh.conv_state_len()];
-        let mut out = vec![0f32; channels];
-        let mut seen = Vec::new();
-        for t in 1..=4 {
-            let x = vec![t as f32; channels];
-            conv_step(&sh, &taps, &mut state, &x, &mut out);
-            seen.push((out[0], out[1]));
-        }
-        let s = |x: f32| silu(x);
+        let mut rows: Vec<f32> = (1..=3).flat_map(|t| vec![t as f32; channels]).collect();
+        conv_rows(&sh, &taps, &mut state, &mut rows);
+        let mut next = vec![4.0; channels];
+        conv_rows(&sh, &taps, &mut state, &mut next);
+        let got: Vec<(f32, f32)> = rows
+            .chunks_exact(channels)
+            .chain(next.chunks_exact(channels))
+            .map(|r| (r[0], r[1]))
+            .collect();
+        let s = silu;
         assert_eq!(
-            seen,
+            got,
             [
                 (s(1.0), s(0.0)),
                 (s(2.0), s(0.0)),
@@ -248,31 +274,17 @@ mod tests {
         );
     }
 
-    /// With β ≈ 1, no decay and a unit key, the state stores v against k: the output
-    /// for a query equal to that key is v / √d; a decay of e^-1 then scales it.
+    /// ggml's softplus, and the L2 norm with its epsilon inside the root.
     #[test]
-    fn delta_rule_writes_v_at_k() {
-        let sh = shape(2);
-        let d = 2;
-        let mut s = vec![0f32; d * d];
-        let qkv = [1.0, 0.0, 1.0, 0.0, 3.0, -2.0];
-        let token = TokenIn {
-            mixed: &[],
-            beta: &[60.0],
-            alpha: &[0.0],
-        };
-        let mut out = vec![0f32; d];
-        delta_rule_step(&sh, (&[0.0], &[0.0]), &mut s, &qkv, &token, &mut out);
-        let r = 1.0 / 2f32.sqrt();
+    fn softplus_and_l2_norm() {
+        assert_eq!(softplus(25.0), 25.0);
+        assert!((softplus(0.0) - 2f32.ln()).abs() < 1e-7);
+        let mut x = [3.0, 4.0, 0.0, 1.0];
+        l2_norm_heads(&mut x, 2, 0.0);
+        let want = [0.6, 0.8, 0.0, 1.0];
         assert!(
-            (out[0] - 3.0 * r).abs() < 1e-5 && (out[1] + 2.0 * r).abs() < 1e-5,
-            "{out:?}"
+            x.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6),
+            "{x:?}"
         );
-        // softplus(alpha + bias) = 1 with a = -1: the old state decays by 1/e, and the
-        // same v at the same k is written back in full.
-        let bias = (std::f32::consts::E - 1.0).ln();
-        let zero_v = [1.0, 0.0, 1.0, 0.0, 0.0, 0.0];
-        delta_rule_step(&sh, (&[bias], &[-1.0]), &mut s, &zero_v, &token, &mut out);
-        assert!(out.iter().all(|o| o.abs() < 1e-5), "{out:?}");
     }
 }

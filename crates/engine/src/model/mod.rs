@@ -7,6 +7,7 @@
 mod arena;
 mod attention;
 mod delta_net;
+mod delta_rule;
 #[cfg(feature = "gpu")]
 mod device;
 mod encoder;
