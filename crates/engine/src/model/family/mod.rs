@@ -147,6 +147,7 @@ pub(super) const FAMILIES: &[&Family] = &[
     &smollm3::SMOLLM3,
     &mistral3::MISTRAL3,
     &qwen35::QWEN35,
+    &qwen35::QWEN35MOE,
 ];
 
 /// The family `general.architecture` names.

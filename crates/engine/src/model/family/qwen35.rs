@@ -7,7 +7,7 @@
 //! blocks follow the trunk and are loaded, not run.
 
 use super::qwen::QWEN3;
-use super::{Family, Tensors};
+use super::{ExpertWidth, Family, Gating, Routing, Tensors};
 use crate::model::rope::RopeFactors;
 
 pub(in crate::model) const QWEN35: Family = Family {
@@ -20,4 +20,17 @@ pub(in crate::model) const QWEN35: Family = Family {
     rope_factors: RopeFactors::ImropeSections,
     delta_net: true,
     ..QWEN3
+};
+
+/// Qwen 3.5 MoE (`qwen35moe`): the same hybrid layers with Qwen 3 MoE's experts (a
+/// softmax over all, the chosen renormalised) and a shared expert scaled by
+/// sigmoid(`ffn_gate_inp_shexp` · x), as Qwen 2 MoE's.
+pub(in crate::model) const QWEN35MOE: Family = Family {
+    name: "qwen35moe",
+    experts: Some(Routing {
+        gating: Gating::Softmax,
+        normalise: true,
+        width: ExpertWidth::SharedOut,
+    }),
+    ..QWEN35
 };
