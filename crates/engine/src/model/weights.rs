@@ -242,7 +242,10 @@ fn load_attention(
     let e = hp.n_embd;
     let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
     let layout = &hp.family.tensors;
-    let qkv = if layout.fused {
+    // llama.cpp's `create_tensor_qkv` takes a fused `attn_qkv` wherever one is stored
+    // (Qwen 3.5's full-attention layers may have either); Phi-3 always has one.
+    let fused = layout.fused || (layout.q_gate && file.tensor(&n("attn_qkv.weight")).is_some());
+    let qkv = if fused {
         Qkv::Fused(load("attn_qkv.weight", e, hp.q_proj_width() + kw + vw)?)
     } else {
         Qkv::Separate {
