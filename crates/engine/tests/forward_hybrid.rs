@@ -139,6 +139,10 @@ fn recurrent_state_forks_checkpoints_and_round_trips() {
     assert!(model.sequence_from_blocks(&seq.blocks()[..1], 20).is_err());
     assert!(model.recurrent_from_bytes(&bytes[4..], 20).is_err());
     assert!(seq.truncate(0) && seq.is_empty());
+    assert!(
+        !model.rows_match_steps(),
+        "no speculative drafts on a recurrent state"
+    );
 }
 
 /// A file without one linear layer's conv kernel, and one whose `ssm.state_size`
