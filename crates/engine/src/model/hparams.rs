@@ -3,7 +3,7 @@
 use super::family::{self, Activation, ExpertWidth, Family, Routing};
 use super::rope::{Rope, RopeScaling, RopeStyle};
 use super::ModelError;
-use crate::gguf::GgufFile;
+use crate::gguf::{GgufFile, Value};
 
 /// Everything the forward pass needs to know about a model's shape.
 #[derive(Clone, Debug, PartialEq)]
@@ -410,15 +410,25 @@ fn linear_shape(
     }
     let listed = key("attention.recurrent_layers");
     let layers = match file.opt_array(&listed)? {
-        Some(_) => {
-            let flags = file.array_i64(&listed)?;
+        Some(arr) => {
+            // The converter writes booleans; integers are read as llama.cpp would.
+            let flags = file
+                .array_items(arr)
+                .map(|v| match v {
+                    Value::Bool(b) => Some(b),
+                    v => v.as_i128().map(|i| i != 0),
+                })
+                .collect::<Option<Vec<bool>>>()
+                .ok_or_else(|| {
+                    ModelError::Invalid(format!("{listed} is not an array of booleans"))
+                })?;
             if flags.len() < n_layer {
                 return Err(ModelError::Invalid(format!(
                     "{listed} lists {} layers of {n_layer}",
                     flags.len()
                 )));
             }
-            flags[..n_layer].iter().map(|&f| f != 0).collect()
+            flags[..n_layer].to_vec()
         }
         None => {
             let every = file.opt_u32(&key("full_attention_interval"))?.unwrap_or(4) as usize;

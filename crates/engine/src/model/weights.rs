@@ -162,7 +162,14 @@ impl Weights {
         let layers = (0..hp.n_layer)
             .map(|il| load_layer(file, &arena, hp, il))
             .collect::<Result<_, _>>()?;
+        // llama.cpp loads the prediction blocks only when asked (and files converted
+        // without them may still count them): a block is loaded, whole, when its
+        // `nextn.eh_proj` is there.
         let mtp = (hp.n_layer..hp.n_layer + hp.n_nextn)
+            .filter(|il| {
+                file.tensor(&format!("blk.{il}.nextn.eh_proj.weight"))
+                    .is_some()
+            })
             .map(|il| load_mtp(file, &arena, hp, il))
             .collect::<Result<_, _>>()?;
         let output = if tied {
@@ -437,5 +444,26 @@ fn expert_biases(
             "{} has some but not all of the expert biases",
             n("")
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{LoadOptions, Model};
+
+    /// The hybrid files' linear layers (from the interval, or from the list where
+    /// the file gives one that the interval would contradict), their KV-keeping layers,
+    /// and the prediction block kept beside the trunk.
+    #[test]
+    fn hybrid_layers_and_prediction_blocks() {
+        for name in ["qwen35-F32", "qwen35moe-F32"] {
+            let path = llamay_testdata::hybrid_model(name);
+            let m = Model::load(path, &LoadOptions::default()).unwrap();
+            assert_eq!(m.hp.recurrent_layers, [true, false, true, false], "{name}");
+            assert_eq!((m.hp.n_layer, m.hp.n_nextn, m.hp.n_kv_layers()), (4, 1, 2));
+            assert_eq!((m.hp.kv_slot(3), m.hp.linear_slot(2)), (1, 1));
+            assert_eq!(m.weights.mtp.len(), 1, "{name}");
+            assert!(m.weights.mtp[0].layer.attention().is_some());
+        }
     }
 }
