@@ -124,6 +124,10 @@ pub(super) struct ExpertShape {
     pub weights_scale: Option<f32>,
 }
 
+/// Most floats of one linear layer's delta-rule state (256 MiB; Qwen 3.5's largest
+/// is 128 × 128 × 64 = 1 Mi).
+const MAX_STATE_FLOATS: u64 = 1 << 26;
+
 /// llama.cpp's `LLAMA_MAX_EXPERTS`.
 const MAX_EXPERTS: usize = 512;
 
@@ -402,6 +406,15 @@ fn linear_shape(
         n_v_heads: req("ssm.time_step_rank")?,
         d_inner: req("ssm.inner_size")?,
     };
+    // A sequence's state holds a d × d matrix per value head per layer: a hostile
+    // file must not make each new sequence ask for terabytes.
+    let per_layer = (shape.d_state as u64).pow(2) * shape.n_v_heads as u64;
+    if per_layer > MAX_STATE_FLOATS {
+        return Err(ModelError::Invalid(format!(
+            "ssm.state_size {} with {} value heads makes a recurrent state of {per_layer} floats a layer (at most {MAX_STATE_FLOATS})",
+            shape.d_state, shape.n_v_heads
+        )));
+    }
     if !shape.n_v_heads.is_multiple_of(shape.n_k_heads) {
         return Err(ModelError::Invalid(format!(
             "ssm.time_step_rank {} (value heads) is not a multiple of ssm.group_count {} (key heads)",
