@@ -408,8 +408,8 @@ fn linear_shape(
     };
     // A sequence's state holds a d × d matrix per value head per layer: a hostile
     // file must not make each new sequence ask for terabytes.
-    let per_layer = (shape.d_state as u64).pow(2) * shape.n_v_heads as u64;
-    if per_layer > MAX_STATE_FLOATS {
+    let per_layer = (shape.d_state as u128).pow(2) * shape.n_v_heads as u128;
+    if per_layer > MAX_STATE_FLOATS as u128 {
         return Err(ModelError::Invalid(format!(
             "ssm.state_size {} with {} value heads makes a recurrent state of {per_layer} floats a layer (at most {MAX_STATE_FLOATS})",
             shape.d_state, shape.n_v_heads
