@@ -165,7 +165,14 @@ impl HParams {
         }
         let n_layer = n_layer_all - n_nextn;
         let n_embd = req("embedding_length")?;
-        let n_ff = req("feed_forward_length")?;
+        // llama.cpp reads the dense width as optional; Qwen 3.5 MoE files may have
+        // none (their experts' widths have keys of their own). A dense layer then fails
+        // on its first feed-forward tensor, by name.
+        let n_ff = match (family.delta_net, opt("feed_forward_length")?) {
+            (_, Some(n)) => n,
+            (true, None) => 0,
+            (false, None) => req("feed_forward_length")?,
+        };
         let n_head = req("attention.head_count")?;
         let n_head_kv = opt("attention.head_count_kv")?.unwrap_or(n_head);
         if n_head % n_head_kv != 0 {
@@ -175,6 +182,12 @@ impl HParams {
         }
         let head_dim_k = opt("attention.key_length")?.unwrap_or(n_embd / n_head);
         let head_dim_v = opt("attention.value_length")?.unwrap_or(n_embd / n_head);
+        if family.tensors.q_gate && head_dim_k != head_dim_v {
+            // Each query head's gate multiplies its output: one width for both.
+            return Err(ModelError::Invalid(format!(
+                "gated queries need key_length {head_dim_k} = value_length {head_dim_v}"
+            )));
+        }
         if head_dim_k == 0 || head_dim_k % 2 != 0 {
             return Err(ModelError::Invalid(format!(
                 "head dimension {head_dim_k} must be even and non-zero"
