@@ -276,3 +276,37 @@ fn a_reader_that_goes_away_ends_the_run_without_a_panic() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.lines().any(|l| l.starts_with("prompt ")), "{stderr}");
 }
+
+#[test]
+fn a_draft_model_changes_nothing_but_must_share_the_vocabulary() {
+    let model = real_model(RealModel::SmolLM2);
+    let m = model.to_str().unwrap();
+    let args = [
+        "-p",
+        "Write a haiku about rain.",
+        "-n",
+        "24",
+        "-temp",
+        "0",
+        "-stats",
+    ];
+    let plain = run_model(&model, &[&args[..], &["-no-spec"]].concat());
+    plain.assert_ok();
+    let drafted = run_model(&model, &[&args[..], &["-draft", m]].concat());
+    drafted.assert_ok();
+    assert_eq!(drafted.stdout, plain.stdout);
+    // The model drafting for itself: every draft is taken.
+    let line = drafted
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("speculation:"))
+        .unwrap_or_else(|| panic!("no speculation line: {}", drafted.stderr));
+    assert!(line.ends_with("(100%)"), "{line}");
+    let other = real_model(RealModel::Qwen25);
+    let out = run_model(
+        &model,
+        &[&args[..], &["-draft", other.to_str().unwrap()]].concat(),
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("another vocabulary"), "{}", out.stderr);
+}

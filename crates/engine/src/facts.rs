@@ -42,6 +42,18 @@ impl ModelFacts {
     pub fn from_gguf(f: &GgufFile) -> Result<ModelFacts, GgufError> {
         let arch = f.architecture()?.to_string();
         let arch_u64 = |suffix: &str| f.opt_u64(&format!("{arch}.{suffix}"));
+        // A count that may be one per layer (Gemma 4's KV heads): the largest.
+        let per_layer_max = |suffix: &str| {
+            let key = format!("{arch}.{suffix}");
+            match f.get(&key) {
+                Some(crate::gguf::Value::Array(a)) => Ok(f
+                    .array_items(a)
+                    .filter_map(|v| v.as_i128())
+                    .max()
+                    .map(|m| m.max(0) as u64)),
+                _ => f.opt_u64(&key),
+            }
+        };
         let mut tensor_types = BTreeMap::new();
         for t in f.tensors() {
             *tensor_types
@@ -61,8 +73,8 @@ impl ModelFacts {
             context_length: arch_u64("context_length")?,
             embedding_length: arch_u64("embedding_length")?,
             block_count: arch_u64("block_count")?,
-            head_count: arch_u64("attention.head_count")?,
-            head_count_kv: arch_u64("attention.head_count_kv")?,
+            head_count: per_layer_max("attention.head_count")?,
+            head_count_kv: per_layer_max("attention.head_count_kv")?,
             expert_count: arch_u64("expert_count")?.filter(|&n| n > 0),
             expert_used_count: arch_u64("expert_used_count")?.filter(|&n| n > 0),
             vocab_size,

@@ -131,3 +131,56 @@ fn bad_rope_scaling_is_refused_by_name() {
         assert!(e.to_string().contains(says), "{key}: {e}");
     }
 }
+
+/// The tiny file of `name` (scripts/make-dense-models) with the name `from` (a key or
+/// tensor name in its header) renamed to `to`, of the same length: what is missing or
+/// renamed is all that differs from a file that loads.
+fn renamed(name: &str, from: &str, to: &str) -> ModelError {
+    assert_eq!(from.len(), to.len());
+    let mut bytes = std::fs::read(llamay_testdata::dense_model(name)).unwrap();
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from.as_bytes())
+        .unwrap_or_else(|| panic!("{from} is in {name}"));
+    bytes[at..at + to.len()].copy_from_slice(to.as_bytes());
+    let file = GgufFile::from_bytes(bytes).expect("well-formed GGUF");
+    Model::from_gguf(file, &LoadOptions::default()).expect_err("must not load")
+}
+
+/// Gemma 4 and GLM-4 files missing a tensor or key of their own are refused naming it.
+#[test]
+fn gemma4_and_glm4_name_what_is_missing() {
+    let missing = |e: &ModelError, want: &str| {
+        assert!(
+            matches!(e, ModelError::Gguf(GgufError::MissingTensor { name }) if name == want),
+            "{e}"
+        );
+    };
+    let e = renamed(
+        "gemma4-F32",
+        "blk.1.inp_gate.weight",
+        "blk.1.inp_gatX.weight",
+    );
+    missing(&e, "blk.1.inp_gate.weight");
+    let e = renamed("gemma4-F32", "per_layer_token_embd", "per_layer_token_embX");
+    missing(&e, "per_layer_token_embd.weight");
+    // Without the key, every layer has a cache of its own: the last ones lack keys.
+    let e = renamed("gemma4-F32", "shared_kv_layers", "shared_kv_layerX");
+    missing(&e, "blk.4.attn_k.weight");
+    let key = "gemma4.attention.sliding_window_pattern";
+    let e = renamed("gemma4-F32", key, "gemma4.attention.sliding_window_patterX");
+    assert!(
+        matches!(&e, ModelError::Gguf(GgufError::MissingKey { key: k }) if k == key),
+        "{e}"
+    );
+    // The window's key comes first in the file, before the flags' (whose name it
+    // begins).
+    let key = "gemma4.attention.sliding_window";
+    let e = renamed("gemma4-F32", key, "gemma4.attention.sliding_windoX");
+    assert!(
+        matches!(&e, ModelError::Gguf(GgufError::MissingKey { key: k }) if k == key),
+        "{e}"
+    );
+    let e = renamed("glm4-F32", "blk.1.post_ffw_norm", "blk.1.post_ffw_norX");
+    missing(&e, "blk.1.post_ffw_norm.weight");
+}

@@ -4,7 +4,7 @@
 use llamay_engine::SamplerConfig;
 
 use crate::error::Error;
-use crate::generate::GenerationParams;
+use crate::generate::{GenerationParams, DEFAULT_DRAFT};
 use crate::ids::fresh_seed;
 
 /// Most stop strings per request, and their longest length in bytes.
@@ -38,6 +38,9 @@ pub struct SamplingAsk {
     pub max_tokens: Option<i64>,
     /// Stop strings: at most 16, each at most 512 bytes; empty ones are dropped.
     pub stop: Vec<String>,
+    /// `false`: draft nothing ahead (`llamay_speculate`); drafts never change the
+    /// output, only its speed.
+    pub speculate: Option<bool>,
 }
 
 impl SamplingAsk {
@@ -100,8 +103,11 @@ impl SamplingAsk {
             sampler: cfg,
             stop,
             fast_forward: true,
-            // The scheduler does not draft yet.
-            draft: 0,
+            draft: match self.speculate {
+                Some(false) => 0,
+                _ => DEFAULT_DRAFT,
+            },
+            draft_model: None,
         })
     }
 }

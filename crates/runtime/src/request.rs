@@ -163,6 +163,11 @@ pub struct Outcome {
     pub reasoning_tokens: usize,
     /// The rendered prompt, when the request asked for it.
     pub prompt_text: Option<String>,
+    /// Tokens drafted ahead (speculative decoding), and how many of them the model's
+    /// own choices took.
+    pub drafted_tokens: usize,
+    /// See `drafted_tokens`.
+    pub accepted_tokens: usize,
 }
 
 impl Outcome {
@@ -181,6 +186,10 @@ impl Outcome {
             "finish": self.finish.as_str(),
             "reasoning_tokens": self.reasoning_tokens,
             "cached_tokens": self.cached_tokens,
+            "speculation": {
+                "drafted_tokens": self.drafted_tokens,
+                "accepted_tokens": self.accepted_tokens,
+            },
         });
         if let Some(p) = &self.prompt_text {
             v["prompt"] = serde_json::Value::String(p.clone());

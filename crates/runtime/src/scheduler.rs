@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 use llamay_constrain::Constraint;
 use llamay_engine::SeqState;
 use llamay_engine::ThreadPool;
-use llamay_engine::{BatchItem, LogitsWanted};
-use llamay_engine::{KV_BLOCK_TOKENS, MAX_STEP_TOKENS};
+use llamay_engine::{BatchItem, ItemLogits, LogitsWanted};
+use llamay_engine::{EXACT_PASS_TOKENS, KV_BLOCK_TOKENS, MAX_STEP_TOKENS};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::constraint::EnforcementReport;
 use crate::error::Error;
-use crate::generate::{Decoder, Finish, GenerationParams, Step};
+use crate::generate::{Decoder, Finish, GenerationParams, Replayed, Speculation};
 use crate::kv::{Prefix, PrefixCache};
 use crate::loaded::LoadedModel;
 use crate::reasoning::ThinkPlan;
@@ -45,6 +45,11 @@ pub struct SchedulerConfig {
     /// is cached and nothing waits; `None`: `kv::default_pool_bytes`, a quarter of
     /// the machine's memory, at most 8 GiB).
     pub kv_cache_bytes: Option<usize>,
+    /// Most tokens a sequence drafts ahead in one pass (`serve -no-spec`: 0). A
+    /// request may ask for fewer (`llamay_speculate: false`: none); a step drafts only
+    /// while all it feeds stays within [`EXACT_PASS_TOKENS`], so a full batch, whose
+    /// pass is no longer bound by reading the weights, runs without drafts.
+    pub max_draft: usize,
 }
 
 impl Default for SchedulerConfig {
@@ -54,6 +59,7 @@ impl Default for SchedulerConfig {
             max_queue: 64,
             timeout: Duration::from_secs(300),
             kv_cache_bytes: None,
+            max_draft: crate::generate::DEFAULT_DRAFT,
         }
     }
 }
@@ -264,6 +270,10 @@ struct Slot {
     history: Vec<u32>,
     /// Prompt tokens found computed (a cached prefix or the job's context).
     cached: usize,
+    /// Drafts: the lookup's history, the drafts in flight, the counts.
+    spec: Speculation,
+    /// Drafts at the end of `feed` (their rows are wanted too).
+    drafts: usize,
 }
 
 impl Slot {
@@ -292,6 +302,12 @@ struct EngineLoop {
 impl EngineLoop {
     fn run(mut self) {
         let _guard = StopGuard(self.counts.clone());
+        // The probe of whether drafts leave the output unchanged runs once, here,
+        // rather than inside the first request's time.
+        let draft_max = match self.cfg.max_draft > 0 && self.lm.model.rows_match_steps() {
+            true => self.cfg.max_draft,
+            false => 0,
+        };
         let mut open = true;
         while open || !self.active.is_empty() || !self.waiting.is_empty() {
             if open && self.active.is_empty() && self.waiting.is_empty() {
@@ -314,7 +330,7 @@ impl EngineLoop {
             if self.counts.cancelling.load(Ordering::SeqCst) {
                 self.cancel_everything();
             }
-            self.admit();
+            self.admit(draft_max);
             self.drop_gone();
             if !self.active.is_empty() {
                 self.step();
@@ -325,7 +341,7 @@ impl EngineLoop {
         }
     }
 
-    fn admit(&mut self) {
+    fn admit(&mut self, draft_max: usize) {
         while self.active.len() < self.cfg.max_active {
             let Some(job) = self.waiting.front() else {
                 break;
@@ -355,7 +371,14 @@ impl EngineLoop {
             .with_call_triggers(job.calls.clone());
             let now = Instant::now();
             let (seq, cached) = self.attach(&job);
+            let spec = Speculation::new(
+                &job.prompt,
+                job.params.draft.min(draft_max),
+                job.params.draft_model.as_ref(),
+            );
             self.active.push(Slot {
+                spec,
+                drafts: 0,
                 seq,
                 decoder,
                 feed: job.prompt.clone(),
@@ -467,9 +490,40 @@ impl EngineLoop {
         });
     }
 
+    /// Gives decoding sequences their drafts for this step: none while a prompt joins
+    /// (its chunk makes the pass long), else within [`EXACT_PASS_TOKENS`] fed in
+    /// all, the room left over from the chosen tokens shared out in order, and never
+    /// past what the sequence reserved in the pool (its prompt and token limit).
+    fn draft(&mut self) {
+        let joining = self.active.iter().any(|s| s.prefilling);
+        let chosen: usize = self
+            .active
+            .iter()
+            .filter(|s| !s.prefilling)
+            .map(|s| s.feed.len() - s.fed)
+            .sum();
+        let mut spare = match joining {
+            true => 0,
+            false => EXACT_PASS_TOKENS.saturating_sub(chosen),
+        };
+        let n_ctx = self.lm.model.n_ctx();
+        for s in self.active.iter_mut().filter(|s| !s.prefilling) {
+            let reserved = (s.job.prompt.len() + s.job.params.max_tokens).min(n_ctx);
+            // The token limit's last token ends the generation unfed.
+            let room = reserved.saturating_sub(s.seq.len() + s.feed.len() + 1);
+            let drafts = s
+                .spec
+                .draft(&mut s.decoder, &self.lm.tokenizer, &s.feed, spare.min(room));
+            spare -= drafts.len();
+            s.drafts = drafts.len();
+            s.feed.extend(drafts);
+        }
+    }
+
     /// One forward pass over every active sequence, then one sampling step for each
     /// sequence whose logits came back.
     fn step(&mut self) {
+        self.draft();
         // Decoding sequences take one token each; joining ones share what is left of
         // the step budget, so a long prompt never stalls the others' next token.
         let mut budget =
@@ -496,10 +550,10 @@ impl EngineLoop {
             items.push(BatchItem {
                 seq: &mut s.seq,
                 tokens: &s.feed[s.fed..end],
-                want_logits: if end == s.feed.len() {
-                    LogitsWanted::Last
-                } else {
-                    LogitsWanted::None
+                want_logits: match (end == s.feed.len(), s.drafts > 0) {
+                    (false, _) => LogitsWanted::None,
+                    (true, false) => LogitsWanted::Last,
+                    (true, true) => LogitsWanted::All,
                 },
             });
             index.push(i);
@@ -524,7 +578,7 @@ impl EngineLoop {
         };
         // Sequences whose logits came back take a step (sample, mask, stop checks).
         let mut kept: Vec<usize> = Vec::new();
-        let mut work: Vec<(usize, &mut Slot, &[f32])> = Vec::new();
+        let mut work: Vec<(usize, &mut Slot, &ItemLogits)> = Vec::new();
         let mut results = index.iter().zip(&logits).peekable();
         for (i, s) in self.active.iter_mut().enumerate() {
             let Some((_, l)) = results.next_if(|(&j, _)| j == i) else {
@@ -533,9 +587,9 @@ impl EngineLoop {
             s.history
                 .extend_from_slice(&s.feed[s.fed..s.fed + takes[i]]);
             s.fed += takes[i];
-            let Some(row) = l.last() else {
+            if l.n_rows() == 0 {
                 continue; // a prompt chunk that is not the last
-            };
+            }
             if s.prefilling {
                 // The prompt's blocks are cached as soon as they exist, for the
                 // requests that share it while this one still decodes.
@@ -555,33 +609,43 @@ impl EngineLoop {
                     .prompt_tokens
                     .fetch_add(s.feed.len() as u64, Ordering::Relaxed);
             }
-            work.push((i, s, row));
+            work.push((i, s, l));
         }
         let tokenizer = &*self.lm.tokenizer;
         // Sampling (a sort over the vocabulary) and masks are per sequence and
         // independent: spread them over the forward pass's threads, still spinning
         // (threads spawned for each step cost more than greedy sampling itself).
-        let stepped = par_map(self.lm.model.pool(), work, |(i, s, row)| {
+        let stepped = par_map(self.lm.model.pool(), work, |(i, s, l)| {
             let (job, held) = (&s.job, &mut s.held);
+            // With drafts, the rows from the last chosen token's on; else the one row.
+            let row = l.n_rows().saturating_sub(s.drafts + 1);
             let r = s
-                .decoder
-                .step(tokenizer, row, &mut |t: &str| Slot::emit(job, held, t));
+                .spec
+                .replay(&mut s.decoder, tokenizer, l, row, &mut |t: &str| {
+                    Slot::emit(job, held, t)
+                });
             // Thinking goes out as it comes when streaming; the outcome has all of it.
             if let Some(t) = s.decoder.take_reasoning() {
                 if job.stream {
                     let _ = job.events.send(GenEvent::Reasoning(t));
                 }
             }
-            match r {
-                Ok(Step::Continue(tokens)) => {
-                    s.feed.clear();
-                    s.feed.extend(tokens);
+            let (r, drop) = match r {
+                Ok(Replayed::Feed { rest, drop }) => {
+                    s.feed = rest;
                     s.fed = 0;
-                    None
+                    (None, drop)
                 }
-                Ok(Step::Done(f)) => Some((i, Ok(f))),
-                Err(e) => Some((i, Err(e.to_string()))),
-            }
+                Ok(Replayed::Done { finish, drop }) => (Some((i, Ok(finish))), drop),
+                Err(e) => (Some((i, Err(e.to_string()))), 0),
+            };
+            // The drafts past the first refused one leave the KV (and the history the
+            // prefix cache files the blocks under).
+            let keep = s.history.len() - drop;
+            s.seq.truncate(keep);
+            s.history.truncate(keep);
+            s.drafts = 0;
+            r
         });
         self.lm.model.recycle_logits(logits);
         let mut done: Vec<(usize, Option<Result<Finish, String>>)> = stepped
@@ -628,6 +692,7 @@ impl EngineLoop {
         self.stats
             .completion_tokens
             .fetch_add(done.tokens.len() as u64, Ordering::Relaxed);
+        self.stats.add_drafts(s.spec.drafted, s.spec.accepted);
         if let Some(m) = &done.mask {
             self.stats.add_mask(m);
         }
@@ -651,6 +716,8 @@ impl EngineLoop {
             reasoning: done.reasoning,
             reasoning_tokens: done.reasoning_tokens,
             prompt_text: s.job.prompt_text.take(),
+            drafted_tokens: s.spec.drafted,
+            accepted_tokens: s.spec.accepted,
         };
         let _ = events.send(GenEvent::Done(Box::new(outcome)));
     }

@@ -30,6 +30,10 @@ pub struct Stats {
     pub step_sequences: AtomicU64,
     /// Tokens fed over all steps (prompt chunks and sampled tokens).
     pub step_tokens: AtomicU64,
+    /// Tokens drafted ahead by finished generations (speculative decoding).
+    pub drafted_tokens: AtomicU64,
+    /// Drafted tokens the generations' own choices took.
+    pub accepted_tokens: AtomicU64,
     mask: Mutex<MaskTotals>,
 }
 
@@ -58,6 +62,8 @@ impl Default for Stats {
             steps: AtomicU64::new(0),
             step_sequences: AtomicU64::new(0),
             step_tokens: AtomicU64::new(0),
+            drafted_tokens: AtomicU64::new(0),
+            accepted_tokens: AtomicU64::new(0),
             mask: Mutex::new(MaskTotals::default()),
         }
     }
@@ -70,6 +76,14 @@ impl Stats {
         self.step_sequences
             .fetch_add(sequences as u64, Ordering::Relaxed);
         self.step_tokens.fetch_add(tokens as u64, Ordering::Relaxed);
+    }
+
+    /// Adds a finished request's drafts and the drafts it took.
+    pub fn add_drafts(&self, drafted: usize, accepted: usize) {
+        self.drafted_tokens
+            .fetch_add(drafted as u64, Ordering::Relaxed);
+        self.accepted_tokens
+            .fetch_add(accepted as u64, Ordering::Relaxed);
     }
 
     /// Adds a finished request's mask statistics to the totals.
@@ -103,6 +117,14 @@ impl Stats {
                 "steps": steps,
                 "mean_sequences_per_step": if steps == 0 { 0.0 } else { get(&self.step_sequences) as f64 / steps as f64 },
                 "tokens_fed": get(&self.step_tokens),
+            },
+            "speculation": {
+                "drafted_tokens": get(&self.drafted_tokens),
+                "accepted_tokens": get(&self.accepted_tokens),
+                "acceptance": match get(&self.drafted_tokens) {
+                    0 => 0.0,
+                    d => get(&self.accepted_tokens) as f64 / d as f64,
+                },
             },
             "mask": {
                 "requests": m.requests,

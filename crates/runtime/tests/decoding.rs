@@ -116,6 +116,7 @@ fn params(max: usize, sampler: SamplerConfig, stop: &[&str]) -> GenerationParams
         // The loop this is compared with sampled every token.
         fast_forward: false,
         draft: 0,
+        draft_model: None,
     }
 }
 

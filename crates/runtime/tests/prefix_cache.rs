@@ -40,6 +40,7 @@ fn greedy(max_tokens: usize) -> GenerationParams {
         stop: Vec::new(),
         fast_forward: false,
         draft: 0,
+        draft_model: None,
     }
 }
 

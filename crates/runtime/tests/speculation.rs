@@ -7,12 +7,18 @@
 //! `LLAMAY_SPEC_PROMPTS=N` adds N seeded prompts (lists to repeat, sequences to go on,
 //! records to extract) and `LLAMAY_SPEC_ROUNDS=N` gives the sampled runs N seeds each:
 //! `LLAMAY_SPEC_PROMPTS=48` checks 504 greedy and 504 sampled requests.
+//!
+//! The batching scheduler (`llamay serve`) drafts the same way: its outputs, one
+//! request at a time and eight together, are those of a scheduler that never drafts,
+//! and the counts reach the outcome and `/v1/stats`.
 
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use llamay_constrain::Constraint;
 use llamay_engine::SamplerConfig;
-use llamay_runtime::{generate, ChatMessage, GenerationParams, LoadedModel};
+use llamay_runtime::{generate, ChatMessage, DraftModel, GenerationParams, LoadedModel};
+use llamay_runtime::{GenEvent, Job, Outcome, Scheduler, SchedulerConfig, Stats};
 use llamay_testdata::{RealModel, XorShift};
 
 mod common;
@@ -138,5 +144,145 @@ fn drafts_never_change_the_output() {
             taken * 10 >= drafted.max(1),
             "{which:?}: {taken} of {drafted}"
         );
+    }
+}
+
+/// A job's text and outcome.
+fn wait(mut rx: tokio::sync::mpsc::UnboundedReceiver<GenEvent>) -> (String, Box<Outcome>) {
+    let mut text = String::new();
+    loop {
+        match rx.blocking_recv().expect("the engine hung up") {
+            GenEvent::Text(t) => text.push_str(&t),
+            GenEvent::Reasoning(_) | GenEvent::CallStart { .. } | GenEvent::CallArgs { .. } => {}
+            GenEvent::Done(o) => return (text, o),
+            GenEvent::Error(e) => panic!("{}", e.message),
+        }
+    }
+}
+
+#[test]
+fn the_scheduler_drafts_without_changing_the_output() {
+    let lm = Arc::new(common::load(RealModel::SmolLM2, 1024, Some(2)));
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 24}, "items": {"type": "array",
+        "items": {"type": "string", "maxLength": 12}, "maxItems": 6}},
+        "required": ["name", "items"]});
+    let (g, _) = llamay_constrain::schema_grammar(&schema).unwrap();
+    let schema = Constraint::from_grammar(&g, lm.vocab.clone()).unwrap();
+    let stats = Arc::new(Stats::default());
+    let start = |max_draft| {
+        let cfg = SchedulerConfig {
+            max_draft,
+            ..SchedulerConfig::default()
+        };
+        Scheduler::start("test", lm.clone(), cfg, stats.clone())
+    };
+    let (drafting, plain) = (start(8), start(0));
+    let mut jobs = Vec::new();
+    for (p, text) in PROMPTS.iter().enumerate() {
+        let prompt = lm
+            .encode_chat(&[ChatMessage::new("user", text)], None)
+            .unwrap();
+        for constraint in [None, Some(schema.clone())] {
+            let seeded = SamplerConfig {
+                temperature: 0.9,
+                seed: 7 + p as u64,
+                ..SamplerConfig::default()
+            };
+            for sampler in [SamplerConfig::greedy(), seeded] {
+                jobs.push((prompt.clone(), constraint.clone(), sampler));
+            }
+        }
+    }
+    let submit =
+        |s: &Scheduler,
+         (prompt, constraint, sampler): &(Vec<u32>, Option<Constraint>, SamplerConfig)| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let job = Job {
+                constraint: constraint.clone(),
+                ..Job::new(prompt.clone(), params(8, sampler.clone()), tx)
+            };
+            s.submit(job).unwrap();
+            rx
+        };
+    let (mut drafted, mut taken) = (0, 0);
+    let mut expected = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        let (want, base) = wait(submit(&plain, j));
+        let (got, o) = wait(submit(&drafting, j));
+        assert_eq!(got, want, "job {i}");
+        assert_eq!(o.finish, base.finish, "job {i}");
+        assert_eq!(o.completion_tokens, base.completion_tokens, "job {i}");
+        assert_eq!(base.drafted_tokens, 0, "job {i}");
+        drafted += o.drafted_tokens;
+        taken += o.accepted_tokens;
+        expected.push(want);
+    }
+    eprintln!("one at a time: {drafted} tokens drafted, {taken} taken");
+    assert!(taken > 0 && taken * 10 >= drafted, "{taken} of {drafted}");
+    // Eight at a time: the step's drafts are shared out, and joins stop them.
+    for (k, chunk) in jobs.chunks(8).enumerate() {
+        let rxs: Vec<_> = chunk.iter().map(|j| submit(&drafting, j)).collect();
+        for (i, rx) in rxs.into_iter().enumerate() {
+            let (got, o) = wait(rx);
+            assert_eq!(got, expected[8 * k + i], "job {} together", 8 * k + i);
+            drafted += o.drafted_tokens;
+            taken += o.accepted_tokens;
+        }
+    }
+    let v = stats.to_json();
+    assert_eq!(v["speculation"]["drafted_tokens"], drafted as u64);
+    assert_eq!(v["speculation"]["accepted_tokens"], taken as u64);
+}
+
+#[test]
+fn a_model_drafting_for_itself_is_always_right() {
+    for which in [RealModel::SmolLM2, RealModel::Gemma3] {
+        let lm = common::load(which, 1024, Some(2));
+        let itself = DraftModel(lm.model.clone());
+        let json = lm
+            .constraints
+            .gbnf(r#"root ::= "{\"a\": " [0-9]{1,4} "}""#)
+            .unwrap();
+        let (mut drafted, mut taken) = (0, 0);
+        for (p, text) in PROMPTS.iter().enumerate() {
+            let prompt = lm
+                .encode_chat(&[ChatMessage::new("user", text)], None)
+                .unwrap();
+            for constraint in [None, Some(&json)] {
+                let run = |draft, draft_model: Option<DraftModel>| {
+                    let params = GenerationParams {
+                        draft_model,
+                        ..params(draft, SamplerConfig::greedy())
+                    };
+                    let cancel = AtomicBool::new(false);
+                    generate(
+                        &lm.model,
+                        &lm.tokenizer,
+                        &prompt,
+                        &params,
+                        constraint,
+                        &cancel,
+                        &mut |_| {},
+                    )
+                    .unwrap()
+                };
+                let (plain, spec) = (run(0, None), run(8, Some(itself.clone())));
+                let what = format!("{which:?} prompt {p} constrained {}", constraint.is_some());
+                assert_eq!(spec.tokens, plain.tokens, "{what}");
+                assert_eq!(spec.finish, plain.finish, "{what}");
+                if constraint.is_none() {
+                    // Greedy and unconstrained: the draft is the target's own choice.
+                    assert_eq!(
+                        spec.stats.accepted_tokens, spec.stats.drafted_tokens,
+                        "{what}"
+                    );
+                    drafted += spec.stats.drafted_tokens;
+                    taken += spec.stats.accepted_tokens;
+                }
+            }
+        }
+        eprintln!("{which:?} drafting for itself: {drafted} drafted, {taken} taken");
+        assert!(drafted > 100, "{which:?}: {drafted}");
     }
 }

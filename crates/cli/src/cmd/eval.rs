@@ -92,6 +92,9 @@ pub struct EvalArgs {
     /// Sequences decoded together.
     #[arg(long, default_value_t = 8)]
     pub parallel: usize,
+    /// No speculative drafts (they never change the output; for measuring).
+    #[arg(long = "no-spec")]
+    pub no_spec: bool,
     #[command(flatten)]
     pub load: LoadArgs,
 }
@@ -180,6 +183,11 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
             max_active: a.parallel.max(1),
             max_queue: cases.len() * modes.len() + 1,
             timeout: Duration::from_secs(3600),
+            max_draft: if a.no_spec {
+                0
+            } else {
+                llamay_runtime::DEFAULT_DRAFT
+            },
             ..SchedulerConfig::default()
         },
         ..RegistryConfig::default()

@@ -9,7 +9,7 @@ use clap::Args;
 use llamay_engine::{GgufFile, ModelFacts};
 use llamay_runtime::{
     checked_grammar, Encoders, ModelSpec, PromptLayers, Registry, RegistryConfig, Runtime,
-    SchedulerConfig, Stats,
+    SchedulerConfig, Stats, DEFAULT_DRAFT,
 };
 use llamay_server::{ServeOptions, DEFAULT_BODY_LIMIT};
 
@@ -85,6 +85,11 @@ pub struct ServeArgs {
     /// first). Default: a quarter of the machine's memory, at most 8 GiB.
     #[arg(long = "kv-cache-mb")]
     pub kv_cache_mb: Option<usize>,
+    /// Feed one token at a time: no drafts of likely continuations checked in the same
+    /// pass (speculative decoding, which never changes the output; a request turns it
+    /// off for itself with `llamay_speculate: false`).
+    #[arg(long = "no-spec")]
+    pub no_spec: bool,
     /// Seconds in-flight generations may run on after SIGTERM or Ctrl-C.
     #[arg(long = "drain-timeout", default_value_t = 30)]
     pub drain_timeout: u64,
@@ -161,6 +166,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             max_queue: a.queue,
             timeout: Duration::from_secs(a.timeout),
             kv_cache_bytes: a.kv_cache_mb.map(|mb| mb.saturating_mul(1 << 20)),
+            max_draft: if a.no_spec { 0 } else { DEFAULT_DRAFT },
         },
         max_loaded: a.max_loaded,
         keep_alive: Duration::from_secs(a.keep_alive),

@@ -299,14 +299,18 @@ impl KvCache {
         }
     }
 
-    /// Stores the key and value of `pos` in layer `il` (reserved first).
+    /// Stores the key and value of `pos` in layer `il` (reserved first). A layer's
+    /// rows may be narrower than the layout's (Gemma 4's sliding layers have smaller
+    /// heads): they are stored at their own stride, as `history` is read with it.
     pub(crate) fn write(&mut self, il: usize, pos: usize, k: &[f32], v: &[f32]) {
-        let (kw, vw) = (self.layout.k_width, self.layout.v_width);
+        let (kw, vw) = (k.len(), v.len());
+        assert!(kw <= self.layout.k_width && vw <= self.layout.v_width);
         let block = Arc::get_mut(&mut self.blocks[pos / KV_BLOCK_TOKENS])
             .expect("a written block is reserved (private) first");
         let row = pos % KV_BLOCK_TOKENS;
         let k0 = block.layer_base(il);
-        let v0 = k0 + KV_BLOCK_TOKENS * kw;
+        // Values start after a whole block of the layout's key rows, as `rows` reads.
+        let v0 = k0 + KV_BLOCK_TOKENS * self.layout.k_width;
         block.store.write(k0 + row * kw, &k[..kw]);
         block.store.write(v0 + row * vw, &v[..vw]);
     }

@@ -10,7 +10,8 @@ use super::experts::ExpertScratch;
 use super::heads::TokenPrep;
 use super::linear::{matmul_many, ActsCache, Product};
 use super::ops::{rms_norm, softcap};
-use super::rope::RopeTable;
+use super::per_layer::PerLayerScratch;
+use super::rope::{RopeFactors, RopeTable};
 use super::weights::{Ffn, GateUp, Mixer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
@@ -46,6 +47,11 @@ pub(super) struct Buffers {
     pub up: Vec<f32>,
     pub acts: ActsCache,
     pub experts: ExpertScratch,
+    /// Gemma 4's per-layer inputs of the step's tokens.
+    pub per_layer: PerLayerScratch,
+    /// The step's keys and values of the last sliding [0] and global [1] layer with a
+    /// cache of its own, which the layers sharing theirs read (Gemma 4).
+    pub shared_kv: [(Vec<f32>, Vec<f32>); 2],
     /// The output projection's row pointers (see `OutView::over_rows`).
     logit_rows: RowTable,
 }
@@ -265,13 +271,20 @@ impl Model {
         }
         let mut b = self.buffers(total);
         self.embed(batch, &mut b.x)?;
+        let tokens = batch.iter().flat_map(|i| i.tokens.iter().copied());
+        self.per_layer_inputs(tokens, &b.x, &mut b.acts, &mut b.per_layer)?;
         let positions: Vec<usize> = spans
             .iter()
             .flat_map(|s| s.start_pos..s.start_pos + s.n)
             .collect();
         let factors = self.rope_factors.as_deref();
         let rope = RopeTable::new(positions.iter().copied(), &hp.rope, factors);
-        let rope_swa = RopeTable::new(positions.iter().copied(), &hp.rope_swa, factors);
+        // Gemma 4's proportional RoPE is its global layers' only.
+        let factors_swa = match hp.family.rope_factors {
+            RopeFactors::GlobalFreqs => None,
+            _ => factors,
+        };
+        let rope_swa = RopeTable::new(positions.iter().copied(), &hp.rope_swa, factors_swa);
         // Per token: its sequence has an f16 cache (see `HeadPrep::round16`).
         let round16: Vec<bool> = batch
             .iter()
@@ -300,7 +313,13 @@ impl Model {
                     self.delta_net_block(il, layer, net, batch, &spans, &mut b)?
                 }
             }
-            self.ffn_block(layer, total, &mut b)?;
+            self.ffn_block(il, layer, total, &mut b)?;
+            if let Some(input) = &layer.per_layer {
+                self.per_layer_block(il, input, &mut b.x, &mut b.acts, &mut b.per_layer)?;
+            }
+            if let Some(s) = layer.out_scale {
+                b.x.iter_mut().for_each(|v| *v *= s);
+            }
         }
         for (item, span) in batch.iter_mut().zip(&spans) {
             item.seq.n_past += span.n;
@@ -355,8 +374,9 @@ impl Model {
     /// if needed, so steady decoding allocates nothing here.
     fn buffers(&self, t: usize) -> Buffers {
         let hp = &self.hp;
-        let attn = self.weights.layers.iter().find_map(|l| l.attention());
-        let fused = matches!(attn.map(|a| &a.qkv), Some(Qkv::Fused(_)));
+        let fused = (self.weights.layers.iter())
+            .filter_map(|l| l.attention())
+            .any(|a| matches!(a.qkv, Qkv::Fused(_)));
         let gated = hp.family.tensors.q_gate;
         // Only a fused gate/up weight writes both halves into `gate`; resizing touches
         // every page, so a separate one's buffer is sized for the gate alone.
@@ -383,7 +403,7 @@ impl Model {
         b.qkv.resize(qkv, 0.0);
         b.attn_gate
             .resize(if gated { t * hp.q_width() } else { 0 }, 0.0);
-        b.attn.resize(t * hp.n_head * hp.head_dim_v, 0.0);
+        b.attn.resize(t * hp.attn_width(), 0.0);
         b.proj.resize(t * hp.n_embd, 0.0);
         // Expert layers have scratch of their own (`experts::ExpertScratch`): the dense
         // buffers would only be resident memory.

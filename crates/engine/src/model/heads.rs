@@ -4,7 +4,7 @@
 //! handing them on, or one thread can take whole rows.
 
 use super::hparams::HParams;
-use super::ops::{rms_norm_inplace, round_to_f16};
+use super::ops::{rms_norm_inplace, rms_scale, round_to_f16};
 use super::rope::RopeTable;
 use super::weights::Attention;
 
@@ -27,12 +27,14 @@ pub(super) struct HeadPrep<'a> {
     pub hp: &'a HParams,
     pub layer: &'a Attention,
     pub tokens: TokenPrep<'a>,
+    /// The layer's key and value head sizes.
+    pub dims: (usize, usize),
 }
 
 impl HeadPrep<'_> {
     /// Query columns `c0..c0 + q.len()` (whole heads) of token `t`.
     pub(super) fn queries(&self, t: usize, c0: usize, q: &mut [f32]) {
-        let (hp, hk) = (self.hp, self.hp.head_dim_k);
+        let (hp, hk) = (self.hp, self.dims.0);
         if let Some([bq, _, _]) = &self.layer.qkv_bias {
             add(q, &bq[c0..]);
         }
@@ -55,7 +57,7 @@ impl HeadPrep<'_> {
 
     /// Key columns `c0..c0 + k.len()` (whole heads) of token `t`.
     pub(super) fn keys(&self, t: usize, c0: usize, k: &mut [f32]) {
-        let (hp, hk) = (self.hp, self.hp.head_dim_k);
+        let (hp, hk) = (self.hp, self.dims.0);
         if let Some([_, bk, _]) = &self.layer.qkv_bias {
             add(k, &bk[c0..]);
         }
@@ -72,6 +74,12 @@ impl HeadPrep<'_> {
     pub(super) fn values(&self, t: usize, c0: usize, v: &mut [f32]) {
         if let Some([_, _, bv]) = &self.layer.qkv_bias {
             add(v, &bv[c0..]);
+        }
+        if self.hp.family.tensors.v_norm {
+            for head in v.chunks_exact_mut(self.dims.1) {
+                let s = rms_scale(head, self.hp.rms_eps);
+                head.iter_mut().for_each(|x| *x *= s);
+            }
         }
         self.round(t, v);
     }

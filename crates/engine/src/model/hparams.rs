@@ -3,7 +3,13 @@
 use super::family::{self, Activation, ExpertWidth, Family, Routing};
 use super::rope::{Rope, RopeScaling, RopeStyle};
 use super::ModelError;
-use crate::gguf::{GgufFile, Value};
+use crate::gguf::GgufFile;
+use gemma4::gemma4_keys;
+use linear::linear_shape;
+pub(super) use linear::LinearShape;
+
+mod gemma4;
+mod linear;
 
 /// Everything the forward pass needs to know about a model's shape.
 #[derive(Clone, Debug, PartialEq)]
@@ -11,9 +17,16 @@ pub(super) struct HParams {
     pub family: &'static Family,
     pub n_layer: usize,
     pub n_embd: usize,
+    /// The widest layer's feed-forward width.
     pub n_ff: usize,
+    /// Per layer, its feed-forward width (the file's key may be an array: Gemma 4's
+    /// wider shared-KV layers).
+    pub ff_layers: Vec<usize>,
     pub n_head: usize,
+    /// The most KV heads of any layer.
     pub n_head_kv: usize,
+    /// Per layer, its KV heads.
+    pub kv_heads: Vec<usize>,
     pub head_dim_k: usize,
     pub head_dim_v: usize,
     pub n_vocab: usize,
@@ -52,47 +65,14 @@ pub(super) struct HParams {
     /// Multi-token-prediction blocks stored after the `n_layer` trunk layers
     /// (`nextn_predict_layers`; `block_count` counts them too).
     pub n_nextn: usize,
-}
-
-/// A Gated DeltaNet layer's shape (llama.cpp's `ssm.*` keys as `qwen35` reads them).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct LinearShape {
-    /// Taps of the causal conv (`ssm.conv_kernel`): it reads the last `conv - 1`
-    /// inputs, which the state keeps.
-    pub conv: usize,
-    /// Each head's key and value width (`ssm.state_size`).
-    pub d_state: usize,
-    /// Key (and query) heads (`ssm.group_count`).
-    pub n_k_heads: usize,
-    /// Value heads (`ssm.time_step_rank`); value head h reads key head h % n_k_heads.
-    pub n_v_heads: usize,
-    /// `ssm.inner_size`: must be `d_state * n_v_heads` (checked against the tensors).
-    pub d_inner: usize,
-}
-
-impl LinearShape {
-    pub(super) fn key_dim(&self) -> usize {
-        self.d_state * self.n_k_heads
-    }
-
-    pub(super) fn value_dim(&self) -> usize {
-        self.d_state * self.n_v_heads
-    }
-
-    /// Channels of the conv: queries, keys and values.
-    pub(super) fn conv_dim(&self) -> usize {
-        2 * self.key_dim() + self.value_dim()
-    }
-
-    /// Floats of one layer's conv state: the last `conv - 1` inputs.
-    pub(super) fn conv_state_len(&self) -> usize {
-        (self.conv - 1) * self.conv_dim()
-    }
-
-    /// Floats of one layer's delta-rule state: a `d_state` square per value head.
-    pub(super) fn matrix_state_len(&self) -> usize {
-        self.n_v_heads * self.d_state * self.d_state
-    }
+    /// The sliding layers' head size (keys and values alike) where it is not the
+    /// global layers' (Gemma 4's `key_length_swa`).
+    pub swa_head_dim: Option<usize>,
+    /// Per layer: the layer whose keys and values it attends to, itself unless it
+    /// shares an earlier one's (Gemma 4's last `shared_kv_layers`).
+    pub kv_layer: Vec<usize>,
+    /// Width of each layer's slice of the per-layer inputs (Gemma 4); 0: none.
+    pub n_embd_per_layer: usize,
 }
 
 /// Queries scaled by position: 1 + `scale` * ln(1 + floor(p / `floor`)) at position p
@@ -123,10 +103,6 @@ pub(super) struct ExpertShape {
     /// Multiplies the chosen experts' weights (`expert_weights_scale`, when not 0 or 1).
     pub weights_scale: Option<f32>,
 }
-
-/// Most floats of one linear layer's delta-rule state (256 MiB; Qwen 3.5's largest
-/// is 128 × 128 × 64 = 1 Mi).
-const MAX_STATE_FLOATS: u64 = 1 << 26;
 
 /// llama.cpp's `LLAMA_MAX_EXPERTS`.
 const MAX_EXPERTS: usize = 512;
@@ -168,18 +144,25 @@ impl HParams {
         // llama.cpp reads the dense width as optional; Qwen 3.5 MoE files may have
         // none (their experts' widths have keys of their own). A dense layer then fails
         // on its first feed-forward tensor, by name.
-        let n_ff = match (family.delta_net, opt("feed_forward_length")?) {
-            (_, Some(n)) => n,
-            (true, None) => 0,
-            (false, None) => req("feed_forward_length")?,
+        let ff_key = key("feed_forward_length");
+        let ff_layers = match file.get(&ff_key) {
+            None if family.delta_net => vec![0; n_layer],
+            _ => per_layer_u32(file, &ff_key, n_layer)?,
         };
+        let n_ff = ff_layers.iter().copied().max().unwrap_or(0);
         let n_head = req("attention.head_count")?;
-        let n_head_kv = opt("attention.head_count_kv")?.unwrap_or(n_head);
-        if n_head % n_head_kv != 0 {
+        // One count, or one per layer (Gemma 4's global layers have fewer KV heads).
+        let kv_key = key("attention.head_count_kv");
+        let kv_heads = match file.get(&kv_key) {
+            None => vec![n_head; n_layer],
+            Some(_) => per_layer_u32(file, &kv_key, n_layer)?,
+        };
+        if let Some(bad) = kv_heads.iter().find(|&&h| n_head % h != 0) {
             return Err(ModelError::Invalid(format!(
-                "head_count {n_head} is not a multiple of head_count_kv {n_head_kv}"
+                "head_count {n_head} is not a multiple of head_count_kv {bad}"
             )));
         }
+        let n_head_kv = kv_heads.iter().copied().max().unwrap_or(n_head);
         let head_dim_k = opt("attention.key_length")?.unwrap_or(n_embd / n_head);
         let head_dim_v = opt("attention.value_length")?.unwrap_or(n_embd / n_head);
         if family.tensors.q_gate && head_dim_k != head_dim_v {
@@ -228,15 +211,43 @@ impl HParams {
             ),
             None => (None, 0, rope_base, rope_freq_scale),
         };
-        let pattern = match file.opt_u32(&key("attention.sliding_window_pattern"))? {
-            Some(p) => p as usize,
-            None => pattern,
+        // Gemma 4's key is an array of flags instead, read by `gemma4_keys`.
+        let pattern = match file.opt_u32(&key("attention.sliding_window_pattern")) {
+            _ if family.gemma4_keys => pattern,
+            r => r?.map_or(pattern, |p| p as usize),
         };
         // llama.cpp: pattern 0 means every layer slides, else layer il slides iff
         // il % pattern < pattern - 1.
         let swa_layers = (0..n_layer)
             .map(|il| sliding_window.is_some() && (pattern == 0 || il % pattern < pattern - 1))
             .collect();
+        let g4 = match family.gemma4_keys {
+            true => Some(gemma4_keys(
+                file,
+                arch_name,
+                n_layer,
+                (head_dim_k, rope_dims),
+            )?),
+            false => None,
+        };
+        let swa_layers = match &g4 {
+            Some(g) => g.swa_layers.clone(),
+            None => swa_layers,
+        };
+        // llama.cpp requires Gemma 4's window (its sliding flags mean nothing without).
+        if g4.is_some() && sliding_window.is_none() {
+            let key = key("attention.sliding_window");
+            return Err(crate::gguf::GgufError::MissingKey { key }.into());
+        }
+        let kv_layer: Vec<usize> = g4
+            .as_ref()
+            .map_or_else(|| (0..n_layer).collect(), |g| g.kv_layer.clone());
+        if family.tensors.q_gate && kv_layer.iter().enumerate().any(|(il, &s)| s != il) {
+            // A shared-KV layer's `QueryOnly` projection has no gate rows.
+            return Err(ModelError::Invalid(
+                "gated queries with layers sharing keys and values are not supported".into(),
+            ));
+        }
         let rope_base_swa = file
             .opt_f32(&key("rope.freq_base_swa"))?
             .unwrap_or(default_swa_base);
@@ -261,7 +272,10 @@ impl HParams {
             true => Some((n_embd as f32).sqrt()),
             false => scale("embedding_scale")?,
         };
-        let attn_scale = scale("attention.scale")?.unwrap_or(1.0 / (head_dim_k as f32).sqrt());
+        let attn_scale = match family.attn_scale {
+            Some(s) => s,
+            None => scale("attention.scale")?.unwrap_or(1.0 / (head_dim_k as f32).sqrt()),
+        };
         let rope_layers = (0..n_layer)
             .map(|il| family.no_rope_every.is_none_or(|n| (il + 1) % n != 0))
             .collect();
@@ -296,8 +310,10 @@ impl HParams {
             n_layer,
             n_embd,
             n_ff,
+            ff_layers,
             n_head,
             n_head_kv,
+            kv_heads,
             head_dim_k,
             head_dim_v,
             n_vocab,
@@ -305,7 +321,12 @@ impl HParams {
             rms_eps,
             rope_style: family.rope_style,
             rope: Rope::new(rope_dims, rope_base, rope_freq_scale, &rope_scaling),
-            rope_swa: Rope::new(rope_dims, rope_base_swa, swa_scale, &rope_scaling),
+            rope_swa: Rope::new(
+                g4.as_ref().map_or(rope_dims, |g| g.rope_dims_swa),
+                rope_base_swa,
+                swa_scale,
+                &rope_scaling,
+            ),
             rope_scaling,
             sliding_window,
             swa_layers,
@@ -322,12 +343,36 @@ impl HParams {
             linear,
             recurrent_layers,
             n_nextn,
+            swa_head_dim: g4.as_ref().and_then(|g| g.head_dim_swa),
+            kv_layer,
+            n_embd_per_layer: g4.as_ref().map_or(0, |g| g.n_embd_per_layer),
         })
     }
 
-    /// Width of all query heads together.
+    /// Layer `il`'s key and value head sizes.
+    pub(super) fn head_dims(&self, il: usize) -> (usize, usize) {
+        match self.swa_head_dim {
+            Some(d) if self.swa_layers[il] => (d, d),
+            _ => (self.head_dim_k, self.head_dim_v),
+        }
+    }
+
+    /// Layer `il`'s widths of all query, key and value heads together.
+    pub(super) fn widths(&self, il: usize) -> (usize, usize, usize) {
+        let ((hk, hv), kvh) = (self.head_dims(il), self.kv_heads[il]);
+        (self.n_head * hk, kvh * hk, kvh * hv)
+    }
+
+    /// The widest layer's widths (scratch buffers and KV rows are sized so).
+    fn max_widths(&self) -> (usize, usize, usize) {
+        (0..self.n_layer)
+            .map(|il| self.widths(il))
+            .fold((0, 0, 0), |m, w| (m.0.max(w.0), m.1.max(w.1), m.2.max(w.2)))
+    }
+
+    /// Width of all query heads together (the widest layer's).
     pub(super) fn q_width(&self) -> usize {
-        self.n_head * self.head_dim_k
+        self.max_widths().0
     }
 
     /// Width of the query projection: the queries, and with `q_gate` as many gates.
@@ -335,15 +380,22 @@ impl HParams {
         self.q_width() * if self.family.tensors.q_gate { 2 } else { 1 }
     }
 
-    /// Layers that keep keys and values (the full-attention ones).
-    pub(super) fn n_kv_layers(&self) -> usize {
-        self.recurrent_layers.iter().filter(|r| !**r).count()
+    /// Does layer `il` keep keys and values of its own? Only an attention layer
+    /// (not a linear one, which keeps a recurrent state) that shares no earlier
+    /// layer's (Gemma 4's last layers).
+    pub(super) fn owns_kv(&self, il: usize) -> bool {
+        !self.recurrent_layers[il] && self.kv_layer[il] == il
     }
 
-    /// Where layer `il`'s keys and values sit in a KV block: its index among the
-    /// layers that keep them (linear layers keep a recurrent state instead).
+    /// Layers with a KV cache of their own: the layers of a KV block.
+    pub(super) fn n_kv_layers(&self) -> usize {
+        (0..self.n_layer).filter(|&il| self.owns_kv(il)).count()
+    }
+
+    /// Where the keys and values layer `il` attends to sit in a KV block: the index,
+    /// among the layers that own them, of its own or of the layer it shares.
     pub(super) fn kv_slot(&self, il: usize) -> usize {
-        self.recurrent_layers[..il].iter().filter(|r| !**r).count()
+        (0..self.kv_layer[il]).filter(|&j| self.owns_kv(j)).count()
     }
 
     /// Index among the linear layers of linear layer `il` (its recurrent state's).
@@ -351,14 +403,22 @@ impl HParams {
         self.recurrent_layers[..il].iter().filter(|r| **r).count()
     }
 
-    /// Width of all key heads together.
+    /// Width of all key heads together (the widest layer's).
     pub(super) fn k_width(&self) -> usize {
-        self.n_head_kv * self.head_dim_k
+        self.max_widths().1
     }
 
-    /// Width of all value heads together.
+    /// Width of all value heads together (the widest layer's).
     pub(super) fn v_width(&self) -> usize {
-        self.n_head_kv * self.head_dim_v
+        self.max_widths().2
+    }
+
+    /// Width of the attention's output, all query heads' values (the widest layer's).
+    pub(super) fn attn_width(&self) -> usize {
+        (0..self.n_layer)
+            .map(|il| self.n_head * self.head_dims(il).1)
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -399,75 +459,26 @@ fn expert_shape(
     }))
 }
 
-/// The Gated DeltaNet shape and which layers are linear: `attention.recurrent_layers`
-/// when the file lists them, else every layer but each `full_attention_interval`-th
-/// (default 4), as llama.cpp decides.
-fn linear_shape(
-    file: &GgufFile,
-    arch: &str,
-    n_layer: usize,
-) -> Result<(LinearShape, Vec<bool>), ModelError> {
-    let key = |s: &str| format!("{arch}.{s}");
-    let req = |s: &str| -> Result<usize, ModelError> {
-        let k = key(s);
-        dim(&k, file.get_u32(&k)?)
-    };
-    let shape = LinearShape {
-        conv: req("ssm.conv_kernel")?,
-        d_state: req("ssm.state_size")?,
-        n_k_heads: req("ssm.group_count")?,
-        n_v_heads: req("ssm.time_step_rank")?,
-        d_inner: req("ssm.inner_size")?,
-    };
-    // A sequence's state holds a d × d matrix per value head per layer: a hostile
-    // file must not make each new sequence ask for terabytes.
-    let per_layer = (shape.d_state as u128).pow(2) * shape.n_v_heads as u128;
-    if per_layer > MAX_STATE_FLOATS as u128 {
+/// A key that is one value for every layer or an array of one per layer (llama.cpp's
+/// `get_key_or_arr`).
+fn per_layer_u32(file: &GgufFile, key: &str, n_layer: usize) -> Result<Vec<usize>, ModelError> {
+    if let Ok(v) = file.get_u32(key) {
+        return Ok(vec![dim(key, v)?; n_layer]);
+    }
+    let arr = file.get_array(key)?;
+    let values: Vec<usize> = file
+        .array_items(arr)
+        .map(|v| v.as_i128().and_then(|i| u32::try_from(i).ok()))
+        .map(|v| v.ok_or_else(|| ModelError::Invalid(format!("{key} holds a non-integer"))))
+        .map(|v| v.and_then(|v| dim(key, v)))
+        .collect::<Result<_, _>>()?;
+    if values.len() != n_layer {
         return Err(ModelError::Invalid(format!(
-            "ssm.state_size {} with {} value heads makes a recurrent state of {per_layer} floats a layer (at most {MAX_STATE_FLOATS})",
-            shape.d_state, shape.n_v_heads
+            "{key} has {} values for {n_layer} layers",
+            values.len()
         )));
     }
-    if !shape.n_v_heads.is_multiple_of(shape.n_k_heads) {
-        return Err(ModelError::Invalid(format!(
-            "ssm.time_step_rank {} (value heads) is not a multiple of ssm.group_count {} (key heads)",
-            shape.n_v_heads, shape.n_k_heads
-        )));
-    }
-    let listed = key("attention.recurrent_layers");
-    let layers = match file.opt_array(&listed)? {
-        Some(arr) => {
-            // The converter writes booleans; integers are read as llama.cpp would.
-            let flags = file
-                .array_items(arr)
-                .map(|v| match v {
-                    Value::Bool(b) => Some(b),
-                    v => v.as_i128().map(|i| i != 0),
-                })
-                .collect::<Option<Vec<bool>>>()
-                .ok_or_else(|| {
-                    ModelError::Invalid(format!("{listed} is not an array of booleans"))
-                })?;
-            if flags.len() < n_layer {
-                return Err(ModelError::Invalid(format!(
-                    "{listed} lists {} layers of {n_layer}",
-                    flags.len()
-                )));
-            }
-            flags[..n_layer].to_vec()
-        }
-        None => {
-            let every = file.opt_u32(&key("full_attention_interval"))?.unwrap_or(4) as usize;
-            if every == 0 {
-                return Err(ModelError::Invalid(format!(
-                    "{} is 0",
-                    key("full_attention_interval")
-                )));
-            }
-            (0..n_layer).map(|il| (il + 1) % every != 0).collect()
-        }
-    };
-    Ok((shape, layers))
+    Ok(values)
 }
 
 fn dim(key: &str, v: u32) -> Result<usize, ModelError> {
@@ -525,5 +536,42 @@ mod tests {
         let hp = read("gemma-F32");
         assert_eq!(hp.rope_scaling.yarn, YarnKeys::DEFAULT);
         assert_eq!(hp.embed_scale, Some(128f32.sqrt()));
+    }
+
+    /// Gemma 4: sliding layers by the file's flags with heads of their own size and
+    /// rotation, the last two layers reading layers 2 and 3's keys and values (no
+    /// cache of their own), queries unscaled; GLM-4 rotates half of each head.
+    #[test]
+    fn gemma4_layer_kinds_and_shared_kv_and_glm4_partial_rope() {
+        let read = |name| {
+            let path = llamay_testdata::dense_model(name);
+            HParams::from_gguf(&GgufFile::open(path).unwrap()).unwrap()
+        };
+        let hp = read("gemma4-F32");
+        assert_eq!(hp.swa_layers, [true, false, true, false, true, false]);
+        assert_eq!(
+            (hp.kv_layer.clone(), hp.n_kv_layers()),
+            (vec![0, 1, 2, 3, 2, 3], 4)
+        );
+        // A shared layer reads its source layer's KV slot.
+        let slots: Vec<usize> = (0..hp.n_layer).map(|il| hp.kv_slot(il)).collect();
+        assert_eq!(slots, [0, 1, 2, 3, 2, 3]);
+        assert_eq!((hp.head_dims(0), hp.head_dims(1)), ((32, 32), (64, 64)));
+        assert_eq!((hp.widths(4), hp.widths(5)), ((128, 64, 64), (256, 64, 64)));
+        assert_eq!(
+            (hp.kv_heads.clone(), hp.n_head_kv),
+            (vec![2, 1, 2, 1, 2, 1], 2)
+        );
+        assert_eq!((hp.k_width(), hp.v_width(), hp.q_width()), (64, 64, 256));
+        assert_eq!((hp.rope_swa.dims, hp.rope.dims), (32, 64));
+        assert_eq!((hp.rope_swa.base, hp.rope.base), (10_000.0, 100_000.0));
+        assert_eq!((hp.attn_scale, hp.n_embd_per_layer), (1.0, 32));
+        assert_eq!(hp.final_softcap, Some(30.0));
+        assert_eq!(
+            (hp.ff_layers.clone(), hp.n_ff),
+            (vec![256, 256, 256, 256, 512, 512], 512)
+        );
+        let hp = read("glm4-F32");
+        assert_eq!((hp.rope.dims, hp.head_dim_k, hp.n_kv_layers()), (16, 32, 2));
     }
 }

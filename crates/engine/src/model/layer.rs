@@ -27,20 +27,26 @@ impl Model {
             .attention()
             .ok_or_else(|| ModelError::Invalid(format!("layer {il} has no attention")))?;
         let (e, total) = (hp.n_embd, b.x.len() / hp.n_embd);
-        let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
-        let (hk, hv) = (hp.head_dim_k, hp.head_dim_v);
+        let (qw, kw, vw) = hp.widths(il);
+        let (hk, hv) = hp.head_dims(il);
         let heads = HeadPrep {
             hp,
             layer: attn,
             tokens,
+            dims: (hk, hv),
         };
         // Qwen 3.5's query rows hold each head's query then its output gate.
         let gated = hp.family.tensors.q_gate;
-        let qpw = hp.q_proj_width();
+        let qpw = if gated { 2 * qw } else { qw };
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {
             norm_range(x, &layer.attn_norm, hp.rms_eps, e, start, dst)
         };
+        let (bq, bk, bv) = (
+            &mut b.q[..total * qw],
+            &mut b.k[..total * kw],
+            &mut b.v[..total * vw],
+        );
         b.acts.invalidate();
         match &attn.qkv {
             Qkv::Separate { q, k, v } if gated => {
@@ -51,13 +57,13 @@ impl Model {
                 let values = |t, c0, v: &mut [f32]| heads.values(t, c0, v);
                 let products = vec![
                     Product::new(q, &mut b.qkv[..total * qpw]),
-                    Product::new(k, &mut b.k).then(hk, &keys),
-                    Product::new(v, &mut b.v).then(hv, &values),
+                    Product::new(k, bk).then(hk, &keys),
+                    Product::new(v, bv).then(hv, &values),
                 ];
                 matmul_many(&self.pool, &self.file, &b.acts, products)?;
                 for t in 0..total {
                     let r = &b.qkv[t * qpw..(t + 1) * qpw];
-                    let q = &mut b.q[t * qw..(t + 1) * qw];
+                    let q = &mut bq[t * qw..(t + 1) * qw];
                     let g = &mut b.attn_gate[t * qw..(t + 1) * qw];
                     split_gate(r, q, g, hk);
                     heads.queries(t, 0, q);
@@ -72,21 +78,27 @@ impl Model {
                 let keys = |t, c0, k: &mut [f32]| heads.keys(t, c0, k);
                 let values = |t, c0, v: &mut [f32]| heads.values(t, c0, v);
                 let products = vec![
-                    Product::new(q, &mut b.q).then(hk, &queries),
-                    Product::new(k, &mut b.k).then(hk, &keys),
-                    Product::new(v, &mut b.v).then(hv, &values),
+                    Product::new(q, bq).then(hk, &queries),
+                    Product::new(k, bk).then(hk, &keys),
+                    Product::new(v, bv).then(hv, &values),
                 ];
+                matmul_many(&self.pool, &self.file, &b.acts, products)?;
+            }
+            Qkv::QueryOnly(q) => {
+                b.acts.prepare_computed(&self.pool, q, &normed, total)?;
+                let queries = |t, c0, q: &mut [f32]| heads.queries(t, c0, q);
+                let products = vec![Product::new(q, bq).then(hk, &queries)];
                 matmul_many(&self.pool, &self.file, &b.acts, products)?;
             }
             Qkv::Fused(w) => {
                 b.acts.prepare_computed(&self.pool, w, &normed, total)?;
-                let out = &mut b.qkv;
+                let row = qpw + kw + vw;
+                let out = &mut b.qkv[..total * row];
                 let product = Product::new(w, out);
                 matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
-                let row = qpw + kw + vw;
                 for t in 0..total {
                     let r = &b.qkv[t * row..(t + 1) * row];
-                    let q = &mut b.q[t * qw..(t + 1) * qw];
+                    let q = &mut bq[t * qw..(t + 1) * qw];
                     if gated {
                         let g = &mut b.attn_gate[t * qw..(t + 1) * qw];
                         split_gate(&r[..qpw], q, g, hk);
@@ -94,14 +106,34 @@ impl Model {
                         q.copy_from_slice(&r[..qw]);
                     }
                     heads.queries(t, 0, q);
-                    let k = &mut b.k[t * kw..(t + 1) * kw];
+                    let k = &mut bk[t * kw..(t + 1) * kw];
                     k.copy_from_slice(&r[qpw..qpw + kw]);
                     heads.keys(t, 0, k);
-                    let v = &mut b.v[t * vw..(t + 1) * vw];
+                    let v = &mut bv[t * vw..(t + 1) * vw];
                     v.copy_from_slice(&r[qpw + kw..]);
                     heads.values(t, 0, v);
                 }
             }
+        }
+        // A layer sharing an earlier layer's cache reads that layer's keys and values
+        // of this step too, kept when it ran (its own rows are overwritten since).
+        let kv_il = hp.kv_layer[il];
+        let share = usize::from(!hp.swa_layers[il]);
+        if kv_il == il && hp.kv_layer[il + 1..].contains(&il) {
+            let (k, v) = &mut b.shared_kv[share];
+            k.clear();
+            k.extend_from_slice(&b.k[..total * kw]);
+            v.clear();
+            v.extend_from_slice(&b.v[..total * vw]);
+        }
+        let (keys_now, values_now) = match kv_il == il {
+            true => (&b.k[..total * kw], &b.v[..total * vw]),
+            false => (&b.shared_kv[share].0[..], &b.shared_kv[share].1[..]),
+        };
+        if keys_now.len() != total * kw || values_now.len() != total * vw {
+            return Err(ModelError::Invalid(format!(
+                "layer {il} shares the keys and values of layer {kv_il}, which has other shapes"
+            )));
         }
         let window = if hp.swa_layers[il] {
             hp.sliding_window
@@ -111,8 +143,8 @@ impl Model {
         let ow = hp.n_head * hv;
         // Attention reads each item's cached positions from its blocks in place and
         // the batch's own rows from the step's buffers; the new rows are stored after.
-        // Linear-attention layers keep no keys and values: this layer's sit at its
-        // index among the attention layers.
+        // Linear-attention layers and shared-KV layers keep no keys and values of
+        // their own: the ones this layer reads sit at the slot of the layer owning them.
         let slot = hp.kv_slot(il);
         let histories: Vec<_> = batch
             .iter()
@@ -134,15 +166,15 @@ impl Model {
                 row0: rows.start,
                 args: AttnArgs {
                     q: &b.q[rows.start * qw..rows.end * qw],
-                    k_new: &b.k[rows.start * kw..rows.end * kw],
-                    v_new: &b.v[rows.start * vw..rows.end * vw],
+                    k_new: &keys_now[rows.start * kw..rows.end * kw],
+                    v_new: &values_now[rows.start * vw..rows.end * vw],
                     k_old,
                     v_old,
                     old_start,
                     start: s.start_pos,
                     n: rows.len(),
                     n_head: hp.n_head,
-                    n_head_kv: hp.n_head_kv,
+                    n_head_kv: hp.kv_heads[il],
                     head_dim_k: hk,
                     head_dim_v: hv,
                     window,
@@ -154,7 +186,7 @@ impl Model {
             });
         }
         let wo = &attn.attn_out;
-        let group_cols = hp.n_head / hp.n_head_kv * hv;
+        let group_cols = hp.n_head / hp.kv_heads[il] * hv;
         // The output projection's input is quantized by the tasks too, when each
         // task's columns are whole blocks of it.
         let rows = &mut b.attn[..total * ow];
@@ -176,7 +208,11 @@ impl Model {
         }
         drop(jobs);
         drop(histories);
-        for (item, s) in batch.iter_mut().zip(spans).filter(|(_, s)| s.n > 0) {
+        for (item, s) in batch
+            .iter_mut()
+            .zip(spans)
+            .filter(|(_, s)| s.n > 0 && kv_il == il)
+        {
             for t in 0..s.n {
                 let r = s.row0 + t;
                 item.seq.kv.write(
@@ -236,6 +272,7 @@ impl Model {
 
     pub(super) fn ffn_block(
         &self,
+        il: usize,
         layer: &Layer,
         total: usize,
         b: &mut Buffers,
@@ -248,7 +285,7 @@ impl Model {
             }
         };
         let hp = &self.hp;
-        let (e, ff) = (hp.n_embd, hp.n_ff);
+        let (e, ff) = (hp.n_embd, hp.ff_layers[il]);
         let act = gate_fn(hp.activation);
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {

@@ -20,6 +20,7 @@ mod hparams;
 mod layer;
 mod linear;
 mod ops;
+mod per_layer;
 mod rope;
 mod split;
 mod weights;
@@ -45,12 +46,20 @@ use crate::quant::QuantError;
 use hparams::HParams;
 use weights::Weights;
 
+/// The architectures a file may name, generation families then encoders, for the
+/// error that refuses another.
+fn known_architectures() -> String {
+    let mut names = family::names();
+    names.extend(encoder::family_names());
+    names.join(", ")
+}
+
 /// Why a model could not be loaded or run.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    #[error("architecture {0:?} is not supported (llamay runs llama, qwen2, qwen3, gemma2, gemma3, phi3)")]
+    #[error("architecture {0:?} is not supported (llamay runs {known})", known = known_architectures())]
     UnsupportedArch(String),
     #[error("tensor {tensor:?} has type {ty}, which llamay cannot compute with")]
     UnsupportedType { tensor: String, ty: GgmlType },
@@ -269,7 +278,7 @@ impl Model {
     fn kv_layout(&self, ty: KvType) -> Layout {
         Layout {
             model_id: self.id,
-            // Linear-attention layers keep no keys and values.
+            // Linear-attention layers and shared-KV layers keep no keys and values.
             n_layer: self.hp.n_kv_layers(),
             k_width: self.hp.k_width(),
             v_width: self.hp.v_width(),

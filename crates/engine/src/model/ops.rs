@@ -157,6 +157,29 @@ pub(super) fn gelu_tanh(x: f32) -> f32 {
     x * (1.0 - 1.0 / (exp_fast(2.0 * u) + 1.0))
 }
 
+/// GELU as llama.cpp's CPU backend computes it: the tanh form, looked up by the input
+/// rounded to f16, the result rounded to f16 too (inputs beyond ±10 saturate). Matching
+/// it keeps a random-weight model's large activations within llama.cpp's scores.
+pub(super) fn gelu_ggml(x: f32) -> f32 {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    if x <= -10.0 {
+        return 0.0;
+    }
+    if x >= 10.0 {
+        return x;
+    }
+    let table = TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|bits| {
+                let f = half::f16::from_bits(bits).to_f32();
+                let g = 0.5 * f * (1.0 + (0.797_884_6 * f * (1.0 + 0.044715 * f * f)).tanh());
+                half::f16::from_f32(g).to_f32()
+            })
+            .collect()
+    });
+    table[half::f16::from_f32(x).to_bits() as usize]
+}
+
 /// `gate[i] = act(gate[i]) · up[i]`: the gated feed-forward activation over a slice,
 /// compiled a second time for AVX2 (8 lanes instead of SSE2's 4) where the CPU has
 /// it. No FMA contraction either way, so both give the same bits.
@@ -197,6 +220,7 @@ pub(super) fn gate_fn(act: Activation) -> fn(&mut [f32], &[f32]) {
     match act {
         Activation::Silu => silu_gate,
         Activation::GeluTanh => gelu_tanh_gate,
+        Activation::GeluTable => gelu_table_gate,
         Activation::SwigluOai => swiglu_oai_gate,
     }
 }
@@ -213,6 +237,7 @@ pub(super) fn swiglu_oai_gate(gate: &mut [f32], up: &[f32]) {
     }
 }
 gated!(gelu_tanh_gate, gelu_tanh);
+gated!(gelu_table_gate, gelu_ggml);
 
 #[cfg(test)]
 mod tests {

@@ -29,6 +29,9 @@ pub(super) enum RopeFactors {
     /// Interleaved M-RoPE (`rope.dimension_sections`, Qwen 3.5): text tokens give the
     /// fourth section position 0, so its pairs do not turn; an infinite divisor says so.
     ImropeSections,
+    /// `rope_freqs` when present, on the global (non-sliding) layers only: Gemma 4's
+    /// proportional RoPE.
+    GlobalFreqs,
 }
 
 /// `rope.scaling.type`; llama.cpp reads an absent one as `linear`.
@@ -277,12 +280,16 @@ pub(super) fn freq_factors(
     };
     let name = match kind {
         RopeFactors::ImropeSections => return imrope_still_pairs(file, rope.dims / 2),
-        RopeFactors::FreqsOrLongRope if file.tensor("rope_freqs.weight").is_some() => {
+        RopeFactors::FreqsOrLongRope | RopeFactors::GlobalFreqs
+            if file.tensor("rope_freqs.weight").is_some() =>
+        {
             "rope_freqs.weight"
         }
         RopeFactors::FreqsOrLongRope if scaling.kind == ScalingType::LongRope => long_or_short,
         RopeFactors::LongRope => long_or_short,
-        RopeFactors::FreqsOrLongRope | RopeFactors::None => return Ok(None),
+        RopeFactors::FreqsOrLongRope | RopeFactors::GlobalFreqs | RopeFactors::None => {
+            return Ok(None)
+        }
     };
     let factors = opt_vector(file, name, rope.dims / 2)?;
     if let Some(bad) = factors

@@ -3,6 +3,7 @@
 use super::arena::Arena;
 use super::hparams::{ExpertShape, HParams, LinearShape};
 use super::linear::{arena_footprint, load_table, load_vector, opt_table, opt_vector, Weight};
+use super::per_layer::{LayerInput, PerLayerInputs};
 use super::ModelError;
 use crate::gguf::GgufFile;
 
@@ -10,8 +11,15 @@ use crate::gguf::GgufFile;
 // One per layer, never moved after loading: boxing would buy nothing.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Qkv {
-    Separate { q: Weight, k: Weight, v: Weight },
+    Separate {
+        q: Weight,
+        k: Weight,
+        v: Weight,
+    },
     Fused(Weight),
+    /// A layer attending to an earlier layer's keys and values (Gemma 4's shared-KV
+    /// layers): its queries only.
+    QueryOnly(Weight),
 }
 
 /// Feed-forward input projections: separate gate and up, or fused (phi3: gate rows first).
@@ -63,6 +71,10 @@ pub(crate) struct Layer {
     pub ffn_norm: Vec<f32>,
     pub ffn: Ffn,
     pub post_ffn_norm: Option<Vec<f32>>,
+    /// Its per-layer input's gate, projection and norm (Gemma 4).
+    pub per_layer: Option<LayerInput>,
+    /// Multiplies the layer's output (Gemma 4's `layer_output_scale`).
+    pub out_scale: Option<f32>,
 }
 
 impl Layer {
@@ -145,6 +157,8 @@ pub(crate) struct Weights {
     /// Multi-token-prediction blocks (Qwen 3.5), kept for speculative decoding.
     #[allow(dead_code)]
     pub mtp: Vec<Mtp>,
+    /// The per-layer input tables (Gemma 4).
+    pub per_layer: Option<PerLayerInputs>,
 }
 
 impl Weights {
@@ -183,6 +197,10 @@ impl Weights {
             output_norm: load_vector(file, "output_norm.weight", e)?,
             output,
             mtp,
+            per_layer: match hp.n_embd_per_layer {
+                0 => None,
+                w => Some(PerLayerInputs::load(file, &arena, hp, w)?),
+            },
         })
     }
 
@@ -201,23 +219,33 @@ fn load_layer(
     let n = |s: &str| format!("blk.{il}.{s}");
     let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
     let e = hp.n_embd;
+    // A prediction block (after the trunk) has the trunk's last layer's shape: the
+    // families with such blocks give every layer the same widths.
+    let hl = il.min(hp.n_layer - 1);
     let layout = &hp.family.tensors;
     let mixer = match (hp.recurrent_layers.get(il), &hp.linear) {
         (Some(true), Some(shape)) => Mixer::DeltaNet(load_delta_net(file, arena, shape, il, e)?),
         _ => Mixer::Attention(load_attention(file, arena, hp, il)?),
     };
+    if hp.family.gemma4_keys && file.tensor(&n("ffn_gate_inp.weight")).is_some() {
+        return Err(ModelError::Invalid(format!(
+            "{}: Gemma 4's mixture-of-experts layers are not supported yet",
+            n("ffn_gate_inp.weight")
+        )));
+    }
+    let ff = hp.ff_layers[hl];
     let ffn = match &hp.experts {
         Some(shape) => Ffn::Experts(load_experts(file, arena, hp, shape, il)?),
-        None if layout.fused => Ffn::Dense {
-            gate_up: GateUp::Fused(load("ffn_up.weight", e, 2 * hp.n_ff)?),
-            down: load("ffn_down.weight", hp.n_ff, e)?,
+        None if layout.fused_gate_up => Ffn::Dense {
+            gate_up: GateUp::Fused(load("ffn_up.weight", e, 2 * ff)?),
+            down: load("ffn_down.weight", ff, e)?,
         },
         None => Ffn::Dense {
             gate_up: GateUp::Separate {
-                gate: load("ffn_gate.weight", e, hp.n_ff)?,
-                up: load("ffn_up.weight", e, hp.n_ff)?,
+                gate: load("ffn_gate.weight", e, ff)?,
+                up: load("ffn_up.weight", e, ff)?,
             },
-            down: load("ffn_down.weight", hp.n_ff, e)?,
+            down: load("ffn_down.weight", ff, e)?,
         },
     };
     let post = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
@@ -234,10 +262,16 @@ fn load_layer(
         ffn_norm: load_vector(file, &n(&format!("{}.weight", layout.ffn_norm)), e)?,
         ffn,
         post_ffn_norm: post("post_ffw_norm.weight")?,
+        per_layer: match hp.n_embd_per_layer {
+            0 => None,
+            w => Some(LayerInput::load(file, arena, e, w, il)?),
+        },
+        out_scale: opt_vector(file, &n("layer_output_scale.weight"), 1)?.map(|s| s[0]),
     })
 }
 
-/// Layer `il`'s attention: Q (with its gate rows when the family has them), K, V.
+/// Layer `il`'s attention: Q (with its gate rows when the family has them), K, V; a
+/// layer sharing an earlier layer's keys and values has its queries only.
 fn load_attention(
     file: &GgufFile,
     arena: &Arena,
@@ -247,27 +281,50 @@ fn load_attention(
     let n = |s: &str| format!("blk.{il}.{s}");
     let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
     let e = hp.n_embd;
-    let (qw, kw, vw) = (hp.q_width(), hp.k_width(), hp.v_width());
+    // A prediction block (after the trunk) has the trunk's last layer's shape.
+    let hl = il.min(hp.n_layer - 1);
+    let (qw, kw, vw) = hp.widths(hl);
+    let (hk, hv) = hp.head_dims(hl);
+    // The query projection's rows: with `q_gate`, each head's query then its gate.
+    let qpw = if hp.family.tensors.q_gate { 2 * qw } else { qw };
     let layout = &hp.family.tensors;
+    let own_kv = hp.kv_layer[hl] == hl;
     // llama.cpp's `create_tensor_qkv` takes a fused `attn_qkv` wherever one is stored
-    // (Qwen 3.5's full-attention layers may have either); Phi-3 always has one.
-    let fused = layout.fused || (layout.q_gate && file.tensor(&n("attn_qkv.weight")).is_some());
-    let qkv = if fused {
-        Qkv::Fused(load("attn_qkv.weight", e, hp.q_proj_width() + kw + vw)?)
+    // (GLM-4 and Qwen 3.5's full-attention layers may have either); Phi-3 always has one.
+    let fused_qkv = layout.fused_qkv || file.tensor(&n("attn_qkv.weight")).is_some();
+    let qkv = if !own_kv {
+        // Never gated: `HParams` refuses gated queries with shared keys and values.
+        Qkv::QueryOnly(load("attn_q.weight", e, qw)?)
+    } else if fused_qkv {
+        Qkv::Fused(load("attn_qkv.weight", e, qpw + kw + vw)?)
     } else {
+        // Gemma 4's larger files give some layers no `attn_v`: their values are their
+        // keys' product (normed and not rotated), as llama.cpp reads them.
+        let keys_as_values = hp.family.gemma4_keys && kw == vw;
+        let v_name = match file.tensor(&n("attn_v.weight")) {
+            None if keys_as_values => "attn_k.weight",
+            _ => "attn_v.weight",
+        };
         Qkv::Separate {
-            q: load("attn_q.weight", e, hp.q_proj_width())?,
+            q: load("attn_q.weight", e, qpw)?,
             k: load("attn_k.weight", e, kw)?,
-            v: load("attn_v.weight", e, vw)?,
+            v: load(v_name, e, vw)?,
         }
     };
     let qkv_bias = match (
+        opt_vector(file, &n("attn_qkv.bias"), qw + kw + vw)?,
         opt_vector(file, &n("attn_q.bias"), qw)?,
         opt_vector(file, &n("attn_k.bias"), kw)?,
         opt_vector(file, &n("attn_v.bias"), vw)?,
     ) {
-        (Some(q), Some(k), Some(v)) => Some([q, k, v]),
-        (None, None, None) => None,
+        // One fused bias, cut as the fused product's rows are.
+        (Some(b), None, None, None) => Some([
+            b[..qw].to_vec(),
+            b[qw..qw + kw].to_vec(),
+            b[qw + kw..].to_vec(),
+        ]),
+        (None, Some(q), Some(k), Some(v)) => Some([q, k, v]),
+        (None, None, None, None) => None,
         _ => {
             return Err(ModelError::Invalid(format!(
                 "layer {il} has some but not all of the q/k/v biases"
@@ -276,7 +333,7 @@ fn load_attention(
     };
     let qk_norm = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
         if layout.qk_norm {
-            load_vector(file, &n(s), hp.head_dim_k).map(Some)
+            load_vector(file, &n(s), hk).map(Some)
         } else {
             Ok(None)
         }
@@ -285,12 +342,12 @@ fn load_attention(
         qkv,
         qkv_bias,
         q_norm: qk_norm("attn_q_norm.weight")?,
-        k_norm: qk_norm("attn_k_norm.weight")?,
-        attn_out: load(
-            &format!("{}.weight", layout.attn_output),
-            hp.n_head * hp.head_dim_v,
-            e,
-        )?,
+        // A layer reading another's keys has no key norm of its own.
+        k_norm: match own_kv {
+            true => qk_norm("attn_k_norm.weight")?,
+            false => None,
+        },
+        attn_out: load(&format!("{}.weight", layout.attn_output), hp.n_head * hv, e)?,
         attn_out_bias: opt_vector(file, &n(&format!("{}.bias", layout.attn_output)), e)?,
         attn_sinks: match layout.sinks {
             Some(name) => Some(load_vector(file, &n(name), hp.n_head)?),

@@ -49,6 +49,9 @@ pub(crate) struct Decoder {
     text: Utf8Assembler,
     history: Vec<u32>,
     tokens: Vec<u32>,
+    /// The tokens the last step wrote, the one that ended generation included (an
+    /// end-of-generation token is not among `tokens`): what drafts are matched to.
+    written: Vec<u32>,
     forced: usize,
     fast_forwarded: usize,
     fast_forward: bool,
@@ -106,6 +109,7 @@ impl Decoder {
             text: Utf8Assembler::default(),
             history: prompt.to_vec(),
             tokens: Vec::new(),
+            written: Vec::new(),
             forced: 0,
             fast_forwarded: 0,
             fast_forward: params.fast_forward,
@@ -188,6 +192,7 @@ impl Decoder {
         logits: &[f32],
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Step, GenerateError> {
+        self.written.clear();
         if self.harmony.is_some() {
             return self.harmony_step(tokenizer, logits, on_text);
         }
@@ -236,6 +241,7 @@ impl Decoder {
         }
         self.remaining -= feed.len();
         for &t in &feed {
+            self.written.push(t);
             self.history.push(t);
             if let Some(th) = self.thinking.as_mut() {
                 th.answered(tokenizer.token_bytes(t));
@@ -262,6 +268,84 @@ impl Decoder {
             return Ok(Step::Done(self.out_of_budget()));
         }
         Ok(Step::Continue(feed))
+    }
+
+    /// How many of `drafts`, from the front, the constraint at this point would take
+    /// in turn: a draft it refuses could never be chosen, so neither it nor what
+    /// follows it is worth a row. All of them where nothing constrains the next
+    /// token (free text, thinking, harmony's channels, which decide for themselves).
+    pub(crate) fn drafts_allowed(&mut self, drafts: &[u32]) -> usize {
+        if self.harmony.is_some() || self.thinking.as_ref().is_some_and(ThinkState::thinking) {
+            return drafts.len();
+        }
+        let active = match self.calls.as_mut().and_then(|w| w.open.as_mut()) {
+            Some(call) => Some(&mut call.matcher),
+            None => self.matcher.as_mut(),
+        };
+        let Some(m) = active else {
+            return drafts.len();
+        };
+        let n = drafts.iter().take_while(|&&t| m.commit(t).is_ok()).count();
+        // Drafts are fewer than the matcher's rollback window, so this cannot fail;
+        // were it to, the matcher would be left ahead of the output: refuse then.
+        m.rollback(n)
+            .expect("drafts fit the matcher's rollback window");
+        n
+    }
+
+    /// The constraint's mask once `drafts` are written (committed, then undone), for
+    /// a draft model to draft within; `None` where nothing constrains the next token,
+    /// and an empty mask (nothing allowed) past a draft the constraint refuses.
+    pub(crate) fn mask_after(&mut self, drafts: &[u32]) -> Option<&[u64]> {
+        if self.harmony.is_some() || self.thinking.as_ref().is_some_and(ThinkState::thinking) {
+            return None;
+        }
+        let m = match self.calls.as_mut().and_then(|w| w.open.as_mut()) {
+            Some(call) => &mut call.matcher,
+            None => self.matcher.as_mut()?,
+        };
+        let n = drafts.iter().take_while(|&&t| m.commit(t).is_ok()).count();
+        let whole = n == drafts.len();
+        if whole {
+            m.mask(&mut self.mask);
+        }
+        m.rollback(n)
+            .expect("drafts fit the matcher's rollback window");
+        Some(if whole { self.mask.words() } else { &[] })
+    }
+
+    /// The tokens fast-forward would feed after `drafts` when the last of them is
+    /// chosen (forced bytes, spelled as [`forced::fast_forward`] spells them): the
+    /// drafts that follow a chosen token for free. Empty where nothing is forced.
+    pub(crate) fn forced_after(&mut self, tokenizer: &Tokenizer, drafts: &[u32]) -> Vec<u32> {
+        let free =
+            self.harmony.is_some() || self.thinking.as_ref().is_some_and(ThinkState::thinking);
+        if !self.fast_forward || free || drafts.is_empty() {
+            return Vec::new();
+        }
+        let m = match self.calls.as_mut().and_then(|w| w.open.as_mut()) {
+            Some(call) => &mut call.matcher,
+            None => match self.matcher.as_mut() {
+                Some(m) => m,
+                None => return Vec::new(),
+            },
+        };
+        let n = drafts.iter().take_while(|&&t| m.commit(t).is_ok()).count();
+        let mut run = Vec::new();
+        if n == drafts.len() {
+            let mut so_far = self.tokens[self.tokens.len().saturating_sub(8)..].to_vec();
+            so_far.extend_from_slice(drafts);
+            let left = self.remaining.saturating_sub(drafts.len());
+            run = forced::fast_forward(tokenizer, m, &so_far, left);
+        }
+        m.rollback(n + run.len())
+            .expect("drafts fit the matcher's rollback window");
+        run
+    }
+
+    /// The tokens the last [`step`](Self::step) wrote (see `written`).
+    pub(crate) fn written(&self) -> &[u32] {
+        &self.written
     }
 
     /// A token of free text (no constraint, or strict `auto` between calls). A token

@@ -7,12 +7,15 @@
 pub(crate) mod calls;
 mod decoder;
 mod draft;
+mod draft_model;
 mod forced;
 mod harmony;
+mod speculation;
 mod stats;
 mod thinking;
 mod utf8;
 
+pub use draft_model::DraftModel;
 pub use harmony::HarmonyPlan;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +27,8 @@ use llamay_engine::Tokenizer;
 use llamay_engine::{BatchItem, ItemLogits, LogitsWanted, EXACT_PASS_TOKENS};
 use llamay_engine::{Model, ModelError};
 
-pub(crate) use decoder::{Decoder, Step};
+pub(crate) use decoder::Decoder;
+pub(crate) use speculation::{Replayed, Speculation};
 pub use stats::GenerationStats;
 pub(crate) use utf8::Utf8Assembler;
 
@@ -77,10 +81,16 @@ pub struct GenerationParams {
     pub stop: Vec<String>,
     /// Take the tokens of forced bytes without sampling (see `forced`).
     pub fast_forward: bool,
-    /// Most tokens drafted ahead in one pass (speculative decoding, see `draft`;
-    /// `llamay run` only for now); 0: none.
+    /// Most tokens drafted ahead in one pass (speculative decoding, see `draft`);
+    /// 0: none.
     pub draft: usize,
+    /// The model that writes the drafts (same vocabulary); `None`: prompt lookup.
+    pub draft_model: Option<DraftModel>,
 }
+
+/// Most tokens drafted ahead in one pass unless asked otherwise (`llamay run`,
+/// `llamay serve`).
+pub const DEFAULT_DRAFT: usize = 8;
 
 impl Default for GenerationParams {
     fn default() -> Self {
@@ -90,6 +100,7 @@ impl Default for GenerationParams {
             stop: Vec::new(),
             fast_forward: true,
             draft: 0,
+            draft_model: None,
         }
     }
 }
@@ -209,44 +220,37 @@ pub fn generate_continuing(
         false => 0,
     };
     let decode_start = Instant::now();
-    let mut spec = Speculation::new(prompt, draft);
+    let mut spec = Speculation::new(prompt, draft, params.draft_model.as_ref());
     // The row of `logits` the next step reads (one per token of the last pass).
     let mut row = 0;
     let finish = loop {
         if cancel.load(Ordering::Relaxed) {
             break Finish::Cancelled;
         }
-        let n = logits.n_vocab;
-        let at = logits.data.get(row * n..(row + 1) * n).unwrap_or(&[]);
-        match decoder.step(tokenizer, at, on_text)? {
-            Step::Done(f) => break f,
-            Step::Continue(feed) => {
-                let taken = spec.take(&feed);
-                if taken == feed.len() {
-                    // Every token chosen was a draft: the pass computed what follows.
-                    row += taken;
-                    continue;
-                }
+        let rest = match spec.replay(&mut decoder, tokenizer, &logits, row, on_text)? {
+            Replayed::Done { finish, .. } => break finish,
+            Replayed::Feed { rest, drop } => {
                 // The drafts past the first refused one leave the KV.
-                let keep = seq.len() - spec.drop_pending();
+                let keep = seq.len() - drop;
                 seq.truncate(keep);
-                let rest = &feed[taken..];
-                // Within the context, and within the pass the engine vouches for.
-                let room = model
-                    .n_ctx()
-                    .saturating_sub(seq.len() + rest.len())
-                    .min(EXACT_PASS_TOKENS.saturating_sub(rest.len()));
-                let drafts = spec.draft(rest, room);
-                let mut tokens = rest.to_vec();
-                tokens.extend_from_slice(&drafts);
-                let next = match drafts.is_empty() {
-                    true => step(model, &mut seq, &tokens, LogitsWanted::Last)?,
-                    false => step(model, &mut seq, &tokens, LogitsWanted::All)?,
-                };
-                row = if drafts.is_empty() { 0 } else { rest.len() - 1 };
-                model.recycle_logits([std::mem::replace(&mut logits, next)]);
+                rest
             }
-        }
+        };
+        // Within the context and the token limit (whose last token ends the
+        // generation unfed), and within the pass the engine vouches for.
+        let reserved = (prompt.len() + params.max_tokens).min(model.n_ctx());
+        let room = reserved
+            .saturating_sub(seq.len() + rest.len() + 1)
+            .min(EXACT_PASS_TOKENS.saturating_sub(rest.len()));
+        let drafts = spec.draft(&mut decoder, tokenizer, &rest, room);
+        let mut tokens = rest.clone();
+        tokens.extend_from_slice(&drafts);
+        let next = match drafts.is_empty() {
+            true => step(model, &mut seq, &tokens, LogitsWanted::Last)?,
+            false => step(model, &mut seq, &tokens, LogitsWanted::All)?,
+        };
+        row = if drafts.is_empty() { 0 } else { rest.len() - 1 };
+        model.recycle_logits([std::mem::replace(&mut logits, next)]);
     };
     let done = decoder.finish(finish, on_text);
     let stats = GenerationStats {
@@ -280,71 +284,6 @@ pub fn check_prompt(prompt: &[u32], n_ctx: usize) -> Result<(), GenerateError> {
         });
     }
     Ok(())
-}
-
-/// A sequence's drafts: what it holds (prompt and output), the drafts of the last
-/// pass not yet matched by a choice, and the counts.
-struct Speculation {
-    history: Vec<u32>,
-    pending: Vec<u32>,
-    size: Option<draft::DraftSize>,
-    /// The last pass's drafts, and how many of them were taken.
-    last: (usize, usize),
-    drafted: usize,
-    accepted: usize,
-}
-
-impl Speculation {
-    fn new(prompt: &[u32], max: usize) -> Speculation {
-        Speculation {
-            history: prompt.to_vec(),
-            pending: Vec::new(),
-            size: (max > 0).then(|| draft::DraftSize::new(max)),
-            last: (0, 0),
-            drafted: 0,
-            accepted: 0,
-        }
-    }
-
-    /// Matches the decoder's choices against the pending drafts: how many of them are
-    /// drafts already in the KV (from the front).
-    fn take(&mut self, feed: &[u32]) -> usize {
-        let taken = feed
-            .iter()
-            .zip(&self.pending)
-            .take_while(|(a, b)| a == b)
-            .count();
-        self.pending.drain(..taken);
-        self.history.extend_from_slice(&feed[..taken]);
-        self.accepted += taken;
-        self.last.1 += taken;
-        taken
-    }
-
-    /// Forgets the drafts not taken; returns how many positions they held.
-    fn drop_pending(&mut self) -> usize {
-        let n = self.pending.len();
-        self.pending.clear();
-        if let Some(s) = self.size.as_mut() {
-            s.update(self.last.0, self.last.1);
-        }
-        self.last = (0, 0);
-        n
-    }
-
-    /// Drafts to feed after `rest` (the chosen tokens not yet in the KV), within
-    /// `room` positions of the context.
-    fn draft(&mut self, rest: &[u32], room: usize) -> Vec<u32> {
-        self.history.extend_from_slice(rest);
-        let Some(size) = &self.size else {
-            return Vec::new();
-        };
-        let drafts = draft::lookup(&self.history, size.get().min(room));
-        self.pending = drafts.clone();
-        self.drafted += drafts.len();
-        self.last = (drafts.len(), 0);
-        drafts
-    }
 }
 
 /// Feeds tokens and returns the logits of the last one, or of each (`All`).

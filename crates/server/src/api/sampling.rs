@@ -43,6 +43,7 @@ macro_rules! with_sampling_knobs {
             $vis frequency_penalty: Option<f64>,
             $vis presence_penalty: Option<f64>,
             $vis seed: Option<i64>,
+            $vis llamay_speculate: Option<bool>,
         }
 
         impl $name {
@@ -58,6 +59,7 @@ macro_rules! with_sampling_knobs {
                     seed: self.seed,
                     max_tokens,
                     stop,
+                    speculate: self.llamay_speculate,
                 }
             }
         }

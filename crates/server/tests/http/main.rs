@@ -12,3 +12,4 @@ mod constraints;
 mod expert_contexts;
 mod harmony;
 mod refusals;
+mod speculation;

@@ -8,8 +8,8 @@ use anyhow::Context;
 use llamay_engine::LoadOptions;
 use llamay_runtime::snapshot;
 use llamay_runtime::{
-    chat_channels, generate_continuing, Finish, GenerationParams, LoadedModel, PromptLayers,
-    TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
+    chat_channels, generate_continuing, DraftModel, Finish, GenerationParams, LoadedModel,
+    PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
 
 use super::backend::{Backend, Input, Reply};
@@ -22,6 +22,8 @@ pub struct Local {
     kv: String,
     /// `-prompt-cache FILE`: where the prompt's KV is kept between runs.
     pub prompt_cache: Option<PathBuf>,
+    /// `-draft MODEL`: the model that writes the drafts.
+    pub draft: Option<DraftModel>,
 }
 
 impl Local {
@@ -35,8 +37,37 @@ impl Local {
             path,
             kv: kv.to_string(),
             prompt_cache: None,
+            draft: None,
         })
     }
+}
+
+/// Loads `-draft MODEL` beside `main`, refusing one whose tokens are not `main`'s:
+/// its drafts are token ids of `main`'s vocabulary.
+pub fn load_draft(
+    model: &str,
+    opts: &LoadOptions,
+    main: &LoadedModel,
+) -> anyhow::Result<DraftModel> {
+    let (path, _) = resolve_model(model)?;
+    let d = LoadedModel::load(&path, opts)
+        .with_context(|| format!("cannot load the draft model {}", path.display()))?;
+    let (a, b) = (&main.tokenizer, &d.tokenizer);
+    let differs = (0..a.n_vocab().max(b.n_vocab()) as u32).find(|&t| {
+        t as usize >= a.n_vocab()
+            || t as usize >= b.n_vocab()
+            || a.token_bytes(t) != b.token_bytes(t)
+    });
+    if let Some(t) = differs {
+        anyhow::bail!(
+            "the draft model {} has another vocabulary ({} tokens against {}; token {t} differs): \
+             a draft model must share the model's tokens",
+            path.display(),
+            b.n_vocab(),
+            a.n_vocab()
+        );
+    }
+    Ok(DraftModel(d.model))
 }
 
 /// `-prompt-cache FILE`: a KV snapshot of the last prompt, tied to the model file.
@@ -137,12 +168,16 @@ impl Backend for Local {
             Some(c) => c.resume(lm, &tokens),
             None => (lm.model.new_sequence(), 0),
         };
+        let params = GenerationParams {
+            draft_model: self.draft.clone(),
+            ..params.clone()
+        };
         let g = generate_continuing(
             &lm.model,
             &lm.tokenizer,
             start,
             &tokens,
-            (params, automaton.as_ref(), channels.as_ref()),
+            (&params, automaton.as_ref(), channels.as_ref()),
             cancel,
             &mut |s: &str| {
                 text.push_str(s);

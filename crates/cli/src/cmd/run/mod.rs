@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use llamay_engine::SamplerConfig;
-use llamay_runtime::{ChatMessage, GenerationParams};
+use llamay_runtime::{ChatMessage, GenerationParams, DEFAULT_DRAFT};
 
 use super::load_args::LoadArgs;
 use super::UsageError;
@@ -111,6 +111,11 @@ pub struct RunArgs {
     /// (a KV snapshot tied to the model file; runs the model in this process).
     #[arg(long = "prompt-cache", value_name = "FILE")]
     pub prompt_cache: Option<std::path::PathBuf>,
+    /// Draft with MODEL (same vocabulary, smaller) instead of prompt lookup: its
+    /// greedy guesses are checked in the main model's passes and never change the
+    /// output (runs the models in this process).
+    #[arg(long = "draft", value_name = "MODEL")]
+    pub draft: Option<String>,
 }
 
 /// The model named and the prompt given, from the flags and the words after `run`.
@@ -163,9 +168,6 @@ fn read_stdin() -> anyhow::Result<String> {
     Ok(s)
 }
 
-/// Most tokens `run` drafts ahead in one pass.
-const DRAFT_TOKENS: usize = 8;
-
 /// Who generates: a server that answers and can serve the model, else this process.
 /// Load flags (`-threads`, `-ctx`, `-kv`) describe a model this process loads.
 fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String)> {
@@ -174,6 +176,7 @@ fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String
         || a.load.kv != "f32"
         || a.no_fast_forward
         || a.no_spec
+        || a.draft.is_some()
         || a.prompt_cache.is_some();
     if !a.local && !load_flags {
         let client = ServerClient::from_env()?;
@@ -202,6 +205,9 @@ fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String
     let mut l = local::Local::load(model, &opts, &a.load.kv)?;
     super::load_args::announce_device(&l.lm.model);
     l.prompt_cache = a.prompt_cache.clone();
+    if let Some(d) = &a.draft {
+        l.draft = Some(local::load_draft(d, &opts, &l.lm)?);
+    }
     Ok((Box::new(l), format!("{model} · running in this process")))
 }
 
@@ -250,7 +256,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         },
         stop: Vec::new(),
         fast_forward: !a.no_fast_forward,
-        draft: if a.no_spec { 0 } else { DRAFT_TOKENS },
+        draft: if a.no_spec { 0 } else { DEFAULT_DRAFT },
+        draft_model: None,
     };
     let chat = !a.raw && (a.chat || a.system.is_some() || asked.ollama_form);
     let input = prompt.map(|prompt| {

@@ -60,6 +60,30 @@ impl DeviceModel {
             )
             .into());
         }
+        // Gemma 4's blocks have no kernels yet: it runs on the CPU engine.
+        if hp.n_embd_per_layer > 0
+            || hp.swa_head_dim.is_some()
+            || (0..hp.n_layer).any(|il| hp.kv_layer[il] != il)
+        {
+            return Err(GpuError::Unsupported(
+                "per-layer inputs, shared KV layers and per-layer head sizes (Gemma 4) run on the CPU engine only".into(),
+            )
+            .into());
+        }
+        if hp.ff_layers.iter().any(|&f| f != hp.n_ff)
+            || hp.kv_heads.iter().any(|&h| h != hp.n_head_kv)
+        {
+            return Err(GpuError::Unsupported(
+                "feed-forward widths or KV head counts that differ by layer run on the CPU engine only".into(),
+            )
+            .into());
+        }
+        if hp.family.tensors.v_norm {
+            return Err(GpuError::Unsupported(
+                "value norms (Gemma 4) run on the CPU engine only".into(),
+            )
+            .into());
+        }
         if hp.family.tensors.sinks.is_some() {
             return Err(
                 GpuError::Unsupported("attention sinks run on the CPU engine only".into()).into(),

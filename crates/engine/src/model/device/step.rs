@@ -439,7 +439,7 @@ impl Model {
         matmul(rec, up, up_rows, &mut xn, (&a.up, ff, 0), (total, false));
         let op = match hp.activation {
             Activation::Silu => SILU,
-            Activation::GeluTanh => GELU_TANH,
+            Activation::GeluTanh | Activation::GeluTable => GELU_TANH,
             // Only experts use it, and expert layers are refused at upload.
             Activation::SwigluOai => unreachable!("no dense layer has gpt-oss's activation"),
         };

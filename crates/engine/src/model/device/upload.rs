@@ -124,6 +124,12 @@ impl Uploader<'_> {
                     v: self.matrix(v)?,
                 },
                 Qkv::Fused(w) => DevQkv::Fused(self.matrix(w)?),
+                Qkv::QueryOnly(_) => {
+                    return Err(GpuError::Unsupported(
+                        "shared KV layers run on the CPU engine only".into(),
+                    )
+                    .into())
+                }
             },
             qkv_bias: a
                 .qkv_bias

@@ -46,6 +46,11 @@ const NOMIC_BERT: EncoderFamily = EncoderFamily {
 const FAMILIES: &[EncoderFamily] = &[BERT, NOMIC_BERT];
 
 /// The family of architecture `name`, if the encoder runs it.
+/// Every encoder family's name.
+pub(in crate::model) fn names() -> Vec<&'static str> {
+    FAMILIES.iter().map(|f| f.name).collect()
+}
+
 pub(super) fn find(name: &str) -> Option<&'static EncoderFamily> {
     FAMILIES.iter().find(|f| f.name == name)
 }

@@ -1,10 +1,8 @@
 //! The feed-forward block, added to the layer's input: GELU over one product (BERT) or
 //! SwiGLU over two (nomic-bert).
 
-use std::sync::OnceLock;
-
 use super::super::linear::{matmul_many, ActsCache, Product};
-use super::super::ops::silu_gate;
+use super::super::ops::{gelu_ggml as gelu, silu_gate};
 use super::super::ModelError;
 use super::add;
 use super::weights::EncoderLayer;
@@ -15,29 +13,6 @@ use super::Encoder;
 pub(super) struct FfnBuffers {
     up: Vec<f32>,
     gate: Vec<f32>,
-}
-
-/// GELU as llama.cpp's CPU backend computes it: the tanh form, looked up by the input
-/// rounded to f16, the result rounded to f16 too (inputs beyond ±10 saturate). Matching
-/// it keeps a random-weight model's large activations within llama.cpp's scores.
-fn gelu(x: f32) -> f32 {
-    static TABLE: OnceLock<Vec<f32>> = OnceLock::new();
-    if x <= -10.0 {
-        return 0.0;
-    }
-    if x >= 10.0 {
-        return x;
-    }
-    let table = TABLE.get_or_init(|| {
-        (0..=u16::MAX)
-            .map(|bits| {
-                let f = half::f16::from_bits(bits).to_f32();
-                let g = 0.5 * f * (1.0 + (0.797_884_6 * f * (1.0 + 0.044715 * f * f)).tanh());
-                half::f16::from_f32(g).to_f32()
-            })
-            .collect()
-    });
-    table[half::f16::from_f32(x).to_bits() as usize]
 }
 
 impl Encoder {

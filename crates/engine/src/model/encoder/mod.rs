@@ -7,6 +7,8 @@
 //! same kind of thread pool and matrix kernels as the decoders.
 
 mod family;
+
+pub(super) use family::names as family_names;
 mod ffn;
 mod forward;
 mod qkv;

@@ -47,3 +47,20 @@ pub(in crate::model) const GEMMA3: Family = Family {
     attn_softcap: false,
     ..GEMMA2
 };
+
+/// Gemma 4: Gemma 3 with norms on the values too and queries unscaled (the Q/K norms
+/// stand in), sliding layers by the file's per-layer pattern with their own head and
+/// rotation sizes, proportional RoPE (`rope_freqs`) on the global layers, layers
+/// sharing earlier ones' keys and values, and per-layer inputs (see `per_layer`).
+pub(in crate::model) const GEMMA4: Family = Family {
+    name: "gemma4",
+    tensors: Tensors {
+        v_norm: true,
+        ..GEMMA3.tensors
+    },
+    rope_factors: RopeFactors::GlobalFreqs,
+    activation: Activation::GeluTable,
+    attn_scale: Some(1.0),
+    gemma4_keys: true,
+    ..GEMMA3
+};

@@ -15,7 +15,9 @@ pub(in crate::model) const GPT_OSS: Family = Family {
     activation: Activation::SwigluOai,
     scale_embeddings: false,
     tensors: Tensors {
-        fused: false,
+        fused_qkv: false,
+        fused_gate_up: false,
+        v_norm: false,
         qk_norm: false,
         post_norms: false,
         ffn_norm: "post_attention_norm",
@@ -36,6 +38,8 @@ pub(in crate::model) const GPT_OSS: Family = Family {
     yarn_keys: false,
     attn_temperature: false,
     delta_net: false,
+    attn_scale: None,
+    gemma4_keys: false,
     experts: Some(Routing {
         gating: Gating::SoftmaxOfChosen,
         normalise: false,

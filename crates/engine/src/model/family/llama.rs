@@ -11,7 +11,9 @@ pub(in crate::model) const LLAMA: Family = Family {
     activation: Activation::Silu,
     scale_embeddings: false,
     tensors: Tensors {
-        fused: false,
+        fused_qkv: false,
+        fused_gate_up: false,
+        v_norm: false,
         qk_norm: false,
         post_norms: false,
         ffn_norm: "ffn_norm",
@@ -28,6 +30,8 @@ pub(in crate::model) const LLAMA: Family = Family {
     yarn_keys: false,
     attn_temperature: false,
     delta_net: false,
+    attn_scale: None,
+    gemma4_keys: false,
     // Mixtral: a Llama file with `expert_count`.
     experts: Some(Routing {
         gating: Gating::Softmax,

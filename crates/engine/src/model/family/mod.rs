@@ -5,6 +5,7 @@
 //! new block (experts, linear attention) adds it to the shared ops and a field here.
 
 mod gemma;
+mod glm4;
 mod gpt_oss;
 mod granite;
 mod llama;
@@ -21,6 +22,10 @@ use super::rope::{RopeFactors, RopeStyle};
 pub(super) enum Activation {
     Silu,
     GeluTanh,
+    /// The tanh GELU looked up in llama.cpp's f16 table, as its CPU backend's `geglu`
+    /// computes it (Gemma 4: six layers of per-layer inputs and shared keys amplify
+    /// the table's rounding past the F32 tolerance otherwise).
+    GeluTable,
     /// gpt-oss's clamped SwiGLU (`swiglu_oai`).
     SwigluOai,
 }
@@ -58,6 +63,14 @@ pub(super) struct Family {
     /// The RoPE scaling type when the file names none (Ollama's gpt-oss files give a
     /// factor but no type: YaRN). `None`: llama.cpp's default, linear.
     pub rope_scaling: Option<&'static str>,
+    /// The query scale the graph fixes whatever the head size (Gemma 4: 1, its Q/K
+    /// norms standing in); `None`: 1/sqrt(head size), or Granite's key.
+    pub attn_scale: Option<f32>,
+    /// Reads Gemma 4's per-layer inputs (`embedding_length_per_layer_input`), the
+    /// layers sharing earlier layers' keys and values (`attention.shared_kv_layers`)
+    /// and the sliding layers' own head and rotation sizes (`key_length_swa`,
+    /// `rope.dimension_count_swa`); see `per_layer`.
+    pub gemma4_keys: bool,
     /// How the family routes tokens to experts, when the file has experts
     /// (`expert_count` > 0); `None`: the family has none (the key is ignored).
     pub experts: Option<Routing>,
@@ -99,8 +112,13 @@ pub(super) enum ExpertWidth {
 /// How a family's layer tensors are laid out.
 #[derive(Debug, PartialEq)]
 pub(super) struct Tensors {
-    /// One `attn_qkv` matrix and one `ffn_up` holding gate then up rows (Phi-3).
-    pub fused: bool,
+    /// One `attn_qkv` matrix (Phi-3). A family without it still reads one where the
+    /// file has `attn_qkv` (llama.cpp's `create_tensor_qkv`: GLM-4 may come either way).
+    pub fused_qkv: bool,
+    /// One `ffn_up` holding gate then up rows (Phi-3, GLM-4).
+    pub fused_gate_up: bool,
+    /// Values RMS-normed per head without a weight (Gemma 4).
+    pub v_norm: bool,
     /// Per-head RMS norms of Q and K (`attn_q_norm`, `attn_k_norm`).
     pub qk_norm: bool,
     /// Norms of the attention and feed-forward outputs before each residual add
@@ -146,9 +164,16 @@ pub(super) const FAMILIES: &[&Family] = &[
     &gemma::GEMMA,
     &smollm3::SMOLLM3,
     &mistral3::MISTRAL3,
+    &glm4::GLM4,
+    &gemma::GEMMA4,
     &qwen35::QWEN35,
     &qwen35::QWEN35MOE,
 ];
+
+/// Every family's name, in the table's order.
+pub(super) fn names() -> Vec<&'static str> {
+    FAMILIES.iter().map(|f| f.name).collect()
+}
 
 /// The family `general.architecture` names.
 pub(super) fn by_name(name: &str) -> Option<&'static Family> {

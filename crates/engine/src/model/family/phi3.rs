@@ -9,7 +9,9 @@ pub(in crate::model) const PHI3: Family = Family {
     activation: Activation::Silu,
     scale_embeddings: false,
     tensors: Tensors {
-        fused: true,
+        fused_qkv: true,
+        fused_gate_up: true,
+        v_norm: false,
         qk_norm: false,
         post_norms: false,
         ffn_norm: "ffn_norm",
@@ -26,5 +28,7 @@ pub(in crate::model) const PHI3: Family = Family {
     yarn_keys: false,
     attn_temperature: false,
     delta_net: false,
+    attn_scale: None,
+    gemma4_keys: false,
     experts: None,
 };

@@ -100,6 +100,8 @@ struct MessagesRequest {
     thinking: Option<Thinking>,
     llamay_thinking_budget: Option<i64>,
     llamay_echo_prompt: Option<bool>,
+    /// `false`: no speculative drafts (the output is the same; only speed differs).
+    llamay_speculate: Option<bool>,
     seed: Option<i64>,
     /// A named context the messages continue.
     llamay_context: Option<String>,
@@ -373,6 +375,7 @@ async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError
         seed: r.seed,
         max_tokens: Some(r.max_tokens),
         stop: r.stop_sequences.unwrap_or_default(),
+        speculate: r.llamay_speculate,
         ..SamplingAsk::default()
     }
     .into_params()?;
