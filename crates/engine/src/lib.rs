@@ -35,7 +35,7 @@ pub use ggml_type::GgmlType;
 pub use gguf::{
     ArrayIter, ArrayValue, GgufError, GgufFile, StrIter, TensorInfo, Value, ValueType, What,
 };
-pub use kv_cache::{KvBlock, KvType, SeqState, KV_BLOCK_TOKENS};
+pub use kv_cache::{KvBlock, KvType, RecurrentState, SeqState, KV_BLOCK_TOKENS};
 pub use model::{
     gpu_adapters, l2_normalize, resolve_device, BatchSplit, Encoder, LoadOptions, Model,
     ModelError, Pooling, EXACT_PASS_TOKENS, MAX_STEP_TOKENS,

@@ -205,6 +205,12 @@ pub fn dense_model(name: &str) -> PathBuf {
     fetched_by("make-dense-models", &[], name)
 }
 
+/// A tiny random-weight hybrid model made by `scripts/make-hybrid-models`
+/// (`qwen35-F32`, `qwen35-Q8_0`, and the broken `qwen35-bad-*`).
+pub fn hybrid_model(name: &str) -> PathBuf {
+    fetched_by("make-hybrid-models", &[], name)
+}
+
 /// One of llama.cpp's vocabulary test sets (`scripts/fetch-llamacpp-vocab`): the
 /// vocabulary-only GGUF `ggml-vocab-<vocab>.gguf`, with its `.inp` and `.out` beside it.
 pub fn llamacpp_vocab(vocab: &str) -> PathBuf {

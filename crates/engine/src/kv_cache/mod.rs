@@ -20,6 +20,7 @@
 #[cfg(feature = "gpu")]
 mod device;
 mod pages;
+mod recurrent;
 pub(crate) mod rows;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,6 +32,8 @@ use half::slice::HalfFloatSliceExt;
 #[cfg(feature = "gpu")]
 pub(crate) use device::DeviceKv;
 use pages::Pages;
+pub(crate) use recurrent::RecurrentLayout;
+pub use recurrent::RecurrentState;
 use rows::Paged;
 
 /// Positions per [`KvBlock`]: the granularity of prefix sharing.
@@ -388,6 +391,8 @@ pub struct SeqState {
     pub(crate) n_ctx: usize,
     /// Identifies the model the cache was built for.
     pub(crate) model_id: usize,
+    /// The linear-attention layers' state, for a hybrid model (Qwen 3.5).
+    pub(crate) recurrent: Option<RecurrentState>,
     /// The cache on the GPU, for a model that runs there (`kv` then stays empty).
     #[cfg(feature = "gpu")]
     pub(crate) device: Option<DeviceKv>,
@@ -412,16 +417,51 @@ impl SeqState {
     pub fn clear(&mut self) {
         self.kv.keep(0);
         self.n_past = 0;
+        if let Some(r) = &mut self.recurrent {
+            r.reset();
+        }
     }
 
     /// Keeps only the first `n` positions (to reuse a shared prompt prefix). Returns
-    /// false, changing nothing, when `n` is beyond the held positions.
+    /// false, changing nothing, when `n` is beyond the held positions, or when the
+    /// sequence has a recurrent state (a hybrid model) and `n` is neither 0 nor all of
+    /// them: that state cannot be cut back, only replaced by a checkpoint taken at `n`
+    /// ([`SeqState::restore_recurrent`]).
     pub fn truncate(&mut self, n: usize) -> bool {
         if n > self.n_past {
             return false;
         }
+        if let Some(r) = &mut self.recurrent {
+            match n {
+                0 => r.reset(),
+                n if n == self.n_past => {}
+                _ => return false,
+            }
+        }
         self.kv.keep(n);
         self.n_past = n;
+        true
+    }
+
+    /// The recurrent state of a hybrid model's sequence (`None` for other models). A
+    /// clone of it is a checkpoint at [`RecurrentState::positions`].
+    pub fn recurrent(&self) -> Option<&RecurrentState> {
+        self.recurrent.as_ref()
+    }
+
+    /// Goes back to a checkpoint taken from this sequence (or one sharing its first
+    /// `state.positions()` tokens): keeps that many positions of KV and continues from
+    /// `state`. Returns false, changing nothing, when the state is not of this model's
+    /// shape, the sequence has none, or it holds fewer positions than the checkpoint.
+    pub fn restore_recurrent(&mut self, state: RecurrentState) -> bool {
+        let n = state.positions();
+        match &self.recurrent {
+            Some(r) if r.layout() == state.layout() && n <= self.n_past => {}
+            _ => return false,
+        }
+        self.kv.keep(n);
+        self.n_past = n;
+        self.recurrent = Some(state);
         true
     }
 
@@ -432,18 +472,21 @@ impl SeqState {
     }
 
     /// A new sequence holding this one's positions, sharing every block (no copy):
-    /// a write into the shared last block copies that block first.
+    /// a write into the shared last block copies that block first. A recurrent state
+    /// is copied (it is fixed-size and rewritten every step).
     pub fn fork(&self) -> SeqState {
         self.clone()
     }
 
-    /// Bytes held by the KV blocks (blocks shared with other sequences counted in full).
+    /// Bytes held by the KV blocks (blocks shared with other sequences counted in
+    /// full) and the recurrent state.
     pub fn kv_bytes(&self) -> usize {
+        let recurrent = self.recurrent.as_ref().map_or(0, |r| r.bytes());
         #[cfg(feature = "gpu")]
         if let Some(d) = &self.device {
-            return self.kv.bytes() + d.bytes();
+            return self.kv.bytes() + d.bytes() + recurrent;
         }
-        self.kv.bytes()
+        self.kv.bytes() + recurrent
     }
 }
 

@@ -12,7 +12,7 @@ use super::linear::{matmul_many, ActsCache, Product};
 use super::ops::{rms_norm, softcap};
 use super::per_layer::PerLayerScratch;
 use super::rope::{RopeFactors, RopeTable};
-use super::weights::{Ffn, GateUp, Qkv};
+use super::weights::{Ffn, GateUp, Mixer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 use crate::kv_cache::KvType;
@@ -30,8 +30,17 @@ pub(super) struct Buffers {
     pub q: Vec<f32>,
     pub k: Vec<f32>,
     pub v: Vec<f32>,
-    /// The fused QKV output (phi3).
+    /// The fused QKV output (phi3), or the gated query rows (Qwen 3.5).
     pub qkv: Vec<f32>,
+    /// The attention output gates, one per query value (Qwen 3.5).
+    pub attn_gate: Vec<f32>,
+    /// A linear-attention layer's conv input, z, beta, alpha and output (`delta_net`),
+    /// sized by the layer itself.
+    pub mixed: Vec<f32>,
+    pub z: Vec<f32>,
+    pub beta: Vec<f32>,
+    pub alpha: Vec<f32>,
+    pub lin_out: Vec<f32>,
     pub attn: Vec<f32>,
     pub proj: Vec<f32>,
     pub gate: Vec<f32>,
@@ -212,6 +221,11 @@ impl Model {
             if item.seq.model_id != self.id {
                 return Err(ModelError::ForeignSequence);
             }
+            // A hybrid model's sequence carries a recurrent state at its length.
+            let recurrent = item.seq.recurrent.as_ref();
+            if hp.linear.is_some() && recurrent.is_none_or(|r| r.positions() != item.seq.n_past) {
+                return Err(ModelError::ForeignSequence);
+            }
             if let Some(&token) = item.tokens.iter().find(|&&t| t as usize >= hp.n_vocab) {
                 return Err(ModelError::BadToken {
                     token,
@@ -291,7 +305,14 @@ impl Model {
                 round16: &round16,
                 q_temperature: q_temperature.as_deref(),
             };
-            self.attention_block(il, layer, tokens, batch, &spans, &mut b)?;
+            match &layer.mixer {
+                Mixer::Attention(_) => {
+                    self.attention_block(il, layer, tokens, batch, &spans, &mut b)?
+                }
+                Mixer::DeltaNet(net) => {
+                    self.delta_net_block(il, layer, net, batch, &spans, &mut b)?
+                }
+            }
             self.ffn_block(il, layer, total, &mut b)?;
             if let Some(input) = &layer.per_layer {
                 self.per_layer_block(il, input, &mut b.x, &mut b.acts, &mut b.per_layer)?;
@@ -302,6 +323,9 @@ impl Model {
         }
         for (item, span) in batch.iter_mut().zip(&spans) {
             item.seq.n_past += span.n;
+            if let Some(r) = &mut item.seq.recurrent {
+                r.set_positions(item.seq.n_past);
+            }
         }
         Ok(Some(Hidden { b, spans, total }))
     }
@@ -350,7 +374,10 @@ impl Model {
     /// if needed, so steady decoding allocates nothing here.
     fn buffers(&self, t: usize) -> Buffers {
         let hp = &self.hp;
-        let fused = (self.weights.layers.iter()).any(|l| matches!(l.qkv, Qkv::Fused(_)));
+        let fused = (self.weights.layers.iter())
+            .filter_map(|l| l.attention())
+            .any(|a| matches!(a.qkv, Qkv::Fused(_)));
+        let gated = hp.family.tensors.q_gate;
         // Only a fused gate/up weight writes both halves into `gate`; resizing touches
         // every page, so a separate one's buffer is sized for the gate alone.
         let fused_gate_up = matches!(
@@ -367,11 +394,15 @@ impl Model {
         b.k.resize(t * hp.k_width(), 0.0);
         b.v.resize(t * hp.v_width(), 0.0);
         let qkv = if fused {
-            t * (hp.q_width() + hp.k_width() + hp.v_width())
+            t * (hp.q_proj_width() + hp.k_width() + hp.v_width())
+        } else if gated {
+            t * hp.q_proj_width()
         } else {
             0
         };
         b.qkv.resize(qkv, 0.0);
+        b.attn_gate
+            .resize(if gated { t * hp.q_width() } else { 0 }, 0.0);
         b.attn.resize(t * hp.attn_width(), 0.0);
         b.proj.resize(t * hp.n_embd, 0.0);
         // Expert layers have scratch of their own (`experts::ExpertScratch`): the dense

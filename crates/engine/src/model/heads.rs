@@ -6,7 +6,7 @@
 use super::hparams::HParams;
 use super::ops::{rms_norm_inplace, rms_scale, round_to_f16};
 use super::rope::RopeTable;
-use super::weights::Layer;
+use super::weights::Attention;
 
 /// What a step's tokens bring to one layer's heads.
 #[derive(Clone, Copy)]
@@ -25,7 +25,7 @@ pub(super) struct TokenPrep<'a> {
 /// One layer's preparation of the heads of one step.
 pub(super) struct HeadPrep<'a> {
     pub hp: &'a HParams,
-    pub layer: &'a Layer,
+    pub layer: &'a Attention,
     pub tokens: TokenPrep<'a>,
     /// The layer's key and value head sizes.
     pub dims: (usize, usize),

@@ -5,8 +5,11 @@ use super::rope::{Rope, RopeScaling, RopeStyle};
 use super::ModelError;
 use crate::gguf::GgufFile;
 use gemma4::gemma4_keys;
+use linear::linear_shape;
+pub(super) use linear::LinearShape;
 
 mod gemma4;
+mod linear;
 
 /// Everything the forward pass needs to know about a model's shape.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,14 +58,19 @@ pub(super) struct HParams {
     pub activation: Activation,
     /// The feed-forward blocks' experts, when they are a mixture.
     pub experts: Option<ExpertShape>,
+    /// The Gated DeltaNet layers' shape, when the family has them.
+    pub linear: Option<LinearShape>,
+    /// Per layer: is it a linear-attention (recurrent) layer? All false without them.
+    pub recurrent_layers: Vec<bool>,
+    /// Multi-token-prediction blocks stored after the `n_layer` trunk layers
+    /// (`nextn_predict_layers`; `block_count` counts them too).
+    pub n_nextn: usize,
     /// The sliding layers' head size (keys and values alike) where it is not the
     /// global layers' (Gemma 4's `key_length_swa`).
     pub swa_head_dim: Option<usize>,
     /// Per layer: the layer whose keys and values it attends to, itself unless it
     /// shares an earlier one's (Gemma 4's last `shared_kv_layers`).
     pub kv_layer: Vec<usize>,
-    /// Layers with a KV cache of their own: the first ones.
-    pub n_layer_kv: usize,
     /// Width of each layer's slice of the per-layer inputs (Gemma 4); 0: none.
     pub n_embd_per_layer: usize,
 }
@@ -119,9 +127,28 @@ impl HParams {
             let k = key(s);
             file.opt_u32(&k)?.map(|v| dim(&k, v)).transpose()
         };
-        let n_layer = req("block_count")?;
+        let n_layer_all = req("block_count")?;
+        // Multi-token-prediction blocks come after the trunk (llama.cpp's `n_layer()`
+        // is `block_count - nextn_predict_layers`).
+        let n_nextn = match family.delta_net {
+            true => opt("nextn_predict_layers")?.unwrap_or(0),
+            false => 0,
+        };
+        if n_nextn >= n_layer_all {
+            return Err(ModelError::Invalid(format!(
+                "nextn_predict_layers {n_nextn} leaves no layer of block_count {n_layer_all}"
+            )));
+        }
+        let n_layer = n_layer_all - n_nextn;
         let n_embd = req("embedding_length")?;
-        let ff_layers = per_layer_u32(file, &key("feed_forward_length"), n_layer)?;
+        // llama.cpp reads the dense width as optional; Qwen 3.5 MoE files may have
+        // none (their experts' widths have keys of their own). A dense layer then fails
+        // on its first feed-forward tensor, by name.
+        let ff_key = key("feed_forward_length");
+        let ff_layers = match file.get(&ff_key) {
+            None if family.delta_net => vec![0; n_layer],
+            _ => per_layer_u32(file, &ff_key, n_layer)?,
+        };
         let n_ff = ff_layers.iter().copied().max().unwrap_or(0);
         let n_head = req("attention.head_count")?;
         // One count, or one per layer (Gemma 4's global layers have fewer KV heads).
@@ -138,6 +165,12 @@ impl HParams {
         let n_head_kv = kv_heads.iter().copied().max().unwrap_or(n_head);
         let head_dim_k = opt("attention.key_length")?.unwrap_or(n_embd / n_head);
         let head_dim_v = opt("attention.value_length")?.unwrap_or(n_embd / n_head);
+        if family.tensors.q_gate && head_dim_k != head_dim_v {
+            // Each query head's gate multiplies its output: one width for both.
+            return Err(ModelError::Invalid(format!(
+                "gated queries need key_length {head_dim_k} = value_length {head_dim_v}"
+            )));
+        }
         if head_dim_k == 0 || head_dim_k % 2 != 0 {
             return Err(ModelError::Invalid(format!(
                 "head dimension {head_dim_k} must be even and non-zero"
@@ -206,6 +239,15 @@ impl HParams {
             let key = key("attention.sliding_window");
             return Err(crate::gguf::GgufError::MissingKey { key }.into());
         }
+        let kv_layer: Vec<usize> = g4
+            .as_ref()
+            .map_or_else(|| (0..n_layer).collect(), |g| g.kv_layer.clone());
+        if family.tensors.q_gate && kv_layer.iter().enumerate().any(|(il, &s)| s != il) {
+            // A shared-KV layer's `QueryOnly` projection has no gate rows.
+            return Err(ModelError::Invalid(
+                "gated queries with layers sharing keys and values are not supported".into(),
+            ));
+        }
         let rope_base_swa = file
             .opt_f32(&key("rope.freq_base_swa"))?
             .unwrap_or(default_swa_base);
@@ -256,6 +298,13 @@ impl HParams {
             Some(routing) => expert_shape(file, arch_name, routing, n_ff)?,
             None => None,
         };
+        let (linear, recurrent_layers) = match family.delta_net {
+            true => {
+                let (linear, layers) = linear_shape(file, arch_name, n_layer)?;
+                (Some(linear), layers)
+            }
+            false => (None, vec![false; n_layer]),
+        };
         Ok(HParams {
             family,
             n_layer,
@@ -291,11 +340,11 @@ impl HParams {
             logit_scale: scale("logit_scale")?,
             activation: family.activation,
             experts,
+            linear,
+            recurrent_layers,
+            n_nextn,
             swa_head_dim: g4.as_ref().and_then(|g| g.head_dim_swa),
-            kv_layer: g4
-                .as_ref()
-                .map_or_else(|| (0..n_layer).collect(), |g| g.kv_layer.clone()),
-            n_layer_kv: g4.as_ref().map_or(n_layer, |g| g.n_layer_kv),
+            kv_layer,
             n_embd_per_layer: g4.as_ref().map_or(0, |g| g.n_embd_per_layer),
         })
     }
@@ -324,6 +373,34 @@ impl HParams {
     /// Width of all query heads together (the widest layer's).
     pub(super) fn q_width(&self) -> usize {
         self.max_widths().0
+    }
+
+    /// Width of the query projection: the queries, and with `q_gate` as many gates.
+    pub(super) fn q_proj_width(&self) -> usize {
+        self.q_width() * if self.family.tensors.q_gate { 2 } else { 1 }
+    }
+
+    /// Does layer `il` keep keys and values of its own? Only an attention layer
+    /// (not a linear one, which keeps a recurrent state) that shares no earlier
+    /// layer's (Gemma 4's last layers).
+    pub(super) fn owns_kv(&self, il: usize) -> bool {
+        !self.recurrent_layers[il] && self.kv_layer[il] == il
+    }
+
+    /// Layers with a KV cache of their own: the layers of a KV block.
+    pub(super) fn n_kv_layers(&self) -> usize {
+        (0..self.n_layer).filter(|&il| self.owns_kv(il)).count()
+    }
+
+    /// Where the keys and values layer `il` attends to sit in a KV block: the index,
+    /// among the layers that own them, of its own or of the layer it shares.
+    pub(super) fn kv_slot(&self, il: usize) -> usize {
+        (0..self.kv_layer[il]).filter(|&j| self.owns_kv(j)).count()
+    }
+
+    /// Index among the linear layers of linear layer `il` (its recurrent state's).
+    pub(super) fn linear_slot(&self, il: usize) -> usize {
+        self.recurrent_layers[..il].iter().filter(|r| **r).count()
     }
 
     /// Width of all key heads together (the widest layer's).
@@ -473,9 +550,12 @@ mod tests {
         let hp = read("gemma4-F32");
         assert_eq!(hp.swa_layers, [true, false, true, false, true, false]);
         assert_eq!(
-            (hp.kv_layer.clone(), hp.n_layer_kv),
+            (hp.kv_layer.clone(), hp.n_kv_layers()),
             (vec![0, 1, 2, 3, 2, 3], 4)
         );
+        // A shared layer reads its source layer's KV slot.
+        let slots: Vec<usize> = (0..hp.n_layer).map(|il| hp.kv_slot(il)).collect();
+        assert_eq!(slots, [0, 1, 2, 3, 2, 3]);
         assert_eq!((hp.head_dims(0), hp.head_dims(1)), ((32, 32), (64, 64)));
         assert_eq!((hp.widths(4), hp.widths(5)), ((128, 64, 64), (256, 64, 64)));
         assert_eq!(
@@ -492,6 +572,6 @@ mod tests {
             (vec![256, 256, 256, 256, 512, 512], 512)
         );
         let hp = read("glm4-F32");
-        assert_eq!((hp.rope.dims, hp.head_dim_k, hp.n_layer_kv), (16, 32, 2));
+        assert_eq!((hp.rope.dims, hp.head_dim_k, hp.n_kv_layers()), (16, 32, 2));
     }
 }

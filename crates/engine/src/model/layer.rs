@@ -7,7 +7,7 @@ use super::forward::{Buffers, Span};
 use super::heads::{HeadPrep, TokenPrep};
 use super::linear::{gated_product, matmul_many, Product, Weight};
 use super::ops::{add_residual, gate_fn, rms_norm_inplace, rms_scale};
-use super::weights::{Ffn, GateUp, Layer, Qkv};
+use super::weights::{Attention, Ffn, GateUp, Layer, Qkv};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, LogitsWanted};
 use crate::quant::Backend;
@@ -23,15 +23,21 @@ impl Model {
         b: &mut Buffers,
     ) -> Result<(), ModelError> {
         let hp = &self.hp;
+        let attn: &Attention = layer
+            .attention()
+            .ok_or_else(|| ModelError::Invalid(format!("layer {il} has no attention")))?;
         let (e, total) = (hp.n_embd, b.x.len() / hp.n_embd);
         let (qw, kw, vw) = hp.widths(il);
         let (hk, hv) = hp.head_dims(il);
         let heads = HeadPrep {
             hp,
-            layer,
+            layer: attn,
             tokens,
             dims: (hk, hv),
         };
+        // Qwen 3.5's query rows hold each head's query then its output gate.
+        let gated = hp.family.tensors.q_gate;
+        let qpw = if gated { 2 * qw } else { qw };
         let x = &b.x;
         let normed = |start: usize, dst: &mut [f32]| {
             norm_range(x, &layer.attn_norm, hp.rms_eps, e, start, dst)
@@ -42,7 +48,27 @@ impl Model {
             &mut b.v[..total * vw],
         );
         b.acts.invalidate();
-        match &layer.qkv {
+        match &attn.qkv {
+            Qkv::Separate { q, k, v } if gated => {
+                for w in [q, k, v] {
+                    b.acts.prepare_computed(&self.pool, w, &normed, total)?;
+                }
+                let keys = |t, c0, k: &mut [f32]| heads.keys(t, c0, k);
+                let values = |t, c0, v: &mut [f32]| heads.values(t, c0, v);
+                let products = vec![
+                    Product::new(q, &mut b.qkv[..total * qpw]),
+                    Product::new(k, bk).then(hk, &keys),
+                    Product::new(v, bv).then(hv, &values),
+                ];
+                matmul_many(&self.pool, &self.file, &b.acts, products)?;
+                for t in 0..total {
+                    let r = &b.qkv[t * qpw..(t + 1) * qpw];
+                    let q = &mut bq[t * qw..(t + 1) * qw];
+                    let g = &mut b.attn_gate[t * qw..(t + 1) * qw];
+                    split_gate(r, q, g, hk);
+                    heads.queries(t, 0, q);
+                }
+            }
             Qkv::Separate { q, k, v } => {
                 for w in [q, k, v] {
                     b.acts.prepare_computed(&self.pool, w, &normed, total)?;
@@ -66,20 +92,25 @@ impl Model {
             }
             Qkv::Fused(w) => {
                 b.acts.prepare_computed(&self.pool, w, &normed, total)?;
-                let row = qw + kw + vw;
+                let row = qpw + kw + vw;
                 let out = &mut b.qkv[..total * row];
                 let product = Product::new(w, out);
                 matmul_many(&self.pool, &self.file, &b.acts, vec![product])?;
                 for t in 0..total {
                     let r = &b.qkv[t * row..(t + 1) * row];
                     let q = &mut bq[t * qw..(t + 1) * qw];
-                    q.copy_from_slice(&r[..qw]);
+                    if gated {
+                        let g = &mut b.attn_gate[t * qw..(t + 1) * qw];
+                        split_gate(&r[..qpw], q, g, hk);
+                    } else {
+                        q.copy_from_slice(&r[..qw]);
+                    }
                     heads.queries(t, 0, q);
                     let k = &mut bk[t * kw..(t + 1) * kw];
-                    k.copy_from_slice(&r[qw..qw + kw]);
+                    k.copy_from_slice(&r[qpw..qpw + kw]);
                     heads.keys(t, 0, k);
                     let v = &mut bv[t * vw..(t + 1) * vw];
-                    v.copy_from_slice(&r[qw + kw..]);
+                    v.copy_from_slice(&r[qpw + kw..]);
                     heads.values(t, 0, v);
                 }
             }
@@ -87,9 +118,9 @@ impl Model {
         // A layer sharing an earlier layer's cache reads that layer's keys and values
         // of this step too, kept when it ran (its own rows are overwritten since).
         let kv_il = hp.kv_layer[il];
-        let slot = usize::from(!hp.swa_layers[il]);
+        let share = usize::from(!hp.swa_layers[il]);
         if kv_il == il && hp.kv_layer[il + 1..].contains(&il) {
-            let (k, v) = &mut b.shared_kv[slot];
+            let (k, v) = &mut b.shared_kv[share];
             k.clear();
             k.extend_from_slice(&b.k[..total * kw]);
             v.clear();
@@ -97,7 +128,7 @@ impl Model {
         }
         let (keys_now, values_now) = match kv_il == il {
             true => (&b.k[..total * kw], &b.v[..total * vw]),
-            false => (&b.shared_kv[slot].0[..], &b.shared_kv[slot].1[..]),
+            false => (&b.shared_kv[share].0[..], &b.shared_kv[share].1[..]),
         };
         if keys_now.len() != total * kw || values_now.len() != total * vw {
             return Err(ModelError::Invalid(format!(
@@ -112,11 +143,14 @@ impl Model {
         let ow = hp.n_head * hv;
         // Attention reads each item's cached positions from its blocks in place and
         // the batch's own rows from the step's buffers; the new rows are stored after.
+        // Linear-attention layers and shared-KV layers keep no keys and values of
+        // their own: the ones this layer reads sit at the slot of the layer owning them.
+        let slot = hp.kv_slot(il);
         let histories: Vec<_> = batch
             .iter()
             .zip(spans)
             .filter(|(_, s)| s.n > 0)
-            .map(|(item, s)| item.seq.kv.history(kv_il, s.start_pos))
+            .map(|(item, s)| item.seq.kv.history(slot, s.start_pos))
             .collect();
         let mut jobs = Vec::with_capacity(histories.len());
         let live = batch.iter().zip(spans).filter(|(_, s)| s.n > 0);
@@ -146,25 +180,26 @@ impl Model {
                     window,
                     softcap: hp.attn_softcap,
                     f16_probs: tokens.round16[rows.start],
-                    sinks: layer.attn_sinks.as_deref(),
+                    sinks: attn.attn_sinks.as_deref(),
                     token_tiles: item.want_logits == LogitsWanted::All,
                 },
             });
         }
-        let wo = &layer.attn_out;
+        let wo = &attn.attn_out;
         let group_cols = hp.n_head / hp.kv_heads[il] * hv;
         // The output projection's input is quantized by the tasks too, when each
         // task's columns are whole blocks of it.
-        let attn = &mut b.attn[..total * ow];
+        let rows = &mut b.attn[..total * ow];
         let quantized = b.acts.produce(wo, |_, out| {
-            if !group_cols.is_multiple_of(wo.act_format().block_elems()) {
+            // A gated output is gated after attention, before it is quantized.
+            if gated || !group_cols.is_multiple_of(wo.act_format().block_elems()) {
                 return Ok(false);
             }
             let writer = Backend::active().acts_writer(wo.ggml_type(), total, ow, out)?;
             let then = |j: usize, kvh: usize, t: usize, out: &[f32]| {
                 writer.put(jobs[j].row0 + t, kvh * group_cols, out);
             };
-            attend_batch(&self.pool, &jobs, attn, Some(&then));
+            attend_batch(&self.pool, &jobs, rows, Some(&then));
             writer.finish();
             Ok(true)
         })?;
@@ -181,11 +216,18 @@ impl Model {
             for t in 0..s.n {
                 let r = s.row0 + t;
                 item.seq.kv.write(
-                    il,
+                    slot,
                     s.start_pos + t,
                     &b.k[r * kw..(r + 1) * kw],
                     &b.v[r * vw..(r + 1) * vw],
                 );
+            }
+        }
+        if gated {
+            // llama.cpp: the attention output times sigmoid(gate), per element.
+            let out = b.attn[..total * ow].iter_mut();
+            for (o, &g) in out.zip(&b.attn_gate[..total * qw]) {
+                *o *= 1.0 / (1.0 + (-g).exp());
             }
         }
         if !quantized {
@@ -194,7 +236,7 @@ impl Model {
                 .prepare(&self.pool, wo, &b.attn[..total * ow], total)?;
         }
         self.add_projection(wo, layer.post_attn_norm.as_deref(), b)?;
-        if let Some(bias) = &layer.attn_out_bias {
+        if let Some(bias) = &attn.attn_out_bias {
             for x in b.x.chunks_exact_mut(hp.n_embd) {
                 x.iter_mut().zip(bias).for_each(|(x, b)| *x += b);
             }
@@ -205,7 +247,7 @@ impl Model {
     /// `x += w·acts`, the product normed first when the architecture norms it
     /// (Gemma's post-norms) and scaled when it scales it (Granite); otherwise the
     /// product is added as it is computed.
-    fn add_projection(
+    pub(super) fn add_projection(
         &self,
         w: &Weight,
         post_norm: Option<&[f32]>,
@@ -303,7 +345,14 @@ impl Model {
 /// Values `start..start + dst.len()` of the RMS-normed rows of `x` (rows of `width`)
 /// into `dst`, exactly as [`rms_norm`](super::ops::rms_norm) gives them; a row cut by the range is still
 /// normed by its whole length.
-fn norm_range(x: &[f32], w: &[f32], eps: f32, width: usize, start: usize, dst: &mut [f32]) {
+pub(super) fn norm_range(
+    x: &[f32],
+    w: &[f32],
+    eps: f32,
+    width: usize,
+    start: usize,
+    dst: &mut [f32],
+) {
     let mut at = start;
     let mut dst = dst;
     while !dst.is_empty() {
@@ -317,5 +366,18 @@ fn norm_range(x: &[f32], w: &[f32], eps: f32, width: usize, start: usize, dst: &
         }
         at += len;
         dst = rest;
+    }
+}
+
+/// Splits a gated query row (each head's query, then its gate, `hk` each) into the
+/// queries and the gates.
+fn split_gate(row: &[f32], q: &mut [f32], gate: &mut [f32], hk: usize) {
+    let heads = row.chunks_exact(2 * hk);
+    for ((r, q), g) in heads
+        .zip(q.chunks_exact_mut(hk))
+        .zip(gate.chunks_exact_mut(hk))
+    {
+        q.copy_from_slice(&r[..hk]);
+        g.copy_from_slice(&r[hk..]);
     }
 }

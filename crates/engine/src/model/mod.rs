@@ -6,6 +6,8 @@
 
 mod arena;
 mod attention;
+mod delta_net;
+mod delta_rule;
 #[cfg(feature = "gpu")]
 mod device;
 mod encoder;
@@ -36,7 +38,9 @@ use crate::device::{DeviceChoice, GpuAdapter};
 use crate::facts::ModelFacts;
 use crate::ggml_type::GgmlType;
 use crate::gguf::{GgufError, GgufFile};
-use crate::kv_cache::{KvBlock, KvCache, KvType, Layout, SeqState, KV_BLOCK_TOKENS};
+use crate::kv_cache::{
+    KvBlock, KvCache, KvType, Layout, RecurrentLayout, RecurrentState, SeqState, KV_BLOCK_TOKENS,
+};
 use crate::pool::{physical_cores, ThreadPool};
 use crate::quant::QuantError;
 use hparams::HParams;
@@ -227,15 +231,55 @@ impl Model {
             n_past: 0,
             n_ctx: n_ctx.max(1),
             model_id: self.id,
+            recurrent: self
+                .recurrent_layout()
+                .map(|l| RecurrentState::new(l, &self.kv_live)),
             #[cfg(feature = "gpu")]
             device: None,
         }
     }
 
+    /// The shape of a sequence's recurrent state, for a hybrid model.
+    fn recurrent_layout(&self) -> Option<RecurrentLayout> {
+        let shape = self.hp.linear.as_ref()?;
+        Some(RecurrentLayout {
+            model_id: self.id,
+            n_layers: self.hp.recurrent_layers.iter().filter(|r| **r).count(),
+            conv_len: shape.conv_state_len(),
+            matrix_len: shape.matrix_state_len(),
+        })
+    }
+
+    /// Bytes of one sequence's recurrent state (0 for a model without one): a
+    /// fixed size per sequence beside its KV blocks.
+    pub fn recurrent_bytes(&self) -> usize {
+        self.recurrent_layout().map_or(0, |l| l.bytes())
+    }
+
+    /// A recurrent state of this model after `positions` tokens from
+    /// [`RecurrentState::to_le_bytes`]'s output: a snapshot's checkpoint read back.
+    pub fn recurrent_from_bytes(
+        &self,
+        bytes: &[u8],
+        positions: usize,
+    ) -> Result<RecurrentState, ModelError> {
+        let layout = self.recurrent_layout().ok_or_else(|| {
+            ModelError::ForeignBlocks("this model keeps no recurrent state".into())
+        })?;
+        RecurrentState::from_le_bytes(layout, &self.kv_live, positions, bytes).ok_or_else(|| {
+            ModelError::ForeignBlocks(format!(
+                "a recurrent state of {} bytes where this model's holds {}",
+                bytes.len(),
+                layout.bytes()
+            ))
+        })
+    }
+
     fn kv_layout(&self, ty: KvType) -> Layout {
         Layout {
             model_id: self.id,
-            n_layer: self.hp.n_layer_kv,
+            // Linear-attention layers and shared-KV layers keep no keys and values.
+            n_layer: self.hp.n_kv_layers(),
             k_width: self.hp.k_width(),
             v_width: self.hp.v_width(),
             ty,
@@ -250,7 +294,7 @@ impl Model {
     /// Bytes of one KV block (of [`KV_BLOCK_TOKENS`] positions) of the default type.
     pub fn kv_block_bytes(&self) -> usize {
         KV_BLOCK_TOKENS
-            * self.hp.n_layer_kv
+            * self.hp.n_kv_layers()
             * (self.hp.k_width() + self.hp.v_width())
             * self.kv_type.element_bytes()
     }
@@ -264,8 +308,43 @@ impl Model {
     /// A sequence of `n` positions held by `blocks` (shared, not copied), with the
     /// model's default context size: a cached prefix continued, a context forked.
     /// The blocks must be this model's, of its default KV type, and hold exactly the
-    /// positions `..n` (the last one may be partly filled).
+    /// positions `..n` (the last one may be partly filled). A hybrid model's sequence
+    /// also needs its recurrent state at `n` ([`Model::sequence_from_parts`]).
     pub fn sequence_from_blocks(
+        &self,
+        blocks: &[Arc<KvBlock>],
+        n: usize,
+    ) -> Result<SeqState, ModelError> {
+        if self.recurrent_layout().is_some() && n > 0 {
+            return Err(ModelError::ForeignBlocks(
+                "a hybrid model's sequence needs its recurrent state beside its blocks".into(),
+            ));
+        }
+        self.sequence_from_blocks_unchecked(blocks, n)
+    }
+
+    /// [`Model::sequence_from_blocks`] for a hybrid model: the blocks of positions
+    /// `..n` and the recurrent state taken after exactly `n` tokens.
+    pub fn sequence_from_parts(
+        &self,
+        blocks: &[Arc<KvBlock>],
+        state: RecurrentState,
+    ) -> Result<SeqState, ModelError> {
+        let n = state.positions();
+        match self.recurrent_layout() {
+            Some(l) if l == state.layout() => {}
+            _ => {
+                return Err(ModelError::ForeignBlocks(
+                    "a recurrent state of another model".into(),
+                ))
+            }
+        }
+        let mut seq = self.sequence_from_blocks_unchecked(blocks, n)?;
+        seq.recurrent = Some(state);
+        Ok(seq)
+    }
+
+    fn sequence_from_blocks_unchecked(
         &self,
         blocks: &[Arc<KvBlock>],
         n: usize,

@@ -26,6 +26,9 @@ pub(super) enum RopeFactors {
     FreqsOrLongRope,
     /// LongRoPE's long or short factors always (Phi-3).
     LongRope,
+    /// Interleaved M-RoPE (`rope.dimension_sections`, Qwen 3.5): text tokens give the
+    /// fourth section position 0, so its pairs do not turn; an infinite divisor says so.
+    ImropeSections,
     /// `rope_freqs` when present, on the global (non-sliding) layers only: Gemma 4's
     /// proportional RoPE.
     GlobalFreqs,
@@ -276,6 +279,7 @@ pub(super) fn freq_factors(
         "rope_factors_short.weight"
     };
     let name = match kind {
+        RopeFactors::ImropeSections => return imrope_still_pairs(file, rope.dims / 2),
         RopeFactors::FreqsOrLongRope | RopeFactors::GlobalFreqs
             if file.tensor("rope_freqs.weight").is_some() =>
         {
@@ -298,6 +302,40 @@ pub(super) fn freq_factors(
         )));
     }
     Ok(factors)
+}
+
+/// The divisors of interleaved M-RoPE for text: 1 for a pair whose section reads the
+/// token's position, infinity (no turn) for one of the fourth section, which llama.cpp
+/// feeds position 0 (`ggml_mrope_cache_init`'s interleaving; sections count pairs and
+/// repeat every `sum` pairs). `None` when every pair turns (the released models).
+fn imrope_still_pairs(file: &GgufFile, half: usize) -> Result<Option<Vec<f32>>, ModelError> {
+    let key = file.arch_key("rope.dimension_sections")?;
+    let s = match file.opt_array(&key)? {
+        Some(_) => file.array_i64(&key)?,
+        None => return Ok(None),
+    };
+    // Clamped so that no sum overflows; only pairs below `half` are ever read.
+    let sec = |i: usize| s.get(i).copied().unwrap_or(0).clamp(0, 1 << 20) as usize;
+    let sum: usize = (0..4).map(sec).sum();
+    if sum == 0 {
+        return Err(ModelError::Invalid(format!(
+            "{key} {s:?}: the sections cover no pair"
+        )));
+    }
+    let factors: Vec<f32> = (0..half)
+        .map(|i| {
+            let sector = i % sum;
+            let turns = (sector.is_multiple_of(3) && sector < 3 * sec(0))
+                || (sector % 3 == 1 && sector < 3 * sec(1))
+                || (sector % 3 == 2 && sector < 3 * sec(2));
+            if turns {
+                1.0
+            } else {
+                f32::INFINITY
+            }
+        })
+        .collect();
+    Ok(factors.iter().any(|f| f.is_infinite()).then_some(factors))
 }
 
 /// Cosines and sines of the RoPE angles for a run of positions.

@@ -1,8 +1,8 @@
 //! The tensors of a model, located and shape-checked at load time.
 
 use super::arena::Arena;
-use super::hparams::{ExpertShape, HParams};
-use super::linear::{arena_footprint, load_vector, opt_table, opt_vector, Weight};
+use super::hparams::{ExpertShape, HParams, LinearShape};
+use super::linear::{arena_footprint, load_table, load_vector, opt_table, opt_vector, Weight};
 use super::per_layer::{LayerInput, PerLayerInputs};
 use super::ModelError;
 use crate::gguf::GgufFile;
@@ -64,17 +64,8 @@ pub(crate) struct SharedExpert {
 
 pub(crate) struct Layer {
     pub attn_norm: Vec<f32>,
-    pub qkv: Qkv,
-    /// Q, K, V biases (qwen2).
-    pub qkv_bias: Option<[Vec<f32>; 3]>,
-    /// Per-head RMS norms of Q and K (qwen3, gemma3).
-    pub q_norm: Option<Vec<f32>>,
-    pub k_norm: Option<Vec<f32>>,
-    pub attn_out: Weight,
-    /// Added to the attention output (gpt-oss).
-    pub attn_out_bias: Option<Vec<f32>>,
-    /// A sink logit per head (gpt-oss).
-    pub attn_sinks: Option<Vec<f32>>,
+    /// What mixes the positions: attention, or a Gated DeltaNet layer.
+    pub mixer: Mixer,
     /// Norm applied to the attention output before the residual add (gemma).
     pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
@@ -86,12 +77,86 @@ pub(crate) struct Layer {
     pub out_scale: Option<f32>,
 }
 
+impl Layer {
+    /// The layer's attention weights; `None` for a linear-attention layer.
+    pub(crate) fn attention(&self) -> Option<&Attention> {
+        match &self.mixer {
+            Mixer::Attention(a) => Some(a),
+            Mixer::DeltaNet(_) => None,
+        }
+    }
+}
+
+/// A layer's token mixer.
+// One per layer, never moved after loading: boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Mixer {
+    Attention(Attention),
+    DeltaNet(DeltaNet),
+}
+
+/// Softmax attention over the sequence's cached keys and values.
+pub(crate) struct Attention {
+    /// With the family's `q_gate`, the query rows hold each head's query then its gate.
+    pub qkv: Qkv,
+    /// Q, K, V biases (qwen2).
+    pub qkv_bias: Option<[Vec<f32>; 3]>,
+    /// Per-head RMS norms of Q and K (qwen3, gemma3).
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    pub attn_out: Weight,
+    /// Added to the attention output (gpt-oss).
+    pub attn_out_bias: Option<Vec<f32>>,
+    /// A sink logit per head (gpt-oss).
+    pub attn_sinks: Option<Vec<f32>>,
+}
+
+/// A Gated DeltaNet layer (llama.cpp's `qwen35` linear attention).
+pub(crate) struct DeltaNet {
+    /// `attn_qkv`: the conv's input, queries then keys then values.
+    pub qkv: Weight,
+    /// `attn_gate`: z, the output norm's SiLU gate.
+    pub gate: Weight,
+    /// `ssm_conv1d`: `conv` taps per channel, channel after channel.
+    pub conv: Vec<f32>,
+    /// `ssm_dt.bias`, added to alpha before the softplus (per value head).
+    pub dt_bias: Vec<f32>,
+    /// `ssm_a`: -exp(A_log) per value head, as the converter stores it.
+    pub a: Vec<f32>,
+    /// `ssm_beta` and `ssm_alpha`: one row per value head.
+    pub beta: Weight,
+    pub alpha: Weight,
+    /// `ssm_norm`: the gated RMS norm of each head's output.
+    pub norm: Vec<f32>,
+    /// `ssm_out`: the output projection.
+    pub out: Weight,
+}
+
+/// A multi-token-prediction block (`blk.{n_layer + i}`): a full-attention layer fed
+/// the normed next-token embedding and the trunk's normed hidden state, projected
+/// together by `eh_proj`. Loaded and kept for speculative decoding; never run yet.
+#[allow(dead_code)]
+pub(crate) struct Mtp {
+    pub layer: Layer,
+    pub eh_proj: Weight,
+    pub enorm: Vec<f32>,
+    pub hnorm: Vec<f32>,
+    /// Its own head norm and head, when the file has them (else the trunk's).
+    pub head_norm: Option<Vec<f32>>,
+    pub head: Option<Weight>,
+    /// Its own token embeddings, when the file has them.
+    pub embed: Option<Weight>,
+}
+
 pub(crate) struct Weights {
     pub token_embd: Weight,
     pub layers: Vec<Layer>,
     pub output_norm: Vec<f32>,
     /// `None`: tied to `token_embd`.
     pub output: Option<Weight>,
+    /// Multi-token-prediction blocks (Qwen 3.5), kept for speculative decoding.
+    #[allow(dead_code)]
+    pub mtp: Vec<Mtp>,
     /// The per-layer input tables (Gemma 4).
     pub per_layer: Option<PerLayerInputs>,
 }
@@ -111,6 +176,16 @@ impl Weights {
         let layers = (0..hp.n_layer)
             .map(|il| load_layer(file, &arena, hp, il))
             .collect::<Result<_, _>>()?;
+        // llama.cpp loads the prediction blocks only when asked (and files converted
+        // without them may still count them): a block is loaded, whole, when its
+        // `nextn.eh_proj` is there.
+        let mtp = (hp.n_layer..hp.n_layer + hp.n_nextn)
+            .filter(|il| {
+                file.tensor(&format!("blk.{il}.nextn.eh_proj.weight"))
+                    .is_some()
+            })
+            .map(|il| load_mtp(file, &arena, hp, il))
+            .collect::<Result<_, _>>()?;
         let output = if tied {
             None
         } else {
@@ -121,6 +196,7 @@ impl Weights {
             layers,
             output_norm: load_vector(file, "output_norm.weight", e)?,
             output,
+            mtp,
             per_layer: match hp.n_embd_per_layer {
                 0 => None,
                 w => Some(PerLayerInputs::load(file, &arena, hp, w)?),
@@ -143,15 +219,84 @@ fn load_layer(
     let n = |s: &str| format!("blk.{il}.{s}");
     let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
     let e = hp.n_embd;
-    let (qw, kw, vw) = hp.widths(il);
-    let (hk, hv) = hp.head_dims(il);
+    // A prediction block (after the trunk) has the trunk's last layer's shape: the
+    // families with such blocks give every layer the same widths.
+    let hl = il.min(hp.n_layer - 1);
     let layout = &hp.family.tensors;
-    let own_kv = hp.kv_layer[il] == il;
+    let mixer = match (hp.recurrent_layers.get(il), &hp.linear) {
+        (Some(true), Some(shape)) => Mixer::DeltaNet(load_delta_net(file, arena, shape, il, e)?),
+        _ => Mixer::Attention(load_attention(file, arena, hp, il)?),
+    };
+    if hp.family.gemma4_keys && file.tensor(&n("ffn_gate_inp.weight")).is_some() {
+        return Err(ModelError::Invalid(format!(
+            "{}: Gemma 4's mixture-of-experts layers are not supported yet",
+            n("ffn_gate_inp.weight")
+        )));
+    }
+    let ff = hp.ff_layers[hl];
+    let ffn = match &hp.experts {
+        Some(shape) => Ffn::Experts(load_experts(file, arena, hp, shape, il)?),
+        None if layout.fused_gate_up => Ffn::Dense {
+            gate_up: GateUp::Fused(load("ffn_up.weight", e, 2 * ff)?),
+            down: load("ffn_down.weight", ff, e)?,
+        },
+        None => Ffn::Dense {
+            gate_up: GateUp::Separate {
+                gate: load("ffn_gate.weight", e, ff)?,
+                up: load("ffn_up.weight", e, ff)?,
+            },
+            down: load("ffn_down.weight", ff, e)?,
+        },
+    };
+    let post = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
+        if layout.post_norms {
+            load_vector(file, &n(s), e).map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    Ok(Layer {
+        attn_norm: load_vector(file, &n("attn_norm.weight"), e)?,
+        mixer,
+        post_attn_norm: post("post_attention_norm.weight")?,
+        ffn_norm: load_vector(file, &n(&format!("{}.weight", layout.ffn_norm)), e)?,
+        ffn,
+        post_ffn_norm: post("post_ffw_norm.weight")?,
+        per_layer: match hp.n_embd_per_layer {
+            0 => None,
+            w => Some(LayerInput::load(file, arena, e, w, il)?),
+        },
+        out_scale: opt_vector(file, &n("layer_output_scale.weight"), 1)?.map(|s| s[0]),
+    })
+}
+
+/// Layer `il`'s attention: Q (with its gate rows when the family has them), K, V; a
+/// layer sharing an earlier layer's keys and values has its queries only.
+fn load_attention(
+    file: &GgufFile,
+    arena: &Arena,
+    hp: &HParams,
+    il: usize,
+) -> Result<Attention, ModelError> {
+    let n = |s: &str| format!("blk.{il}.{s}");
+    let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
+    let e = hp.n_embd;
+    // A prediction block (after the trunk) has the trunk's last layer's shape.
+    let hl = il.min(hp.n_layer - 1);
+    let (qw, kw, vw) = hp.widths(hl);
+    let (hk, hv) = hp.head_dims(hl);
+    // The query projection's rows: with `q_gate`, each head's query then its gate.
+    let qpw = if hp.family.tensors.q_gate { 2 * qw } else { qw };
+    let layout = &hp.family.tensors;
+    let own_kv = hp.kv_layer[hl] == hl;
+    // llama.cpp's `create_tensor_qkv` takes a fused `attn_qkv` wherever one is stored
+    // (GLM-4 and Qwen 3.5's full-attention layers may have either); Phi-3 always has one.
     let fused_qkv = layout.fused_qkv || file.tensor(&n("attn_qkv.weight")).is_some();
     let qkv = if !own_kv {
+        // Never gated: `HParams` refuses gated queries with shared keys and values.
         Qkv::QueryOnly(load("attn_q.weight", e, qw)?)
     } else if fused_qkv {
-        Qkv::Fused(load("attn_qkv.weight", e, qw + kw + vw)?)
+        Qkv::Fused(load("attn_qkv.weight", e, qpw + kw + vw)?)
     } else {
         // Gemma 4's larger files give some layers no `attn_v`: their values are their
         // keys' product (normed and not rotated), as llama.cpp reads them.
@@ -161,7 +306,7 @@ fn load_layer(
             _ => "attn_v.weight",
         };
         Qkv::Separate {
-            q: load("attn_q.weight", e, qw)?,
+            q: load("attn_q.weight", e, qpw)?,
             k: load("attn_k.weight", e, kw)?,
             v: load(v_name, e, vw)?,
         }
@@ -186,26 +331,6 @@ fn load_layer(
             )))
         }
     };
-    if hp.family.gemma4_keys && file.tensor(&n("ffn_gate_inp.weight")).is_some() {
-        return Err(ModelError::Invalid(format!(
-            "{}: Gemma 4's mixture-of-experts layers are not supported yet",
-            n("ffn_gate_inp.weight")
-        )));
-    }
-    let ffn = match &hp.experts {
-        Some(shape) => Ffn::Experts(load_experts(file, arena, hp, shape, il)?),
-        None if layout.fused_gate_up => Ffn::Dense {
-            gate_up: GateUp::Fused(load("ffn_up.weight", e, 2 * hp.ff_layers[il])?),
-            down: load("ffn_down.weight", hp.ff_layers[il], e)?,
-        },
-        None => Ffn::Dense {
-            gate_up: GateUp::Separate {
-                gate: load("ffn_gate.weight", e, hp.ff_layers[il])?,
-                up: load("ffn_up.weight", e, hp.ff_layers[il])?,
-            },
-            down: load("ffn_down.weight", hp.ff_layers[il], e)?,
-        },
-    };
     let qk_norm = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
         if layout.qk_norm {
             load_vector(file, &n(s), hk).map(Some)
@@ -213,15 +338,7 @@ fn load_layer(
             Ok(None)
         }
     };
-    let post = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
-        if layout.post_norms {
-            load_vector(file, &n(s), e).map(Some)
-        } else {
-            Ok(None)
-        }
-    };
-    Ok(Layer {
-        attn_norm: load_vector(file, &n("attn_norm.weight"), e)?,
+    Ok(Attention {
         qkv,
         qkv_bias,
         q_norm: qk_norm("attn_q_norm.weight")?,
@@ -236,15 +353,74 @@ fn load_layer(
             Some(name) => Some(load_vector(file, &n(name), hp.n_head)?),
             None => None,
         },
-        post_attn_norm: post("post_attention_norm.weight")?,
-        ffn_norm: load_vector(file, &n(&format!("{}.weight", layout.ffn_norm)), e)?,
-        ffn,
-        post_ffn_norm: post("post_ffw_norm.weight")?,
-        per_layer: match hp.n_embd_per_layer {
-            0 => None,
-            w => Some(LayerInput::load(file, arena, e, w, il)?),
+    })
+}
+
+/// Layer `il`'s Gated DeltaNet tensors, every shape from the `ssm.*` keys (so a key
+/// that disagrees with the tensors fails on the first tensor it shapes, by name).
+fn load_delta_net(
+    file: &GgufFile,
+    arena: &Arena,
+    shape: &LinearShape,
+    il: usize,
+    e: usize,
+) -> Result<DeltaNet, ModelError> {
+    let n = |s: &str| format!("blk.{il}.{s}");
+    let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
+    let (vd, heads) = (shape.value_dim(), shape.n_v_heads);
+    let net = DeltaNet {
+        qkv: load("attn_qkv.weight", e, shape.conv_dim())?,
+        gate: load("attn_gate.weight", e, vd)?,
+        conv: load_table(
+            file,
+            &n("ssm_conv1d.weight"),
+            &[shape.conv, shape.conv_dim()],
+        )?,
+        dt_bias: load_vector(file, &n("ssm_dt.bias"), heads)?,
+        a: load_vector(file, &n("ssm_a"), heads)?,
+        beta: load("ssm_beta.weight", e, heads)?,
+        alpha: load("ssm_alpha.weight", e, heads)?,
+        norm: load_vector(file, &n("ssm_norm.weight"), shape.d_state)?,
+        out: load("ssm_out.weight", vd, e)?,
+    };
+    if shape.d_inner != vd {
+        return Err(ModelError::Invalid(format!(
+            "ssm.inner_size {} disagrees with {}: {} value heads of {} make {vd}",
+            shape.d_inner,
+            n("ssm_out.weight"),
+            heads,
+            shape.d_state
+        )));
+    }
+    Ok(net)
+}
+
+/// Multi-token-prediction block `il` (after the trunk): a full-attention layer and
+/// its `nextn.*` tensors.
+fn load_mtp(file: &GgufFile, arena: &Arena, hp: &HParams, il: usize) -> Result<Mtp, ModelError> {
+    let n = |s: &str| format!("blk.{il}.{s}");
+    let e = hp.n_embd;
+    let load = |name: &str, cols, rows| Weight::load(file, arena, &n(name), cols, rows);
+    let opt_weight = |name: &str, cols, rows| match file.tensor(&n(name)) {
+        Some(_) => load(name, cols, rows).map(Some),
+        None => Ok(None),
+    };
+    Ok(Mtp {
+        layer: load_layer(file, arena, hp, il)?,
+        eh_proj: load("nextn.eh_proj.weight", 2 * e, e)?,
+        enorm: load_vector(file, &n("nextn.enorm.weight"), e)?,
+        hnorm: load_vector(file, &n("nextn.hnorm.weight"), e)?,
+        head_norm: opt_vector(file, &n("nextn.shared_head_norm.weight"), e)?,
+        head: opt_weight("nextn.shared_head_head.weight", e, hp.n_vocab)?,
+        embed: match file.tensor(&n("nextn.embed_tokens.weight")) {
+            Some(_) => Some(Weight::load_rows(
+                file,
+                &n("nextn.embed_tokens.weight"),
+                e,
+                hp.n_vocab,
+            )?),
+            None => None,
         },
-        out_scale: opt_vector(file, &n("layer_output_scale.weight"), 1)?.map(|s| s[0]),
     })
 }
 
@@ -325,5 +501,26 @@ fn expert_biases(
             "{} has some but not all of the expert biases",
             n("")
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{LoadOptions, Model};
+
+    /// The hybrid files' linear layers (from the interval, or from the list where
+    /// the file gives one that the interval would contradict), their KV-keeping layers,
+    /// and the prediction block kept beside the trunk.
+    #[test]
+    fn hybrid_layers_and_prediction_blocks() {
+        for name in ["qwen35-F32", "qwen35moe-F32"] {
+            let path = llamay_testdata::hybrid_model(name);
+            let m = Model::load(path, &LoadOptions::default()).unwrap();
+            assert_eq!(m.hp.recurrent_layers, [true, false, true, false], "{name}");
+            assert_eq!((m.hp.n_layer, m.hp.n_nextn, m.hp.n_kv_layers()), (4, 1, 2));
+            assert_eq!((m.hp.kv_slot(3), m.hp.linear_slot(2)), (1, 1));
+            assert_eq!(m.weights.mtp.len(), 1, "{name}");
+            assert!(m.weights.mtp[0].layer.attention().is_some());
+        }
     }
 }

@@ -61,7 +61,10 @@ impl DeviceModel {
             .into());
         }
         // Gemma 4's blocks have no kernels yet: it runs on the CPU engine.
-        if hp.n_embd_per_layer > 0 || hp.swa_head_dim.is_some() || hp.n_layer_kv < hp.n_layer {
+        if hp.n_embd_per_layer > 0
+            || hp.swa_head_dim.is_some()
+            || (0..hp.n_layer).any(|il| hp.kv_layer[il] != il)
+        {
             return Err(GpuError::Unsupported(
                 "per-layer inputs, shared KV layers and per-layer head sizes (Gemma 4) run on the CPU engine only".into(),
             )
@@ -85,6 +88,13 @@ impl DeviceModel {
             return Err(
                 GpuError::Unsupported("attention sinks run on the CPU engine only".into()).into(),
             );
+        }
+        if hp.family.tensors.q_gate || hp.linear.is_some() {
+            return Err(GpuError::Unsupported(
+                "gated queries and linear-attention layers (Qwen 3.5) run on the CPU engine only"
+                    .into(),
+            )
+            .into());
         }
         let up = upload::Uploader { gpu: &gpu, file };
         let layers = weights

@@ -102,7 +102,13 @@ impl Uploader<'_> {
     }
 
     pub(super) fn layer(&self, l: &Layer) -> Result<DevLayer, ModelError> {
-        if l.attn_out_bias.is_some() {
+        let Some(a) = l.attention() else {
+            return Err(GpuError::Unsupported(
+                "linear-attention (Gated DeltaNet) layers run on the CPU engine only".into(),
+            )
+            .into());
+        };
+        if a.attn_out_bias.is_some() {
             return Err(GpuError::Unsupported(
                 "an attention output bias runs on the CPU engine only".into(),
             )
@@ -111,7 +117,7 @@ impl Uploader<'_> {
         let opt = |v: &Option<Vec<f32>>| v.as_deref().map(|v| self.vector(v));
         Ok(DevLayer {
             attn_norm: self.vector(&l.attn_norm),
-            qkv: match &l.qkv {
+            qkv: match &a.qkv {
                 Qkv::Separate { q, k, v } => DevQkv::Separate {
                     q: self.matrix(q)?,
                     k: self.matrix(k)?,
@@ -125,13 +131,13 @@ impl Uploader<'_> {
                     .into())
                 }
             },
-            qkv_bias: l
+            qkv_bias: a
                 .qkv_bias
                 .as_ref()
                 .map(|[q, k, v]| [self.vector(q), self.vector(k), self.vector(v)]),
-            q_norm: opt(&l.q_norm),
-            k_norm: opt(&l.k_norm),
-            attn_out: self.matrix(&l.attn_out)?,
+            q_norm: opt(&a.q_norm),
+            k_norm: opt(&a.k_norm),
+            attn_out: self.matrix(&a.attn_out)?,
             post_attn_norm: opt(&l.post_attn_norm),
             ffn_norm: self.vector(&l.ffn_norm),
             gate_up: match dense_ffn(l)?.0 {

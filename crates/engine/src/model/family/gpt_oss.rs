@@ -23,6 +23,7 @@ pub(in crate::model) const GPT_OSS: Family = Family {
         ffn_norm: "post_attention_norm",
         attn_output: "attn_output",
         sinks: Some("attn_sinks.weight"),
+        q_gate: false,
     },
     sliding: Some(Sliding {
         pattern: 2,
@@ -36,6 +37,7 @@ pub(in crate::model) const GPT_OSS: Family = Family {
     no_rope_every: None,
     yarn_keys: false,
     attn_temperature: false,
+    delta_net: false,
     attn_scale: None,
     gemma4_keys: false,
     experts: Some(Routing {

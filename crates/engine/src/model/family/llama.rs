@@ -19,6 +19,7 @@ pub(in crate::model) const LLAMA: Family = Family {
         ffn_norm: "ffn_norm",
         attn_output: "attn_output",
         sinks: None,
+        q_gate: false,
     },
     sliding: None,
     attn_softcap: false,
@@ -28,6 +29,7 @@ pub(in crate::model) const LLAMA: Family = Family {
     no_rope_every: None,
     yarn_keys: false,
     attn_temperature: false,
+    delta_net: false,
     attn_scale: None,
     gemma4_keys: false,
     // Mixtral: a Llama file with `expert_count`.

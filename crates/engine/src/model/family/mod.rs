@@ -12,6 +12,7 @@ mod llama;
 mod mistral3;
 mod phi3;
 mod qwen;
+mod qwen35;
 mod smollm3;
 
 use super::rope::{RopeFactors, RopeStyle};
@@ -73,6 +74,10 @@ pub(super) struct Family {
     /// How the family routes tokens to experts, when the file has experts
     /// (`expert_count` > 0); `None`: the family has none (the key is ignored).
     pub experts: Option<Routing>,
+    /// Gated DeltaNet linear-attention layers between the full-attention ones (the
+    /// `ssm.*` keys, `full_attention_interval`), and multi-token-prediction blocks after
+    /// the trunk (`nextn_predict_layers`), as llama.cpp's `qwen35` reads them.
+    pub delta_net: bool,
 }
 
 /// How a token's experts are chosen and weighted (llama.cpp's `build_moe_ffn` as each
@@ -125,6 +130,9 @@ pub(super) struct Tensors {
     pub attn_output: &'static str,
     /// The tensor of a learned logit per head in every attention softmax (gpt-oss).
     pub sinks: Option<&'static str>,
+    /// `attn_q` holds each head's query then as many rows of an output gate: the
+    /// attention output is multiplied by sigmoid(gate) before `attn_output` (Qwen 3.5).
+    pub q_gate: bool,
 }
 
 /// llama.cpp's per-family defaults for sliding-window layers.
@@ -158,6 +166,8 @@ pub(super) const FAMILIES: &[&Family] = &[
     &mistral3::MISTRAL3,
     &glm4::GLM4,
     &gemma::GEMMA4,
+    &qwen35::QWEN35,
+    &qwen35::QWEN35MOE,
 ];
 
 /// Every family's name, in the table's order.

@@ -12,7 +12,6 @@ pub(in crate::model) struct Gemma4Keys {
     pub head_dim_swa: Option<usize>,
     pub rope_dims_swa: usize,
     pub kv_layer: Vec<usize>,
-    pub n_layer_kv: usize,
     pub n_embd_per_layer: usize,
 }
 
@@ -97,7 +96,6 @@ pub(in crate::model) fn gemma4_keys(
         head_dim_swa: head_k,
         rope_dims_swa,
         kv_layer,
-        n_layer_kv,
         // Required, as llama.cpp reads it (0: no per-layer inputs).
         n_embd_per_layer: per_layer as usize,
     })
