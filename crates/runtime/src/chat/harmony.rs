@@ -449,6 +449,7 @@ mod tests {
             thinking: text("thinking"),
             name: text("name"),
             tool_call_id: text("tool_call_id"),
+            images: Vec::new(),
             tool_calls: calls
                 .into_iter()
                 .flatten()
