@@ -8,44 +8,10 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::common::App;
-
-/// A 1×1 PNG.
-const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+use llamay_testdata::{png_declaring, PNG_1X1};
 
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-fn png() -> Vec<u8> {
-    base64::engine::general_purpose::STANDARD
-        .decode(PNG_1X1)
-        .unwrap()
-}
-
-/// The PNG with its header declaring `side`×`side` pixels (checksum fixed, as a
-/// hostile file would have it).
-fn declaring(side: u32) -> Vec<u8> {
-    let mut p = png();
-    p[16..20].copy_from_slice(&side.to_be_bytes());
-    p[20..24].copy_from_slice(&side.to_be_bytes());
-    let crc = crc32(&p[12..29]);
-    p[29..33].copy_from_slice(&crc.to_be_bytes());
-    p
-}
-
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut c = 0xffff_ffffu32;
-    for &b in bytes {
-        c ^= b as u32;
-        for _ in 0..8 {
-            c = if c & 1 == 1 {
-                (c >> 1) ^ 0xedb8_8320
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
 }
 
 /// One request per shape carrying `data` (base64 text) as its image, or `url` where
@@ -97,7 +63,7 @@ async fn refused_everywhere(app: &App, data: &str, url: &str, wanted: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn images_are_read_on_every_shape_and_refused_for_what_is_wrong() {
     let app = App::new();
-    let ok = PNG_1X1.to_string();
+    let ok = b64(PNG_1X1);
     let url = |d: &str| format!("data:image/png;base64,{d}");
     // A picture the model cannot see: the capability is named.
     refused_everywhere(&app, &ok, &url(&ok), "capability \\\"vision\\\"").await;
@@ -110,13 +76,13 @@ async fn images_are_read_on_every_shape_and_refused_for_what_is_wrong() {
     )
     .await;
     // Corrupt bytes: a PNG cut in half.
-    let cut = b64(&png()[..40]);
+    let cut = b64(&PNG_1X1[..40]);
     refused_everywhere(&app, &cut, &url(&cut), "corrupt").await;
     // An unsupported format.
     let text = b64(b"just some text, not a picture");
     refused_everywhere(&app, &text, &url(&text), "not PNG, JPEG, WebP or GIF").await;
     // A decompression bomb's header: refused before any pixel is decoded.
-    let bomb = b64(&declaring(60_000));
+    let bomb = b64(&png_declaring(60_000));
     refused_everywhere(&app, &bomb, &url(&bomb), "60000x60000").await;
     // URLs are not fetched (where a shape takes one).
     for path in ["/v1/chat/completions", "/v1/responses"] {
