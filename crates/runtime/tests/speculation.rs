@@ -292,3 +292,209 @@ fn a_model_drafting_for_itself_is_always_right() {
         assert!(drafted > 100, "{which:?}: {drafted}");
     }
 }
+
+/// Sampled, the tokens each position takes over many seeds are distributed as without
+/// drafts, free and under a mask: a tiny random-weight model (512 tokens) drafting for
+/// itself (greedy drafts, so a sampled token other than the argmax refuses them), two
+/// disjoint seed sets (the same seed would give the same tokens by construction), and a
+/// two-sample chi-square test at every position, p > 0.01. CI draws 3,000 samples a
+/// side; `LLAMAY_SPEC_SAMPLES=20000` is the count.
+#[test]
+fn sampled_tokens_keep_their_distribution_with_drafts() {
+    let n: u64 = std::env::var("LLAMAY_SPEC_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000);
+    let path = llamay_testdata::tiny_models()
+        .into_iter()
+        .find(|p| p.ends_with("tiny-llama-Q4_0.gguf"))
+        .expect("shared/ref/tiny has tiny-llama-Q4_0.gguf");
+    let lm = common::load_path(&path, 64, Some(1));
+    let itself = DraftModel(lm.model.clone());
+    let prompt = lm.tokenizer.encode(b"the cat sat on the", true, false);
+    let letters = lm.constraints.gbnf("root ::= [a-m ]{1,24}").unwrap();
+    const POSITIONS: usize = 4;
+    for constraint in [None, Some(&letters)] {
+        let mut counts = Vec::new();
+        let mut spec_stats = (0, 0);
+        for (draft, seeds) in [(0usize, 0..n), (8, n..2 * n)] {
+            let mut at: Vec<std::collections::HashMap<u32, u64>> =
+                vec![Default::default(); POSITIONS];
+            for seed in seeds {
+                let params = GenerationParams {
+                    max_tokens: POSITIONS,
+                    sampler: SamplerConfig {
+                        temperature: 1.0,
+                        top_k: 8,
+                        top_p: 1.0,
+                        min_p: 0.0,
+                        seed,
+                        ..SamplerConfig::default()
+                    },
+                    draft,
+                    draft_model: (draft > 0).then(|| itself.clone()),
+                    ..GenerationParams::default()
+                };
+                let g = generate(
+                    &lm.model,
+                    &lm.tokenizer,
+                    &prompt,
+                    &params,
+                    constraint,
+                    &AtomicBool::new(false),
+                    &mut |_| {},
+                )
+                .unwrap();
+                // A generation that ended early counts as u32::MAX at the rest.
+                for (i, slot) in at.iter_mut().enumerate() {
+                    *slot
+                        .entry(*g.tokens.get(i).unwrap_or(&u32::MAX))
+                        .or_default() += 1;
+                }
+                spec_stats.0 += g.stats.drafted_tokens;
+                spec_stats.1 += g.stats.accepted_tokens;
+            }
+            counts.push(at);
+        }
+        let what = format!("constrained {}", constraint.is_some());
+        eprintln!("{what}: {} drafted, {} taken", spec_stats.0, spec_stats.1);
+        // Drafts were fed and some taken, some refused: the replay was exercised.
+        assert!(
+            spec_stats.1 > n as usize / 4 && spec_stats.1 < spec_stats.0,
+            "{what}: {spec_stats:?}"
+        );
+        for pos in 0..POSITIONS {
+            let (stat, dof) = chi_square_two_samples(&counts[0][pos], &counts[1][pos]);
+            let p = chi_square_survival(stat, dof);
+            eprintln!("{what} position {pos}: chi2 {stat:.1}, {dof} dof, p {p:.3}");
+            assert!(
+                p > 0.01,
+                "{what} position {pos}: chi2 {stat} on {dof} dof, p {p}"
+            );
+        }
+    }
+}
+
+/// Pearson's statistic for two samples drawn from one distribution, and its degrees of
+/// freedom; categories with fewer than 10 draws in both together are pooled, so every
+/// expected count is large enough for the chi-square approximation.
+fn chi_square_two_samples(
+    a: &std::collections::HashMap<u32, u64>,
+    b: &std::collections::HashMap<u32, u64>,
+) -> (f64, usize) {
+    let mut keys: Vec<u32> = a.keys().chain(b.keys()).copied().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let (mut bins, mut pooled) = (Vec::new(), (0u64, 0u64));
+    for k in keys {
+        let (x, y) = (
+            a.get(&k).copied().unwrap_or(0),
+            b.get(&k).copied().unwrap_or(0),
+        );
+        if x + y >= 10 {
+            bins.push((x, y));
+        } else {
+            pooled = (pooled.0 + x, pooled.1 + y);
+        }
+    }
+    if pooled.0 + pooled.1 > 0 {
+        bins.push(pooled);
+    }
+    let (na, nb) = (
+        bins.iter().map(|b| b.0).sum::<u64>() as f64,
+        bins.iter().map(|b| b.1).sum::<u64>() as f64,
+    );
+    let total = na + nb;
+    let stat = bins
+        .iter()
+        .map(|&(x, y)| {
+            let col = (x + y) as f64;
+            let (ex, ey) = (na * col / total, nb * col / total);
+            (x as f64 - ex).powi(2) / ex + (y as f64 - ey).powi(2) / ey
+        })
+        .sum();
+    (stat, bins.len().saturating_sub(1).max(1))
+}
+
+/// P(X > x) for X chi-square with `dof` degrees of freedom: the regularized upper
+/// incomplete gamma Q(dof/2, x/2), by its series below a + 1 and its continued fraction
+/// above (the standard pair; both converge fast there).
+fn chi_square_survival(x: f64, dof: usize) -> f64 {
+    let (a, x) = (dof as f64 / 2.0, x / 2.0);
+    if x <= 0.0 {
+        return 1.0;
+    }
+    let front = (a * x.ln() - x - ln_gamma(a)).exp();
+    if x < a + 1.0 {
+        let (mut term, mut sum, mut ap) = (1.0 / a, 1.0 / a, a);
+        for _ in 0..1000 {
+            ap += 1.0;
+            term *= x / ap;
+            sum += term;
+            if term < sum * 1e-15 {
+                break;
+            }
+        }
+        1.0 - front * sum
+    } else {
+        // Lentz's method on the continued fraction of Q.
+        let tiny = 1e-300;
+        let mut b = x + 1.0 - a;
+        let (mut c, mut d) = (1.0 / tiny, 1.0 / b);
+        let mut h = d;
+        for i in 1..1000 {
+            let an = -(i as f64) * (i as f64 - a);
+            b += 2.0;
+            d = an * d + b;
+            d = if d.abs() < tiny { tiny } else { d };
+            c = b + an / c;
+            c = if c.abs() < tiny { tiny } else { c };
+            d = 1.0 / d;
+            let step = d * c;
+            h *= step;
+            if (step - 1.0).abs() < 1e-15 {
+                break;
+            }
+        }
+        front * h
+    }
+}
+
+/// ln Γ(x) for x > 0 (Lanczos, g = 7, nine coefficients: about 15 digits).
+fn ln_gamma(x: f64) -> f64 {
+    const G: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        let pi = std::f64::consts::PI;
+        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let t = x + 7.5;
+    let sum = G[0] + (1..9).map(|i| G[i] / (x + i as f64)).sum::<f64>();
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
+}
+
+#[test]
+fn the_chi_square_survival_function_matches_known_values() {
+    // Tables: chi2(1) 3.841 → 0.05, chi2(10) 23.209 → 0.01, chi2(4) 1.064 → 0.90,
+    // chi2(100) 135.807 → 0.01, and Γ(5) = 24.
+    for (x, dof, p) in [
+        (3.841, 1, 0.05),
+        (23.209, 10, 0.01),
+        (1.064, 4, 0.90),
+        (135.807, 100, 0.01),
+    ] {
+        let got = chi_square_survival(x, dof);
+        assert!((got - p).abs() < 2e-4, "chi2({dof}) {x}: {got} not {p}");
+    }
+    assert!((ln_gamma(5.0) - 24f64.ln()).abs() < 1e-12);
+}
