@@ -24,7 +24,7 @@ fn reference() -> Value {
 fn hybrid_families_match_llama_cpp() {
     check_families(
         &reference(),
-        &["qwen35", "qwen35moe"],
+        &["qwen35", "qwen35moe", "lfm2"],
         llamay_testdata::hybrid_model,
         REMAKE,
     );
@@ -159,4 +159,7 @@ fn missing_or_disagreeing_recurrent_tensors_name_the_tensor() {
     let e = Model::load(llamay_testdata::hybrid_model("qwen35-bad-state"), &opts)
         .expect_err("state size 16 for tensors of 32");
     assert!(e.to_string().contains("blk.0.attn_qkv.weight"), "{e}");
+    let e = Model::load(llamay_testdata::hybrid_model("lfm2-bad-missing"), &opts)
+        .expect_err("no short-conv taps");
+    assert!(e.to_string().contains("blk.0.shortconv.conv.weight"), "{e}");
 }

@@ -21,7 +21,7 @@ use super::forward::{Buffers, Span};
 use super::hparams::LinearShape;
 use super::layer::norm_range;
 use super::linear::{matmul_many, Product};
-use super::ops::{rms_norm_inplace, silu};
+use super::ops::{causal_conv, rms_norm_inplace, silu};
 use super::weights::{DeltaNet, Layer};
 use super::{Model, ModelError};
 use crate::batch::BatchItem;
@@ -81,7 +81,7 @@ impl Model {
                 .ok_or(ModelError::ForeignSequence)?;
             let (conv_state, m) = state.layer_mut(slot);
             let rows = &mut b.mixed[s.row0 * cd..(s.row0 + s.n) * cd];
-            conv_rows(&shape, &net.conv, conv_state, rows);
+            causal_conv(&net.conv, shape.conv, conv_state, rows, silu);
             for r in rows.chunks_exact_mut(cd) {
                 l2_norm_heads(&mut r[..kd2], shape.d_state, hp.rms_eps);
             }
@@ -180,34 +180,6 @@ impl HeadInputs {
     }
 }
 
-/// The causal conv over one sequence's rows (`channels` values each), in place, SiLU
-/// applied: channel c's output at a token is its last `conv - 1` inputs (kept in
-/// `state`, oldest first, carried over from the previous step) and this one's, times
-/// its taps; the state ends holding the last inputs. Summed in f32 in tap order, as
-/// ggml's `ssm_conv` does.
-fn conv_rows(shape: &LinearShape, taps: &[f32], state: &mut [f32], rows: &mut [f32]) {
-    let (k, channels) = (shape.conv, shape.conv_dim());
-    let kept = k - 1;
-    let n = rows.len() / channels;
-    for c in 0..channels {
-        let w = &taps[c * k..(c + 1) * k];
-        let hist = &mut state[c * kept..(c + 1) * kept];
-        for t in 0..n {
-            let x = &mut rows[t * channels + c];
-            let mut sum = 0f32;
-            for (h, tap) in hist.iter().zip(w) {
-                sum += h * tap;
-            }
-            sum += *x * w[kept];
-            if kept > 0 {
-                hist.copy_within(1.., 0);
-                hist[kept - 1] = *x;
-            }
-            *x = silu(sum);
-        }
-    }
-}
-
 /// Each head of `x` (heads of `d`) divided by its L2 norm, as llama.cpp's
 /// `build_gdn_l2_norm` does: `rms_norm(x, eps / d) / √d`, i.e. `x / √(Σx² + eps)`.
 fn l2_norm_heads(x: &mut [f32], d: usize, eps: f32) {
@@ -254,9 +226,9 @@ mod tests {
         taps[3] = 1.0;
         let mut state = vec![0f32; sh.conv_state_len()];
         let mut rows: Vec<f32> = (1..=3).flat_map(|t| vec![t as f32; channels]).collect();
-        conv_rows(&sh, &taps, &mut state, &mut rows);
+        causal_conv(&taps, sh.conv, &mut state, &mut rows, silu);
         let mut next = vec![4.0; channels];
-        conv_rows(&sh, &taps, &mut state, &mut next);
+        causal_conv(&taps, sh.conv, &mut state, &mut next, silu);
         let got: Vec<(f32, f32)> = rows
             .chunks_exact(channels)
             .chain(next.chunks_exact(channels))

@@ -31,7 +31,7 @@ impl Model {
         let n_vocab = self.n_vocab() as u64;
         // A recurrent state cannot drop refused drafts (`SeqState::truncate` refuses a
         // cut into it), whatever the bits: no drafts for a hybrid model.
-        if self.hp.linear.is_some() || self.n_ctx() < PREFIX + PASS + 1 || n_vocab < 2 {
+        if self.hp.has_recurrent_state() || self.n_ctx() < PREFIX + PASS + 1 || n_vocab < 2 {
             return Some(false);
         }
         let token = |i: usize| ((i as u64 * 7919 + 13) % n_vocab) as u32;

@@ -223,7 +223,9 @@ impl Model {
             }
             // A hybrid model's sequence carries a recurrent state at its length.
             let recurrent = item.seq.recurrent.as_ref();
-            if hp.linear.is_some() && recurrent.is_none_or(|r| r.positions() != item.seq.n_past) {
+            if hp.has_recurrent_state()
+                && recurrent.is_none_or(|r| r.positions() != item.seq.n_past)
+            {
                 return Err(ModelError::ForeignSequence);
             }
             if let Some(&token) = item.tokens.iter().find(|&&t| t as usize >= hp.n_vocab) {
@@ -311,6 +313,9 @@ impl Model {
                 }
                 Mixer::DeltaNet(net) => {
                     self.delta_net_block(il, layer, net, batch, &spans, &mut b)?
+                }
+                Mixer::ShortConv(conv) => {
+                    self.short_conv_block(il, layer, conv, batch, &spans, &mut b)?
                 }
             }
             self.ffn_block(il, layer, total, &mut b)?;

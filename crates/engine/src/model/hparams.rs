@@ -60,7 +60,10 @@ pub(super) struct HParams {
     pub experts: Option<ExpertShape>,
     /// The Gated DeltaNet layers' shape, when the family has them.
     pub linear: Option<LinearShape>,
-    /// Per layer: is it a linear-attention (recurrent) layer? All false without them.
+    /// The short convolutions' taps (`shortconv.l_cache`), when the family has them.
+    pub short_conv: Option<usize>,
+    /// Per layer: does it keep a recurrent state (a linear-attention or a short-conv
+    /// layer) instead of keys and values? All false without them.
     pub recurrent_layers: Vec<bool>,
     /// Multi-token-prediction blocks stored after the `n_layer` trunk layers
     /// (`nextn_predict_layers`; `block_count` counts them too).
@@ -155,9 +158,11 @@ impl HParams {
         let kv_key = key("attention.head_count_kv");
         let kv_heads = match file.get(&kv_key) {
             None => vec![n_head; n_layer],
+            // LFM2 marks its convolution layers with 0.
+            Some(_) if family.short_conv => per_layer_counts(file, &kv_key, n_layer, 0)?,
             Some(_) => per_layer_u32(file, &kv_key, n_layer)?,
         };
-        if let Some(bad) = kv_heads.iter().find(|&&h| n_head % h != 0) {
+        if let Some(bad) = kv_heads.iter().find(|&&h| h != 0 && n_head % h != 0) {
             return Err(ModelError::Invalid(format!(
                 "head_count {n_head} is not a multiple of head_count_kv {bad}"
             )));
@@ -303,7 +308,11 @@ impl HParams {
                 let (linear, layers) = linear_shape(file, arch_name, n_layer)?;
                 (Some(linear), layers)
             }
-            false => (None, vec![false; n_layer]),
+            false => (None, kv_heads.iter().map(|&h| h == 0).collect()),
+        };
+        let short_conv = match family.short_conv {
+            true => Some(short_conv_kernel(file, arch_name, &kv_heads)?),
+            false => None,
         };
         Ok(HParams {
             family,
@@ -341,6 +350,7 @@ impl HParams {
             activation: family.activation,
             experts,
             linear,
+            short_conv,
             recurrent_layers,
             n_nextn,
             swa_head_dim: g4.as_ref().and_then(|g| g.head_dim_swa),
@@ -396,6 +406,11 @@ impl HParams {
     /// among the layers that own them, of its own or of the layer it shares.
     pub(super) fn kv_slot(&self, il: usize) -> usize {
         (0..self.kv_layer[il]).filter(|&j| self.owns_kv(j)).count()
+    }
+
+    /// Does a sequence keep a recurrent state beside its KV blocks (a hybrid model)?
+    pub(super) fn has_recurrent_state(&self) -> bool {
+        self.linear.is_some() || self.short_conv.is_some()
     }
 
     /// Index among the linear layers of linear layer `il` (its recurrent state's).
@@ -462,15 +477,29 @@ fn expert_shape(
 /// A key that is one value for every layer or an array of one per layer (llama.cpp's
 /// `get_key_or_arr`).
 fn per_layer_u32(file: &GgufFile, key: &str, n_layer: usize) -> Result<Vec<usize>, ModelError> {
+    per_layer_counts(file, key, n_layer, 1)
+}
+
+/// [`per_layer_u32`] where each value may be as low as `least` (0: LFM2's KV heads).
+fn per_layer_counts(
+    file: &GgufFile,
+    key: &str,
+    n_layer: usize,
+    least: u32,
+) -> Result<Vec<usize>, ModelError> {
+    let read = |v: u32| match v {
+        0 if least == 0 => Ok(0),
+        v => dim(key, v),
+    };
     if let Ok(v) = file.get_u32(key) {
-        return Ok(vec![dim(key, v)?; n_layer]);
+        return Ok(vec![read(v)?; n_layer]);
     }
     let arr = file.get_array(key)?;
     let values: Vec<usize> = file
         .array_items(arr)
         .map(|v| v.as_i128().and_then(|i| u32::try_from(i).ok()))
         .map(|v| v.ok_or_else(|| ModelError::Invalid(format!("{key} holds a non-integer"))))
-        .map(|v| v.and_then(|v| dim(key, v)))
+        .map(|v| v.and_then(read))
         .collect::<Result<_, _>>()?;
     if values.len() != n_layer {
         return Err(ModelError::Invalid(format!(
@@ -479,6 +508,30 @@ fn per_layer_u32(file: &GgufFile, key: &str, n_layer: usize) -> Result<Vec<usize
         )));
     }
     Ok(values)
+}
+
+/// LFM2's convolution width, checked: at least 2 taps (one kept position), and some
+/// layer that attends; sliding-window attention layers are not read yet.
+fn short_conv_kernel(file: &GgufFile, arch: &str, kv_heads: &[usize]) -> Result<usize, ModelError> {
+    let key = format!("{arch}.shortconv.l_cache");
+    let taps = dim(&key, file.get_u32(&key)?)?;
+    if !(2..=64).contains(&taps) {
+        return Err(ModelError::Invalid(format!(
+            "{key} = {taps}: a short convolution of 2 to 64 taps"
+        )));
+    }
+    if kv_heads.iter().all(|&h| h == 0) {
+        return Err(ModelError::Invalid(format!(
+            "{arch}.attention.head_count_kv is 0 for every layer: no attention layer"
+        )));
+    }
+    let window = format!("{arch}.attention.sliding_window");
+    if file.opt_u32(&window)?.is_some_and(|w| w > 0) {
+        return Err(ModelError::Invalid(format!(
+            "{window}: LFM2 with sliding-window attention layers is not supported yet"
+        )));
+    }
+    Ok(taps)
 }
 
 fn dim(key: &str, v: u32) -> Result<usize, ModelError> {

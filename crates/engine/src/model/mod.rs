@@ -22,6 +22,7 @@ mod linear;
 mod ops;
 mod per_layer;
 mod rope;
+mod short_conv;
 mod split;
 mod weights;
 
@@ -241,12 +242,17 @@ impl Model {
 
     /// The shape of a sequence's recurrent state, for a hybrid model.
     fn recurrent_layout(&self) -> Option<RecurrentLayout> {
-        let shape = self.hp.linear.as_ref()?;
+        let (conv_len, matrix_len) = match (&self.hp.linear, self.hp.short_conv) {
+            (Some(shape), _) => (shape.conv_state_len(), shape.matrix_state_len()),
+            // LFM2 keeps the last `taps - 1` products of every channel, no matrix.
+            (None, Some(taps)) => ((taps - 1) * self.hp.n_embd, 0),
+            (None, None) => return None,
+        };
         Some(RecurrentLayout {
             model_id: self.id,
             n_layers: self.hp.recurrent_layers.iter().filter(|r| **r).count(),
-            conv_len: shape.conv_state_len(),
-            matrix_len: shape.matrix_state_len(),
+            conv_len,
+            matrix_len,
         })
     }
 

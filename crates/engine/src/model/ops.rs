@@ -239,6 +239,41 @@ pub(super) fn swiglu_oai_gate(gate: &mut [f32], up: &[f32]) {
 gated!(gelu_tanh_gate, gelu_tanh);
 gated!(gelu_table_gate, gelu_ggml);
 
+/// A causal depthwise convolution of `k` taps over one sequence's rows (`taps.len() / k`
+/// channels each), in place, `then` applied to each output: channel c's output at a
+/// token is its last `k - 1` inputs (kept in `state`, channel after channel, oldest
+/// first, carried over from the previous step) and this one's, times its taps; the
+/// state ends holding the last inputs. Summed in f32 in tap order, as ggml's
+/// `ssm_conv` does (Qwen 3.5's conv before its delta rule, LFM2's short conv).
+pub(super) fn causal_conv(
+    taps: &[f32],
+    k: usize,
+    state: &mut [f32],
+    rows: &mut [f32],
+    then: impl Fn(f32) -> f32,
+) {
+    let channels = taps.len() / k;
+    let kept = k - 1;
+    let n = rows.len() / channels;
+    for c in 0..channels {
+        let w = &taps[c * k..(c + 1) * k];
+        let hist = &mut state[c * kept..(c + 1) * kept];
+        for t in 0..n {
+            let x = &mut rows[t * channels + c];
+            let mut sum = 0f32;
+            for (h, tap) in hist.iter().zip(w) {
+                sum += h * tap;
+            }
+            sum += *x * w[kept];
+            if kept > 0 {
+                hist.copy_within(1.., 0);
+                hist[kept - 1] = *x;
+            }
+            *x = then(sum);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

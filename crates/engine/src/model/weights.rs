@@ -82,7 +82,7 @@ impl Layer {
     pub(crate) fn attention(&self) -> Option<&Attention> {
         match &self.mixer {
             Mixer::Attention(a) => Some(a),
-            Mixer::DeltaNet(_) => None,
+            Mixer::DeltaNet(_) | Mixer::ShortConv(_) => None,
         }
     }
 }
@@ -93,6 +93,7 @@ impl Layer {
 pub(crate) enum Mixer {
     Attention(Attention),
     DeltaNet(DeltaNet),
+    ShortConv(ShortConv),
 }
 
 /// Softmax attention over the sequence's cached keys and values.
@@ -109,6 +110,15 @@ pub(crate) struct Attention {
     pub attn_out_bias: Option<Vec<f32>>,
     /// A sink logit per head (gpt-oss).
     pub attn_sinks: Option<Vec<f32>>,
+}
+
+/// A gated short convolution (llama.cpp's `lfm2` conv layers).
+pub(crate) struct ShortConv {
+    /// `shortconv.in_proj`: B, C and x, `n_embd` rows each.
+    pub in_proj: Weight,
+    /// `shortconv.conv`: `l_cache` taps per channel, channel after channel.
+    pub conv: Vec<f32>,
+    pub out_proj: Weight,
 }
 
 /// A Gated DeltaNet layer (llama.cpp's `qwen35` linear attention).
@@ -194,7 +204,11 @@ impl Weights {
         Ok(Weights {
             token_embd,
             layers,
-            output_norm: load_vector(file, "output_norm.weight", e)?,
+            output_norm: load_vector(
+                file,
+                &format!("{}.weight", hp.family.tensors.output_norm),
+                e,
+            )?,
             output,
             mtp,
             per_layer: match hp.n_embd_per_layer {
@@ -223,8 +237,13 @@ fn load_layer(
     // families with such blocks give every layer the same widths.
     let hl = il.min(hp.n_layer - 1);
     let layout = &hp.family.tensors;
-    let mixer = match (hp.recurrent_layers.get(il), &hp.linear) {
-        (Some(true), Some(shape)) => Mixer::DeltaNet(load_delta_net(file, arena, shape, il, e)?),
+    let mixer = match (hp.recurrent_layers.get(il), &hp.linear, hp.short_conv) {
+        (Some(true), Some(shape), _) => Mixer::DeltaNet(load_delta_net(file, arena, shape, il, e)?),
+        (Some(true), None, Some(taps)) => Mixer::ShortConv(ShortConv {
+            in_proj: load("shortconv.in_proj.weight", e, 3 * e)?,
+            conv: load_table(file, &n("shortconv.conv.weight"), &[taps, e])?,
+            out_proj: load("shortconv.out_proj.weight", e, e)?,
+        }),
         _ => Mixer::Attention(load_attention(file, arena, hp, il)?),
     };
     if hp.family.gemma4_keys && file.tensor(&n("ffn_gate_inp.weight")).is_some() {

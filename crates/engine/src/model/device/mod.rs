@@ -89,9 +89,9 @@ impl DeviceModel {
                 GpuError::Unsupported("attention sinks run on the CPU engine only".into()).into(),
             );
         }
-        if hp.family.tensors.q_gate || hp.linear.is_some() {
+        if hp.family.tensors.q_gate || hp.has_recurrent_state() {
             return Err(GpuError::Unsupported(
-                "gated queries and linear-attention layers (Qwen 3.5) run on the CPU engine only"
+                "gated queries, linear-attention and short-conv layers (Qwen 3.5, LFM2) run on the CPU engine only"
                     .into(),
             )
             .into());

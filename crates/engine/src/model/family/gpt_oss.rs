@@ -24,6 +24,7 @@ pub(in crate::model) const GPT_OSS: Family = Family {
         attn_output: "attn_output",
         sinks: Some("attn_sinks.weight"),
         q_gate: false,
+        output_norm: "output_norm",
     },
     sliding: Some(Sliding {
         pattern: 2,
@@ -38,6 +39,7 @@ pub(in crate::model) const GPT_OSS: Family = Family {
     yarn_keys: false,
     attn_temperature: false,
     delta_net: false,
+    short_conv: false,
     attn_scale: None,
     gemma4_keys: false,
     experts: Some(Routing {

@@ -20,6 +20,7 @@ pub(in crate::model) const LLAMA: Family = Family {
         attn_output: "attn_output",
         sinks: None,
         q_gate: false,
+        output_norm: "output_norm",
     },
     sliding: None,
     attn_softcap: false,
@@ -30,6 +31,7 @@ pub(in crate::model) const LLAMA: Family = Family {
     yarn_keys: false,
     attn_temperature: false,
     delta_net: false,
+    short_conv: false,
     attn_scale: None,
     gemma4_keys: false,
     // Mixtral: a Llama file with `expert_count`.

@@ -8,6 +8,7 @@ mod gemma;
 mod glm4;
 mod gpt_oss;
 mod granite;
+mod lfm2;
 mod llama;
 mod mistral3;
 mod phi3;
@@ -78,6 +79,10 @@ pub(super) struct Family {
     /// `ssm.*` keys, `full_attention_interval`), and multi-token-prediction blocks after
     /// the trunk (`nextn_predict_layers`), as llama.cpp's `qwen35` reads them.
     pub delta_net: bool,
+    /// Gated short-convolution layers where a layer has no KV heads (LFM2: the
+    /// `shortconv.l_cache` key, `head_count_kv` 0 for those layers), as llama.cpp's
+    /// `lfm2` reads them; see `short_conv`.
+    pub short_conv: bool,
 }
 
 /// How a token's experts are chosen and weighted (llama.cpp's `build_moe_ffn` as each
@@ -133,6 +138,9 @@ pub(super) struct Tensors {
     /// `attn_q` holds each head's query then as many rows of an output gate: the
     /// attention output is multiplied by sigmoid(gate) before `attn_output` (Qwen 3.5).
     pub q_gate: bool,
+    /// The final norm before the output projection (LFM2's converter names it
+    /// `token_embd_norm`).
+    pub output_norm: &'static str,
 }
 
 /// llama.cpp's per-family defaults for sliding-window layers.
@@ -168,6 +176,7 @@ pub(super) const FAMILIES: &[&Family] = &[
     &gemma::GEMMA4,
     &qwen35::QWEN35,
     &qwen35::QWEN35MOE,
+    &lfm2::LFM2,
 ];
 
 /// Every family's name, in the table's order.
