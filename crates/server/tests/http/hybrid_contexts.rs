@@ -8,7 +8,10 @@
 use crate::common::{App, Setup};
 use serde_json::{json, Value};
 
-const QUESTION: &str = "\nQuestion: what did station 3 record?\nAnswer:";
+/// One word: the random weights' linear layers forget within a few tokens, so a
+/// continuation this short is what shows a wrong recurrent state (a restored state of
+/// zeros changes the text; after a 12-token question it did not).
+const QUESTION: &str = " Station";
 
 fn report() -> String {
     (0..30)
