@@ -49,7 +49,12 @@ async fn complete(app: &App, ctx: Option<&str>, prompt: &str) -> (String, u64) {
 async fn contexts_forks_and_snapshots_of_hybrid_models_keep_the_text() {
     let name = "qwen35-F32";
     // From scratch, on a server of its own: the report and the question in one prompt.
-    let fresh = complete(&server(name, None), None, &format!("{}{QUESTION}", report())).await;
+    let fresh = complete(
+        &server(name, None),
+        None,
+        &format!("{}{QUESTION}", report()),
+    )
+    .await;
     assert_eq!(fresh.1, 0, "nothing cached");
 
     let app = server(name, None);
@@ -104,7 +109,9 @@ async fn contexts_forks_and_snapshots_of_hybrid_models_keep_the_text() {
 
     // Another hybrid model over the same store: a 409 naming the model file.
     let other = server("qwen35moe-F32", app.store_dir());
-    let r = other.post("/v1/contexts", json!({"snapshot": digest})).await;
+    let r = other
+        .post("/v1/contexts", json!({"snapshot": digest}))
+        .await;
     assert_eq!(r.status.as_u16(), 409, "{}", r.text);
     assert!(
         r.text.contains("does not fit model") && r.text.contains("model file"),
