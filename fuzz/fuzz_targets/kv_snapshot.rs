@@ -16,7 +16,9 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(s.blocks.len(), h.blocks);
     assert!(s.blocks.iter().all(|b| b.len() == h.block_bytes));
     let blocks: Vec<Vec<u8>> = s.blocks.iter().map(|b| b.to_vec()).collect();
-    let again = write(h, &s.tokens, &blocks);
+    assert_eq!(s.recurrent.len(), h.recurrent_bytes);
+    let again = write(h, &s.tokens, &blocks, s.recurrent);
     let back = parse(&again).expect("a written snapshot parses");
     assert_eq!((&back.header, &back.tokens), (h, &s.tokens));
+    assert_eq!(back.recurrent, s.recurrent);
 });

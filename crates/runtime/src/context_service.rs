@@ -108,7 +108,12 @@ impl Runtime {
                 tokens.len()
             )));
         }
-        self.check_pool(&instance, tokens.len().div_ceil(KV_BLOCK_TOKENS))?;
+        let model = &instance.lm.model;
+        self.check_pool(
+            &instance,
+            tokens.len().div_ceil(KV_BLOCK_TOKENS) * model.kv_block_bytes()
+                + model.recurrent_bytes(),
+        )?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let (events, _events_rx) = tokio::sync::mpsc::unbounded_channel();
         instance.scheduler.submit(Job {
@@ -128,11 +133,10 @@ impl Runtime {
     }
 
     /// A 507 when the contexts pinned in `instance`'s pool leave no room for
-    /// `blocks` more.
-    fn check_pool(&self, instance: &Instance, blocks: usize) -> Result<(), Error> {
+    /// `needed` more bytes (blocks and a hybrid model's recurrent state).
+    fn check_pool(&self, instance: &Instance, needed: usize) -> Result<(), Error> {
         let cache = instance.scheduler.kv_cache();
         let pinned = self.registry.contexts().pinned_bytes(&instance.spec.name);
-        let needed = blocks * instance.lm.model.kv_block_bytes();
         if pinned + needed > cache.bound() {
             return Err(Error::insufficient_storage(format!(
                 "the KV pool of {} ({} MiB) is taken by named contexts ({} MiB pinned); \
@@ -188,11 +192,17 @@ impl Runtime {
             &self.model_digest(&instance).await?,
             ctx.prefix.len(),
             ctx.prefix.blocks.len(),
+            ctx.prefix.state.as_ref().map_or(0, |s| s.bytes()),
         );
         let store = self.snapshot_store()?.clone();
         tokio::task::spawn_blocking(move || {
             let blocks: Vec<Vec<u8>> = ctx.prefix.blocks.iter().map(|b| b.to_le_bytes()).collect();
-            let bytes = snapshot::write(&header, &ctx.prefix.tokens, &blocks);
+            let state = ctx
+                .prefix
+                .state
+                .as_ref()
+                .map_or(Vec::new(), |s| s.to_le_bytes());
+            let bytes = snapshot::write(&header, &ctx.prefix.tokens, &blocks, &state);
             let digest = store
                 .put_snapshot(&bytes)
                 .map_err(|e| Error::internal(format!("cannot write the snapshot: {e}")))?;
@@ -256,19 +266,31 @@ impl Runtime {
                 .map(|b| model.block_from_bytes(b))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| Error::bad_request(format!("snapshot {want}: {e}")))?;
+            // `mismatch` checked the state's size against the model's: a hybrid
+            // model's snapshot has one, another model's none.
+            let state = match snap.recurrent {
+                [] => None,
+                bytes => Some(Arc::new(
+                    model
+                        .recurrent_from_bytes(bytes, snap.tokens.len())
+                        .map_err(|e| Error::bad_request(format!("snapshot {want}: {e}")))?,
+                )),
+            };
             Ok(Prefix {
                 tokens: snap.tokens.into(),
                 blocks: blocks.into(),
+                state,
             })
         })
         .await
         .map_err(|e| Error::internal(format!("reading the snapshot failed: {e}")))??;
-        self.check_pool(instance, prefix.blocks.len())?;
-        // Its blocks serve the prefix cache too.
-        instance
-            .scheduler
-            .kv_cache()
-            .insert_settled(&prefix.tokens, &prefix.blocks);
+        self.check_pool(instance, prefix.bytes())?;
+        // Its blocks (and its state, as their checkpoint) serve the prefix cache too.
+        instance.scheduler.kv_cache().insert_settled(
+            &prefix.tokens,
+            &prefix.blocks,
+            prefix.state.as_deref().map(std::borrow::Cow::Borrowed),
+        );
         let mut ctx = NamedContext::new(
             format!("ctx_{}", crate::ids::short_id()),
             instance.spec.name.clone(),

@@ -54,7 +54,7 @@ pub use generate::{
     GenerationParams, GenerationStats, HarmonyPlan, DEFAULT_DRAFT,
 };
 pub use ids::{call_id, fresh_seed, short_id};
-pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache};
+pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache, CHECKPOINT_TOKENS};
 pub use llamay_constrain::{
     schema_limits, CompileBudget, SchemaLimits, ENFORCED_FORMATS, MAX_QUOTE_SOURCE_BYTES,
 };

@@ -24,7 +24,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::constraint::EnforcementReport;
 use crate::error::Error;
 use crate::generate::{Decoder, Finish, GenerationParams, Replayed, Speculation};
-use crate::kv::{Prefix, PrefixCache};
+use crate::kv::{Prefix, PrefixCache, CHECKPOINT_TOKENS};
 use crate::loaded::LoadedModel;
 use crate::reasoning::ThinkPlan;
 use crate::request::{GenEvent, Outcome};
@@ -172,7 +172,8 @@ impl Scheduler {
         let bound = cfg
             .kv_cache_bytes
             .unwrap_or_else(crate::kv::default_pool_bytes);
-        let cache = Arc::new(PrefixCache::new(bound));
+        let hybrid = lm.model.recurrent_bytes() > 0;
+        let cache = Arc::new(PrefixCache::new(bound, hybrid));
         let engine = EngineLoop {
             cache: cache.clone(),
             name: name.to_string(),
@@ -405,11 +406,7 @@ impl EngineLoop {
     /// runs alone rather than never.
     fn room_for(&self, job: &Job) -> bool {
         let model = &self.lm.model;
-        let reserved: usize = self
-            .active
-            .iter()
-            .map(|s| blocks_needed(&s.job, model.n_ctx()).saturating_sub(s.seq.blocks().len()))
-            .sum();
+        let reserved = self.reserved_blocks();
         // Blocks the job would share (held here, so eviction cannot take them); a
         // context's partly filled last block is copied on the first write, so only
         // its full blocks count.
@@ -420,10 +417,33 @@ impl EngineLoop {
         // Likewise a cached prefix's partly matched last block.
         let found = self
             .cache
-            .longest(&job.prompt, job.prompt.len().saturating_sub(1));
-        let shared = shared.max(found.tokens / KV_BLOCK_TOKENS);
-        let own = blocks_needed(job, model.n_ctx()).saturating_sub(shared);
+            .cached_len(&job.prompt, job.prompt.len().saturating_sub(1));
+        let shared = shared.max(found / KV_BLOCK_TOKENS);
+        // A hybrid model's sequence holds a recurrent state of its own beside the
+        // checkpoint `reserved_blocks` counts.
+        let own =
+            blocks_needed(job, model.n_ctx()).saturating_sub(shared) + 2 * self.state_blocks();
         self.cache.make_room(model, reserved + own) || self.active.is_empty()
+    }
+
+    /// Blocks' worth (rounded up) of one recurrent state: 0 but for a hybrid model.
+    fn state_blocks(&self) -> usize {
+        let model = &self.lm.model;
+        model
+            .recurrent_bytes()
+            .div_ceil(model.kv_block_bytes().max(1))
+    }
+
+    /// Blocks the running sequences may still write (their prompts and token limits)
+    /// and, for a hybrid model, the checkpoint each may file in a step before the
+    /// step's eviction: the pool keeps room for them.
+    fn reserved_blocks(&self) -> usize {
+        let n_ctx = self.lm.model.n_ctx();
+        let state = self.state_blocks();
+        self.active
+            .iter()
+            .map(|s| blocks_needed(&s.job, n_ctx).saturating_sub(s.seq.blocks().len()) + state)
+            .sum()
     }
 
     /// The sequence a job starts from, and how many of its prompt tokens it already
@@ -434,7 +454,7 @@ impl EngineLoop {
         let model = &self.lm.model;
         if let Some(ctx) = &job.context {
             if ctx.len() < job.prompt.len() && job.prompt.starts_with(&ctx.tokens) {
-                if let Ok(seq) = model.sequence_from_blocks(&ctx.blocks, ctx.len()) {
+                if let Ok(seq) = ctx.sequence(model) {
                     let c = &self.cache.counters;
                     c.lookups.fetch_add(1, Ordering::Relaxed);
                     c.hits.fetch_add(1, Ordering::Relaxed);
@@ -446,9 +466,10 @@ impl EngineLoop {
             }
         }
         let found = self.cache.lookup(&job.prompt);
-        if found.tokens > 0 {
-            if let Ok(seq) = model.sequence_from_blocks(&found.blocks, found.tokens) {
-                return (seq, found.tokens);
+        let n = found.tokens;
+        if n > 0 {
+            if let Ok(seq) = found.sequence(model) {
+                return (seq, n);
             }
         }
         (model.new_sequence(), 0)
@@ -534,7 +555,7 @@ impl EngineLoop {
         for s in &self.active {
             let left = s.feed.len() - s.fed;
             let take = if s.prefilling {
-                let t = left.min(budget);
+                let t = left.min(budget).min(self.piece_limit(&s.seq));
                 budget -= t;
                 t
             } else {
@@ -590,17 +611,21 @@ impl EngineLoop {
                 .extend_from_slice(&s.feed[s.fed..s.fed + takes[i]]);
             s.fed += takes[i];
             if l.n_rows() == 0 {
-                continue; // a prompt chunk that is not the last
+                // A prompt chunk that is not the last: a hybrid model's ends on a
+                // checkpoint boundary, and its state there is filed.
+                if s.seq.recurrent().is_some() {
+                    self.cache
+                        .insert(&s.history, s.seq.blocks(), s.seq.recurrent());
+                }
+                continue;
             }
             if s.prefilling {
                 // The prompt's blocks are cached as soon as they exist, for the
                 // requests that share it while this one still decodes.
-                self.cache.insert(&s.history, s.seq.blocks());
+                self.cache
+                    .insert(&s.history, s.seq.blocks(), s.seq.recurrent());
                 if let Some(keep) = s.job.keep.take() {
-                    let _ = keep.send(Prefix {
-                        tokens: s.history.clone().into(),
-                        blocks: s.seq.blocks().into(),
-                    });
+                    let _ = keep.send(Prefix::of_sequence(s.history.clone().into(), &s.seq));
                     kept.push(i);
                     continue;
                 }
@@ -667,13 +692,32 @@ impl EngineLoop {
                 }
             }
         }
-        self.cache.enforce(&self.lm.model);
+        // Room is kept for what the running sequences may still write: a hybrid
+        // model's checkpoints of their prompts are filed as they go, and must not
+        // take it.
+        self.cache
+            .enforce_beside(&self.lm.model, self.reserved_blocks());
+    }
+
+    /// Most prompt tokens `seq` takes in one pass: a hybrid model's stop at the next
+    /// multiple of [`CHECKPOINT_TOKENS`], where its recurrent state is filed as a
+    /// checkpoint (the state cannot be rewound, so a later request sharing the
+    /// prompt can only start where one was taken); others take the step's budget.
+    fn piece_limit(&self, seq: &SeqState) -> usize {
+        match seq.recurrent() {
+            Some(_) => CHECKPOINT_TOKENS - seq.len() % CHECKPOINT_TOKENS,
+            None => usize::MAX,
+        }
     }
 
     fn finish(&self, s: Slot, r: Result<Finish, String>) {
         // Everything the sequence computed (prompt and reply) is cached: the next
         // turn of a chat resends both, and a repeated prompt finds all of itself.
-        self.cache.insert_settled(&s.history, s.seq.blocks());
+        let mut s = s;
+        let (blocks, state) = s.seq.into_parts();
+        self.cache
+            .insert_settled(&s.history, &blocks, state.map(std::borrow::Cow::Owned));
+        drop(blocks);
         let finish = match r {
             Ok(f) => f,
             Err(e) => {
@@ -682,7 +726,6 @@ impl EngineLoop {
                 return;
             }
         };
-        let mut s = s;
         let (job, held) = (&s.job, &mut s.held);
         let done = s
             .decoder

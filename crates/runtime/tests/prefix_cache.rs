@@ -2,16 +2,17 @@
 //! SmolLM2 and Gemma 3 models (Gemma 3 past its 512-position sliding window), greedy
 //! outputs with cached prefixes, context continuations and forks are exactly those
 //! of the same requests on a scheduler that caches nothing; and a pool bound smaller
-//! than the prefixes served keeps the KV bytes within it.
+//! than the prefixes served keeps the KV bytes within it. The tiny hybrid (Qwen 3.5)
+//! files resume from recurrent-state checkpoints the same way.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use llamay_engine::{SamplerConfig, KV_BLOCK_TOKENS};
-use llamay_runtime::Prefix;
 use llamay_runtime::{
     GenEvent, GenerationParams, Job, LoadedModel, Scheduler, SchedulerConfig, Stats,
 };
+use llamay_runtime::{Prefix, CHECKPOINT_TOKENS};
 use llamay_testdata::RealModel;
 
 mod common;
@@ -278,11 +279,76 @@ fn continuations_match_fresh_runs(lm: &Arc<LoadedModel>, which: &str, words: usi
     }
 }
 
+/// A tiny hybrid file (`scripts/make-hybrid-models`), with room for a ~1,500-token
+/// prefix.
+fn load_hybrid(name: &str) -> Arc<LoadedModel> {
+    let path = llamay_testdata::hybrid_model(name);
+    Arc::new(common::load_path(&path, 2048, Some(2)))
+}
+
+/// Qwen 3.5's linear layers keep a recurrent state that cannot be cut back: a request
+/// sharing a ~1,500-token prefix with an earlier one starts from the deepest
+/// checkpoint that one left (its prompt was fed in pieces ending every
+/// `CHECKPOINT_TOKENS`) and computes only the rest, with the text of a scheduler that
+/// caches nothing.
+#[test]
+fn hybrid_models_resume_shared_prefixes_from_checkpoints() {
+    for name in ["qwen35-F32", "qwen35moe-Q8_0"] {
+        let lm = load_hybrid(name);
+        let (prefix, full) = prompts(&lm, 450);
+        assert!((1500..1800).contains(&prefix.len()), "{}", prefix.len());
+        let n = 12;
+        let uncached = scheduler(&lm, Some(0));
+        let want: Vec<String> = run_each(&uncached, &full, n)
+            .into_iter()
+            .map(|(t, c)| {
+                assert_eq!(c, 0, "{name}: nothing is cached under a bound of 0");
+                t
+            })
+            .collect();
+        drop(uncached);
+        let s = scheduler(&lm, None);
+        let got = run_each(&s, &full, n);
+        for (i, (text, cached)) in got.iter().enumerate() {
+            assert_eq!(text, &want[i], "{name}: prompt {i}");
+            // The deepest checkpoint an earlier prompt left within what they share
+            // (at least one token is fed, for the logits).
+            let deepest = (0..i)
+                .map(|j| {
+                    let common = full[i].iter().zip(&full[j]).take_while(|(a, b)| a == b);
+                    common.count().min(full[i].len() - 1) / CHECKPOINT_TOKENS * CHECKPOINT_TOKENS
+                })
+                .max()
+                .unwrap_or(0);
+            assert_eq!(*cached, deepest, "{name}: prompt {i}");
+            if i > 0 {
+                let computed = full[i].len() - cached;
+                assert!(
+                    computed <= full[i].len() - prefix.len() + CHECKPOINT_TOKENS,
+                    "{name}: prompt {i} computed {computed} of {} tokens",
+                    full[i].len()
+                );
+            }
+        }
+        // The same prompts again: the same texts, from their own checkpoints.
+        for (i, (text, cached)) in run_each(&s, &full, n).iter().enumerate() {
+            assert_eq!(text, &want[i], "{name}: prompt {i} again");
+            assert!(*cached >= (full[i].len() - 1) / CHECKPOINT_TOKENS * CHECKPOINT_TOKENS);
+        }
+        assert!(s.kv_cache().checkpoints() > 0);
+    }
+}
+
 /// More distinct prefixes than the pool holds: each request's text is still the
-/// uncached one, and once idle the model's KV bytes are within the bound.
+/// uncached one, and once idle the model's KV bytes are within the bound (a hybrid
+/// model's checkpoints counted with its blocks).
 #[test]
 fn a_small_pool_evicts_and_stays_within_its_bound() {
-    let lm = load(RealModel::SmolLM2);
+    small_pool_evicts(load(RealModel::SmolLM2), "SmolLM2");
+    small_pool_evicts(load_hybrid("qwen35-F32"), "qwen35");
+}
+
+fn small_pool_evicts(lm: Arc<LoadedModel>, which: &str) {
     let block = lm.model.kv_block_bytes();
     let bound = 12 * block;
     let s = scheduler(&lm, Some(bound));
@@ -295,23 +361,29 @@ fn a_small_pool_evicts_and_stays_within_its_bound() {
             ));
             let (got, _) = run_each(&s, std::slice::from_ref(&p), 8).remove(0);
             let (want, _) = run_each(&uncached, std::slice::from_ref(&p), 8).remove(0);
-            assert_eq!(got, want, "round {round}, document {i}");
+            assert_eq!(got, want, "{which}: round {round}, document {i}");
             let live = settled_live(&lm, |b| b <= bound);
-            assert!(live <= bound, "{live} live bytes past the bound of {bound}");
+            assert!(
+                live <= bound,
+                "{which}: {live} live bytes past the bound of {bound}"
+            );
         }
     }
     let (cached, free) = s.kv_cache().blocks();
     assert!(
         cached > 0 && cached <= 12 && free == cached,
-        "{cached} cached, {free} free"
+        "{which}: {cached} cached, {free} free"
     );
 }
 
 #[test]
 fn running_sequences_wait_for_room_in_a_small_pool() {
-    let lm = load(RealModel::SmolLM2);
+    wait_for_room(load(RealModel::SmolLM2), "SmolLM2");
+    wait_for_room(load_hybrid("qwen35-F32"), "qwen35");
+}
+
+fn wait_for_room(lm: Arc<LoadedModel>, which: &str) {
     let block = lm.model.kv_block_bytes();
-    let bound = 12 * block;
     let prompts: Vec<Vec<u32>> = (0..4)
         .map(|i| {
             lm.encode_raw(&format!(
@@ -321,13 +393,18 @@ fn running_sequences_wait_for_room_in_a_small_pool() {
         })
         .collect();
     let reply = 16;
+    // Room for two and a half of the largest job (its blocks, and a hybrid model's
+    // state and checkpoints): some must wait for others to finish.
+    let largest = prompts.iter().map(|p| p.len()).max().unwrap_or(0);
+    let job = (largest + reply).div_ceil(KV_BLOCK_TOKENS) * block + 3 * lm.model.recurrent_bytes();
+    let bound = job * 5 / 2;
     let needed: usize = prompts
         .iter()
         .map(|p| (p.len() + reply).div_ceil(KV_BLOCK_TOKENS))
         .sum();
     assert!(
         needed * block > bound,
-        "the four jobs ({needed} blocks) would fit anyway"
+        "{which}: the four jobs ({needed} blocks) would fit anyway"
     );
     let uncached = scheduler(&lm, Some(0));
     let want = run_each(&uncached, &prompts, reply);
@@ -351,9 +428,9 @@ fn running_sequences_wait_for_room_in_a_small_pool() {
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let peak = watch.join().unwrap();
     let texts = |v: &[(String, usize)]| v.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>();
-    assert_eq!(texts(&got), texts(&want));
+    assert_eq!(texts(&got), texts(&want), "{which}");
     assert!(
         peak <= bound,
-        "{peak} live bytes while running, past the bound of {bound}"
+        "{which}: {peak} live bytes while running, past the bound of {bound}"
     );
 }

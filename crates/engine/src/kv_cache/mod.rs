@@ -471,6 +471,12 @@ impl SeqState {
         self.kv.blocks()
     }
 
+    /// The sequence's blocks and recurrent state, taken apart (a finished sequence
+    /// whose state a prefix cache keeps as a checkpoint: moved, not copied).
+    pub fn into_parts(self) -> (Vec<Arc<KvBlock>>, Option<RecurrentState>) {
+        (self.kv.blocks, self.recurrent)
+    }
+
     /// A new sequence holding this one's positions, sharing every block (no copy):
     /// a write into the shared last block copies that block first. A recurrent state
     /// is copied (it is fixed-size and rewritten every step).

@@ -4,7 +4,9 @@
 //! A context holds its [`Prefix`]'s blocks by reference count, so they are pinned:
 //! the prefix cache never evicts a block anybody holds. Forks hold the same blocks
 //! (nothing is copied); a request continuing a context copies at most its partly
-//! filled last block, when it writes there. Idle contexts expire after their TTL.
+//! filled last block, when it writes there. A hybrid model's context also holds the
+//! recurrent state after its last token, shared by its forks the same way; each
+//! continuation starts from a copy of it. Idle contexts expire after their TTL.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -267,16 +269,23 @@ impl Contexts {
         self.lock().retain(|_, c| c.idle() <= c.ttl);
     }
 
-    /// Bytes of blocks held by contexts of `model` (each block once).
+    /// Bytes of blocks and recurrent states held by contexts of `model` (each once:
+    /// forks share both).
     pub fn pinned_bytes(&self, model: &str) -> usize {
         let map = self.lock();
+        let ours = || map.values().filter(|c| c.model == model);
         let mut seen = std::collections::HashSet::new();
-        map.values()
-            .filter(|c| c.model == model)
+        let blocks: usize = ours()
             .flat_map(|c| c.prefix.blocks.iter())
-            .filter(|b| seen.insert(Arc::as_ptr(b)))
+            .filter(|b| seen.insert(Arc::as_ptr(b) as usize))
             .map(|b| b.bytes())
-            .sum()
+            .sum();
+        let states: usize = ours()
+            .filter_map(|c| c.prefix.state.as_ref())
+            .filter(|s| seen.insert(Arc::as_ptr(s) as usize))
+            .map(|s| s.bytes())
+            .sum();
+        blocks + states
     }
 
     /// The `sha256:…` of the model file at `path`, if it was hashed already

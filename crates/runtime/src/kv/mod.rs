@@ -13,13 +13,14 @@ pub mod snapshot;
 
 use std::sync::Arc;
 
-use llamay_engine::KvBlock;
+use llamay_engine::{KvBlock, Model, ModelError, RecurrentState, SeqState};
 
 pub use contexts::{ContextInfo, Contexts};
-pub use prefix::PrefixCache;
+pub use prefix::{PrefixCache, CHECKPOINT_TOKENS};
 
 /// A computed prefix: its tokens and the blocks holding their keys and values
-/// (positions `..tokens.len()`; the last block may be partly filled).
+/// (positions `..tokens.len()`; the last block may be partly filled), and for a
+/// hybrid model the recurrent state after its last token.
 #[derive(Clone)]
 pub struct Prefix {
     /// The prefix's token ids.
@@ -27,6 +28,9 @@ pub struct Prefix {
     /// Their keys and values, `KV_BLOCK_TOKENS` positions a block; holding them here
     /// keeps them from eviction.
     pub blocks: Arc<[Arc<KvBlock>]>,
+    /// A hybrid model's recurrent state at `tokens.len()` (`None` for other models):
+    /// forks share it, and each sequence continuing the prefix starts from a copy.
+    pub state: Option<Arc<RecurrentState>>,
 }
 
 impl Prefix {
@@ -40,9 +44,33 @@ impl Prefix {
         self.tokens.is_empty()
     }
 
-    /// Bytes of its blocks.
+    /// Bytes of its blocks and its recurrent state.
     pub fn bytes(&self) -> usize {
-        self.blocks.iter().map(|b| b.bytes()).sum()
+        let state = self.state.as_ref().map_or(0, |s| s.bytes());
+        self.blocks.iter().map(|b| b.bytes()).sum::<usize>() + state
+    }
+
+    /// The prefix of what `seq` holds: its first `tokens.len()` positions' blocks,
+    /// and its recurrent state (a hybrid model's sequence must hold exactly `tokens`).
+    pub fn of_sequence(tokens: Arc<[u32]>, seq: &SeqState) -> Prefix {
+        let n = tokens.len().div_ceil(llamay_engine::KV_BLOCK_TOKENS);
+        Prefix {
+            blocks: seq.blocks()[..n.min(seq.blocks().len())].into(),
+            state: seq
+                .recurrent()
+                .filter(|r| r.positions() == tokens.len())
+                .map(|r| Arc::new(r.clone())),
+            tokens,
+        }
+    }
+
+    /// A sequence of `model` continuing this prefix: its blocks shared, its recurrent
+    /// state copied (a hybrid model's prefix without one cannot be continued).
+    pub fn sequence(&self, model: &Model) -> Result<SeqState, ModelError> {
+        match &self.state {
+            Some(s) => model.sequence_from_parts(&self.blocks, RecurrentState::clone(s)),
+            None => model.sequence_from_blocks(&self.blocks, self.len()),
+        }
     }
 }
 

@@ -14,17 +14,36 @@
 //! "unreferenced" and may be evicted, least recently used first (deepest first among
 //! equals, so a chain is cut from its end), whenever the model's KV bytes pass the
 //! pool bound.
+//!
+//! A hybrid model (Qwen 3.5) also needs the recurrent state at the position a
+//! sequence starts from, and that state cannot be cut back: a block can carry a
+//! checkpoint, the state after its last token, and a lookup stops at the deepest
+//! block of the chain that has one (a partly filled block only when all its tokens
+//! match). The scheduler feeds such a model's prompts in pieces ending at
+//! [`CHECKPOINT_TOKENS`] boundaries and files the state after each. A checkpoint is
+//! counted in the model's live bytes like the blocks and goes with its block; past
+//! the bound, checkpoints of blocks still in use are dropped too (least recently used
+//! first), leaving the blocks.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use llamay_engine::{KvBlock, Model, KV_BLOCK_TOKENS};
+use llamay_engine::{KvBlock, Model, ModelError, RecurrentState, SeqState, KV_BLOCK_TOKENS};
+
+/// Positions between a hybrid model's checkpoints: two blocks, the delta rule's chunk
+/// (`engine/src/model/delta_rule.rs` runs prompts 64 tokens at a time), so a prompt
+/// cut at every checkpoint still runs in whole chunks. A request sharing a prefix
+/// recomputes at most this many tokens of it.
+pub const CHECKPOINT_TOKENS: usize = 2 * KV_BLOCK_TOKENS;
 
 /// One cached block: its tokens (checked on lookup, so a hash collision can only
-/// cost a miss), the chain it continues, and when it was last used.
+/// cost a miss), the chain it continues, when it was last used, and for a hybrid
+/// model the recurrent state after its last token, where one was taken there.
 struct Node {
     block: Arc<KvBlock>,
+    state: Option<RecurrentState>,
     tokens: Box<[u32]>,
     parent: u64,
     depth: usize,
@@ -59,17 +78,19 @@ impl Inner {
     }
 
     /// The child of `parent` sharing the most leading tokens with `rest` (at least
-    /// one, fewer than a block), and how many.
+    /// one, fewer than a block), and how many; with `whole`, only a child all of
+    /// whose tokens match and that carries a checkpoint (a hybrid model's).
     fn best_child(
         &mut self,
         parent: u64,
         rest: &[u32],
         tick: u64,
-    ) -> Option<(Arc<KvBlock>, usize)> {
+        whole: bool,
+    ) -> Option<(u64, usize)> {
         let kids = self.children.get(&parent)?;
         let (h, m) = kids
             .iter()
-            .map(|h| {
+            .filter_map(|h| {
                 let n = &self.nodes[h];
                 let m = n
                     .tokens
@@ -77,15 +98,15 @@ impl Inner {
                     .zip(rest)
                     .take_while(|(a, b)| a == b)
                     .count();
-                (*h, m)
+                let usable = !whole || (m == n.tokens.len() && n.state.is_some());
+                usable.then_some((*h, m))
             })
             .max_by_key(|&(_, m)| m)?;
         if m == 0 {
             return None;
         }
-        let n = self.nodes.get_mut(&h)?;
-        n.last_used = tick;
-        Some((n.block.clone(), m))
+        self.nodes.get_mut(&h)?.last_used = tick;
+        Some((h, m))
     }
 }
 
@@ -100,6 +121,8 @@ pub struct PrefixCounters {
     /// Lookups that found at least one block.
     pub hits: AtomicU64,
     pub evicted_blocks: AtomicU64,
+    /// Checkpoints dropped while their blocks stayed (blocks still in use).
+    pub evicted_checkpoints: AtomicU64,
 }
 
 /// One loaded model's prefix cache, shared by its engine thread and the contexts.
@@ -108,6 +131,9 @@ pub struct PrefixCache {
     /// Most bytes of KV blocks the model keeps alive (cache, contexts and running
     /// sequences together) before unreferenced cached blocks are evicted.
     bound: usize,
+    /// The model keeps a recurrent state (hybrid): a prefix is usable only up to a
+    /// checkpoint.
+    hybrid: bool,
     /// Lookup, hit and eviction counts since the model loaded, for `/v1/stats`.
     pub counters: PrefixCounters,
 }
@@ -133,18 +159,32 @@ const ROOT: u64 = 0;
 
 /// A prefix found in the cache: its blocks and how many positions they hold. The
 /// last block may hold more rows than `tokens` counts (a partial match): a sequence
-/// built on it writes there through a copy.
+/// built on it writes there through a copy. A hybrid model's comes with a copy of
+/// the checkpoint at `tokens`.
 pub struct Found {
     pub blocks: Vec<Arc<KvBlock>>,
     pub tokens: usize,
+    pub state: Option<RecurrentState>,
+}
+
+impl Found {
+    /// A sequence of `model` continuing the prefix found.
+    pub fn sequence(self, model: &Model) -> Result<SeqState, ModelError> {
+        match self.state {
+            Some(s) => model.sequence_from_parts(&self.blocks, s),
+            None => model.sequence_from_blocks(&self.blocks, self.tokens),
+        }
+    }
 }
 
 impl PrefixCache {
-    /// An empty cache keeping at most `bound` bytes of KV blocks alive.
-    pub fn new(bound: usize) -> PrefixCache {
+    /// An empty cache keeping at most `bound` bytes of KV blocks (and checkpoints)
+    /// alive, for a model that keeps a recurrent state when `hybrid`.
+    pub fn new(bound: usize, hybrid: bool) -> PrefixCache {
         PrefixCache {
             inner: Mutex::new(Inner::default()),
             bound,
+            hybrid,
             counters: PrefixCounters::default(),
         }
     }
@@ -165,7 +205,7 @@ impl PrefixCache {
     /// it next, and copying now rather than at that write lets the pool count the
     /// copy as the sequence's own block (the cached original becomes evictable).
     pub fn lookup(&self, prompt: &[u32]) -> Found {
-        let mut found = self.longest(prompt, prompt.len().saturating_sub(1));
+        let mut found = self.find(prompt, prompt.len().saturating_sub(1), true);
         if !found.tokens.is_multiple_of(KV_BLOCK_TOKENS) {
             if let Some(last) = found.blocks.last_mut() {
                 *last = Arc::new(KvBlock::clone(last));
@@ -183,15 +223,25 @@ impl PrefixCache {
         found
     }
 
-    /// The longest cached prefix of `tokens` of at most `limit` positions: whole
-    /// blocks along the chain, then the leading rows of the best child where the
-    /// chain stops (no statistics).
-    pub fn longest(&self, tokens: &[u32], limit: usize) -> Found {
+    /// How many positions of `tokens` (at most `limit`) a sequence could start from:
+    /// [`PrefixCache::lookup`]'s length, without its copies or statistics.
+    pub fn cached_len(&self, tokens: &[u32], limit: usize) -> usize {
+        self.find(tokens, limit, false).tokens
+    }
+
+    /// The longest usable cached prefix of `tokens` of at most `limit` positions:
+    /// whole blocks along the chain, then the leading rows of the best child where
+    /// the chain stops; for a hybrid model, up to the deepest checkpoint on that
+    /// path (a copy of it in `Found::state` when `with_state`).
+    fn find(&self, tokens: &[u32], limit: usize, with_state: bool) -> Found {
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
         let tokens = &tokens[..limit.min(tokens.len())];
         let mut blocks = Vec::new();
+        // A hybrid model's usable prefix ends at the deepest checkpoint: its blocks
+        // and the node holding it.
+        let mut usable = (0, None);
         let mut parent = ROOT;
         for chunk in tokens.chunks_exact(KV_BLOCK_TOKENS) {
             let h = chain_hash(parent, chunk);
@@ -199,44 +249,90 @@ impl PrefixCache {
                 Some(n) if n.parent == parent && *n.tokens == *chunk => {
                     n.last_used = tick;
                     blocks.push(n.block.clone());
+                    if n.state.is_some() {
+                        usable = (blocks.len(), Some(h));
+                    }
                 }
                 _ => break,
             }
             parent = h;
         }
         let mut n = blocks.len() * KV_BLOCK_TOKENS;
-        if let Some((block, m)) = inner.best_child(parent, &tokens[n..], tick) {
-            blocks.push(block);
-            n += m;
+        match inner.best_child(parent, &tokens[n..], tick, self.hybrid) {
+            Some((h, m)) => {
+                blocks.push(inner.nodes[&h].block.clone());
+                n += m;
+                usable = (blocks.len(), Some(h));
+            }
+            None if self.hybrid => {
+                blocks.truncate(usable.0);
+                n = usable.0 * KV_BLOCK_TOKENS;
+            }
+            None => {}
         }
-        Found { blocks, tokens: n }
+        let state = match (self.hybrid && with_state, usable.1) {
+            (true, Some(h)) => inner.nodes[&h].state.clone(),
+            _ => None,
+        };
+        debug_assert!(state.as_ref().is_none_or(|s| s.positions() == n));
+        Found {
+            blocks,
+            tokens: n,
+            state,
+        }
     }
 
     /// Files the full blocks of a running sequence that holds `tokens` (its
-    /// positions, in order) in `blocks`. Its partly filled last block is left out:
-    /// the cache holding it would make the sequence's next write copy it, a block
-    /// the pool's reservation does not count. Blocks already cached for the same
-    /// tokens are kept (the first computed wins; both hold the same values).
-    pub fn insert(&self, tokens: &[u32], blocks: &[Arc<KvBlock>]) {
+    /// positions, in order) in `blocks`, and its recurrent `state` when it ends on a
+    /// block boundary (a hybrid model's checkpoint). Its partly filled last block is
+    /// left out: the cache holding it would make the sequence's next write copy it, a
+    /// block the pool's reservation does not count. Blocks already cached for the
+    /// same tokens are kept (the first computed wins; both hold the same values).
+    pub fn insert(&self, tokens: &[u32], blocks: &[Arc<KvBlock>], state: Option<&RecurrentState>) {
         let full = tokens.len() / KV_BLOCK_TOKENS * KV_BLOCK_TOKENS;
-        self.file(&tokens[..full], blocks);
+        self.file(&tokens[..full], blocks, state.map(Cow::Borrowed));
     }
 
     /// Files all the blocks of a sequence nobody writes into any more (a finished
-    /// reply, a context), the partly filled last one included.
-    pub fn insert_settled(&self, tokens: &[u32], blocks: &[Arc<KvBlock>]) {
-        self.file(tokens, blocks);
+    /// reply, a context), the partly filled last one included, with its recurrent
+    /// `state` after its last token (a finished sequence's own: moved, since a copy
+    /// would pass the pool's bound for a moment).
+    pub fn insert_settled(
+        &self,
+        tokens: &[u32],
+        blocks: &[Arc<KvBlock>],
+        state: Option<Cow<'_, RecurrentState>>,
+    ) {
+        self.file(tokens, blocks, state);
     }
 
-    fn file(&self, tokens: &[u32], blocks: &[Arc<KvBlock>]) {
+    fn file(
+        &self,
+        tokens: &[u32],
+        blocks: &[Arc<KvBlock>],
+        state: Option<Cow<'_, RecurrentState>>,
+    ) {
+        // A checkpoint belongs to the block it ends; one taken elsewhere is no use.
+        let mut state = state.filter(|s| self.hybrid && s.positions() == tokens.len());
         let mut inner = self.lock();
         inner.tick += 1;
         let tick = inner.tick;
         let mut parent = ROOT;
+        let last = tokens.len().div_ceil(KV_BLOCK_TOKENS).saturating_sub(1);
         for (depth, (chunk, block)) in tokens.chunks(KV_BLOCK_TOKENS).zip(blocks).enumerate() {
             let h = chain_hash(parent, chunk);
+            // Copied (when borrowed) only where it is filed.
+            let mut checkpoint = || match depth == last {
+                true => state.take().map(Cow::into_owned),
+                false => None,
+            };
             match inner.nodes.get_mut(&h) {
-                Some(n) if n.parent == parent && *n.tokens == *chunk => n.last_used = tick,
+                Some(n) if n.parent == parent && *n.tokens == *chunk => {
+                    n.last_used = tick;
+                    if n.state.is_none() {
+                        n.state = checkpoint();
+                    }
+                }
                 // A collision with another chain: leave the first one filed.
                 Some(_) => break,
                 None => {
@@ -244,6 +340,7 @@ impl PrefixCache {
                         h,
                         Node {
                             block: block.clone(),
+                            state: checkpoint(),
                             tokens: chunk.into(),
                             parent,
                             depth,
@@ -261,6 +358,15 @@ impl PrefixCache {
     /// whether the model is within the bound.
     pub fn enforce(&self, model: &Model) -> bool {
         self.evict_to(model, self.bound)
+    }
+
+    /// [`PrefixCache::enforce`] leaving room for `blocks` more blocks (those running
+    /// sequences may still write); whether that much room is left.
+    pub fn enforce_beside(&self, model: &Model, blocks: usize) -> bool {
+        let target = self
+            .bound
+            .saturating_sub(blocks.saturating_mul(model.kv_block_bytes()));
+        self.evict_to(model, target)
     }
 
     /// Whether `blocks` more blocks fit in the pool beside what is alive now,
@@ -302,7 +408,38 @@ impl PrefixCache {
         self.counters
             .evicted_blocks
             .fetch_add(evicted, Ordering::Relaxed);
+        // Still over: the checkpoints of blocks in use (a long prompt being filled
+        // files one every `CHECKPOINT_TOKENS`) go, least recently used first.
+        let mut held: Vec<(u64, usize, u64)> = inner
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.state.is_some())
+            .map(|(&h, n)| (n.last_used, usize::MAX - n.depth, h))
+            .collect();
+        held.sort_unstable();
+        let mut dropped = 0;
+        for (_, _, h) in held {
+            if model.kv_bytes_live() <= target {
+                break;
+            }
+            if let Some(n) = inner.nodes.get_mut(&h) {
+                n.state = None;
+                dropped += 1;
+            }
+        }
+        self.counters
+            .evicted_checkpoints
+            .fetch_add(dropped, Ordering::Relaxed);
         model.kv_bytes_live() <= target
+    }
+
+    /// Checkpoints filed (a hybrid model's recurrent states).
+    pub fn checkpoints(&self) -> usize {
+        self.lock()
+            .nodes
+            .values()
+            .filter(|n| n.state.is_some())
+            .count()
     }
 
     /// Blocks filed, and how many of them nobody but the cache holds.
@@ -349,6 +486,8 @@ impl PrefixCache {
             "cached_tokens": get(&c.hit_tokens),
             "token_hit_rate": if prompt == 0 { 0.0 } else { get(&c.hit_tokens) as f64 / prompt as f64 },
             "evicted_blocks": get(&c.evicted_blocks),
+            "cached_checkpoints": self.checkpoints(),
+            "evicted_checkpoints": get(&c.evicted_checkpoints),
         })
     }
 }

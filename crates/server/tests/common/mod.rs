@@ -27,8 +27,10 @@ pub struct App {
     router: Router,
     pub model: String,
     pub runtime: Arc<Runtime>,
-    /// The model store's folder, removed on drop (`Setup::store`).
+    /// The model store's folder (`Setup::store`, or another server's: `Setup::store_at`).
     store: Option<PathBuf>,
+    /// Whether the folder is this server's own, removed on drop.
+    owns_store: bool,
 }
 
 /// What a test's server differs in, as `llamay serve`'s options would set it.
@@ -46,6 +48,9 @@ pub struct Setup {
     pub model: Option<PathBuf>,
     /// An encoder served for embeddings (`-embed`).
     pub embed: Option<PathBuf>,
+    /// Another server's model store (a restart over the same store: its snapshots),
+    /// left in place on drop; beats `store`.
+    pub store_at: Option<PathBuf>,
 }
 
 impl Default for Setup {
@@ -57,6 +62,7 @@ impl Default for Setup {
             allowed_origins: Vec::new(),
             model: None,
             embed: None,
+            store_at: None,
         }
     }
 }
@@ -115,13 +121,15 @@ impl App {
             timeout: setup.timeout,
             ..SchedulerConfig::default()
         };
-        let store = setup.store.then(|| {
+        let owns_store = setup.store_at.is_none();
+        let store = setup.store_at.or_else(|| {
+            setup.store.then_some(())?;
             static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let dir =
                 std::env::temp_dir().join(format!("llamay-server-test-{}-{n}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
-            dir
+            Some(dir)
         });
         let spec = ModelSpec::from_arg(&path.display().to_string(), path.clone(), None);
         let model = spec.name.clone();
@@ -154,7 +162,14 @@ impl App {
             model,
             runtime,
             store,
+            owns_store,
         }
+    }
+
+    /// The model store's folder, if the server has one.
+    #[allow(dead_code)] // not every test binary including this module restarts
+    pub fn store_dir(&self) -> Option<PathBuf> {
+        self.store.clone()
     }
 
     pub async fn send(&self, method: Method, path: &str, body: Option<&Value>) -> Reply {
@@ -224,7 +239,7 @@ impl App {
 
 impl Drop for App {
     fn drop(&mut self) {
-        if let Some(dir) = &self.store {
+        if let Some(dir) = self.store.as_ref().filter(|_| self.owns_store) {
             let _ = std::fs::remove_dir_all(dir);
         }
     }

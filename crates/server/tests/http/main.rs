@@ -11,6 +11,7 @@ mod boundary;
 mod constraints;
 mod expert_contexts;
 mod harmony;
+mod hybrid_contexts;
 mod images;
 mod refusals;
 mod speculation;
