@@ -2,7 +2,8 @@
 //!
 //! A call is a `<tool_call>` … `</tool_call>` block holding
 //! `{"name": …, "arguments": {…}}` (`parameters` is read as well, and arguments
-//! written as a JSON string holding an object). Every block is taken out of the
+//! written as a JSON string holding an object), or the XML form `<function=NAME>`
+//! … `</function>` (see [`xml`](super::xml)). Every block is taken out of the
 //! text, whether or not it held a call the caller can use: a call to a tool not
 //! offered is dropped, never left in `content`. A block cut off by the token
 //! limit is dropped too.
@@ -15,7 +16,7 @@
 
 use serde_json::Value;
 
-use super::{ToolCall, ToolSet};
+use super::{xml, ToolCall, ToolSet};
 use crate::chat::MARKERS;
 
 pub(super) const OPEN_TAG: &str = "<tool_call>";
@@ -129,6 +130,11 @@ fn bare_calls(text: &str, set: &ToolSet) -> Option<Vec<ToolCall>> {
 }
 
 fn read_call(inner: &str, set: &ToolSet) -> Option<ToolCall> {
+    if inner.trim_start().starts_with(xml::FUNCTION_OPEN) {
+        return xml::read_call(inner, set)
+            .map_err(|e| tracing::debug!(error = %e, "a tool call was not read"))
+            .ok();
+    }
     let v: Value = serde_json::Deserializer::from_str(inner.trim_start())
         .into_iter::<Value>()
         .next()?

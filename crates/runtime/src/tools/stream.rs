@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::parse::{parse, CLOSE_TAG, OPEN_TAG};
-use super::{ToolCall, ToolSet};
+use super::{xml, ToolCall, ToolSet};
 use crate::chat::{BARE_OPENER, MARKERS};
 use crate::ids::call_id;
 
@@ -85,6 +85,8 @@ struct Region {
     in_list: bool,
     /// After a block's object: what came since, until the close tag.
     after: String,
+    /// A block holding the XML form: its reader, from the `<` that opened it.
+    xml: Option<xml::Reader>,
 }
 
 /// A JSON scan of one call object, a character at a time.
@@ -315,6 +317,9 @@ impl CallStream {
     /// something may follow.
     fn call(&mut self, out: &mut Vec<Piece>) -> bool {
         let pending = std::mem::take(&mut self.pending);
+        if matches!(&self.mode, Mode::Call(r) if r.xml.is_some() && !r.over) {
+            return self.xml(&pending, out);
+        }
         for (i, c) in pending.char_indices() {
             let Mode::Call(region) = &mut self.mode else {
                 unreachable!("call() runs in Mode::Call")
@@ -347,6 +352,12 @@ impl CallStream {
                         continue;
                     }
                     ',' if region.in_list => continue,
+                    '<' if region.kind == RegionKind::Block => {
+                        // The XML form: read by its own reader from here on.
+                        self.calls.push(Followed::default());
+                        region.xml = Some(xml::Reader::default());
+                        return self.xml(&pending[i..], out);
+                    }
                     ']' if region.in_list => {
                         region.over = true;
                         continue;
@@ -377,7 +388,6 @@ impl CallStream {
 
     /// Applies what one scanned character meant to the call being followed.
     fn on_step(&mut self, step: Step, c: char, out: &mut Vec<Piece>) {
-        let parallel = self.set.parallel;
         let Some(f) = self.calls.last_mut() else {
             return;
         };
@@ -386,21 +396,7 @@ impl CallStream {
             Step::Args => f.args.push(c),
             // A second `name` key changes nothing already sent.
             Step::Name(_) if f.name.is_some() => {}
-            Step::Name(name) => {
-                let offered = self.set.get(&name).is_some();
-                f.dropped = !offered || (!parallel && self.started > 0);
-                if !f.dropped {
-                    f.index = Some(self.started);
-                    f.id = call_id();
-                    out.push(Piece::CallStart {
-                        index: self.started,
-                        id: f.id.clone(),
-                        name: name.clone(),
-                    });
-                    self.started += 1;
-                }
-                f.name = Some(name);
-            }
+            Step::Name(name) => self.named(name, out),
             Step::ArgsString(text) => f.args = text,
             Step::ObjectEnd => {
                 if f.args.is_empty() {
@@ -408,6 +404,33 @@ impl CallStream {
                 }
             }
         }
+        self.send_args(out);
+    }
+
+    /// The call being followed has its name: it starts on the stream unless it is
+    /// dropped.
+    fn named(&mut self, name: String, out: &mut Vec<Piece>) {
+        let parallel = self.set.parallel;
+        let Some(f) = self.calls.last_mut() else {
+            return;
+        };
+        let offered = self.set.get(&name).is_some();
+        f.dropped = !offered || (!parallel && self.started > 0);
+        if !f.dropped {
+            f.index = Some(self.started);
+            f.id = call_id();
+            out.push(Piece::CallStart {
+                index: self.started,
+                id: f.id.clone(),
+                name: name.clone(),
+            });
+            self.started += 1;
+        }
+        f.name = Some(name);
+    }
+
+    /// Sends the arguments text the call being followed has gained.
+    fn send_args(&mut self, out: &mut Vec<Piece>) {
         let Some(f) = self.calls.last_mut() else {
             return;
         };
@@ -420,6 +443,52 @@ impl CallStream {
                 f.sent = f.args.len();
             }
         }
+    }
+
+    /// Feeds `text` to the XML call being read; true when `</function>` came (what
+    /// followed it is pending again).
+    fn xml(&mut self, text: &str, out: &mut Vec<Piece>) -> bool {
+        let Mode::Call(region) = &mut self.mode else {
+            unreachable!("xml() runs in Mode::Call")
+        };
+        let reader = region.xml.as_mut().expect("an XML region has its reader");
+        let Ok(events) = reader.push(text) else {
+            // Not the form after all: the whole text is read at the end.
+            self.mode = Mode::Held;
+            return false;
+        };
+        let done = reader.is_done().then(|| reader.take_rest());
+        for e in events {
+            match e {
+                xml::Event::Name(name) => self.named(name, out),
+                xml::Event::Param(key, raw) => {
+                    let set = self.set.clone();
+                    let Some(f) = self.calls.last_mut() else {
+                        continue;
+                    };
+                    let Some(tool) = f.name.as_deref().and_then(|n| set.get(n)) else {
+                        continue;
+                    };
+                    let member = xml::member_text(&key, &xml::typed(tool, &key, &raw));
+                    f.args.push_str(if f.args.is_empty() { "{" } else { ", " });
+                    f.args.push_str(&member);
+                }
+                xml::Event::End => {
+                    if let Some(f) = self.calls.last_mut() {
+                        f.args.push_str(if f.args.is_empty() { "{}" } else { "}" });
+                    }
+                }
+            }
+            self.send_args(out);
+        }
+        let Some(rest) = done else {
+            return false;
+        };
+        if let Mode::Call(region) = &mut self.mode {
+            region.over = true;
+        }
+        self.pending = rest;
+        true
     }
 }
 
@@ -444,6 +513,7 @@ impl Region {
             over: false,
             in_list: false,
             after: String::new(),
+            xml: None,
         }
     }
 }
@@ -613,6 +683,44 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn an_xml_call_streams_its_name_then_each_parameter() {
+        let params = json!({"type": "object", "properties": {"city": {"type": "string"},
+            "days": {"type": "integer"}}, "required": ["city", "days"]});
+        let t = ToolDef::new("get_weather", None, Some(params)).unwrap();
+        let s = ToolSet::new(vec![t], ToolChoice::Auto, true)
+            .unwrap()
+            .unwrap();
+        let one = "<tool_call>\n<function=get_weather>\n<parameter=city>\na < b\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
+        let text = format!("Checking.\n\n{one}\n{}", one.replace("\n3\n", "\n4\n"));
+        let want = [
+            "{\"city\": \"a < b\", \"days\": 3}",
+            "{\"city\": \"a < b\", \"days\": 4}",
+        ];
+        for step in [1, 2, 7, text.len()] {
+            let (pieces, calls) = run(&s, &text, step);
+            assert_eq!(content(&pieces), "Checking.", "{step}");
+            assert_eq!(calls.len(), 2);
+            for (i, c) in calls.iter().enumerate() {
+                assert_eq!(args_of(&pieces, i).concat(), want[i], "{step}");
+                assert_eq!(c.written.as_deref(), Some(want[i]));
+                assert_eq!(c.arguments["days"], json!(3 + i));
+                // The call's start came before any of its arguments, its id kept.
+                let start = pieces.iter().position(|p| {
+                    matches!(p, Piece::CallStart { index, id, .. } if *index == i && *id == c.id)
+                });
+                let first_args = pieces
+                    .iter()
+                    .position(|p| matches!(p, Piece::CallArgs { index, .. } if *index == i));
+                assert!(start.unwrap() < first_args.unwrap(), "{pieces:?}");
+            }
+            if step == 1 {
+                // Piece by piece: the first parameter went out before the second was read.
+                assert!(args_of(&pieces, 0).len() >= 3, "{pieces:?}");
+            }
+        }
     }
 
     #[test]
