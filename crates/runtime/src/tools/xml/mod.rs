@@ -155,6 +155,7 @@ mod tests {
 
     use super::super::{parse, ToolChoice, ToolDef, ToolSet};
     use super::*;
+    use crate::chat::CallConvention;
 
     pub(super) fn weather() -> ToolDef {
         let params = json!({"type": "object", "properties": {
@@ -241,6 +242,69 @@ mod tests {
         }
         let e = read_call("<function=get_weather>\n<parameter=city>\nParis", &s).unwrap_err();
         assert!(e.to_string().contains("</function>"), "{e}");
+    }
+
+    /// The assistant turn of the Qwen3-Coder / Qwen 3.5 template as documented (the
+    /// real one is on no registry): earlier calls written back in the XML form.
+    const HISTORY_TEMPLATE: &str = r#"{%- for message in messages %}
+{%- if message.role == "assistant" %}{{- '<|im_start|>assistant' }}
+{%- if message.content %}{{- '\n' + message.content }}{% endif %}
+{%- for tool_call in message.tool_calls %}
+{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}
+{{- '\n<tool_call>\n<function=' + tool_call.name + '>\n' }}
+{%- for args_name, args_value in tool_call.arguments|items %}
+{{- '<parameter=' + args_name + '>\n' }}
+{%- set args_value = args_value | tojson | safe if args_value is mapping or (args_value is sequence and args_value is not string) else args_value | string %}
+{{- args_value }}
+{{- '\n</parameter>\n' }}
+{%- endfor %}
+{{- '</function>\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\n' }}
+{%- else %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}
+{%- endif %}
+{%- endfor %}"#;
+
+    #[test]
+    fn history_written_by_the_template_reads_back_as_the_same_calls() {
+        use crate::chat::{
+            ChatMessage, ChatTemplate, RenderOptions, ToolCallFunction, ToolCallMessage,
+        };
+        let args = json!({"city": "Lyon\n< Paris", "days": 3, "metric": true,
+            "where": {"lat": 45.7, "tags": ["a", "b"]}, "unit": "f"});
+        let mut turn = ChatMessage::new("assistant", "Looking.");
+        turn.tool_calls = vec![ToolCallMessage {
+            id: "call_1".into(),
+            kind: "function".into(),
+            function: ToolCallFunction {
+                name: "get_weather".into(),
+                arguments: args.clone(),
+            },
+        }];
+        let t = ChatTemplate::new(HISTORY_TEMPLATE).unwrap();
+        let text = t
+            .render(
+                &[ChatMessage::new("user", "Weather?"), turn],
+                &RenderOptions::default(),
+            )
+            .unwrap();
+        assert_eq!(
+            CallConvention::of_template(Some(HISTORY_TEMPLATE)),
+            CallConvention::QwenXml
+        );
+        let reply = text
+            .split("<|im_start|>assistant\n")
+            .nth(1)
+            .and_then(|r| r.strip_suffix("<|im_end|>\n"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            reply.contains("<function=get_weather>\n<parameter=city>\nLyon\n< Paris\n</parameter>\n<parameter=days>\n3\n</parameter>"),
+            "{reply}"
+        );
+        let p = parse(reply, &set());
+        assert_eq!(p.content.as_deref(), Some("Looking."));
+        assert_eq!(p.calls.len(), 1);
+        assert_eq!(p.calls[0].arguments, args);
     }
 
     #[test]
