@@ -10,6 +10,7 @@
 //! | Hermes (Qwen 2.5, Qwen3, Hermes, SmolLM) | `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>` | `\n` |
 //! | Llama 3.1/3.2 | `{"name": …, "parameters": …}` (the whole answer) | `\n` |
 //! | Mistral | `[TOOL_CALLS]` then `[{"name": …, "arguments": …}, …]` | `, ` inside the list |
+//! | Gemma 4 | `<\|tool_call>call:NAME{key:value,…}<tool_call\|>`, strings between `<\|"\|>` | none |
 //! | Qwen3-Coder XML (Qwen3-Coder, Qwen 3.5, Qwen 3.6) | `<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n</tool_call>` | `\n` |
 //!
 //! In the XML form a string value is raw text (which cannot hold `</parameter>`),
@@ -33,6 +34,9 @@ pub enum CallConvention {
     /// `<tool_call>` blocks holding `<function=NAME>` and one `<parameter=KEY>` per
     /// argument (Qwen3-Coder, Qwen 3.5).
     QwenXml,
+    /// `<|tool_call>call:NAME{…}<tool_call|>` blocks, the arguments in Gemma's
+    /// notation (Gemma 4).
+    Gemma4,
 }
 
 /// How one convention's calls are written: what the call grammar emits.
@@ -60,6 +64,8 @@ pub(crate) enum CallBody {
     /// `<function=NAME>\n` and `<parameter=KEY>\nVALUE\n</parameter>\n` per argument,
     /// then `</function>`.
     Xml,
+    /// `call:NAME{key:value,…}`, strings between `<|"|>`.
+    Gemma,
 }
 
 /// Control-token markers that may precede calls in a model's output; the parser
@@ -75,6 +81,8 @@ impl CallConvention {
         };
         if t.contains("[TOOL_CALLS]") {
             CallConvention::Mistral
+        } else if t.contains("<|tool_call>call:") {
+            CallConvention::Gemma4
         } else if t.contains("<function=") {
             // Checked before Hermes: the XML form sits inside `<tool_call>` too.
             CallConvention::QwenXml
@@ -96,6 +104,7 @@ impl CallConvention {
             CallConvention::Llama3 => "llama3",
             CallConvention::Mistral => "mistral",
             CallConvention::QwenXml => "qwen3-coder",
+            CallConvention::Gemma4 => "gemma4",
         }
     }
 
@@ -116,6 +125,14 @@ impl CallConvention {
                 args_key: "arguments",
                 blocks: true,
                 body: CallBody::Xml,
+            },
+            CallConvention::Gemma4 => CallForm {
+                open: "<|tool_call>",
+                close: "<tool_call|>",
+                between: "",
+                args_key: "arguments",
+                blocks: true,
+                body: CallBody::Gemma,
             },
             CallConvention::Llama3 => CallForm {
                 open: "",
@@ -144,6 +161,7 @@ impl CallConvention {
             CallConvention::Hermes | CallConvention::QwenXml => Some("<tool_call>"),
             // The control token's text, as the tokenizer spells it.
             CallConvention::Mistral => Some("[TOOL_CALLS]"),
+            CallConvention::Gemma4 => Some("<|tool_call>"),
             CallConvention::Llama3 => None,
         }
     }

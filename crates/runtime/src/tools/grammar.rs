@@ -22,7 +22,7 @@ use std::time::Instant;
 use llamay_constrain::{Grammar, GrammarBuilder, ReportEntry, RuleId, SchemaReport, Symbol};
 use serde_json::json;
 
-use super::{xml, ToolSet};
+use super::{gemma, xml, ToolSet};
 use crate::chat::{CallBody, CallConvention as Convention, BARE_OPENER};
 use crate::constraint::SchemaGrammar;
 use crate::error::Error;
@@ -68,6 +68,7 @@ fn calls(set: &ToolSet, body: CallBody, args_key: &str) -> Result<Calls, Error> 
                 ]);
             }
             CallBody::Xml => alts.push(vec![xml::grammar::call_body(&mut b, t)?]),
+            CallBody::Gemma => alts.push(vec![gemma::grammar::call_body(&mut b, t)?]),
         }
         report
             .entries
@@ -82,7 +83,7 @@ fn calls(set: &ToolSet, body: CallBody, args_key: &str) -> Result<Calls, Error> 
         b,
         object,
         report,
-        key: json!({"tools": key_tools, "args": args_key, "xml": body == CallBody::Xml}),
+        key: json!({"tools": key_tools, "args": args_key, "body": format!("{body:?}")}),
         t0,
     })
 }
@@ -426,6 +427,69 @@ mod tests {
         .unwrap();
         let e = forced(&odd, Convention::QwenXml).unwrap_err();
         assert!(e.message.contains("\"a>b\""), "{}", e.message);
+    }
+
+    #[test]
+    fn gemma_calls_are_held_to_the_schema_in_gemmas_notation() {
+        let weather = json!({"type": "object", "properties": {
+            "days": {"type": "integer"}, "City": {"type": "string"},
+            "unit": {"enum": ["c", "f"]}, "at": {"type": "object",
+            "properties": {"lat": {"type": "number"}, "tags": {"type": "array",
+            "items": {"type": "string"}, "maxItems": 2}}, "required": ["lat"]}},
+            "required": ["City", "days"]});
+        let set = ToolSet::new(
+            vec![ToolDef::new("get_weather", None, Some(weather)).unwrap()],
+            ToolChoice::Required,
+            true,
+        )
+        .unwrap()
+        .unwrap();
+        let g = forced(&set, Convention::Gemma4).unwrap().grammar;
+        let q = |s: &str| format!("<|\"|>{s}<|\"|>");
+        let call = |args: &str| format!("<|tool_call>call:get_weather{{{args}}}<tool_call|>");
+        // Keys sorted case-blind, as `dictsort` writes them.
+        let paris = call(&format!("City:{},days:3", q("Paris, <b>")));
+        assert!(accepts(&g, &paris));
+        assert!(accepts(&g, &format!("{paris}{paris}")));
+        let full = format!(
+            "at:{{lat:1.5,tags:[{},{}]}},City:{},days:-2,unit:{}",
+            q("x"),
+            q("y"),
+            q(""),
+            q("f")
+        );
+        assert!(accepts(&g, &call(&full)), "{full}");
+        for bad in [
+            call(&format!("days:3,City:{}", q("P"))),
+            call(&format!("City:{}", q("P"))),
+            call("City:Paris,days:3"),
+            call(&format!("City:{},days:three", q("P"))),
+            call(&format!("City:{},days:3,unit:{}", q("P"), q("k"))),
+            call(&format!("at:{{}},City:{},days:3", q("P"))),
+            call(&format!(
+                "at:{{lat:1,tags:[{},{},{}]}},City:{},days:3",
+                q("a"),
+                q("b"),
+                q("c"),
+                q("P")
+            )),
+            call(&format!("City:{},days:3,", q("P"))),
+            call(&format!("City:{},days:3", q("a<|\"|>b"))),
+            paris.replace("get_weather", "get_news"),
+        ] {
+            assert!(!accepts(&g, &bad), "{bad}");
+        }
+        // A schema the notation cannot be held to is refused by name.
+        let union = json!({"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}});
+        let set = ToolSet::new(
+            vec![ToolDef::new("f", None, Some(union)).unwrap()],
+            ToolChoice::Required,
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let e = forced(&set, Convention::Gemma4).unwrap_err();
+        assert!(e.message.starts_with("tool f: x: "), "{}", e.message);
     }
 
     #[test]

@@ -21,11 +21,13 @@
 //!   piece by piece; the runtime's `hold` module drives it, or holds the whole
 //!   answer back for a whole response, Ollama's shape and `whole_tool_calls`.
 
+mod gemma;
 pub(crate) mod grammar;
 pub(crate) mod harmony;
 mod parse;
 pub(crate) mod plan;
 pub(crate) mod prompt;
+mod raw_text;
 pub(crate) mod stream;
 pub(crate) mod xml;
 

@@ -5,12 +5,12 @@
 //! A raw string is held to its type and to `enum`/`const`; its `pattern`, `format` and
 //! lengths are not enforced (they are written for JSON strings, not raw text).
 
-use llamay_constrain::{compile_schema, ByteDfa, GrammarBuilder, Symbol};
+use llamay_constrain::{compile_schema, GrammarBuilder, Symbol};
 use serde_json::Value;
 
 use super::{is_string_only, FUNCTION_CLOSE, FUNCTION_OPEN, PARAM_CLOSE, PARAM_OPEN};
 use crate::error::Error;
-use crate::tools::ToolDef;
+use crate::tools::{raw_text, ToolDef};
 
 /// The body of a call to `tool`: `<function=NAME>\n`, its parameters, `</function>`.
 pub(crate) fn call_body(b: &mut GrammarBuilder, tool: &ToolDef) -> Result<Symbol, Error> {
@@ -64,7 +64,7 @@ fn value(b: &mut GrammarBuilder, tool: &ToolDef, schema: &Value) -> Result<Symbo
             Some(l) => Ok(Symbol::alt(
                 l.into_iter().map(|s| vec![Symbol::lit(s)]).collect(),
             )),
-            None => raw_text().map_err(|e| e.to_string()),
+            None => raw_text::without(PARAM_CLOSE).map_err(|e| e.to_string()),
         };
     }
     // A property's `$ref` points into the tool's own definitions.
@@ -78,63 +78,4 @@ fn value(b: &mut GrammarBuilder, tool: &ToolDef, schema: &Value) -> Result<Symbo
     }
     let compiled = compile_schema(&own).map_err(|e| e.to_string())?;
     compiled.lower_into(b).map_err(|e| e.to_string())
-}
-
-/// Any text without `</parameter>` in it: whatever follows each `<` must not spell
-/// the rest of the tag.
-fn raw_text() -> llamay_constrain::Result<Symbol> {
-    let rest = &PARAM_CLOSE[1..];
-    let breaks: Vec<String> = rest
-        .char_indices()
-        .map(|(i, c)| format!("{}(?:[^<{c}][^<]*)?", &rest[..i]))
-        .collect();
-    let pattern = format!("[^<]*(?:<(?:{}))*", breaks.join("|"));
-    Ok(Symbol::Regex(ByteDfa::shared(&pattern)?))
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use llamay_constrain::{Constraint, Vocabulary};
-
-    use super::*;
-
-    fn accepts(symbol: impl Fn(&mut GrammarBuilder) -> Symbol, text: &str) -> bool {
-        let mut b = GrammarBuilder::new();
-        let s = symbol(&mut b);
-        let root = b.rule("root", vec![vec![s]]);
-        let g = b.build(root).unwrap();
-        let toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-        let c = Constraint::from_grammar(&g, Arc::new(Vocabulary::new(toks, &[], &[]))).unwrap();
-        let mut m = c.matcher();
-        m.commit_bytes(text.as_bytes()).is_ok() && m.is_accepting()
-    }
-
-    #[test]
-    fn raw_text_is_anything_but_the_close_tag() {
-        let raw = |_: &mut GrammarBuilder| raw_text().unwrap();
-        for ok in [
-            "",
-            "Paris",
-            "a < b",
-            "<",
-            "<<",
-            "x </param",
-            "</parameter",
-            "</parameters>",
-            "<</parameter",
-            "two\nlines </function> é",
-        ] {
-            assert!(accepts(raw, ok), "{ok:?}");
-        }
-        for bad in [
-            "</parameter>",
-            "x</parameter>y",
-            "<</parameter>",
-            "a\n</parameter>\n",
-        ] {
-            assert!(!accepts(raw, bad), "{bad:?}");
-        }
-    }
 }

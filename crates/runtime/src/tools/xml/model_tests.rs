@@ -1,4 +1,5 @@
-//! Forced calls in the XML form on a tiny random-weight Qwen3 (its real tokenizer):
+//! Forced calls in the XML form and Gemma 4's on a tiny random-weight Qwen3 (its real
+//! tokenizer):
 //! whatever the weights pick, the grammar only lets through calls that parse back
 //! to arguments valid under the tool's schema.
 
@@ -41,11 +42,8 @@ fn valid(schema: &Value, args: &Value) -> bool {
     m.commit_bytes(args.to_string().as_bytes()).is_ok() && m.is_accepting()
 }
 
-fn run(lm: &LoadedModel, set: &Arc<ToolSet>, seed: u64) -> String {
-    let ConstraintSpec::Tools(g) = set
-        .shape(CallConvention::QwenXml, ConstraintSpec::None)
-        .unwrap()
-    else {
+fn run(lm: &LoadedModel, set: &Arc<ToolSet>, conv: CallConvention, seed: u64) -> String {
+    let ConstraintSpec::Tools(g) = set.shape(conv, ConstraintSpec::None).unwrap() else {
         panic!("a forced choice is a tools constraint")
     };
     let constraint = Constraint::from_grammar(&g.grammar, lm.vocab.clone()).unwrap();
@@ -96,10 +94,14 @@ fn forced_and_named_calls_parse_to_valid_arguments() {
         .unwrap()
         .unwrap();
     let mut names = std::collections::BTreeSet::new();
+    let forms = [
+        (CallConvention::QwenXml, "<tool_call>\n<function="),
+        (CallConvention::Gemma4, "<|tool_call>call:"),
+    ];
     for seed in 0..24 {
-        for set in [&required, &named] {
-            let text = run(&lm, set, seed);
-            assert!(text.starts_with("<tool_call>\n<function="), "{text}");
+        for ((conv, opening), set) in forms.iter().flat_map(|f| [(f, &required), (f, &named)]) {
+            let text = run(&lm, set, *conv, seed);
+            assert!(text.starts_with(opening), "{text}");
             let p = parse(&text, set);
             assert!(!p.calls.is_empty(), "seed {seed}: no call in {text:?}");
             for c in &p.calls {
@@ -109,7 +111,7 @@ fn forced_and_named_calls_parse_to_valid_arguments() {
                 names.insert(c.name.clone());
             }
             if !set.parallel {
-                assert_eq!(text.matches("<tool_call>").count(), 1, "{text}");
+                assert_eq!(text.matches(opening).count(), 1, "{text}");
             }
         }
     }
