@@ -218,6 +218,37 @@ mod tests {
     }
 
     #[test]
+    fn a_forced_call_writes_gemmas_own_tokens() {
+        use llamay_constrain::{Constraint, TokenMask, Vocabulary};
+        let path = llamay_testdata::llamacpp_vocab("gemma-4");
+        let tok =
+            llamay_engine::Tokenizer::from_gguf(&llamay_engine::GgufFile::open(&path).unwrap())
+                .unwrap();
+        let vocab = Vocabulary::new(tok.vocab_bytes(), tok.eog_ids(), &tok.control_ids());
+        let params = json!({"type": "object", "properties": {"city": {"type": "string"}},
+            "required": ["city"]});
+        let t = ToolDef::new("get_weather", None, Some(params)).unwrap();
+        let set = ToolSet::new(vec![t], ToolChoice::Required, false)
+            .unwrap()
+            .unwrap();
+        let g = super::super::grammar::forced(&set, crate::chat::CallConvention::Gemma4).unwrap();
+        let mut m = Constraint::from_grammar(&g.grammar, std::sync::Arc::new(vocab))
+            .unwrap()
+            .matcher();
+        let mut mask = TokenMask::new(tok.n_vocab());
+        // The call opens with the `<|tool_call>` token and a string with `<|"|>`'s.
+        for (text, then) in [("", OPEN), ("call:get_weather{city:", QUOTE)] {
+            for id in tok.encode(text.as_bytes(), false, false) {
+                m.commit(id).unwrap();
+            }
+            m.mask(&mut mask);
+            let id = tok.token_id(then).unwrap();
+            assert!(mask.allowed().any(|a| a == id), "{then} after {text:?}");
+            m.commit(id).unwrap();
+        }
+    }
+
+    #[test]
     fn what_is_not_a_call_is_an_error() {
         let s = set();
         for bad in [
