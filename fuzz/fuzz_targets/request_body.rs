@@ -137,5 +137,11 @@ fuzz_target!(|data: &[u8]| {
 
 /// Each family's call form, picked by the input's length.
 fn convention(data: &[u8]) -> Convention {
-    [Convention::Hermes, Convention::Llama3, Convention::Mistral][data.len() % 3]
+    [
+        Convention::Hermes,
+        Convention::Llama3,
+        Convention::Mistral,
+        Convention::QwenXml,
+        Convention::Gemma4,
+    ][data.len() % 5]
 }

@@ -10,6 +10,12 @@
 //! | Hermes (Qwen 2.5, Qwen3, Hermes, SmolLM) | `<tool_call>\n{"name": …, "arguments": …}\n</tool_call>` | `\n` |
 //! | Llama 3.1/3.2 | `{"name": …, "parameters": …}` (the whole answer) | `\n` |
 //! | Mistral | `[TOOL_CALLS]` then `[{"name": …, "arguments": …}, …]` | `, ` inside the list |
+//! | Gemma 4 | `<\|tool_call>call:NAME{key:value,…}<tool_call\|>`, strings between `<\|"\|>` | none |
+//! | Qwen3-Coder XML (Qwen3-Coder, Qwen 3.5, Qwen 3.6) | `<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>\n</tool_call>` | `\n` |
+//!
+//! In the XML form a string value is raw text (which cannot hold `</parameter>`),
+//! any other value JSON; the parser reads each value back as its parameter's schema
+//! types it (`3` for an integer is the number 3).
 //!
 //! Mistral's `[TOOL_CALLS]` and Llama's `<|python_tag|>` are control tokens, which a
 //! grammar over text cannot write (the constraint's vocabulary leaves control tokens
@@ -25,6 +31,12 @@ pub enum CallConvention {
     Llama3,
     /// `[TOOL_CALLS]` and a JSON list of `{"name": …, "arguments": …}`.
     Mistral,
+    /// `<tool_call>` blocks holding `<function=NAME>` and one `<parameter=KEY>` per
+    /// argument (Qwen3-Coder, Qwen 3.5).
+    QwenXml,
+    /// `<|tool_call>call:NAME{…}<tool_call|>` blocks, the arguments in Gemma's
+    /// notation (Gemma 4).
+    Gemma4,
 }
 
 /// How one convention's calls are written: what the call grammar emits.
@@ -40,6 +52,20 @@ pub(crate) struct CallForm {
     pub args_key: &'static str,
     /// Every call sits in its own open…close block (else one list holds them all).
     pub blocks: bool,
+    /// What a call's body is between open and close.
+    pub body: CallBody,
+}
+
+/// The body of one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallBody {
+    /// `{"name": …, "<args_key>": {…}}`.
+    Json,
+    /// `<function=NAME>\n` and `<parameter=KEY>\nVALUE\n</parameter>\n` per argument,
+    /// then `</function>`.
+    Xml,
+    /// `call:NAME{key:value,…}`, strings between `<|"|>`.
+    Gemma,
 }
 
 /// Control-token markers that may precede calls in a model's output; the parser
@@ -55,6 +81,11 @@ impl CallConvention {
         };
         if t.contains("[TOOL_CALLS]") {
             CallConvention::Mistral
+        } else if t.contains("<|tool_call>call:") {
+            CallConvention::Gemma4
+        } else if t.contains("<function=") {
+            // Checked before Hermes: the XML form sits inside `<tool_call>` too.
+            CallConvention::QwenXml
         } else if t.contains("<tool_call>") {
             CallConvention::Hermes
         } else if t.contains("<|python_tag|>")
@@ -72,6 +103,8 @@ impl CallConvention {
             CallConvention::Hermes => "hermes",
             CallConvention::Llama3 => "llama3",
             CallConvention::Mistral => "mistral",
+            CallConvention::QwenXml => "qwen3-coder",
+            CallConvention::Gemma4 => "gemma4",
         }
     }
 
@@ -83,6 +116,23 @@ impl CallConvention {
                 between: "\n",
                 args_key: "arguments",
                 blocks: true,
+                body: CallBody::Json,
+            },
+            CallConvention::QwenXml => CallForm {
+                open: "<tool_call>\n",
+                close: "\n</tool_call>",
+                between: "\n",
+                args_key: "arguments",
+                blocks: true,
+                body: CallBody::Xml,
+            },
+            CallConvention::Gemma4 => CallForm {
+                open: "<|tool_call>",
+                close: "<tool_call|>",
+                between: "",
+                args_key: "arguments",
+                blocks: true,
+                body: CallBody::Gemma,
             },
             CallConvention::Llama3 => CallForm {
                 open: "",
@@ -90,6 +140,7 @@ impl CallConvention {
                 between: "\n",
                 args_key: "parameters",
                 blocks: true,
+                body: CallBody::Json,
             },
             CallConvention::Mistral => CallForm {
                 open: "[",
@@ -97,6 +148,7 @@ impl CallConvention {
                 between: ", ",
                 args_key: "arguments",
                 blocks: false,
+                body: CallBody::Json,
             },
         }
     }
@@ -106,9 +158,10 @@ impl CallConvention {
     /// also found at the answer's start, see [`BARE_OPENER`]).
     pub(crate) fn opener(self) -> Option<&'static str> {
         match self {
-            CallConvention::Hermes => Some("<tool_call>"),
+            CallConvention::Hermes | CallConvention::QwenXml => Some("<tool_call>"),
             // The control token's text, as the tokenizer spells it.
             CallConvention::Mistral => Some("[TOOL_CALLS]"),
+            CallConvention::Gemma4 => Some("<|tool_call>"),
             CallConvention::Llama3 => None,
         }
     }
@@ -134,6 +187,12 @@ mod tests {
         assert_eq!(
             CallConvention::of_template(Some(mistral)),
             CallConvention::Mistral
+        );
+        // Qwen3-Coder's and Qwen 3.5's: XML calls, inside `<tool_call>` too.
+        let qwen_xml = "If you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n</function>\n</tool_call>";
+        assert_eq!(
+            CallConvention::of_template(Some(qwen_xml)),
+            CallConvention::QwenXml
         );
         let chatml = "<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>";
         assert_eq!(

@@ -20,7 +20,7 @@ mod template;
 
 pub use builtin::Builtin;
 pub use call_convention::CallConvention;
-pub(crate) use call_convention::{BARE_OPENER, MARKERS};
+pub(crate) use call_convention::{CallBody, BARE_OPENER, MARKERS};
 pub(crate) use harmony::{render_harmony, HarmonyOptions};
 pub(crate) use harmony_tokens::{HarmonyFacts, HARMONY_MARKERS};
 pub use message::{ChatMessage, ImageInput, ToolCallFunction, ToolCallMessage};

@@ -22,8 +22,8 @@ use std::time::Instant;
 use llamay_constrain::{Grammar, GrammarBuilder, ReportEntry, RuleId, SchemaReport, Symbol};
 use serde_json::json;
 
-use super::ToolSet;
-use crate::chat::{CallConvention as Convention, BARE_OPENER};
+use super::{gemma, xml, ToolSet};
+use crate::chat::{CallBody, CallConvention as Convention, BARE_OPENER};
 use crate::constraint::SchemaGrammar;
 use crate::error::Error;
 
@@ -46,18 +46,30 @@ struct Calls {
     t0: Instant,
 }
 
-fn calls(set: &ToolSet, args_key: &str) -> Result<Calls, Error> {
+/// The calls of `set` with bodies in `body` (`args_key` naming a JSON body's
+/// arguments).
+fn calls(set: &ToolSet, body: CallBody, args_key: &str) -> Result<Calls, Error> {
     let t0 = Instant::now();
     let mut b = GrammarBuilder::new();
     let mut alts = Vec::new();
     let mut report = SchemaReport::default();
     let mut key_tools = Vec::new();
     for t in set.callable() {
-        let args = t
-            .schema
-            .lower_into(&mut b)
-            .map_err(|e| Error::refusal(format!("tool {}: {e}", t.name)).at("tools"))?;
-        alts.push(vec![Symbol::lit(head(&t.name, args_key)), args]);
+        match body {
+            CallBody::Json => {
+                let args = t
+                    .schema
+                    .lower_into(&mut b)
+                    .map_err(|e| Error::refusal(format!("tool {}: {e}", t.name)).at("tools"))?;
+                alts.push(vec![
+                    Symbol::lit(head(&t.name, args_key)),
+                    args,
+                    Symbol::lit("}"),
+                ]);
+            }
+            CallBody::Xml => alts.push(vec![xml::grammar::call_body(&mut b, t)?]),
+            CallBody::Gemma => alts.push(vec![gemma::grammar::call_body(&mut b, t)?]),
+        }
         report
             .entries
             .extend(t.schema.report.entries.iter().map(|e| ReportEntry {
@@ -66,15 +78,12 @@ fn calls(set: &ToolSet, args_key: &str) -> Result<Calls, Error> {
             }));
         key_tools.push(json!([t.name, t.parameters]));
     }
-    let object = b.rule(
-        "tool_call_object",
-        vec![vec![Symbol::alt(alts), Symbol::lit("}")]],
-    );
+    let object = b.rule("tool_call_object", vec![vec![Symbol::alt(alts)]]);
     Ok(Calls {
         b,
         object,
         report,
-        key: json!({"tools": key_tools, "args": args_key}),
+        key: json!({"tools": key_tools, "args": args_key, "body": format!("{body:?}")}),
         t0,
     })
 }
@@ -126,7 +135,8 @@ impl Calls {
 
 /// The grammar of a forced choice: the output is calls, in `conv`.
 pub(crate) fn forced(set: &ToolSet, conv: Convention) -> Result<SchemaGrammar, Error> {
-    let mut c = calls(set, conv.form().args_key)?;
+    let f = conv.form();
+    let mut c = calls(set, f.body, f.args_key)?;
     let root = c.answer(conv, set.parallel);
     c.finish(root, json!(["forced", conv.name(), set.parallel]))
 }
@@ -140,7 +150,8 @@ pub(crate) fn beside(
     answer_key: &str,
     answer_report: &SchemaReport,
 ) -> Result<SchemaGrammar, Error> {
-    let mut c = calls(set, conv.form().args_key)?;
+    let f = conv.form();
+    let mut c = calls(set, f.body, f.args_key)?;
     let calls = c.answer(conv, set.parallel);
     let answer = c.b.import(answer);
     let root = c.b.rule(
@@ -184,7 +195,12 @@ pub(crate) fn one_call(
     opener: Opener,
 ) -> Result<SchemaGrammar, Error> {
     let f = conv.form();
-    let mut c = calls(set, f.args_key)?;
+    // A bare call is JSON in every convention.
+    let body = match opener {
+        Opener::Tag(_) => f.body,
+        Opener::Bare => CallBody::Json,
+    };
+    let mut c = calls(set, body, f.args_key)?;
     let root = match opener {
         Opener::Tag(_) if f.blocks => c.b.rule(
             "tool_call",
@@ -327,6 +343,153 @@ mod tests {
         assert!(accepts(&mistral, &format!("[{m1}, {m1}]")));
         assert!(!accepts(&mistral, m1));
         assert!(!accepts(&mistral, "[]"));
+    }
+
+    #[test]
+    fn xml_calls_hold_each_value_to_its_schema() {
+        let weather = json!({"type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"},
+            "unit": {"enum": ["c", "f"]}, "at": {"type": "object",
+            "properties": {"lat": {"type": "number"}}, "required": ["lat"]}},
+            "required": ["city", "days"]});
+        let tools = || {
+            vec![
+                ToolDef::new("get_weather", None, Some(weather.clone())).unwrap(),
+                ToolDef::new("get_time", None, None).unwrap(),
+            ]
+        };
+        let call = |params: &[(&str, &str)]| {
+            let mut s = String::from("<tool_call>\n<function=get_weather>\n");
+            for (k, v) in params {
+                s.push_str(&format!("<parameter={k}>\n{v}\n</parameter>\n"));
+            }
+            s + "</function>\n</tool_call>"
+        };
+        let set = ToolSet::new(tools(), ToolChoice::Required, true)
+            .unwrap()
+            .unwrap();
+        let g = forced(&set, Convention::QwenXml).unwrap().grammar;
+        let paris = call(&[("city", "Paris\nor < Lyon"), ("days", "3")]);
+        assert!(accepts(&g, &paris));
+        let time = "<tool_call>\n<function=get_time>\n</function>\n</tool_call>";
+        assert!(accepts(&g, time));
+        assert!(accepts(&g, &format!("{paris}\n{time}")));
+        let full = call(&[
+            ("city", "P"),
+            ("days", "-2"),
+            ("unit", "f"),
+            ("at", "{\"lat\": 1.5}"),
+        ]);
+        assert!(accepts(&g, &full));
+        for bad in [
+            call(&[("city", "Paris")]),
+            call(&[("days", "3"), ("city", "Paris")]),
+            call(&[("city", "Paris"), ("days", "three")]),
+            call(&[("city", "a</parameter>b"), ("days", "3")]),
+            call(&[("city", "P"), ("days", "3"), ("unit", "k")]),
+            call(&[("city", "P"), ("days", "3"), ("at", "{}")]),
+            call(&[("city", "P"), ("days", "3"), ("wind", "3")]),
+            paris.replace("<function=get_weather>", "<function=get_news>"),
+            paris.replace("\n</function>", "</function>"),
+            PARIS.to_string(),
+        ] {
+            assert!(!accepts(&g, &bad), "{bad}");
+        }
+        let named = ToolSet::new(tools(), ToolChoice::Named("get_time".into()), false)
+            .unwrap()
+            .unwrap();
+        let g = forced(&named, Convention::QwenXml).unwrap().grammar;
+        assert!(accepts(&g, time));
+        assert!(!accepts(&g, &paris) && !accepts(&g, &format!("{time}\n{time}")));
+        // Strict `auto`: one call from the tag on; a bare call is still JSON.
+        let auto = ToolSet::new(tools(), ToolChoice::Auto, true)
+            .unwrap()
+            .unwrap();
+        let tag = one_call(&auto, Convention::QwenXml, Opener::Tag("<tool_call>"))
+            .unwrap()
+            .grammar;
+        assert!(accepts(&tag, &paris) && !accepts(&tag, PARIS));
+        let bare = one_call(&auto, Convention::QwenXml, Opener::Bare)
+            .unwrap()
+            .grammar;
+        assert!(accepts(
+            &bare,
+            "{\"name\": \"get_time\", \"arguments\": {}}"
+        ));
+        // A name the form cannot write is refused by name.
+        let odd = json!({"type": "object", "properties": {"a>b": {"type": "string"}}});
+        let odd = ToolSet::new(
+            vec![ToolDef::new("f", None, Some(odd)).unwrap()],
+            ToolChoice::Required,
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let e = forced(&odd, Convention::QwenXml).unwrap_err();
+        assert!(e.message.contains("\"a>b\""), "{}", e.message);
+    }
+
+    #[test]
+    fn gemma_calls_are_held_to_the_schema_in_gemmas_notation() {
+        let weather = json!({"type": "object", "properties": {
+            "days": {"type": "integer"}, "City": {"type": "string"},
+            "unit": {"enum": ["c", "f"]}, "at": {"type": "object",
+            "properties": {"lat": {"type": "number"}, "tags": {"type": "array",
+            "items": {"type": "string"}, "maxItems": 2}}, "required": ["lat"]}},
+            "required": ["City", "days"]});
+        let set = ToolSet::new(
+            vec![ToolDef::new("get_weather", None, Some(weather)).unwrap()],
+            ToolChoice::Required,
+            true,
+        )
+        .unwrap()
+        .unwrap();
+        let g = forced(&set, Convention::Gemma4).unwrap().grammar;
+        let q = |s: &str| format!("<|\"|>{s}<|\"|>");
+        let call = |args: &str| format!("<|tool_call>call:get_weather{{{args}}}<tool_call|>");
+        // Keys sorted case-blind, as `dictsort` writes them.
+        let paris = call(&format!("City:{},days:3", q("Paris, <b>")));
+        assert!(accepts(&g, &paris));
+        assert!(accepts(&g, &format!("{paris}{paris}")));
+        let full = format!(
+            "at:{{lat:1.5,tags:[{},{}]}},City:{},days:-2,unit:{}",
+            q("x"),
+            q("y"),
+            q(""),
+            q("f")
+        );
+        assert!(accepts(&g, &call(&full)), "{full}");
+        for bad in [
+            call(&format!("days:3,City:{}", q("P"))),
+            call(&format!("City:{}", q("P"))),
+            call("City:Paris,days:3"),
+            call(&format!("City:{},days:three", q("P"))),
+            call(&format!("City:{},days:3,unit:{}", q("P"), q("k"))),
+            call(&format!("at:{{}},City:{},days:3", q("P"))),
+            call(&format!(
+                "at:{{lat:1,tags:[{},{},{}]}},City:{},days:3",
+                q("a"),
+                q("b"),
+                q("c"),
+                q("P")
+            )),
+            call(&format!("City:{},days:3,", q("P"))),
+            call(&format!("City:{},days:3", q("a<|\"|>b"))),
+            paris.replace("get_weather", "get_news"),
+        ] {
+            assert!(!accepts(&g, &bad), "{bad}");
+        }
+        // A schema the notation cannot be held to is refused by name.
+        let union = json!({"type": "object", "properties": {"x": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}});
+        let set = ToolSet::new(
+            vec![ToolDef::new("f", None, Some(union)).unwrap()],
+            ToolChoice::Required,
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        let e = forced(&set, Convention::Gemma4).unwrap_err();
+        assert!(e.message.starts_with("tool f: x: "), "{}", e.message);
     }
 
     #[test]

@@ -14,17 +14,22 @@
 //!   `auto` call is constrained from the moment the model opens it;
 //! - [`parse`]: calls are read back out of what the model wrote (the same text the
 //!   grammars emit), calls to tools not offered are dropped;
+//! - [`xml`]: the XML form of Qwen3-Coder and Qwen 3.5 (`<function=NAME>` inside
+//!   `<tool_call>`): its grammar, and its reader for the parser and the stream;
 //! - [`stream`]: a stream with tools offered sends text as it is written (held back
 //!   only while it could begin a call) and each call as its name, then its arguments
 //!   piece by piece; the runtime's `hold` module drives it, or holds the whole
 //!   answer back for a whole response, Ollama's shape and `whole_tool_calls`.
 
+mod gemma;
 pub(crate) mod grammar;
 pub(crate) mod harmony;
 mod parse;
 pub(crate) mod plan;
 pub(crate) mod prompt;
+mod raw_text;
 pub(crate) mod stream;
+pub(crate) mod xml;
 
 use std::sync::Arc;
 

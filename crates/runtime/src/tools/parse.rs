@@ -2,7 +2,8 @@
 //!
 //! A call is a `<tool_call>` … `</tool_call>` block holding
 //! `{"name": …, "arguments": {…}}` (`parameters` is read as well, and arguments
-//! written as a JSON string holding an object). Every block is taken out of the
+//! written as a JSON string holding an object), or the XML form `<function=NAME>`
+//! … `</function>` (see [`xml`](super::xml)). Every block is taken out of the
 //! text, whether or not it held a call the caller can use: a call to a tool not
 //! offered is dropped, never left in `content`. A block cut off by the token
 //! limit is dropped too.
@@ -15,11 +16,71 @@
 
 use serde_json::Value;
 
-use super::{ToolCall, ToolSet};
+use super::{gemma, xml, ToolCall, ToolSet};
 use crate::chat::MARKERS;
 
 pub(super) const OPEN_TAG: &str = "<tool_call>";
 pub(super) const CLOSE_TAG: &str = "</tool_call>";
+
+/// A kind of call block, by its tags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Block {
+    /// `<tool_call>` … `</tool_call>`: a JSON call or the XML form.
+    Tool,
+    /// Gemma 4's `<|tool_call>` … `<tool_call|>`.
+    Gemma,
+}
+
+impl Block {
+    pub(super) const ALL: [Block; 2] = [Block::Tool, Block::Gemma];
+
+    pub(super) fn open(self) -> &'static str {
+        match self {
+            Block::Tool => OPEN_TAG,
+            Block::Gemma => gemma::OPEN,
+        }
+    }
+
+    pub(super) fn close(self) -> &'static str {
+        match self {
+            Block::Tool => CLOSE_TAG,
+            Block::Gemma => gemma::CLOSE,
+        }
+    }
+
+    /// The call a block's inside holds, if it holds one the caller can use.
+    fn read(self, inner: &str, set: &ToolSet) -> Option<ToolCall> {
+        match self {
+            Block::Tool => read_call(inner, set),
+            Block::Gemma => gemma::read_call(inner, set)
+                .map_err(|e| tracing::debug!(error = %e, "a tool call was not read"))
+                .ok(),
+        }
+    }
+}
+
+/// Where the first block opens in `text`, and which kind it is.
+pub(super) fn next_block(text: &str) -> Option<(usize, Block)> {
+    Block::ALL
+        .iter()
+        .filter_map(|b| text.find(b.open()).map(|at| (at, *b)))
+        .min_by_key(|(at, _)| *at)
+}
+
+/// How many bytes at the end of `text` could be the start of a block's open tag.
+pub(super) fn cut_open(text: &str) -> usize {
+    Block::ALL
+        .iter()
+        .map(|b| {
+            let open = b.open();
+            (1..open.len())
+                .rev()
+                .find(|&n| text.ends_with(&open[..n]))
+                .unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0)
+}
 
 /// What a generation's text holds.
 #[derive(Debug, Default, PartialEq)]
@@ -55,7 +116,7 @@ fn without_marker(text: &str) -> &str {
 }
 
 fn parse_text(text: &str, set: &ToolSet) -> Parsed {
-    if !text.contains(OPEN_TAG) {
+    if next_block(text).is_none() {
         if let Some(calls) = bare_calls(text, set) {
             return Parsed {
                 content: None,
@@ -67,24 +128,21 @@ fn parse_text(text: &str, set: &ToolSet) -> Parsed {
     let mut calls = Vec::new();
     let mut blocks = 0;
     let mut rest = text;
-    while let Some(start) = rest.find(OPEN_TAG) {
+    while let Some((start, block)) = next_block(rest) {
         blocks += 1;
         content.push_str(&rest[..start]);
-        let body = &rest[start + OPEN_TAG.len()..];
-        let (inner, after) = match body.find(CLOSE_TAG) {
-            Some(end) => (&body[..end], &body[end + CLOSE_TAG.len()..]),
+        let body = &rest[start + block.open().len()..];
+        let (inner, after) = match body.find(block.close()) {
+            Some(end) => (&body[..end], &body[end + block.close().len()..]),
             None => (body, ""),
         };
-        if let Some(c) = read_call(inner, set) {
+        if let Some(c) = block.read(inner, set) {
             calls.push(c);
         }
         rest = after;
     }
     // A tag cut off by the token limit is the start of a call, not text.
-    let cut = (1..OPEN_TAG.len())
-        .rev()
-        .find(|&n| rest.ends_with(&OPEN_TAG[..n]))
-        .unwrap_or(0);
+    let cut = cut_open(rest);
     content.push_str(&rest[..rest.len() - cut]);
     let blocks = blocks + usize::from(cut > 0);
     let content = if blocks == 0 {
@@ -129,6 +187,11 @@ fn bare_calls(text: &str, set: &ToolSet) -> Option<Vec<ToolCall>> {
 }
 
 fn read_call(inner: &str, set: &ToolSet) -> Option<ToolCall> {
+    if inner.trim_start().starts_with(xml::FUNCTION_OPEN) {
+        return xml::read_call(inner, set)
+            .map_err(|e| tracing::debug!(error = %e, "a tool call was not read"))
+            .ok();
+    }
     let v: Value = serde_json::Deserializer::from_str(inner.trim_start())
         .into_iter::<Value>()
         .next()?

@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::parse::{parse, CLOSE_TAG, OPEN_TAG};
-use super::{ToolCall, ToolSet};
+use super::parse::{cut_open, next_block, parse, Block, CLOSE_TAG};
+use super::{gemma, xml, ToolCall, ToolSet};
 use crate::chat::{BARE_OPENER, MARKERS};
 use crate::ids::call_id;
 
@@ -74,6 +74,17 @@ enum RegionKind {
     Bare,
     /// The whole answer is a list of call objects (`[TOOL_CALLS][…]`).
     List,
+    /// Gemma 4's `<|tool_call>` … `<tool_call|>`: the call is read when it closes.
+    Gemma,
+}
+
+impl RegionKind {
+    fn of(block: Block) -> RegionKind {
+        match block {
+            Block::Tool => RegionKind::Block,
+            Block::Gemma => RegionKind::Gemma,
+        }
+    }
 }
 
 struct Region {
@@ -85,6 +96,8 @@ struct Region {
     in_list: bool,
     /// After a block's object: what came since, until the close tag.
     after: String,
+    /// A block holding the XML form: its reader, from the `<` that opened it.
+    xml: Option<xml::Reader>,
 }
 
 /// A JSON scan of one call object, a character at a time.
@@ -140,15 +153,6 @@ struct Followed {
     sent: usize,
 }
 
-/// The proper prefixes of `opener` that `text` ends with, longest first: how much of
-/// `text` to hold back.
-fn held_suffix(text: &str, opener: &str) -> usize {
-    (1..opener.len())
-        .rev()
-        .find(|&n| text.ends_with(&opener[..n]))
-        .unwrap_or(0)
-}
-
 impl CallStream {
     pub(crate) fn new(set: Arc<ToolSet>) -> CallStream {
         CallStream {
@@ -181,7 +185,7 @@ impl CallStream {
             }
         }
         let streamed: Vec<&Followed> = self.calls.iter().filter(|c| c.index.is_some()).collect();
-        let cut_tag = held_suffix(&self.pending, OPEN_TAG) > 0;
+        let cut_tag = cut_open(&self.pending) > 0;
         if matches!(self.mode, Mode::Text) && self.calls.is_empty() && !cut_tag {
             // The whitespace held at the end of a plain answer is its own (before a
             // cut-off tag it is not: the content ends trimmed there).
@@ -230,16 +234,16 @@ impl CallStream {
                     }
                 }
                 Mode::Text => {
-                    if let Some(at) = self.pending.find(OPEN_TAG) {
+                    if let Some((at, block)) = next_block(&self.pending) {
                         // Whitespace between calls is their layout, not content.
                         let before = self.pending[..at].trim_end().to_string();
                         self.text(before, out);
-                        self.pending.drain(..at + OPEN_TAG.len());
-                        self.mode = Mode::Call(Region::new(RegionKind::Block));
+                        self.pending.drain(..at + block.open().len());
+                        self.mode = Mode::Call(Region::new(RegionKind::of(block)));
                     } else {
                         // Held: a tag's possible start, and the whitespace before it
                         // (content ends trimmed when a call follows).
-                        let tag = held_suffix(&self.pending, OPEN_TAG);
+                        let tag = cut_open(&self.pending);
                         let body = &self.pending[..self.pending.len() - tag];
                         let cut = body.trim_end().len();
                         let free: String = self.pending.drain(..cut).collect();
@@ -269,8 +273,9 @@ impl CallStream {
             return true;
         }
         let list_rest = t.strip_prefix('[').map(str::trim_start);
-        let kind = if t.starts_with(OPEN_TAG) {
-            Some(RegionKind::Block)
+        let block = Block::ALL.into_iter().find(|b| t.starts_with(b.open()));
+        let kind = if let Some(b) = block {
+            Some(RegionKind::of(b))
         } else if t.starts_with(BARE_OPENER) {
             Some(RegionKind::Bare)
         } else if list_rest.is_some_and(|r| r.starts_with(BARE_OPENER)) {
@@ -279,17 +284,12 @@ impl CallStream {
             None
         };
         if let Some(kind) = kind {
-            let skip = lead
-                + if kind == RegionKind::Block {
-                    OPEN_TAG.len()
-                } else {
-                    0
-                };
+            let skip = lead + block.map_or(0, |b| b.open().len());
             self.pending.drain(..skip);
             self.mode = Mode::Call(Region::new(kind));
             return true;
         }
-        let undecided = OPEN_TAG.starts_with(t)
+        let undecided = Block::ALL.iter().any(|b| b.open().starts_with(t))
             || BARE_OPENER.starts_with(t)
             || "```".starts_with(t)
             || MARKERS.iter().any(|m| m.starts_with(t))
@@ -315,6 +315,12 @@ impl CallStream {
     /// something may follow.
     fn call(&mut self, out: &mut Vec<Piece>) -> bool {
         let pending = std::mem::take(&mut self.pending);
+        if matches!(&self.mode, Mode::Call(r) if r.xml.is_some() && !r.over) {
+            return self.xml(&pending, out);
+        }
+        if matches!(&self.mode, Mode::Call(r) if r.kind == RegionKind::Gemma) {
+            return self.gemma(&pending, out);
+        }
         for (i, c) in pending.char_indices() {
             let Mode::Call(region) = &mut self.mode else {
                 unreachable!("call() runs in Mode::Call")
@@ -331,7 +337,7 @@ impl CallStream {
                         continue;
                     }
                     // The answer was the call(s): anything after is decided at the end.
-                    RegionKind::Bare | RegionKind::List => {
+                    RegionKind::Bare | RegionKind::List | RegionKind::Gemma => {
                         self.mode = Mode::Held;
                         return false;
                     }
@@ -347,6 +353,12 @@ impl CallStream {
                         continue;
                     }
                     ',' if region.in_list => continue,
+                    '<' if region.kind == RegionKind::Block => {
+                        // The XML form: read by its own reader from here on.
+                        self.calls.push(Followed::default());
+                        region.xml = Some(xml::Reader::default());
+                        return self.xml(&pending[i..], out);
+                    }
                     ']' if region.in_list => {
                         region.over = true;
                         continue;
@@ -377,7 +389,6 @@ impl CallStream {
 
     /// Applies what one scanned character meant to the call being followed.
     fn on_step(&mut self, step: Step, c: char, out: &mut Vec<Piece>) {
-        let parallel = self.set.parallel;
         let Some(f) = self.calls.last_mut() else {
             return;
         };
@@ -386,21 +397,7 @@ impl CallStream {
             Step::Args => f.args.push(c),
             // A second `name` key changes nothing already sent.
             Step::Name(_) if f.name.is_some() => {}
-            Step::Name(name) => {
-                let offered = self.set.get(&name).is_some();
-                f.dropped = !offered || (!parallel && self.started > 0);
-                if !f.dropped {
-                    f.index = Some(self.started);
-                    f.id = call_id();
-                    out.push(Piece::CallStart {
-                        index: self.started,
-                        id: f.id.clone(),
-                        name: name.clone(),
-                    });
-                    self.started += 1;
-                }
-                f.name = Some(name);
-            }
+            Step::Name(name) => self.named(name, out),
             Step::ArgsString(text) => f.args = text,
             Step::ObjectEnd => {
                 if f.args.is_empty() {
@@ -408,6 +405,33 @@ impl CallStream {
                 }
             }
         }
+        self.send_args(out);
+    }
+
+    /// The call being followed has its name: it starts on the stream unless it is
+    /// dropped.
+    fn named(&mut self, name: String, out: &mut Vec<Piece>) {
+        let parallel = self.set.parallel;
+        let Some(f) = self.calls.last_mut() else {
+            return;
+        };
+        let offered = self.set.get(&name).is_some();
+        f.dropped = !offered || (!parallel && self.started > 0);
+        if !f.dropped {
+            f.index = Some(self.started);
+            f.id = call_id();
+            out.push(Piece::CallStart {
+                index: self.started,
+                id: f.id.clone(),
+                name: name.clone(),
+            });
+            self.started += 1;
+        }
+        f.name = Some(name);
+    }
+
+    /// Sends the arguments text the call being followed has gained.
+    fn send_args(&mut self, out: &mut Vec<Piece>) {
         let Some(f) = self.calls.last_mut() else {
             return;
         };
@@ -420,6 +444,76 @@ impl CallStream {
                 f.sent = f.args.len();
             }
         }
+    }
+
+    /// Feeds `text` to a Gemma 4 block; at its close tag the call inside goes out
+    /// whole (its name, then its arguments) and true is returned.
+    fn gemma(&mut self, text: &str, out: &mut Vec<Piece>) -> bool {
+        let Mode::Call(region) = &mut self.mode else {
+            unreachable!("gemma() runs in Mode::Call")
+        };
+        region.after.push_str(text);
+        let Some(end) = region.after.find(gemma::CLOSE) else {
+            return false;
+        };
+        let inner = region.after[..end].to_string();
+        self.pending = region.after[end + gemma::CLOSE.len()..].to_string();
+        self.mode = Mode::Text;
+        if let Ok(call) = gemma::read_call(&inner, &self.set) {
+            self.calls.push(Followed::default());
+            self.named(call.name, out);
+            if let Some(f) = self.calls.last_mut() {
+                f.args = call.arguments.to_string();
+            }
+            self.send_args(out);
+        }
+        true
+    }
+
+    /// Feeds `text` to the XML call being read; true when `</function>` came (what
+    /// followed it is pending again).
+    fn xml(&mut self, text: &str, out: &mut Vec<Piece>) -> bool {
+        let Mode::Call(region) = &mut self.mode else {
+            unreachable!("xml() runs in Mode::Call")
+        };
+        let reader = region.xml.as_mut().expect("an XML region has its reader");
+        let Ok(events) = reader.push(text) else {
+            // Not the form after all: the whole text is read at the end.
+            self.mode = Mode::Held;
+            return false;
+        };
+        let done = reader.is_done().then(|| reader.take_rest());
+        for e in events {
+            match e {
+                xml::Event::Name(name) => self.named(name, out),
+                xml::Event::Param(key, raw) => {
+                    let set = self.set.clone();
+                    let Some(f) = self.calls.last_mut() else {
+                        continue;
+                    };
+                    let Some(tool) = f.name.as_deref().and_then(|n| set.get(n)) else {
+                        continue;
+                    };
+                    let member = xml::member_text(&key, &xml::typed(tool, &key, &raw));
+                    f.args.push_str(if f.args.is_empty() { "{" } else { ", " });
+                    f.args.push_str(&member);
+                }
+                xml::Event::End => {
+                    if let Some(f) = self.calls.last_mut() {
+                        f.args.push_str(if f.args.is_empty() { "{}" } else { "}" });
+                    }
+                }
+            }
+            self.send_args(out);
+        }
+        let Some(rest) = done else {
+            return false;
+        };
+        if let Mode::Call(region) = &mut self.mode {
+            region.over = true;
+        }
+        self.pending = rest;
+        true
     }
 }
 
@@ -444,6 +538,7 @@ impl Region {
             over: false,
             in_list: false,
             after: String::new(),
+            xml: None,
         }
     }
 }
@@ -613,6 +708,66 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn an_xml_call_streams_its_name_then_each_parameter() {
+        let params = json!({"type": "object", "properties": {"city": {"type": "string"},
+            "days": {"type": "integer"}}, "required": ["city", "days"]});
+        let t = ToolDef::new("get_weather", None, Some(params)).unwrap();
+        let s = ToolSet::new(vec![t], ToolChoice::Auto, true)
+            .unwrap()
+            .unwrap();
+        let one = "<tool_call>\n<function=get_weather>\n<parameter=city>\na < b\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
+        let text = format!("Checking.\n\n{one}\n{}", one.replace("\n3\n", "\n4\n"));
+        let want = [
+            "{\"city\": \"a < b\", \"days\": 3}",
+            "{\"city\": \"a < b\", \"days\": 4}",
+        ];
+        for step in [1, 2, 7, text.len()] {
+            let (pieces, calls) = run(&s, &text, step);
+            assert_eq!(content(&pieces), "Checking.", "{step}");
+            assert_eq!(calls.len(), 2);
+            for (i, c) in calls.iter().enumerate() {
+                assert_eq!(args_of(&pieces, i).concat(), want[i], "{step}");
+                assert_eq!(c.written.as_deref(), Some(want[i]));
+                assert_eq!(c.arguments["days"], json!(3 + i));
+                // The call's start came before any of its arguments, its id kept.
+                let start = pieces.iter().position(|p| {
+                    matches!(p, Piece::CallStart { index, id, .. } if *index == i && *id == c.id)
+                });
+                let first_args = pieces
+                    .iter()
+                    .position(|p| matches!(p, Piece::CallArgs { index, .. } if *index == i));
+                assert!(start.unwrap() < first_args.unwrap(), "{pieces:?}");
+            }
+            if step == 1 {
+                // Piece by piece: the first parameter went out before the second was read.
+                assert!(args_of(&pieces, 0).len() >= 3, "{pieces:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_gemma_call_streams_when_its_block_closes() {
+        let s = set(ToolChoice::Auto, true);
+        let text = "Sure.<|tool_call>call:get_weather{city:<|\"|>a, b<|\"|>,days:3}<tool_call|><|tool_call>call:rm_rf{}<tool_call|> Done.";
+        for step in [1, 4, text.len()] {
+            let (pieces, calls) = run(&s, text, step);
+            assert_eq!(content(&pieces), "Sure. Done.", "{step}: {pieces:?}");
+            assert_eq!(calls.len(), 1);
+            let want = "{\"city\":\"a, b\",\"days\":3}";
+            assert_eq!(args_of(&pieces, 0).concat(), want);
+            assert_eq!(calls[0].written.as_deref(), Some(want));
+            // The call went out before the text after it.
+            let start = pieces
+                .iter()
+                .position(|p| matches!(p, Piece::CallStart { .. }));
+            let done = pieces
+                .iter()
+                .position(|p| matches!(p, Piece::Text(t) if t.contains('D')));
+            assert!(start.unwrap() < done.unwrap(), "{pieces:?}");
+        }
     }
 
     #[test]
