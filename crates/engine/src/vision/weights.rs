@@ -40,6 +40,8 @@ pub(super) struct VitLayer {
     pub down: Affine,
 }
 
+// One per file: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum ProjectorWeights {
     /// `mm.0`, GELU, then `mm.2` when the file has it.
     Mlp { mm0: Affine, mm2: Option<Affine> },
