@@ -136,6 +136,17 @@ fn gemma3_projector_matches_llamacpp_on_every_picture() {
 }
 
 #[test]
+fn f16_projector_files_match_llamacpp_on_every_picture() {
+    for (model, projector) in [
+        ("mlp-F16", ProjectorType::Mlp),
+        ("gemma3-F16", ProjectorType::Gemma3),
+    ] {
+        let rows = compare(model, projector);
+        assert_matches(model, &rows);
+    }
+}
+
+#[test]
 fn broken_projector_files_are_refused_naming_what_is_wrong() {
     for (model, needle) in [
         ("mlp-bad-type", "\"resampler2\""),
