@@ -9,11 +9,18 @@
 //!   which stb_image and the `image` crate decode a few levels apart (IDCT rounding,
 //!   and chroma upsampling in 4:2:0 colour), must still reach 0.999.
 
-use llamay_engine::{decode_image, DecodedImage, ProjectorType, VisionEncoder};
+use llamay_engine::{decode_image, DecodedImage, LoadOptions, ProjectorType, VisionEncoder};
 use llamay_testdata::{
     bytes_from_base64, cosine, f32s_from_base64, vision_model, vision_reference,
 };
 use serde_json::Value;
+
+fn threads(n: usize) -> LoadOptions {
+    LoadOptions {
+        n_threads: Some(n),
+        ..Default::default()
+    }
+}
 
 /// One picture's comparison: cosine over all its rows, and the lowest of one row.
 #[derive(Debug)]
@@ -50,7 +57,7 @@ fn their_pixels(im: &Value) -> DecodedImage {
 /// Per picture: the agreement on llama.cpp's pixels, the agreement from the file's
 /// bytes, and whether the two decoders gave the same pixels.
 fn compare(model: &str, projector: ProjectorType) -> Vec<(Agreement, Agreement, bool)> {
-    let enc = VisionEncoder::load(vision_model(model), Some(2)).expect("projector loads");
+    let enc = VisionEncoder::load(vision_model(model), &threads(2)).expect("projector loads");
     assert_eq!(enc.projector(), projector);
     let dir = vision_reference();
     let reference: Value =
@@ -153,12 +160,12 @@ fn broken_projector_files_are_refused_naming_what_is_wrong() {
         ("mlp-bad-missing", "v.blk.1.attn_q.weight"),
         ("mlp-bad-shape", "mm.0.weight"),
     ] {
-        let err = VisionEncoder::load(vision_model(model), Some(1)).expect_err(model);
+        let err = VisionEncoder::load(vision_model(model), &threads(1)).expect_err(model);
         let msg = err.to_string();
         assert!(msg.contains(needle), "{model}: {msg}");
     }
     // A language model is not a projector file.
     let text = llamay_testdata::tiny_models()[0].clone();
-    let err = VisionEncoder::load(&text, Some(1)).expect_err("a text model");
+    let err = VisionEncoder::load(&text, &threads(1)).expect_err("a text model");
     assert!(err.to_string().contains("clip.projector_type"), "{err}");
 }

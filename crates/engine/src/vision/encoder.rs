@@ -7,7 +7,7 @@ use super::params::{ProjectorType, VisionParams};
 use super::preprocess::preprocess;
 use super::weights::VisionWeights;
 use crate::gguf::GgufFile;
-use crate::model::ModelError;
+use crate::model::{LoadOptions, ModelError};
 use crate::pool::{physical_cores, ThreadPool};
 
 /// A picture's rows in the language model's embedding space: `n_tokens` rows of
@@ -40,16 +40,13 @@ impl std::fmt::Debug for VisionEncoder {
 }
 
 impl VisionEncoder {
-    /// Opens and checks the projector file at `path`; `n_threads` (all physical cores
-    /// when `None`) run the encoder.
-    pub fn load(
-        path: impl AsRef<Path>,
-        n_threads: Option<usize>,
-    ) -> Result<VisionEncoder, ModelError> {
+    /// Opens and checks the projector file at `path`; `n_threads` of `opts` (all
+    /// physical cores when unset) run the encoder.
+    pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<VisionEncoder, ModelError> {
         let file = GgufFile::open(path)?;
         let hp = VisionParams::from_gguf(&file)?;
         let weights = VisionWeights::load(&file, &hp)?;
-        let n_threads = n_threads.unwrap_or_else(physical_cores).max(1);
+        let n_threads = opts.n_threads.unwrap_or_else(physical_cores).max(1);
         Ok(VisionEncoder {
             file,
             hp,
