@@ -47,7 +47,10 @@ pub use tokenizer::{
     PreTokenizer, SpecialIds, StreamDecoder, TokenAttr, TokenType, Tokenizer, TokenizerError,
     TokenizerKind,
 };
-pub use vision::{decode_image, DecodedImage, ImageError, MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
+pub use vision::{
+    decode_image, DecodedImage, ImageEmbeddings, ImageError, ProjectorType, VisionEncoder,
+    MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE,
+};
 
 /// The quantized kernels and their buffers, for the engine's own integration tests,
 /// benchmarks and examples, which drive them directly. Not the API: other crates use

@@ -211,6 +211,18 @@ pub fn hybrid_model(name: &str) -> PathBuf {
     fetched_by("make-hybrid-models", &[], name)
 }
 
+/// A tiny random-weight projector file made by `scripts/make-vision-models` (`mlp-F32`,
+/// `gemma3-F32`, and the broken `mlp-bad-*`).
+pub fn vision_model(name: &str) -> PathBuf {
+    fetched_by("make-vision-models", &[], name)
+}
+
+/// The folder `scripts/vision-reference` fills: `images/` (the pictures) and, per
+/// projector file, `<name>.json` with llama.cpp's embeddings of each picture.
+pub fn vision_reference() -> PathBuf {
+    fetched_by("vision-reference", &[], "vision-ref")
+}
+
 /// One of llama.cpp's vocabulary test sets (`scripts/fetch-llamacpp-vocab`): the
 /// vocabulary-only GGUF `ggml-vocab-<vocab>.gguf`, with its `.inp` and `.out` beside it.
 pub fn llamacpp_vocab(vocab: &str) -> PathBuf {
@@ -295,6 +307,14 @@ pub fn embed_reference(name: &str) -> PathBuf {
 
 /// Little-endian f32 values from base64 (how `scripts/embed-reference` stores vectors).
 pub fn f32s_from_base64(s: &str) -> Vec<f32> {
+    bytes_from_base64(s)
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// The bytes of standard base64 (padded or not).
+pub fn bytes_from_base64(s: &str) -> Vec<u8> {
     let val = |c: u8| -> u32 {
         match c {
             b'A'..=b'Z' => (c - b'A') as u32,
@@ -315,9 +335,6 @@ pub fn f32s_from_base64(s: &str) -> Vec<f32> {
         bytes.extend_from_slice(&acc.to_be_bytes()[1..1 + n]);
     }
     bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
 }
 
 /// The cosine of two vectors.

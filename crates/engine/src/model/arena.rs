@@ -71,7 +71,7 @@ impl Arena {
     /// [`Arena::footprint`]). Pages are touched only as they are filled, so an
     /// overestimate costs address space, not memory. If the mapping cannot be made,
     /// every allocation goes to the heap.
-    pub(super) fn with_capacity(bytes: usize) -> Arena {
+    pub(crate) fn with_capacity(bytes: usize) -> Arena {
         let empty = Arena {
             map: None,
             base: std::ptr::null_mut(),
@@ -98,7 +98,7 @@ impl Arena {
     }
 
     /// What an allocation of `len` bytes takes from the arena.
-    pub(super) fn footprint(len: usize) -> usize {
+    pub(crate) fn footprint(len: usize) -> usize {
         len.next_multiple_of(ALIGN)
     }
 

@@ -30,7 +30,7 @@ pub(crate) struct Weight {
 impl Weight {
     /// Loads `name`, checking that it is `[cols, rows]` and computable; an
     /// interleaved copy goes into `arena`.
-    pub(super) fn load(
+    pub(crate) fn load(
         file: &GgufFile,
         arena: &Arena,
         name: &str,
@@ -327,13 +327,13 @@ fn slot_of(w: &Weight) -> Result<usize, ModelError> {
 
 impl ActsCache {
     /// Forgets the held activations (the input changed).
-    pub(super) fn invalidate(&mut self) {
+    pub(crate) fn invalidate(&mut self) {
         self.slots.iter_mut().for_each(|s| s.0 = false);
     }
 
     /// Makes the activations `x` (`n` rows) available in the format `w` needs; large
     /// inputs are quantized on all of `pool`'s threads (the others would only wait).
-    pub(super) fn prepare(
+    pub(crate) fn prepare(
         &mut self,
         pool: &ThreadPool,
         w: &Weight,
@@ -436,7 +436,7 @@ enum Out<'a> {
 
 impl<'a> Product<'a> {
     /// `out = w·x`.
-    pub(super) fn new(w: &'a Weight, out: &'a mut [f32]) -> Self {
+    pub(crate) fn new(w: &'a Weight, out: &'a mut [f32]) -> Self {
         Product::into_view(w, Out::Slice(out))
     }
 
@@ -465,7 +465,7 @@ impl<'a> Product<'a> {
     }
 
     /// `out += w·x`.
-    pub(super) fn adding(w: &'a Weight, out: &'a mut [f32]) -> Self {
+    pub(crate) fn adding(w: &'a Weight, out: &'a mut [f32]) -> Self {
         Product {
             add: true,
             ..Product::new(w, out)
@@ -474,7 +474,7 @@ impl<'a> Product<'a> {
 
     /// Runs `then` on every part's output, parts being whole multiples of `align`
     /// rows (a head, say).
-    pub(super) fn then(self, align: usize, then: PartEpilogue<'a>) -> Self {
+    pub(crate) fn then(self, align: usize, then: PartEpilogue<'a>) -> Self {
         Product {
             align,
             then: Some(then),

@@ -4,7 +4,7 @@
 //! thread pool; it is shared read-only (`Arc<Model>`). Each sequence's mutable state
 //! is a [`SeqState`]; [`Model::forward`] feeds several sequences in one step.
 
-mod arena;
+pub(crate) mod arena;
 mod attention;
 mod delta_net;
 mod delta_rule;
@@ -18,8 +18,8 @@ mod forward;
 mod heads;
 mod hparams;
 mod layer;
-mod linear;
-mod ops;
+pub(crate) mod linear;
+pub(crate) mod ops;
 mod per_layer;
 mod rope;
 mod short_conv;

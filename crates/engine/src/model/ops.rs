@@ -31,7 +31,7 @@ pub(super) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 }
 
 /// [`rms_norm`] in place.
-pub(super) fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
+pub(crate) fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
     let scale = rms_scale(x, eps);
     for (v, &g) in x.iter_mut().zip(w) {
         *v *= scale * g;
@@ -41,7 +41,7 @@ pub(super) fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
 /// In-place softmax. Inlined so that callers compiled for wider vectors (attention)
 /// get the exponentials 8 at a time.
 #[inline(always)]
-pub(super) fn softmax(x: &mut [f32]) {
+pub(crate) fn softmax(x: &mut [f32]) {
     let max = lanes8(x, f32::NEG_INFINITY, f32::max);
     x.iter_mut().for_each(|v| *v = exp_fast(*v - max));
     let inv = 1.0 / lanes8(x, 0.0, |a, b| a + b);
@@ -143,7 +143,7 @@ pub(super) fn exp_fast(x: f32) -> f32 {
     }
 }
 
-pub(super) fn silu(x: f32) -> f32 {
+pub(crate) fn silu(x: f32) -> f32 {
     x / (1.0 + exp_fast(-x))
 }
 
@@ -160,7 +160,7 @@ pub(super) fn gelu_tanh(x: f32) -> f32 {
 /// GELU as llama.cpp's CPU backend computes it: the tanh form, looked up by the input
 /// rounded to f16, the result rounded to f16 too (inputs beyond ±10 saturate). Matching
 /// it keeps a random-weight model's large activations within llama.cpp's scores.
-pub(super) fn gelu_ggml(x: f32) -> f32 {
+pub(crate) fn gelu_ggml(x: f32) -> f32 {
     static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
     if x <= -10.0 {
         return 0.0;
@@ -178,6 +178,42 @@ pub(super) fn gelu_ggml(x: f32) -> f32 {
             .collect()
     });
     table[half::f16::from_f32(x).to_bits() as usize]
+}
+
+/// GELU's quick form `x·σ(1.702·x)` as llama.cpp's CPU backend computes it: looked up
+/// by the input rounded to f16, the result rounded to f16 (no saturation bounds, unlike
+/// [`gelu_ggml`]). CLIP encoders without `use_gelu` run it.
+pub(crate) fn gelu_quick_ggml(x: f32) -> f32 {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|bits| {
+                let f = half::f16::from_bits(bits).to_f32();
+                half::f16::from_f32(f * (1.0 / (1.0 + (-1.702 * f).exp()))).to_f32()
+            })
+            .collect()
+    });
+    table[half::f16::from_f32(x).to_bits() as usize]
+}
+
+/// `x = (x - mean) / sqrt(var + eps) · w + b` over one row (sums in f64, as llama.cpp's
+/// `ggml_norm` takes them).
+pub(crate) fn layer_norm(x: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
+    let len = x.len() as f64;
+    let mean = x.iter().map(|&v| v as f64).sum::<f64>() / len;
+    let var = x
+        .iter()
+        .map(|&v| {
+            let d = v as f64 - mean;
+            d * d
+        })
+        .sum::<f64>()
+        / len;
+    let scale = (1.0 / (var + eps as f64).sqrt()) as f32;
+    let mean = mean as f32;
+    for ((v, &w), &b) in x.iter_mut().zip(w).zip(b) {
+        *v = (*v - mean) * scale * w + b;
+    }
 }
 
 /// `gate[i] = act(gate[i]) · up[i]`: the gated feed-forward activation over a slice,

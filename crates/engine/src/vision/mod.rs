@@ -1,7 +1,17 @@
 //! The vision room: what turns a picture into embeddings the language model reads.
-//! Today it decodes and checks images (every API shape refuses a bad one the same
-//! way before any model work); the encoders and projectors join it here.
+//! [`decode_image`] checks and decodes a picture (every API shape refuses a bad one the
+//! same way before any model work); a [`VisionEncoder`] (a projector file in
+//! llama.cpp's `mmproj` layout) fits it to its input (`preprocess`), runs the ViT
+//! (`vit`) and its projector (`projector`) into [`ImageEmbeddings`].
 
+mod encoder;
 mod image;
+mod params;
+mod preprocess;
+mod projector;
+mod vit;
+mod weights;
 
+pub use encoder::{ImageEmbeddings, VisionEncoder};
 pub use image::{decode_image, DecodedImage, ImageError, MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE};
+pub use params::ProjectorType;

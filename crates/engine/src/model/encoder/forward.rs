@@ -20,21 +20,7 @@ const ROWS_PER_TASK: usize = 32;
 
 /// `x = (x - mean) / sqrt(var + eps) · w + b`, over one row.
 fn layer_norm(x: &mut [f32], n: &Norm, eps: f32) {
-    let len = x.len() as f64;
-    let mean = x.iter().map(|&v| v as f64).sum::<f64>() / len;
-    let var = x
-        .iter()
-        .map(|&v| {
-            let d = v as f64 - mean;
-            d * d
-        })
-        .sum::<f64>()
-        / len;
-    let scale = (1.0 / (var + eps as f64).sqrt()) as f32;
-    let mean = mean as f32;
-    for ((v, &w), &b) in x.iter_mut().zip(&n.w).zip(&n.b) {
-        *v = (*v - mean) * scale * w + b;
-    }
+    super::super::ops::layer_norm(x, &n.w, &n.b, eps);
 }
 
 impl Encoder {

@@ -1,0 +1,245 @@
+//! The ViT as llama.cpp's clip graphs run it (`build_vit`, and LLaVA's own copy in
+//! `models/llava.cpp`): patch embedding, the class token after the patches, position
+//! embeddings, an optional pre-LayerNorm, pre-norm blocks with full attention, an
+//! optional post-LayerNorm. One picture is one sequence.
+
+use super::encoder::VisionEncoder;
+use super::params::VitActivation;
+use super::weights::{Affine, Dense, Norm, VitLayer};
+use crate::model::linear::{matmul_many, ActsCache, Product};
+use crate::model::ops::{gelu_ggml, gelu_quick_ggml, layer_norm, silu, softmax};
+use crate::model::ModelError;
+use crate::pool::SyncPtr;
+
+/// Rows per task of the row-wise steps.
+const ROWS_PER_TASK: usize = 16;
+
+impl VisionEncoder {
+    /// Runs `f(row, values)` on each `width`-wide row of `x` on the pool.
+    pub(super) fn rows_parallel(
+        &self,
+        x: &mut [f32],
+        width: usize,
+        f: &(dyn Fn(usize, &mut [f32]) + Sync),
+    ) {
+        let n_rows = x.len() / width;
+        let ptr = SyncPtr::new(x);
+        self.pool.run(n_rows.div_ceil(ROWS_PER_TASK), &|task| {
+            let r0 = task * ROWS_PER_TASK;
+            for r in r0..(r0 + ROWS_PER_TASK).min(n_rows) {
+                // SAFETY: each row belongs to exactly one task.
+                f(r, unsafe { ptr.slice(r * width, width) });
+            }
+        });
+    }
+
+    /// `out = m·x` for the `n` rows of `x` (a small f32 matrix; llama.cpp rounds the
+    /// input to f16 for an f16 one).
+    pub(super) fn dense_product(&self, m: &Dense, x: &[f32], out: &mut [f32]) {
+        let n = x.len() / m.cols;
+        let ptr = SyncPtr::new(out);
+        self.pool.run(n.div_ceil(ROWS_PER_TASK), &|task| {
+            let mut input = vec![0f32; m.cols];
+            for r in task * ROWS_PER_TASK..((task + 1) * ROWS_PER_TASK).min(n) {
+                input.copy_from_slice(&x[r * m.cols..(r + 1) * m.cols]);
+                if m.input_f16 {
+                    input
+                        .iter_mut()
+                        .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+                }
+                // SAFETY: row r of the output belongs to this task alone.
+                let o = unsafe { ptr.slice(r * m.rows, m.rows) };
+                for (o, w) in o.iter_mut().zip(m.values.chunks_exact(m.cols)) {
+                    *o = w.iter().zip(&input).map(|(a, b)| a * b).sum();
+                }
+            }
+        });
+    }
+
+    /// `out = a·x + b` (or `out += a·x + b` with `adding`) for the `n` rows of `x`,
+    /// then `then` on each part of the output with its bias slice.
+    pub(super) fn affine(
+        &self,
+        acts: &mut ActsCache,
+        a: &Affine,
+        x: &[f32],
+        out: &mut [f32],
+        adding: bool,
+        then: &(dyn Fn(&mut [f32], &[f32]) + Sync),
+    ) -> Result<(), ModelError> {
+        let n = x.len() / a.w.cols;
+        acts.invalidate();
+        acts.prepare(&self.pool, &a.w, x, n)?;
+        let epi = |_t: usize, r0: usize, v: &mut [f32]| then(v, &a.b[r0..r0 + v.len()]);
+        let product = if adding {
+            Product::adding(&a.w, out)
+        } else {
+            Product::new(&a.w, out)
+        };
+        matmul_many(&self.pool, &self.file, acts, vec![product.then(1, &epi)])
+    }
+
+    /// The encoder's hidden states for the normalised `size × size` input `pixels`:
+    /// `n_pos × n_embd` (the class token's row last, where llama.cpp concatenates it).
+    pub(super) fn vit(&self, pixels: &[f32]) -> Result<Vec<f32>, ModelError> {
+        let hp = &self.hp;
+        let w = &self.weights;
+        let e = hp.n_embd;
+        let side = hp.patches_per_side();
+        let n_patches = side * side;
+        let n_pos = n_patches + usize::from(w.class.is_some());
+        // Each patch's pixels as (colour, y, x), the patch kernel's column order.
+        let p = hp.patch_size;
+        let mut patches = vec![0f32; n_patches * 3 * p * p];
+        for (i, patch) in patches.chunks_exact_mut(3 * p * p).enumerate() {
+            let (py, px) = (i / side, i % side);
+            for c in 0..3 {
+                for ky in 0..p {
+                    for kx in 0..p {
+                        let (y, x) = (py * p + ky, px * p + kx);
+                        patch[(c * p + ky) * p + kx] = pixels[(y * hp.image_size + x) * 3 + c];
+                    }
+                }
+            }
+        }
+        let mut x = vec![0f32; n_pos * e];
+        self.dense_product(&w.patch, &patches, &mut x[..n_patches * e]);
+        if let Some(class) = &w.class {
+            x[n_patches * e..].copy_from_slice(class);
+        }
+        let bias = w.patch_bias.as_deref();
+        self.rows_parallel(&mut x, e, &|r, row| {
+            if let (Some(b), true) = (bias, r < n_patches) {
+                add(row, b);
+            }
+            add(row, &w.positions[r * e..(r + 1) * e]);
+            if let Some(n) = &w.pre_ln {
+                layer_norm(row, &n.w, &n.b, hp.eps);
+            }
+        });
+        let mut acts = ActsCache::default();
+        let mut bufs = Buffers::new(n_pos, e, hp.n_ff);
+        for l in &w.layers {
+            self.block(&mut acts, l, &mut x, &mut bufs)?;
+        }
+        if let Some(n) = &w.post_ln {
+            self.rows_parallel(&mut x, e, &|_, row| layer_norm(row, &n.w, &n.b, hp.eps));
+        }
+        Ok(x)
+    }
+
+    /// One pre-norm block: `x += attn(ln1(x))`, then `x += ffn(ln2(x))`.
+    fn block(
+        &self,
+        acts: &mut ActsCache,
+        l: &VitLayer,
+        x: &mut [f32],
+        b: &mut Buffers,
+    ) -> Result<(), ModelError> {
+        let eps = self.hp.eps;
+        let normed = |n: &Norm, x: &[f32], out: &mut Vec<f32>| {
+            out.clear();
+            out.extend_from_slice(x);
+            self.rows_parallel(out, self.hp.n_embd, &|_, row| {
+                layer_norm(row, &n.w, &n.b, eps)
+            });
+        };
+        normed(&l.ln1, x, &mut b.normed);
+        acts.invalidate();
+        acts.prepare(&self.pool, &l.q.w, &b.normed, b.n_pos)?;
+        let (bq, bk, bv) = (
+            |_t: usize, r0: usize, o: &mut [f32]| add(o, &l.q.b[r0..r0 + o.len()]),
+            |_t: usize, r0: usize, o: &mut [f32]| add(o, &l.k.b[r0..r0 + o.len()]),
+            |_t: usize, r0: usize, o: &mut [f32]| add(o, &l.v.b[r0..r0 + o.len()]),
+        );
+        matmul_many(
+            &self.pool,
+            &self.file,
+            acts,
+            vec![
+                Product::new(&l.q.w, &mut b.q).then(1, &bq),
+                Product::new(&l.k.w, &mut b.k).then(1, &bk),
+                Product::new(&l.v.w, &mut b.v).then(1, &bv),
+            ],
+        )?;
+        self.attention(&b.q, &b.k, &b.v, &mut b.attn);
+        self.affine(acts, &l.out, &b.attn, x, true, &|o, bias| add(o, bias))?;
+
+        normed(&l.ln2, x, &mut b.normed);
+        let act: fn(f32) -> f32 = match self.hp.activation {
+            VitActivation::Gelu => gelu_ggml,
+            VitActivation::GeluQuick => gelu_quick_ggml,
+            VitActivation::Silu => silu,
+        };
+        let bias_act = |v: &mut [f32], bias: &[f32]| {
+            for (x, &b) in v.iter_mut().zip(bias) {
+                *x = act(*x + b);
+            }
+        };
+        self.affine(acts, &l.up, &b.normed, &mut b.up, false, &bias_act)?;
+        self.affine(acts, &l.down, &b.up, x, true, &|o, bias| add(o, bias))
+    }
+
+    /// Full attention over the picture's positions: one task per head.
+    fn attention(&self, q: &[f32], k: &[f32], v: &[f32], out: &mut [f32]) {
+        let (e, n_head) = (self.hp.n_embd, self.hp.n_head);
+        let d = e / n_head;
+        let n = q.len() / e;
+        let scale = 1.0 / (d as f32).sqrt();
+        let ptr = SyncPtr::new(out);
+        self.pool.run(n_head, &|hd| {
+            let gather = |src: &[f32]| -> Vec<f32> {
+                src.chunks_exact(e)
+                    .flat_map(|row| row[hd * d..(hd + 1) * d].iter().copied())
+                    .collect()
+            };
+            let (kh, vh) = (gather(k), gather(v));
+            let mut scores = vec![0f32; n];
+            let mut acc = vec![0f32; d];
+            for i in 0..n {
+                let qi = &q[i * e + hd * d..i * e + (hd + 1) * d];
+                for (s, kj) in scores.iter_mut().zip(kh.chunks_exact(d)) {
+                    *s = qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale;
+                }
+                softmax(&mut scores);
+                acc.iter_mut().for_each(|a| *a = 0.0);
+                for (&p, vj) in scores.iter().zip(vh.chunks_exact(d)) {
+                    acc.iter_mut().zip(vj).for_each(|(a, &b)| *a += p * b);
+                }
+                // SAFETY: row i's columns of head hd belong to this task alone.
+                unsafe { ptr.slice(i * e + hd * d, d) }.copy_from_slice(&acc);
+            }
+        });
+    }
+}
+
+/// One picture's intermediate values.
+struct Buffers {
+    n_pos: usize,
+    normed: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    up: Vec<f32>,
+}
+
+impl Buffers {
+    fn new(n_pos: usize, e: usize, n_ff: usize) -> Buffers {
+        let z = || vec![0f32; n_pos * e];
+        Buffers {
+            n_pos,
+            normed: z(),
+            q: z(),
+            k: z(),
+            v: z(),
+            attn: z(),
+            up: vec![0f32; n_pos * n_ff],
+        }
+    }
+}
+
+/// `dst += src`, element by element.
+pub(super) fn add(dst: &mut [f32], src: &[f32]) {
+    dst.iter_mut().zip(src).for_each(|(d, &s)| *d += s);
+}
