@@ -466,7 +466,11 @@ fn hybrid_prompt_cache_files_resume_past_all_their_tokens_only() {
     let mut early = prefix[..prefix.len() - 5].to_vec();
     early.push(prefix[prefix.len() - 1]);
     let fresh = snapshot::resume(model, "sha256:test", &file, &early).unwrap();
-    assert_eq!(fresh.len(), 0, "the state is after all of the file's tokens only");
+    assert_eq!(
+        fresh.len(),
+        0,
+        "the state is after all of the file's tokens only"
+    );
     // Another model's file is refused by name.
     let other = snapshot::resume(model, "sha256:other", &file, &full[0]).unwrap_err();
     assert!(other.contains("model file"), "{other}");
