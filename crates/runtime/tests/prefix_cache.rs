@@ -434,3 +434,44 @@ fn wait_for_room(lm: Arc<LoadedModel>, which: &str) {
         "{which}: {peak} live bytes while running, past the bound of {bound}"
     );
 }
+
+/// `llamay run -prompt-cache` with a hybrid model: the file carries the recurrent
+/// state after its tokens, so a prompt that extends all of them resumes there (the
+/// next logits are the bits of the same passes run without the file), and a prompt
+/// that leaves the cached tokens earlier starts afresh (the state holds nowhere else).
+#[test]
+fn hybrid_prompt_cache_files_resume_past_all_their_tokens_only() {
+    use llamay_engine::{BatchItem, LogitsWanted, SeqState};
+    use llamay_runtime::snapshot;
+    let lm = load_hybrid("qwen35-F32");
+    let model = &lm.model;
+    let (prefix, full) = prompts(&lm, 60);
+    let feed = |seq: &mut SeqState, tokens: &[u32]| -> Vec<f32> {
+        let mut batch = [BatchItem {
+            seq,
+            tokens,
+            want_logits: LogitsWanted::Last,
+        }];
+        model.forward(&mut batch).unwrap().remove(0).data
+    };
+    let mut seq = model.new_sequence();
+    feed(&mut seq, &prefix);
+    let file = snapshot::of_sequence(model, "sha256:test", &seq, &prefix);
+    let want = feed(&mut seq, &full[0][prefix.len()..]);
+
+    let mut resumed = snapshot::resume(model, "sha256:test", &file, &full[0]).unwrap();
+    assert_eq!(resumed.len(), prefix.len());
+    assert_eq!(feed(&mut resumed, &full[0][prefix.len()..]), want);
+
+    let mut early = prefix[..prefix.len() - 5].to_vec();
+    early.push(prefix[prefix.len() - 1]);
+    let fresh = snapshot::resume(model, "sha256:test", &file, &early).unwrap();
+    assert_eq!(
+        fresh.len(),
+        0,
+        "the state is after all of the file's tokens only"
+    );
+    // Another model's file is refused by name.
+    let other = snapshot::resume(model, "sha256:other", &file, &full[0]).unwrap_err();
+    assert!(other.contains("model file"), "{other}");
+}
