@@ -286,14 +286,14 @@ fn load_hybrid(name: &str) -> Arc<LoadedModel> {
     Arc::new(common::load_path(&path, 2048, Some(2)))
 }
 
-/// Qwen 3.5's linear layers keep a recurrent state that cannot be cut back: a request
+/// Qwen 3.5's linear layers (and LFM2's short convs) keep a recurrent state that cannot be cut back: a request
 /// sharing a ~1,500-token prefix with an earlier one starts from the deepest
 /// checkpoint that one left (its prompt was fed in pieces ending every
 /// `CHECKPOINT_TOKENS`) and computes only the rest, with the text of a scheduler that
 /// caches nothing.
 #[test]
 fn hybrid_models_resume_shared_prefixes_from_checkpoints() {
-    for name in ["qwen35-F32", "qwen35moe-Q8_0"] {
+    for name in ["qwen35-F32", "qwen35moe-Q8_0", "lfm2-F32"] {
         let lm = load_hybrid(name);
         let (prefix, full) = prompts(&lm, 450);
         assert!((1500..1800).contains(&prefix.len()), "{}", prefix.len());
