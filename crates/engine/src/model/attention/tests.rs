@@ -44,6 +44,7 @@ pub(super) fn plain_args<'a>(
         f16_probs: false,
         sinks: None,
         token_tiles: false,
+        non_causal: false,
     }
 }
 
@@ -106,6 +107,7 @@ fn every_path_computes_the_same_attention() {
                 f16_probs: false,
                 sinks: None,
                 token_tiles: false,
+                non_causal: false,
             };
             let mut out = vec![0.0; n * n_head * hv];
             attend(&ThreadPool::new(2), &a, &mut out);
@@ -168,6 +170,7 @@ fn tasks_of_whole_sequences_compute_what_tasks_of_one_head_do() {
                 f16_probs: true,
                 sinks: None,
                 token_tiles: false,
+                non_causal: false,
                 ..plain_args(
                     (q, k_new, v_new),
                     (Paged::F16(k_old), Paged::F16(v_old)),
@@ -266,6 +269,7 @@ fn scattered_blocks_give_the_bits_of_contiguous_rows() {
             f16_probs: true,
             sinks: None,
             token_tiles: false,
+            non_causal: false,
         };
         let scattered = AttnArgs {
             k_old: Paged::F16(&k_scattered),
