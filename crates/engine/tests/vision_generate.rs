@@ -189,3 +189,45 @@ fn bad_embedding_input_is_refused() {
         .unwrap();
     assert_eq!((out.n_rows(), seq.len()), (4, 4));
 }
+
+/// Rows fed non-causally see the later rows of their step: the first row's logits
+/// change with the second row, which causal rows' do not.
+#[test]
+fn non_causal_rows_see_later_rows() {
+    let model = Model::load(ref_path("tiny/tiny-gemma3-Q6_K.gguf"), &threads()).unwrap();
+    let e = model.n_embd();
+    let rows = |second: f32| -> Vec<f32> {
+        (0..2 * e)
+            .map(|i| {
+                if i < e {
+                    (i as f32 * 0.37).sin()
+                } else {
+                    second * (i as f32 * 0.11).cos()
+                }
+            })
+            .collect()
+    };
+    let first_row = |second: f32, non_causal: bool| -> Vec<f32> {
+        let mut seq = model.new_sequence();
+        let out = model
+            .forward_embeddings(&mut seq, &rows(second), non_causal, LogitsWanted::All)
+            .unwrap();
+        out.row(0).to_vec()
+    };
+    assert_eq!(first_row(1.0, false), first_row(-2.0, false));
+    let (a, b) = (first_row(1.0, true), first_row(-2.0, true));
+    let gap = a
+        .iter()
+        .zip(&b)
+        .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+    assert!(gap > 1e-3, "the first row did not see the second ({gap})");
+    // One row alone is the same either way.
+    let alone = |non_causal: bool| {
+        let mut seq = model.new_sequence();
+        model
+            .forward_embeddings(&mut seq, &rows(1.0)[..e], non_causal, LogitsWanted::Last)
+            .unwrap()
+            .data
+    };
+    assert_eq!(alone(false), alone(true));
+}
