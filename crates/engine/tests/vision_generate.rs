@@ -1,7 +1,7 @@
 //! Generation from a prompt holding a picture against llama.cpp's libmtmd
 //! (`scripts/vision-generate-reference`): per projector, 12 (picture, prompt) pairs
 //! whose text chunks are fed as token ids and whose picture as our encoder's rows
-//! (`Model::forward_embeddings`, at the positions libmtmd gave them; non-causal for
+//! (`Model::forward_image`, at the positions libmtmd gave them; non-causal for
 //! Gemma 3 as there), then llama.cpp's greedy ids.
 //!
 //! shared/ref/README.md's table A: every logit of the first step within the file
@@ -10,8 +10,8 @@
 //! free-running greedy ids equal to llama.cpp's up to the first step below that.
 
 use llamay_engine::{
-    BatchItem, DecodedImage, ItemLogits, LoadOptions, LogitsWanted, Model, ProjectorType, SeqState,
-    VisionEncoder,
+    BatchItem, DecodedImage, ImageEmbeddings, ItemLogits, LoadOptions, LogitsWanted, Model,
+    ProjectorType, SeqState, VisionEncoder,
 };
 use llamay_testdata::{
     bytes_from_base64, f32s_from_base64, ref_path, vision_generate_reference, vision_model,
@@ -36,7 +36,12 @@ fn argmax(v: &[f32]) -> u32 {
 
 /// Feeds one case's prompt (text ids and the picture's rows) into a fresh sequence:
 /// the sequence and the last position's logits.
-fn prefill(model: &Model, case: &Value, rows: &[f32], non_causal: bool) -> (SeqState, Vec<f32>) {
+fn prefill(
+    model: &Model,
+    case: &Value,
+    image: &ImageEmbeddings,
+    projector: ProjectorType,
+) -> (SeqState, Vec<f32>) {
     let mut seq = model.new_sequence();
     let parts = case["parts"].as_array().unwrap();
     let mut last: Option<ItemLogits> = None;
@@ -55,9 +60,9 @@ fn prefill(model: &Model, case: &Value, rows: &[f32], non_causal: bool) -> (SeqS
             model.forward(&mut batch).unwrap().remove(0)
         } else {
             let n = part["image"].as_u64().unwrap() as usize;
-            assert_eq!(rows.len(), n * model.n_embd(), "image rows");
+            assert_eq!(image.n_tokens, n, "image rows");
             model
-                .forward_embeddings(&mut seq, rows, non_causal, want)
+                .forward_image(&mut seq, image, projector, want)
                 .unwrap()
         });
     }
@@ -87,7 +92,6 @@ fn check(projector: &str, kind: ProjectorType, atol: f32) -> Vec<(String, f32, u
     .unwrap();
     let enc = VisionEncoder::load(vision_model(projector), &threads()).unwrap();
     assert_eq!(enc.projector(), kind);
-    let non_causal = kind == ProjectorType::Gemma3;
     let cases = reference["cases"].as_array().unwrap();
     assert!(cases.len() >= 10, "{} cases", cases.len());
     let mut out = Vec::new();
@@ -105,7 +109,7 @@ fn check(projector: &str, kind: ProjectorType, atol: f32) -> Vec<(String, f32, u
             rgb: bytes_from_base64(im["rgb"].as_str().unwrap()),
             format: "raw",
         };
-        let rows = enc.encode(&image).unwrap().values;
+        let rows = enc.encode(&image).unwrap();
         let steps = case["steps"].as_array().unwrap();
         let ids: Vec<u32> = steps
             .iter()
@@ -113,7 +117,7 @@ fn check(projector: &str, kind: ProjectorType, atol: f32) -> Vec<(String, f32, u
             .collect();
         let margin = |s: usize| steps[s]["margin"].as_f64().unwrap() as f32;
         // Teacher-forced on llama.cpp's ids.
-        let (mut seq, mut logits) = prefill(&model, case, &rows, non_causal);
+        let (mut seq, mut logits) = prefill(&model, case, &rows, kind);
         let theirs = f32s_from_base64(case["first_logits"].as_str().unwrap());
         let mut worst = (logits.iter().zip(&theirs)).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
         for (s, st) in steps.iter().enumerate() {
@@ -131,7 +135,7 @@ fn check(projector: &str, kind: ProjectorType, atol: f32) -> Vec<(String, f32, u
         }
         assert!(worst <= atol, "{projector} {name}: a logit {worst} off");
         // Free-running: our own greedy ids.
-        let (mut seq, mut logits) = prefill(&model, case, &rows, non_causal);
+        let (mut seq, mut logits) = prefill(&model, case, &rows, kind);
         let sure = (0..ids.len())
             .take_while(|&s| margin(s) >= 2.0 * atol)
             .count();
@@ -154,6 +158,8 @@ fn mlp_generation_matches_llamacpp() {
 
 #[test]
 fn gemma3_generation_matches_llamacpp() {
+    // llama.cpp's `mtmd_decode_use_non_causal`: Gemma 3's images only.
+    assert!(ProjectorType::Gemma3.non_causal() && !ProjectorType::Mlp.non_causal());
     // tiny-gemma3 is Q6_K: atol 7.5e-2.
     let cases = check("gemma3-F32", ProjectorType::Gemma3, 7.5e-2);
     // The picture is seen: two prompts alike but for it differ after the image.
@@ -183,6 +189,15 @@ fn bad_embedding_input_is_refused() {
         .forward_embeddings(&mut seq, &big, true, LogitsWanted::Last)
         .unwrap_err();
     assert!(err.to_string().contains("one step"), "{err}");
+    let wide = ImageEmbeddings {
+        n_tokens: 1,
+        n_embd: 2 * e,
+        values: vec![0.0; 2 * e],
+    };
+    let err = model
+        .forward_image(&mut seq, &wide, ProjectorType::Mlp, LogitsWanted::Last)
+        .unwrap_err();
+    assert!(err.to_string().contains("wide"), "{err}");
     assert_eq!(seq.len(), 0);
     let out = model
         .forward_embeddings(&mut seq, &vec![0.1; 4 * e], false, LogitsWanted::All)
