@@ -246,3 +246,40 @@ fn non_causal_rows_see_later_rows() {
     };
     assert_eq!(alone(false), alone(true));
 }
+
+/// Causal rows past one step are split into steps: the same logits as feeding the
+/// steps one call each, and `Last` asks for the last row only.
+#[test]
+fn causal_rows_past_one_step_are_split() {
+    let model = Model::load(ref_path("tiny/tiny-llama-F32.gguf"), &threads()).unwrap();
+    let (e, max) = (model.n_embd(), llamay_engine::MAX_STEP_TOKENS);
+    let rows: Vec<f32> = (0..(max + 5) * e)
+        .map(|i| (i as f32 * 0.013).sin())
+        .collect();
+    let fresh = || model.new_sequence_with(llamay_engine::KvType::F32, max + 5);
+    let mut whole = fresh();
+    let all = model
+        .forward_embeddings(&mut whole, &rows, false, LogitsWanted::All)
+        .unwrap();
+    let mut split = fresh();
+    let mut parts = model
+        .forward_embeddings(&mut split, &rows[..max * e], false, LogitsWanted::All)
+        .unwrap()
+        .data;
+    parts.extend(
+        model
+            .forward_embeddings(&mut split, &rows[max * e..], false, LogitsWanted::All)
+            .unwrap()
+            .data,
+    );
+    assert_eq!((all.n_rows(), whole.len()), (max + 5, max + 5));
+    assert!(all.data == parts, "one call and two calls differ");
+    let mut last = fresh();
+    let out = model
+        .forward_embeddings(&mut last, &rows, false, LogitsWanted::Last)
+        .unwrap();
+    // Within rounding: `All` runs attention a token per tile (`AttnArgs::token_tiles`).
+    assert_eq!(out.n_rows(), 1);
+    let gap = (out.data.iter().zip(all.row(max + 4))).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(gap < 1e-4, "the last row {gap} off");
+}
