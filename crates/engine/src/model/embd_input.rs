@@ -6,27 +6,8 @@ use super::forward::{StepInput, MAX_STEP_TOKENS};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits, LogitsWanted};
 use crate::kv_cache::SeqState;
-use crate::vision::{ImageEmbeddings, ProjectorType};
 
 impl Model {
-    /// Appends an image's rows from a projector of type `projector` (see
-    /// [`Model::forward_embeddings`]), causal or not as llama.cpp decodes that type's.
-    pub fn forward_image(
-        &self,
-        seq: &mut SeqState,
-        image: &ImageEmbeddings,
-        projector: ProjectorType,
-        want: LogitsWanted,
-    ) -> Result<ItemLogits, ModelError> {
-        if image.n_embd != self.hp.n_embd || image.values.len() != image.n_tokens * image.n_embd {
-            return Err(ModelError::Invalid(format!(
-                "the projector's rows are {} wide, this model's embeddings {}",
-                image.n_embd, self.hp.n_embd
-            )));
-        }
-        self.forward_embeddings(seq, &image.values, projector.non_causal(), want)
-    }
-
     /// Appends `rows` (`n × n_embd` values, row-major) to `seq` at positions
     /// `seq.n_past..`, one row a position, and returns the logits `want` asks for.
     /// The rows are used as given: llama.cpp applies a family's embedding scale
