@@ -223,6 +223,12 @@ pub fn vision_reference() -> PathBuf {
     fetched_by("vision-reference", &[], "vision-ref")
 }
 
+/// The folder `scripts/vision-generate-reference` fills: per projector file,
+/// `<name>.json` with llama.cpp's greedy generation from prompts holding a picture.
+pub fn vision_generate_reference() -> PathBuf {
+    fetched_by("vision-generate-reference", &[], "vision-gen-ref")
+}
+
 /// One of llama.cpp's vocabulary test sets (`scripts/fetch-llamacpp-vocab`): the
 /// vocabulary-only GGUF `ggml-vocab-<vocab>.gguf`, with its `.inp` and `.out` beside it.
 pub fn llamacpp_vocab(vocab: &str) -> PathBuf {

@@ -130,6 +130,22 @@ pub(super) struct Hidden {
     total: usize,
 }
 
+/// What a step's rows start from: the items' tokens looked up (the usual step), or
+/// rows given in the model's embedding space (an image's), which may also see each
+/// other whatever their order (see [`Model::forward_embeddings`]).
+#[derive(Clone, Copy)]
+pub(super) struct StepInput<'a> {
+    pub rows: Option<&'a [f32]>,
+    pub non_causal: bool,
+}
+
+impl StepInput<'_> {
+    pub(super) const TOKENS: Self = StepInput {
+        rows: None,
+        non_causal: false,
+    };
+}
+
 /// Where one batch item's rows sit in the stacked matrices.
 pub(super) struct Span {
     pub row0: usize,
@@ -215,7 +231,7 @@ impl Model {
         self.scratch.recycle(logits);
     }
 
-    fn validate(&self, batch: &[BatchItem]) -> Result<(), ModelError> {
+    pub(super) fn validate(&self, batch: &[BatchItem]) -> Result<(), ModelError> {
         let hp = &self.hp;
         for item in batch {
             if item.seq.model_id != self.id {
@@ -251,7 +267,7 @@ impl Model {
         if let Some(dev) = &self.device {
             return self.device_step(dev, batch);
         }
-        let mut hidden = self.step_layers(batch)?;
+        let mut hidden = self.step_layers(batch, StepInput::TOKENS)?;
         let out = self.logits(&mut [(&*batch, hidden.as_mut())]);
         self.give_back(hidden);
         out
@@ -262,6 +278,7 @@ impl Model {
     pub(super) fn step_layers(
         &self,
         batch: &mut [BatchItem],
+        input: StepInput,
     ) -> Result<Option<Hidden>, ModelError> {
         let hp = &self.hp;
         let (spans, total) = Span::of_batch(batch);
@@ -272,7 +289,12 @@ impl Model {
             item.seq.kv.reserve(s.start_pos, s.start_pos + s.n);
         }
         let mut b = self.buffers(total);
-        self.embed(batch, &mut b.x)?;
+        match input.rows {
+            // Rows given in the model's embedding space are used as they are: llama.cpp
+            // scales only looked-up tokens (Gemma's √n_embd: `ubatch.token ? … : 1`).
+            Some(rows) => b.x.copy_from_slice(rows),
+            None => self.embed(batch, &mut b.x)?,
+        }
         let tokens = batch.iter().flat_map(|i| i.tokens.iter().copied());
         self.per_layer_inputs(tokens, &b.x, &mut b.acts, &mut b.per_layer)?;
         let positions: Vec<usize> = spans
@@ -306,6 +328,7 @@ impl Model {
                 rope,
                 round16: &round16,
                 q_temperature: q_temperature.as_deref(),
+                non_causal: input.non_causal,
             };
             match &layer.mixer {
                 Mixer::Attention(_) => {
@@ -350,7 +373,7 @@ impl Model {
                 want_logits: LogitsWanted::None,
             }];
             self.validate(&batch)?;
-            let hidden = self.step_layers(&mut batch)?;
+            let hidden = self.step_layers(&mut batch, StepInput::TOKENS)?;
             if let Some(h) = &hidden {
                 for r in 0..h.total {
                     let dst = &mut out[(row0 + r) * e..(row0 + r + 1) * e];

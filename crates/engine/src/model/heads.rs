@@ -20,6 +20,9 @@ pub(super) struct TokenPrep<'a> {
     pub round16: &'a [bool],
     /// Per token of the step: its queries' attention temperature (Mistral 3).
     pub q_temperature: Option<&'a [f32]>,
+    /// The step's rows see each other whatever their order (an image's rows in
+    /// Gemma 3, as llama.cpp's mtmd decodes them).
+    pub non_causal: bool,
 }
 
 /// One layer's preparation of the heads of one step.

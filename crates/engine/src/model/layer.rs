@@ -182,6 +182,7 @@ impl Model {
                     f16_probs: tokens.round16[rows.start],
                     sinks: attn.attn_sinks.as_deref(),
                     token_tiles: item.want_logits == LogitsWanted::All,
+                    non_causal: tokens.non_causal,
                 },
             });
         }

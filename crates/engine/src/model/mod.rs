@@ -10,6 +10,7 @@ mod delta_net;
 mod delta_rule;
 #[cfg(feature = "gpu")]
 mod device;
+mod embd_input;
 mod encoder;
 mod exact_rows;
 mod experts;
@@ -174,6 +175,11 @@ impl Model {
 
     pub fn n_vocab(&self) -> usize {
         self.hp.n_vocab
+    }
+
+    /// The width of an embedding row ([`Model::forward_embeddings`]' input).
+    pub fn n_embd(&self) -> usize {
+        self.hp.n_embd
     }
 
     pub fn n_ctx_train(&self) -> usize {

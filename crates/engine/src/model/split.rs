@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::forward::Hidden;
+use super::forward::{Hidden, StepInput};
 use super::{Model, ModelError};
 use crate::batch::{BatchItem, ItemLogits};
 
@@ -208,7 +208,7 @@ impl Model {
         self.pool.run(groups.len(), &|g| {
             let mut group = groups[g].lock().unwrap_or_else(|e| e.into_inner());
             let (items, result) = &mut *group;
-            *result = Some(self.step_layers(items));
+            *result = Some(self.step_layers(items, StepInput::TOKENS));
         });
         let mut ran = Vec::with_capacity(groups.len());
         let mut failed = None;

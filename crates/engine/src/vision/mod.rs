@@ -5,6 +5,7 @@
 //! (`vit`) and its projector (`projector`) into [`ImageEmbeddings`].
 
 mod encoder;
+mod feed;
 mod image;
 mod params;
 mod preprocess;

@@ -15,6 +15,12 @@ pub enum ProjectorType {
 }
 
 impl ProjectorType {
+    /// Whether an image's rows see each other whatever their order when the language
+    /// model reads them (llama.cpp's `mtmd_decode_use_non_causal`: Gemma 3's do).
+    pub fn non_causal(self) -> bool {
+        matches!(self, ProjectorType::Gemma3)
+    }
+
     /// The name `clip.projector_type` gives.
     pub fn name(self) -> &'static str {
         match self {

@@ -40,6 +40,8 @@ pub(crate) struct AttnArgs<'a> {
     /// logits are all wanted: speculative decoding checks drafts with them), so the
     /// query tiles never mix two tokens' heads.
     pub token_tiles: bool,
+    /// Every query also sees the batch's later rows (llama.cpp's `causal_attn` off).
+    pub non_causal: bool,
 }
 
 impl AttnArgs<'_> {
@@ -108,7 +110,8 @@ pub(crate) struct AttnJob<'a> {
 /// share KV head `kvh` (side by side in the output row).
 pub(crate) type TaskEpilogue<'a> = &'a (dyn Fn(usize, usize, usize, &[f32]) + Sync);
 
-/// Visible key positions `lo..=pos` of query `t`.
+/// Visible key positions `lo..=hi` of query `t`: `hi` is its own position, or the
+/// batch's last when attention is not causal.
 #[inline(always)]
 pub(super) fn visible(a: &AttnArgs, t: usize) -> (usize, usize) {
     let pos = a.start + t;
@@ -116,5 +119,9 @@ pub(super) fn visible(a: &AttnArgs, t: usize) -> (usize, usize) {
         Some(w) => (pos + 1).saturating_sub(w).max(a.old_start),
         None => a.old_start,
     };
-    (lo, pos)
+    let hi = match a.non_causal {
+        true => a.start + a.n.max(1) - 1,
+        false => pos,
+    };
+    (lo, hi)
 }

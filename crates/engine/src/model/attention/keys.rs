@@ -300,6 +300,7 @@ mod tests {
                     f16_probs: f16_cache,
                     sinks: None,
                     token_tiles: false,
+                    non_causal: false,
                 };
                 // Row 1 of a two-row output, so that `row0` is honoured.
                 let job = AttnJob { args, row0: 1 };

@@ -44,6 +44,7 @@ pub(super) fn plain_args<'a>(
         f16_probs: false,
         sinks: None,
         token_tiles: false,
+        non_causal: false,
     }
 }
 
@@ -106,6 +107,7 @@ fn every_path_computes_the_same_attention() {
                 f16_probs: false,
                 sinks: None,
                 token_tiles: false,
+                non_causal: false,
             };
             let mut out = vec![0.0; n * n_head * hv];
             attend(&ThreadPool::new(2), &a, &mut out);
@@ -168,6 +170,7 @@ fn tasks_of_whole_sequences_compute_what_tasks_of_one_head_do() {
                 f16_probs: true,
                 sinks: None,
                 token_tiles: false,
+                non_causal: false,
                 ..plain_args(
                     (q, k_new, v_new),
                     (Paged::F16(k_old), Paged::F16(v_old)),
@@ -266,6 +269,7 @@ fn scattered_blocks_give_the_bits_of_contiguous_rows() {
             f16_probs: true,
             sinks: None,
             token_tiles: false,
+            non_causal: false,
         };
         let scattered = AttnArgs {
             k_old: Paged::F16(&k_scattered),
@@ -285,5 +289,56 @@ fn scattered_blocks_give_the_bits_of_contiguous_rows() {
         one_query(&line, 4, n - 1, &mut scores, &mut a, dot, axpy);
         one_query(&scattered, 4, n - 1, &mut scores, &mut b, dot, axpy);
         assert_eq!(a, b, "single query, {rows} rows, n {n}");
+    }
+}
+
+/// Non-causal attention: every query sees every key of its step (and the cache), the
+/// softmax computed here directly; grouped heads, prompt-sized and small steps.
+#[test]
+fn non_causal_queries_see_the_whole_step() {
+    let pool = ThreadPool::new(2);
+    let mut rng = Rng::new(11);
+    let (n_head, n_head_kv, hd) = (4, 2, 16);
+    for (old, n) in [(0, 2), (3, 5), (0, 37)] {
+        let (qw, kw) = (n_head * hd, n_head_kv * hd);
+        let q = uniform(&mut rng, n * qw);
+        let (k_new, v_new) = (uniform(&mut rng, n * kw), uniform(&mut rng, n * kw));
+        let (k_old, v_old) = (uniform(&mut rng, old * kw), uniform(&mut rng, old * kw));
+        let (ko, vo) = (paged(&k_old, kw), paged(&v_old, kw));
+        let a = AttnArgs {
+            non_causal: true,
+            ..plain_args(
+                (&q, &k_new, &v_new),
+                (Paged::F32(&ko), Paged::F32(&vo)),
+                (old, n),
+                (n_head, n_head_kv, hd),
+            )
+        };
+        let mut out = vec![0.0; n * qw];
+        attend(&pool, &a, &mut out);
+        let keys: Vec<&[f32]> = k_old.chunks(kw).chain(k_new.chunks(kw)).collect();
+        let values: Vec<&[f32]> = v_old.chunks(kw).chain(v_new.chunks(kw)).collect();
+        for t in 0..n {
+            for h in 0..n_head {
+                let kvh = h / (n_head / n_head_kv);
+                let qh = &q[t * qw + h * hd..][..hd];
+                let s: Vec<f32> = (keys.iter())
+                    .map(|k| (0..hd).map(|i| qh[i] * k[kvh * hd + i]).sum())
+                    .collect();
+                let m = s.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                let p: Vec<f32> = s.iter().map(|v| (v - m).exp()).collect();
+                let z: f32 = p.iter().sum();
+                for i in 0..hd {
+                    let want: f32 = (p.iter().zip(&values))
+                        .map(|(p, v)| p / z * v[kvh * hd + i])
+                        .sum();
+                    let got = out[t * qw + h * hd + i];
+                    assert!(
+                        (got - want).abs() < 1e-4,
+                        "old {old} n {n} t {t} h {h}: {got} {want}"
+                    );
+                }
+            }
+        }
     }
 }
