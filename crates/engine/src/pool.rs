@@ -126,6 +126,26 @@ impl std::fmt::Debug for ThreadPool {
 }
 
 impl ThreadPool {
+    /// Runs `f(row, values)` on each `width`-wide row of `x`, `per_task` rows a task:
+    /// the row-wise steps (norms, rotations, activations) of the encoders.
+    pub(crate) fn run_rows(
+        &self,
+        x: &mut [f32],
+        width: usize,
+        per_task: usize,
+        f: &(dyn Fn(usize, &mut [f32]) + Sync),
+    ) {
+        let n_rows = x.len() / width;
+        let ptr = SyncPtr::new(x);
+        self.run(n_rows.div_ceil(per_task), &|task| {
+            let r0 = task * per_task;
+            for r in r0..(r0 + per_task).min(n_rows) {
+                // SAFETY: each row belongs to exactly one task.
+                f(r, unsafe { ptr.slice(r * width, width) });
+            }
+        });
+    }
+
     /// A pool of `n_threads` threads in all, counting the caller (so `n_threads - 1`
     /// workers are spawned; 0 is treated as 1).
     pub fn new(n_threads: usize) -> ThreadPool {

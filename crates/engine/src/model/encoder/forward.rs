@@ -31,15 +31,7 @@ impl Encoder {
         width: usize,
         f: &(dyn Fn(usize, &mut [f32]) + Sync),
     ) {
-        let n_rows = x.len() / width;
-        let ptr = SyncPtr::new(x);
-        self.pool.run(n_rows.div_ceil(ROWS_PER_TASK), &|task| {
-            let r0 = task * ROWS_PER_TASK;
-            for r in r0..(r0 + ROWS_PER_TASK).min(n_rows) {
-                // SAFETY: each row belongs to exactly one task.
-                f(r, unsafe { ptr.slice(r * width, width) });
-            }
-        });
+        self.pool.run_rows(x, width, ROWS_PER_TASK, f);
     }
 
     /// `out = a·x + b` for `n` rows of `x` (the output overwritten).
