@@ -50,8 +50,9 @@ pub use embed::{
 };
 pub use error::{ContextOverflow, Error, ErrorKind};
 pub use generate::{
-    check_prompt, generate, generate_continuing, DraftModel, Finish, GenerateError, Generation,
-    GenerationParams, GenerationStats, HarmonyPlan, DEFAULT_DRAFT,
+    check_prompt, generate, generate_continuing, generate_pieces, DraftModel, Finish,
+    GenerateError, Generation, GenerationParams, GenerationStats, HarmonyPlan, PromptPiece,
+    DEFAULT_DRAFT,
 };
 pub use ids::{call_id, fresh_seed, short_id};
 pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache, CHECKPOINT_TOKENS};

@@ -1,0 +1,169 @@
+//! `generate_pieces`: a prompt of text ids and a picture's rows, prefilled piece by
+//! piece, then decoded as any prompt. Checked against llama.cpp's libmtmd
+//! (`scripts/vision-generate-reference`): the greedy ids equal llama.cpp's wherever
+//! its margin is ≥ 2·atol (as the engine's `vision_generate` decides); a schema
+//! holds over an image prompt as over text.
+
+use std::sync::atomic::AtomicBool;
+
+use llamay_constrain::Constraint;
+use llamay_engine::{DecodedImage, ImageEmbeddings, LoadOptions, SamplerConfig, VisionEncoder};
+use llamay_runtime::{generate_pieces, Finish, GenerationParams, LoadedModel, PromptPiece};
+use llamay_testdata::{
+    bytes_from_base64, ref_path, vision_generate_reference, vision_model, vision_reference,
+};
+use serde_json::Value;
+
+/// Gemma 3's projector with tiny-gemma3-Q6_K: the file's atol (shared/ref table A).
+const ATOL: f32 = 7.5e-2;
+const PROJECTOR: &str = "gemma3-F32";
+
+fn json(path: std::path::PathBuf) -> Value {
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+struct Setup {
+    lm: LoadedModel,
+    enc: VisionEncoder,
+    reference: Value,
+    pixels: Value,
+}
+
+fn setup() -> Setup {
+    let opts = LoadOptions {
+        n_threads: Some(2),
+        ..Default::default()
+    };
+    let reference = json(vision_generate_reference().join(format!("{PROJECTOR}.json")));
+    let text = ref_path(&format!(
+        "tiny/{}",
+        reference["text_model"].as_str().unwrap()
+    ));
+    Setup {
+        lm: LoadedModel::load(&text, &opts).unwrap(),
+        enc: VisionEncoder::load(vision_model(PROJECTOR), &opts).unwrap(),
+        pixels: json(vision_reference().join(format!("{PROJECTOR}.json"))),
+        reference,
+    }
+}
+
+/// The case's picture encoded by our encoder (on libmtmd's own pixels).
+fn rows(s: &Setup, case: &Value) -> ImageEmbeddings {
+    let name = case["image"].as_str().unwrap();
+    let im = s.pixels["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|im| im["image"].as_str().unwrap().split('.').next() == Some(name))
+        .unwrap();
+    let image = DecodedImage {
+        width: im["width"].as_u64().unwrap() as u32,
+        height: im["height"].as_u64().unwrap() as u32,
+        rgb: bytes_from_base64(im["rgb"].as_str().unwrap()),
+        format: "raw",
+    };
+    s.enc.encode(&image).unwrap()
+}
+
+/// The case's chunks in libmtmd's order: text ids, then the picture where it was.
+fn texts(case: &Value) -> Vec<Option<Vec<u32>>> {
+    case["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p.get("text")
+                .map(|ids| serde_json::from_value(ids.clone()).unwrap())
+        })
+        .collect()
+}
+
+fn run(
+    s: &Setup,
+    case: &Value,
+    params: &GenerationParams,
+    constraint: Option<&Constraint>,
+) -> llamay_runtime::Generation {
+    let image = rows(s, case);
+    let texts = texts(case);
+    let pieces: Vec<PromptPiece> = texts
+        .iter()
+        .map(|t| match t {
+            Some(ids) => PromptPiece::Tokens(ids),
+            None => PromptPiece::Image(&image, s.enc.projector()),
+        })
+        .collect();
+    generate_pieces(
+        &s.lm.model,
+        &s.lm.tokenizer,
+        &pieces,
+        (params, constraint),
+        &AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .unwrap()
+}
+
+#[test]
+fn greedy_ids_over_an_image_match_llamacpp() {
+    let s = setup();
+    let eog = s.lm.tokenizer.eog_ids();
+    let mut compared = 0;
+    for case in s.reference["cases"].as_array().unwrap() {
+        let steps = case["steps"].as_array().unwrap();
+        let ids: Vec<u32> = steps
+            .iter()
+            .map(|st| st["id"].as_u64().unwrap() as u32)
+            .collect();
+        let sure = steps
+            .iter()
+            .take_while(|st| st["margin"].as_f64().unwrap() as f32 >= 2.0 * ATOL)
+            .count();
+        if sure == 0 {
+            continue;
+        }
+        let params = GenerationParams {
+            max_tokens: sure,
+            sampler: SamplerConfig::greedy(),
+            ..GenerationParams::default()
+        };
+        let gen = run(&s, case, &params, None);
+        // llama.cpp's ids up to the first end-of-generation (which ours leaves out).
+        let want: Vec<u32> = ids[..sure]
+            .iter()
+            .take_while(|id| !eog.contains(id))
+            .copied()
+            .collect();
+        assert_eq!(gen.tokens, want, "{}", case["image"]);
+        compared += want.len();
+    }
+    assert!(compared > 0, "no step sure enough to compare");
+    eprintln!("{PROJECTOR}: {compared} greedy ids compared");
+}
+
+#[test]
+fn a_schema_holds_over_an_image_prompt() {
+    let s = setup();
+    let schema = serde_json::json!({"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+        "required": ["n"], "additionalProperties": false});
+    let (g, _) = llamay_constrain::schema_grammar(&schema).unwrap();
+    let constraint = Constraint::from_grammar(&g, s.lm.vocab.clone()).unwrap();
+    let params = GenerationParams {
+        max_tokens: 64,
+        sampler: SamplerConfig::greedy(),
+        ..GenerationParams::default()
+    };
+    let case = &s.reference["cases"][0];
+    let gen = run(&s, case, &params, Some(&constraint));
+    assert_eq!(
+        gen.finish,
+        Finish::Grammar,
+        "{:?}",
+        String::from_utf8_lossy(&gen.text)
+    );
+    let v: Value = serde_json::from_slice(&gen.text).unwrap();
+    assert!(v["n"].as_u64().unwrap() <= 99, "{v}");
+    // The image's rows take positions: counted as prompt.
+    assert!(gen.stats.prompt_tokens > rows(&s, case).n_tokens);
+}
