@@ -10,7 +10,8 @@ use llamay_constrain::Constraint;
 use llamay_engine::{DecodedImage, ImageEmbeddings, LoadOptions, SamplerConfig, VisionEncoder};
 use llamay_runtime::{generate_pieces, Finish, GenerationParams, LoadedModel, PromptPiece};
 use llamay_testdata::{
-    bytes_from_base64, ref_path, vision_generate_reference, vision_model, vision_reference,
+    bytes_from_base64, ref_path, tiny_chat_model, vision_generate_reference, vision_model,
+    vision_reference,
 };
 use serde_json::Value;
 
@@ -166,4 +167,39 @@ fn a_schema_holds_over_an_image_prompt() {
     assert!(v["n"].as_u64().unwrap() <= 99, "{v}");
     // The image's rows take positions: counted as prompt.
     assert!(gen.stats.prompt_tokens > rows(&s, case).n_tokens);
+}
+
+#[test]
+fn a_projector_of_another_width_is_refused() {
+    let opts = LoadOptions {
+        n_threads: Some(2),
+        ..Default::default()
+    };
+    let s = setup();
+    assert!(s.lm.vision().is_none());
+    // Gemma 3's projector on tiny-gemma3: its width.
+    let lm = s.lm.with_vision(&vision_model(PROJECTOR), &opts).unwrap();
+    assert_eq!(lm.vision().unwrap().n_embd(), lm.model.n_embd());
+    // Gemma 3's projector on the 64-wide tiny chat model: both widths named.
+    let narrow = LoadedModel::load(&tiny_chat_model(), &opts).unwrap();
+    assert_ne!(
+        narrow.model.n_embd(),
+        lm.model.n_embd(),
+        "the test needs two widths"
+    );
+    let err = narrow
+        .with_vision(&vision_model(PROJECTOR), &opts)
+        .err()
+        .unwrap()
+        .to_string();
+    let widths = [lm.model.n_embd(), 64].map(|w| w.to_string());
+    assert!(widths.iter().all(|w| err.contains(w.as_str())), "{err}");
+    let text = tiny_chat_model();
+    // A file that is not a projector: an error, not a panic.
+    let err = LoadedModel::load(&text, &opts)
+        .unwrap()
+        .with_vision(&text, &opts)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("projector"), "{err}");
 }
