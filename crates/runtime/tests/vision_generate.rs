@@ -7,8 +7,13 @@
 use std::sync::atomic::AtomicBool;
 
 use llamay_constrain::Constraint;
-use llamay_engine::{DecodedImage, ImageEmbeddings, LoadOptions, SamplerConfig, VisionEncoder};
-use llamay_runtime::{generate_pieces, Finish, GenerationParams, LoadedModel, PromptPiece};
+use llamay_engine::{
+    DecodedImage, ImageEmbeddings, LoadOptions, ProjectorType, SamplerConfig, VisionEncoder,
+};
+use llamay_runtime::{
+    generate_pieces, split_media, Finish, GenerationParams, LoadedModel, MediaChunk, PromptPiece,
+    MEDIA_MARKER,
+};
 use llamay_testdata::{
     bytes_from_base64, ref_path, tiny_chat_model, vision_generate_reference, vision_model,
     vision_reference,
@@ -66,15 +71,16 @@ fn rows(s: &Setup, case: &Value) -> ImageEmbeddings {
     s.enc.encode(&image).unwrap()
 }
 
-/// The case's chunks in libmtmd's order: text ids, then the picture where it was.
-fn texts(case: &Value) -> Vec<Option<Vec<u32>>> {
+/// The case's chunks in libmtmd's order, as llama.cpp made them.
+fn reference_chunks(case: &Value) -> Vec<MediaChunk> {
+    let mut images = 0..;
     case["parts"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| {
-            p.get("text")
-                .map(|ids| serde_json::from_value(ids.clone()).unwrap())
+        .map(|p| match p.get("text") {
+            Some(ids) => MediaChunk::Tokens(serde_json::from_value(ids.clone()).unwrap()),
+            None => MediaChunk::Image(images.next().unwrap()),
         })
         .collect()
 }
@@ -86,12 +92,14 @@ fn run(
     constraint: Option<&Constraint>,
 ) -> llamay_runtime::Generation {
     let image = rows(s, case);
-    let texts = texts(case);
-    let pieces: Vec<PromptPiece> = texts
+    // Our own layout of the prompt's text (checked against llama.cpp's below).
+    let prompt = case["prompt"].as_str().unwrap();
+    let chunks = split_media(&s.lm.tokenizer, prompt, s.enc.projector(), 1).unwrap();
+    let pieces: Vec<PromptPiece> = chunks
         .iter()
-        .map(|t| match t {
-            Some(ids) => PromptPiece::Tokens(ids),
-            None => PromptPiece::Image(&image, s.enc.projector()),
+        .map(|c| match c {
+            MediaChunk::Tokens(ids) => PromptPiece::Tokens(ids),
+            MediaChunk::Image(_) => PromptPiece::Image(&image, s.enc.projector()),
         })
         .collect();
     generate_pieces(
@@ -202,4 +210,33 @@ fn a_projector_of_another_width_is_refused() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("projector"), "{err}");
+}
+
+/// The prompt's text split at the marker as libmtmd splits it: the same chunks and
+/// ids (Gemma 3's image wrapped in `<start_of_image>`/`<end_of_image>`, the BOS),
+/// for both projector types; a marker count that is not the image count is refused.
+#[test]
+fn prompts_split_as_libmtmd_splits_them() {
+    let opts = LoadOptions {
+        n_threads: Some(1),
+        ..Default::default()
+    };
+    for (file, projector) in [
+        ("gemma3-F32", ProjectorType::Gemma3),
+        ("mlp-F32", ProjectorType::Mlp),
+    ] {
+        let reference = json(vision_generate_reference().join(format!("{file}.json")));
+        let text = ref_path(&format!(
+            "tiny/{}",
+            reference["text_model"].as_str().unwrap()
+        ));
+        let lm = LoadedModel::load(&text, &opts).unwrap();
+        for case in reference["cases"].as_array().unwrap() {
+            let prompt = case["prompt"].as_str().unwrap();
+            let ours = split_media(&lm.tokenizer, prompt, projector, 1).unwrap();
+            assert_eq!(ours, reference_chunks(case), "{file}: {prompt:?}");
+        }
+        let err = split_media(&lm.tokenizer, MEDIA_MARKER, projector, 2).unwrap_err();
+        assert!(err.contains("1 image place"), "{err}");
+    }
 }
