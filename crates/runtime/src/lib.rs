@@ -22,6 +22,7 @@ mod hold;
 mod ids;
 mod kv;
 mod loaded;
+mod media;
 mod params;
 mod reasoning;
 mod registry;
@@ -50,8 +51,9 @@ pub use embed::{
 };
 pub use error::{ContextOverflow, Error, ErrorKind};
 pub use generate::{
-    check_prompt, generate, generate_continuing, DraftModel, Finish, GenerateError, Generation,
-    GenerationParams, GenerationStats, HarmonyPlan, DEFAULT_DRAFT,
+    check_prompt, generate, generate_continuing, generate_pieces, DraftModel, Finish,
+    GenerateError, Generation, GenerationParams, GenerationStats, HarmonyPlan, PromptPiece,
+    DEFAULT_DRAFT,
 };
 pub use ids::{call_id, fresh_seed, short_id};
 pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache, CHECKPOINT_TOKENS};
@@ -61,6 +63,7 @@ pub use llamay_constrain::{
 pub use loaded::{
     LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
+pub use media::{split_media, MediaChunk, MEDIA_MARKER};
 pub use params::{SamplingAsk, DEFAULT_MAX_TOKENS};
 pub use reasoning::ThinkingAsk;
 pub use registry::{same_name, Instance, ModelSpec, Registry, RegistryConfig, MAX_LISTED_NAMES};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use llamay_constrain::{ConstraintCache, Vocabulary};
 use llamay_engine::GgufFile;
 use llamay_engine::Tokenizer;
-use llamay_engine::{LoadOptions, Model};
+use llamay_engine::{LoadOptions, Model, VisionEncoder};
 
 use crate::chat::CallConvention;
 use crate::chat::{render_harmony, HarmonyOptions};
@@ -42,6 +42,15 @@ pub enum LoadError {
     /// layer is not this error: it is set aside with a warning.
     #[error(transparent)]
     Template(#[from] crate::chat::TemplateError),
+    /// The projector file (`-mmproj`) cannot be read, or writes rows of another
+    /// width than the model reads.
+    #[error("cannot use the projector {path}: {reason}")]
+    Projector {
+        /// The projector file's path, as displayed.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Where a chat prompt's format comes from.
@@ -132,6 +141,8 @@ pub struct LoadedModel {
     pub harmony: Option<Arc<HarmonyFacts>>,
     /// How the model writes tool calls, read off the template it is prompted with.
     pub tool_convention: CallConvention,
+    /// The vision encoder of a projector file given beside the model (`-mmproj`).
+    vision: Option<Arc<VisionEncoder>>,
 }
 
 impl LoadedModel {
@@ -224,7 +235,33 @@ impl LoadedModel {
             thinking,
             harmony,
             tool_convention,
+            vision: None,
         })
+    }
+
+    /// The model with the projector file at `path` as its eyes: refused when the
+    /// projector's rows are not as wide as the model's embeddings.
+    pub fn with_vision(mut self, path: &Path, opts: &LoadOptions) -> Result<Self, LoadError> {
+        let refuse = |reason: String| LoadError::Projector {
+            path: path.display().to_string(),
+            reason,
+        };
+        let enc = VisionEncoder::load(path, opts).map_err(|e| refuse(e.to_string()))?;
+        if enc.n_embd() != self.model.n_embd() {
+            return Err(refuse(format!(
+                "its rows are {} wide, but the model's embeddings (n_embd) are {}",
+                enc.n_embd(),
+                self.model.n_embd()
+            )));
+        }
+        self.vision = Some(Arc::new(enc));
+        Ok(self)
+    }
+
+    /// The vision encoder, when a projector was loaded ([`Self::with_vision`]): the
+    /// model then has the capability `vision`.
+    pub fn vision(&self) -> Option<&Arc<VisionEncoder>> {
+        self.vision.as_ref()
     }
 
     /// Whether the model's chat template renders tools itself.

@@ -25,7 +25,7 @@ use llamay_constrain::Constraint;
 use llamay_engine::SamplerConfig;
 use llamay_engine::Tokenizer;
 use llamay_engine::{BatchItem, ItemLogits, LogitsWanted, EXACT_PASS_TOKENS};
-use llamay_engine::{Model, ModelError};
+use llamay_engine::{ImageEmbeddings, Model, ModelError, ProjectorType};
 
 pub(crate) use decoder::Decoder;
 pub(crate) use speculation::{Replayed, Speculation};
@@ -199,14 +199,152 @@ pub fn generate_continuing(
     }
     let t0 = Instant::now();
     let held = seq.len();
-    let mut logits = step(model, &mut seq, &prompt[held..], LogitsWanted::Last)?;
+    let logits = step(model, &mut seq, &prompt[held..], LogitsWanted::Last)?;
     let prompt_time = t0.elapsed();
     on_prompt(&seq);
+    let prefilled = Prefilled {
+        seq,
+        logits,
+        history: prompt,
+        n_pos: prompt.len(),
+        prompt_time,
+    };
+    decode(
+        model,
+        tokenizer,
+        prefilled,
+        (params, constraint, harmony),
+        cancel,
+        on_text,
+    )
+}
 
+/// One piece of a prompt holding images: token ids, or a picture's rows from the
+/// vision encoder with the projector that made them (which decides their attention).
+#[derive(Clone, Copy, Debug)]
+pub enum PromptPiece<'a> {
+    /// Token ids.
+    Tokens(&'a [u32]),
+    /// An image's rows, fed one position each (`Model::forward_image`).
+    Image(&'a ImageEmbeddings, ProjectorType),
+}
+
+impl PromptPiece<'_> {
+    /// The positions the piece takes in the sequence.
+    pub fn n_pos(&self) -> usize {
+        match self {
+            PromptPiece::Tokens(t) => t.len(),
+            PromptPiece::Image(rows, _) => rows.n_tokens,
+        }
+    }
+}
+
+/// [`generate`] from a prompt of pieces (text and images, in the order the chat
+/// template and libmtmd lay them out), each prefilled in turn from a fresh sequence,
+/// then decoded as any prompt (sampling and constraints unchanged). Drafting is off:
+/// neither prompt lookup nor a draft model sees the image rows.
+pub fn generate_pieces(
+    model: &Model,
+    tokenizer: &Tokenizer,
+    pieces: &[PromptPiece<'_>],
+    (params, constraint): (&GenerationParams, Option<&Constraint>),
+    cancel: &AtomicBool,
+    on_text: &mut dyn FnMut(&str),
+) -> Result<Generation, GenerateError> {
+    let n_pos: usize = pieces.iter().map(PromptPiece::n_pos).sum();
+    if n_pos == 0 {
+        return Err(GenerateError::EmptyPrompt);
+    }
+    if n_pos >= model.n_ctx() {
+        return Err(GenerateError::PromptTooLong {
+            prompt: n_pos,
+            ctx: model.n_ctx(),
+        });
+    }
+    let t0 = Instant::now();
+    let mut seq = model.new_sequence();
+    let pieces: Vec<_> = pieces.iter().filter(|p| p.n_pos() > 0).collect();
+    let mut logits = None;
+    for (i, piece) in pieces.iter().enumerate() {
+        // Only the last position's logits are read.
+        let want = match i + 1 == pieces.len() {
+            true => LogitsWanted::Last,
+            false => LogitsWanted::None,
+        };
+        logits = Some(match piece {
+            PromptPiece::Tokens(ids) => step(model, &mut seq, ids, want)?,
+            PromptPiece::Image(rows, projector) => {
+                model.forward_image(&mut seq, rows, *projector, want)?
+            }
+        });
+    }
+    let history: Vec<u32> = pieces
+        .iter()
+        .filter_map(|p| match p {
+            PromptPiece::Tokens(t) => Some(*t),
+            PromptPiece::Image(..) => None,
+        })
+        .flatten()
+        .copied()
+        .collect();
+    let prefilled = Prefilled {
+        seq,
+        logits: logits.ok_or(GenerateError::EmptyPrompt)?,
+        history: &history,
+        n_pos,
+        prompt_time: t0.elapsed(),
+    };
+    let params = GenerationParams {
+        draft: 0,
+        draft_model: None,
+        ..params.clone()
+    };
+    decode(
+        model,
+        tokenizer,
+        prefilled,
+        (&params, constraint, None),
+        cancel,
+        on_text,
+    )
+}
+
+/// A sequence holding its whole prompt, ready to decode.
+struct Prefilled<'a> {
+    seq: llamay_engine::SeqState,
+    /// The last prompt position's logits.
+    logits: ItemLogits,
+    /// The prompt's token ids (an image's rows have none): the sampler's penalties
+    /// and prompt lookup read them.
+    history: &'a [u32],
+    /// The positions the prompt takes (its tokens and image rows).
+    n_pos: usize,
+    prompt_time: std::time::Duration,
+}
+
+/// The decode loop, shared by every prompt shape.
+fn decode(
+    model: &Model,
+    tokenizer: &Tokenizer,
+    prefilled: Prefilled<'_>,
+    (params, constraint, harmony): (&GenerationParams, Option<&Constraint>, Option<&HarmonyPlan>),
+    cancel: &AtomicBool,
+    on_text: &mut dyn FnMut(&str),
+) -> Result<Generation, GenerateError> {
+    let Prefilled {
+        mut seq,
+        mut logits,
+        history: prompt,
+        n_pos,
+        prompt_time,
+    } = prefilled;
+    // The decoder counts its room from the ids it is given: image rows take
+    // positions too.
+    let image_pos = n_pos - prompt.len();
     let mut decoder = Decoder::new(
         tokenizer,
         model.n_vocab(),
-        model.n_ctx(),
+        model.n_ctx() - image_pos,
         prompt,
         params,
         constraint,
@@ -238,7 +376,7 @@ pub fn generate_continuing(
         };
         // Within the context and the token limit (whose last token ends the
         // generation unfed), and within the pass the engine vouches for.
-        let reserved = (prompt.len() + params.max_tokens).min(model.n_ctx());
+        let reserved = (n_pos + params.max_tokens).min(model.n_ctx());
         let room = reserved
             .saturating_sub(seq.len() + rest.len() + 1)
             .min(EXACT_PASS_TOKENS.saturating_sub(rest.len()));
@@ -254,7 +392,7 @@ pub fn generate_continuing(
     };
     let done = decoder.finish(finish, on_text);
     let stats = GenerationStats {
-        prompt_tokens: prompt.len(),
+        prompt_tokens: n_pos,
         prompt_time,
         generated_tokens: done.tokens.len(),
         decode_time: decode_start.elapsed(),

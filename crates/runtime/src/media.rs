@@ -1,0 +1,75 @@
+//! A prompt holding images laid out as llama.cpp's libmtmd does (`mtmd_tokenize`):
+//! the text split at each media marker, each text part tokenized alone (special
+//! tokens parsed, no BOS), each marker an image, wrapped in the projector's begin
+//! and end tokens (Gemma 3: `<start_of_image>` … `<end_of_image>`), then the BOS
+//! (and EOS) the vocabulary asks for at the ends.
+
+use llamay_engine::{ProjectorType, Tokenizer};
+
+/// libmtmd's default media marker (`mtmd_default_marker()`): where an image goes in
+/// the prompt's text.
+pub const MEDIA_MARKER: &str = "<__media__>";
+
+/// One chunk of a prompt holding images.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MediaChunk {
+    /// Token ids.
+    Tokens(Vec<u32>),
+    /// The prompt's `n`-th image (0-based), in marker order.
+    Image(usize),
+}
+
+/// The text libmtmd writes around an image's rows, per projector.
+fn wrappers(projector: ProjectorType) -> (&'static str, &'static str) {
+    match projector {
+        ProjectorType::Gemma3 => ("<start_of_image>", "<end_of_image>"),
+        ProjectorType::Mlp => ("", ""),
+    }
+}
+
+/// Splits `text` at its [`MEDIA_MARKER`]s into chunks; the markers must be exactly
+/// `n_images`.
+pub fn split_media(
+    tokenizer: &Tokenizer,
+    text: &str,
+    projector: ProjectorType,
+    n_images: usize,
+) -> Result<Vec<MediaChunk>, String> {
+    let n_markers = text.matches(MEDIA_MARKER).count();
+    if n_markers != n_images {
+        return Err(format!(
+            "the prompt has {n_markers} image place(s) ({MEDIA_MARKER}) for {n_images} image(s)"
+        ));
+    }
+    let (beg, end) = wrappers(projector);
+    let mut chunks = Vec::new();
+    let add_text = |chunks: &mut Vec<MediaChunk>, t: &str| {
+        let ids = tokenizer.encode(t.as_bytes(), false, true);
+        match chunks.last_mut() {
+            Some(MediaChunk::Tokens(last)) => last.extend(ids),
+            _ if ids.is_empty() => {}
+            _ => chunks.push(MediaChunk::Tokens(ids)),
+        }
+    };
+    for (i, part) in text.split(MEDIA_MARKER).enumerate() {
+        if i > 0 {
+            add_text(&mut chunks, beg);
+            chunks.push(MediaChunk::Image(i - 1));
+            add_text(&mut chunks, end);
+        }
+        add_text(&mut chunks, part);
+    }
+    if let (true, Some(bos)) = (tokenizer.add_bos(), tokenizer.bos()) {
+        match chunks.first_mut() {
+            Some(MediaChunk::Tokens(first)) => first.insert(0, bos),
+            _ => chunks.insert(0, MediaChunk::Tokens(vec![bos])),
+        }
+    }
+    if let (true, Some(eos)) = (tokenizer.add_eos(), tokenizer.eos()) {
+        match chunks.last_mut() {
+            Some(MediaChunk::Tokens(last)) => last.push(eos),
+            _ => chunks.push(MediaChunk::Tokens(vec![eos])),
+        }
+    }
+    Ok(chunks)
+}
