@@ -195,6 +195,11 @@ fn a_chat_at_the_terminal() {
 
     // Ctrl-C stops a long reply and the chat goes on.
     t.line("/set parameter num_predict 2000");
+    t.wait_for(
+        "the setting",
+        |s| s.contains("Set parameter 'num_predict' to '2000'.") && s.trim_end().ends_with(">>>"),
+        Duration::from_secs(10),
+    );
     let long = "Write a very long story about a dragon and a knight.";
     let before = prompts(&t.screen());
     t.line(long);
@@ -217,6 +222,13 @@ fn a_chat_at_the_terminal() {
     assert!(cancelled.generated < 2000, "{cancelled:?}");
     // Still chatting after it.
     t.line("/set parameter num_predict 48");
+    // The setting's own prompt must be on the screen before the next turn counts
+    // prompts, or that prompt passes for the reply's end.
+    t.wait_for(
+        "the setting",
+        |s| s.contains("Set parameter 'num_predict' to '48'.") && s.trim_end().ends_with(">>>"),
+        Duration::from_secs(10),
+    );
     let after = t.turn("Say hello.");
     assert!(!after.text.is_empty(), "{after:?}");
 
