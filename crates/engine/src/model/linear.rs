@@ -641,3 +641,15 @@ pub(crate) fn gated_product(
     writer.finish();
     Ok(true)
 }
+
+/// A LayerNorm's scale and shift (the text and vision encoders').
+pub(crate) struct Norm {
+    pub w: Vec<f32>,
+    pub b: Vec<f32>,
+}
+
+/// A projection and its bias (an absent bias is zeros), as the encoders load them.
+pub(crate) struct Affine {
+    pub w: Weight,
+    pub b: Vec<f32>,
+}

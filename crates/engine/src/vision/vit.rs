@@ -5,8 +5,9 @@
 
 use super::encoder::VisionEncoder;
 use super::params::VitActivation;
-use super::weights::{Affine, Dense, Norm, VitLayer};
+use super::weights::{Dense, VitLayer};
 use crate::model::linear::{matmul_many, ActsCache, Product};
+use crate::model::linear::{Affine, Norm};
 use crate::model::ops::{gelu_ggml, gelu_quick_ggml, layer_norm, silu, softmax};
 use crate::model::ModelError;
 use crate::pool::SyncPtr;

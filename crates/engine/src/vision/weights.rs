@@ -5,20 +5,10 @@ use super::params::{ProjectorType, VisionParams};
 use crate::ggml_type::GgmlType;
 use crate::gguf::GgufFile;
 use crate::model::arena::Arena;
-use crate::model::linear::{interleaved_len, load_table, load_vector, opt_vector, Weight};
+use crate::model::linear::{
+    interleaved_len, load_table, load_vector, opt_vector, Affine, Norm, Weight,
+};
 use crate::model::ModelError;
-
-/// A LayerNorm's scale and shift.
-pub(super) struct Norm {
-    pub w: Vec<f32>,
-    pub b: Vec<f32>,
-}
-
-/// A projection and its bias (an absent bias is zeros).
-pub(super) struct Affine {
-    pub w: Weight,
-    pub b: Vec<f32>,
-}
 
 /// A small f32 matrix, `rows × cols` row after row, with the type the file stored it
 /// in (llama.cpp rounds the input to f16 for an f16 one).

@@ -3,11 +3,11 @@
 //! `ffn`), then pooling.
 
 use super::super::linear::{matmul_many, ActsCache, Product};
+use super::super::linear::{Affine, Norm};
 use super::super::ops::softmax;
 use super::super::ModelError;
 use super::ffn::FfnBuffers;
 use super::qkv::QkvBuffers;
-use super::weights::{Affine, Norm};
 use super::{add, Encoder, Pooling};
 use crate::pool::SyncPtr;
 

@@ -1,23 +1,11 @@
 //! An encoder's tensors, located and shape-checked at load time (llama.cpp's names).
 
 use super::super::arena::Arena;
-use super::super::linear::{interleaved_len, load_vector, opt_vector, Weight};
+use super::super::linear::{interleaved_len, load_vector, opt_vector, Affine, Norm, Weight};
 use super::super::ModelError;
 use super::family::{FeedForward, Positions};
 use super::EncoderParams;
 use crate::gguf::GgufFile;
-
-/// A LayerNorm's scale and shift.
-pub(super) struct Norm {
-    pub w: Vec<f32>,
-    pub b: Vec<f32>,
-}
-
-/// A projection and its bias (absent biases are zeros).
-pub(super) struct Affine {
-    pub w: Weight,
-    pub b: Vec<f32>,
-}
 
 /// The query, key and value projections (one per layer: their size does not matter).
 #[allow(clippy::large_enum_variant)]
