@@ -83,7 +83,9 @@ mod tests {
                 .arg(Arg::new("chat").long("chat").action(ArgAction::SetTrue))
                 .arg(Arg::new("json").long("json").action(ArgAction::SetTrue))
                 .arg(Arg::new("prompt").short('p').long("prompt"))
-                .arg(Arg::new("grammar-file").long("grammar-file")),
+                .arg(Arg::new("grammar-file").long("grammar-file"))
+                .arg(Arg::new("model").short('m').long("model"))
+                .arg(Arg::new("mmproj").long("mmproj")),
         )
     }
 
@@ -123,6 +125,19 @@ mod tests {
         assert_eq!(
             norm(&["llamay", "run", "-p", "-"]),
             ["llamay", "run", "-p", "-"]
+        );
+    }
+
+    /// `-mmproj` is the long flag, not `-m` with the value `mproj`.
+    #[test]
+    fn a_long_flag_wins_over_a_short_flag_with_its_value_attached() {
+        assert_eq!(
+            norm(&["llamay", "run", "-m", "a.gguf", "-mmproj", "p.gguf"]),
+            ["llamay", "run", "-m", "a.gguf", "--mmproj", "p.gguf"]
+        );
+        assert_eq!(
+            norm(&["llamay", "run", "-ma.gguf"]),
+            ["llamay", "run", "-ma.gguf"]
         );
     }
 

@@ -310,3 +310,97 @@ fn a_draft_model_changes_nothing_but_must_share_the_vocabulary() {
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert!(out.stderr.contains("another vocabulary"), "{}", out.stderr);
 }
+
+/// `-mmproj` and `-image`: the picture read from its file, placed at the prompt's
+/// marker, encoded and fed as libmtmd lays it out — the text the runtime's own image
+/// path writes (which `runtime/tests/vision_generate.rs` checks against llama.cpp);
+/// another picture gives another text; `-image` on a model without a projector is one
+/// line naming the capability and the flag.
+#[test]
+fn an_image_prompt_reads_the_picture() {
+    use llamay_runtime::{generate_pieces, GenerationParams, LoadedModel, MediaPrompt};
+    let text_model = llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf");
+    let projector = llamay_testdata::vision_model("gemma3-F32");
+    let images = llamay_testdata::vision_reference().join("images");
+    let prompt = "<start_of_turn>user\n<__media__>What is in this picture?<end_of_turn>\n\
+                  <start_of_turn>model\n";
+    let cli = |picture: &str| {
+        let image = images.join(picture);
+        let args = [
+            "-m",
+            text_model.to_str().unwrap(),
+            "-mmproj",
+            projector.to_str().unwrap(),
+            "-image",
+            image.to_str().unwrap(),
+            "-p",
+            prompt,
+            "-n",
+            "12",
+            "-temp",
+            "0",
+            "-threads",
+            "2",
+        ];
+        let out = run(&args, b"");
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        out.stdout.trim_end_matches('\n').to_string()
+    };
+    let opts = llamay_engine::LoadOptions {
+        n_threads: Some(2),
+        ..Default::default()
+    };
+    let lm = LoadedModel::load(&text_model, &opts)
+        .unwrap()
+        .with_vision(&projector, &opts)
+        .unwrap();
+    let bytes = std::fs::read(images.join("square-rgb.png")).unwrap();
+    let media = MediaPrompt::encode(
+        &lm.tokenizer,
+        lm.vision().unwrap(),
+        prompt,
+        &[llamay_runtime::ImageInput(bytes.into())],
+    )
+    .unwrap();
+    let params = GenerationParams {
+        max_tokens: 12,
+        sampler: llamay_engine::SamplerConfig {
+            temperature: 0.0,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let g = generate_pieces(
+        &lm.model,
+        &lm.tokenizer,
+        &media.pieces(),
+        (&params, None),
+        &std::sync::atomic::AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .unwrap();
+    let square = cli("square-rgb.png");
+    assert_eq!(
+        square,
+        String::from_utf8_lossy(&g.text).trim_end_matches('\n')
+    );
+    assert_ne!(square, cli("gif.gif"), "the picture changes nothing");
+
+    let out = run(
+        &[
+            "-m",
+            text_model.to_str().unwrap(),
+            "-image",
+            images.join("square-rgb.png").to_str().unwrap(),
+            "-p",
+            prompt,
+        ],
+        b"",
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("vision") && out.stderr.contains("-mmproj"),
+        "{}",
+        out.stderr
+    );
+}

@@ -63,7 +63,7 @@ pub use llamay_constrain::{
 pub use loaded::{
     LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
-pub use media::{split_media, MediaChunk, MEDIA_MARKER};
+pub use media::{split_media, MediaChunk, MediaPrompt, MEDIA_MARKER};
 pub use params::{SamplingAsk, DEFAULT_MAX_TOKENS};
 pub use reasoning::ThinkingAsk;
 pub use registry::{same_name, Instance, ModelSpec, Registry, RegistryConfig, MAX_LISTED_NAMES};

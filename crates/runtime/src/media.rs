@@ -73,3 +73,55 @@ pub fn split_media(
     }
     Ok(chunks)
 }
+
+/// A prompt's images decoded and encoded by `encoder`, and its text cut at its
+/// markers: what [`crate::generate_pieces`] feeds once turned into pieces
+/// ([`MediaPrompt::pieces`]). Every image is encoded here, eagerly: the one-sequence
+/// path (`llamay run`) has no prefix cache to skip an image with.
+pub struct MediaPrompt {
+    /// The prompt in libmtmd's order.
+    pub chunks: Vec<MediaChunk>,
+    /// Each image's rows, as [`MediaChunk::Image`] numbers them.
+    pub images: Vec<llamay_engine::ImageEmbeddings>,
+    projector: ProjectorType,
+}
+
+impl MediaPrompt {
+    /// `text` must hold one [`MEDIA_MARKER`] per image, in order.
+    pub fn encode(
+        tokenizer: &Tokenizer,
+        encoder: &llamay_engine::VisionEncoder,
+        text: &str,
+        images: &[crate::ImageInput],
+    ) -> Result<MediaPrompt, String> {
+        let projector = encoder.projector();
+        let chunks = split_media(tokenizer, text, projector, images.len())?;
+        let images = images
+            .iter()
+            .enumerate()
+            .map(|(i, im)| {
+                let decoded =
+                    llamay_engine::decode_image(&im.0).map_err(|e| format!("image {i}: {e}"))?;
+                encoder
+                    .encode(&decoded)
+                    .map_err(|e| format!("image {i}: {e}"))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(MediaPrompt {
+            chunks,
+            images,
+            projector,
+        })
+    }
+
+    /// The chunks as [`crate::generate_pieces`] takes them.
+    pub fn pieces(&self) -> Vec<crate::PromptPiece<'_>> {
+        self.chunks
+            .iter()
+            .map(|c| match c {
+                MediaChunk::Tokens(ids) => crate::PromptPiece::Tokens(ids),
+                MediaChunk::Image(i) => crate::PromptPiece::Image(&self.images[*i], self.projector),
+            })
+            .collect()
+    }
+}

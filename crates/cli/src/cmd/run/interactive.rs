@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use llamay_runtime::{ChatMessage, GenerationParams};
+use llamay_runtime::{ChatMessage, GenerationParams, ImageInput};
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 
@@ -26,6 +26,8 @@ pub struct Chat<'a> {
     pub verbose: bool,
     /// Where the model runs, for the first line.
     pub served_by: String,
+    /// Images for the next message (`-image`, `/image`).
+    pub images: Vec<ImageInput>,
 }
 
 /// `$LLAMAY_HISTORY`, else `history` in llamay's data folder.
@@ -81,7 +83,8 @@ impl Chat<'_> {
                 }
                 continue;
             }
-            messages.push(ChatMessage::new("user", &message));
+            let images = std::mem::take(&mut self.images);
+            messages.push(super::backend::user_turn(&message, images.clone()));
             match self.turn(&messages) {
                 Ok(reply) => {
                     messages.push(ChatMessage::new("assistant", &reply.text));
@@ -92,6 +95,8 @@ impl Chat<'_> {
                 }
                 Err(e) => {
                     messages.pop();
+                    // Kept for the next try, as the message is in the history.
+                    self.images = images;
                     eprintln!("error: {}", crate::cmd::one_line(&e));
                 }
             }
@@ -168,6 +173,13 @@ impl Chat<'_> {
             Slash::Grammar(path) => self.constrain(
                 super::constraint::read_user_file(&path, "grammar").map(Constraint::Grammar),
             ),
+            Slash::Image(path) => match super::backend::read_images(&[path]) {
+                Ok(im) => {
+                    self.images.extend(im);
+                    eprintln!("{} image(s) go with your next message.", self.images.len());
+                }
+                Err(e) => eprintln!("{e}"),
+            },
         }
     }
 

@@ -8,8 +8,9 @@ use anyhow::Context;
 use llamay_engine::LoadOptions;
 use llamay_runtime::snapshot;
 use llamay_runtime::{
-    chat_channels, generate_continuing, DraftModel, Finish, GenerationParams, LoadedModel,
-    PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
+    chat_channels, generate_continuing, generate_pieces, DraftModel, Finish, Generation,
+    GenerationParams, ImageInput, LoadedModel, MediaPrompt, PromptLayers, TemplateSource,
+    DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
 
 use super::backend::{Backend, Input, Reply};
@@ -134,32 +135,28 @@ fn resolve_model(m: &str) -> anyhow::Result<(PathBuf, PromptLayers)> {
     Ok((r.gguf.clone(), PromptLayers::of(&r)))
 }
 
-impl Backend for Local {
-    fn generate(
-        &mut self,
+impl Local {
+    /// A prompt of text: the chat's channels, the prompt cache and drafts as asked.
+    /// Returns the generation and the prompt cache's line.
+    fn generate_text(
+        &self,
         input: &Input,
-        constraint: &Constraint,
-        sources: &QuoteSources,
+        automaton: &Option<llamay_constrain::Constraint>,
         params: &GenerationParams,
         cancel: &AtomicBool,
         on_text: &mut dyn FnMut(&str),
-    ) -> anyhow::Result<Reply> {
+    ) -> anyhow::Result<(Generation, Option<String>)> {
         let lm = &self.lm;
-        let spec = constraint.spec_with(&sources.for_input(Some(input.user_text())))?;
-        let compile_start = Instant::now();
-        let (automaton, _) = spec.build(lm).map_err(|e| anyhow::anyhow!(e.message))?;
-        let compile_time = compile_start.elapsed();
         let tokens = match input {
-            Input::Raw(text) => lm.encode_raw(text),
+            Input::Raw(text, _) => lm.encode_raw(text),
             Input::Chat(messages) => lm.encode_chat(messages, None)?,
         };
         // A harmony model's chat shows its `final` channel (its analysis stays out).
         let channels = match input {
             Input::Chat(_) => chat_channels(lm, automaton.as_ref(), params.max_tokens)
                 .map_err(|e| anyhow::anyhow!(e.message))?,
-            Input::Raw(_) => None,
+            Input::Raw(..) => None,
         };
-        let mut text = String::new();
         let cache = match &self.prompt_cache {
             Some(p) => Some(PromptCache::open(p, &self.path)?),
             None => None,
@@ -179,24 +176,93 @@ impl Backend for Local {
             &tokens,
             (&params, automaton.as_ref(), channels.as_ref()),
             cancel,
-            &mut |s: &str| {
-                text.push_str(s);
-                on_text(s);
-            },
+            on_text,
             &mut |seq| {
                 if let Some(c) = &cache {
                     c.save(lm, seq, &tokens);
                 }
             },
         )?;
-        let mut stats = vec![g.stats.summary(g.finish.as_str())];
-        if let Some(c) = &cache {
-            stats.push(format!(
+        let line = cache.map(|c| {
+            format!(
                 "prompt cache {}: {reused} of {} prompt tokens reused",
                 c.path.display(),
                 tokens.len()
-            ));
+            )
+        });
+        Ok((g, line))
+    }
+
+    /// A prompt with images: each encoded by the projector (`-mmproj`) and fed as its
+    /// rows between the text's tokens.
+    fn generate_images(
+        &self,
+        input: &Input,
+        images: &[ImageInput],
+        automaton: &Option<llamay_constrain::Constraint>,
+        params: &GenerationParams,
+        cancel: &AtomicBool,
+        on_text: &mut dyn FnMut(&str),
+    ) -> anyhow::Result<Generation> {
+        let lm = &self.lm;
+        let Some(vision) = lm.vision() else {
+            anyhow::bail!(
+                "{} has no vision support (capability \"vision\"): give its projector with \
+                 -mmproj FILE",
+                self.path.display()
+            );
+        };
+        if self.prompt_cache.is_some() {
+            anyhow::bail!("-prompt-cache keeps text prompts only, not images");
         }
+        let text = match input {
+            Input::Raw(text, _) => text.clone(),
+            Input::Chat(messages) => lm.render_chat(messages, None, None)?.1,
+        };
+        let prompt = MediaPrompt::encode(&lm.tokenizer, vision, &text, images)
+            .map_err(|e| anyhow::anyhow!("cannot read the prompt's images: {e}"))?;
+        Ok(generate_pieces(
+            &lm.model,
+            &lm.tokenizer,
+            &prompt.pieces(),
+            (params, automaton.as_ref()),
+            cancel,
+            on_text,
+        )?)
+    }
+}
+
+impl Backend for Local {
+    fn generate(
+        &mut self,
+        input: &Input,
+        constraint: &Constraint,
+        sources: &QuoteSources,
+        params: &GenerationParams,
+        cancel: &AtomicBool,
+        on_text: &mut dyn FnMut(&str),
+    ) -> anyhow::Result<Reply> {
+        let lm = &self.lm;
+        let spec = constraint.spec_with(&sources.for_input(Some(input.user_text())))?;
+        let compile_start = Instant::now();
+        let (automaton, _) = spec.build(lm).map_err(|e| anyhow::anyhow!(e.message))?;
+        let compile_time = compile_start.elapsed();
+        let mut text = String::new();
+        let mut on_text = |s: &str| {
+            text.push_str(s);
+            on_text(s);
+        };
+        let images = input.images();
+        let (g, cache_line) = if images.is_empty() {
+            self.generate_text(input, &automaton, params, cancel, &mut on_text)?
+        } else {
+            (
+                self.generate_images(input, &images, &automaton, params, cancel, &mut on_text)?,
+                None,
+            )
+        };
+        let mut stats = vec![g.stats.summary(g.finish.as_str())];
+        stats.extend(cache_line);
         if let Some(m) = &g.stats.mask {
             stats.push(m.summary(spec.kind(), g.stats.decode_time));
         }

@@ -116,22 +116,29 @@ pub struct RunArgs {
     /// output (runs the models in this process).
     #[arg(long = "draft", value_name = "MODEL")]
     pub draft: Option<String>,
+    /// The model's vision projector (llama.cpp's `mmproj` file), which lets it read
+    /// images (runs the model in this process).
+    #[arg(long = "mmproj", value_name = "FILE")]
+    pub mmproj: Option<PathBuf>,
+    /// An image for the prompt (PNG, JPEG, WebP or GIF); repeatable. A plain prompt
+    /// may place each at `<__media__>`; otherwise they go before the text. In the
+    /// chat, `/image FILE` adds one to the next message.
+    #[arg(long = "image", value_name = "FILE")]
+    pub image: Vec<PathBuf>,
 }
 
 /// The model named and the prompt given, from the flags and the words after `run`.
 struct Asked {
     model: String,
-    /// `llamay run MODEL …`, Ollama's form: a chat unless `--raw`.
-    ollama_form: bool,
     /// `None`: read stdin, or chat at the terminal.
     prompt: Option<String>,
 }
 
 fn asked(a: &RunArgs) -> anyhow::Result<Asked> {
-    let (model, words, ollama_form) = match (&a.model, a.words.split_first()) {
-        (Some(m), _) => (m.clone(), a.words.join(" "), false),
-        (None, Some((m, rest))) => (m.clone(), rest.join(" "), true),
-        (None, None) => (DEFAULT_MODEL.to_string(), String::new(), false),
+    let (model, words) = match (&a.model, a.words.split_first()) {
+        (Some(m), _) => (m.clone(), a.words.join(" ")),
+        (None, Some((m, rest))) => (m.clone(), rest.join(" ")),
+        (None, None) => (DEFAULT_MODEL.to_string(), String::new()),
     };
     let prompt = match (&a.prompt, words.is_empty()) {
         (Some(_), false) => {
@@ -144,11 +151,7 @@ fn asked(a: &RunArgs) -> anyhow::Result<Asked> {
         (None, false) => Some(words),
         (None, true) => None,
     };
-    Ok(Asked {
-        model,
-        ollama_form,
-        prompt,
-    })
+    Ok(Asked { model, prompt })
 }
 
 fn read_prompt(p: &str) -> anyhow::Result<String> {
@@ -168,6 +171,12 @@ fn read_stdin() -> anyhow::Result<String> {
     Ok(s)
 }
 
+/// Whether the prompt goes through the chat template: `-chat`, `-system`, or Ollama's
+/// form `llamay run MODEL …`, unless `-raw`.
+fn chat_asked(a: &RunArgs) -> bool {
+    !a.raw && (a.chat || a.system.is_some() || (a.model.is_none() && !a.words.is_empty()))
+}
+
 /// Who generates: a server that answers and can serve the model, else this process.
 /// Load flags (`-threads`, `-ctx`, `-kv`) describe a model this process loads.
 fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String)> {
@@ -177,7 +186,11 @@ fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String
         || a.no_fast_forward
         || a.no_spec
         || a.draft.is_some()
-        || a.prompt_cache.is_some();
+        || a.prompt_cache.is_some()
+        || a.mmproj.is_some()
+        // A server takes a plain prompt's images nowhere (Ollama's `raw` has no place
+        // for them).
+        || (!a.image.is_empty() && !chat_asked(a));
     if !a.local && !load_flags {
         let client = ServerClient::from_env()?;
         let named = std::env::var_os("LLAMAY_HOST").is_some_and(|h| !h.is_empty());
@@ -203,6 +216,11 @@ fn backend(a: &RunArgs, model: &str) -> anyhow::Result<(Box<dyn Backend>, String
     }
     let opts = a.load.options()?;
     let mut l = local::Local::load(model, &opts, &a.load.kv)?;
+    if let Some(p) = &a.mmproj {
+        l.lm =
+            l.lm.with_vision(p, &opts)
+                .with_context(|| format!("cannot load the projector {}", p.display()))?;
+    }
     super::load_args::announce_device(&l.lm.model);
     l.prompt_cache = a.prompt_cache.clone();
     if let Some(d) = &a.draft {
@@ -259,19 +277,20 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         draft: if a.no_spec { 0 } else { DEFAULT_DRAFT },
         draft_model: None,
     };
-    let chat = !a.raw && (a.chat || a.system.is_some() || asked.ollama_form);
-    let input = prompt.map(|prompt| {
-        if chat {
+    let chat = chat_asked(&a);
+    let images = backend::read_images(&a.image)?;
+    let input = match prompt {
+        Some(prompt) if chat => {
             let mut msgs = Vec::new();
             if let Some(s) = &a.system {
                 msgs.push(ChatMessage::new("system", s));
             }
-            msgs.push(ChatMessage::new("user", &prompt));
-            Input::Chat(msgs)
-        } else {
-            Input::Raw(prompt)
+            msgs.push(backend::user_turn(&prompt, images.clone()));
+            Some(Input::Chat(msgs))
         }
-    });
+        Some(prompt) => Some(Input::raw(prompt, images.clone())),
+        None => None,
+    };
     // Refused before any model work (exit 2), its quotes bound as the run will bind them.
     constraint.spec_with(&sources.for_input(input.as_ref().map(Input::user_text)))?;
     interrupt::install(interactive);
@@ -285,6 +304,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             system: a.system.clone(),
             verbose: a.stats,
             served_by,
+            images,
         }
         .run();
     };

@@ -40,6 +40,22 @@ impl Remote {
     }
 }
 
+/// The conversation in Ollama's shape: each turn's images as base64 `images`.
+fn wire_messages(messages: &[llamay_runtime::ChatMessage]) -> Vec<Value> {
+    use base64::Engine;
+    messages
+        .iter()
+        .map(|m| {
+            let mut v = json!(m);
+            if !m.images.is_empty() {
+                let b64 = base64::engine::general_purpose::STANDARD;
+                v["images"] = m.images.iter().map(|im| json!(b64.encode(&im.0))).collect();
+            }
+            v
+        })
+        .collect()
+}
+
 impl Backend for Remote {
     fn generate(
         &mut self,
@@ -63,13 +79,13 @@ impl Backend for Remote {
             "num_predict": params.max_tokens,
         });
         let (path, mut body) = match input {
-            Input::Raw(prompt) => (
+            Input::Raw(prompt, _) => (
                 "/api/generate",
                 json!({"model": self.model, "prompt": prompt, "raw": true}),
             ),
             Input::Chat(messages) => (
                 "/api/chat",
-                json!({"model": self.model, "messages": messages}),
+                json!({"model": self.model, "messages": wire_messages(messages)}),
             ),
         };
         body["stream"] = json!(true);

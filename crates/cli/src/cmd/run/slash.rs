@@ -12,6 +12,7 @@ Commands:
   /set format json           constrain replies to JSON (/unset format: free text again)
   /schema FILE               constrain replies to a JSON Schema
   /grammar FILE              constrain replies to a GBNF grammar
+  /image FILE                an image for the next message (a model with vision)
   /set verbose | quiet       print the statistics lines after each reply, or not
   /show info                 the model: architecture, size, context, tokenizer
   /show system | parameters  the system message, the sampling parameters
@@ -41,6 +42,7 @@ pub enum Slash {
     SetVerbose(bool),
     Schema(PathBuf),
     Grammar(PathBuf),
+    Image(PathBuf),
 }
 
 /// A line that starts with `/`. `Err` is the message to show for a line that is not
@@ -85,16 +87,16 @@ pub fn parse(line: &str) -> Result<Slash, String> {
         ("/set", Some("quiet")) => Slash::SetVerbose(false),
         ("/unset", Some("format")) => Slash::UnsetFormat,
         ("/unset", Some("system")) => Slash::UnsetSystem,
-        ("/schema" | "/grammar", _) => {
+        ("/schema" | "/grammar" | "/image", _) => {
             let path = rest_after(1);
             if path.is_empty() {
                 return Err(format!("usage: {head} FILE"));
             }
             let path = PathBuf::from(unquote(&path));
-            if head == "/schema" {
-                Slash::Schema(path)
-            } else {
-                Slash::Grammar(path)
+            match head {
+                "/schema" => Slash::Schema(path),
+                "/grammar" => Slash::Grammar(path),
+                _ => Slash::Image(path),
             }
         }
         _ => return Err(format!("unknown command {line:?}; /? lists the commands")),
@@ -216,6 +218,11 @@ mod tests {
         assert!(parse("/set format yaml").is_err());
         assert!(parse("/frobnicate").is_err());
         assert!(parse("/schema").is_err());
+        assert_eq!(
+            parse("/image \"my cat.png\""),
+            Ok(Slash::Image("my cat.png".into()))
+        );
+        assert!(parse("/image").is_err());
     }
 
     #[test]
