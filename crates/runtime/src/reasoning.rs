@@ -28,6 +28,12 @@ pub struct Convention {
     /// The chat-template variable that turns thinking off when false (Qwen3's
     /// `enable_thinking`); `None`: the family always thinks.
     pub toggle: Option<&'static str>,
+    /// Whether the family thinks when a request does not say (Qwen3 does; Gemma 4's
+    /// template thinks only when `enable_thinking` is true).
+    pub default_on: bool,
+    /// Text the model writes right after the opening marker, before its thoughts
+    /// (Gemma 4's channel name `thought\n`): forced, and not part of the reasoning.
+    pub header: &'static str,
     /// Whether a chat template is this family's (given it mentions the markers).
     pub template_is: fn(&str) -> bool,
 }
@@ -39,6 +45,8 @@ pub(crate) const CONVENTIONS: &[Convention] = &[
         open: "<think>",
         close: "</think>",
         toggle: Some("enable_thinking"),
+        default_on: true,
+        header: "",
         template_is: |t| t.contains("enable_thinking"),
     },
     Convention {
@@ -46,7 +54,21 @@ pub(crate) const CONVENTIONS: &[Convention] = &[
         open: "<think>",
         close: "</think>",
         toggle: None,
+        default_on: true,
+        header: "",
         template_is: |t| t.contains("<｜Assistant｜>"),
+    },
+    // Gemma 4: thoughts are the `thought` channel, `<|channel>thought\n…<channel|>`;
+    // its template asks for them with `<|think|>` in the system turn when
+    // `enable_thinking` is true, and otherwise closes an empty channel itself.
+    Convention {
+        family: "gemma4",
+        open: "<|channel>",
+        close: "<channel|>",
+        toggle: Some("enable_thinking"),
+        default_on: false,
+        header: "thought\n",
+        template_is: |t| t.contains("<|channel>thought"),
     },
 ];
 
@@ -59,6 +81,8 @@ pub(crate) const HARMONY: Convention = Convention {
     open: "<|channel|>analysis<|message|>",
     close: "<|end|>",
     toggle: None,
+    default_on: true,
+    header: "",
     template_is: |_| false,
 };
 
@@ -82,6 +106,8 @@ pub struct ThinkingFacts {
     pub convention: &'static Convention,
     pub open: u32,
     pub close: u32,
+    /// The convention's header as token ids, forced after the opening marker.
+    pub header: Vec<u32>,
     /// Tokens allowed while thinking: all but control tokens and the opening marker.
     pub free: Vec<u64>,
     pub guard: MarkerGuard,
@@ -110,6 +136,7 @@ impl ThinkingFacts {
             convention,
             open,
             close,
+            header: tok.encode(convention.header.as_bytes(), false, false),
             free,
             guard,
         })
@@ -333,7 +360,7 @@ pub(crate) fn decide(
         }
         return Ok(None);
     };
-    let enabled = ask.enabled.unwrap_or(true);
+    let enabled = ask.enabled.unwrap_or(c.default_on);
     if !enabled && c.toggle.is_none() {
         return Err(Error::bad_request(format!(
             "model {model} always thinks ({} convention): it has no thinking toggle \
@@ -421,5 +448,47 @@ mod tests {
         assert!(decide(None, &ThinkingAsk::default(), "m", 100)
             .unwrap()
             .is_none());
+    }
+
+    /// Gemma 4 (its template and vocabulary from llama.cpp's vocabulary file): known
+    /// by its `thought` channel, off unless asked (its template's default), the
+    /// channel name forced as a header; the template's renderings (checked against
+    /// jinja2 in `tests/jinja_reference.rs`) leave the model where `start_of` says.
+    #[test]
+    fn gemma4_thinks_in_its_thought_channel_when_asked() {
+        let f = llamay_engine::GgufFile::open(llamay_testdata::llamacpp_vocab("gemma-4")).unwrap();
+        let template = f.get_str("tokenizer.chat_template").unwrap();
+        let tok = Tokenizer::from_gguf(&f).unwrap();
+        let facts = ThinkingFacts::new(&tok, tok.n_vocab(), Some(template)).unwrap();
+        let c = facts.convention;
+        assert_eq!(c.family, "gemma4");
+        assert_eq!(tok.decode(&facts.header), b"thought\n");
+        assert_eq!(tok.token_bytes(facts.open), b"<|channel>");
+        let d = decide(Some(c), &ThinkingAsk::default(), "m", 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (d.enabled, d.kwarg),
+            (false, Some(("enable_thinking", false)))
+        );
+        let on = ThinkingAsk::from_effort("reasoning_effort", "high", 100).unwrap();
+        let d = decide(Some(c), &on, "m", 100).unwrap().unwrap();
+        assert_eq!(d.kwarg, Some(("enable_thinking", true)));
+        let reference: Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                llamay_testdata::repo_root().join("crates/testdata/ref/jinja/gemma-4.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        for case in reference["cases"].as_array().unwrap() {
+            let enabled = case["kwargs"]["enable_thinking"].as_bool().unwrap();
+            let want = match enabled {
+                true => ThinkStart::Open,
+                false => ThinkStart::Answer,
+            };
+            let rendered = case["rendered"].as_str().unwrap();
+            assert_eq!(start_of(c, rendered, enabled), want, "{}", case["name"]);
+        }
     }
 }

@@ -10,8 +10,21 @@ use crate::reasoning::{ThinkPlan, ThinkStart};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Phase {
     Open,
+    /// The `n`-th token of the convention's header comes next.
+    Header(usize),
     Thinking,
     Answer,
+}
+
+impl Phase {
+    /// Where the opening marker leaves a sequence: at its convention's header if it
+    /// has one.
+    fn after_open(header: &[u32]) -> Phase {
+        match header.is_empty() {
+            true => Phase::Thinking,
+            false => Phase::Header(0),
+        }
+    }
 }
 
 pub(super) struct ThinkState {
@@ -40,7 +53,7 @@ impl ThinkState {
     pub(super) fn new(plan: ThinkPlan, n_vocab: usize) -> ThinkState {
         let phase = match plan.start {
             ThinkStart::Open => Phase::Open,
-            ThinkStart::Thinking => Phase::Thinking,
+            ThinkStart::Thinking => Phase::after_open(&plan.facts.header),
             ThinkStart::Answer => Phase::Answer,
         };
         ThinkState {
@@ -74,6 +87,7 @@ impl ThinkState {
         let f = &self.plan.facts;
         match self.phase {
             Phase::Open => Some(f.open),
+            Phase::Header(i) => Some(f.header[i]),
             _ if self.used >= self.plan.budget || remaining <= answer_room + 1 => Some(f.close),
             _ => None,
         }
@@ -113,11 +127,13 @@ impl ThinkState {
         }
         self.guard = f.guard.advance(self.guard, bytes);
         self.used += 1;
-        if t == f.open {
-            self.phase = Phase::Thinking;
-            return;
+        match self.phase {
+            Phase::Open => self.phase = Phase::after_open(&f.header),
+            // The header is the channel's name, not a thought.
+            Phase::Header(i) if i + 1 < f.header.len() => self.phase = Phase::Header(i + 1),
+            Phase::Header(_) => self.phase = Phase::Thinking,
+            _ => self.text.push(bytes),
         }
-        self.text.push(bytes);
     }
 
     /// Thinking text not yet taken.
@@ -203,6 +219,7 @@ mod tests {
             convention: &CONVENTIONS[0],
             open: 1,
             close: 2,
+            header: Vec::new(),
             free: vec![0b111101],
             guard,
         };
@@ -245,6 +262,24 @@ mod tests {
         assert_eq!(s.shown("\n\n"), "");
         assert_eq!(s.shown("\n{"), "{");
         assert_eq!(s.shown("\n"), "\n");
+    }
+
+    /// Gemma 4's `<|channel>thought\n`: the header's tokens are forced after the
+    /// opening marker, count against the budget, and are not reasoning text.
+    #[test]
+    fn a_header_is_forced_after_the_opening_marker_and_kept_out_of_the_text() {
+        let mut s = state(10);
+        Arc::get_mut(&mut s.plan.facts).unwrap().header = vec![0, 5];
+        s.push(1, PIECES[1]);
+        assert_eq!(s.forced(100, 1), Some(0));
+        s.push(0, PIECES[0]);
+        assert_eq!(s.forced(100, 1), Some(5));
+        s.push(5, PIECES[5]);
+        assert_eq!(s.forced(100, 1), None);
+        s.push(0, PIECES[0]);
+        s.push(2, PIECES[2]);
+        assert_eq!(s.finish(), "a");
+        assert_eq!((s.used, s.tokens), (4, 5));
     }
 
     #[test]
