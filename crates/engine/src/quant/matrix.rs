@@ -424,6 +424,9 @@ impl Backend {
                 Q8_0 => drive_groups(&g.q8_0, w, &acts.q8, s, per_tok, out),
                 Q4_K => drive_groups(&g.q4_k, w, &acts.q8k, s, per_tok, out),
                 Q6_K => drive_groups(&g.q6_k, w, &acts.q8k, s, per_tok, out),
+                IQ4_NL => drive_groups(&g.iq4_nl, w, &acts.q8, s, per_tok, out),
+                IQ4_XS => drive_groups(&g.iq4_xs, w, &acts.q8k, s, per_tok, out),
+                MXFP4 => drive_groups(&g.mxfp4, w, &acts.q8, s, per_tok, out),
                 ty => return Err(QuantError::UnsupportedType(ty)),
             }
             return Ok(());

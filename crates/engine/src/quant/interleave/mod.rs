@@ -7,17 +7,21 @@
 //! group of 8 rows takes exactly 8 rows' space.
 //!
 //! Group layout, block after block (block `i` of all 8 rows, then block `i + 1`):
-//! - `d`: the 8 rows' f16 scales (16 bytes); then `m`, their f16 mins (Q4_1, Q5_1);
+//! - `d`: the 8 rows' f16 scales (16 bytes; MXFP4: their E8M0 exponent bytes, 8
+//!   bytes); then `m`, their f16 mins (Q4_1, Q5_1);
 //! - Q5 formats: `H`, 32 bytes: byte `4r + e` holds in bit `k` the fifth bit of
 //!   element `4k + e` of row `r`;
-//! - 4- and 5-bit formats: `X0..X3`, 32 bytes each: `Xj` holds bytes `4j..4j + 4` of
+//! - 4- and 5-bit formats (and the codebook formats IQ4_NL and MXFP4, whose nibbles
+//!   are indices): `X0..X3`, 32 bytes each: `Xj` holds bytes `4j..4j + 4` of
 //!   each row's nibbles (`qs`), row after row, so its low nibbles are elements
 //!   `4j..4j + 4` and its high nibbles elements `16 + 4j..16 + 4j + 4`;
 //! - Q8_0: `W0..W7`, 32 bytes each: `Wk` holds elements `4k..4k + 4` of each row.
 //!
 //! Q4_K and Q6_K are converted on the way in (see [`q4_k`] and [`q6_k`]): their rows
-//! take 24 and 40 bytes per 32 elements instead of 18 and 26.25.
+//! take 24 and 40 bytes per 32 elements instead of 18 and 26.25. IQ4_XS is regrouped by
+//! super-block (see [`iq4_xs`]), the same 17 bytes per 32 elements as in the file.
 
+mod iq4_xs;
 mod q4_k;
 mod q6_k;
 
@@ -47,6 +51,12 @@ fn conversion(ty: GgmlType) -> Option<Conversion> {
             pack_group: q6_k::pack_group,
             row_to_f32: q6_k::row_to_f32,
         }),
+        GgmlType::IQ4_XS => Some(Conversion {
+            block: iq4_xs::BLOCK,
+            src_row_bytes: iq4_xs::src_row_bytes,
+            pack_group: iq4_xs::pack_group,
+            row_to_f32: iq4_xs::row_to_f32,
+        }),
         _ => None,
     }
 }
@@ -62,6 +72,9 @@ pub(crate) const GROUP_ROWS: usize = 8;
 struct GroupBlock {
     /// Bytes of one row's block in GGUF.
     row_block: usize,
+    /// Bytes of one row's scale (2 for an f16, 1 for MXFP4's exponent byte), first in
+    /// the GGUF block.
+    d_bytes: usize,
     /// Offsets in the GGUF block: the min, the fifth bits, the quants.
     src_m: Option<usize>,
     src_qh: Option<usize>,
@@ -74,20 +87,24 @@ struct GroupBlock {
 
 fn group_block(ty: GgmlType) -> Option<GroupBlock> {
     use GgmlType::*;
+    // IQ4_NL is Q4_0 with codebook indices for nibbles; MXFP4 too, with a byte scale.
     let (row_block, src_m, src_qh, src_qs) = match ty {
-        Q4_0 => (18, None, None, 2),
+        Q4_0 | IQ4_NL => (18, None, None, 2),
+        MXFP4 => (17, None, None, 1),
         Q4_1 => (20, Some(2), None, 4),
         Q5_0 => (22, None, Some(2), 6),
         Q5_1 => (24, Some(2), Some(4), 8),
         Q8_0 => (34, None, None, 2),
         _ => return None,
     };
-    let m = src_m.map(|_| 16);
-    let after_m = if m.is_some() { 32 } else { 16 };
+    let d_bytes = if ty == MXFP4 { 1 } else { 2 };
+    let m = src_m.map(|_| 8 * d_bytes);
+    let after_m = 8 * d_bytes * if m.is_some() { 2 } else { 1 };
     let h = src_qh.map(|_| after_m);
     let qs = after_m + if h.is_some() { 32 } else { 0 };
     Some(GroupBlock {
         row_block,
+        d_bytes,
         src_m,
         src_qh,
         src_qs,
@@ -211,7 +228,8 @@ pub(crate) fn group_row_to_f32(
 
 /// Writes row `r`'s GGUF block `b` into its places in the interleaved block `out`.
 fn pack_block(g: &GroupBlock, ty: GgmlType, b: &[u8], r: usize, out: &mut [u8]) {
-    out[2 * r..2 * r + 2].copy_from_slice(&b[..2]);
+    let db = g.d_bytes;
+    out[db * r..db * (r + 1)].copy_from_slice(&b[..db]);
     if let (Some(sm), Some(m)) = (g.src_m, g.m) {
         out[m + 2 * r..m + 2 * r + 2].copy_from_slice(&b[sm..sm + 2]);
     }
@@ -254,7 +272,8 @@ pub fn deinterleave_row(
         .chunks_exact(gb)
         .zip(dst.chunks_exact_mut(g.row_block))
     {
-        b[..2].copy_from_slice(&blk[2 * r..2 * r + 2]);
+        let db = g.d_bytes;
+        b[..db].copy_from_slice(&blk[db * r..db * (r + 1)]);
         if let (Some(sm), Some(m)) = (g.src_m, g.m) {
             b[sm..sm + 2].copy_from_slice(&blk[m + 2 * r..m + 2 * r + 2]);
         }
