@@ -24,8 +24,8 @@ const LEGACY: [GgmlType; 7] = [
     GgmlType::MXFP4,
 ];
 /// Every interleavable type: the legacy ones, the codebook ones in the legacy layout
-/// (IQ4_NL, MXFP4), Q4_K and Q6_K (converted), IQ4_XS (regrouped).
-const TYPES: [GgmlType; 10] = [
+/// (IQ4_NL, MXFP4), Q4_K and Q6_K (converted), IQ4_XS, Q2_K and Q3_K (regrouped).
+const TYPES: [GgmlType; 12] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -36,6 +36,8 @@ const TYPES: [GgmlType; 10] = [
     GgmlType::IQ4_NL,
     GgmlType::MXFP4,
     GgmlType::IQ4_XS,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
 ];
 
 /// Elements per block of `ty`.
@@ -52,6 +54,8 @@ fn rows_of(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8], scales: &[f32])
     let f16_fields: &[usize] = match ty {
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
         GgmlType::Q6_K => &[208],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
         GgmlType::MXFP4 => &[],
         _ => &[0],
     };
@@ -129,7 +133,7 @@ proptest! {
         x_seed in prop::collection::vec(-1.0f32..1.0, 97),
     ) {
         let rows = 8 * groups;
-        let k_quant = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::IQ4_XS);
+        let k_quant = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::IQ4_XS | GgmlType::Q2_K | GgmlType::Q3_K);
         let cols = if k_quant { 256 * blocks.div_ceil(2) } else { 32 * blocks };
         let data = rows_of(ty, rows, cols, &bytes, &scales);
         let packed = interleaved(ty, &data, rows, cols);

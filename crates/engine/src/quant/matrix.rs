@@ -427,6 +427,8 @@ impl Backend {
                 IQ4_NL => drive_groups(&g.iq4_nl, w, &acts.q8, s, per_tok, out),
                 IQ4_XS => drive_groups(&g.iq4_xs, w, &acts.q8k, s, per_tok, out),
                 MXFP4 => drive_groups(&g.mxfp4, w, &acts.q8, s, per_tok, out),
+                Q2_K => drive_groups(&g.q2_k, w, &acts.q8k, s, per_tok, out),
+                Q3_K => drive_groups(&g.q3_k, w, &acts.q8k, s, per_tok, out),
                 ty => return Err(QuantError::UnsupportedType(ty)),
             }
             return Ok(());

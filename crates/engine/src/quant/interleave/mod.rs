@@ -18,17 +18,19 @@
 //! - Q8_0: `W0..W7`, 32 bytes each: `Wk` holds elements `4k..4k + 4` of each row.
 //!
 //! Q4_K and Q6_K are converted on the way in (see [`q4_k`] and [`q6_k`]): their rows
-//! take 24 and 40 bytes per 32 elements instead of 18 and 26.25. IQ4_XS is regrouped by
-//! super-block (see [`iq4_xs`]), the same 17 bytes per 32 elements as in the file.
+//! take 24 and 40 bytes per 32 elements instead of 18 and 26.25. IQ4_XS, Q2_K and Q3_K
+//! are regrouped by super-block (see [`regroup`]), as many bytes as in the file.
 
-mod iq4_xs;
 mod q4_k;
 mod q6_k;
+mod regroup;
+
+use regroup::{Iq4Xs, Q2K, Q3K};
 
 /// A K-quant's conversion into groups of blocks of 32.
 struct Conversion {
-    /// Bytes per row and block of 32 in the group layout.
-    block: usize,
+    /// Bytes per row and super-block of 256 in the group layout.
+    super_bytes: usize,
     /// GGUF bytes per row of `cols` elements.
     src_row_bytes: fn(usize) -> usize,
     /// One group of 8 GGUF rows (rows of the given bytes) into the group layout.
@@ -40,24 +42,31 @@ struct Conversion {
 fn conversion(ty: GgmlType) -> Option<Conversion> {
     match ty {
         GgmlType::Q4_K => Some(Conversion {
-            block: q4_k::BLOCK,
+            super_bytes: 8 * q4_k::BLOCK,
             src_row_bytes: q4_k::src_row_bytes,
             pack_group: q4_k::pack_group,
             row_to_f32: q4_k::row_to_f32,
         }),
         GgmlType::Q6_K => Some(Conversion {
-            block: q6_k::BLOCK,
+            super_bytes: 8 * q6_k::BLOCK,
             src_row_bytes: q6_k::src_row_bytes,
             pack_group: q6_k::pack_group,
             row_to_f32: q6_k::row_to_f32,
         }),
-        GgmlType::IQ4_XS => Some(Conversion {
-            block: iq4_xs::BLOCK,
-            src_row_bytes: iq4_xs::src_row_bytes,
-            pack_group: iq4_xs::pack_group,
-            row_to_f32: iq4_xs::row_to_f32,
-        }),
+        GgmlType::IQ4_XS => Some(regrouped::<Iq4Xs>()),
+        GgmlType::Q2_K => Some(regrouped::<Q2K>()),
+        GgmlType::Q3_K => Some(regrouped::<Q3K>()),
         _ => None,
+    }
+}
+
+/// The [`Conversion`] of a format regrouped by super-block.
+fn regrouped<R: regroup::Regrouped>() -> Conversion {
+    Conversion {
+        super_bytes: R::SUPER,
+        src_row_bytes: regroup::src_row_bytes::<R>,
+        pack_group: regroup::pack_group::<R>,
+        row_to_f32: regroup::row_to_f32::<R>,
     }
 }
 
@@ -125,7 +134,7 @@ pub fn interleaved_row_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
     if let Some(c) = conversion(ty) {
         return cols
             .is_multiple_of(crate::quant::layout::QK_K)
-            .then(|| cols / 32 * c.block);
+            .then(|| cols / crate::quant::layout::QK_K * c.super_bytes);
     }
     let g = group_block(ty)?;
     cols.is_multiple_of(32).then(|| cols / 32 * g.row_block)

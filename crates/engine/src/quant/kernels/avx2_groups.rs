@@ -37,6 +37,8 @@ safe!(q6_k, q6_k_groups, Q8KBlock);
 safe!(iq4_nl, iq4_nl_groups, Q8Block);
 safe!(iq4_xs, iq4_xs_groups, Q8KBlock);
 safe!(mxfp4, mxfp4_groups, Q8Block);
+safe!(q2_k, q2_k_groups, Q8KBlock);
+safe!(q3_k, q3_k_groups, Q8KBlock);
 
 pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
     q4_0: tiles!(group q4_0),
@@ -49,6 +51,8 @@ pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
     iq4_nl: tiles!(group iq4_nl),
     iq4_xs: tiles!(group iq4_xs),
     mxfp4: tiles!(group mxfp4),
+    q2_k: tiles!(group q2_k),
+    q3_k: tiles!(group q3_k),
 };
 
 /// The 8 rows' f16 values at `p` as f32.
@@ -478,6 +482,146 @@ unsafe fn iq4_xs_groups<const N: usize>(
                     dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(SIGNED_OFFSET * sum));
                 }
                 isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(dot, sc));
+            }
+        }
+        let d = f16x8(g);
+        for t in 0..N {
+            let dd = _mm256_mul_ps(d, _mm256_set1_ps(a[t].get_unchecked(i).d));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), dd, acc[t]);
+        }
+    }
+    let mut out = [[0f32; 8]; N];
+    for t in 0..N {
+        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
+    }
+    out
+}
+
+/// Word `q` of 2-bit sub-block `s` (0..8) of a Q2_K/Q3_K group super-block at `g`
+/// (its `Q` field at `at`): the fields `2(s % 4)..` of the half's bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn crumb_words(g: *const u8, at: usize, s: usize) -> [__m256i; 8] {
+    let shift = _mm_cvtsi32_si128(2 * (s % 4) as i32);
+    let mut w = [_mm256_setzero_si256(); 8];
+    for (q, wq) in w.iter_mut().enumerate() {
+        let bytes = load256(g.add(at + 256 * (s / 4) + 32 * q));
+        *wq = _mm256_and_si256(_mm256_srl_epi16(bytes, shift), _mm256_set1_epi8(3));
+    }
+    w
+}
+
+/// The two halves' dot products of a sub-block (each below 2^15 in magnitude) as the
+/// i16 pairs `madd` takes: the low half in the low 16 bits of each row's lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn halves_as_pairs(w: &[__m256i; 8], y: *const i8) -> __m256i {
+    let (lo, hi) = dot_halves(w, y);
+    _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA)
+}
+
+/// The activation sums of sub-block `s`'s two halves (`bsums[2s]`, `bsums[2s + 1]`) as
+/// one i16 pair in every lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bsum_pair(ab: &Q8KBlock, s: usize) -> __m256i {
+    _mm256_set1_epi32(std::ptr::read_unaligned(ab.bsums.as_ptr().add(2 * s) as *const i32))
+}
+
+/// Q2_K regrouped by super-block (see `quant::interleave`): per sub-block of 32, the
+/// 2-bit words from one shift and mask of each load, the 8 rows' scale and min nibbles
+/// of its two halves as i16 pairs, so that one `madd` applies both halves' scales to
+/// the halves' dot products (each below 16 · 3 · 128 < 2^15) and another both mins to
+/// the activation sums of 16. Integer sums per super-block, then `d` and `dmin`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2_k_groups<const N: usize>(
+    group: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [[f32; 8]; N] {
+    const GS: usize = 8 * 84;
+    let ns = group.len() / GS;
+    assert_eq!(group.len(), ns * GS);
+    for x in a {
+        assert_eq!(x.len(), ns);
+    }
+    let mut acc = [_mm256_setzero_ps(); N];
+    for i in 0..ns {
+        let g = group.as_ptr().add(i * GS);
+        prefetch_ahead(g, GS);
+        let mut isum = [_mm256_setzero_si256(); N];
+        let mut msum = [_mm256_setzero_si256(); N];
+        for s in 0..8 {
+            let pairs = _mm256_cvtepu8_epi16(_mm_loadu_si128(g.add(32 + 16 * s) as *const __m128i));
+            let sc = _mm256_and_si256(pairs, _mm256_set1_epi16(0x0F));
+            let mn = _mm256_srli_epi16(pairs, 4);
+            let w = crumb_words(g, 160, s);
+            for t in 0..N {
+                let ab = a[t].get_unchecked(i);
+                let both = halves_as_pairs(&w, ab.qs.as_ptr().add(32 * s));
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(both, sc));
+                msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(bsum_pair(ab, s), mn));
+            }
+        }
+        let (d, dmin) = (f16x8(g), f16x8(g.add(16)));
+        for t in 0..N {
+            let da = _mm256_set1_ps(a[t].get_unchecked(i).d);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, da), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmin, da), acc[t]);
+        }
+    }
+    let mut out = [[0f32; 8]; N];
+    for t in 0..N {
+        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
+    }
+    out
+}
+
+/// Q3_K regrouped by super-block (see `quant::interleave`): Q2_K's words with the third
+/// bit from `M` (quants `u = q + 4`, 0..=7, the 4 taken back through the activation
+/// sums of 16 before the scales), and the 8 rows' 6-bit scales of a sub-block's two
+/// halves rebuilt as i16 pairs from `A` and `B`, applied by one `madd`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q3_k_groups<const N: usize>(
+    group: &[u8],
+    a: [&[Q8KBlock]; N],
+    _scales: &[f32],
+) -> [[f32; 8]; N] {
+    const GS: usize = 8 * 110;
+    let ns = group.len() / GS;
+    assert_eq!(group.len(), ns * GS);
+    for x in a {
+        assert_eq!(x.len(), ns);
+    }
+    let mut acc = [_mm256_setzero_ps(); N];
+    for i in 0..ns {
+        let g = group.as_ptr().add(i * GS);
+        prefetch_ahead(g, GS);
+        let mut isum = [_mm256_setzero_si256(); N];
+        for s in 0..8 {
+            let pairs = |at: usize| _mm256_cvtepu8_epi16(_mm_loadu_si128(g.add(at) as *const __m128i));
+            let low = pairs(16 + 16 * (s % 4));
+            let low = if s < 4 { low } else { _mm256_srli_epi16(low, 4) };
+            let high = _mm256_srl_epi16(pairs(80 + 16 * (s % 2)), _mm_cvtsi32_si128(2 * (s / 2) as i32));
+            let sc = _mm256_sub_epi16(
+                _mm256_or_si256(
+                    _mm256_and_si256(low, _mm256_set1_epi16(0x0F)),
+                    _mm256_slli_epi16(_mm256_and_si256(high, _mm256_set1_epi16(3)), 4),
+                ),
+                _mm256_set1_epi16(32),
+            );
+            let mut w = crumb_words(g, 368, s);
+            let bit = _mm_cvtsi32_si128(s as i32);
+            for (q, wq) in w.iter_mut().enumerate() {
+                let third = _mm256_and_si256(_mm256_srl_epi16(load256(g.add(112 + 32 * q)), bit), _mm256_set1_epi8(1));
+                *wq = _mm256_or_si256(*wq, _mm256_slli_epi16(third, 2));
+            }
+            for t in 0..N {
+                let ab = a[t].get_unchecked(i);
+                let both = halves_as_pairs(&w, ab.qs.as_ptr().add(32 * s));
+                // |Σ u·a − 4·Σ a| ≤ 16 · 4 · 128: still an i16.
+                let both = _mm256_sub_epi16(both, _mm256_slli_epi16(bsum_pair(ab, s), 2));
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(both, sc));
             }
         }
         let d = f16x8(g);
