@@ -9,12 +9,18 @@
 
 use std::time::Instant;
 
-use llamay_engine::internals::{interleave_rows, interleaved_row_bytes, OutView, QMatrix, QuantizedActs};
+use llamay_engine::internals::{
+    interleave_rows, interleaved_row_bytes, OutView, QMatrix, QuantizedActs,
+};
 use llamay_engine::{Backend, GgmlType, ThreadPool};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    assert_eq!(a.len(), 9, "matmul_vs_ggml TYPE_ID ROWS COLS TOKENS WEIGHTS X OUT CALLS THREADS");
+    assert_eq!(
+        a.len(),
+        9,
+        "matmul_vs_ggml TYPE_ID ROWS COLS TOKENS WEIGHTS X OUT CALLS THREADS"
+    );
     let n = |i: usize| a[i].parse::<usize>().expect("a number");
     let ty = GgmlType::from_id(n(0) as u32).expect("a ggml type id");
     let (rows, cols, tokens, calls, threads) = (n(1), n(2), n(3), n(7), n(8));
@@ -43,7 +49,9 @@ fn main() {
     let mut times = Vec::with_capacity(calls);
     for _ in 0..calls + 1 {
         let t0 = Instant::now();
-        backend.quantize_acts(ty, &x, tokens, cols, &mut acts, &par).unwrap();
+        backend
+            .quantize_acts(ty, &x, tokens, cols, &mut acts, &par)
+            .unwrap();
         let parts = OutView::new(&mut out, tokens, rows)
             .unwrap()
             .split_tapered(4 * threads, align);

@@ -75,7 +75,11 @@ impl Regrouped for Q3K {
         let hmask = (0..8).map(move |q| (4 * q, 4, 112 + 32 * q + 4 * r));
         let quants = (0..16).map(move |hq| (32 + 4 * hq, 4, 368 + 32 * hq + 4 * r));
         let d = [(108, 2, 2 * r)];
-        d.into_iter().chain(low).chain(high).chain(hmask).chain(quants)
+        d.into_iter()
+            .chain(low)
+            .chain(high)
+            .chain(hmask)
+            .chain(quants)
     }
 }
 
@@ -84,7 +88,10 @@ pub(super) fn pack_group<R: Regrouped>(src: &[u8], src_row: usize, dst: &mut [u8
     for r in 0..GROUP_ROWS {
         let row = &src[r * src_row..(r + 1) * src_row];
         let group_super = GROUP_ROWS * R::SUPER;
-        for (sb, out) in row.chunks_exact(R::SUPER).zip(dst.chunks_exact_mut(group_super)) {
+        for (sb, out) in row
+            .chunks_exact(R::SUPER)
+            .zip(dst.chunks_exact_mut(group_super))
+        {
             for (from, len, to) in R::places(r) {
                 out[to..to + len].copy_from_slice(&sb[from..from + len]);
             }
@@ -97,7 +104,10 @@ pub(super) fn pack_group<R: Regrouped>(src: &[u8], src_row: usize, dst: &mut [u8
 pub(super) fn row_to_f32<R: Regrouped>(group: &[u8], r: usize, dst: &mut [f32]) {
     let mut row = vec![0u8; dst.len() / QK_K * R::SUPER];
     let group_super = GROUP_ROWS * R::SUPER;
-    for (blk, sb) in group.chunks_exact(group_super).zip(row.chunks_exact_mut(R::SUPER)) {
+    for (blk, sb) in group
+        .chunks_exact(group_super)
+        .zip(row.chunks_exact_mut(R::SUPER))
+    {
         for (to, len, from) in R::places(r) {
             sb[to..to + len].copy_from_slice(&blk[from..from + len]);
         }

@@ -439,63 +439,75 @@ unsafe fn dot_halves(w: &[__m256i; 8], y: *const i8) -> (__m256i, __m256i) {
     (_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]))
 }
 
-/// IQ4_XS regrouped by super-block (see `quant::interleave`): per sub-block of 32, the
-/// 8 rows' 6-bit scales from `L` and `H` with vector shifts, IQ4_NL's codebook words,
-/// and each token's integer dot times the scale summed in integers (at most
-/// 8 · 32 · 32 · 127² < 2^31) before the one float scale per super-block, as the
-/// one-row kernel does.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq4_xs_groups<const N: usize>(
-    group: &[u8],
-    a: [&[Q8KBlock]; N],
-    _scales: &[f32],
-) -> [[f32; 8]; N] {
-    const GS: usize = 8 * 136;
-    let ns = group.len() / GS;
-    assert_eq!(group.len(), ns * GS);
-    for x in a {
-        assert_eq!(x.len(), ns);
-    }
-    let mut acc = [_mm256_setzero_ps(); N];
-    for i in 0..ns {
-        let g = group.as_ptr().add(i * GS);
-        prefetch_ahead(g, GS);
-        let low = load256(g.add(16));
-        let high = _mm256_cvtepu16_epi32(_mm_loadu_si128(g.add(48) as *const __m128i));
-        let mut isum = [_mm256_setzero_si256(); N];
-        for s in 0..8 {
-            let lo = _mm256_srl_epi32(low, _mm_cvtsi32_si128(4 * s as i32));
-            let hi = _mm256_srl_epi32(high, _mm_cvtsi32_si128(2 * s as i32));
-            let sc = _mm256_sub_epi32(
-                _mm256_or_si256(
-                    _mm256_and_si256(lo, _mm256_set1_epi32(0x0F)),
-                    _mm256_slli_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(3)), 4),
-                ),
-                _mm256_set1_epi32(32),
-            );
-            let w = codebook_words(&IQ4_NL_VALUES, nibble_words(g.add(64 + 128 * s), None));
-            for t in 0..N {
-                let ab = a[t].get_unchecked(i);
-                let mut dot = signed_dot::<N>(&w, ab.qs.as_ptr().add(32 * s));
-                if SIGNED_OFFSET != 0 {
-                    let sum = ab.bsums[2 * s] as i32 + ab.bsums[2 * s + 1] as i32;
-                    dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(SIGNED_OFFSET * sum));
-                }
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(dot, sc));
+/// A group kernel over super-blocks of 256 (`$sb` bytes per row) against Q8_K
+/// activations: checks the shapes, walks the group's super-blocks (`$g` points at
+/// super-block `$i` of the 8 rows) and returns the `N` tokens' 8-row sums `$acc` that
+/// `$body` accumulates.
+macro_rules! super_group_kernel {
+    ($name:ident, $sb:expr, |$g:ident, $i:ident, $a:ident, $acc:ident| $body:block) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $name<const N: usize>(
+            group: &[u8],
+            $a: [&[Q8KBlock]; N],
+            _scales: &[f32],
+        ) -> [[f32; 8]; N] {
+            const GS: usize = 8 * $sb;
+            let ns = group.len() / GS;
+            assert_eq!(group.len(), ns * GS);
+            for x in $a {
+                assert_eq!(x.len(), ns);
             }
+            let mut $acc = [_mm256_setzero_ps(); N];
+            for $i in 0..ns {
+                let $g = group.as_ptr().add($i * GS);
+                prefetch_ahead($g, GS);
+                $body
+            }
+            let mut out = [[0f32; 8]; N];
+            for t in 0..N {
+                _mm256_storeu_ps(out[t].as_mut_ptr(), $acc[t]);
+            }
+            out
         }
-        let d = f16x8(g);
-        for t in 0..N {
-            let dd = _mm256_mul_ps(d, _mm256_set1_ps(a[t].get_unchecked(i).d));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), dd, acc[t]);
-        }
-    }
-    let mut out = [[0f32; 8]; N];
-    for t in 0..N {
-        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
-    }
-    out
+    };
 }
+
+// IQ4_XS regrouped by super-block (see `quant::interleave`): per sub-block of 32, the
+// 8 rows' 6-bit scales from `L` and `H` with vector shifts, IQ4_NL's codebook words,
+// and each token's integer dot times the scale summed in integers (at most
+// 8 · 32 · 32 · 127² < 2^31) before the one float scale per super-block, as the
+// one-row kernel does.
+super_group_kernel!(iq4_xs_groups, 136, |g, i, a, acc| {
+    let low = load256(g.add(16));
+    let high = _mm256_cvtepu16_epi32(_mm_loadu_si128(g.add(48) as *const __m128i));
+    let mut isum = [_mm256_setzero_si256(); N];
+    for s in 0..8 {
+        let lo = _mm256_srl_epi32(low, _mm_cvtsi32_si128(4 * s as i32));
+        let hi = _mm256_srl_epi32(high, _mm_cvtsi32_si128(2 * s as i32));
+        let sc = _mm256_sub_epi32(
+            _mm256_or_si256(
+                _mm256_and_si256(lo, _mm256_set1_epi32(0x0F)),
+                _mm256_slli_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(3)), 4),
+            ),
+            _mm256_set1_epi32(32),
+        );
+        let w = codebook_words(&IQ4_NL_VALUES, nibble_words(g.add(64 + 128 * s), None));
+        for t in 0..N {
+            let ab = a[t].get_unchecked(i);
+            let mut dot = signed_dot::<N>(&w, ab.qs.as_ptr().add(32 * s));
+            if SIGNED_OFFSET != 0 {
+                let sum = ab.bsums[2 * s] as i32 + ab.bsums[2 * s + 1] as i32;
+                dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(SIGNED_OFFSET * sum));
+            }
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(dot, sc));
+        }
+    }
+    let d = f16x8(g);
+    for t in 0..N {
+        let dd = _mm256_mul_ps(d, _mm256_set1_ps(a[t].get_unchecked(i).d));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), dd, acc[t]);
+    }
+});
 
 /// Word `q` of 2-bit sub-block `s` (0..8) of a Q2_K/Q3_K group super-block at `g`
 /// (its `Q` field at `at`): the fields `2(s % 4)..` of the half's bytes.
@@ -525,114 +537,84 @@ unsafe fn halves_as_pairs(w: &[__m256i; 8], y: *const i8) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn bsum_pair(ab: &Q8KBlock, s: usize) -> __m256i {
-    _mm256_set1_epi32(std::ptr::read_unaligned(ab.bsums.as_ptr().add(2 * s) as *const i32))
+    _mm256_set1_epi32(std::ptr::read_unaligned(
+        ab.bsums.as_ptr().add(2 * s) as *const i32
+    ))
 }
 
-/// Q2_K regrouped by super-block (see `quant::interleave`): per sub-block of 32, the
-/// 2-bit words from one shift and mask of each load, the 8 rows' scale and min nibbles
-/// of its two halves as i16 pairs, so that one `madd` applies both halves' scales to
-/// the halves' dot products (each below 16 · 3 · 128 < 2^15) and another both mins to
-/// the activation sums of 16. Integer sums per super-block, then `d` and `dmin`.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q2_k_groups<const N: usize>(
-    group: &[u8],
-    a: [&[Q8KBlock]; N],
-    _scales: &[f32],
-) -> [[f32; 8]; N] {
-    const GS: usize = 8 * 84;
-    let ns = group.len() / GS;
-    assert_eq!(group.len(), ns * GS);
-    for x in a {
-        assert_eq!(x.len(), ns);
-    }
-    let mut acc = [_mm256_setzero_ps(); N];
-    for i in 0..ns {
-        let g = group.as_ptr().add(i * GS);
-        prefetch_ahead(g, GS);
-        let mut isum = [_mm256_setzero_si256(); N];
-        let mut msum = [_mm256_setzero_si256(); N];
-        for s in 0..8 {
-            let pairs = _mm256_cvtepu8_epi16(_mm_loadu_si128(g.add(32 + 16 * s) as *const __m128i));
-            let sc = _mm256_and_si256(pairs, _mm256_set1_epi16(0x0F));
-            let mn = _mm256_srli_epi16(pairs, 4);
-            let w = crumb_words(g, 160, s);
-            for t in 0..N {
-                let ab = a[t].get_unchecked(i);
-                let both = halves_as_pairs(&w, ab.qs.as_ptr().add(32 * s));
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(both, sc));
-                msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(bsum_pair(ab, s), mn));
-            }
-        }
-        let (d, dmin) = (f16x8(g), f16x8(g.add(16)));
+// Q2_K regrouped by super-block (see `quant::interleave`): per sub-block of 32, the
+// 2-bit words from one shift and mask of each load, the 8 rows' scale and min nibbles
+// of its two halves as i16 pairs, so that one `madd` applies both halves' scales to
+// the halves' dot products (each below 16 · 3 · 128 < 2^15) and another both mins to
+// the activation sums of 16. Integer sums per super-block, then `d` and `dmin`.
+super_group_kernel!(q2_k_groups, 84, |g, i, a, acc| {
+    let mut isum = [_mm256_setzero_si256(); N];
+    let mut msum = [_mm256_setzero_si256(); N];
+    for s in 0..8 {
+        let pairs = _mm256_cvtepu8_epi16(_mm_loadu_si128(g.add(32 + 16 * s) as *const __m128i));
+        let sc = _mm256_and_si256(pairs, _mm256_set1_epi16(0x0F));
+        let mn = _mm256_srli_epi16(pairs, 4);
+        let w = crumb_words(g, 160, s);
         for t in 0..N {
-            let da = _mm256_set1_ps(a[t].get_unchecked(i).d);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, da), acc[t]);
-            acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmin, da), acc[t]);
+            let ab = a[t].get_unchecked(i);
+            let both = halves_as_pairs(&w, ab.qs.as_ptr().add(32 * s));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(both, sc));
+            msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(bsum_pair(ab, s), mn));
         }
     }
-    let mut out = [[0f32; 8]; N];
+    let (d, dmin) = (f16x8(g), f16x8(g.add(16)));
     for t in 0..N {
-        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
+        let da = _mm256_set1_ps(a[t].get_unchecked(i).d);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, da), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmin, da), acc[t]);
     }
-    out
-}
+});
 
-/// Q3_K regrouped by super-block (see `quant::interleave`): Q2_K's words with the third
-/// bit from `M` (quants `u = q + 4`, 0..=7, the 4 taken back through the activation
-/// sums of 16 before the scales), and the 8 rows' 6-bit scales of a sub-block's two
-/// halves rebuilt as i16 pairs from `A` and `B`, applied by one `madd`.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q3_k_groups<const N: usize>(
-    group: &[u8],
-    a: [&[Q8KBlock]; N],
-    _scales: &[f32],
-) -> [[f32; 8]; N] {
-    const GS: usize = 8 * 110;
-    let ns = group.len() / GS;
-    assert_eq!(group.len(), ns * GS);
-    for x in a {
-        assert_eq!(x.len(), ns);
-    }
-    let mut acc = [_mm256_setzero_ps(); N];
-    for i in 0..ns {
-        let g = group.as_ptr().add(i * GS);
-        prefetch_ahead(g, GS);
-        let mut isum = [_mm256_setzero_si256(); N];
-        for s in 0..8 {
-            let pairs = |at: usize| _mm256_cvtepu8_epi16(_mm_loadu_si128(g.add(at) as *const __m128i));
-            let low = pairs(16 + 16 * (s % 4));
-            let low = if s < 4 { low } else { _mm256_srli_epi16(low, 4) };
-            let high = _mm256_srl_epi16(pairs(80 + 16 * (s % 2)), _mm_cvtsi32_si128(2 * (s / 2) as i32));
-            let sc = _mm256_sub_epi16(
-                _mm256_or_si256(
-                    _mm256_and_si256(low, _mm256_set1_epi16(0x0F)),
-                    _mm256_slli_epi16(_mm256_and_si256(high, _mm256_set1_epi16(3)), 4),
-                ),
-                _mm256_set1_epi16(32),
+// Q3_K regrouped by super-block (see `quant::interleave`): Q2_K's words with the third
+// bit from `M` (quants `u = q + 4`, 0..=7, the 4 taken back through the activation
+// sums of 16 before the scales), and the 8 rows' 6-bit scales of a sub-block's two
+// halves rebuilt as i16 pairs from `A` and `B`, applied by one `madd`.
+super_group_kernel!(q3_k_groups, 110, |g, i, a, acc| {
+    let mut isum = [_mm256_setzero_si256(); N];
+    for s in 0..8 {
+        let pairs = |at: usize| _mm256_cvtepu8_epi16(_mm_loadu_si128(g.add(at) as *const __m128i));
+        let low = pairs(16 + 16 * (s % 4));
+        let low = if s < 4 {
+            low
+        } else {
+            _mm256_srli_epi16(low, 4)
+        };
+        let high = _mm256_srl_epi16(
+            pairs(80 + 16 * (s % 2)),
+            _mm_cvtsi32_si128(2 * (s / 2) as i32),
+        );
+        let sc = _mm256_sub_epi16(
+            _mm256_or_si256(
+                _mm256_and_si256(low, _mm256_set1_epi16(0x0F)),
+                _mm256_slli_epi16(_mm256_and_si256(high, _mm256_set1_epi16(3)), 4),
+            ),
+            _mm256_set1_epi16(32),
+        );
+        let mut w = crumb_words(g, 368, s);
+        let bit = _mm_cvtsi32_si128(s as i32);
+        for (q, wq) in w.iter_mut().enumerate() {
+            let third = _mm256_and_si256(
+                _mm256_srl_epi16(load256(g.add(112 + 32 * q)), bit),
+                _mm256_set1_epi8(1),
             );
-            let mut w = crumb_words(g, 368, s);
-            let bit = _mm_cvtsi32_si128(s as i32);
-            for (q, wq) in w.iter_mut().enumerate() {
-                let third = _mm256_and_si256(_mm256_srl_epi16(load256(g.add(112 + 32 * q)), bit), _mm256_set1_epi8(1));
-                *wq = _mm256_or_si256(*wq, _mm256_slli_epi16(third, 2));
-            }
-            for t in 0..N {
-                let ab = a[t].get_unchecked(i);
-                let both = halves_as_pairs(&w, ab.qs.as_ptr().add(32 * s));
-                // |Σ u·a − 4·Σ a| ≤ 16 · 4 · 128: still an i16.
-                let both = _mm256_sub_epi16(both, _mm256_slli_epi16(bsum_pair(ab, s), 2));
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(both, sc));
-            }
+            *wq = _mm256_or_si256(*wq, _mm256_slli_epi16(third, 2));
         }
-        let d = f16x8(g);
         for t in 0..N {
-            let dd = _mm256_mul_ps(d, _mm256_set1_ps(a[t].get_unchecked(i).d));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), dd, acc[t]);
+            let ab = a[t].get_unchecked(i);
+            let both = halves_as_pairs(&w, ab.qs.as_ptr().add(32 * s));
+            // |Σ u·a − 4·Σ a| ≤ 16 · 4 · 128: still an i16.
+            let both = _mm256_sub_epi16(both, _mm256_slli_epi16(bsum_pair(ab, s), 2));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(both, sc));
         }
     }
-    let mut out = [[0f32; 8]; N];
+    let d = f16x8(g);
     for t in 0..N {
-        _mm256_storeu_ps(out[t].as_mut_ptr(), acc[t]);
+        let dd = _mm256_mul_ps(d, _mm256_set1_ps(a[t].get_unchecked(i).d));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), dd, acc[t]);
     }
-    out
-}
+});
