@@ -130,7 +130,7 @@ impl<'a> QMatrix<'a> {
     }
 
     /// The raw bytes of row `i` in the GGUF layout (rebuilt if interleaved; not
-    /// available for interleaved Q4_K, which is converted).
+    /// available for the types interleaved by super-block: the K-quants and IQ4_XS).
     pub fn row(&self, i: usize) -> Result<Cow<'a, [u8]>, QuantError> {
         if i >= self.rows {
             return Err(self.out_of_range(i..i + 1));
