@@ -33,7 +33,9 @@ fn main() {
     assert_eq!(x.len(), tokens * cols);
     let backend = Backend::active();
     let packed;
-    let w = if backend.interleaves(ty) && rows % 8 == 0 {
+    // `LLAMAY_INTERLEAVE=0` keeps the file's layout, as it does for the model loader.
+    let interleave = std::env::var("LLAMAY_INTERLEAVE").map_or(true, |v| v != "0");
+    let w = if interleave && backend.interleaves(ty) && rows % 8 == 0 {
         let mut p = vec![0u8; rows * interleaved_row_bytes(ty, cols).unwrap()];
         interleave_rows(ty, &file, cols, &mut p).unwrap();
         packed = p;
