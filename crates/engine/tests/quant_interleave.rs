@@ -13,15 +13,19 @@ use proptest::prelude::*;
 mod common;
 use common::acts::dequantized;
 
-const LEGACY: [GgmlType; 5] = [
+/// The types whose GGUF rows are only reordered block by block (and so rebuilt).
+const LEGACY: [GgmlType; 7] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
     GgmlType::Q8_0,
+    GgmlType::IQ4_NL,
+    GgmlType::MXFP4,
 ];
-/// Every interleavable type: the legacy ones, Q4_K and Q6_K (converted).
-const TYPES: [GgmlType; 7] = [
+/// Every interleavable type: the legacy ones, the codebook ones in the legacy layout
+/// (IQ4_NL, MXFP4), Q4_K and Q6_K (converted), IQ4_XS, Q2_K and Q3_K (regrouped).
+const TYPES: [GgmlType; 12] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -29,6 +33,11 @@ const TYPES: [GgmlType; 7] = [
     GgmlType::Q8_0,
     GgmlType::Q4_K,
     GgmlType::Q6_K,
+    GgmlType::IQ4_NL,
+    GgmlType::MXFP4,
+    GgmlType::IQ4_XS,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
 ];
 
 /// Elements per block of `ty`.
@@ -45,9 +54,17 @@ fn rows_of(ty: GgmlType, rows: usize, cols: usize, bytes: &[u8], scales: &[f32])
     let f16_fields: &[usize] = match ty {
         GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
         GgmlType::Q6_K => &[208],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
+        GgmlType::MXFP4 => &[],
         _ => &[0],
     };
     for b in data.chunks_exact_mut(bb) {
+        if ty == GgmlType::MXFP4 {
+            // E8M0 exponents around 2^0, and now and then a subnormal one (below 2).
+            let e = (s.next().unwrap() * 12.0) as i32 + 124;
+            b[0] = if e < 116 { (e & 1) as u8 } else { e as u8 };
+        }
         for &at in f16_fields {
             let v = f16::from_f32(s.next().unwrap() * 0.1);
             b[at..at + 2].copy_from_slice(&v.to_bits().to_le_bytes());
@@ -116,7 +133,7 @@ proptest! {
         x_seed in prop::collection::vec(-1.0f32..1.0, 97),
     ) {
         let rows = 8 * groups;
-        let k_quant = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+        let k_quant = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K | GgmlType::IQ4_XS | GgmlType::Q2_K | GgmlType::Q3_K);
         let cols = if k_quant { 256 * blocks.div_ceil(2) } else { 32 * blocks };
         let data = rows_of(ty, rows, cols, &bytes, &scales);
         let packed = interleaved(ty, &data, rows, cols);

@@ -130,7 +130,7 @@ impl<'a> QMatrix<'a> {
     }
 
     /// The raw bytes of row `i` in the GGUF layout (rebuilt if interleaved; not
-    /// available for interleaved Q4_K, which is converted).
+    /// available for the types interleaved by super-block: the K-quants and IQ4_XS).
     pub fn row(&self, i: usize) -> Result<Cow<'a, [u8]>, QuantError> {
         if i >= self.rows {
             return Err(self.out_of_range(i..i + 1));
@@ -424,6 +424,11 @@ impl Backend {
                 Q8_0 => drive_groups(&g.q8_0, w, &acts.q8, s, per_tok, out),
                 Q4_K => drive_groups(&g.q4_k, w, &acts.q8k, s, per_tok, out),
                 Q6_K => drive_groups(&g.q6_k, w, &acts.q8k, s, per_tok, out),
+                IQ4_NL => drive_groups(&g.iq4_nl, w, &acts.q8, s, per_tok, out),
+                IQ4_XS => drive_groups(&g.iq4_xs, w, &acts.q8k, s, per_tok, out),
+                MXFP4 => drive_groups(&g.mxfp4, w, &acts.q8, s, per_tok, out),
+                Q2_K => drive_groups(&g.q2_k, w, &acts.q8k, s, per_tok, out),
+                Q3_K => drive_groups(&g.q3_k, w, &acts.q8k, s, per_tok, out),
                 ty => return Err(QuantError::UnsupportedType(ty)),
             }
             return Ok(());

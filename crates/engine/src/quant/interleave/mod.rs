@@ -7,24 +7,30 @@
 //! group of 8 rows takes exactly 8 rows' space.
 //!
 //! Group layout, block after block (block `i` of all 8 rows, then block `i + 1`):
-//! - `d`: the 8 rows' f16 scales (16 bytes); then `m`, their f16 mins (Q4_1, Q5_1);
+//! - `d`: the 8 rows' f16 scales (16 bytes; MXFP4: their E8M0 exponent bytes, 8
+//!   bytes); then `m`, their f16 mins (Q4_1, Q5_1);
 //! - Q5 formats: `H`, 32 bytes: byte `4r + e` holds in bit `k` the fifth bit of
 //!   element `4k + e` of row `r`;
-//! - 4- and 5-bit formats: `X0..X3`, 32 bytes each: `Xj` holds bytes `4j..4j + 4` of
+//! - 4- and 5-bit formats (and the codebook formats IQ4_NL and MXFP4, whose nibbles
+//!   are indices): `X0..X3`, 32 bytes each: `Xj` holds bytes `4j..4j + 4` of
 //!   each row's nibbles (`qs`), row after row, so its low nibbles are elements
 //!   `4j..4j + 4` and its high nibbles elements `16 + 4j..16 + 4j + 4`;
 //! - Q8_0: `W0..W7`, 32 bytes each: `Wk` holds elements `4k..4k + 4` of each row.
 //!
 //! Q4_K and Q6_K are converted on the way in (see [`q4_k`] and [`q6_k`]): their rows
-//! take 24 and 40 bytes per 32 elements instead of 18 and 26.25.
+//! take 24 and 40 bytes per 32 elements instead of 18 and 26.25. IQ4_XS, Q2_K and Q3_K
+//! are regrouped by super-block (see [`regroup`]), as many bytes as in the file.
 
 mod q4_k;
 mod q6_k;
+mod regroup;
+
+use regroup::{Iq4Xs, Q2K, Q3K};
 
 /// A K-quant's conversion into groups of blocks of 32.
 struct Conversion {
-    /// Bytes per row and block of 32 in the group layout.
-    block: usize,
+    /// Bytes per row and super-block of 256 in the group layout.
+    super_bytes: usize,
     /// GGUF bytes per row of `cols` elements.
     src_row_bytes: fn(usize) -> usize,
     /// One group of 8 GGUF rows (rows of the given bytes) into the group layout.
@@ -36,18 +42,31 @@ struct Conversion {
 fn conversion(ty: GgmlType) -> Option<Conversion> {
     match ty {
         GgmlType::Q4_K => Some(Conversion {
-            block: q4_k::BLOCK,
+            super_bytes: 8 * q4_k::BLOCK,
             src_row_bytes: q4_k::src_row_bytes,
             pack_group: q4_k::pack_group,
             row_to_f32: q4_k::row_to_f32,
         }),
         GgmlType::Q6_K => Some(Conversion {
-            block: q6_k::BLOCK,
+            super_bytes: 8 * q6_k::BLOCK,
             src_row_bytes: q6_k::src_row_bytes,
             pack_group: q6_k::pack_group,
             row_to_f32: q6_k::row_to_f32,
         }),
+        GgmlType::IQ4_XS => Some(regrouped::<Iq4Xs>()),
+        GgmlType::Q2_K => Some(regrouped::<Q2K>()),
+        GgmlType::Q3_K => Some(regrouped::<Q3K>()),
         _ => None,
+    }
+}
+
+/// The [`Conversion`] of a format regrouped by super-block.
+fn regrouped<R: regroup::Regrouped>() -> Conversion {
+    Conversion {
+        super_bytes: R::SUPER,
+        src_row_bytes: regroup::src_row_bytes::<R>,
+        pack_group: regroup::pack_group::<R>,
+        row_to_f32: regroup::row_to_f32::<R>,
     }
 }
 
@@ -62,6 +81,9 @@ pub(crate) const GROUP_ROWS: usize = 8;
 struct GroupBlock {
     /// Bytes of one row's block in GGUF.
     row_block: usize,
+    /// Bytes of one row's scale (2 for an f16, 1 for MXFP4's exponent byte), first in
+    /// the GGUF block.
+    d_bytes: usize,
     /// Offsets in the GGUF block: the min, the fifth bits, the quants.
     src_m: Option<usize>,
     src_qh: Option<usize>,
@@ -74,20 +96,24 @@ struct GroupBlock {
 
 fn group_block(ty: GgmlType) -> Option<GroupBlock> {
     use GgmlType::*;
+    // IQ4_NL is Q4_0 with codebook indices for nibbles; MXFP4 too, with a byte scale.
     let (row_block, src_m, src_qh, src_qs) = match ty {
-        Q4_0 => (18, None, None, 2),
+        Q4_0 | IQ4_NL => (18, None, None, 2),
+        MXFP4 => (17, None, None, 1),
         Q4_1 => (20, Some(2), None, 4),
         Q5_0 => (22, None, Some(2), 6),
         Q5_1 => (24, Some(2), Some(4), 8),
         Q8_0 => (34, None, None, 2),
         _ => return None,
     };
-    let m = src_m.map(|_| 16);
-    let after_m = if m.is_some() { 32 } else { 16 };
+    let d_bytes = if ty == MXFP4 { 1 } else { 2 };
+    let m = src_m.map(|_| 8 * d_bytes);
+    let after_m = 8 * d_bytes * if m.is_some() { 2 } else { 1 };
     let h = src_qh.map(|_| after_m);
     let qs = after_m + if h.is_some() { 32 } else { 0 };
     Some(GroupBlock {
         row_block,
+        d_bytes,
         src_m,
         src_qh,
         src_qs,
@@ -108,7 +134,7 @@ pub fn interleaved_row_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
     if let Some(c) = conversion(ty) {
         return cols
             .is_multiple_of(crate::quant::layout::QK_K)
-            .then(|| cols / 32 * c.block);
+            .then(|| cols / crate::quant::layout::QK_K * c.super_bytes);
     }
     let g = group_block(ty)?;
     cols.is_multiple_of(32).then(|| cols / 32 * g.row_block)
@@ -211,7 +237,8 @@ pub(crate) fn group_row_to_f32(
 
 /// Writes row `r`'s GGUF block `b` into its places in the interleaved block `out`.
 fn pack_block(g: &GroupBlock, ty: GgmlType, b: &[u8], r: usize, out: &mut [u8]) {
-    out[2 * r..2 * r + 2].copy_from_slice(&b[..2]);
+    let db = g.d_bytes;
+    out[db * r..db * (r + 1)].copy_from_slice(&b[..db]);
     if let (Some(sm), Some(m)) = (g.src_m, g.m) {
         out[m + 2 * r..m + 2 * r + 2].copy_from_slice(&b[sm..sm + 2]);
     }
@@ -254,7 +281,8 @@ pub fn deinterleave_row(
         .chunks_exact(gb)
         .zip(dst.chunks_exact_mut(g.row_block))
     {
-        b[..2].copy_from_slice(&blk[2 * r..2 * r + 2]);
+        let db = g.d_bytes;
+        b[..db].copy_from_slice(&blk[db * r..db * (r + 1)]);
         if let (Some(sm), Some(m)) = (g.src_m, g.m) {
             b[sm..sm + 2].copy_from_slice(&blk[m + 2 * r..m + 2 * r + 2]);
         }

@@ -94,7 +94,7 @@ pub(super) unsafe fn nibbles32(p: *const u8) -> __m256i {
 /// per 16 lanes, the codebook in both halves of the table register.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn codebook_values(book: &[i8; 16], idx: __m256i) -> __m256i {
+pub(super) unsafe fn codebook_values(book: &[i8; 16], idx: __m256i) -> __m256i {
     let book = _mm_loadu_si128(book.as_ptr() as *const __m128i);
     _mm256_shuffle_epi8(_mm256_set_m128i(book, book), idx)
 }

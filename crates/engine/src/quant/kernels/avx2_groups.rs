@@ -12,9 +12,10 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{load256, VNNI};
+use super::avx2::{codebook_values, load256, VNNI};
 use super::{tiles, GroupKernels};
 use crate::quant::act_blocks::{Q8Block, Q8KBlock};
+use crate::quant::layout::{IQ4_NL_VALUES, MXFP4_VALUES};
 
 /// Wraps a kernel into a safe function for the table.
 macro_rules! safe {
@@ -33,6 +34,11 @@ safe!(q5_1, q5_1_groups, Q8Block);
 safe!(q8_0, q8_0_groups, Q8Block);
 safe!(q4_k, q4_k_groups, Q8KBlock);
 safe!(q6_k, q6_k_groups, Q8KBlock);
+safe!(iq4_nl, iq4_nl_groups, Q8Block);
+safe!(iq4_xs, iq4_xs_groups, Q8KBlock);
+safe!(mxfp4, mxfp4_groups, Q8Block);
+safe!(q2_k, q2_k_groups, Q8KBlock);
+safe!(q3_k, q3_k_groups, Q8KBlock);
 
 pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
     q4_0: tiles!(group q4_0),
@@ -42,6 +48,11 @@ pub(crate) static GROUP_KERNELS: GroupKernels = GroupKernels {
     q8_0: tiles!(group q8_0),
     q4_k: tiles!(group q4_k),
     q6_k: tiles!(group q6_k),
+    iq4_nl: tiles!(group iq4_nl),
+    iq4_xs: tiles!(group iq4_xs),
+    mxfp4: tiles!(group mxfp4),
+    q2_k: tiles!(group q2_k),
+    q3_k: tiles!(group q3_k),
 };
 
 /// The 8 rows' f16 values at `p` as f32.
@@ -152,6 +163,54 @@ unsafe fn dot_signed_words(w: &[__m256i; 8], y: *const i8) -> __m256i {
     s
 }
 
+/// What signed weight words (Q8_0's quants, codebook values) are shifted by before
+/// [`signed_dot`]: to unsigned for `vpdpbusd`; not at all for the sign trick.
+const SIGNED_OFFSET: i32 = if VNNI { 128 } else { 0 };
+
+/// Signed weight bytes made ready for [`signed_dot`] (shifted by [`SIGNED_OFFSET`]).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn signed_ready(w: __m256i) -> __m256i {
+    if VNNI {
+        _mm256_xor_si256(w, _mm256_set1_epi8(-128))
+    } else {
+        w
+    }
+}
+
+/// Σ per row of weight words made by [`signed_ready`] × one token's 32 activations at
+/// `y` (less `SIGNED_OFFSET·Σ a`, which the caller takes back).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn signed_dot<const N: usize>(w: &[__m256i; 8], y: *const i8) -> __m256i {
+    if VNNI {
+        dot_words::<N>(w, y)
+    } else {
+        dot_signed_words(w, y)
+    }
+}
+
+/// Codebook indices (IQ4_NL, MXFP4 nibble words) as their values, ready for
+/// [`signed_dot`].
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn codebook_words(book: &[i8; 16], idx: [__m256i; 8]) -> [__m256i; 8] {
+    idx.map(|i| signed_ready(codebook_values(book, i)))
+}
+
+/// The 8 rows' MXFP4 scales `2^(e − 128)` from their E8M0 bytes at `p`, as
+/// `layout::e8m0_half` reads one: a normal float from `e = 2` on, subnormal below.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn e8m0_half_x8(p: *const u8) -> __m256 {
+    let e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i));
+    let one = _mm256_set1_epi32(1);
+    let normal = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
+    let subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x0020_0000), e);
+    let is_normal = _mm256_cmpgt_epi32(e, one);
+    _mm256_castsi256_ps(_mm256_blendv_epi8(subnormal, normal, is_normal))
+}
+
 /// The integer sum of an activation block's quants, where kernels need it.
 trait QuantSum {
     fn quant_sum(&self) -> i32;
@@ -249,20 +308,33 @@ group_kernel!(
     q8_0_groups,
     34,
     Q8Block,
-    offset if VNNI { 128 } else { 0 },
+    offset SIGNED_OFFSET,
     |g| {
-        let flip = _mm256_set1_epi8(if VNNI { -128 } else { 0 });
         let mut w = [_mm256_setzero_si256(); 8];
         for (k, wk) in w.iter_mut().enumerate() {
-            *wk = _mm256_xor_si256(load256(g.add(16 + 32 * k)), flip);
+            *wk = signed_ready(load256(g.add(16 + 32 * k)));
         }
         (f16x8(g), None, w)
     },
-    |w, ab| if VNNI {
-        dot_words::<N>(&w, ab.qs.as_ptr())
-    } else {
-        dot_signed_words(&w, ab.qs.as_ptr())
-    }
+    |w, ab| signed_dot::<N>(&w, ab.qs.as_ptr())
+);
+// IQ4_NL and MXFP4: Q4_0's layout (MXFP4 with one exponent byte per row for the f16),
+// each nibble word turned into codebook values by a byte shuffle, then Q8_0's dot.
+group_kernel!(
+    iq4_nl_groups,
+    18,
+    Q8Block,
+    offset SIGNED_OFFSET,
+    |g| (f16x8(g), None, codebook_words(&IQ4_NL_VALUES, nibble_words(g.add(16), None))),
+    |w, ab| signed_dot::<N>(&w, ab.qs.as_ptr())
+);
+group_kernel!(
+    mxfp4_groups,
+    17,
+    Q8Block,
+    offset SIGNED_OFFSET,
+    |g| (e8m0_half_x8(g), None, codebook_words(&MXFP4_VALUES, nibble_words(g.add(8), None))),
+    |w, ab| signed_dot::<N>(&w, ab.qs.as_ptr())
 );
 group_kernel!(
     q4_1_groups,
@@ -366,3 +438,183 @@ unsafe fn dot_halves(w: &[__m256i; 8], y: *const i8) -> (__m256i, __m256i) {
     }
     (_mm256_add_epi32(s[0], s[1]), _mm256_add_epi32(s[2], s[3]))
 }
+
+/// A group kernel over super-blocks of 256 (`$sb` bytes per row) against Q8_K
+/// activations: checks the shapes, walks the group's super-blocks (`$g` points at
+/// super-block `$i` of the 8 rows) and returns the `N` tokens' 8-row sums `$acc` that
+/// `$body` accumulates.
+macro_rules! super_group_kernel {
+    ($name:ident, $sb:expr, |$g:ident, $i:ident, $a:ident, $acc:ident| $body:block) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $name<const N: usize>(
+            group: &[u8],
+            $a: [&[Q8KBlock]; N],
+            _scales: &[f32],
+        ) -> [[f32; 8]; N] {
+            const GS: usize = 8 * $sb;
+            let ns = group.len() / GS;
+            assert_eq!(group.len(), ns * GS);
+            for x in $a {
+                assert_eq!(x.len(), ns);
+            }
+            let mut $acc = [_mm256_setzero_ps(); N];
+            for $i in 0..ns {
+                let $g = group.as_ptr().add($i * GS);
+                prefetch_ahead($g, GS);
+                $body
+            }
+            let mut out = [[0f32; 8]; N];
+            for t in 0..N {
+                _mm256_storeu_ps(out[t].as_mut_ptr(), $acc[t]);
+            }
+            out
+        }
+    };
+}
+
+// IQ4_XS regrouped by super-block (see `quant::interleave`): per sub-block of 32, the
+// 8 rows' 6-bit scales from `L` and `H` with vector shifts, IQ4_NL's codebook words,
+// and each token's integer dot times the scale summed in integers (at most
+// 8 · 32 · 32 · 127² < 2^31) before the one float scale per super-block, as the
+// one-row kernel does.
+super_group_kernel!(iq4_xs_groups, 136, |g, i, a, acc| {
+    let low = load256(g.add(16));
+    let high = _mm256_cvtepu16_epi32(_mm_loadu_si128(g.add(48) as *const __m128i));
+    let mut isum = [_mm256_setzero_si256(); N];
+    for s in 0..8 {
+        let lo = _mm256_srl_epi32(low, _mm_cvtsi32_si128(4 * s as i32));
+        let hi = _mm256_srl_epi32(high, _mm_cvtsi32_si128(2 * s as i32));
+        let sc = _mm256_sub_epi32(
+            _mm256_or_si256(
+                _mm256_and_si256(lo, _mm256_set1_epi32(0x0F)),
+                _mm256_slli_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(3)), 4),
+            ),
+            _mm256_set1_epi32(32),
+        );
+        let w = codebook_words(&IQ4_NL_VALUES, nibble_words(g.add(64 + 128 * s), None));
+        for t in 0..N {
+            let ab = a[t].get_unchecked(i);
+            let mut dot = signed_dot::<N>(&w, ab.qs.as_ptr().add(32 * s));
+            if SIGNED_OFFSET != 0 {
+                let sum = ab.bsums[2 * s] as i32 + ab.bsums[2 * s + 1] as i32;
+                dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(SIGNED_OFFSET * sum));
+            }
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(dot, sc));
+        }
+    }
+    let d = f16x8(g);
+    for t in 0..N {
+        let dd = _mm256_mul_ps(d, _mm256_set1_ps(a[t].get_unchecked(i).d));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), dd, acc[t]);
+    }
+});
+
+/// Word `q` of 2-bit sub-block `s` (0..8) of a Q2_K/Q3_K group super-block at `g`
+/// (its `Q` field at `at`): the fields `2(s % 4)..` of the half's bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn crumb_words(g: *const u8, at: usize, s: usize) -> [__m256i; 8] {
+    let shift = _mm_cvtsi32_si128(2 * (s % 4) as i32);
+    let mut w = [_mm256_setzero_si256(); 8];
+    for (q, wq) in w.iter_mut().enumerate() {
+        let bytes = load256(g.add(at + 256 * (s / 4) + 32 * q));
+        *wq = _mm256_and_si256(_mm256_srl_epi16(bytes, shift), _mm256_set1_epi8(3));
+    }
+    w
+}
+
+/// The two halves' dot products of a sub-block (each below 2^15 in magnitude) as the
+/// i16 pairs `madd` takes: the low half in the low 16 bits of each row's lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn halves_as_pairs(w: &[__m256i; 8], y: *const i8) -> __m256i {
+    let (lo, hi) = dot_halves(w, y);
+    _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA)
+}
+
+/// The activation sums of sub-block `s`'s two halves (`bsums[2s]`, `bsums[2s + 1]`) as
+/// one i16 pair in every lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bsum_pair(ab: &Q8KBlock, s: usize) -> __m256i {
+    _mm256_set1_epi32(std::ptr::read_unaligned(
+        ab.bsums.as_ptr().add(2 * s) as *const i32
+    ))
+}
+
+// Q2_K regrouped by super-block (see `quant::interleave`): per sub-block of 32, the
+// 2-bit words from one shift and mask of each load, the 8 rows' scale and min nibbles
+// of its two halves as i16 pairs, so that one `madd` applies both halves' scales to
+// the halves' dot products (each below 16 · 3 · 128 < 2^15) and another both mins to
+// the activation sums of 16. Integer sums per super-block, then `d` and `dmin`.
+super_group_kernel!(q2_k_groups, 84, |g, i, a, acc| {
+    let mut isum = [_mm256_setzero_si256(); N];
+    let mut msum = [_mm256_setzero_si256(); N];
+    for s in 0..8 {
+        let pairs = _mm256_cvtepu8_epi16(_mm_loadu_si128(g.add(32 + 16 * s) as *const __m128i));
+        let sc = _mm256_and_si256(pairs, _mm256_set1_epi16(0x0F));
+        let mn = _mm256_srli_epi16(pairs, 4);
+        let w = crumb_words(g, 160, s);
+        for t in 0..N {
+            let ab = a[t].get_unchecked(i);
+            let both = halves_as_pairs(&w, ab.qs.as_ptr().add(32 * s));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(both, sc));
+            msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(bsum_pair(ab, s), mn));
+        }
+    }
+    let (d, dmin) = (f16x8(g), f16x8(g.add(16)));
+    for t in 0..N {
+        let da = _mm256_set1_ps(a[t].get_unchecked(i).d);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, da), acc[t]);
+        acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[t]), _mm256_mul_ps(dmin, da), acc[t]);
+    }
+});
+
+// Q3_K regrouped by super-block (see `quant::interleave`): Q2_K's words with the third
+// bit from `M` (quants `u = q + 4`, 0..=7, the 4 taken back through the activation
+// sums of 16 before the scales), and the 8 rows' 6-bit scales of a sub-block's two
+// halves rebuilt as i16 pairs from `A` and `B`, applied by one `madd`.
+super_group_kernel!(q3_k_groups, 110, |g, i, a, acc| {
+    let mut isum = [_mm256_setzero_si256(); N];
+    for s in 0..8 {
+        let pairs = |at: usize| _mm256_cvtepu8_epi16(_mm_loadu_si128(g.add(at) as *const __m128i));
+        let low = pairs(16 + 16 * (s % 4));
+        let low = if s < 4 {
+            low
+        } else {
+            _mm256_srli_epi16(low, 4)
+        };
+        let high = _mm256_srl_epi16(
+            pairs(80 + 16 * (s % 2)),
+            _mm_cvtsi32_si128(2 * (s / 2) as i32),
+        );
+        let sc = _mm256_sub_epi16(
+            _mm256_or_si256(
+                _mm256_and_si256(low, _mm256_set1_epi16(0x0F)),
+                _mm256_slli_epi16(_mm256_and_si256(high, _mm256_set1_epi16(3)), 4),
+            ),
+            _mm256_set1_epi16(32),
+        );
+        let mut w = crumb_words(g, 368, s);
+        let bit = _mm_cvtsi32_si128(s as i32);
+        for (q, wq) in w.iter_mut().enumerate() {
+            let third = _mm256_and_si256(
+                _mm256_srl_epi16(load256(g.add(112 + 32 * q)), bit),
+                _mm256_set1_epi8(1),
+            );
+            *wq = _mm256_or_si256(*wq, _mm256_slli_epi16(third, 2));
+        }
+        for t in 0..N {
+            let ab = a[t].get_unchecked(i);
+            let both = halves_as_pairs(&w, ab.qs.as_ptr().add(32 * s));
+            // |Σ u·a − 4·Σ a| ≤ 16 · 4 · 128: still an i16.
+            let both = _mm256_sub_epi16(both, _mm256_slli_epi16(bsum_pair(ab, s), 2));
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(both, sc));
+        }
+    }
+    let d = f16x8(g);
+    for t in 0..N {
+        let dd = _mm256_mul_ps(d, _mm256_set1_ps(a[t].get_unchecked(i).d));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), dd, acc[t]);
+    }
+});

@@ -132,6 +132,16 @@ pub(crate) struct GroupKernels {
     pub q4_k: GroupTiles<Q8KBlock>,
     /// Q6_K converted at load, against its Q8_K activations.
     pub q6_k: GroupTiles<Q8KBlock>,
+    /// IQ4_NL in Q4_0's group layout.
+    pub iq4_nl: GroupTiles<Q8Block>,
+    /// IQ4_XS regrouped by super-block, against its Q8_K activations.
+    pub iq4_xs: GroupTiles<Q8KBlock>,
+    /// MXFP4 in Q4_0's group layout with byte scales.
+    pub mxfp4: GroupTiles<Q8Block>,
+    /// Q2_K regrouped by super-block, against its Q8_K activations.
+    pub q2_k: GroupTiles<Q8KBlock>,
+    /// Q3_K regrouped by super-block, against its Q8_K activations.
+    pub q3_k: GroupTiles<Q8KBlock>,
 }
 
 /// Every weight type's kernels, for one instruction set.
