@@ -20,6 +20,7 @@ mod error;
 mod generate;
 mod hold;
 mod ids;
+mod image_rows;
 mod kv;
 mod loaded;
 mod media;

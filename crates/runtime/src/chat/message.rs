@@ -30,6 +30,11 @@ pub struct ChatMessage {
     /// [`Runtime::start`](crate::Runtime::start) before any model work).
     #[serde(skip)]
     pub images: Vec<ImageInput>,
+    /// Where each image sits in `content`: a byte offset (at a char boundary), in
+    /// the order of `images`, as the wire's parts placed it. An image without one
+    /// goes before the text (Ollama's `images` have no place: Ollama puts them first).
+    #[serde(skip)]
+    pub image_at: Vec<usize>,
 }
 
 /// An image's bytes as a request carried them (PNG, JPEG, WebP or GIF; the format
@@ -44,6 +49,38 @@ impl std::fmt::Debug for ImageInput {
 }
 
 impl ChatMessage {
+    /// The turn with its images written into its text as libmtmd's marker
+    /// ([`MEDIA_MARKER`](crate::MEDIA_MARKER)), each where the wire placed it (as
+    /// llama.cpp's server writes an image part), for the template to render; a
+    /// turn without images is returned as it is.
+    pub fn with_markers(mut self) -> ChatMessage {
+        if self.images.is_empty() {
+            return self;
+        }
+        let text = self.content.take().unwrap_or_default();
+        let mut out = String::with_capacity(text.len() + self.images.len() * 12);
+        let mut from = 0;
+        for i in 0..self.images.len() {
+            // Offsets off a char boundary or past the end (never from our wire
+            // readers) clamp to the nearest place before.
+            let mut at = self
+                .image_at
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .clamp(from, text.len());
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            out.push_str(&text[from..at]);
+            out.push_str(crate::media::MEDIA_MARKER);
+            from = at;
+        }
+        out.push_str(&text[from..]);
+        self.content = Some(out);
+        self
+    }
+
     /// A plain text turn: no tool calls, no id, no name.
     pub fn new(role: &str, content: &str) -> ChatMessage {
         ChatMessage {
