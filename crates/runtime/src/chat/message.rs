@@ -114,3 +114,36 @@ pub struct ToolCallFunction {
     /// (templates iterate over it), else the value as sent.
     pub arguments: serde_json::Value,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(text: &str, at: Vec<usize>, n: usize) -> ChatMessage {
+        ChatMessage {
+            images: (0..n).map(|i| ImageInput(vec![i as u8].into())).collect(),
+            image_at: at,
+            ..ChatMessage::new("user", text)
+        }
+    }
+
+    #[test]
+    fn markers_go_where_the_wire_placed_the_images() {
+        let m = crate::media::MEDIA_MARKER;
+        let placed = turn("ab", vec![0, 1, 2], 3).with_markers();
+        assert_eq!(placed.content.unwrap(), format!("{m}a{m}b{m}"));
+        // Ollama's images carry no place: before the text.
+        let first = turn("what?", Vec::new(), 2).with_markers();
+        assert_eq!(first.content.unwrap(), format!("{m}{m}what?"));
+        // A place inside a character falls back to the character's start.
+        let inside = turn("é", vec![1], 1).with_markers();
+        assert_eq!(inside.content.unwrap(), format!("{m}é"));
+        assert_eq!(
+            ChatMessage::new("user", "x")
+                .with_markers()
+                .content
+                .unwrap(),
+            "x"
+        );
+    }
+}

@@ -19,10 +19,15 @@ use serde_json::{json, Value};
 use crate::common::{App, Setup};
 
 fn app() -> App {
+    app_of(512)
+}
+
+/// The vision server with a context of `n_ctx` positions.
+fn app_of(n_ctx: usize) -> App {
     App::with(Setup {
         model: Some(llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf")),
         projector: Some(llamay_testdata::vision_model("gemma3-F32")),
-        n_ctx: 512,
+        n_ctx,
         ..Setup::default()
     })
 }
@@ -290,5 +295,60 @@ async fn vision_is_listed_for_a_model_with_a_projector_only() {
     assert!(
         listed.contains("completion") && !listed.contains("vision"),
         "{listed}"
+    );
+}
+
+/// A prompt of sixteen pictures (the most a request takes), then the same prompt
+/// again: the second finds every picture's rows in the cache (asserted) and is
+/// neither encoded nor prefilled again. The times to the one token are printed for
+/// docs/benchmarks.md, not asserted (speed on a shared machine is no test).
+#[tokio::test]
+async fn a_repeated_prompt_of_sixteen_pictures_skips_them() {
+    let app = app_of(1024);
+    // The model loads before the clock starts.
+    let warm = json!({"max_tokens": 1, "messages": crate::common::user("hi")});
+    assert_eq!(app.post("/v1/chat/completions", warm).await.status, 200);
+    let names = [
+        "exact-gemma3.png",
+        "exact-mlp.png",
+        "gif-tall.gif",
+        "gif.gif",
+        "gray-alpha.png",
+        "gray.png",
+        "half.png",
+        "odd.png",
+        "palette.png",
+        "wide-rgb.png",
+        "photo.jpeg",
+        "rgba.png",
+        "small-tall-rgb.png",
+        "square-big-rgb.png",
+        "square-rgb.png",
+        "tall-rgb.png",
+    ];
+    let mut content: Vec<Value> = names
+        .iter()
+        .map(|n| {
+            let url = format!("data:image/png;base64,{}", b64(&picture(n)));
+            json!({"type": "image_url", "image_url": {"url": url}})
+        })
+        .collect();
+    content.push(json!({"type": "text", "text": QUESTION}));
+    let body = json!({"max_tokens": 1, "messages": [{"role": "user", "content": content}]});
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let t = std::time::Instant::now();
+        let r = app.post("/v1/chat/completions", body.clone()).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        runs.push((t.elapsed(), cached(&r)));
+    }
+    let (c, prompt) = runs[1].1;
+    assert_eq!(c, prompt - 1, "all but the last token found");
+    assert_eq!(app.runtime.stats.images_encoded.load(Ordering::Relaxed), 16);
+    eprintln!(
+        "16 pictures, {prompt} prompt tokens: first {:?}, repeated {:?} (cached {c}): ratio {:.3}",
+        runs[0].0,
+        runs[1].0,
+        runs[1].0.as_secs_f64() / runs[0].0.as_secs_f64()
     );
 }
