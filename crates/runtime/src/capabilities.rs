@@ -68,12 +68,12 @@ impl Capabilities {
         })
     }
 
-    /// [`Capabilities::of_file`] for a served model, with `vision` when it is served
-    /// with a projector.
-    pub fn of_model(spec: &crate::registry::ModelSpec) -> Result<Capabilities, Error> {
+    /// [`Capabilities::of_file`] for a served model (`ModelSpec`'s `path` and
+    /// `projector`), with `vision` when it is served with a projector.
+    pub fn of_model(path: &Path, projector: Option<&Path>) -> Result<Capabilities, Error> {
         Ok(Capabilities {
-            vision: spec.projector.is_some(),
-            ..Capabilities::of_file(&spec.path)?
+            vision: projector.is_some(),
+            ..Capabilities::of_file(path)?
         })
     }
 
