@@ -23,8 +23,9 @@ pub(crate) fn is_image_id(id: u32) -> bool {
     id & IMAGE_ID_BIT != 0
 }
 
-/// One image in a prompt: its rows take positions `start..start + len`.
-pub(crate) struct ImagePlace {
+/// One image in a queued prompt ([`Job::images`](crate::Job)): its rows take
+/// positions `start..start + len`. Only `Runtime::start` makes them.
+pub struct ImagePlace {
     pub(crate) start: usize,
     pub(crate) len: usize,
     pub(crate) projector: ProjectorType,

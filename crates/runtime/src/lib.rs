@@ -57,6 +57,7 @@ pub use generate::{
     DEFAULT_DRAFT,
 };
 pub use ids::{call_id, fresh_seed, short_id};
+pub use image_rows::ImagePlace;
 pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache, CHECKPOINT_TOKENS};
 pub use llamay_constrain::{
     schema_limits, CompileBudget, SchemaLimits, ENFORCED_FORMATS, MAX_QUOTE_SOURCE_BYTES,

@@ -99,7 +99,7 @@ pub struct Job {
     pub keep: Option<tokio::sync::oneshot::Sender<Prefix>>,
     /// The images in `prompt` (whose rows hold pseudo ids there), in order; empty
     /// for a text prompt.
-    pub(crate) images: Vec<ImagePlace>,
+    pub images: Vec<ImagePlace>,
 }
 
 impl Job {
