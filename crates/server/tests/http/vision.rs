@@ -352,3 +352,39 @@ async fn a_repeated_prompt_of_sixteen_pictures_skips_them() {
         runs[1].0.as_secs_f64() / runs[0].0.as_secs_f64()
     );
 }
+
+/// What images cannot reach yet is refused with a 400 saying so, and the server
+/// serves on: a named context made of a message with an image, and an image sent
+/// with `llamay_context`.
+#[tokio::test]
+async fn images_with_named_contexts_are_refused() {
+    let app = app();
+    let png = picture("square-rgb.png");
+    let mut chat = requests(&png, false).swap_remove(0).1;
+    let r = app
+        .post(
+            "/v1/contexts",
+            json!({"messages": chat["messages"].clone()}),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(
+        r.text.contains("named contexts do not take images"),
+        "{}",
+        r.text
+    );
+
+    let r = app
+        .post(
+            "/v1/contexts",
+            json!({"messages": crate::common::user("A report.")}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    chat["llamay_context"] = r.json()["id"].clone();
+    let r = app.post("/v1/chat/completions", chat).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.text.contains("do not take images"), "{}", r.text);
+    let plain = requests(&png, false).swap_remove(0).1;
+    assert_eq!(app.post("/v1/chat/completions", plain).await.status, 200);
+}
