@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use llamay_engine::GgufFile;
+use std::sync::Arc;
+
+use llamay_engine::{DecodedImage, GgufFile};
 
 use crate::chat::HARMONY_MARKERS;
 use crate::error::Error;
@@ -30,6 +32,9 @@ pub struct Capabilities {
     pub thinking: Option<&'static Convention>,
     /// An encoder-only architecture (BERT family): embeddings and no generation.
     pub embedding: bool,
+    /// A vision projector is served beside the model (`serve -mmproj`, a store
+    /// model's projector layer): it reads images. `of_file` alone says false.
+    pub vision: bool,
 }
 
 impl Capabilities {
@@ -59,6 +64,16 @@ impl Capabilities {
             context_length,
             own_template: template.is_some() || harmony,
             thinking,
+            vision: false,
+        })
+    }
+
+    /// [`Capabilities::of_file`] for a served model (`ModelSpec`'s `path` and
+    /// `projector`), with `vision` when it is served with a projector.
+    pub fn of_model(path: &Path, projector: Option<&Path>) -> Result<Capabilities, Error> {
+        Ok(Capabilities {
+            vision: projector.is_some(),
+            ..Capabilities::of_file(path)?
         })
     }
 
@@ -80,7 +95,7 @@ impl Capabilities {
         self.thinking.is_some_and(|c| c.toggle.is_some())
     }
 
-    /// Ollama's words: `completion`, `tools`, `thinking`, `embedding`.
+    /// Ollama's words: `completion`, `tools`, `thinking`, `embedding`, `vision`.
     pub fn ollama_names(&self) -> Vec<&'static str> {
         let mut v = Vec::new();
         if self.completion() {
@@ -94,6 +109,9 @@ impl Capabilities {
         }
         if self.embedding {
             v.push("embedding");
+        }
+        if self.vision {
+            v.push("vision");
         }
         v
     }
@@ -121,10 +139,12 @@ pub(crate) const MAX_IMAGES: usize = 16;
 
 /// Decodes every image of `prompt` off the async threads, refusing a request with
 /// too many or with one that is not a picture llamay reads (each named by its
-/// message and place).
-pub(crate) async fn check_images(prompt: &crate::request::Prompt) -> Result<usize, Error> {
+/// message and place); the pictures, in the prompt's order.
+pub(crate) async fn check_images(
+    prompt: &crate::request::Prompt,
+) -> Result<Vec<Arc<DecodedImage>>, Error> {
     let crate::request::Prompt::Chat(messages) = prompt else {
-        return Ok(0);
+        return Ok(Vec::new());
     };
     let images: Vec<(usize, usize, crate::chat::ImageInput)> = messages
         .iter()
@@ -143,21 +163,23 @@ pub(crate) async fn check_images(prompt: &crate::request::Prompt) -> Result<usiz
         ))
         .at("messages"));
     }
-    let n = images.len();
-    if n == 0 {
-        return Ok(0);
+    if images.is_empty() {
+        return Ok(Vec::new());
     }
     tokio::task::spawn_blocking(move || {
-        for (m, i, im) in images {
-            llamay_engine::decode_image(&im.0).map_err(|e| {
-                Error::bad_request(format!("message {m}, image {i}: {e}")).at("messages")
-            })?;
-        }
-        Ok::<_, Error>(())
+        images
+            .into_iter()
+            .map(|(m, i, im)| {
+                llamay_engine::decode_image(&im.0)
+                    .map(Arc::new)
+                    .map_err(|e| {
+                        Error::bad_request(format!("message {m}, image {i}: {e}")).at("messages")
+                    })
+            })
+            .collect::<Result<Vec<_>, Error>>()
     })
     .await
-    .map_err(|e| Error::internal(format!("checking the images: {e}")))??;
-    Ok(n)
+    .map_err(|e| Error::internal(format!("checking the images: {e}")))?
 }
 
 /// A generation request (chat, completion) to an encoder-only model.

@@ -83,6 +83,13 @@ impl Runtime {
                 "a context needs messages or a prompt (or a snapshot to restore)",
             ));
         };
+        if let Prompt::Chat(m) = &prompt {
+            if m.iter().any(|m| !m.images.is_empty()) {
+                return Err(
+                    Error::bad_request("named contexts do not take images yet").at("messages")
+                );
+            }
+        }
         let lm = instance.lm.clone();
         let tools = req.tools.clone();
         let messages = match &prompt {

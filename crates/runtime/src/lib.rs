@@ -20,6 +20,7 @@ mod error;
 mod generate;
 mod hold;
 mod ids;
+mod image_rows;
 mod kv;
 mod loaded;
 mod media;
@@ -56,6 +57,7 @@ pub use generate::{
     DEFAULT_DRAFT,
 };
 pub use ids::{call_id, fresh_seed, short_id};
+pub use image_rows::ImagePlace;
 pub use kv::{snapshot, ContextInfo, Contexts, Prefix, PrefixCache, CHECKPOINT_TOKENS};
 pub use llamay_constrain::{
     schema_limits, CompileBudget, SchemaLimits, ENFORCED_FORMATS, MAX_QUOTE_SOURCE_BYTES,
@@ -63,7 +65,7 @@ pub use llamay_constrain::{
 pub use loaded::{
     LoadError, LoadedModel, PromptLayers, TemplateSource, DEFAULT_CONSTRAINT_CACHE_BYTES,
 };
-pub use media::{split_media, MediaChunk, MediaPrompt, MEDIA_MARKER};
+pub use media::{prompt_chunks, split_media, MediaChunk, MediaPrompt, MEDIA_MARKER};
 pub use params::{SamplingAsk, DEFAULT_MAX_TOKENS};
 pub use reasoning::ThinkingAsk;
 pub use registry::{same_name, Instance, ModelSpec, Registry, RegistryConfig, MAX_LISTED_NAMES};

@@ -74,6 +74,27 @@ pub fn split_media(
     Ok(chunks)
 }
 
+/// A whole prompt's chunks: [`split_media`], then the rules for running it. A
+/// template that writes the BOS itself gets no second one (as for text), and the
+/// prompt must end with text, whose last position gives the next token's logits.
+pub fn prompt_chunks(
+    tokenizer: &Tokenizer,
+    text: &str,
+    projector: ProjectorType,
+    n_images: usize,
+) -> Result<Vec<MediaChunk>, String> {
+    let mut chunks = split_media(tokenizer, text, projector, n_images)?;
+    if let (Some(MediaChunk::Tokens(first)), Some(bos)) = (chunks.first_mut(), tokenizer.bos()) {
+        if tokenizer.add_bos() && first.len() > 1 && first[0] == bos && first[1] == bos {
+            first.remove(0);
+        }
+    }
+    if !matches!(chunks.last(), Some(MediaChunk::Tokens(_))) {
+        return Err("the prompt ends with an image: the model needs text after it".into());
+    }
+    Ok(chunks)
+}
+
 /// A prompt's images decoded and encoded by `encoder`, and its text cut at its
 /// markers: what [`crate::generate_pieces`] feeds once turned into pieces
 /// ([`MediaPrompt::pieces`]). Every image is encoded here, eagerly: the one-sequence
@@ -95,7 +116,7 @@ impl MediaPrompt {
         images: &[crate::ImageInput],
     ) -> Result<MediaPrompt, String> {
         let projector = encoder.projector();
-        let chunks = split_media(tokenizer, text, projector, images.len())?;
+        let chunks = prompt_chunks(tokenizer, text, projector, images.len())?;
         let images = images
             .iter()
             .enumerate()

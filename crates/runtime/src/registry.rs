@@ -29,6 +29,9 @@ pub struct ModelSpec {
     pub aliases: Vec<String>,
     /// An Ollama store's template, system and params layers, when it has them.
     pub layers: PromptLayers,
+    /// A vision projector file (`serve -mmproj`, or a store model's projector
+    /// layer) loaded beside the weights: the model then reads images.
+    pub projector: Option<PathBuf>,
 }
 
 impl ModelSpec {
@@ -54,6 +57,7 @@ impl ModelSpec {
             path,
             aliases,
             layers: PromptLayers::default(),
+            projector: None,
         }
     }
 
@@ -227,6 +231,7 @@ impl Registry {
             layers: PromptLayers::of(&r),
             path: r.gguf,
             aliases: Vec::new(),
+            projector: r.projector,
         })
     }
 
@@ -281,8 +286,13 @@ impl Registry {
         let path = spec.path.clone();
         let cache = self.cfg.constraint_cache_bytes;
         let layers = spec.layers.clone();
+        let projector = spec.projector.clone();
         let lm = tokio::task::spawn_blocking(move || {
-            LoadedModel::load_with_layers(&path, &opts, cache, &layers)
+            let lm = LoadedModel::load_with_layers(&path, &opts, cache, &layers)?;
+            match &projector {
+                Some(p) => lm.with_vision(p, &opts),
+                None => Ok(lm),
+            }
         })
         .await
         .map_err(|e| Error::internal(format!("loading the model failed: {e}")))?

@@ -24,6 +24,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::constraint::EnforcementReport;
 use crate::error::Error;
 use crate::generate::{Decoder, Finish, GenerationParams, Replayed, Speculation};
+use crate::image_rows::{is_image_id, usable_prefix, ImagePlace};
 use crate::kv::{Prefix, PrefixCache, CHECKPOINT_TOKENS};
 use crate::loaded::LoadedModel;
 use crate::reasoning::ThinkPlan;
@@ -96,6 +97,9 @@ pub struct Job {
     /// Prefill only (a context being created): the prompt's blocks go here once
     /// computed, and nothing is sampled.
     pub keep: Option<tokio::sync::oneshot::Sender<Prefix>>,
+    /// The images in `prompt` (whose rows hold pseudo ids there), in order; empty
+    /// for a text prompt.
+    pub images: Vec<ImagePlace>,
 }
 
 impl Job {
@@ -123,6 +127,7 @@ impl Job {
             calls: None,
             context: None,
             keep: None,
+            images: Vec::new(),
         }
     }
 }
@@ -359,11 +364,23 @@ impl EngineLoop {
                 continue;
             }
             let model = &self.lm.model;
+            // An image's rows are no tokens: the sampler's penalties and the prompt
+            // lookup read the prompt's real ids, and the room counts every position.
+            let text: Vec<u32> = match job.images.is_empty() {
+                true => job.prompt.clone(),
+                false => job
+                    .prompt
+                    .iter()
+                    .copied()
+                    .filter(|&t| !is_image_id(t))
+                    .collect(),
+            };
+            let image_rows = job.prompt.len() - text.len();
             let decoder = Decoder::new(
                 &self.lm.tokenizer,
                 model.n_vocab(),
-                model.n_ctx(),
-                &job.prompt,
+                model.n_ctx() - image_rows,
+                &text,
                 &job.params,
                 job.constraint.as_ref(),
             )
@@ -372,11 +389,18 @@ impl EngineLoop {
             .with_call_triggers(job.calls.clone());
             let now = Instant::now();
             let (seq, cached) = self.attach(&job);
-            let spec = Speculation::new(
-                &job.prompt,
-                job.params.draft.min(draft_max),
-                job.params.draft_model.as_ref(),
-            );
+            // No drafts over an image prompt: a draft model reads no image rows, and
+            // a lookup must never propose a pseudo id.
+            let max_draft = match job.images.is_empty() {
+                true => job.params.draft.min(draft_max),
+                false => 0,
+            };
+            let spec = Speculation::new(&text, max_draft, job.params.draft_model.as_ref());
+            let mut job = job;
+            // Images the cache already holds are neither encoded nor fed.
+            for im in job.images.iter_mut().filter(|im| im.end() <= cached) {
+                im.release();
+            }
             self.active.push(Slot {
                 spec,
                 drafts: 0,
@@ -465,7 +489,8 @@ impl EngineLoop {
                 }
             }
         }
-        let found = self.cache.lookup(&job.prompt);
+        let mut found = self.cache.lookup(&job.prompt);
+        found.cut_to(usable_prefix(found.tokens, &job.images));
         let n = found.tokens;
         if n > 0 {
             if let Ok(seq) = found.sequence(model) {
@@ -546,6 +571,10 @@ impl EngineLoop {
     /// One forward pass over every active sequence, then one sampling step for each
     /// sequence whose logits came back.
     fn step(&mut self) {
+        self.feed_images();
+        if self.active.is_empty() {
+            return;
+        }
         self.draft();
         // Decoding sequences take one token each; joining ones share what is left of
         // the step budget, so a long prompt never stalls the others' next token.
@@ -555,7 +584,10 @@ impl EngineLoop {
         for s in &self.active {
             let left = s.feed.len() - s.fed;
             let take = if s.prefilling {
-                let t = left.min(budget).min(self.piece_limit(&s.seq));
+                // A prompt chunk stops where an image starts: its rows go in a step
+                // of their own (`feed_images`).
+                let to_image = next_image(s).map_or(left, |im| im.start - s.fed);
+                let t = left.min(to_image).min(budget).min(self.piece_limit(&s.seq));
                 budget -= t;
                 t
             } else {
@@ -699,6 +731,52 @@ impl EngineLoop {
             .enforce_beside(&self.lm.model, self.reserved_blocks());
     }
 
+    /// Feeds each joining sequence that stands at an image its rows, encoding the
+    /// picture first if that was not done before it was queued (on this engine
+    /// thread and the encoder's pool: never an async thread). All of one image's
+    /// rows are one step, as Gemma 3's non-causal rows must be; a sequence whose
+    /// image fails ends with the error.
+    fn feed_images(&mut self) {
+        let Some(enc) = self.lm.vision().cloned() else {
+            return;
+        };
+        let model = &self.lm.model;
+        let mut failed = Vec::new();
+        for (i, s) in self.active.iter_mut().enumerate() {
+            while s.prefilling {
+                let fed = s.fed;
+                let Some(im) = s.job.images.iter_mut().find(|im| im.start == fed) else {
+                    break;
+                };
+                let projector = im.projector;
+                let rows = match im.encode(&enc, &self.stats.images_encoded) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        failed.push((i, format!("encoding an image failed: {e}")));
+                        break;
+                    }
+                };
+                // Text always follows (`Runtime::start` refuses a prompt ending in
+                // an image): the next-token logits come from it.
+                let want = LogitsWanted::None;
+                if let Err(e) = model.forward_image(&mut s.seq, rows, projector, want) {
+                    failed.push((i, format!("feeding an image failed: {e}")));
+                    break;
+                }
+                let end = im.end();
+                im.release();
+                self.stats.record_step(1, end - fed);
+                s.history.extend_from_slice(&s.feed[fed..end]);
+                s.fed = end;
+            }
+        }
+        for (i, e) in failed.into_iter().rev() {
+            let s = self.active.remove(i);
+            let e = Error::internal(format!("model {}: {e}", self.name));
+            let _ = s.job.events.send(GenEvent::Error(e));
+        }
+    }
+
     /// Most prompt tokens `seq` takes in one pass: a hybrid model's stop at the next
     /// multiple of [`CHECKPOINT_TOKENS`], where its recurrent state is filed as a
     /// checkpoint (the state cannot be rewound, so a later request sharing the
@@ -766,6 +844,11 @@ impl EngineLoop {
         };
         let _ = events.send(GenEvent::Done(Box::new(outcome)));
     }
+}
+
+/// The first image of a joining sequence not fed yet.
+fn next_image(s: &Slot) -> Option<&ImagePlace> {
+    s.job.images.iter().find(|im| im.start >= s.fed)
 }
 
 /// Maps `items` in order, spread over the model's thread pool.

@@ -8,11 +8,13 @@ use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::capabilities::no_tools;
+use crate::chat::ChatMessage;
 use crate::error::Error;
 use crate::generate::GenerationParams;
 use crate::generate::HarmonyPlan;
 use crate::generate::{check_prompt, GenerateError};
 use crate::hold::hold;
+use crate::image_rows::image_prompt;
 use crate::loaded::{PromptLayers, TemplateSource};
 use crate::reasoning::{decide, start_of, ThinkPlan, HARMONY};
 use crate::registry::Registry;
@@ -91,10 +93,14 @@ impl Runtime {
         if req.tools.is_some() && matches!(lm.template_source, TemplateSource::Builtin(_)) {
             return Err(no_tools(&instance.spec.name));
         }
-        // No model llamay loads reads images yet (the vision room decodes them only).
-        if images > 0 {
-            return Err(crate::capabilities::no_vision(&instance.spec.name));
-        }
+        let vision = match (images.is_empty(), lm.vision()) {
+            (true, _) => None,
+            (false, None) => return Err(crate::capabilities::no_vision(&instance.spec.name)),
+            (false, Some(enc)) => {
+                refuse_image_setups(req.context.is_some(), &lm)?;
+                Some((enc.clone(), images, instance.scheduler.kv_cache().clone()))
+            }
+        };
         let prompt = req.prompt;
         let tools = req.tools.clone();
         // Thinking is a chat matter: a raw prompt is the caller's own.
@@ -137,14 +143,21 @@ impl Runtime {
         let harmony_budget = decided.as_ref().map_or(1, |d| d.budget);
         let echo = req.echo_prompt;
         let ctx = context.clone();
+        let stats = self.stats.clone();
         let prepared = tokio::task::spawn_blocking(move || {
             let merged = ctx.as_ref().is_some_and(|c| c.merges(&prompt));
             let prompt = match &ctx {
                 Some(c) => c.continued(prompt),
                 None => prompt,
             };
+            let mut image_places = Vec::new();
             let (tokens, text) = match prompt {
                 Prompt::Chat(messages) => {
+                    // Images become libmtmd's markers where the wire placed them.
+                    let messages = messages
+                        .into_iter()
+                        .map(ChatMessage::with_markers)
+                        .collect();
                     let (messages, tools) =
                         prompt::prepare(messages, tools.as_deref(), lm.template_renders_tools());
                     let kwargs = (!kwargs.is_empty()).then_some(&kwargs);
@@ -152,6 +165,15 @@ impl Runtime {
                         .map_err(|e| Error::bad_request(format!("cannot render the chat: {e}")))?
                 }
                 Prompt::Raw(text) => (lm.encode_raw(&text), text),
+            };
+            let (tokens, text) = match &vision {
+                Some((enc, images, cache)) => {
+                    let counted = (&**cache, &stats.images_encoded);
+                    let (ids, places) = image_prompt(&lm, enc, &text, images, counted)?;
+                    image_places = places;
+                    (ids, text)
+                }
+                None => (tokens, text),
             };
             let tokens = match &ctx {
                 Some(c) => c.continued_tokens(tokens, lm.tokenizer.bos(), merged),
@@ -204,11 +226,11 @@ impl Runtime {
                 harmony,
                 calls,
             };
-            Ok::<_, Error>((tokens, constraint, report, steps, prompt_text))
+            Ok::<_, Error>((tokens, constraint, report, steps, prompt_text, image_places))
         })
         .await
         .map_err(|e| Error::internal(format!("preparing the request failed: {e}")))??;
-        let (tokens, constraint, report, steps, prompt_text) = prepared;
+        let (tokens, constraint, report, steps, prompt_text, images) = prepared;
         let Steps {
             thinking,
             harmony,
@@ -234,6 +256,7 @@ impl Runtime {
             calls,
             context: context.map(|c| c.prefix.clone()),
             keep: None,
+            images,
         })?;
         Ok(Started {
             events: match req.tools {
@@ -246,6 +269,23 @@ impl Runtime {
             created: SystemTime::now(),
         })
     }
+}
+
+/// What an image prompt cannot be yet, refused clearly before any model work: a
+/// named context (its blocks would be pinned under pseudo ids no snapshot knows),
+/// a hybrid model (its checkpoints would fall inside an image's one step), a model
+/// on a GPU (`forward_embeddings` runs on the CPU only).
+fn refuse_image_setups(context: bool, lm: &crate::loaded::LoadedModel) -> Result<(), Error> {
+    let why = if context {
+        "named contexts (llamay_context) do not take images yet"
+    } else if lm.model.recurrent_bytes() > 0 {
+        "images on a hybrid (recurrent) model are not supported yet"
+    } else if lm.model.device().is_some() {
+        "images are read on the CPU only: serve the model with -device cpu"
+    } else {
+        return Ok(());
+    };
+    Err(Error::bad_request(why).at("messages"))
 }
 
 /// Waits for a whole generation: its text and how it ended.

@@ -18,6 +18,8 @@ pub struct Stats {
     pub completed: AtomicU64,
     /// Generations whose client went away, and those ended by a shutdown.
     pub cancelled: AtomicU64,
+    /// Pictures run through a vision encoder (one found in the prefix cache is not).
+    pub images_encoded: AtomicU64,
     /// Generations stopped at their deadline (`SchedulerConfig::timeout`).
     pub timed_out: AtomicU64,
     /// Prompt tokens of generations (cached ones included) and of embedded inputs.
@@ -56,6 +58,7 @@ impl Default for Stats {
             errors: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
+            images_encoded: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
             prompt_tokens: AtomicU64::new(0),
             completion_tokens: AtomicU64::new(0),
@@ -108,6 +111,7 @@ impl Stats {
             "errors": get(&self.errors),
             "completed": get(&self.completed),
             "cancelled": get(&self.cancelled),
+            "images_encoded": get(&self.images_encoded),
             "timed_out": get(&self.timed_out),
             "tokens": {
                 "prompt": get(&self.prompt_tokens),

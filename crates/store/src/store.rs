@@ -18,7 +18,7 @@ use crate::error::{IoContext, Result, StoreError};
 use crate::fsutil::{atomic_write, link_or_copy, prune_empty_dirs, StoreLock};
 use crate::manifest::{
     Layer, Manifest, ModelConfig, RootFs, MAX_TEXT_LAYER_BYTES, MEDIA_CONFIG, MEDIA_MODEL,
-    MEDIA_PARAMS, MEDIA_SYSTEM, MEDIA_TEMPLATE,
+    MEDIA_PARAMS, MEDIA_PROJECTOR, MEDIA_SYSTEM, MEDIA_TEMPLATE,
 };
 use crate::name::{ModelName, ModelRef};
 
@@ -62,6 +62,9 @@ pub struct ResolvedModel {
     pub config: Option<ModelConfig>,
     /// sha256 of the manifest file (what Ollama calls the model's digest).
     pub manifest_digest: Option<Digest>,
+    /// The vision projector blob (`application/vnd.ollama.image.projector`, an
+    /// `mmproj` file), when the manifest has one and the blob is in the store.
+    pub projector: Option<PathBuf>,
 }
 
 /// One row of `list`.
@@ -351,6 +354,9 @@ impl Store {
             params,
             config: self.read_config(m),
             manifest_digest: Some(Digest::of_bytes(&found.bytes)),
+            projector: m
+                .layer(MEDIA_PROJECTOR)
+                .and_then(|l| self.find_blob(&l.digest)),
         })
     }
 
@@ -592,6 +598,7 @@ fn resolve_file(path: &Path) -> Result<ResolvedModel> {
         template: None,
         system: None,
         params: None,
+        projector: None,
         config: None,
         manifest_digest: None,
     })

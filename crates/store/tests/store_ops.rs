@@ -30,6 +30,19 @@ fn fixture() -> Fixture {
     }
 }
 
+#[test]
+fn a_projector_layer_pairs_itself_with_the_model() {
+    let f = fixture();
+    assert_eq!(f.store.resolve("smol").unwrap().projector, None);
+    let projector = b"GGUF projector bytes".to_vec();
+    TestModel::from_gguf(&tiny("llama-Q4_0"), "Q4_0")
+        .with_layer(llamay_store::MEDIA_PROJECTOR, projector.clone())
+        .write_ollama_store(&f.ollama, "registry.ollama.ai/library/seeing/latest");
+    let r = f.store.resolve("seeing").unwrap();
+    let path = r.projector.expect("the projector layer's blob");
+    assert_eq!(std::fs::read(path).unwrap(), projector);
+}
+
 fn one_line(e: StoreError) -> String {
     let s = e.to_string();
     assert!(!s.contains('\n') && !s.is_empty(), "{s:?}");

@@ -22,6 +22,10 @@ pub struct ServeArgs {
     /// The model served by default: a .gguf file or a model name (pulled if missing).
     #[arg(short = 'm', long = "model", default_value = DEFAULT_MODEL)]
     pub model: String,
+    /// A vision projector file (llama.cpp's `mmproj` GGUF) for the model of `-m`:
+    /// it then reads images (a store model with a projector layer pairs itself).
+    #[arg(long = "mmproj", value_name = "FILE")]
+    pub mmproj: Option<PathBuf>,
     /// An embedding model (encoder) served on /v1/embeddings, /api/embed and
     /// /api/embeddings: a .gguf file or a model name.
     #[arg(long = "embed", value_name = "ENCODER")]
@@ -141,7 +145,13 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         .map(Arc::<str>::from);
     llamay_server::check_exposure(&a.addr, api_key.is_some(), a.insecure_no_key)
         .map_err(|e| UsageError(e.to_string()))?;
-    let spec = resolve(&a.model)?;
+    let mut spec = resolve(&a.model)?;
+    if let Some(p) = &a.mmproj {
+        if !p.is_file() {
+            return Err(UsageError(format!("-mmproj: no file {}", p.display())).into());
+        }
+        spec.projector = Some(p.clone());
+    }
     let embed = a.embed.as_deref().map(resolve).transpose()?;
     let rerank = a.rerank.as_deref().map(resolve).transpose()?;
     // Encoders stay on the CPU: their passes are short and few.
@@ -213,6 +223,7 @@ pub(crate) fn resolve(m: &str) -> anyhow::Result<ModelSpec> {
     let layers = PromptLayers::of(&r);
     Ok(ModelSpec {
         layers,
+        projector: r.projector.clone(),
         ..ModelSpec::from_arg(m, r.gguf, r.name.map(|n| n.short()))
     })
 }

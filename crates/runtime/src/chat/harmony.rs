@@ -450,6 +450,7 @@ mod tests {
             name: text("name"),
             tool_call_id: text("tool_call_id"),
             images: Vec::new(),
+            image_at: Vec::new(),
             tool_calls: calls
                 .into_iter()
                 .flatten()

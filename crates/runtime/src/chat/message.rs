@@ -30,6 +30,11 @@ pub struct ChatMessage {
     /// [`Runtime::start`](crate::Runtime::start) before any model work).
     #[serde(skip)]
     pub images: Vec<ImageInput>,
+    /// Where each image sits in `content`: a byte offset (at a char boundary), in
+    /// the order of `images`, as the wire's parts placed it. An image without one
+    /// goes before the text (Ollama's `images` have no place: Ollama puts them first).
+    #[serde(skip)]
+    pub image_at: Vec<usize>,
 }
 
 /// An image's bytes as a request carried them (PNG, JPEG, WebP or GIF; the format
@@ -44,6 +49,38 @@ impl std::fmt::Debug for ImageInput {
 }
 
 impl ChatMessage {
+    /// The turn with its images written into its text as libmtmd's marker
+    /// ([`MEDIA_MARKER`](crate::MEDIA_MARKER)), each where the wire placed it (as
+    /// llama.cpp's server writes an image part), for the template to render; a
+    /// turn without images is returned as it is.
+    pub fn with_markers(mut self) -> ChatMessage {
+        if self.images.is_empty() {
+            return self;
+        }
+        let text = self.content.take().unwrap_or_default();
+        let mut out = String::with_capacity(text.len() + self.images.len() * 12);
+        let mut from = 0;
+        for i in 0..self.images.len() {
+            // Offsets off a char boundary or past the end (never from our wire
+            // readers) clamp to the nearest place before.
+            let mut at = self
+                .image_at
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .clamp(from, text.len());
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            out.push_str(&text[from..at]);
+            out.push_str(crate::media::MEDIA_MARKER);
+            from = at;
+        }
+        out.push_str(&text[from..]);
+        self.content = Some(out);
+        self
+    }
+
     /// A plain text turn: no tool calls, no id, no name.
     pub fn new(role: &str, content: &str) -> ChatMessage {
         ChatMessage {
@@ -76,4 +113,37 @@ pub struct ToolCallFunction {
     /// The arguments as a JSON value: an object where the wire's JSON string parses
     /// (templates iterate over it), else the value as sent.
     pub arguments: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(text: &str, at: Vec<usize>, n: usize) -> ChatMessage {
+        ChatMessage {
+            images: (0..n).map(|i| ImageInput(vec![i as u8].into())).collect(),
+            image_at: at,
+            ..ChatMessage::new("user", text)
+        }
+    }
+
+    #[test]
+    fn markers_go_where_the_wire_placed_the_images() {
+        let m = crate::media::MEDIA_MARKER;
+        let placed = turn("ab", vec![0, 1, 2], 3).with_markers();
+        assert_eq!(placed.content.unwrap(), format!("{m}a{m}b{m}"));
+        // Ollama's images carry no place: before the text.
+        let first = turn("what?", Vec::new(), 2).with_markers();
+        assert_eq!(first.content.unwrap(), format!("{m}{m}what?"));
+        // A place inside a character falls back to the character's start.
+        let inside = turn("é", vec![1], 1).with_markers();
+        assert_eq!(inside.content.unwrap(), format!("{m}é"));
+        assert_eq!(
+            ChatMessage::new("user", "x")
+                .with_markers()
+                .content
+                .unwrap(),
+            "x"
+        );
+    }
 }

@@ -168,6 +168,23 @@ pub struct Found {
 }
 
 impl Found {
+    /// The first `n` positions only (`n` ≤ `tokens`; a plain model's: no
+    /// checkpoint to cut back to), a partly kept last block as a private copy, as
+    /// [`PrefixCache::lookup`] gives one.
+    pub fn cut_to(&mut self, n: usize) {
+        if n >= self.tokens {
+            return;
+        }
+        debug_assert!(self.state.is_none(), "a checkpoint cannot be cut back");
+        self.blocks.truncate(n.div_ceil(KV_BLOCK_TOKENS));
+        if !n.is_multiple_of(KV_BLOCK_TOKENS) {
+            if let Some(last) = self.blocks.last_mut() {
+                *last = Arc::new(KvBlock::clone(last));
+            }
+        }
+        self.tokens = n;
+    }
+
     /// A sequence of `model` continuing the prefix found.
     pub fn sequence(self, model: &Model) -> Result<SeqState, ModelError> {
         match self.state {

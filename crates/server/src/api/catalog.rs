@@ -44,7 +44,7 @@ async fn catalog(State(st): State<AppState>) -> Response {
         specs
             .iter()
             .filter_map(|s| {
-                let caps = Capabilities::of_file(&s.path).ok()?;
+                let caps = Capabilities::of_model(&s.path, s.projector.as_deref()).ok()?;
                 Some(entry(
                     s,
                     &caps,

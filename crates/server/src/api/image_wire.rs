@@ -8,6 +8,23 @@ use llamay_runtime::ImageInput;
 
 use crate::http::error::ApiError;
 
+/// A message's images and where each sat among its parts: the byte length of the
+/// text gathered before it (`ChatMessage::image_at`), so the template renders each
+/// image where the client put it (llama.cpp's server writes its marker there).
+#[derive(Default)]
+pub(crate) struct Placed {
+    pub(crate) images: Vec<ImageInput>,
+    pub(crate) at: Vec<usize>,
+}
+
+impl Placed {
+    /// `image` after the `text` gathered so far.
+    pub(crate) fn push(&mut self, text: &str, image: ImageInput) {
+        self.images.push(image);
+        self.at.push(text.len());
+    }
+}
+
 /// `url` as an image: a `data:…;base64,` URL. `field` names it in errors.
 pub(crate) fn from_url(url: &str, field: &str) -> Result<ImageInput, ApiError> {
     if let Some(rest) = url.strip_prefix("data:") {

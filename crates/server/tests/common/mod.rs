@@ -48,6 +48,8 @@ pub struct Setup {
     pub model: Option<PathBuf>,
     /// An encoder served for embeddings (`-embed`).
     pub embed: Option<PathBuf>,
+    /// A vision projector for the model (`-mmproj`).
+    pub projector: Option<PathBuf>,
     /// Another server's model store (a restart over the same store: its snapshots),
     /// left in place on drop; beats `store`.
     pub store_at: Option<PathBuf>,
@@ -62,6 +64,7 @@ impl Default for Setup {
             allowed_origins: Vec::new(),
             model: None,
             embed: None,
+            projector: None,
             store_at: None,
         }
     }
@@ -131,7 +134,10 @@ impl App {
             std::fs::create_dir_all(&dir).unwrap();
             Some(dir)
         });
-        let spec = ModelSpec::from_arg(&path.display().to_string(), path.clone(), None);
+        let spec = ModelSpec {
+            projector: setup.projector,
+            ..ModelSpec::from_arg(&path.display().to_string(), path.clone(), None)
+        };
         let model = spec.name.clone();
         let embed = setup
             .embed

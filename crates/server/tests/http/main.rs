@@ -15,3 +15,4 @@ mod hybrid_contexts;
 mod images;
 mod refusals;
 mod speculation;
+mod vision;

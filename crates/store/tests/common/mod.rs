@@ -187,19 +187,19 @@ impl TestModel {
             (MEDIA_SYSTEM.to_string(), SYSTEM.as_bytes().to_vec()),
             (MEDIA_PARAMS.to_string(), PARAMS.as_bytes().to_vec()),
         ];
-        let layer = |(media, bytes): &(String, Vec<u8>)| Layer {
-            media_type: media.clone(),
-            digest: Digest::of_bytes(bytes),
-            size: bytes.len() as u64,
-            from: None,
-        };
-        let manifest = Manifest::new(layer(&blobs[0]), blobs[1..].iter().map(layer).collect());
         TestModel {
             gguf: gguf.to_path_buf(),
             gguf_digest,
+            manifest: manifest_of(&blobs),
             blobs,
-            manifest,
         }
+    }
+
+    /// The model with one more layer (`media`, `bytes`), e.g. a vision projector.
+    pub fn with_layer(mut self, media: &str, bytes: Vec<u8>) -> TestModel {
+        self.blobs.push((media.to_string(), bytes));
+        self.manifest = manifest_of(&self.blobs);
+        self
     }
 
     /// Lays the model out in an Ollama-style `models` folder.
@@ -213,6 +213,17 @@ impl TestModel {
             std::fs::write(root.join("blobs").join(d.file_name()), bytes).unwrap();
         }
     }
+}
+
+/// The manifest of `blobs` (config first).
+fn manifest_of(blobs: &[(String, Vec<u8>)]) -> Manifest {
+    let layer = |(media, bytes): &(String, Vec<u8>)| Layer {
+        media_type: media.clone(),
+        digest: Digest::of_bytes(bytes),
+        size: bytes.len() as u64,
+        from: None,
+    };
+    Manifest::new(layer(&blobs[0]), blobs[1..].iter().map(layer).collect())
 }
 
 /// The tiny fixture GGUF whose file name contains `part`.

@@ -217,7 +217,11 @@ impl Local {
         }
         let text = match input {
             Input::Raw(text, _) => text.clone(),
-            Input::Chat(messages) => lm.render_chat(messages, None, None)?.1,
+            Input::Chat(messages) => {
+                // Images become libmtmd's markers (`-image`s before the text).
+                let messages: Vec<_> = messages.iter().cloned().map(|m| m.with_markers()).collect();
+                lm.render_chat(&messages, None, None)?.1
+            }
         };
         let prompt = MediaPrompt::encode(&lm.tokenizer, vision, &text, images)
             .map_err(|e| anyhow::anyhow!("cannot read the prompt's images: {e}"))?;

@@ -11,7 +11,7 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::image_wire;
+use crate::api::image_wire::{self, Placed};
 use crate::api::reasoning_wire::with_budget;
 use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
@@ -298,11 +298,11 @@ fn push_turns(chat: &mut Vec<ChatMessage>, role: &str, content: Content) -> Resu
     };
     let mut text = String::new();
     let mut calls = Vec::new();
-    let mut images = Vec::new();
+    let mut images = Placed::default();
     for b in blocks {
         match (role, b.kind.as_str()) {
             (_, "text") => text.push_str(b.text.as_deref().unwrap_or_default()),
-            ("user", "image") => images.push(block_image(b.source.as_ref())?),
+            ("user", "image") => images.push(&text, block_image(b.source.as_ref())?),
             ("assistant", "tool_use") => calls.push(ToolCallMessage {
                 id: b.id.unwrap_or_default(),
                 kind: "function".into(),
@@ -329,12 +329,13 @@ fn push_turns(chat: &mut Vec<ChatMessage>, role: &str, content: Content) -> Resu
             }
         }
     }
-    if !text.is_empty() || !calls.is_empty() || !images.is_empty() || role == "assistant" {
+    if !text.is_empty() || !calls.is_empty() || !images.images.is_empty() || role == "assistant" {
         chat.push(ChatMessage {
             role: role.into(),
             content: Some(text),
             tool_calls: calls,
-            images,
+            images: images.images,
+            image_at: images.at,
             ..ChatMessage::default()
         });
     }

@@ -295,6 +295,8 @@ pub(super) async fn chat(State(st): State<AppState>, body: Bytes) -> Response {
             name: m.tool_name,
             thinking: m.thinking,
             images,
+            // Ollama's images have no place in the text: before it, as Ollama puts them.
+            image_at: Vec::new(),
         });
     }
     if msgs.is_empty() {

@@ -122,7 +122,7 @@ pub(super) async fn show(State(st): State<AppState>, body: Bytes) -> Response {
         Err(e) => return fail(e),
     };
     let info = engine.lm.model.facts();
-    let caps = match Capabilities::of_file(&engine.spec.path) {
+    let caps = match Capabilities::of_model(&engine.spec.path, engine.spec.projector.as_deref()) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };

@@ -11,7 +11,7 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::image_wire;
+use crate::api::image_wire::{self, Placed};
 use crate::api::reasoning_wire::with_budget;
 use crate::api::sampling::{with_sampling_knobs, StopField};
 use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
@@ -19,10 +19,10 @@ use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
 use crate::http::{json_response, parse_body, stream_response, AppState};
 use crate::ids::unix_secs;
+use llamay_runtime::ChatMessage;
 use llamay_runtime::Surfaces;
 use llamay_runtime::ThinkingAsk;
 use llamay_runtime::{collect, Started};
-use llamay_runtime::{ChatMessage, ImageInput};
 use llamay_runtime::{GenEvent, GenRequest, Outcome, Prompt};
 use llamay_runtime::{ToolCall, ToolSet};
 
@@ -209,16 +209,14 @@ impl ConstraintFields {
     }
 }
 
-/// A message's text and images (`image_url` parts, in order).
-fn message_content(
-    content: Option<Content>,
-) -> Result<(Option<String>, Vec<ImageInput>), ApiError> {
+/// A message's text and images (`image_url` parts, in order, each placed).
+fn message_content(content: Option<Content>) -> Result<(Option<String>, Placed), ApiError> {
     Ok(match content {
-        None => (None, Vec::new()),
-        Some(Content::Text(t)) => (Some(t), Vec::new()),
+        None => (None, Placed::default()),
+        Some(Content::Text(t)) => (Some(t), Placed::default()),
         Some(Content::Parts(parts)) => {
             let mut out = String::new();
-            let mut images = Vec::new();
+            let mut images = Placed::default();
             for p in parts {
                 match (p.kind.as_str(), p.text, p.image_url) {
                     ("text", Some(t), _) => out.push_str(&t),
@@ -226,7 +224,7 @@ fn message_content(
                         let url = u.get("url").unwrap_or(&u).as_str().ok_or_else(|| {
                             ApiError::bad_request("image_url.url must be a string")
                         })?;
-                        images.push(image_wire::from_url(url, "image_url")?);
+                        images.push(&out, image_wire::from_url(url, "image_url")?);
                     }
                     (kind, _, _) => {
                         return Err(ApiError::bad_request(format!(
@@ -261,7 +259,8 @@ pub(crate) fn chat_messages(messages: Vec<Message>) -> Result<Vec<ChatMessage>, 
             Ok(ChatMessage {
                 role,
                 content,
-                images,
+                images: images.images,
+                image_at: images.at,
                 name: m.name,
                 tool_call_id: m.tool_call_id,
                 thinking: m.reasoning_content,

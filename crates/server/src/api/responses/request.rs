@@ -4,13 +4,13 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::api::image_wire;
+use crate::api::image_wire::{self, Placed};
 use crate::api::sampling::with_sampling_knobs;
 use crate::api::tool_wire::{arguments_value, openai_choice};
 use crate::http::error::ApiError;
 use llamay_runtime::Surfaces;
 use llamay_runtime::{hosted_tool, ToolChoice, ToolDef};
-use llamay_runtime::{ChatMessage, ImageInput, ToolCallFunction, ToolCallMessage};
+use llamay_runtime::{ChatMessage, ToolCallFunction, ToolCallMessage};
 
 with_sampling_knobs! {
     #[derive(Deserialize)]
@@ -190,7 +190,8 @@ fn push_item(chat: &mut Vec<ChatMessage>, item: &Value) -> Result<(), ApiError> 
             };
             let (text, images) = content(item.get("content"))?;
             chat.push(ChatMessage {
-                images,
+                images: images.images,
+                image_at: images.at,
                 ..ChatMessage::new(role, &text)
             });
         }
@@ -218,7 +219,7 @@ fn push_item(chat: &mut Vec<ChatMessage>, item: &Value) -> Result<(), ApiError> 
             let output = match item.get("output") {
                 Some(Value::String(s)) => s.clone(),
                 Some(v @ Value::Array(_)) => match content(Some(v))? {
-                    (text, images) if images.is_empty() => text,
+                    (text, images) if images.images.is_empty() => text,
                     _ => {
                         return Err(ApiError::bad_request(
                             "a function_call_output's images are not read; send its text",
@@ -252,12 +253,12 @@ fn push_item(chat: &mut Vec<ChatMessage>, item: &Value) -> Result<(), ApiError> 
 
 /// A message's content: a string, or parts of type `input_text` / `output_text` and
 /// `input_image` (its `image_url` a base64 data URL), text and images in order.
-fn content(v: Option<&Value>) -> Result<(String, Vec<ImageInput>), ApiError> {
+fn content(v: Option<&Value>) -> Result<(String, Placed), ApiError> {
     match v {
-        Some(Value::String(s)) => Ok((s.clone(), Vec::new())),
+        Some(Value::String(s)) => Ok((s.clone(), Placed::default())),
         Some(Value::Array(parts)) => {
             let mut out = String::new();
-            let mut images = Vec::new();
+            let mut images = Placed::default();
             for p in parts {
                 match (
                     p.get("type").and_then(Value::as_str),
@@ -271,7 +272,7 @@ fn content(v: Option<&Value>) -> Result<(String, Vec<ImageInput>), ApiError> {
                                  file_id is not read)",
                             )
                         })?;
-                        images.push(image_wire::from_url(url, "input_image.image_url")?);
+                        images.push(&out, image_wire::from_url(url, "input_image.image_url")?);
                     }
                     (kind, _) => {
                         return Err(ApiError::bad_request(format!(
