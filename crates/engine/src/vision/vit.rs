@@ -3,12 +3,13 @@
 //! embeddings, an optional pre-LayerNorm, pre-norm blocks with full attention, an
 //! optional post-LayerNorm. One picture is one sequence.
 
+use super::attention::{attention, PackedKv, Shape};
 use super::encoder::VisionEncoder;
 use super::params::VitActivation;
 use super::weights::{Dense, VitLayer};
 use crate::model::linear::{matmul_many, ActsCache, Product};
 use crate::model::linear::{Affine, Norm};
-use crate::model::ops::{gelu_ggml, gelu_quick_ggml, layer_norm, silu, softmax};
+use crate::model::ops::{gelu_ggml, gelu_quick_ggml, layer_norm, silu};
 use crate::model::ModelError;
 use crate::pool::SyncPtr;
 
@@ -155,7 +156,12 @@ impl VisionEncoder {
                 Product::new(&l.v.w, &mut b.v).then(1, &bv),
             ],
         )?;
-        self.attention(&b.q, &b.k, &b.v, &mut b.attn);
+        let shape = Shape {
+            n: b.n_pos,
+            n_head: self.hp.n_head,
+            d: self.hp.n_embd / self.hp.n_head,
+        };
+        attention(&self.pool, shape, (&b.q, &b.k, &b.v), &mut b.attn, &mut b.packed);
         self.affine(acts, &l.out, &b.attn, x, true, &|o, bias| add(o, bias))?;
 
         normed(&l.ln2, x, &mut b.normed);
@@ -172,38 +178,6 @@ impl VisionEncoder {
         self.affine(acts, &l.up, &b.normed, &mut b.up, false, &bias_act)?;
         self.affine(acts, &l.down, &b.up, x, true, &|o, bias| add(o, bias))
     }
-
-    /// Full attention over the picture's positions: one task per head.
-    fn attention(&self, q: &[f32], k: &[f32], v: &[f32], out: &mut [f32]) {
-        let (e, n_head) = (self.hp.n_embd, self.hp.n_head);
-        let d = e / n_head;
-        let n = q.len() / e;
-        let scale = 1.0 / (d as f32).sqrt();
-        let ptr = SyncPtr::new(out);
-        self.pool.run(n_head, &|hd| {
-            let gather = |src: &[f32]| -> Vec<f32> {
-                src.chunks_exact(e)
-                    .flat_map(|row| row[hd * d..(hd + 1) * d].iter().copied())
-                    .collect()
-            };
-            let (kh, vh) = (gather(k), gather(v));
-            let mut scores = vec![0f32; n];
-            let mut acc = vec![0f32; d];
-            for i in 0..n {
-                let qi = &q[i * e + hd * d..i * e + (hd + 1) * d];
-                for (s, kj) in scores.iter_mut().zip(kh.chunks_exact(d)) {
-                    *s = qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale;
-                }
-                softmax(&mut scores);
-                acc.iter_mut().for_each(|a| *a = 0.0);
-                for (&p, vj) in scores.iter().zip(vh.chunks_exact(d)) {
-                    acc.iter_mut().zip(vj).for_each(|(a, &b)| *a += p * b);
-                }
-                // SAFETY: row i's columns of head hd belong to this task alone.
-                unsafe { ptr.slice(i * e + hd * d, d) }.copy_from_slice(&acc);
-            }
-        });
-    }
 }
 
 /// One picture's intermediate values.
@@ -215,6 +189,7 @@ struct Buffers {
     v: Vec<f32>,
     attn: Vec<f32>,
     up: Vec<f32>,
+    packed: PackedKv,
 }
 
 impl Buffers {
@@ -228,6 +203,7 @@ impl Buffers {
             v: z(),
             attn: z(),
             up: vec![0f32; n_pos * n_ff],
+            packed: PackedKv::default(),
         }
     }
 }

@@ -1,0 +1,42 @@
+//! One picture through a projector file: prints `{"seconds", "n_tokens", "n_embd"}`,
+//! the time of `VisionEncoder::encode` alone (preprocessing, the ViT and the projector;
+//! loading and reading the picture not), and writes the rows as little-endian f32 to
+//! OUT. Driven by `scripts/bench-vision` beside libmtmd.
+//!
+//! Usage: vision_encode PROJECTOR.gguf PICTURE.rgb THREADS OUT.f32
+//! (PICTURE.rgb: width and height as little-endian u32, then the RGB bytes)
+
+use std::time::Instant;
+
+use llamay_engine::{DecodedImage, LoadOptions, VisionEncoder};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (projector, picture, out) = (&args[1], &args[2], &args[4]);
+    let threads = args[3].parse().expect("threads");
+    let opts = LoadOptions {
+        n_threads: Some(threads),
+        ..Default::default()
+    };
+    // The file is mapped: read it once so the timed run finds it in the page cache,
+    // as libmtmd's copy of the weights is in memory before its timer starts.
+    std::fs::read(projector).expect("projector");
+    let enc = VisionEncoder::load(projector, &opts).expect("load");
+    let raw = std::fs::read(picture).expect("picture");
+    let side = |i: usize| u32::from_le_bytes(raw[i..i + 4].try_into().expect("header"));
+    let image = DecodedImage {
+        width: side(0),
+        height: side(4),
+        rgb: raw[8..].to_vec(),
+        format: "png",
+    };
+    let t0 = Instant::now();
+    let rows = enc.encode(&image).expect("encode");
+    let s = t0.elapsed().as_secs_f64();
+    let bytes: Vec<u8> = rows.values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(out, bytes).expect("write rows");
+    println!(
+        "{{\"seconds\": {s:.4}, \"n_tokens\": {}, \"n_embd\": {}}}",
+        rows.n_tokens, rows.n_embd
+    );
+}

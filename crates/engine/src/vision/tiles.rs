@@ -1,0 +1,195 @@
+//! The register tiles of [`super::attention`]: AVX2 + FMA where the CPU has them and
+//! the head width is whole vectors of 8, plain loops otherwise (the same sums, in
+//! another order).
+
+use super::attention::KEY_TILE;
+
+/// Which tiles run.
+#[derive(Clone, Copy)]
+pub(super) enum Kernels {
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Portable,
+}
+
+impl Kernels {
+    /// The fastest tiles for heads of `d` values on this CPU.
+    pub(super) fn detect(d: usize) -> Kernels {
+        #[cfg(target_arch = "x86_64")]
+        if d.is_multiple_of(8)
+            && std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+        {
+            return Kernels::Avx2;
+        }
+        let _ = d;
+        Kernels::Portable
+    }
+}
+
+/// Row `i`'s scores against a tile of [`KEY_TILE`] keys (`tile`: `d` rows of the
+/// tile's keys), times `scale`, into `out[i·stride..][..KEY_TILE]`.
+pub(super) fn scores_tile<const N: usize>(
+    k: Kernels,
+    q: [&[f32]; N],
+    tile: &[f32],
+    scale: f32,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let d = q[0].len();
+    assert!(tile.len() == d * KEY_TILE && q.iter().all(|r| r.len() == d));
+    assert!(out.len() >= (N - 1) * stride + KEY_TILE);
+    match k {
+        // SAFETY: the CPU has AVX2 and FMA (`Kernels::detect`); the lengths are checked.
+        #[cfg(target_arch = "x86_64")]
+        Kernels::Avx2 => unsafe { x86::scores(q, tile, scale, out, stride) },
+        Kernels::Portable => {
+            for (i, qi) in q.iter().enumerate() {
+                let o = &mut out[i * stride..][..KEY_TILE];
+                o.fill(0.0);
+                for (&x, keys) in qi.iter().zip(tile.chunks_exact(KEY_TILE)) {
+                    o.iter_mut().zip(keys).for_each(|(o, &kv)| *o += x * kv);
+                }
+                o.iter_mut().for_each(|o| *o *= scale);
+            }
+        }
+    }
+}
+
+/// `acc[i·d..][..d] += Σ_j p[i·stride + j] · values[j·d..][..d]` for the `n` rows
+/// `i` (1 or 4) and the rows `j` of `values`.
+pub(super) fn pv_tile(
+    k: Kernels,
+    n: usize,
+    p: &[f32],
+    stride: usize,
+    values: &[f32],
+    acc: &mut [f32],
+    d: usize,
+) {
+    let keys = values.len() / d;
+    assert!(n >= 1 && values.len() == keys * d);
+    assert!(p.len() >= (n - 1) * stride + keys && acc.len() >= n * d);
+    match k {
+        #[cfg(target_arch = "x86_64")]
+        Kernels::Avx2 => {
+            let mut c0 = 0;
+            while c0 < d {
+                let w = ((d - c0) / 8).min(3);
+                // SAFETY: the CPU has AVX2 and FMA, d is whole vectors of 8
+                // (`Kernels::detect`); the lengths are checked above.
+                unsafe {
+                    match (n, w) {
+                        (4, 3) => x86::pv::<4, 3>(p, stride, values, d, c0, acc),
+                        (4, 2) => x86::pv::<4, 2>(p, stride, values, d, c0, acc),
+                        (4, _) => x86::pv::<4, 1>(p, stride, values, d, c0, acc),
+                        (_, 3) => x86::pv::<1, 3>(p, stride, values, d, c0, acc),
+                        (_, 2) => x86::pv::<1, 2>(p, stride, values, d, c0, acc),
+                        _ => x86::pv::<1, 1>(p, stride, values, d, c0, acc),
+                    }
+                }
+                c0 += 8 * w;
+            }
+        }
+        Kernels::Portable => {
+            for i in 0..n {
+                let a = &mut acc[i * d..(i + 1) * d];
+                for (j, v) in values.chunks_exact(d).enumerate() {
+                    let pj = p[i * stride + j];
+                    a.iter_mut().zip(v).for_each(|(a, &v)| *a += pj * v);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::KEY_TILE;
+
+    /// [`super::scores_tile`]: per key row of the tile two vectors of keys, each
+    /// query's value broadcast; 2·N accumulators.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; the lengths [`super::scores_tile`] checks.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn scores<const N: usize>(
+        q: [&[f32]; N],
+        tile: &[f32],
+        scale: f32,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        let d = q[0].len();
+        let t = tile.as_ptr();
+        let mut acc = [[_mm256_setzero_ps(); 2]; N];
+        for c in 0..d {
+            // SAFETY: c·16 + 16 <= d·16 = tile.len(); c < d = each query's length.
+            unsafe {
+                let k0 = _mm256_loadu_ps(t.add(c * KEY_TILE));
+                let k1 = _mm256_loadu_ps(t.add(c * KEY_TILE + 8));
+                for (a, qi) in acc.iter_mut().zip(&q) {
+                    let x = _mm256_set1_ps(*qi.get_unchecked(c));
+                    a[0] = _mm256_fmadd_ps(x, k0, a[0]);
+                    a[1] = _mm256_fmadd_ps(x, k1, a[1]);
+                }
+            }
+        }
+        let s = _mm256_set1_ps(scale);
+        for (i, a) in acc.iter().enumerate() {
+            // SAFETY: i·stride + 16 <= out.len() for i < N.
+            unsafe {
+                let o = out.as_mut_ptr().add(i * stride);
+                _mm256_storeu_ps(o, _mm256_mul_ps(a[0], s));
+                _mm256_storeu_ps(o.add(8), _mm256_mul_ps(a[1], s));
+            }
+        }
+    }
+
+    /// [`super::pv_tile`] on values `c0..c0 + 8·W` of each row: per key W vectors of
+    /// values, each query's probability broadcast; N·W accumulators.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; the lengths [`super::pv_tile`] checks, and c0 + 8·W <= d.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn pv<const N: usize, const W: usize>(
+        p: &[f32],
+        stride: usize,
+        values: &[f32],
+        d: usize,
+        c0: usize,
+        acc: &mut [f32],
+    ) {
+        let keys = values.len() / d;
+        let (pp, vp, ap) = (p.as_ptr(), values.as_ptr(), acc.as_mut_ptr());
+        let mut a = [[_mm256_setzero_ps(); W]; N];
+        for (i, ai) in a.iter_mut().enumerate() {
+            for (w, x) in ai.iter_mut().enumerate() {
+                // SAFETY: i·d + c0 + 8·W <= N·d <= acc.len().
+                *x = unsafe { _mm256_loadu_ps(ap.add(i * d + c0 + 8 * w)) };
+            }
+        }
+        for j in 0..keys {
+            // SAFETY: j·d + c0 + 8·W <= keys·d = values.len(); i·stride + j < p.len().
+            unsafe {
+                let v: [__m256; W] =
+                    std::array::from_fn(|w| _mm256_loadu_ps(vp.add(j * d + c0 + 8 * w)));
+                for (i, ai) in a.iter_mut().enumerate() {
+                    let x = _mm256_set1_ps(*pp.add(i * stride + j));
+                    for (x2, v) in ai.iter_mut().zip(&v) {
+                        *x2 = _mm256_fmadd_ps(x, *v, *x2);
+                    }
+                }
+            }
+        }
+        for (i, ai) in a.iter().enumerate() {
+            for (w, x) in ai.iter().enumerate() {
+                // SAFETY: as for the loads.
+                unsafe { _mm256_storeu_ps(ap.add(i * d + c0 + 8 * w), *x) };
+            }
+        }
+    }
+}
