@@ -7,6 +7,7 @@
 mod attention;
 mod encoder;
 mod feed;
+mod gemm;
 mod image;
 mod params;
 mod preprocess;
