@@ -1,7 +1,7 @@
 //! Full attention over one picture's positions as blocked matrix products. Per head and
 //! block of [`QUERY_BLOCK`] queries (one pool task): the scores against every key
-//! (QKᵀ, register tiles of 4 queries x 16 keys), their softmax, then the probabilities
-//! times the values (PV, tiles of 4 queries x up to 24 values, [`KEY_BLOCK`] keys at a
+//! (QKᵀ, register tiles of 4 queries x 32 keys), their softmax, then the probabilities
+//! times the values (PV, tiles of 4 queries x up to 48 values (24 with AVX2), [`KEY_BLOCK`] keys at a
 //! time). Keys and values are first packed per head so the tiles read them
 //! contiguously; both are padded to whole key blocks with zeros, and the padding's
 //! probabilities are zero. The one-dot-at-a-time loop this replaces was the encoder's
@@ -9,12 +9,11 @@
 
 use std::cell::RefCell;
 
-use super::tiles::{pv_tile, scores_tile, Kernels};
-use crate::model::ops::softmax;
+use super::tiles::{pv_tile, scores_tile, softmax_row, Kernels};
 use crate::pool::{SyncPtr, ThreadPool};
 
-/// Keys per score tile: two vectors of 8.
-pub(super) const KEY_TILE: usize = 16;
+/// Keys per score tile: two vectors of 16 (AVX-512), or two passes of two of 8.
+pub(super) const KEY_TILE: usize = 32;
 /// Queries per task: their scores (`QUERY_BLOCK x` keys) stay in L2.
 const QUERY_BLOCK: usize = 32;
 /// Keys per PV step: that many rows of values stay in L1 while the query tiles pass.
@@ -99,7 +98,7 @@ pub(super) fn attention(
                 }
             }
             for row in scores.chunks_exact_mut(n_pad).take(m) {
-                softmax(&mut row[..s.n]);
+                softmax_row(kernels, &mut row[..s.n]);
                 row[s.n..].fill(0.0);
             }
             let acc = &mut acc[..m * d];

@@ -1,12 +1,15 @@
-//! The register tiles of [`super::attention`]: AVX2 + FMA where the CPU has them and
-//! the head width is whole vectors of 8, plain loops otherwise (the same sums, in
-//! another order).
+//! The register tiles of [`super::attention`]: AVX-512 (16 lanes) or AVX2 + FMA (8)
+//! where the CPU has them and the head width is whole vectors of 8, plain loops
+//! otherwise (the same sums, in another order).
 
 use super::attention::KEY_TILE;
+use crate::model::ops::softmax;
 
 /// Which tiles run.
 #[derive(Clone, Copy)]
 pub(super) enum Kernels {
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
     #[cfg(target_arch = "x86_64")]
     Avx2,
     Portable,
@@ -20,6 +23,9 @@ impl Kernels {
             && std::is_x86_feature_detected!("avx2")
             && std::is_x86_feature_detected!("fma")
         {
+            if std::is_x86_feature_detected!("avx512f") {
+                return Kernels::Avx512;
+            }
             return Kernels::Avx2;
         }
         let _ = d;
@@ -41,9 +47,15 @@ pub(super) fn scores_tile<const N: usize>(
     assert!(tile.len() == d * KEY_TILE && q.iter().all(|r| r.len() == d));
     assert!(out.len() >= (N - 1) * stride + KEY_TILE);
     match k {
+        // SAFETY: the CPU has AVX-512F (`Kernels::detect`); the lengths are checked.
+        #[cfg(target_arch = "x86_64")]
+        Kernels::Avx512 => unsafe { x86::scores512(q, tile, scale, out, stride) },
         // SAFETY: the CPU has AVX2 and FMA (`Kernels::detect`); the lengths are checked.
         #[cfg(target_arch = "x86_64")]
-        Kernels::Avx2 => unsafe { x86::scores(q, tile, scale, out, stride) },
+        Kernels::Avx2 => unsafe {
+            x86::scores(q, tile, scale, out, stride, 0);
+            x86::scores(q, tile, scale, out, stride, 16);
+        },
         Kernels::Portable => {
             for (i, qi) in q.iter().enumerate() {
                 let o = &mut out[i * stride..][..KEY_TILE];
@@ -54,6 +66,20 @@ pub(super) fn scores_tile<const N: usize>(
                 o.iter_mut().for_each(|o| *o *= scale);
             }
         }
+    }
+}
+
+/// [`softmax`] of one row of scores, compiled for AVX2 where the tiles are: the row is
+/// thousands of values, and the default build's code for it is SSE (4 lanes).
+pub(super) fn softmax_row(k: Kernels, row: &mut [f32]) {
+    match k {
+        // SAFETY: the CPU has AVX-512F (`Kernels::detect`).
+        #[cfg(target_arch = "x86_64")]
+        Kernels::Avx512 => unsafe { x86::softmax_avx512(row) },
+        // SAFETY: the CPU has AVX2 and FMA (`Kernels::detect`).
+        #[cfg(target_arch = "x86_64")]
+        Kernels::Avx2 => unsafe { x86::softmax_avx2(row) },
+        Kernels::Portable => softmax(row),
     }
 }
 
@@ -72,6 +98,26 @@ pub(super) fn pv_tile(
     assert!(n >= 1 && values.len() == keys * d);
     assert!(p.len() >= (n - 1) * stride + keys && acc.len() >= n * d);
     match k {
+        #[cfg(target_arch = "x86_64")]
+        Kernels::Avx512 => {
+            let mut c0 = 0;
+            while c0 < d {
+                let w = (d - c0).div_ceil(16).min(3);
+                // SAFETY: the CPU has AVX-512F (`Kernels::detect`); the lengths are
+                // checked above; lanes past d are masked off.
+                unsafe {
+                    match (n, w) {
+                        (4, 3) => x86::pv512::<4, 3>(p, stride, values, d, c0, acc),
+                        (4, 2) => x86::pv512::<4, 2>(p, stride, values, d, c0, acc),
+                        (4, _) => x86::pv512::<4, 1>(p, stride, values, d, c0, acc),
+                        (_, 3) => x86::pv512::<1, 3>(p, stride, values, d, c0, acc),
+                        (_, 2) => x86::pv512::<1, 2>(p, stride, values, d, c0, acc),
+                        _ => x86::pv512::<1, 1>(p, stride, values, d, c0, acc),
+                    }
+                }
+                c0 += 16 * w;
+            }
+        }
         #[cfg(target_arch = "x86_64")]
         Kernels::Avx2 => {
             let mut c0 = 0;
@@ -109,14 +155,32 @@ mod x86 {
     use std::arch::x86_64::*;
 
     use super::KEY_TILE;
+    use crate::model::ops::softmax;
 
-    /// [`super::scores_tile`]: per key row of the tile two vectors of keys, each
-    /// query's value broadcast; 2·N accumulators.
+    /// [`softmax`] inlined into AVX2 code.
     ///
     /// # Safety
-    /// AVX2 and FMA; the lengths [`super::scores_tile`] checks.
+    /// AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn scores<const N: usize>(
+    pub(super) unsafe fn softmax_avx2(row: &mut [f32]) {
+        softmax(row)
+    }
+
+    /// [`softmax`] inlined into AVX-512 code.
+    ///
+    /// # Safety
+    /// AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn softmax_avx512(row: &mut [f32]) {
+        softmax(row)
+    }
+
+    /// [`super::scores_tile`] with AVX-512: the tile's 32 keys in two vectors.
+    ///
+    /// # Safety
+    /// AVX-512F; the lengths [`super::scores_tile`] checks.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn scores512<const N: usize>(
         q: [&[f32]; N],
         tile: &[f32],
         scale: f32,
@@ -125,9 +189,99 @@ mod x86 {
     ) {
         let d = q[0].len();
         let t = tile.as_ptr();
+        let mut acc = [[_mm512_setzero_ps(); 2]; N];
+        for c in 0..d {
+            // SAFETY: c·32 + 32 <= d·32 = tile.len(); c < d = each query's length.
+            unsafe {
+                let k0 = _mm512_loadu_ps(t.add(c * KEY_TILE));
+                let k1 = _mm512_loadu_ps(t.add(c * KEY_TILE + 16));
+                for (a, qi) in acc.iter_mut().zip(&q) {
+                    let x = _mm512_set1_ps(*qi.get_unchecked(c));
+                    a[0] = _mm512_fmadd_ps(x, k0, a[0]);
+                    a[1] = _mm512_fmadd_ps(x, k1, a[1]);
+                }
+            }
+        }
+        let s = _mm512_set1_ps(scale);
+        for (i, a) in acc.iter().enumerate() {
+            // SAFETY: i·stride + 32 <= out.len() for i < N.
+            unsafe {
+                let o = out.as_mut_ptr().add(i * stride);
+                _mm512_storeu_ps(o, _mm512_mul_ps(a[0], s));
+                _mm512_storeu_ps(o.add(16), _mm512_mul_ps(a[1], s));
+            }
+        }
+    }
+
+    /// [`super::pv_tile`] with AVX-512 on values `c0..(c0 + 16·W).min(d)` of each row
+    /// (the last vector masked to what is left of the row).
+    ///
+    /// # Safety
+    /// AVX-512F; the lengths [`super::pv_tile`] checks, and c0 + 16·(W - 1) < d.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn pv512<const N: usize, const W: usize>(
+        p: &[f32],
+        stride: usize,
+        values: &[f32],
+        d: usize,
+        c0: usize,
+        acc: &mut [f32],
+    ) {
+        let keys = values.len() / d;
+        let (pp, vp, ap) = (p.as_ptr(), values.as_ptr(), acc.as_mut_ptr());
+        let mask: [__mmask16; W] = std::array::from_fn(|w| {
+            let left = (d - c0 - 16 * w).min(16);
+            if left == 16 { 0xFFFF } else { (1u16 << left) - 1 }
+        });
+        let mut a = [[_mm512_setzero_ps(); W]; N];
+        for (i, ai) in a.iter_mut().enumerate() {
+            for (w, x) in ai.iter_mut().enumerate() {
+                // SAFETY: the unmasked lanes lie in row i of acc (i·d + c0 + 16w + lane < (i + 1)·d).
+                *x = unsafe { _mm512_maskz_loadu_ps(mask[w], ap.wrapping_add(i * d + c0 + 16 * w)) };
+            }
+        }
+        for j in 0..keys {
+            // SAFETY: the unmasked lanes lie in row j of values; i·stride + j < p.len().
+            unsafe {
+                let v: [__m512; W] = std::array::from_fn(|w| {
+                    _mm512_maskz_loadu_ps(mask[w], vp.wrapping_add(j * d + c0 + 16 * w))
+                });
+                for (i, ai) in a.iter_mut().enumerate() {
+                    let x = _mm512_set1_ps(*pp.add(i * stride + j));
+                    for (x2, v) in ai.iter_mut().zip(&v) {
+                        *x2 = _mm512_fmadd_ps(x, *v, *x2);
+                    }
+                }
+            }
+        }
+        for (i, ai) in a.iter().enumerate() {
+            for (w, x) in ai.iter().enumerate() {
+                // SAFETY: as for the loads.
+                unsafe { _mm512_mask_storeu_ps(ap.wrapping_add(i * d + c0 + 16 * w), mask[w], *x) };
+            }
+        }
+    }
+
+    /// [`super::scores_tile`] on keys `half..half + 16` of the tile: per key row of
+    /// the tile two vectors of keys, each query's value broadcast; 2·N accumulators.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; the lengths [`super::scores_tile`] checks; half is 0 or 16.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn scores<const N: usize>(
+        q: [&[f32]; N],
+        tile: &[f32],
+        scale: f32,
+        out: &mut [f32],
+        stride: usize,
+        half: usize,
+    ) {
+        let d = q[0].len();
+        // SAFETY: half + 16 <= KEY_TILE, the tile's row width.
+        let (t, out) = (unsafe { tile.as_ptr().add(half) }, &mut out[half..]);
         let mut acc = [[_mm256_setzero_ps(); 2]; N];
         for c in 0..d {
-            // SAFETY: c·16 + 16 <= d·16 = tile.len(); c < d = each query's length.
+            // SAFETY: c·32 + half + 16 <= d·32 = tile.len(); c < d = each query's length.
             unsafe {
                 let k0 = _mm256_loadu_ps(t.add(c * KEY_TILE));
                 let k1 = _mm256_loadu_ps(t.add(c * KEY_TILE + 8));
@@ -140,7 +294,7 @@ mod x86 {
         }
         let s = _mm256_set1_ps(scale);
         for (i, a) in acc.iter().enumerate() {
-            // SAFETY: i·stride + 16 <= out.len() for i < N.
+            // SAFETY: i·stride + half + 16 <= the tile's row of scores for i < N.
             unsafe {
                 let o = out.as_mut_ptr().add(i * stride);
                 _mm256_storeu_ps(o, _mm256_mul_ps(a[0], s));
