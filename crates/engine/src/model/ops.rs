@@ -116,7 +116,7 @@ pub(super) fn softcap(x: &mut [f32], cap: f32) {
 /// 2^n · e^r with n = round(x·log2 e), r = x − n·ln 2 (ln 2 in two parts), and e^r
 /// from its degree-7 polynomial.
 #[inline(always)]
-pub(super) fn exp_fast(x: f32) -> f32 {
+pub(crate) fn exp_fast(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5·2^23: adding it rounds to an integer.
     let (x_in, x) = (x, x.clamp(-87.0, 88.0));
     let shifted = x * std::f32::consts::LOG2_E + ROUND;

@@ -1,7 +1,7 @@
 //! Full attention over one picture's positions as blocked matrix products. Per head and
 //! block of [`QUERY_BLOCK`] queries (one pool task): the scores against every key
-//! (QKᵀ, register tiles of 4 queries x 32 keys), their softmax, then the probabilities
-//! times the values (PV, tiles of 4 queries x up to 48 values (24 with AVX2), [`KEY_BLOCK`] keys at a
+//! (QKᵀ, register tiles of 6 queries x 32 keys), their softmax, then the probabilities
+//! times the values (PV, tiles of 6 queries x up to 48 values (16 with AVX2), [`KEY_BLOCK`] keys at a
 //! time). Keys and values are first packed per head so the tiles read them
 //! contiguously; both are padded to whole key blocks with zeros, and the padding's
 //! probabilities are zero. The one-dot-at-a-time loop this replaces was the encoder's
@@ -9,17 +9,17 @@
 
 use std::cell::RefCell;
 
-use super::tiles::{pv_tile, scores_tile, softmax_row, Kernels};
+use super::tiles::{exp_row, pv_tile, scores_tile, Kernels};
 use crate::pool::{SyncPtr, ThreadPool};
 
 /// Keys per score tile: two vectors of 16 (AVX-512), or two passes of two of 8.
 pub(super) const KEY_TILE: usize = 32;
 /// Queries per task: their scores (`QUERY_BLOCK x` keys) stay in L2.
-const QUERY_BLOCK: usize = 32;
+const QUERY_BLOCK: usize = 36;
 /// Keys per PV step: that many rows of values stay in L1 while the query tiles pass.
 const KEY_BLOCK: usize = 128;
 /// Queries per register tile.
-const Q_TILE: usize = 4;
+const Q_TILE: usize = 6;
 
 /// Keys and values of every head, packed for the tiles; allocated once per picture.
 #[derive(Default)]
@@ -89,7 +89,7 @@ pub(super) fn attention(
                     let step = if m - i >= Q_TILE { Q_TILE } else { 1 };
                     let rows = &mut scores[i * n_pad + t * KEY_TILE..];
                     if step == Q_TILE {
-                        let qs = [query(i), query(i + 1), query(i + 2), query(i + 3)];
+                        let qs = std::array::from_fn::<_, Q_TILE, _>(|r| query(i + r));
                         scores_tile(kernels, qs, tile, scale, rows, n_pad);
                     } else {
                         scores_tile(kernels, [query(i)], tile, scale, rows, n_pad);
@@ -97,8 +97,9 @@ pub(super) fn attention(
                     i += step;
                 }
             }
-            for row in scores.chunks_exact_mut(n_pad).take(m) {
-                softmax_row(kernels, &mut row[..s.n]);
+            let mut sums = [0f32; QUERY_BLOCK];
+            for (row, sum) in scores.chunks_exact_mut(n_pad).zip(&mut sums).take(m) {
+                *sum = exp_row(kernels, &mut row[..s.n]);
                 row[s.n..].fill(0.0);
             }
             let acc = &mut acc[..m * d];
@@ -113,7 +114,9 @@ pub(super) fn attention(
                     i += step;
                 }
             }
-            for (i, row) in acc.chunks_exact(d).enumerate() {
+            for (i, (row, sum)) in acc.chunks_exact_mut(d).zip(sums).enumerate() {
+                // The softmax's division, on the d outputs.
+                row.iter_mut().for_each(|v| *v /= sum);
                 // SAFETY: row i0 + i's columns of head h belong to this task alone.
                 unsafe { ptr.slice((i0 + i) * s.width() + h * d, d) }.copy_from_slice(row);
             }

@@ -3,7 +3,7 @@
 //! otherwise (the same sums, in another order).
 
 use super::attention::KEY_TILE;
-use crate::model::ops::softmax;
+use crate::model::ops::exp_fast;
 
 /// Which tiles run.
 #[derive(Clone, Copy)]
@@ -69,22 +69,49 @@ pub(super) fn scores_tile<const N: usize>(
     }
 }
 
-/// [`softmax`] of one row of scores, compiled for AVX2 where the tiles are: the row is
-/// thousands of values, and the default build's code for it is SSE (4 lanes).
-pub(super) fn softmax_row(k: Kernels, row: &mut [f32]) {
+/// A row of scores to `e^(x - max)` in place, returning their sum: a softmax whose
+/// division is left to the caller, who divides the row's d outputs instead of its
+/// thousands of probabilities. Compiled for the tiles' ISA (the default build's code
+/// for it is SSE, 4 lanes).
+pub(super) fn exp_row(k: Kernels, row: &mut [f32]) -> f32 {
     match k {
         // SAFETY: the CPU has AVX-512F (`Kernels::detect`).
         #[cfg(target_arch = "x86_64")]
-        Kernels::Avx512 => unsafe { x86::softmax_avx512(row) },
+        Kernels::Avx512 => unsafe { x86::exp_row_avx512(row) },
         // SAFETY: the CPU has AVX2 and FMA (`Kernels::detect`).
         #[cfg(target_arch = "x86_64")]
-        Kernels::Avx2 => unsafe { x86::softmax_avx2(row) },
-        Kernels::Portable => softmax(row),
+        Kernels::Avx2 => unsafe { x86::exp_row_avx2(row) },
+        Kernels::Portable => exp_row_plain(row),
     }
 }
 
+/// [`exp_row`]'s code: max and sum in 16 lanes (one running value does not vectorize).
+#[inline(always)]
+fn exp_row_plain(row: &mut [f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let mut chunks = row.chunks_exact(16);
+    for c in &mut chunks {
+        lanes.iter_mut().zip(c).for_each(|(l, &v)| *l = l.max(v));
+    }
+    let max = chunks.remainder().iter().chain(&lanes).fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    let mut sums = [0f32; 16];
+    let mut chunks = row.chunks_exact_mut(16);
+    for c in &mut chunks {
+        for (s, v) in sums.iter_mut().zip(c) {
+            *v = exp_fast(*v - max);
+            *s += *v;
+        }
+    }
+    let mut sum = 0.0;
+    for v in chunks.into_remainder() {
+        *v = exp_fast(*v - max);
+        sum += *v;
+    }
+    sum + sums.iter().sum::<f32>()
+}
+
 /// `acc[i·d..][..d] += Σ_j p[i·stride + j] · values[j·d..][..d]` for the `n` rows
-/// `i` (1 or 4) and the rows `j` of `values`.
+/// `i` (1 or 6) and the rows `j` of `values`.
 pub(super) fn pv_tile(
     k: Kernels,
     n: usize,
@@ -107,9 +134,9 @@ pub(super) fn pv_tile(
                 // checked above; lanes past d are masked off.
                 unsafe {
                     match (n, w) {
-                        (4, 3) => x86::pv512::<4, 3>(p, stride, values, d, c0, acc),
-                        (4, 2) => x86::pv512::<4, 2>(p, stride, values, d, c0, acc),
-                        (4, _) => x86::pv512::<4, 1>(p, stride, values, d, c0, acc),
+                        (6, 3) => x86::pv512::<6, 3>(p, stride, values, d, c0, acc),
+                        (6, 2) => x86::pv512::<6, 2>(p, stride, values, d, c0, acc),
+                        (6, _) => x86::pv512::<6, 1>(p, stride, values, d, c0, acc),
                         (_, 3) => x86::pv512::<1, 3>(p, stride, values, d, c0, acc),
                         (_, 2) => x86::pv512::<1, 2>(p, stride, values, d, c0, acc),
                         _ => x86::pv512::<1, 1>(p, stride, values, d, c0, acc),
@@ -122,14 +149,14 @@ pub(super) fn pv_tile(
         Kernels::Avx2 => {
             let mut c0 = 0;
             while c0 < d {
-                let w = ((d - c0) / 8).min(3);
+                // 6 x 2 accumulators: AVX2 has 16 registers.
+                let w = ((d - c0) / 8).min(if n == 6 { 2 } else { 3 });
                 // SAFETY: the CPU has AVX2 and FMA, d is whole vectors of 8
                 // (`Kernels::detect`); the lengths are checked above.
                 unsafe {
                     match (n, w) {
-                        (4, 3) => x86::pv::<4, 3>(p, stride, values, d, c0, acc),
-                        (4, 2) => x86::pv::<4, 2>(p, stride, values, d, c0, acc),
-                        (4, _) => x86::pv::<4, 1>(p, stride, values, d, c0, acc),
+                        (6, 2) => x86::pv::<6, 2>(p, stride, values, d, c0, acc),
+                        (6, _) => x86::pv::<6, 1>(p, stride, values, d, c0, acc),
                         (_, 3) => x86::pv::<1, 3>(p, stride, values, d, c0, acc),
                         (_, 2) => x86::pv::<1, 2>(p, stride, values, d, c0, acc),
                         _ => x86::pv::<1, 1>(p, stride, values, d, c0, acc),
@@ -154,25 +181,24 @@ pub(super) fn pv_tile(
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::KEY_TILE;
-    use crate::model::ops::softmax;
+    use super::{exp_row_plain, KEY_TILE};
 
-    /// [`softmax`] inlined into AVX2 code.
+    /// [`super::exp_row`] compiled for AVX2.
     ///
     /// # Safety
     /// AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn softmax_avx2(row: &mut [f32]) {
-        softmax(row)
+    pub(super) unsafe fn exp_row_avx2(row: &mut [f32]) -> f32 {
+        exp_row_plain(row)
     }
 
-    /// [`softmax`] inlined into AVX-512 code.
+    /// [`super::exp_row`] compiled for AVX-512.
     ///
     /// # Safety
     /// AVX-512F.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn softmax_avx512(row: &mut [f32]) {
-        softmax(row)
+    pub(super) unsafe fn exp_row_avx512(row: &mut [f32]) -> f32 {
+        exp_row_plain(row)
     }
 
     /// [`super::scores_tile`] with AVX-512: the tile's 32 keys in two vectors.
