@@ -373,3 +373,80 @@ mod x86 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tile kind this CPU runs, the plain loops last.
+    fn kinds() -> Vec<Kernels> {
+        let mut out = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx512f") {
+                out.push(Kernels::Avx512);
+            }
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                out.push(Kernels::Avx2);
+            }
+        }
+        out.push(Kernels::Portable);
+        out
+    }
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8) as f32)
+            .map(|v| v / (1 << 24) as f32 - 0.5)
+            .collect()
+    }
+
+    fn close(a: &[f32], b: &[f32]) {
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn every_kind_of_tile_gives_the_sums_written_out() {
+        let d = 72;
+        let q = values(6 * d, 1);
+        let tile = values(d * KEY_TILE, 2);
+        let stride = 40;
+        let p = values(6 * stride, 3);
+        let v = values(stride * d, 4);
+        for k in kinds() {
+            let mut scores = vec![0f32; 5 * stride + KEY_TILE];
+            let rows: [&[f32]; 6] = std::array::from_fn(|i| &q[i * d..(i + 1) * d]);
+            scores_tile(k, rows, &tile, 0.5, &mut scores, stride);
+            let mut one = vec![0f32; KEY_TILE];
+            scores_tile(k, [&q[..d]], &tile, 0.5, &mut one, stride);
+            for i in 0..6 {
+                let want: Vec<f32> = (0..KEY_TILE)
+                    .map(|j| 0.5 * (0..d).map(|c| q[i * d + c] * tile[c * KEY_TILE + j]).sum::<f32>())
+                    .collect();
+                close(&scores[i * stride..][..KEY_TILE], &want);
+                if i == 0 {
+                    close(&one, &want);
+                }
+            }
+            for n in [1, 6] {
+                let mut acc = values(n * d, 5);
+                let before = acc.clone();
+                pv_tile(k, n, &p, stride, &v, &mut acc, d);
+                for i in 0..n {
+                    let want: Vec<f32> = (0..d)
+                        .map(|c| before[i * d + c] + (0..stride).map(|j| p[i * stride + j] * v[j * d + c]).sum::<f32>())
+                        .collect();
+                    close(&acc[i * d..(i + 1) * d], &want);
+                }
+            }
+            let mut row = values(37, 6);
+            let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+            let want: Vec<f32> = row.iter().map(|x| (x - max).exp()).collect();
+            let sum = exp_row(k, &mut row);
+            close(&row, &want);
+            close(&[sum], &[want.iter().sum()]);
+        }
+    }
+}
