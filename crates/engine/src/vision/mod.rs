@@ -4,6 +4,7 @@
 //! llama.cpp's `mmproj` layout) fits it to its input (`preprocess`), runs the ViT
 //! (`vit`) and its projector (`projector`) into [`ImageEmbeddings`].
 
+mod act;
 mod attention;
 mod encoder;
 mod feed;

@@ -127,22 +127,34 @@ pub(super) fn pv_tile(
     match k {
         #[cfg(target_arch = "x86_64")]
         Kernels::Avx512 => {
-            let mut c0 = 0;
-            while c0 < d {
-                let w = (d - c0).div_ceil(16).min(3);
-                // SAFETY: the CPU has AVX-512F (`Kernels::detect`); the lengths are
-                // checked above; lanes past d are masked off.
-                unsafe {
-                    match (n, w) {
-                        (6, 3) => x86::pv512::<6, 3>(p, stride, values, d, c0, acc),
-                        (6, 2) => x86::pv512::<6, 2>(p, stride, values, d, c0, acc),
-                        (6, _) => x86::pv512::<6, 1>(p, stride, values, d, c0, acc),
-                        (_, 3) => x86::pv512::<1, 3>(p, stride, values, d, c0, acc),
-                        (_, 2) => x86::pv512::<1, 2>(p, stride, values, d, c0, acc),
-                        _ => x86::pv512::<1, 1>(p, stride, values, d, c0, acc),
+            // Rows by 4 (4 x 5 accumulators of 32 registers), then one by one; a row's
+            // values in as few passes as possible (5 vectors: 80, enough for 72).
+            let mut i = 0;
+            while i < n {
+                let rows = if n - i >= 4 { 4 } else { 1 };
+                let (p, acc) = (&p[i * stride..], &mut acc[i * d..]);
+                let mut c0 = 0;
+                while c0 < d {
+                    let w = (d - c0).div_ceil(16).min(5);
+                    // SAFETY: the CPU has AVX-512F (`Kernels::detect`); the lengths are
+                    // checked above; lanes past d are masked off.
+                    unsafe {
+                        match (rows, w) {
+                            (4, 5) => x86::pv512::<4, 5>(p, stride, values, d, c0, acc),
+                            (4, 4) => x86::pv512::<4, 4>(p, stride, values, d, c0, acc),
+                            (4, 3) => x86::pv512::<4, 3>(p, stride, values, d, c0, acc),
+                            (4, 2) => x86::pv512::<4, 2>(p, stride, values, d, c0, acc),
+                            (4, _) => x86::pv512::<4, 1>(p, stride, values, d, c0, acc),
+                            (_, 5) => x86::pv512::<1, 5>(p, stride, values, d, c0, acc),
+                            (_, 4) => x86::pv512::<1, 4>(p, stride, values, d, c0, acc),
+                            (_, 3) => x86::pv512::<1, 3>(p, stride, values, d, c0, acc),
+                            (_, 2) => x86::pv512::<1, 2>(p, stride, values, d, c0, acc),
+                            _ => x86::pv512::<1, 1>(p, stride, values, d, c0, acc),
+                        }
                     }
+                    c0 += 16 * w;
                 }
-                c0 += 16 * w;
+                i += rows;
             }
         }
         #[cfg(target_arch = "x86_64")]

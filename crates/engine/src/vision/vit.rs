@@ -3,14 +3,14 @@
 //! embeddings, an optional pre-LayerNorm, pre-norm blocks with full attention, an
 //! optional post-LayerNorm. One picture is one sequence.
 
+use super::act;
 use super::attention::{attention, PackedKv, Shape};
 use super::encoder::VisionEncoder;
 use super::gemm::Panels;
-use super::params::VitActivation;
 use super::weights::{Dense, VitLayer};
 use crate::model::linear::{matmul_many, ActsCache, Product};
 use crate::model::linear::{Affine, Norm};
-use crate::model::ops::{gelu_ggml, gelu_quick_ggml, layer_norm, silu};
+use crate::model::ops::layer_norm;
 use crate::model::ModelError;
 use crate::pool::SyncPtr;
 
@@ -172,16 +172,8 @@ impl VisionEncoder {
         self.affine(acts, out, &b.attn, x, true, &|o, bias| add(o, bias))?;
 
         normed(&l.ln2, x, &mut b.normed);
-        let act: fn(f32) -> f32 = match self.hp.activation {
-            VitActivation::Gelu => gelu_ggml,
-            VitActivation::GeluQuick => gelu_quick_ggml,
-            VitActivation::Silu => silu,
-        };
-        let bias_act = |v: &mut [f32], bias: &[f32]| {
-            for (x, &b) in v.iter_mut().zip(bias) {
-                *x = act(*x + b);
-            }
-        };
+        let act = self.hp.activation;
+        let bias_act = |v: &mut [f32], bias: &[f32]| act::bias_act(act, v, bias);
         let (up, down) = ((&l.up, panels.map(|p| &p.up)), (&l.down, panels.map(|p| &p.down)));
         self.affine(acts, up, &b.normed, &mut b.up, false, &bias_act)?;
         self.affine(acts, down, &b.up, x, true, &|o, bias| add(o, bias))
