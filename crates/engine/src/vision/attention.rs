@@ -9,11 +9,9 @@
 
 use std::cell::RefCell;
 
-use super::tiles::{exp_row, pv_tile, scores_tile, Kernels};
+use super::tiles::{exp_row, pv_tile, scores_tile, Kernels, KEY_TILE};
 use crate::pool::{SyncPtr, ThreadPool};
 
-/// Keys per score tile: two vectors of 16 (AVX-512), or two passes of two of 8.
-pub(super) const KEY_TILE: usize = 32;
 /// Queries per task: their scores (`QUERY_BLOCK x` keys) stay in L2.
 const QUERY_BLOCK: usize = 36;
 /// Keys per PV step: that many rows of values stay in L1 while the query tiles pass.

@@ -1,5 +1,5 @@
 //! The encoder's f16 matrices as panels for AVX-512: `PANEL` rows side by side per
-//! column (`[panel][col][32]` f16), so a tile of 12 tokens x 32 rows is 24 vector FMAs
+//! column (`[panel][col][32]` f16), so a tile of 14 tokens x 32 rows is 28 vector FMAs
 //! per column with one 64-byte load of weights and no horizontal sums (the prompt
 //! kernels take one row at a time against 8 tokens and sum each dot product across
 //! lanes). A picture is thousands of tokens through the same matrices, which is the
@@ -10,8 +10,9 @@ use crate::pool::{SyncPtr, ThreadPool};
 
 /// Rows per panel: two vectors of 16.
 const PANEL: usize = 32;
-/// Tokens per register tile.
-const TILE: usize = 12;
+/// Tokens per register tile: 2 x 14 accumulators, two weight vectors and the broadcast
+/// input fill AVX-512's 32 registers.
+const TILE: usize = 14;
 /// Tokens per task: their inputs over [`KC`] columns stay in L2.
 const TOKEN_BLOCK: usize = 16 * TILE;
 /// Panels per task.
@@ -97,7 +98,7 @@ impl Panels {
     }
 }
 
-/// `step` (12 or 1) tokens x `valid` rows of one panel over `len` columns: `c[t·ldc +
+/// `step` (14 or 1) tokens x `valid` rows of one panel over `len` columns: `c[t·ldc +
 /// r] (+)= Σ_k a[t·lda + k] · w[k·32 + r]`, adding to what `c` holds when `load`.
 /// Only those cells are read and written: the rows between belong to other tasks.
 ///

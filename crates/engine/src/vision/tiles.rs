@@ -2,8 +2,10 @@
 //! where the CPU has them and the head width is whole vectors of 8, plain loops
 //! otherwise (the same sums, in another order).
 
-use super::attention::KEY_TILE;
 use crate::model::ops::exp_fast;
+
+/// Keys per score tile: two vectors of 16 (AVX-512), or two passes of two of 8.
+pub(super) const KEY_TILE: usize = 32;
 
 /// Which tiles run.
 #[derive(Clone, Copy)]
@@ -194,6 +196,7 @@ mod x86 {
     use std::arch::x86_64::*;
 
     use super::{exp_row_plain, KEY_TILE};
+    use crate::model::ops::exp_fast;
 
     /// [`super::exp_row`] compiled for AVX2.
     ///
@@ -204,13 +207,58 @@ mod x86 {
         exp_row_plain(row)
     }
 
-    /// [`super::exp_row`] compiled for AVX-512.
+    /// [`super::exp_row`] in AVX-512: [`exp_fast`]'s method (2^n · e^r, e^r by its
+    /// degree-7 polynomial) in fused multiply-adds, and 2^n by `scalef`; the exp was
+    /// about a fifth of the attention's time before.
     ///
     /// # Safety
     /// AVX-512F.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn exp_row_avx512(row: &mut [f32]) -> f32 {
-        exp_row_plain(row)
+        let whole = row.len() / 16 * 16;
+        let (body, tail) = row.split_at_mut(whole);
+        let mut m = _mm512_set1_ps(f32::NEG_INFINITY);
+        for c in body.chunks_exact(16) {
+            // SAFETY: c holds 16 values.
+            m = _mm512_max_ps(m, unsafe { _mm512_loadu_ps(c.as_ptr()) });
+        }
+        let max = tail.iter().fold(_mm512_reduce_max_ps(m), |a, &b| a.max(b));
+        let mx = _mm512_set1_ps(max);
+        let mut sum = _mm512_setzero_ps();
+        for c in body.chunks_exact_mut(16) {
+            // SAFETY: c holds 16 values.
+            unsafe {
+                let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(c.as_ptr()), mx));
+                _mm512_storeu_ps(c.as_mut_ptr(), e);
+                sum = _mm512_add_ps(sum, e);
+            }
+        }
+        let mut s = _mm512_reduce_add_ps(sum);
+        for v in tail {
+            *v = exp_fast(*v - max);
+            s += *v;
+        }
+        s
+    }
+
+    /// e^x for x <= 0 (a score less the row's maximum), 0 below -87 as [`exp_fast`].
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn exp16(x: __m512) -> __m512 {
+        let set = _mm512_set1_ps;
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_ps(x, set(std::f32::consts::LOG2_E)),
+        );
+        // ln 2 in two parts, as exp_fast.
+        let r = _mm512_fnmadd_ps(n, set(0.693_359_4), x);
+        let r = _mm512_fnmadd_ps(n, set(-2.121_944_4e-4), r);
+        let mut p = set(1.987_569_1e-4);
+        for c in [1.398_199_9e-3, 8.333_352e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
+            p = _mm512_fmadd_ps(p, r, set(c));
+        }
+        let e_r = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, set(1.0)));
+        let e = _mm512_scalef_ps(e_r, n);
+        _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GE_OQ>(x, set(-87.0)), e)
     }
 
     /// [`super::scores_tile`] with AVX-512: the tile's 32 keys in two vectors.
