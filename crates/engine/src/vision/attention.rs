@@ -134,7 +134,12 @@ fn pack(pool: &ThreadPool, s: Shape, k: &[f32], v: &[f32], packed: &mut PackedKv
     let (kp, vp) = (SyncPtr::new(&mut packed.kt), SyncPtr::new(&mut packed.v));
     pool.run(s.n_head, &|h| {
         // SAFETY: head h's part of each packed buffer belongs to this task alone.
-        let (kt, vh) = unsafe { (kp.slice(h * n_pad * d, n_pad * d), vp.slice(h * n_pad * d, n_pad * d)) };
+        let (kt, vh) = unsafe {
+            (
+                kp.slice(h * n_pad * d, n_pad * d),
+                vp.slice(h * n_pad * d, n_pad * d),
+            )
+        };
         for j in 0..s.n {
             let (tile, lane) = (j / KEY_TILE, j % KEY_TILE);
             let key = &k[j * e + h * d..][..d];

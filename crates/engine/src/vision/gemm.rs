@@ -85,7 +85,9 @@ impl Panels {
                         let load = adding || k0 > 0;
                         // SAFETY: the cells (t.., rows p·32..p·32 + valid) lie inside
                         // `out` (asserted) and belong to this task alone.
-                        unsafe { tile(step, (a, cols), w, len, (ptr.0.add(at), rows), valid, load) };
+                        unsafe {
+                            tile(step, (a, cols), w, len, (ptr.0.add(at), rows), valid, load)
+                        };
                         t += step;
                     }
                 }
@@ -155,7 +157,11 @@ mod x86 {
         load: bool,
     ) {
         // The rows past `valid` (the last panel's padding) are neither read nor written.
-        let bits = if valid == PANEL { u32::MAX } else { (1u32 << valid) - 1 };
+        let bits = if valid == PANEL {
+            u32::MAX
+        } else {
+            (1u32 << valid) - 1
+        };
         let m = [bits as u16, (bits >> 16) as u16];
         let (ap, wp) = (a.as_ptr(), w.as_ptr());
         let mut acc = [[_mm512_setzero_ps(); 2]; T];
@@ -200,20 +206,31 @@ mod tests {
         }
         // Rows past a whole panel, tokens past whole tiles and blocks, columns past KC.
         let (rows, cols, n) = (70, 300, 2 * TOKEN_BLOCK + 13);
-        let w: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0).collect();
-        let x: Vec<f32> = (0..n * cols).map(|i| ((i * 13 % 97) as f32 - 48.0) / 32.0).collect();
-        let p = Panels::pack(rows, cols, |r, c| half::f16::from_f32(w[r * cols + c]).to_bits());
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+            .collect();
+        let x: Vec<f32> = (0..n * cols)
+            .map(|i| ((i * 13 % 97) as f32 - 48.0) / 32.0)
+            .collect();
+        let p = Panels::pack(rows, cols, |r, c| {
+            half::f16::from_f32(w[r * cols + c]).to_bits()
+        });
         let pool = ThreadPool::new(2);
         let mut out = vec![1f32; n * rows];
         p.matmul(&pool, &x, &mut out, true, &|v, r0| {
-            v.iter_mut().enumerate().for_each(|(i, v)| *v += (r0 + i) as f32)
+            v.iter_mut()
+                .enumerate()
+                .for_each(|(i, v)| *v += (r0 + i) as f32)
         });
         for t in 0..n {
             for r in 0..rows {
                 let dot: f32 = (0..cols).map(|c| x[t * cols + c] * w[r * cols + c]).sum();
                 let want = 1.0 + dot + r as f32;
                 let got = out[t * rows + r];
-                assert!((got - want).abs() <= 1e-3 * (1.0 + want.abs()), "{t} {r}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() <= 1e-3 * (1.0 + want.abs()),
+                    "{t} {r}: {got} vs {want}"
+                );
             }
         }
     }

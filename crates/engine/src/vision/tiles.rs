@@ -95,7 +95,11 @@ fn exp_row_plain(row: &mut [f32]) -> f32 {
     for c in &mut chunks {
         lanes.iter_mut().zip(c).for_each(|(l, &v)| *l = l.max(v));
     }
-    let max = chunks.remainder().iter().chain(&lanes).fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    let max = chunks
+        .remainder()
+        .iter()
+        .chain(&lanes)
+        .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
     let mut sums = [0f32; 16];
     let mut chunks = row.chunks_exact_mut(16);
     for c in &mut chunks {
@@ -253,7 +257,13 @@ mod x86 {
         let r = _mm512_fnmadd_ps(n, set(0.693_359_4), x);
         let r = _mm512_fnmadd_ps(n, set(-2.121_944_4e-4), r);
         let mut p = set(1.987_569_1e-4);
-        for c in [1.398_199_9e-3, 8.333_352e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5] {
+        for c in [
+            1.398_199_9e-3,
+            8.333_352e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            0.5,
+        ] {
             p = _mm512_fmadd_ps(p, r, set(c));
         }
         let e_r = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, set(1.0)));
@@ -317,13 +327,18 @@ mod x86 {
         let (pp, vp, ap) = (p.as_ptr(), values.as_ptr(), acc.as_mut_ptr());
         let mask: [__mmask16; W] = std::array::from_fn(|w| {
             let left = (d - c0 - 16 * w).min(16);
-            if left == 16 { 0xFFFF } else { (1u16 << left) - 1 }
+            if left == 16 {
+                0xFFFF
+            } else {
+                (1u16 << left) - 1
+            }
         });
         let mut a = [[_mm512_setzero_ps(); W]; N];
         for (i, ai) in a.iter_mut().enumerate() {
             for (w, x) in ai.iter_mut().enumerate() {
                 // SAFETY: the unmasked lanes lie in row i of acc (i·d + c0 + 16w + lane < (i + 1)·d).
-                *x = unsafe { _mm512_maskz_loadu_ps(mask[w], ap.wrapping_add(i * d + c0 + 16 * w)) };
+                *x =
+                    unsafe { _mm512_maskz_loadu_ps(mask[w], ap.wrapping_add(i * d + c0 + 16 * w)) };
             }
         }
         for j in 0..keys {
@@ -483,7 +498,11 @@ mod tests {
             scores_tile(k, [&q[..d]], &tile, 0.5, &mut one, stride);
             for i in 0..6 {
                 let want: Vec<f32> = (0..KEY_TILE)
-                    .map(|j| 0.5 * (0..d).map(|c| q[i * d + c] * tile[c * KEY_TILE + j]).sum::<f32>())
+                    .map(|j| {
+                        0.5 * (0..d)
+                            .map(|c| q[i * d + c] * tile[c * KEY_TILE + j])
+                            .sum::<f32>()
+                    })
                     .collect();
                 close(&scores[i * stride..][..KEY_TILE], &want);
                 if i == 0 {
@@ -496,7 +515,12 @@ mod tests {
                 pv_tile(k, n, &p, stride, &v, &mut acc, d);
                 for i in 0..n {
                     let want: Vec<f32> = (0..d)
-                        .map(|c| before[i * d + c] + (0..stride).map(|j| p[i * stride + j] * v[j * d + c]).sum::<f32>())
+                        .map(|c| {
+                            before[i * d + c]
+                                + (0..stride)
+                                    .map(|j| p[i * stride + j] * v[j * d + c])
+                                    .sum::<f32>()
+                        })
                         .collect();
                     close(&acc[i * d..(i + 1) * d], &want);
                 }

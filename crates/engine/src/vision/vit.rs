@@ -34,7 +34,9 @@ impl VisionEncoder {
         if let Some(p) = &m.panels {
             let mut input = x.to_vec();
             if m.input_f16 {
-                input.iter_mut().for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+                input
+                    .iter_mut()
+                    .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
             }
             return p.matmul(&self.pool, &input, out, false, &|_, _| {});
         }
@@ -72,7 +74,9 @@ impl VisionEncoder {
         then: &(dyn Fn(&mut [f32], &[f32]) + Sync),
     ) -> Result<(), ModelError> {
         if let Some(p) = panels {
-            p.matmul(&self.pool, x, out, adding, &|v, r0| then(v, &a.b[r0..r0 + v.len()]));
+            p.matmul(&self.pool, x, out, adding, &|v, r0| {
+                then(v, &a.b[r0..r0 + v.len()])
+            });
             return Ok(());
         }
         let n = x.len() / a.w.cols;
@@ -156,9 +160,30 @@ impl VisionEncoder {
         let panels = l.panels.as_ref();
         if let Some(p) = panels {
             let add_bias = |v: &mut [f32], bias: &[f32]| add(v, bias);
-            self.affine(acts, (&l.q, Some(&p.q)), &b.normed, &mut b.q, false, &add_bias)?;
-            self.affine(acts, (&l.k, Some(&p.k)), &b.normed, &mut b.k, false, &add_bias)?;
-            self.affine(acts, (&l.v, Some(&p.v)), &b.normed, &mut b.v, false, &add_bias)?;
+            self.affine(
+                acts,
+                (&l.q, Some(&p.q)),
+                &b.normed,
+                &mut b.q,
+                false,
+                &add_bias,
+            )?;
+            self.affine(
+                acts,
+                (&l.k, Some(&p.k)),
+                &b.normed,
+                &mut b.k,
+                false,
+                &add_bias,
+            )?;
+            self.affine(
+                acts,
+                (&l.v, Some(&p.v)),
+                &b.normed,
+                &mut b.v,
+                false,
+                &add_bias,
+            )?;
         } else {
             self.qkv(acts, l, b)?;
         }
@@ -167,14 +192,23 @@ impl VisionEncoder {
             n_head: self.hp.n_head,
             d: self.hp.n_embd / self.hp.n_head,
         };
-        attention(&self.pool, shape, (&b.q, &b.k, &b.v), &mut b.attn, &mut b.packed);
+        attention(
+            &self.pool,
+            shape,
+            (&b.q, &b.k, &b.v),
+            &mut b.attn,
+            &mut b.packed,
+        );
         let out = (&l.out, panels.map(|p| &p.out));
         self.affine(acts, out, &b.attn, x, true, &|o, bias| add(o, bias))?;
 
         normed(&l.ln2, x, &mut b.normed);
         let act = self.hp.activation;
         let bias_act = |v: &mut [f32], bias: &[f32]| act::bias_act(act, v, bias);
-        let (up, down) = ((&l.up, panels.map(|p| &p.up)), (&l.down, panels.map(|p| &p.down)));
+        let (up, down) = (
+            (&l.up, panels.map(|p| &p.up)),
+            (&l.down, panels.map(|p| &p.down)),
+        );
         self.affine(acts, up, &b.normed, &mut b.up, false, &bias_act)?;
         self.affine(acts, down, &b.up, x, true, &|o, bias| add(o, bias))
     }

@@ -26,7 +26,9 @@ impl Dense {
     fn new(rows: usize, cols: usize, values: Vec<f32>, input_f16: bool) -> Dense {
         // The values came from f16, so packing them back as f16 loses nothing.
         let panels = (input_f16 && Panels::available()).then(|| {
-            Panels::pack(rows, cols, |r, c| half::f16::from_f32(values[r * cols + c]).to_bits())
+            Panels::pack(rows, cols, |r, c| {
+                half::f16::from_f32(values[r * cols + c]).to_bits()
+            })
         });
         Dense {
             rows,
@@ -61,12 +63,24 @@ impl LayerPanels {
                 u16::from_le_bytes([data[i], data[i + 1]])
             })))
         };
-        let (Some(q), Some(k), Some(v), Some(out), Some(up), Some(down)) =
-            (one(&l.q)?, one(&l.k)?, one(&l.v)?, one(&l.out)?, one(&l.up)?, one(&l.down)?)
-        else {
+        let (Some(q), Some(k), Some(v), Some(out), Some(up), Some(down)) = (
+            one(&l.q)?,
+            one(&l.k)?,
+            one(&l.v)?,
+            one(&l.out)?,
+            one(&l.up)?,
+            one(&l.down)?,
+        ) else {
             return Ok(None);
         };
-        Ok(Some(LayerPanels { q, k, v, out, up, down }))
+        Ok(Some(LayerPanels {
+            q,
+            k,
+            v,
+            out,
+            up,
+            down,
+        }))
     }
 }
 
