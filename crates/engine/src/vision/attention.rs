@@ -1,7 +1,7 @@
 //! Full attention over one picture's positions as blocked matrix products. Per head and
 //! block of [`QUERY_BLOCK`] queries (one pool task): the scores against every key
 //! (QKᵀ, register tiles of 6 queries x 32 keys), their softmax, then the probabilities
-//! times the values (PV, tiles of 4 queries x up to 80 values (6 x 16 with AVX2), [`KEY_BLOCK`] keys at a
+//! times the values (PV, tiles of 4 queries x up to 80 values, [`KEY_BLOCK`] keys at a
 //! time). Keys and values are first packed per head so the tiles read them
 //! contiguously; both are padded to whole key blocks with zeros, and the padding's
 //! probabilities are zero. The one-dot-at-a-time loop this replaces was the encoder's

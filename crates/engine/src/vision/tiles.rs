@@ -1,6 +1,6 @@
-//! The register tiles of [`super::attention`]: AVX-512 (16 lanes) or AVX2 + FMA (8)
-//! where the CPU has them and the head width is whole vectors of 8, plain loops
-//! otherwise (the same sums, in another order).
+//! The register tiles of [`super::attention`]: AVX-512 where the CPU has it and the
+//! head width is whole vectors of 8; else plain loops, compiled for AVX2 + FMA where
+//! the CPU has those (the same sums, in another order).
 
 use crate::model::ops::exp_fast;
 
@@ -52,22 +52,29 @@ pub(super) fn scores_tile<const N: usize>(
         // SAFETY: the CPU has AVX-512F (`Kernels::detect`); the lengths are checked.
         #[cfg(target_arch = "x86_64")]
         Kernels::Avx512 => unsafe { x86::scores512(q, tile, scale, out, stride) },
-        // SAFETY: the CPU has AVX2 and FMA (`Kernels::detect`); the lengths are checked.
+        // SAFETY: the CPU has AVX2 and FMA (`Kernels::detect`).
         #[cfg(target_arch = "x86_64")]
-        Kernels::Avx2 => unsafe {
-            x86::scores(q, tile, scale, out, stride, 0);
-            x86::scores(q, tile, scale, out, stride, 16);
-        },
-        Kernels::Portable => {
-            for (i, qi) in q.iter().enumerate() {
-                let o = &mut out[i * stride..][..KEY_TILE];
-                o.fill(0.0);
-                for (&x, keys) in qi.iter().zip(tile.chunks_exact(KEY_TILE)) {
-                    o.iter_mut().zip(keys).for_each(|(o, &kv)| *o += x * kv);
-                }
-                o.iter_mut().for_each(|o| *o *= scale);
-            }
+        Kernels::Avx2 => unsafe { x86::scores_avx2(q, tile, scale, out, stride) },
+        Kernels::Portable => scores_plain(q, tile, scale, out, stride),
+    }
+}
+
+/// [`scores_tile`] in plain loops (32 lanes a key row, which vectorize).
+#[inline(always)]
+fn scores_plain<const N: usize>(
+    q: [&[f32]; N],
+    tile: &[f32],
+    scale: f32,
+    out: &mut [f32],
+    stride: usize,
+) {
+    for (i, qi) in q.iter().enumerate() {
+        let o = &mut out[i * stride..][..KEY_TILE];
+        o.fill(0.0);
+        for (&x, keys) in qi.iter().zip(tile.chunks_exact(KEY_TILE)) {
+            o.iter_mut().zip(keys).for_each(|(o, &kv)| *o += x * kv);
         }
+        o.iter_mut().for_each(|o| *o *= scale);
     }
 }
 
@@ -163,34 +170,21 @@ pub(super) fn pv_tile(
                 i += rows;
             }
         }
+        // SAFETY: the CPU has AVX2 and FMA (`Kernels::detect`).
         #[cfg(target_arch = "x86_64")]
-        Kernels::Avx2 => {
-            let mut c0 = 0;
-            while c0 < d {
-                // 6 x 2 accumulators: AVX2 has 16 registers.
-                let w = ((d - c0) / 8).min(if n == 6 { 2 } else { 3 });
-                // SAFETY: the CPU has AVX2 and FMA, d is whole vectors of 8
-                // (`Kernels::detect`); the lengths are checked above.
-                unsafe {
-                    match (n, w) {
-                        (6, 2) => x86::pv::<6, 2>(p, stride, values, d, c0, acc),
-                        (6, _) => x86::pv::<6, 1>(p, stride, values, d, c0, acc),
-                        (_, 3) => x86::pv::<1, 3>(p, stride, values, d, c0, acc),
-                        (_, 2) => x86::pv::<1, 2>(p, stride, values, d, c0, acc),
-                        _ => x86::pv::<1, 1>(p, stride, values, d, c0, acc),
-                    }
-                }
-                c0 += 8 * w;
-            }
-        }
-        Kernels::Portable => {
-            for i in 0..n {
-                let a = &mut acc[i * d..(i + 1) * d];
-                for (j, v) in values.chunks_exact(d).enumerate() {
-                    let pj = p[i * stride + j];
-                    a.iter_mut().zip(v).for_each(|(a, &v)| *a += pj * v);
-                }
-            }
+        Kernels::Avx2 => unsafe { x86::pv_avx2(n, p, stride, values, acc, d) },
+        Kernels::Portable => pv_plain(n, p, stride, values, acc, d),
+    }
+}
+
+/// [`pv_tile`] in plain loops (a row of values at a time, which vectorizes).
+#[inline(always)]
+fn pv_plain(n: usize, p: &[f32], stride: usize, values: &[f32], acc: &mut [f32], d: usize) {
+    for i in 0..n {
+        let a = &mut acc[i * d..(i + 1) * d];
+        for (j, v) in values.chunks_exact(d).enumerate() {
+            let pj = p[i * stride + j];
+            a.iter_mut().zip(v).for_each(|(a, &v)| *a += pj * v);
         }
     }
 }
@@ -199,8 +193,39 @@ pub(super) fn pv_tile(
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{exp_row_plain, KEY_TILE};
+    use super::{exp_row_plain, pv_plain, scores_plain, KEY_TILE};
     use crate::model::ops::exp_fast;
+
+    /// [`super::scores_tile`]'s plain loops compiled for AVX2.
+    ///
+    /// # Safety
+    /// AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn scores_avx2<const N: usize>(
+        q: [&[f32]; N],
+        tile: &[f32],
+        scale: f32,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        scores_plain(q, tile, scale, out, stride)
+    }
+
+    /// [`super::pv_tile`]'s plain loops compiled for AVX2.
+    ///
+    /// # Safety
+    /// AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn pv_avx2(
+        n: usize,
+        p: &[f32],
+        stride: usize,
+        values: &[f32],
+        acc: &mut [f32],
+        d: usize,
+    ) {
+        pv_plain(n, p, stride, values, acc, d)
+    }
 
     /// [`super::exp_row`] compiled for AVX2.
     ///
@@ -359,91 +384,6 @@ mod x86 {
             for (w, x) in ai.iter().enumerate() {
                 // SAFETY: as for the loads.
                 unsafe { _mm512_mask_storeu_ps(ap.wrapping_add(i * d + c0 + 16 * w), mask[w], *x) };
-            }
-        }
-    }
-
-    /// [`super::scores_tile`] on keys `half..half + 16` of the tile: per key row of
-    /// the tile two vectors of keys, each query's value broadcast; 2·N accumulators.
-    ///
-    /// # Safety
-    /// AVX2 and FMA; the lengths [`super::scores_tile`] checks; half is 0 or 16.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn scores<const N: usize>(
-        q: [&[f32]; N],
-        tile: &[f32],
-        scale: f32,
-        out: &mut [f32],
-        stride: usize,
-        half: usize,
-    ) {
-        let d = q[0].len();
-        // SAFETY: half + 16 <= KEY_TILE, the tile's row width.
-        let (t, out) = (unsafe { tile.as_ptr().add(half) }, &mut out[half..]);
-        let mut acc = [[_mm256_setzero_ps(); 2]; N];
-        for c in 0..d {
-            // SAFETY: c·32 + half + 16 <= d·32 = tile.len(); c < d = each query's length.
-            unsafe {
-                let k0 = _mm256_loadu_ps(t.add(c * KEY_TILE));
-                let k1 = _mm256_loadu_ps(t.add(c * KEY_TILE + 8));
-                for (a, qi) in acc.iter_mut().zip(&q) {
-                    let x = _mm256_set1_ps(*qi.get_unchecked(c));
-                    a[0] = _mm256_fmadd_ps(x, k0, a[0]);
-                    a[1] = _mm256_fmadd_ps(x, k1, a[1]);
-                }
-            }
-        }
-        let s = _mm256_set1_ps(scale);
-        for (i, a) in acc.iter().enumerate() {
-            // SAFETY: i·stride + half + 16 <= the tile's row of scores for i < N.
-            unsafe {
-                let o = out.as_mut_ptr().add(i * stride);
-                _mm256_storeu_ps(o, _mm256_mul_ps(a[0], s));
-                _mm256_storeu_ps(o.add(8), _mm256_mul_ps(a[1], s));
-            }
-        }
-    }
-
-    /// [`super::pv_tile`] on values `c0..c0 + 8·W` of each row: per key W vectors of
-    /// values, each query's probability broadcast; N·W accumulators.
-    ///
-    /// # Safety
-    /// AVX2 and FMA; the lengths [`super::pv_tile`] checks, and c0 + 8·W <= d.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn pv<const N: usize, const W: usize>(
-        p: &[f32],
-        stride: usize,
-        values: &[f32],
-        d: usize,
-        c0: usize,
-        acc: &mut [f32],
-    ) {
-        let keys = values.len() / d;
-        let (pp, vp, ap) = (p.as_ptr(), values.as_ptr(), acc.as_mut_ptr());
-        let mut a = [[_mm256_setzero_ps(); W]; N];
-        for (i, ai) in a.iter_mut().enumerate() {
-            for (w, x) in ai.iter_mut().enumerate() {
-                // SAFETY: i·d + c0 + 8·W <= N·d <= acc.len().
-                *x = unsafe { _mm256_loadu_ps(ap.add(i * d + c0 + 8 * w)) };
-            }
-        }
-        for j in 0..keys {
-            // SAFETY: j·d + c0 + 8·W <= keys·d = values.len(); i·stride + j < p.len().
-            unsafe {
-                let v: [__m256; W] =
-                    std::array::from_fn(|w| _mm256_loadu_ps(vp.add(j * d + c0 + 8 * w)));
-                for (i, ai) in a.iter_mut().enumerate() {
-                    let x = _mm256_set1_ps(*pp.add(i * stride + j));
-                    for (x2, v) in ai.iter_mut().zip(&v) {
-                        *x2 = _mm256_fmadd_ps(x, *v, *x2);
-                    }
-                }
-            }
-        }
-        for (i, ai) in a.iter().enumerate() {
-            for (w, x) in ai.iter().enumerate() {
-                // SAFETY: as for the loads.
-                unsafe { _mm256_storeu_ps(ap.add(i * d + c0 + 8 * w), *x) };
             }
         }
     }
