@@ -150,7 +150,7 @@ impl Weight {
         self.info.ggml_type
     }
 
-    pub(super) fn matrix<'a>(&'a self, file: &'a GgufFile) -> Result<QMatrix<'a>, ModelError> {
+    pub(crate) fn matrix<'a>(&'a self, file: &'a GgufFile) -> Result<QMatrix<'a>, ModelError> {
         let ty = self.info.ggml_type;
         Ok(match &self.packed {
             Some(p) => QMatrix::new_interleaved(ty, p, self.rows, self.cols)?,

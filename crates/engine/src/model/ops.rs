@@ -116,7 +116,7 @@ pub(super) fn softcap(x: &mut [f32], cap: f32) {
 /// 2^n · e^r with n = round(x·log2 e), r = x − n·ln 2 (ln 2 in two parts), and e^r
 /// from its degree-7 polynomial.
 #[inline(always)]
-pub(super) fn exp_fast(x: f32) -> f32 {
+pub(crate) fn exp_fast(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5·2^23: adding it rounds to an integer.
     let (x_in, x) = (x, x.clamp(-87.0, 88.0));
     let shifted = x * std::f32::consts::LOG2_E + ROUND;
@@ -161,14 +161,19 @@ pub(super) fn gelu_tanh(x: f32) -> f32 {
 /// rounded to f16, the result rounded to f16 too (inputs beyond ±10 saturate). Matching
 /// it keeps a random-weight model's large activations within llama.cpp's scores.
 pub(crate) fn gelu_ggml(x: f32) -> f32 {
-    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
     if x <= -10.0 {
         return 0.0;
     }
     if x >= 10.0 {
         return x;
     }
-    let table = TABLE.get_or_init(|| {
+    gelu_ggml_table()[half::f16::from_f32(x).to_bits() as usize]
+}
+
+/// [`gelu_ggml`]'s table: the value for each f16 input (by its bits), rounded to f16.
+pub(crate) fn gelu_ggml_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
         (0..=u16::MAX)
             .map(|bits| {
                 let f = half::f16::from_bits(bits).to_f32();
@@ -176,8 +181,7 @@ pub(crate) fn gelu_ggml(x: f32) -> f32 {
                 half::f16::from_f32(g).to_f32()
             })
             .collect()
-    });
-    table[half::f16::from_f32(x).to_bits() as usize]
+    })
 }
 
 /// GELU's quick form `x·σ(1.702·x)` as llama.cpp's CPU backend computes it: looked up

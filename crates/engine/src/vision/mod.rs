@@ -4,12 +4,16 @@
 //! llama.cpp's `mmproj` layout) fits it to its input (`preprocess`), runs the ViT
 //! (`vit`) and its projector (`projector`) into [`ImageEmbeddings`].
 
+mod act;
+mod attention;
 mod encoder;
 mod feed;
+mod gemm;
 mod image;
 mod params;
 mod preprocess;
 mod projector;
+mod tiles;
 mod vit;
 mod weights;
 

@@ -29,12 +29,12 @@ impl VisionEncoder {
                         *x = gelu_ggml(*x + b);
                     }
                 };
-                self.affine(&mut acts, mm0, rows, &mut y, false, &bias_gelu)?;
+                self.affine(&mut acts, (mm0, None), rows, &mut y, false, &bias_gelu)?;
                 let Some(mm2) = mm2 else {
                     return Ok(y);
                 };
                 let mut z = vec![0f32; n_patches * mm2.w.rows];
-                self.affine(&mut acts, mm2, &y, &mut z, false, &|o, b| add(o, b))?;
+                self.affine(&mut acts, (mm2, None), &y, &mut z, false, &|o, b| add(o, b))?;
                 Ok(z)
             }
             ProjectorWeights::Gemma3 { soft_norm, proj } => {

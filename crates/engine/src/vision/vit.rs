@@ -3,12 +3,14 @@
 //! embeddings, an optional pre-LayerNorm, pre-norm blocks with full attention, an
 //! optional post-LayerNorm. One picture is one sequence.
 
+use super::act;
+use super::attention::{attention, PackedKv, Shape};
 use super::encoder::VisionEncoder;
-use super::params::VitActivation;
+use super::gemm::Panels;
 use super::weights::{Dense, VitLayer};
 use crate::model::linear::{matmul_many, ActsCache, Product};
 use crate::model::linear::{Affine, Norm};
-use crate::model::ops::{gelu_ggml, gelu_quick_ggml, layer_norm, silu, softmax};
+use crate::model::ops::layer_norm;
 use crate::model::ModelError;
 use crate::pool::SyncPtr;
 
@@ -29,6 +31,15 @@ impl VisionEncoder {
     /// `out = m·x` for the `n` rows of `x` (a small f32 matrix; llama.cpp rounds the
     /// input to f16 for an f16 one).
     pub(super) fn dense_product(&self, m: &Dense, x: &[f32], out: &mut [f32]) {
+        if let Some(p) = &m.panels {
+            let mut input = x.to_vec();
+            if m.input_f16 {
+                input
+                    .iter_mut()
+                    .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+            }
+            return p.matmul(&self.pool, &input, out, false, &|_, _| {});
+        }
         let n = x.len() / m.cols;
         let ptr = SyncPtr::new(out);
         self.pool.run(n.div_ceil(ROWS_PER_TASK), &|task| {
@@ -50,16 +61,24 @@ impl VisionEncoder {
     }
 
     /// `out = a·x + b` (or `out += a·x + b` with `adding`) for the `n` rows of `x`,
-    /// then `then` on each part of the output with its bias slice.
+    /// then `then` on each part of the output with its bias slice; by `panels` (the
+    /// same matrix) when given.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn affine(
         &self,
         acts: &mut ActsCache,
-        a: &Affine,
+        (a, panels): (&Affine, Option<&Panels>),
         x: &[f32],
         out: &mut [f32],
         adding: bool,
         then: &(dyn Fn(&mut [f32], &[f32]) + Sync),
     ) -> Result<(), ModelError> {
+        if let Some(p) = panels {
+            p.matmul(&self.pool, x, out, adding, &|v, r0| {
+                then(v, &a.b[r0..r0 + v.len()])
+            });
+            return Ok(());
+        }
         let n = x.len() / a.w.cols;
         acts.invalidate();
         acts.prepare(&self.pool, &a.w, x, n)?;
@@ -138,6 +157,64 @@ impl VisionEncoder {
             });
         };
         normed(&l.ln1, x, &mut b.normed);
+        let panels = l.panels.as_ref();
+        if let Some(p) = panels {
+            let add_bias = |v: &mut [f32], bias: &[f32]| add(v, bias);
+            self.affine(
+                acts,
+                (&l.q, Some(&p.q)),
+                &b.normed,
+                &mut b.q,
+                false,
+                &add_bias,
+            )?;
+            self.affine(
+                acts,
+                (&l.k, Some(&p.k)),
+                &b.normed,
+                &mut b.k,
+                false,
+                &add_bias,
+            )?;
+            self.affine(
+                acts,
+                (&l.v, Some(&p.v)),
+                &b.normed,
+                &mut b.v,
+                false,
+                &add_bias,
+            )?;
+        } else {
+            self.qkv(acts, l, b)?;
+        }
+        let shape = Shape {
+            n: b.n_pos,
+            n_head: self.hp.n_head,
+            d: self.hp.n_embd / self.hp.n_head,
+        };
+        attention(
+            &self.pool,
+            shape,
+            (&b.q, &b.k, &b.v),
+            &mut b.attn,
+            &mut b.packed,
+        );
+        let out = (&l.out, panels.map(|p| &p.out));
+        self.affine(acts, out, &b.attn, x, true, &|o, bias| add(o, bias))?;
+
+        normed(&l.ln2, x, &mut b.normed);
+        let act = self.hp.activation;
+        let bias_act = |v: &mut [f32], bias: &[f32]| act::bias_act(act, v, bias);
+        let (up, down) = (
+            (&l.up, panels.map(|p| &p.up)),
+            (&l.down, panels.map(|p| &p.down)),
+        );
+        self.affine(acts, up, &b.normed, &mut b.up, false, &bias_act)?;
+        self.affine(acts, down, &b.up, x, true, &|o, bias| add(o, bias))
+    }
+
+    /// Queries, keys and values by the prompt kernels, one pool run for the three.
+    fn qkv(&self, acts: &mut ActsCache, l: &VitLayer, b: &mut Buffers) -> Result<(), ModelError> {
         acts.invalidate();
         acts.prepare(&self.pool, &l.q.w, &b.normed, b.n_pos)?;
         let (bq, bk, bv) = (
@@ -154,55 +231,7 @@ impl VisionEncoder {
                 Product::new(&l.k.w, &mut b.k).then(1, &bk),
                 Product::new(&l.v.w, &mut b.v).then(1, &bv),
             ],
-        )?;
-        self.attention(&b.q, &b.k, &b.v, &mut b.attn);
-        self.affine(acts, &l.out, &b.attn, x, true, &|o, bias| add(o, bias))?;
-
-        normed(&l.ln2, x, &mut b.normed);
-        let act: fn(f32) -> f32 = match self.hp.activation {
-            VitActivation::Gelu => gelu_ggml,
-            VitActivation::GeluQuick => gelu_quick_ggml,
-            VitActivation::Silu => silu,
-        };
-        let bias_act = |v: &mut [f32], bias: &[f32]| {
-            for (x, &b) in v.iter_mut().zip(bias) {
-                *x = act(*x + b);
-            }
-        };
-        self.affine(acts, &l.up, &b.normed, &mut b.up, false, &bias_act)?;
-        self.affine(acts, &l.down, &b.up, x, true, &|o, bias| add(o, bias))
-    }
-
-    /// Full attention over the picture's positions: one task per head.
-    fn attention(&self, q: &[f32], k: &[f32], v: &[f32], out: &mut [f32]) {
-        let (e, n_head) = (self.hp.n_embd, self.hp.n_head);
-        let d = e / n_head;
-        let n = q.len() / e;
-        let scale = 1.0 / (d as f32).sqrt();
-        let ptr = SyncPtr::new(out);
-        self.pool.run(n_head, &|hd| {
-            let gather = |src: &[f32]| -> Vec<f32> {
-                src.chunks_exact(e)
-                    .flat_map(|row| row[hd * d..(hd + 1) * d].iter().copied())
-                    .collect()
-            };
-            let (kh, vh) = (gather(k), gather(v));
-            let mut scores = vec![0f32; n];
-            let mut acc = vec![0f32; d];
-            for i in 0..n {
-                let qi = &q[i * e + hd * d..i * e + (hd + 1) * d];
-                for (s, kj) in scores.iter_mut().zip(kh.chunks_exact(d)) {
-                    *s = qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale;
-                }
-                softmax(&mut scores);
-                acc.iter_mut().for_each(|a| *a = 0.0);
-                for (&p, vj) in scores.iter().zip(vh.chunks_exact(d)) {
-                    acc.iter_mut().zip(vj).for_each(|(a, &b)| *a += p * b);
-                }
-                // SAFETY: row i's columns of head hd belong to this task alone.
-                unsafe { ptr.slice(i * e + hd * d, d) }.copy_from_slice(&acc);
-            }
-        });
+        )
     }
 }
 
@@ -215,6 +244,7 @@ struct Buffers {
     v: Vec<f32>,
     attn: Vec<f32>,
     up: Vec<f32>,
+    packed: PackedKv,
 }
 
 impl Buffers {
@@ -228,6 +258,7 @@ impl Buffers {
             v: z(),
             attn: z(),
             up: vec![0f32; n_pos * n_ff],
+            packed: PackedKv::default(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A projector file's tensors, located and shape-checked at load (llama.cpp's names:
 //! `v.patch_embd.weight`, `v.blk.N.attn_q`, `mm.0`, ...).
 
+use super::gemm::Panels;
 use super::params::{ProjectorType, VisionParams};
 use crate::ggml_type::GgmlType;
 use crate::gguf::GgufFile;
@@ -17,6 +18,70 @@ pub(super) struct Dense {
     pub cols: usize,
     pub values: Vec<f32>,
     pub input_f16: bool,
+    /// The same values as panels, when they are f16 and the CPU runs panels.
+    pub panels: Option<Panels>,
+}
+
+impl Dense {
+    fn new(rows: usize, cols: usize, values: Vec<f32>, input_f16: bool) -> Dense {
+        // The values came from f16, so packing them back as f16 loses nothing.
+        let panels = (input_f16 && Panels::available()).then(|| {
+            Panels::pack(rows, cols, |r, c| {
+                half::f16::from_f32(values[r * cols + c]).to_bits()
+            })
+        });
+        Dense {
+            rows,
+            cols,
+            values,
+            input_f16,
+            panels,
+        }
+    }
+}
+
+/// A layer's six matrices as panels, when all are f16 and the CPU runs panels.
+pub(super) struct LayerPanels {
+    pub q: Panels,
+    pub k: Panels,
+    pub v: Panels,
+    pub out: Panels,
+    pub up: Panels,
+    pub down: Panels,
+}
+
+impl LayerPanels {
+    fn new(file: &GgufFile, l: &VitLayer) -> Result<Option<LayerPanels>, ModelError> {
+        let one = |a: &Affine| -> Result<Option<Panels>, ModelError> {
+            let m = a.w.matrix(file)?;
+            if m.ty() != GgmlType::F16 || m.is_interleaved() || !Panels::available() {
+                return Ok(None);
+            }
+            let (data, cols) = (m.data(), m.cols());
+            Ok(Some(Panels::pack(m.rows(), cols, |r, c| {
+                let i = 2 * (r * cols + c);
+                u16::from_le_bytes([data[i], data[i + 1]])
+            })))
+        };
+        let (Some(q), Some(k), Some(v), Some(out), Some(up), Some(down)) = (
+            one(&l.q)?,
+            one(&l.k)?,
+            one(&l.v)?,
+            one(&l.out)?,
+            one(&l.up)?,
+            one(&l.down)?,
+        ) else {
+            return Ok(None);
+        };
+        Ok(Some(LayerPanels {
+            q,
+            k,
+            v,
+            out,
+            up,
+            down,
+        }))
+    }
 }
 
 pub(super) struct VitLayer {
@@ -28,6 +93,7 @@ pub(super) struct VitLayer {
     pub ln2: Norm,
     pub up: Affine,
     pub down: Affine,
+    pub panels: Option<LayerPanels>,
 }
 
 // One per file: the size of a variant does not matter.
@@ -100,7 +166,7 @@ impl VisionWeights {
                 } else {
                     ("ffn_up", "ffn_down")
                 };
-                Ok(VitLayer {
+                let mut layer = VitLayer {
                     q: affine(&n("attn_q"), e, e)?,
                     k: affine(&n("attn_k"), e, e)?,
                     v: affine(&n("attn_v"), e, e)?,
@@ -109,7 +175,10 @@ impl VisionWeights {
                     ln2: norm(&n("ln2"))?,
                     up: affine(&n(up), e, hp.n_ff)?,
                     down: affine(&n(down), hp.n_ff, e)?,
-                })
+                    panels: None,
+                };
+                layer.panels = LayerPanels::new(file, &layer)?;
+                Ok(layer)
             })
             .collect::<Result<_, ModelError>>()?;
         let projector = match hp.projector {
@@ -141,12 +210,7 @@ impl VisionWeights {
                 }
                 ProjectorWeights::Gemma3 {
                     soft_norm: load_vector(file, "mm.soft_emb_norm.weight", e)?,
-                    proj: Dense {
-                        rows: out,
-                        cols: e,
-                        values,
-                        input_f16: stored.input_f16,
-                    },
+                    proj: Dense::new(out, e, values, stored.input_f16),
                 }
             }
         };
@@ -181,10 +245,5 @@ fn dense(
 ) -> Result<Dense, ModelError> {
     let values = load_table(file, name, dims)?;
     let input_f16 = file.require_tensor(name)?.ggml_type == GgmlType::F16;
-    Ok(Dense {
-        rows,
-        cols,
-        values,
-        input_f16,
-    })
+    Ok(Dense::new(rows, cols, values, input_f16))
 }
