@@ -315,7 +315,9 @@ fn a_draft_model_changes_nothing_but_must_share_the_vocabulary() {
 /// marker, encoded and fed as libmtmd lays it out — the text the runtime's own image
 /// path writes (which `runtime/tests/vision_generate.rs` checks against llama.cpp);
 /// another picture gives another text; `-image` on a model without a projector is one
-/// line naming the capability and the flag.
+/// line naming the capability and the flag. Sampled with a seed, not greedy: the tiny
+/// random model's greedy text hardly depends on the picture, its sampled text (the
+/// same seed, the same logits) does.
 #[test]
 fn an_image_prompt_reads_the_picture() {
     use llamay_runtime::{generate_pieces, GenerationParams, LoadedModel, MediaPrompt};
@@ -336,9 +338,11 @@ fn an_image_prompt_reads_the_picture() {
             "-p",
             prompt,
             "-n",
-            "12",
+            "16",
             "-temp",
-            "0",
+            "1",
+            "-seed",
+            "3",
             "-threads",
             "2",
         ];
@@ -362,10 +366,16 @@ fn an_image_prompt_reads_the_picture() {
         &[llamay_runtime::ImageInput(bytes.into())],
     )
     .unwrap();
+    // `run`'s defaults besides the temperature and the seed.
     let params = GenerationParams {
-        max_tokens: 12,
+        max_tokens: 16,
         sampler: llamay_engine::SamplerConfig {
-            temperature: 0.0,
+            temperature: 1.0,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            seed: 3,
             ..Default::default()
         },
         ..Default::default()
