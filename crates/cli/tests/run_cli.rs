@@ -359,13 +359,8 @@ fn an_image_prompt_reads_the_picture() {
         .with_vision(&projector, &opts)
         .unwrap();
     let bytes = std::fs::read(images.join("square-rgb.png")).unwrap();
-    let media = MediaPrompt::encode(
-        &lm.tokenizer,
-        lm.vision().unwrap(),
-        prompt,
-        &[llamay_runtime::ImageInput(bytes.into())],
-    )
-    .unwrap();
+    let media =
+        MediaPrompt::encode(&lm.tokenizer, lm.vision().unwrap(), prompt, &[&bytes[..]]).unwrap();
     // `run`'s defaults besides the temperature and the seed.
     let params = GenerationParams {
         max_tokens: 16,

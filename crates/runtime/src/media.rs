@@ -6,9 +6,7 @@
 
 use llamay_engine::{ProjectorType, Tokenizer};
 
-/// libmtmd's default media marker (`mtmd_default_marker()`): where an image goes in
-/// the prompt's text.
-pub const MEDIA_MARKER: &str = "<__media__>";
+pub use crate::chat::MEDIA_MARKER;
 
 /// One chunk of a prompt holding images.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,12 +106,13 @@ pub struct MediaPrompt {
 }
 
 impl MediaPrompt {
-    /// `text` must hold one [`MEDIA_MARKER`] per image, in order.
+    /// `text` must hold one [`MEDIA_MARKER`] per image, in order; `images` are each
+    /// picture's file bytes (PNG, JPEG, WebP, GIF).
     pub fn encode(
         tokenizer: &Tokenizer,
         encoder: &llamay_engine::VisionEncoder,
         text: &str,
-        images: &[crate::ImageInput],
+        images: &[&[u8]],
     ) -> Result<MediaPrompt, String> {
         let projector = encoder.projector();
         let chunks = prompt_chunks(tokenizer, text, projector, images.len())?;
@@ -122,7 +121,7 @@ impl MediaPrompt {
             .enumerate()
             .map(|(i, im)| {
                 let decoded =
-                    llamay_engine::decode_image(&im.0).map_err(|e| format!("image {i}: {e}"))?;
+                    llamay_engine::decode_image(im).map_err(|e| format!("image {i}: {e}"))?;
                 encoder
                     .encode(&decoded)
                     .map_err(|e| format!("image {i}: {e}"))

@@ -37,6 +37,10 @@ pub struct ChatMessage {
     pub image_at: Vec<usize>,
 }
 
+/// libmtmd's default media marker (`mtmd_default_marker()`): where an image goes in
+/// a turn's text (and so in the rendered prompt, which `crate::media` cuts there).
+pub const MEDIA_MARKER: &str = "<__media__>";
+
 /// An image's bytes as a request carried them (PNG, JPEG, WebP or GIF; the format
 /// is read from the bytes).
 #[derive(Clone, PartialEq)]
@@ -73,7 +77,7 @@ impl ChatMessage {
                 at -= 1;
             }
             out.push_str(&text[from..at]);
-            out.push_str(crate::media::MEDIA_MARKER);
+            out.push_str(MEDIA_MARKER);
             from = at;
         }
         out.push_str(&text[from..]);
@@ -129,7 +133,7 @@ mod tests {
 
     #[test]
     fn markers_go_where_the_wire_placed_the_images() {
-        let m = crate::media::MEDIA_MARKER;
+        let m = MEDIA_MARKER;
         let placed = turn("ab", vec![0, 1, 2], 3).with_markers();
         assert_eq!(placed.content.unwrap(), format!("{m}a{m}b{m}"));
         // Ollama's images carry no place: before the text.

@@ -23,6 +23,6 @@ pub use call_convention::CallConvention;
 pub(crate) use call_convention::{CallBody, BARE_OPENER, MARKERS};
 pub(crate) use harmony::{render_harmony, HarmonyOptions};
 pub(crate) use harmony_tokens::{HarmonyFacts, HARMONY_MARKERS};
-pub use message::{ChatMessage, ImageInput, ToolCallFunction, ToolCallMessage};
+pub use message::{ChatMessage, ImageInput, ToolCallFunction, ToolCallMessage, MEDIA_MARKER};
 pub use ollama::OllamaTemplate;
 pub use template::{ChatTemplate, RenderOptions, TemplateError};

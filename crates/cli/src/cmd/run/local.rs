@@ -223,7 +223,8 @@ impl Local {
                 lm.render_chat(&messages, None, None)?.1
             }
         };
-        let prompt = MediaPrompt::encode(&lm.tokenizer, vision, &text, images)
+        let bytes: Vec<&[u8]> = images.iter().map(|im| &*im.0).collect();
+        let prompt = MediaPrompt::encode(&lm.tokenizer, vision, &text, &bytes)
             .map_err(|e| anyhow::anyhow!("cannot read the prompt's images: {e}"))?;
         Ok(generate_pieces(
             &lm.model,
