@@ -131,7 +131,7 @@ unsafe fn tile(
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("panels run on x86-64 only ({step} {lda} {len} {ldc} {valid} {load})");
+    unreachable!("panels run on x86-64 only ({step} {lda} {len} {c:?} {ldc} {valid} {load})");
 }
 
 #[cfg(target_arch = "x86_64")]

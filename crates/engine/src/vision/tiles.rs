@@ -394,6 +394,8 @@ mod tests {
     use super::*;
 
     /// Every tile kind this CPU runs, the plain loops last.
+    // The pushes depend on the target: not a `vec![…]`.
+    #[allow(clippy::vec_init_then_push)]
     fn kinds() -> Vec<Kernels> {
         let mut out = Vec::new();
         #[cfg(target_arch = "x86_64")]
