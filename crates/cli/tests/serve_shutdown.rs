@@ -81,8 +81,11 @@ fn sigterm_ends_every_stream_with_its_final_event_and_exits_zero() {
     let (status, took) = s.terminate(Duration::from_secs(drain + 10));
     let status = status.expect("the server did not exit after SIGTERM");
     assert!(status.success(), "exit status {status:?}");
+    // Left alone, four 4,000-token streams run for most of a minute; the bound leaves
+    // CI's two shared cores room to starve the process for a few seconds (a run took
+    // 5.03 s against drain + 3) while still failing a server that waits for them.
     assert!(
-        took < Duration::from_secs(drain + 3),
+        took < Duration::from_secs(drain + 8),
         "took {took:?} with a drain of {drain}s"
     );
     for (name, reader) in readers {
