@@ -38,7 +38,7 @@ pub struct ChatMessage {
 }
 
 /// libmtmd's default media marker (`mtmd_default_marker()`): where an image goes in
-/// a turn's text (and so in the rendered prompt, which `crate::media` cuts there).
+/// a turn's text (and so in the rendered prompt, where the prompt layout cuts it).
 pub const MEDIA_MARKER: &str = "<__media__>";
 
 /// An image's bytes as a request carried them (PNG, JPEG, WebP or GIF; the format
