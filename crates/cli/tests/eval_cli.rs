@@ -260,3 +260,74 @@ fn bad_lines_and_missing_sources_are_named_and_the_rest_runs() {
         out.stderr
     );
 }
+
+/// Data lines may carry pictures (`images`: a file beside the data, or a data URL)
+/// read through `-mmproj`; a document of pictures only has no text to quote, and a
+/// model without a projector refuses pictures naming the capability. Each failure
+/// stays in its own document.
+#[test]
+fn documents_may_be_pictures() {
+    let model = llamay_testdata::ref_path("tiny/tiny-gemma3-Q6_K.gguf");
+    let projector = llamay_testdata::vision_model("gemma3-F32");
+    let images = llamay_testdata::vision_reference().join("images");
+    let data = tmp("pictures.jsonl");
+    std::fs::copy(images.join("square-rgb.png"), tmp("square.png")).unwrap();
+    let schema = tmp("pictures.json");
+    std::fs::write(
+        &schema,
+        r#"{"type":"object","additionalProperties":false,"required":["n","said"],
+            "properties":{"n":{"type":"integer","minimum":0,"maximum":9},
+                          "said":{"type":["string","null"],"maxLength":12,"x-llamay-quote":true}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        &data,
+        concat!(
+            "{\"id\":\"text\",\"input\":\"Three cats.\",\"images\":[\"square.png\"],\"expected\":{\"n\":3,\"said\":\"Three\"}}\n",
+            "{\"id\":\"alone\",\"images\":[\"square.png\"],\"expected\":{\"n\":1,\"said\":null}}\n",
+            "{\"id\":\"gone\",\"images\":[\"gone.png\"],\"expected\":{\"n\":1,\"said\":null}}\n",
+        ),
+    )
+    .unwrap();
+    let run = |with_projector: bool| {
+        let mut args = vec![
+            "-m",
+            model.to_str().unwrap(),
+            "-threads",
+            "2",
+            "-schema",
+            schema.to_str().unwrap(),
+            "-data",
+            data.to_str().unwrap(),
+            "-max-tokens",
+            "24",
+            "-json",
+        ];
+        if with_projector {
+            args.extend(["-mmproj", projector.to_str().unwrap()]);
+        }
+        let out = eval(&args);
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        assert!(out.stderr.contains("gone.png"), "{}", out.stderr);
+        let report: Value = serde_json::from_str(&out.stdout).unwrap();
+        let docs = report["documents"].as_array().unwrap().clone();
+        let ids: Vec<&str> = docs.iter().map(|d| d["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["text", "alone"]);
+        docs
+    };
+    let docs = run(true);
+    let with_text = &docs[0]["runs"]["constrained"];
+    assert!(with_text["error"].is_null(), "{with_text}");
+    assert_eq!(with_text["schema_valid"], true, "{with_text}");
+    if let Some(said) = with_text["value"]["said"].as_str() {
+        assert!("Three cats.".contains(said), "{said:?}");
+    }
+    let alone = docs[1]["runs"]["constrained"]["error"].as_str().unwrap();
+    assert!(alone.contains("no input text"), "{alone}");
+
+    // Without the projector the document with text is refused for its picture (the
+    // one without text already for its quote).
+    let docs = run(false);
+    let err = docs[0]["runs"]["constrained"]["error"].as_str().unwrap();
+    assert!(err.contains("capability \"vision\""), "{err}");
+}

@@ -382,9 +382,11 @@ impl Surfaces {
         Ok(())
     }
 
-    /// The request's input text, for `x-llamay-quote: true`.
+    /// The request's input text, for `x-llamay-quote: true`. Text of nothing but
+    /// whitespace (an input of images only) is none: a quote of it is refused as
+    /// having no input text, not compiled into a language with no strings.
     pub fn input(&mut self, text: String) {
-        self.sources.input = Some(text);
+        self.sources.input = (!text.trim().is_empty()).then_some(text);
     }
 
     /// Takes `llamay_format`: `"json"` (an object, as JSON mode) or `"json_value"`

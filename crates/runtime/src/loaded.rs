@@ -42,6 +42,15 @@ pub enum LoadError {
     /// layer is not this error: it is set aside with a warning.
     #[error(transparent)]
     Template(#[from] crate::chat::TemplateError),
+    /// The draft model (`serve -draft`) cannot be loaded, or its tokens are not the
+    /// model's.
+    #[error("cannot use the draft model {path}: {reason}")]
+    Draft {
+        /// The draft model file's path, as displayed.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The projector file (`-mmproj`) cannot be read, or writes rows of another
     /// width than the model reads.
     #[error("cannot use the projector {path}: {reason}")]

@@ -10,7 +10,8 @@ use llamay_engine::{Encoder, GgufFile, LoadOptions};
 use llamay_store::{ModelName, Store};
 
 use crate::error::Error;
-use crate::loaded::{LoadedModel, PromptLayers};
+use crate::generate::DraftModel;
+use crate::loaded::{LoadError, LoadedModel, PromptLayers};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::stats::Stats;
 
@@ -32,6 +33,9 @@ pub struct ModelSpec {
     /// A vision projector file (`serve -mmproj`, or a store model's projector
     /// layer) loaded beside the weights: the model then reads images.
     pub projector: Option<PathBuf>,
+    /// A model of the same tokens (`serve -draft`) loaded beside the weights: it
+    /// writes the drafts of the model's speculative decoding.
+    pub draft: Option<PathBuf>,
 }
 
 impl ModelSpec {
@@ -58,6 +62,7 @@ impl ModelSpec {
             aliases,
             layers: PromptLayers::default(),
             projector: None,
+            draft: None,
         }
     }
 
@@ -232,6 +237,7 @@ impl Registry {
             path: r.gguf,
             aliases: Vec::new(),
             projector: r.projector,
+            draft: None,
         })
     }
 
@@ -287,12 +293,18 @@ impl Registry {
         let cache = self.cfg.constraint_cache_bytes;
         let layers = spec.layers.clone();
         let projector = spec.projector.clone();
-        let lm = tokio::task::spawn_blocking(move || {
+        let draft_path = spec.draft.clone();
+        let (lm, draft) = tokio::task::spawn_blocking(move || {
             let lm = LoadedModel::load_with_layers(&path, &opts, cache, &layers)?;
-            match &projector {
-                Some(p) => lm.with_vision(p, &opts),
-                None => Ok(lm),
-            }
+            let lm = match &projector {
+                Some(p) => lm.with_vision(p, &opts)?,
+                None => lm,
+            };
+            let draft = match &draft_path {
+                Some(p) => Some(load_draft(p, &opts, &lm)?),
+                None => None,
+            };
+            Ok::<_, LoadError>((lm, draft))
         })
         .await
         .map_err(|e| Error::internal(format!("loading the model failed: {e}")))?
@@ -301,9 +313,10 @@ impl Registry {
         let instance = Arc::new(Instance {
             size: std::fs::metadata(&spec.path).map(|m| m.len()).unwrap_or(0),
             spec: spec.clone(),
-            scheduler: Scheduler::start(
+            scheduler: Scheduler::start_with_draft(
                 &spec.name,
                 lm.clone(),
+                draft,
                 self.cfg.scheduler,
                 self.stats.clone(),
             ),
@@ -394,6 +407,17 @@ impl Registry {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Instance>>> {
         self.loaded.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// `serve -draft`: the GGUF at `path` writing `lm`'s drafts, refused unless the two
+/// have the same tokens.
+fn load_draft(path: &Path, opts: &LoadOptions, lm: &LoadedModel) -> Result<DraftModel, LoadError> {
+    let refuse = |reason: String| LoadError::Draft {
+        path: path.display().to_string(),
+        reason,
+    };
+    let d = LoadedModel::load(path, opts).map_err(|e| refuse(e.to_string()))?;
+    DraftModel::sharing_tokens(d.model, &d.tokenizer, &lm.tokenizer).map_err(refuse)
 }
 
 /// Whether two model names are the same model (`smollm2` = `smollm2:latest`).

@@ -23,7 +23,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::constraint::EnforcementReport;
 use crate::error::Error;
-use crate::generate::{Decoder, Finish, GenerationParams, Replayed, Speculation};
+use crate::generate::{Decoder, DraftModel, Finish, GenerationParams, Replayed, Speculation};
 use crate::image_rows::{is_image_id, usable_prefix, ImagePlace};
 use crate::kv::{Prefix, PrefixCache, CHECKPOINT_TOKENS};
 use crate::loaded::LoadedModel;
@@ -172,6 +172,18 @@ impl Scheduler {
         cfg: SchedulerConfig,
         stats: Arc<Stats>,
     ) -> Self {
+        Self::start_with_draft(name, lm, None, cfg, stats)
+    }
+
+    /// [`Self::start`], with `draft` writing the drafts of every job that brings no
+    /// draft model of its own (`serve -draft`).
+    pub fn start_with_draft(
+        name: &str,
+        lm: Arc<LoadedModel>,
+        draft: Option<DraftModel>,
+        cfg: SchedulerConfig,
+        stats: Arc<Stats>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel();
         let counts = Arc::new(Counts::default());
         let bound = cfg
@@ -183,6 +195,7 @@ impl Scheduler {
             cache: cache.clone(),
             name: name.to_string(),
             lm,
+            draft,
             cfg,
             stats,
             counts: counts.clone(),
@@ -297,6 +310,8 @@ struct EngineLoop {
     cache: Arc<PrefixCache>,
     name: String,
     lm: Arc<LoadedModel>,
+    /// The server's draft model, for jobs without one of their own.
+    draft: Option<DraftModel>,
     cfg: SchedulerConfig,
     stats: Arc<Stats>,
     counts: Arc<Counts>,
@@ -395,7 +410,8 @@ impl EngineLoop {
                 true => job.params.draft.min(draft_max),
                 false => 0,
             };
-            let spec = Speculation::new(&text, max_draft, job.params.draft_model.as_ref());
+            let drafter = job.params.draft_model.as_ref().or(self.draft.as_ref());
+            let spec = Speculation::new(&text, max_draft, drafter);
             let mut job = job;
             // Images the cache already holds are neither encoded nor fed.
             for im in job.images.iter_mut().filter(|im| im.end() <= cached) {

@@ -38,6 +38,9 @@ pub struct ServeOptions {
     pub allow_private_pulls: bool,
     /// `/api/pull` may use plain http and unverified certificates.
     pub insecure_pulls: bool,
+    /// `-allow-image-urls`: requests may link images by http(s) URL, fetched under
+    /// the pull rules (the two flags above).
+    pub allow_image_urls: bool,
 }
 
 /// Why [`serve`] (or [`check_exposure`]) would not or could not serve.
@@ -168,6 +171,9 @@ pub fn serve(runtime: Arc<Runtime>, opts: ServeOptions) -> Result<(), ServeError
             boundary,
             allow_private_pulls: opts.allow_private_pulls,
             insecure_pulls: opts.insecure_pulls,
+            image_urls: opts
+                .allow_image_urls
+                .then_some(crate::api::image_links::DEFAULT_IMAGE_LIMITS),
             kept: Default::default(),
         });
         let drain = opts.drain_timeout;

@@ -8,12 +8,14 @@
 //! - [`pull()`], [`pull_url`], [`ensure`] (async) and [`blocking`]: resumable,
 //!   parallel, sha256-verified downloads reporting [`PullEvent`]s to a [`Progress`];
 //!   private addresses only when [`PullOptions::allow_private`] says so.
+//! - [`fetch_small`]: one small file by URL (a linked image) under the same rules.
 #![forbid(unsafe_code)]
 
 mod digest;
 mod download;
 mod ensure;
 mod error;
+mod fetch;
 mod fsutil;
 mod gc;
 mod manifest;
@@ -27,6 +29,7 @@ mod url_pull;
 pub use digest::Digest;
 pub use ensure::{blocking, ensure};
 pub use error::{Result, StoreError};
+pub use fetch::{fetch_small, FetchLimits};
 pub use gc::PruneReport;
 pub use manifest::{
     Layer, Manifest, ModelConfig, RootFs, MEDIA_ADAPTER, MEDIA_CONFIG, MEDIA_LICENSE,

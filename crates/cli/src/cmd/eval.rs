@@ -54,9 +54,13 @@ pub struct EvalArgs {
     #[arg(long, value_name = "FILE")]
     pub schema: PathBuf,
     /// The evaluation set: JSON lines of {"input": "...", "expected": {...}}, with an
-    /// optional "id" and "sources" (names to texts, for x-llamay-quote).
+    /// optional "id", "sources" (names to texts, for x-llamay-quote) and "images"
+    /// (files beside the data or base64 data URLs; they need -mmproj).
     #[arg(long, value_name = "FILE.jsonl")]
     pub data: PathBuf,
+    /// The model's vision projector (llama.cpp's `mmproj` GGUF), for data with images.
+    #[arg(long = "mmproj", value_name = "FILE")]
+    pub mmproj: Option<PathBuf>,
     /// The prompt: a file, or the text itself; `{input}` is the document, `{schema}`
     /// the schema (default: an extraction instruction with both).
     #[arg(long, value_name = "TEMPLATE")]
@@ -131,7 +135,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         .map_err(|e| user_error(format!("{}: {e}", a.schema.display())))?;
     let data = std::fs::read_to_string(&a.data)
         .map_err(|e| user_error(format!("cannot read data {}: {e}", a.data.display())))?;
-    let (mut cases, bad_lines) = data::parse(&data);
+    let dir = a.data.parent().unwrap_or(std::path::Path::new("."));
+    let (mut cases, bad_lines) = data::parse(&data, dir);
     for b in &bad_lines {
         eprintln!(
             "{}: line {}: {} (skipped)",
@@ -193,7 +198,13 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         ..RegistryConfig::default()
     };
     let stats = Arc::new(Stats::default());
-    let spec = super::serve::resolve(&a.model)?;
+    let mut spec = super::serve::resolve(&a.model)?;
+    if let Some(p) = &a.mmproj {
+        if !p.is_file() {
+            return Err(user_error(format!("-mmproj: no file {}", p.display())));
+        }
+        spec.projector = Some(p.clone());
+    }
     let model_name = spec.name.clone();
     let runtime = Arc::new(Runtime {
         registry: Arc::new(Registry::new(Some(spec), None, cfg, stats.clone())),
@@ -282,7 +293,8 @@ fn sources_of(plan: &Plan, case: &Case) -> Sources {
     let mut named = plan.sources.clone();
     named.extend(case.sources.clone());
     Sources {
-        input: Some(case.input.clone()),
+        // A document of pictures only has no text to quote.
+        input: (!case.input.trim().is_empty()).then(|| case.input.clone()),
         named,
         ..Sources::default()
     }
@@ -298,10 +310,10 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
         constraint.schema("-schema", &plan.schema);
         constraint.sources = sources_of(plan, case);
     }
-    let text = plan
-        .template
-        .replace("{schema}", &plan.schema_text)
-        .replace("{input}", &case.input);
+    let with_schema = plan.template.replace("{schema}", &plan.schema_text);
+    // The document's pictures go where its text does, before it.
+    let image_at = with_schema.find("{input}").unwrap_or(0);
+    let text = with_schema.replace("{input}", &case.input);
     let params = match (SamplingAsk {
         temperature: Some(plan.args_temp),
         seed: Some((plan.seed + k as u64) as i64),
@@ -314,7 +326,10 @@ async fn one_run(runtime: &Runtime, plan: &Plan, case: &Case, k: usize, mode: Mo
         Err(e) => return fail(e.message),
     };
     let t0 = Instant::now();
-    let prompt = Prompt::Chat(vec![ChatMessage::new("user", &text)]);
+    let mut message = ChatMessage::new("user", &text);
+    message.image_at = vec![image_at; case.images.len()];
+    message.images = case.images.clone();
+    let prompt = Prompt::Chat(vec![message]);
     let mut req = GenRequest::new(String::new(), prompt, params);
     req.constraint = constraint;
     let started = runtime.start(req).await;

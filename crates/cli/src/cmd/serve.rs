@@ -26,6 +26,11 @@ pub struct ServeArgs {
     /// it then reads images (a store model with a projector layer pairs itself).
     #[arg(long = "mmproj", value_name = "FILE")]
     pub mmproj: Option<PathBuf>,
+    /// A smaller model with the same tokens that drafts for the model of `-m`
+    /// (speculative decoding: checked by the model, so the output never changes);
+    /// a .gguf file or a model name. Without it, drafts come from prompt lookup.
+    #[arg(long = "draft", value_name = "MODEL")]
+    pub draft: Option<String>,
     /// An embedding model (encoder) served on /v1/embeddings, /api/embed and
     /// /api/embeddings: a .gguf file or a model name.
     #[arg(long = "embed", value_name = "ENCODER")]
@@ -97,12 +102,17 @@ pub struct ServeArgs {
     /// Seconds in-flight generations may run on after SIGTERM or Ctrl-C.
     #[arg(long = "drain-timeout", default_value_t = 30)]
     pub drain_timeout: u64,
-    /// Let /api/pull reach loopback, link-local and private addresses.
+    /// Let /api/pull (and linked images) reach loopback, link-local and private addresses.
     #[arg(long = "allow-private-pulls")]
     pub allow_private_pulls: bool,
-    /// Let /api/pull use plain http and unverified TLS certificates.
+    /// Let /api/pull (and linked images) use plain http and unverified TLS certificates.
     #[arg(long)]
     pub insecure: bool,
+    /// Let requests link images by http(s) URL instead of sending them inline: each
+    /// is fetched under the pull rules (public addresses only unless
+    /// -allow-private-pulls; https unless -insecure), at most 20 MiB within 30 s.
+    #[arg(long = "allow-image-urls")]
+    pub allow_image_urls: bool,
 }
 
 /// Default context per sequence: each concurrent request holds its own KV cache.
@@ -151,6 +161,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             return Err(UsageError(format!("-mmproj: no file {}", p.display())).into());
         }
         spec.projector = Some(p.clone());
+    }
+    if let Some(d) = &a.draft {
+        if a.no_spec {
+            return Err(UsageError("-draft and -no-spec contradict each other".into()).into());
+        }
+        spec.draft = Some(resolve(d)?.path);
     }
     let embed = a.embed.as_deref().map(resolve).transpose()?;
     let rerank = a.rerank.as_deref().map(resolve).transpose()?;
@@ -208,6 +224,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             drain_timeout: Duration::from_secs(a.drain_timeout),
             allow_private_pulls: a.allow_private_pulls,
             insecure_pulls: a.insecure,
+            allow_image_urls: a.allow_image_urls,
         },
     )
     .map_err(Into::into)

@@ -18,6 +18,33 @@ use llamay_engine::{BatchItem, LogitsWanted, Model, Sampler, SamplerConfig, SeqS
 #[derive(Clone)]
 pub struct DraftModel(pub Arc<Model>);
 
+impl DraftModel {
+    /// `model` (whose tokenizer is `tokens`) drafting for a model whose tokenizer is
+    /// `main`: refused, naming the first token that differs, unless the two have the
+    /// same tokens, since its drafts are token ids of `main`'s vocabulary.
+    pub fn sharing_tokens(
+        model: Arc<Model>,
+        tokens: &Tokenizer,
+        main: &Tokenizer,
+    ) -> Result<DraftModel, String> {
+        let n = main.n_vocab().max(tokens.n_vocab()) as u32;
+        let differs = (0..n).find(|&t| {
+            t as usize >= main.n_vocab()
+                || t as usize >= tokens.n_vocab()
+                || main.token_bytes(t) != tokens.token_bytes(t)
+        });
+        match differs {
+            Some(t) => Err(format!(
+                "it has another vocabulary ({} tokens against {}; token {t} differs): a draft \
+                 model must share the model's tokens",
+                tokens.n_vocab(),
+                main.n_vocab()
+            )),
+            None => Ok(DraftModel(model)),
+        }
+    }
+}
+
 impl std::fmt::Debug for DraftModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("DraftModel")

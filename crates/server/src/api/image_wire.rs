@@ -1,7 +1,7 @@
 //! Images on the wire, for every API shape: base64 data URLs (OpenAI's `image_url`,
 //! Responses' `input_image`), base64 fields (Anthropic's `source.data`, Ollama's
 //! `images`), into the runtime's [`ImageInput`]; the runtime decodes and checks them.
-//! Remote URLs are not fetched.
+//! Remote URLs are refused here: `image_links` fetches them first where allowed.
 
 use base64::Engine;
 use llamay_runtime::ImageInput;
@@ -41,9 +41,11 @@ pub(crate) fn from_url(url: &str, field: &str) -> Result<ImageInput, ApiError> {
         return from_base64(data, field);
     }
     if url.starts_with("http://") || url.starts_with("https://") {
+        // With `-allow-image-urls`, `image_links` has replaced every link by then.
         return Err(ApiError::bad_request(format!(
-            "{field}: llamay does not fetch image URLs; send the image inline as a base64 \
-             data URL (data:image/png;base64,…)"
+            "{field}: llamay does not fetch image URLs unless the server runs with \
+             -allow-image-urls; send the image inline as a base64 data URL \
+             (data:image/png;base64,…)"
         )));
     }
     Err(ApiError::bad_request(format!(
@@ -52,9 +54,10 @@ pub(crate) fn from_url(url: &str, field: &str) -> Result<ImageInput, ApiError> {
 }
 
 /// Base64 text (the standard alphabet, padded or not, whitespace ignored) as an
-/// image; a data URL is read as such too (Ollama clients send either).
+/// image; a data URL is read as such too (Ollama clients send either), and a
+/// link is refused as one.
 pub(crate) fn from_base64(data: &str, field: &str) -> Result<ImageInput, ApiError> {
-    if data.starts_with("data:") {
+    if data.starts_with("data:") || data.starts_with("http://") || data.starts_with("https://") {
         return from_url(data, field);
     }
     let clean: String = data.chars().filter(|c| !c.is_ascii_whitespace()).collect();
@@ -84,7 +87,8 @@ mod tests {
             im
         );
         let msg = |r: Result<ImageInput, ApiError>| r.unwrap_err().message;
-        assert!(msg(from_url("https://x.test/a.png", "f")).contains("does not fetch"));
+        assert!(msg(from_url("https://x.test/a.png", "f")).contains("-allow-image-urls"));
+        assert!(msg(from_base64("http://x.test/a.png", "f")).contains("-allow-image-urls"));
         assert!(msg(from_url("data:image/png,abc", "f")).contains("base64"));
         assert!(msg(from_url("file:///etc/passwd", "f")).contains("data URL"));
         assert!(msg(from_base64("not base64 at all!", "f")).contains("not valid base64"));

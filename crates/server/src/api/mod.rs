@@ -6,6 +6,7 @@ pub(crate) mod catalog;
 pub(crate) mod constraint_wire;
 pub(crate) mod contexts;
 pub(crate) mod embeddings;
+pub(crate) mod image_links;
 pub(crate) mod image_wire;
 pub(crate) mod ollama;
 pub(crate) mod openai;

@@ -11,6 +11,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use llamay_runtime::Runtime;
+use llamay_store::FetchLimits;
 
 use crate::boundary::Boundary;
 use crate::kept::KeptResponses;
@@ -35,6 +36,9 @@ pub struct AppState {
     pub(crate) allow_private_pulls: bool,
     /// `/api/pull` may use plain http and unverified certificates.
     pub(crate) insecure_pulls: bool,
+    /// `-allow-image-urls`: requests may link images (fetched under the pull rules
+    /// above, each within these limits); `None` refuses links.
+    pub(crate) image_urls: Option<FetchLimits>,
     /// Responses kept for `previous_response_id` (`/v1/responses`).
     pub(crate) kept: Arc<KeptResponses>,
 }
@@ -50,8 +54,29 @@ impl AppState {
             boundary: Arc::new(boundary),
             allow_private_pulls: false,
             insecure_pulls: false,
+            image_urls: None,
             kept: Arc::default(),
         }
+    }
+
+    /// Requests may link images, each fetched within `limits` (`-allow-image-urls`).
+    pub fn allow_image_urls(mut self, limits: FetchLimits) -> AppState {
+        self.image_urls = Some(limits);
+        self
+    }
+
+    /// Pulls and linked images may reach loopback, link-local and private addresses
+    /// (`-allow-private-pulls`).
+    pub fn allow_private_addresses(mut self) -> AppState {
+        self.allow_private_pulls = true;
+        self
+    }
+
+    /// Pulls and linked images may use plain http and unverified certificates
+    /// (`-insecure`).
+    pub fn allow_insecure_transport(mut self) -> AppState {
+        self.insecure_pulls = true;
+        self
     }
 }
 

@@ -50,9 +50,16 @@ pub struct Setup {
     pub embed: Option<PathBuf>,
     /// A vision projector for the model (`-mmproj`).
     pub projector: Option<PathBuf>,
+    /// A draft model for the model (`-draft`).
+    pub draft: Option<PathBuf>,
     /// Another server's model store (a restart over the same store: its snapshots),
     /// left in place on drop; beats `store`.
     pub store_at: Option<PathBuf>,
+    /// `-allow-image-urls`, with these limits per image.
+    pub image_urls: Option<llamay_store::FetchLimits>,
+    /// `-allow-private-pulls -insecure`: linked images may come from loopback over
+    /// plain http (a test's own image host).
+    pub private_addresses: bool,
 }
 
 impl Default for Setup {
@@ -65,7 +72,10 @@ impl Default for Setup {
             model: None,
             embed: None,
             projector: None,
+            draft: None,
             store_at: None,
+            image_urls: None,
+            private_addresses: false,
         }
     }
 }
@@ -136,6 +146,7 @@ impl App {
         });
         let spec = ModelSpec {
             projector: setup.projector,
+            draft: setup.draft,
             ..ModelSpec::from_arg(&path.display().to_string(), path.clone(), None)
         };
         let model = spec.name.clone();
@@ -162,7 +173,14 @@ impl App {
             beyond_loopback: false,
             has_key: false,
         };
-        let router = llamay_server::router(AppState::new(runtime.clone(), boundary));
+        let mut state = AppState::new(runtime.clone(), boundary);
+        if let Some(limits) = setup.image_urls {
+            state = state.allow_image_urls(limits);
+        }
+        if setup.private_addresses {
+            state = state.allow_private_addresses().allow_insecure_transport();
+        }
+        let router = llamay_server::router(state);
         App {
             router,
             model,

@@ -12,6 +12,7 @@ mod constraints;
 mod expert_contexts;
 mod harmony;
 mod hybrid_contexts;
+mod image_links;
 mod images;
 mod refusals;
 mod speculation;

@@ -150,3 +150,53 @@ async fn drafts_never_change_an_answer() {
         assert_eq!(stats["speculation"]["accepted_tokens"], taken, "{which:?}");
     }
 }
+
+/// `serve -draft`: the model drafting for itself (the self-draft check) has every
+/// draft of a greedy free answer taken, and answers as without drafts, free or
+/// constrained; a draft model of other tokens is refused at load, naming them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_model_drafting_for_itself_is_always_right() {
+    let model = real_model(RealModel::SmolLM2);
+    let app = App::with(Setup {
+        model: Some(model.clone()),
+        draft: Some(model.clone()),
+        ..Setup::default()
+    });
+    let (mut drafted, mut taken) = (0, 0);
+    for prompt in &PROMPTS[..3] {
+        for kind in [0, 1, 2] {
+            let mut off = request(kind, prompt);
+            off["llamay_speculate"] = json!(false);
+            let plain = app.post("/v1/chat/completions", off).await.json();
+            let spec = app
+                .post("/v1/chat/completions", request(kind, prompt))
+                .await
+                .json();
+            assert_eq!(answer(&spec), answer(&plain), "{prompt:?} kind {kind}");
+            let s = &spec["llamay"]["speculation"];
+            let (d, t) = (
+                s["drafted_tokens"].as_u64().unwrap(),
+                s["accepted_tokens"].as_u64().unwrap(),
+            );
+            if kind == 0 {
+                assert_eq!(
+                    d, t,
+                    "{prompt:?}: a model drafting for itself is always right"
+                );
+                assert!(d >= 10, "{prompt:?}: {d} drafted of 40 tokens");
+            }
+            drafted += d;
+            taken += t;
+        }
+    }
+    eprintln!("self-draft: {taken} of {drafted} drafts taken");
+
+    let other = App::with(Setup {
+        model: Some(model),
+        draft: Some(llamay_testdata::ref_path("tiny/tiny-llama-Q4_0.gguf")),
+        ..Setup::default()
+    });
+    let r = other.post("/v1/chat/completions", request(0, "hi")).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.text.contains("another vocabulary"), "{}", r.text);
+}

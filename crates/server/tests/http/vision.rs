@@ -33,7 +33,7 @@ fn app_of(n_ctx: usize) -> App {
 }
 
 /// A picture of `scripts/vision-reference`'s set, as its file's bytes.
-fn picture(name: &str) -> Vec<u8> {
+pub(crate) fn picture(name: &str) -> Vec<u8> {
     std::fs::read(
         llamay_testdata::vision_reference()
             .join("images")
@@ -42,11 +42,11 @@ fn picture(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
-fn b64(bytes: &[u8]) -> String {
+pub(crate) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-const QUESTION: &str = "How many things are in this picture?";
+pub(crate) const QUESTION: &str = "How many things are in this picture?";
 
 fn schema() -> Value {
     json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}},
@@ -55,7 +55,7 @@ fn schema() -> Value {
 
 /// One request per shape: the picture first, then the question (so every shape
 /// renders the same prompt), answered under `schema()`.
-fn requests(png: &[u8], stream: bool) -> Vec<(&'static str, Value)> {
+pub(crate) fn requests(png: &[u8], stream: bool) -> Vec<(&'static str, Value)> {
     let url = format!("data:image/png;base64,{}", b64(png));
     vec![
         (
@@ -88,7 +88,7 @@ fn requests(png: &[u8], stream: bool) -> Vec<(&'static str, Value)> {
 }
 
 /// The answer's text of a whole reply or of a stream, per shape.
-fn answer(path: &str, r: &crate::common::Reply, stream: bool) -> String {
+pub(crate) fn answer(path: &str, r: &crate::common::Reply, stream: bool) -> String {
     let join = |v: Vec<Value>, f: &dyn Fn(&Value) -> Option<String>| -> String {
         v.iter().filter_map(f).collect()
     };
@@ -387,4 +387,91 @@ async fn images_with_named_contexts_are_refused() {
     assert!(r.text.contains("do not take images"), "{}", r.text);
     let plain = requests(&png, false).swap_remove(0).1;
     assert_eq!(app.post("/v1/chat/completions", plain).await.status, 200);
+}
+
+/// Where a shape's request keeps its turns.
+fn turns(path: &str) -> &'static str {
+    match path {
+        "/v1/responses" => "input",
+        _ => "messages",
+    }
+}
+
+/// `x-llamay-quote` quotes the input's text: over an image with no text there is
+/// nothing to quote from (a 400 saying so, on every shape); with text beside the
+/// image the quote comes from that text.
+#[tokio::test]
+async fn a_quote_over_an_image_alone_is_refused() {
+    let app = app();
+    let png = picture("square-rgb.png");
+    let quote = json!({"type": "object", "properties": {"q": {"type": "string", "x-llamay-quote": true}},
+                       "required": ["q"], "additionalProperties": false});
+    for (path, mut body) in requests(&png, false) {
+        // Only the picture: the question's text part (or Ollama's content) goes.
+        let msg = &mut body[turns(path)][0];
+        match msg["content"].as_array_mut() {
+            Some(parts) => parts.retain(|p| !p["type"].as_str().unwrap().ends_with("text")),
+            None => msg["content"] = json!(""),
+        }
+        let ask = |body: &mut Value, schema: &Value| match path {
+            "/v1/chat/completions" => {
+                body["response_format"]["json_schema"]["schema"] = schema.clone()
+            }
+            "/v1/responses" => body["text"]["format"]["schema"] = schema.clone(),
+            "/v1/messages" => body["output_format"]["schema"] = schema.clone(),
+            _ => body["format"] = schema.clone(),
+        };
+        ask(&mut body, &quote);
+        let r = app.post(path, body).await;
+        assert_eq!(r.status, 400, "{path}: {}", r.text);
+        assert!(r.text.contains("no input text"), "{path}: {}", r.text);
+    }
+    let (path, mut body) = requests(&png, false).swap_remove(0);
+    body["response_format"]["json_schema"]["schema"] = quote;
+    let r = app.post(path, body).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let q: Value = serde_json::from_str(&answer(path, &r, false)).unwrap();
+    assert!(QUESTION.contains(q["q"].as_str().unwrap()), "{q}");
+}
+
+/// More pictures than the context holds: a 400 in each shape's own overflow words
+/// (with the token counts), and the server serves on.
+#[tokio::test]
+async fn more_pictures_than_the_context_holds_are_refused() {
+    let app = app_of(128);
+    let png = picture("square-rgb.png");
+    let words = [
+        (
+            "/v1/chat/completions",
+            "maximum context length is 128 tokens",
+        ),
+        ("/v1/responses", "exceeds the context window"),
+        ("/v1/messages", "prompt is too long"),
+        ("/api/chat", "exceeds the context length"),
+    ];
+    for ((path, mut body), (p, wanted)) in requests(&png, false).into_iter().zip(words) {
+        assert_eq!(path, p);
+        // Eight copies of the picture's part (Ollama: of its `images`).
+        let msg = &mut body[turns(path)][0];
+        match msg["content"].as_array_mut() {
+            Some(parts) => {
+                let image = parts[0].clone();
+                parts.splice(0..0, std::iter::repeat_n(image, 7));
+            }
+            None => {
+                let one = msg["images"][0].clone();
+                msg["images"] = json!(vec![one; 8]);
+            }
+        }
+        let r = app.post(path, body).await;
+        assert_eq!(r.status, 400, "{path}: {}", r.text);
+        assert!(r.text.contains(wanted), "{path}: {}", r.text);
+    }
+    let r = app
+        .post(
+            "/v1/chat/completions",
+            requests(&png, false).swap_remove(0).1,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
 }

@@ -53,22 +53,8 @@ pub fn load_draft(
     let (path, _) = resolve_model(model)?;
     let d = LoadedModel::load(&path, opts)
         .with_context(|| format!("cannot load the draft model {}", path.display()))?;
-    let (a, b) = (&main.tokenizer, &d.tokenizer);
-    let differs = (0..a.n_vocab().max(b.n_vocab()) as u32).find(|&t| {
-        t as usize >= a.n_vocab()
-            || t as usize >= b.n_vocab()
-            || a.token_bytes(t) != b.token_bytes(t)
-    });
-    if let Some(t) = differs {
-        anyhow::bail!(
-            "the draft model {} has another vocabulary ({} tokens against {}; token {t} differs): \
-             a draft model must share the model's tokens",
-            path.display(),
-            b.n_vocab(),
-            a.n_vocab()
-        );
-    }
-    Ok(DraftModel(d.model))
+    DraftModel::sharing_tokens(d.model, &d.tokenizer, &main.tokenizer)
+        .map_err(|e| anyhow::anyhow!("the draft model {}: {e}", path.display()))
 }
 
 /// `-prompt-cache FILE`: a KV snapshot of the last prompt, tied to the model file.

@@ -11,11 +11,12 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::image_links::parse_with_links;
 use crate::api::image_wire::{self, Placed};
 use crate::api::reasoning_wire::with_budget;
 use crate::http::error::{ApiError, ApiErrorKind, ErrorShape};
 use crate::http::stream::{self, Frames};
-use crate::http::{json_response, parse_body, stream_response, AppState};
+use crate::http::{json_response, stream_response, AppState};
 use llamay_runtime::Finish;
 use llamay_runtime::SamplingAsk;
 use llamay_runtime::Surfaces;
@@ -350,7 +351,7 @@ async fn messages(State(st): State<AppState>, body: Bytes) -> Response {
 }
 
 async fn messages_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
-    let r: MessagesRequest = parse_body(body)?;
+    let r: MessagesRequest = parse_with_links(st, body).await?;
     let tools = tool_set(r.tools, r.tool_choice)?;
     if r.max_tokens < 1 {
         return Err(ApiError::bad_request("max_tokens must be at least 1"));

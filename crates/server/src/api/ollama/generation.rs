@@ -10,13 +10,14 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::image_links::parse_with_links;
 use crate::api::image_wire;
 use crate::api::reasoning_wire::with_budget;
 use crate::api::sampling::{with_sampling_knobs, StopField};
 use crate::api::tool_wire::{function_tools, openai_choice, HistoryCall};
 use crate::http::error::ApiError;
 use crate::http::stream::{self, Frames};
-use crate::http::{json_response, parse_body, stream_response, AppState};
+use crate::http::{json_response, stream_response, AppState};
 use llamay_runtime::collect;
 use llamay_runtime::SamplingAsk;
 use llamay_runtime::Surfaces;
@@ -262,7 +263,7 @@ enum Route {
 }
 
 pub(super) async fn chat(State(st): State<AppState>, body: Bytes) -> Response {
-    let mut r: ChatRequest = match parse_body(&body) {
+    let mut r: ChatRequest = match parse_with_links(&st, &body).await {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -307,7 +308,7 @@ pub(super) async fn chat(State(st): State<AppState>, body: Bytes) -> Response {
 }
 
 pub(super) async fn generate(State(st): State<AppState>, body: Bytes) -> Response {
-    let r: GenerateRequest = match parse_body(&body) {
+    let r: GenerateRequest = match parse_with_links(&st, &body).await {
         Ok(r) => r,
         Err(e) => return fail(e),
     };

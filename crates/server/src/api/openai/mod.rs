@@ -11,6 +11,7 @@ use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::api::image_links::parse_with_links;
 use crate::api::image_wire::{self, Placed};
 use crate::api::reasoning_wire::with_budget;
 use crate::api::sampling::{with_sampling_knobs, StopField};
@@ -289,7 +290,7 @@ async fn chat_completions(State(st): State<AppState>, body: Bytes) -> Response {
 }
 
 async fn chat_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
-    let r: ChatRequest = parse_body(body)?;
+    let r: ChatRequest = parse_with_links(st, body).await?;
     refuse_n(r.n)?;
     let mut surfaces = r.constraint.surfaces()?;
     let tools = ToolSet::new(

@@ -16,10 +16,11 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 
+use crate::api::image_links::parse_with_links;
 use crate::api::reasoning_wire::with_budget;
 use crate::http::error::{ApiError, ErrorShape};
 use crate::http::stream::{self, Frames};
-use crate::http::{json_response, parse_body, stream_response, AppState};
+use crate::http::{json_response, stream_response, AppState};
 use crate::ids::{response_id, unix_secs};
 use crate::kept::Kept;
 use llamay_runtime::ThinkingAsk;
@@ -145,7 +146,7 @@ async fn create(State(st): State<AppState>, body: Bytes) -> Response {
 }
 
 async fn create_inner(st: &AppState, body: &[u8]) -> Result<Response, ApiError> {
-    let r: CreateRequest = parse_body(body)?;
+    let r: CreateRequest = parse_with_links(st, body).await?;
     let mut surfaces = r.surfaces()?;
     let choice = request::tool_choice(r.tool_choice.as_ref())?;
     let parallel = r.parallel_tool_calls.unwrap_or(true);
