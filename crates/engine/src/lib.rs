@@ -48,8 +48,8 @@ pub use tokenizer::{
     TokenizerKind,
 };
 pub use vision::{
-    decode_image, DecodedImage, ImageEmbeddings, ImageError, ProjectorType, VisionEncoder,
-    MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE,
+    decode_image, DecodedImage, ImageEmbeddings, ImageError, ImageLayout, ProjectorType,
+    VisionEncoder, MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE,
 };
 
 /// The quantized kernels and their buffers, for the engine's own integration tests,

@@ -2,7 +2,8 @@
 //! (`scripts/vision-generate-reference`): per projector file (f32 and f16), 12 (picture, prompt) pairs
 //! whose text chunks are fed as token ids and whose picture as our encoder's rows
 //! (`Model::forward_image`, at the positions libmtmd gave them; non-causal for
-//! Gemma 3 as there), then llama.cpp's greedy ids.
+//! Gemma 3 as there; Idefics3's tiles and overview each its own run), then
+//! llama.cpp's greedy ids.
 //!
 //! shared/ref/README.md's table A: every logit of the first step within the file
 //! type's atol, and at each teacher-forced step llama.cpp's top 10; the argmax equal
@@ -14,8 +15,8 @@ use llamay_engine::{
     ProjectorType, SeqState, VisionEncoder,
 };
 use llamay_testdata::{
-    bytes_from_base64, f32s_from_base64, ref_path, vision_generate_reference, vision_model,
-    vision_reference,
+    bytes_from_base64, f32s_from_base64, idefics3_model, ref_path, vision_generate_reference,
+    vision_model, vision_reference, vision_text_model,
 };
 use serde_json::Value;
 
@@ -45,6 +46,8 @@ fn prefill(
     let mut seq = model.new_sequence();
     let parts = case["parts"].as_array().unwrap();
     let mut last: Option<ItemLogits> = None;
+    // The picture's rows, a run per image chunk (one, or each tile and the overview).
+    let mut rows = 0;
     for (i, part) in parts.iter().enumerate() {
         let want = match i + 1 == parts.len() {
             true => LogitsWanted::Last,
@@ -60,12 +63,19 @@ fn prefill(
             model.forward(&mut batch).unwrap().remove(0)
         } else {
             let n = part["image"].as_u64().unwrap() as usize;
-            assert_eq!(image.n_tokens, n, "image rows");
+            let e = image.n_embd;
+            let run = ImageEmbeddings {
+                n_tokens: n,
+                n_embd: e,
+                values: image.values[rows * e..(rows + n) * e].to_vec(),
+            };
+            rows += n;
             model
-                .forward_image(&mut seq, image, projector, want)
+                .forward_image(&mut seq, &run, projector, want)
                 .unwrap()
         });
     }
+    assert_eq!(rows, image.n_tokens, "image rows");
     (seq, last.unwrap().last().unwrap().to_vec())
 }
 
@@ -83,14 +93,15 @@ fn check(projector: &str, kind: ProjectorType, atol: f32) -> Vec<(String, f32, u
     let reference = json(vision_generate_reference().join(format!("{projector}.json")));
     let pixels = json(vision_reference().join(format!("{projector}.json")));
     let model = Model::load(
-        ref_path(&format!(
-            "tiny/{}",
-            reference["text_model"].as_str().unwrap()
-        )),
+        vision_text_model(reference["text_model"].as_str().unwrap()),
         &threads(),
     )
     .unwrap();
-    let enc = VisionEncoder::load(vision_model(projector), &threads()).unwrap();
+    let file = match kind {
+        ProjectorType::Idefics3 => idefics3_model(projector),
+        _ => vision_model(projector),
+    };
+    let enc = VisionEncoder::load(file, &threads()).unwrap();
     assert_eq!(enc.projector(), kind);
     let cases = reference["cases"].as_array().unwrap();
     assert!(cases.len() >= 10, "{} cases", cases.len());
@@ -167,6 +178,15 @@ fn gemma3_generation_matches_llamacpp() {
     for file in ["gemma3-F32", "gemma3-F16"] {
         let cases = check(file, ProjectorType::Gemma3, 7.5e-2);
         // Some free-running steps are compared at all.
+        assert!(cases.iter().any(|c| c.2 > 0), "{file}: no step sure enough");
+    }
+}
+
+#[test]
+fn idefics3_generation_matches_llamacpp() {
+    // Its text model is F32: atol 2e-3.
+    for file in ["idefics3-F32", "idefics3-F16"] {
+        let cases = check(file, ProjectorType::Idefics3, 2e-3);
         assert!(cases.iter().any(|c| c.2 > 0), "{file}: no step sure enough");
     }
 }

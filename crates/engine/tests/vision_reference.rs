@@ -1,6 +1,7 @@
 //! The vision encoders against llama.cpp's libmtmd (`scripts/vision-reference`): each
-//! random-weight projector file of `scripts/make-vision-models` encodes 24 pictures of
-//! varied size, aspect ratio and format.
+//! random-weight projector file of `scripts/make-vision-models` (and of
+//! `scripts/make-idefics3-models`, whose pictures become tiles and an overview)
+//! encodes 24 pictures of varied size, aspect ratio and format.
 //!
 //! - On the pixels libmtmd decoded (stb_image), every picture's rows must point where
 //!   llama.cpp's do: cosine ≥ 0.9999 over the whole picture and over each row.
@@ -11,7 +12,7 @@
 
 use llamay_engine::{decode_image, DecodedImage, LoadOptions, ProjectorType, VisionEncoder};
 use llamay_testdata::{
-    bytes_from_base64, cosine, f32s_from_base64, vision_model, vision_reference,
+    bytes_from_base64, cosine, f32s_from_base64, idefics3_model, vision_model, vision_reference,
 };
 use serde_json::Value;
 
@@ -57,7 +58,11 @@ fn their_pixels(im: &Value) -> DecodedImage {
 /// Per picture: the agreement on llama.cpp's pixels, the agreement from the file's
 /// bytes, and whether the two decoders gave the same pixels.
 fn compare(model: &str, projector: ProjectorType) -> Vec<(Agreement, Agreement, bool)> {
-    let enc = VisionEncoder::load(vision_model(model), &threads(2)).expect("projector loads");
+    let path = match projector {
+        ProjectorType::Idefics3 => idefics3_model(model),
+        _ => vision_model(model),
+    };
+    let enc = VisionEncoder::load(path, &threads(2)).expect("projector loads");
     assert_eq!(enc.projector(), projector);
     let dir = vision_reference();
     let reference: Value =
@@ -77,6 +82,19 @@ fn compare(model: &str, projector: ProjectorType) -> Vec<(Agreement, Agreement, 
         assert_eq!(
             (on_pixels.n_tokens, on_pixels.n_embd),
             (n_tokens, n_embd),
+            "{name}"
+        );
+        // libmtmd's image chunks: one, or a tile each and the overview.
+        let layout = enc.layout(pixels.width, pixels.height).unwrap();
+        let chunks: Vec<u64> = im["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["image"].as_u64())
+            .collect();
+        assert_eq!(
+            chunks,
+            vec![layout.rows_per_part as u64; layout.n_parts()],
             "{name}"
         );
         let bytes = std::fs::read(dir.join("images").join(name)).unwrap();
@@ -154,6 +172,14 @@ fn f16_projector_files_match_llamacpp_on_every_picture() {
 }
 
 #[test]
+fn idefics3_projector_matches_llamacpp_on_every_picture() {
+    for model in ["idefics3-F32", "idefics3-F16"] {
+        let rows = compare(model, ProjectorType::Idefics3);
+        assert_matches(model, &rows);
+    }
+}
+
+#[test]
 fn broken_projector_files_are_refused_naming_what_is_wrong() {
     for (model, needle) in [
         ("mlp-bad-type", "\"resampler2\""),
@@ -161,6 +187,17 @@ fn broken_projector_files_are_refused_naming_what_is_wrong() {
         ("mlp-bad-shape", "mm.0.weight"),
     ] {
         let err = VisionEncoder::load(vision_model(model), &threads(1)).expect_err(model);
+        let msg = err.to_string();
+        assert!(msg.contains(needle), "{model}: {msg}");
+    }
+    for (model, needle) in [
+        ("idefics3-bad-scale", "clip.vision.projector.scale_factor 1"),
+        (
+            "idefics3-bad-edge",
+            "clip.vision.preproc_image_size is missing",
+        ),
+    ] {
+        let err = VisionEncoder::load(idefics3_model(model), &threads(1)).expect_err(model);
         let msg = err.to_string();
         assert!(msg.contains(needle), "{model}: {msg}");
     }

@@ -1,13 +1,14 @@
 //! An image prompt as the scheduler runs it: one flat id list in which each image's
 //! rows take pseudo token ids made from the picture's content, so the prefix cache
 //! (which files blocks by their ids) finds a prompt holding the same picture again
-//! and never confuses two pictures; beside it, where each image sits and its pixels
-//! (encoded only if the cache does not already hold its rows).
+//! and never confuses two pictures; beside it, where each run of image rows sits and
+//! its picture's pixels (encoded only if the cache does not already hold its rows,
+//! and once for all the runs of one picture: Idefics3's tiles and overview).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use llamay_engine::{DecodedImage, ImageEmbeddings, ProjectorType, VisionEncoder};
+use llamay_engine::{DecodedImage, ImageEmbeddings, ImageLayout, ProjectorType, VisionEncoder};
 
 use crate::error::Error;
 use crate::kv::PrefixCache;
@@ -23,16 +24,24 @@ pub(crate) fn is_image_id(id: u32) -> bool {
     id & IMAGE_ID_BIT != 0
 }
 
-/// One image in a queued prompt ([`Job::images`](crate::Job)): its rows take
-/// positions `start..start + len`. Only `Runtime::start` makes them.
+/// One picture of a queued prompt, shared by the places of its runs of rows.
+struct Picture {
+    pixels: Arc<DecodedImage>,
+    layout: ImageLayout,
+    /// Its rows cut into parts, once encoded (or why encoding failed).
+    parts: OnceLock<Result<Vec<ImageEmbeddings>, String>>,
+}
+
+/// One run of image rows in a queued prompt ([`Job::images`](crate::Job)): the rows
+/// take positions `start..start + len`. Only `Runtime::start` makes them.
 pub struct ImagePlace {
     pub(crate) start: usize,
     pub(crate) len: usize,
     pub(crate) projector: ProjectorType,
-    /// The decoded picture, until its rows are fed (or found cached).
-    pub(crate) pixels: Option<Arc<DecodedImage>>,
-    /// Its rows, once encoded.
-    pub(crate) rows: Option<ImageEmbeddings>,
+    /// Which run of its picture's rows ([`ImageLayout`]'s parts).
+    part: usize,
+    /// The picture, until its rows are fed (or found cached).
+    picture: Option<Arc<Picture>>,
 }
 
 impl ImagePlace {
@@ -40,26 +49,32 @@ impl ImagePlace {
         self.start + self.len
     }
 
-    /// Encodes the picture if that is not done yet (heavy: the caller is a
-    /// blocking or engine thread, never an async one).
+    /// This run's rows, encoding the picture if no place of it has yet (heavy: the
+    /// caller is a blocking or engine thread, never an async one).
     /// Each encoding counts in `encoded` (`/v1/stats` `images_encoded`).
     pub(crate) fn encode(
-        &mut self,
+        &self,
         enc: &VisionEncoder,
         encoded: &AtomicU64,
     ) -> Result<&ImageEmbeddings, String> {
-        if self.rows.is_none() {
-            let pixels = self.pixels.as_ref().ok_or("the image's pixels are gone")?;
-            self.rows = Some(enc.encode(pixels).map_err(|e| e.to_string())?);
+        let picture = self.picture.as_ref().ok_or("the image's pixels are gone")?;
+        let parts = picture.parts.get_or_init(|| {
             encoded.fetch_add(1, Ordering::Relaxed);
+            let rows = enc.encode(&picture.pixels).map_err(|e| e.to_string())?;
+            Ok(rows.split(&picture.layout))
+        });
+        match parts {
+            Ok(parts) => parts
+                .get(self.part)
+                .ok_or_else(|| "no such image part".into()),
+            Err(e) => Err(e.clone()),
         }
-        Ok(self.rows.as_ref().expect("encoded above"))
     }
 
-    /// The pixels and rows are no longer needed (fed, or found in the cache).
+    /// The pixels and rows are no longer needed here (fed, or found in the cache);
+    /// the picture goes when its last place lets go.
     pub(crate) fn release(&mut self) {
-        self.pixels = None;
-        self.rows = None;
+        self.picture = None;
     }
 }
 
@@ -90,30 +105,42 @@ pub(crate) fn image_id(hash: u64, row: usize) -> u32 {
     IMAGE_ID_BIT | (z as u32 & !IMAGE_ID_BIT)
 }
 
-/// `chunks` (from `prompt_chunks`) as one id list and the places of `images` in it,
-/// each image `enc.n_tokens()` rows long.
+/// `chunks` (from `prompt_chunks`) as one id list and the places of `images`' runs
+/// of rows in it (each picture with its layout).
 pub(crate) fn lay_out(
     chunks: &[MediaChunk],
-    images: &[Arc<DecodedImage>],
+    images: &[(Arc<DecodedImage>, ImageLayout)],
     enc: &VisionEncoder,
 ) -> (Vec<u32>, Vec<ImagePlace>) {
+    let pictures: Vec<_> = images
+        .iter()
+        .map(|(pixels, layout)| {
+            let picture = Picture {
+                pixels: pixels.clone(),
+                layout: *layout,
+                parts: OnceLock::new(),
+            };
+            (content_hash(pixels), Arc::new(picture))
+        })
+        .collect();
     let mut ids = Vec::new();
     let mut places = Vec::new();
     for c in chunks {
         match c {
             MediaChunk::Tokens(t) => ids.extend_from_slice(t),
-            MediaChunk::Image(i) => {
-                let im = &images[*i];
-                let hash = content_hash(im);
+            MediaChunk::Image { image, part } => {
+                let (hash, picture) = &pictures[*image];
                 let start = ids.len();
-                let len = enc.n_tokens();
-                ids.extend((0..len).map(|r| image_id(hash, r)));
+                let len = picture.layout.rows_per_part;
+                // Numbered across the picture's parts: every row of it differs.
+                let first = part * len;
+                ids.extend((first..first + len).map(|r| image_id(*hash, r)));
                 places.push(ImagePlace {
                     start,
                     len,
                     projector: enc.projector(),
-                    pixels: Some(im.clone()),
-                    rows: None,
+                    part: *part,
+                    picture: Some(picture.clone()),
                 });
             }
         }
@@ -132,11 +159,21 @@ pub(crate) fn image_prompt(
     images: &[Arc<DecodedImage>],
     (cache, encoded): (&PrefixCache, &AtomicU64),
 ) -> Result<(Vec<u32>, Vec<ImagePlace>), Error> {
-    let chunks = prompt_chunks(&lm.tokenizer, text, enc.projector(), images.len())
+    let images = images
+        .iter()
+        .map(|im| {
+            let layout = enc
+                .layout(im.width, im.height)
+                .map_err(|e| Error::bad_request(e.to_string()).at("messages"))?;
+            Ok((im.clone(), layout))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let layouts: Vec<_> = images.iter().map(|(_, l)| *l).collect();
+    let chunks = prompt_chunks(&lm.tokenizer, text, enc.projector(), &layouts)
         .map_err(|e| Error::bad_request(e).at("messages"))?;
-    let (ids, mut places) = lay_out(&chunks, images, enc);
+    let (ids, places) = lay_out(&chunks, &images, enc);
     let hit = cache.cached_len(&ids, ids.len().saturating_sub(1));
-    for im in places.iter_mut().filter(|im| im.end() > hit) {
+    for im in places.iter().filter(|im| im.end() > hit) {
         im.encode(enc, encoded)
             .map_err(|e| Error::internal(format!("encoding an image failed: {e}")))?;
     }
@@ -185,8 +222,8 @@ mod tests {
             start,
             len,
             projector: ProjectorType::Gemma3,
-            pixels: None,
-            rows: None,
+            part: 0,
+            picture: None,
         };
         let places = [place(5, 16), place(30, 16)];
         assert_eq!(usable_prefix(3, &places), 3);

@@ -217,6 +217,21 @@ pub fn vision_model(name: &str) -> PathBuf {
     fetched_by("make-vision-models", &[], name)
 }
 
+/// A tiny random-weight Idefics3 file made by `scripts/make-idefics3-models`
+/// (`idefics3-F32`, `idefics3-F16`, and its text model `idefics3-text-F32`).
+pub fn idefics3_model(name: &str) -> PathBuf {
+    fetched_by("make-idefics3-models", &[], name)
+}
+
+/// The text model a vision reference names (its `text_model`): a file of
+/// shared/ref/tiny, or one `scripts/make-idefics3-models` makes.
+pub fn vision_text_model(name: &str) -> PathBuf {
+    match name.ends_with(".gguf") {
+        true => ref_path(&format!("tiny/{name}")),
+        false => idefics3_model(name),
+    }
+}
+
 /// The folder `scripts/vision-reference` fills: `images/` (the pictures) and, per
 /// projector file, `<name>.json` with llama.cpp's embeddings of each picture.
 pub fn vision_reference() -> PathBuf {

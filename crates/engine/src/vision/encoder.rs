@@ -1,10 +1,12 @@
-//! A loaded projector file: the ViT and its projector, run on one picture at a time.
+//! A loaded projector file: the ViT and its projector, run on one picture at a time
+//! (one square, or Idefics3's tiles and overview one after another).
 
 use std::path::Path;
 
 use super::image::DecodedImage;
 use super::params::{ProjectorType, VisionParams};
-use super::preprocess::preprocess;
+use super::preprocess::{normalize, preprocess};
+use super::slices::{slice_grid, slices};
 use super::weights::VisionWeights;
 use crate::gguf::GgufFile;
 use crate::model::{LoadOptions, ModelError};
@@ -17,6 +19,44 @@ pub struct ImageEmbeddings {
     pub n_tokens: usize,
     pub n_embd: usize,
     pub values: Vec<f32>,
+}
+
+impl ImageEmbeddings {
+    /// The rows cut into `layout`'s parts (each tile, then the overview), in order.
+    pub fn split(&self, layout: &ImageLayout) -> Vec<ImageEmbeddings> {
+        let width = layout.rows_per_part * self.n_embd;
+        self.values
+            .chunks(width.max(1))
+            .map(|part| ImageEmbeddings {
+                n_tokens: part.len() / self.n_embd.max(1),
+                n_embd: self.n_embd,
+                values: part.to_vec(),
+            })
+            .collect()
+    }
+}
+
+/// How a picture's rows take their places in a prompt: one run of rows, or (Idefics3)
+/// a run per tile, row after row, then the overview's, with libmtmd's text between
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageLayout {
+    /// Tile rows and tiles a row, for a sliced picture.
+    pub grid: Option<(usize, usize)>,
+    /// The rows of each part (the whole picture, or one tile or the overview).
+    pub rows_per_part: usize,
+}
+
+impl ImageLayout {
+    /// The runs of rows: tiles and overview, or the one picture.
+    pub fn n_parts(&self) -> usize {
+        self.grid.map_or(1, |(r, c)| r * c + 1)
+    }
+
+    /// All the picture's rows.
+    pub fn n_rows(&self) -> usize {
+        self.n_parts() * self.rows_per_part
+    }
 }
 
 /// A vision encoder and projector from an `mmproj` GGUF file (llama.cpp's layout):
@@ -59,13 +99,29 @@ impl VisionEncoder {
         self.hp.projector
     }
 
-    /// Rows every picture becomes (the encoder's input has one size).
+    /// Rows one encoded square becomes: a whole picture, or one of Idefics3's tiles.
     pub fn n_tokens(&self) -> usize {
         let side = self.hp.patches_per_side();
         match self.hp.projector {
             ProjectorType::Mlp => side * side,
-            ProjectorType::Gemma3 => (side / self.hp.merge).pow(2),
+            ProjectorType::Gemma3 | ProjectorType::Idefics3 => (side / self.hp.merge).pow(2),
         }
+    }
+
+    /// How a `width × height` picture's rows are laid out (an error for a picture
+    /// Idefics3 cannot tile: one scaled to no pixels a side).
+    pub fn layout(&self, width: u32, height: u32) -> Result<ImageLayout, ModelError> {
+        let grid = match self.hp.longest_edge {
+            Some(edge) => {
+                let g = slice_grid(&self.hp, edge, (width as usize, height as usize))?;
+                Some((g.rows, g.cols))
+            }
+            None => None,
+        };
+        Ok(ImageLayout {
+            grid,
+            rows_per_part: self.n_tokens(),
+        })
     }
 
     /// The width of a row: the language model's embedding width it must match.
@@ -84,11 +140,20 @@ impl VisionEncoder {
                 image.rgb.len()
             )));
         }
-        let pixels = preprocess(image, &self.hp);
-        let hidden = self.vit(&pixels)?;
-        let values = self.project(&hidden)?;
+        let inputs = match self.hp.longest_edge {
+            Some(edge) => slices(image, &self.hp, edge)?
+                .iter()
+                .map(|part| normalize(part, &self.hp))
+                .collect(),
+            None => vec![preprocess(image, &self.hp)],
+        };
+        let mut values = Vec::with_capacity(inputs.len() * self.n_tokens() * self.n_embd());
+        for pixels in &inputs {
+            let hidden = self.vit(pixels)?;
+            values.extend(self.project(&hidden)?);
+        }
         Ok(ImageEmbeddings {
-            n_tokens: self.n_tokens(),
+            n_tokens: inputs.len() * self.n_tokens(),
             n_embd: self.n_embd(),
             values,
         })

@@ -4,6 +4,10 @@
 use crate::gguf::GgufFile;
 use crate::model::ModelError;
 
+/// The most tiles a side of a sliced picture (Idefics3) may take: SmolVLM's files
+/// take 4 or 5; the bound keeps a bad file from asking for millions.
+const MAX_TILES_A_SIDE: usize = 16;
+
 /// The projectors llamay runs (llama.cpp's `PROJECTOR_TYPE_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProjectorType {
@@ -12,6 +16,9 @@ pub enum ProjectorType {
     /// Gemma 3: a SigLIP ViT, average pooling, the soft-embedding RMS norm and
     /// `mm.input_projection`.
     Gemma3,
+    /// Idefics3 (SmolVLM): a SigLIP ViT over each tile of the picture and an overview,
+    /// the pixel shuffle (`scale_factor`² patches into one row), then `mm.model.fc`.
+    Idefics3,
 }
 
 impl ProjectorType {
@@ -26,13 +33,18 @@ impl ProjectorType {
         match self {
             ProjectorType::Mlp => "mlp",
             ProjectorType::Gemma3 => "gemma3",
+            ProjectorType::Idefics3 => "idefics3",
         }
     }
 
     fn from_name(s: &str) -> Option<ProjectorType> {
-        [ProjectorType::Mlp, ProjectorType::Gemma3]
-            .into_iter()
-            .find(|p| p.name() == s)
+        [
+            ProjectorType::Mlp,
+            ProjectorType::Gemma3,
+            ProjectorType::Idefics3,
+        ]
+        .into_iter()
+        .find(|p| p.name() == s)
     }
 }
 
@@ -51,6 +63,7 @@ pub(super) enum VitActivation {
 pub(super) enum ResizeFilter {
     Bilinear,
     Bicubic,
+    Lanczos,
 }
 
 #[derive(Clone, Debug)]
@@ -71,8 +84,12 @@ pub(super) struct VisionParams {
     pub filter: ResizeFilter,
     /// The colour of the letterbox bands.
     pub pad_color: [u8; 3],
-    /// Gemma 3's pooling kernel (patches per side of one output token).
+    /// Patches per side of one output row: Gemma 3's pooling kernel, Idefics3's
+    /// pixel-shuffle factor.
     pub merge: usize,
+    /// Idefics3's tiling: the picture's longer side is scaled to this many pixels,
+    /// then cut into `image_size` tiles (`clip.vision.preproc_image_size`).
+    pub longest_edge: Option<usize>,
 }
 
 impl VisionParams {
@@ -87,7 +104,7 @@ impl VisionParams {
         let projector = ProjectorType::from_name(type_name).ok_or_else(|| {
             invalid(format!(
                 "projector type {type_name:?} (clip.projector_type) is not supported \
-                 (llamay runs mlp, gemma3)"
+                 (llamay runs mlp, gemma3, idefics3)"
             ))
         })?;
         if f.opt_bool("clip.has_vision_encoder")? == Some(false) {
@@ -170,20 +187,53 @@ impl VisionParams {
                 )));
             }
         }
+        let side = image_size / patch_size;
+        let scale_factor = || -> Result<Option<usize>, ModelError> {
+            Ok(f.opt_u32("clip.vision.projector.scale_factor")?
+                .map(|v| v as usize))
+        };
         let (filter, pad_color, merge) = match projector {
             ProjectorType::Mlp => (ResizeFilter::Bicubic, [122, 116, 104], 1),
             ProjectorType::Gemma3 => {
-                let merge = f
-                    .opt_u32("clip.vision.projector.scale_factor")?
-                    .unwrap_or(4) as usize;
-                if merge == 0 || merge > image_size / patch_size {
+                let merge = scale_factor()?.unwrap_or(4);
+                if merge == 0 || merge > side {
                     return Err(invalid(format!(
-                        "clip.vision.projector.scale_factor {merge} does not fit {} patches a side",
-                        image_size / patch_size
+                        "clip.vision.projector.scale_factor {merge} does not fit {side} patches a side"
                     )));
                 }
                 (ResizeFilter::Bilinear, [0, 0, 0], merge)
             }
+            ProjectorType::Idefics3 => {
+                // llama.cpp's default is 1, which its pixel shuffle refuses; a side
+                // it does not divide would be padded there but counted unpadded.
+                let merge = scale_factor()?.unwrap_or(1);
+                if merge < 2 || side % merge != 0 {
+                    return Err(invalid(format!(
+                        "clip.vision.projector.scale_factor {merge} must be at least 2 and \
+                         divide the {side} patches a side"
+                    )));
+                }
+                (ResizeFilter::Lanczos, [0, 0, 0], merge)
+            }
+        };
+        let longest_edge = match projector {
+            ProjectorType::Idefics3 => {
+                // Older conversions without it take llama.cpp's other slicing path,
+                // which llamay does not run.
+                let key = "clip.vision.preproc_image_size";
+                let v = f.opt_u32(key)?.ok_or_else(|| {
+                    invalid(format!(
+                        "metadata {key} is missing: idefics3 files without it are not supported"
+                    ))
+                })? as usize;
+                if v == 0 || v > MAX_TILES_A_SIDE * image_size {
+                    return Err(invalid(format!(
+                        "{key} {v} is out of range for tiles of {image_size} pixels"
+                    )));
+                }
+                Some(v)
+            }
+            _ => None,
         };
         let n_layer = dim("clip.vision.block_count")?;
         if projector == ProjectorType::Mlp && n_layer < 2 {
@@ -208,6 +258,7 @@ impl VisionParams {
             filter,
             pad_color,
             merge,
+            longest_edge,
         })
     }
 
@@ -220,7 +271,7 @@ impl VisionParams {
     pub(super) fn layers_run(&self) -> usize {
         match self.projector {
             ProjectorType::Mlp => self.n_layer - 1,
-            ProjectorType::Gemma3 => self.n_layer,
+            ProjectorType::Gemma3 | ProjectorType::Idefics3 => self.n_layer,
         }
     }
 }

@@ -2,7 +2,8 @@
 //! preprocessor does (`tools/mtmd/mtmd-image.cpp`): scaled to fit with its aspect ratio
 //! kept (the scaled size rounded up), resampled as Pillow resamples (separable filters,
 //! weights in 22-bit fixed point), centred on a band colour, then each channel scaled
-//! to [0, 1] and normalised by the file's mean and std.
+//! to [0, 1] and normalised by the file's mean and std. Idefics3's tiles (`slices`)
+//! use the same resampling and normalisation.
 
 use super::image::DecodedImage;
 use super::params::{ResizeFilter, VisionParams};
@@ -11,22 +12,31 @@ use super::params::{ResizeFilter, VisionParams};
 const PRECISION_BITS: u32 = 32 - 8 - 2;
 
 /// An RGB picture, 8 bits a channel, pixels row after row.
-struct Rgb {
-    width: usize,
-    height: usize,
-    px: Vec<u8>,
+pub(super) struct Rgb {
+    pub width: usize,
+    pub height: usize,
+    pub px: Vec<u8>,
+}
+
+impl Rgb {
+    pub(super) fn of(img: &DecodedImage) -> Rgb {
+        Rgb {
+            width: img.width as usize,
+            height: img.height as usize,
+            px: img.rgb.clone(),
+        }
+    }
 }
 
 /// The normalised `size × size` input: 3 values a pixel (R, G, B), rows top to bottom.
 pub(super) fn preprocess(img: &DecodedImage, hp: &VisionParams) -> Vec<f32> {
-    let src = Rgb {
-        width: img.width as usize,
-        height: img.height as usize,
-        px: img.rgb.clone(),
-    };
-    let fitted = letterbox(src, hp.image_size, hp.filter, hp.pad_color);
-    fitted
-        .px
+    let fitted = letterbox(Rgb::of(img), hp.image_size, hp.filter, hp.pad_color);
+    normalize(&fitted, hp)
+}
+
+/// Each channel scaled to [0, 1], less the file's mean, over its std.
+pub(super) fn normalize(img: &Rgb, hp: &VisionParams) -> Vec<f32> {
+    img.px
         .chunks_exact(3)
         .flat_map(|p| (0..3).map(move |c| (p[c] as f32 / 255.0 - hp.mean[c]) / hp.std[c]))
         .collect()
@@ -58,7 +68,7 @@ fn letterbox(src: Rgb, size: usize, filter: ResizeFilter, pad: [u8; 3]) -> Rgb {
 
 /// Pillow's separable resampling: a horizontal pass, then a vertical one, each only
 /// when that side changes.
-fn resize(src: &Rgb, width: usize, height: usize, filter: ResizeFilter) -> Rgb {
+pub(super) fn resize(src: &Rgb, width: usize, height: usize, filter: ResizeFilter) -> Rgb {
     let mut cur = Rgb {
         width: src.width,
         height: src.height,
@@ -133,6 +143,7 @@ impl Kernel {
         let support_of = match filter {
             ResizeFilter::Bilinear => 1.0,
             ResizeFilter::Bicubic => 2.0,
+            ResizeFilter::Lanczos => 3.0,
         };
         let scale = in_size as f64 / out_size as f64;
         // Downscaling widens the filter (no aliasing); upscaling keeps it.
@@ -175,14 +186,14 @@ impl Kernel {
     }
 }
 
-/// The filter at distance `x` (in input pixels, scaled): a triangle, or Pillow's cubic
-/// with `a = -0.5`.
+/// The filter at distance `x` (in input pixels, scaled): a triangle, Pillow's cubic
+/// with `a = -0.5`, or Lanczos over three lobes.
 fn filter_weight(filter: ResizeFilter, x: f64) -> f64 {
-    let x = x.abs();
     match filter {
-        ResizeFilter::Bilinear => (1.0 - x).max(0.0),
+        ResizeFilter::Bilinear => (1.0 - x.abs()).max(0.0),
         ResizeFilter::Bicubic => {
             const A: f64 = -0.5;
+            let x = x.abs();
             if x < 1.0 {
                 ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
             } else if x < 2.0 {
@@ -191,6 +202,18 @@ fn filter_weight(filter: ResizeFilter, x: f64) -> f64 {
                 0.0
             }
         }
+        // On the signed distance, as Pillow bounds it: [-3, 3).
+        ResizeFilter::Lanczos if (-3.0..3.0).contains(&x) => sinc(x) * sinc(x / 3.0),
+        ResizeFilter::Lanczos => 0.0,
+    }
+}
+
+fn sinc(x: f64) -> f64 {
+    if x == 0.0 {
+        1.0
+    } else {
+        let px = x * std::f64::consts::PI;
+        px.sin() / px
     }
 }
 
@@ -210,7 +233,11 @@ mod tests {
 
     #[test]
     fn a_flat_colour_stays_flat_under_either_filter() {
-        for filter in [ResizeFilter::Bilinear, ResizeFilter::Bicubic] {
+        for filter in [
+            ResizeFilter::Bilinear,
+            ResizeFilter::Bicubic,
+            ResizeFilter::Lanczos,
+        ] {
             let src = Rgb {
                 width: 13,
                 height: 7,

@@ -1,6 +1,6 @@
 //! The projectors: what turns the ViT's hidden states into rows of the language model's
 //! embedding space (llama.cpp's `models/llava.cpp` for `mlp`, `models/siglip.cpp` for
-//! `gemma3`).
+//! `gemma3` and `idefics3`).
 
 use super::encoder::VisionEncoder;
 use super::vit::add;
@@ -61,6 +61,54 @@ impl VisionEncoder {
                 self.dense_product(proj, &pooled, &mut out);
                 Ok(out)
             }
+            ProjectorWeights::Idefics3 { fc } => {
+                let shuffled = pixel_shuffle(hidden, side, self.hp.merge, e);
+                let mut out = vec![0f32; shuffled.len() / fc.w.cols * fc.w.rows];
+                self.affine(
+                    &mut acts,
+                    (fc, None),
+                    &shuffled,
+                    &mut out,
+                    false,
+                    &|o, b| add(o, b),
+                )?;
+                Ok(out)
+            }
         }
+    }
+}
+
+/// llama.cpp's pixel shuffle (`build_patch_merge_permute`) of a `side × side` grid
+/// of `e`-wide patches: each `k × k` block becomes one row, blocks row after row;
+/// the row is the block's patches one after another, top row first, left to right.
+fn pixel_shuffle(hidden: &[f32], side: usize, k: usize, e: usize) -> Vec<f32> {
+    let out_side = side / k;
+    let mut out = Vec::with_capacity(side * side * e);
+    for oy in 0..out_side {
+        for ox in 0..out_side {
+            for dy in 0..k {
+                for dx in 0..k {
+                    let p = (oy * k + dy) * side + ox * k + dx;
+                    out.extend_from_slice(&hidden[p * e..(p + 1) * e]);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pixel_shuffle_takes_each_block_top_row_first() {
+        // A 4 x 4 grid of 1-wide patches numbered row after row, blocks of 2 x 2.
+        let hidden: Vec<f32> = (0..16).map(|v| v as f32).collect();
+        let out = pixel_shuffle(&hidden, 4, 2, 1);
+        assert_eq!(
+            out,
+            [0., 1., 4., 5., 2., 3., 6., 7., 8., 9., 12., 13., 10., 11., 14., 15.]
+        );
     }
 }

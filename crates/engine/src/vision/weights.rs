@@ -103,6 +103,8 @@ pub(super) enum ProjectorWeights {
     Mlp { mm0: Affine, mm2: Option<Affine> },
     /// The soft-embedding norm's scale and the input projection.
     Gemma3 { soft_norm: Vec<f32>, proj: Dense },
+    /// `mm.model.fc` (no bias), over the pixel shuffle's `merge² × n_embd` rows.
+    Idefics3 { fc: Affine },
 }
 
 pub(super) struct VisionWeights {
@@ -213,6 +215,13 @@ impl VisionWeights {
                     proj: Dense::new(out, e, values, stored.input_f16),
                 }
             }
+            ProjectorType::Idefics3 => {
+                let t = file.require_tensor("mm.model.fc.weight")?;
+                let out = t.dims.get(1).copied().unwrap_or(0) as usize;
+                ProjectorWeights::Idefics3 {
+                    fc: affine("mm.model.fc", e * hp.merge * hp.merge, out)?,
+                }
+            }
         };
         Ok(VisionWeights {
             patch,
@@ -231,6 +240,7 @@ impl VisionWeights {
         match &self.projector {
             ProjectorWeights::Mlp { mm0, mm2 } => mm2.as_ref().unwrap_or(mm0).w.rows,
             ProjectorWeights::Gemma3 { proj, .. } => proj.rows,
+            ProjectorWeights::Idefics3 { fc } => fc.w.rows,
         }
     }
 }

@@ -162,12 +162,15 @@ async fn the_same_image_is_found_in_the_cache_and_another_is_not() {
     assert_eq!((c0, encoded()), (0, 1));
     // The text after the picture: the rows end `tail` positions before the end.
     let lm = app.runtime.registry.loaded()[0].lm.clone();
-    let n_rows = lm.vision().unwrap().n_tokens() as u64;
+    let enc = lm.vision().unwrap();
+    let decoded = llamay_engine::decode_image(&a).unwrap();
+    let layout = enc.layout(decoded.width, decoded.height).unwrap();
+    let n_rows = layout.n_rows() as u64;
     let tail = match split_media(
         &lm.tokenizer,
         &rendered(&lm, &a),
-        lm.vision().unwrap().projector(),
-        1,
+        enc.projector(),
+        &[layout],
     )
     .unwrap()
     .last()
@@ -241,10 +244,16 @@ async fn greedy_text_through_the_server_equals_generate_pieces() {
 
     let lm: Arc<LoadedModel> = app.runtime.registry.loaded()[0].lm.clone();
     let enc = lm.vision().unwrap();
-    let rows = enc
-        .encode(&llamay_engine::decode_image(&png).unwrap())
-        .unwrap();
-    let mut chunks = split_media(&lm.tokenizer, &rendered(&lm, &png), enc.projector(), 1).unwrap();
+    let decoded = llamay_engine::decode_image(&png).unwrap();
+    let layout = enc.layout(decoded.width, decoded.height).unwrap();
+    let rows = enc.encode(&decoded).unwrap();
+    let mut chunks = split_media(
+        &lm.tokenizer,
+        &rendered(&lm, &png),
+        enc.projector(),
+        &[layout],
+    )
+    .unwrap();
     // The template writes the BOS itself: one BOS, as for a text prompt.
     let bos = lm.tokenizer.bos().unwrap();
     if let Some(MediaChunk::Tokens(t)) = chunks.first_mut() {
@@ -256,7 +265,7 @@ async fn greedy_text_through_the_server_equals_generate_pieces() {
         .iter()
         .map(|c| match c {
             MediaChunk::Tokens(ids) => PromptPiece::Tokens(ids),
-            MediaChunk::Image(_) => PromptPiece::Image(&rows, enc.projector()),
+            MediaChunk::Image { .. } => PromptPiece::Image(&rows, enc.projector()),
         })
         .collect();
     let mut params = GenerationParams {
